@@ -1,0 +1,71 @@
+#include "core/io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/unique_fd.h"
+
+namespace rf {
+
+Status write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("write");
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return ok_status();
+}
+
+Result<std::string> read_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return sys_error("open " + path);
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("read " + path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+Status write_file(const std::string& path, std::string_view data) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return sys_error("open " + path);
+  const ssize_t n = ::write(fd.get(), data.data(), data.size());
+  if (n < 0) return sys_error("write " + path);
+  if (static_cast<size_t>(n) != data.size()) return make_error("write " + path, "short write");
+  return ok_status();
+}
+
+Status write_file_atomic(const std::string& path, std::string_view data, int mode) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+    if (!fd) return sys_error("open " + tmp);
+    if (auto s = write_all(fd.get(), data); !s) {
+      ::unlink(tmp.c_str());
+      return make_error("write " + tmp, s.error().to_string());
+    }
+    if (::fsync(fd.get()) != 0) {
+      ::unlink(tmp.c_str());
+      return sys_error("fsync " + tmp);
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return sys_error("rename " + tmp + " to " + path, err);
+  }
+  return ok_status();
+}
+
+}  // namespace rf

@@ -1,0 +1,19 @@
+// Small, errno-preserving I/O helpers used on the host side.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+
+namespace rf {
+
+// Writes all of `data`, retrying on EINTR and short writes.
+Status write_all(int fd, std::string_view data);
+Result<std::string> read_file(const std::string& path);
+// Writes `data` to an existing file (cgroup and proc files): open, write, close.
+Status write_file(const std::string& path, std::string_view data);
+// Creates or replaces a regular file atomically (write to a temp name, rename).
+Status write_file_atomic(const std::string& path, std::string_view data, int mode = 0644);
+
+}  // namespace rf

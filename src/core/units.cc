@@ -1,0 +1,100 @@
+#include "core/units.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace rf {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Splits "12.5ms" into the number "12.5" and the suffix "ms".
+bool split_number(std::string_view text, double* number, std::string* suffix) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) return false;
+  std::string digits(text.substr(0, i));
+  if (digits.find('.') != digits.rfind('.')) return false;
+  char* end = nullptr;
+  *number = std::strtod(digits.c_str(), &end);
+  if (end != digits.c_str() + digits.size() || !std::isfinite(*number)) return false;
+  *suffix = lower(text.substr(i));
+  return true;
+}
+
+}  // namespace
+
+Result<uint64_t> parse_size(std::string_view text) {
+  double n = 0;
+  std::string suffix;
+  const std::string quoted = "\"" + std::string(text) + "\"";
+  if (!split_number(text, &n, &suffix)) {
+    return make_error(quoted, "not a size (examples: 4096, 512k, 512m, 1g)");
+  }
+  if (suffix.size() > 1 && (suffix.ends_with("ib"))) suffix.resize(suffix.size() - 2);
+  else if (suffix.size() > 1 && suffix.back() == 'b') suffix.pop_back();
+  double mult = 1;
+  if (suffix.empty() || suffix == "b") mult = 1;
+  else if (suffix == "k") mult = 1024.0;
+  else if (suffix == "m") mult = 1024.0 * 1024;
+  else if (suffix == "g") mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "t") mult = 1024.0 * 1024 * 1024 * 1024;
+  else return make_error(quoted, "unknown size suffix \"" + suffix + "\" (use k, m, g or t)");
+  const double bytes = n * mult;
+  if (bytes >= static_cast<double>(std::numeric_limits<int64_t>::max())) {
+    return make_error(quoted, "size too large");
+  }
+  return static_cast<uint64_t>(bytes);
+}
+
+Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  double n = 0;
+  std::string suffix;
+  const std::string quoted = "\"" + std::string(text) + "\"";
+  if (!split_number(text, &n, &suffix)) {
+    return make_error(quoted, "not a duration (examples: 30s, 250ms, 2m, 1h)");
+  }
+  double ms = 0;
+  if (suffix == "ms") ms = n;
+  else if (suffix.empty() || suffix == "s") ms = n * 1000;
+  else if (suffix == "m") ms = n * 60'000;
+  else if (suffix == "h") ms = n * 3'600'000;
+  else return make_error(quoted, "unknown duration suffix \"" + suffix + "\" (use ms, s, m or h)");
+  if (ms > 365.0 * 24 * 3'600'000) return make_error(quoted, "duration too long");
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms)));
+}
+
+Result<double> parse_decimal(std::string_view text) {
+  double n = 0;
+  std::string suffix;
+  if (!split_number(text, &n, &suffix) || !suffix.empty()) {
+    return make_error("\"" + std::string(text) + "\"", "not a number");
+  }
+  return n;
+}
+
+std::string format_size(uint64_t bytes) {
+  static const char* kUnits[] = {"", "k", "m", "g", "t"};
+  int u = 0;
+  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return std::to_string(bytes) + kUnits[u];
+}
+
+std::string format_duration(std::chrono::milliseconds ms) {
+  const auto n = ms.count();
+  if (n % 3'600'000 == 0 && n != 0) return std::to_string(n / 3'600'000) + "h";
+  if (n % 60'000 == 0 && n != 0) return std::to_string(n / 60'000) + "m";
+  if (n % 1000 == 0) return std::to_string(n / 1000) + "s";
+  return std::to_string(n) + "ms";
+}
+
+}  // namespace rf

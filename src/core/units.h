@@ -1,0 +1,27 @@
+// Parsing of human quantities: sizes ("512m", "1g", "4096") and durations
+// ("30s", "250ms", "2m", "1h"). Errors name the offending text.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+
+namespace rf {
+
+// Bytes. Suffixes k, m, g, t (powers of 1024), optionally followed by "b"/"ib";
+// case-insensitive. No suffix means bytes.
+Result<uint64_t> parse_size(std::string_view text);
+
+// Milliseconds. Suffixes ms, s, m, h; a bare number means seconds.
+Result<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+// A positive decimal such as "1.5" (cpus).
+Result<double> parse_decimal(std::string_view text);
+
+std::string format_size(uint64_t bytes);
+std::string format_duration(std::chrono::milliseconds ms);
+
+}  // namespace rf

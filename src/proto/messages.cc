@@ -1,0 +1,331 @@
+#include "proto/messages.h"
+
+#include <nlohmann/json.hpp>
+
+namespace rf::proto {
+namespace {
+
+using nlohmann::json;
+
+// Reads fields out of a JSON object, remembering the first error with the
+// message name and field path ("exec.argv[2]: expected a string").
+class Reader {
+ public:
+  Reader(const std::string& text, const char* msg) : msg_(msg) {
+    j_ = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j_.is_discarded()) fail("", "not valid JSON");
+    else if (!j_.is_object()) fail("", "expected a JSON object");
+  }
+
+  template <class T>
+  void get(const char* key, T* out, bool required = false) {
+    if (err_) return;
+    auto it = j_.find(key);
+    if (it == j_.end()) {
+      if (required) fail(key, "missing");
+      return;
+    }
+    read(*it, key, out);
+  }
+
+  bool ok() const { return !err_.has_value(); }
+  Error error() const { return *err_; }
+
+ private:
+  void fail(const std::string& field, const std::string& what) {
+    if (err_) return;
+    err_ = make_error(field.empty() ? msg_ : msg_ + "." + field, what);
+  }
+  void read(const json& v, const std::string& path, std::string* out) {
+    if (!v.is_string()) return fail(path, "expected a string");
+    *out = v.get<std::string>();
+  }
+  void read(const json& v, const std::string& path, bool* out) {
+    if (!v.is_boolean()) return fail(path, "expected true or false");
+    *out = v.get<bool>();
+  }
+  template <class I>
+    requires std::is_integral_v<I>
+  void read(const json& v, const std::string& path, I* out) {
+    if (!v.is_number_integer()) return fail(path, "expected an integer");
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<I>::max())) return fail(path, "out of range");
+      *out = static_cast<I>(u);
+      return;
+    }
+    const auto s = v.get<int64_t>();
+    if (s < static_cast<int64_t>(std::numeric_limits<I>::min()) ||
+        (s > 0 && static_cast<uint64_t>(s) > static_cast<uint64_t>(std::numeric_limits<I>::max()))) {
+      return fail(path, "out of range");
+    }
+    *out = static_cast<I>(s);
+  }
+  template <class T>
+  void read(const json& v, const std::string& path, std::vector<T>* out) {
+    if (!v.is_array()) return fail(path, "expected an array");
+    out->clear();
+    for (size_t i = 0; i < v.size() && !err_; ++i) {
+      T item{};
+      read(v[i], path + "[" + std::to_string(i) + "]", &item);
+      out->push_back(std::move(item));
+    }
+  }
+  void read(const json& v, const std::string& path, std::map<std::string, std::string>* out) {
+    if (!v.is_object()) return fail(path, "expected an object of strings");
+    out->clear();
+    for (auto it = v.begin(); it != v.end() && !err_; ++it) {
+      if (!it.value().is_string()) return fail(path + "." + it.key(), "expected a string");
+      (*out)[it.key()] = it.value().get<std::string>();
+    }
+  }
+
+  std::string msg_;
+  json j_;
+  std::optional<Error> err_;
+};
+
+template <class T>
+Result<T> finish(const Reader& r, T value) {
+  if (!r.ok()) return r.error();
+  return value;
+}
+
+json file_info_json(const FileInfo& f) {
+  json j = {{"type", f.type}, {"size", f.size}, {"mode", f.mode}, {"mtime", f.mtime}};
+  if (!f.name.empty()) j["name"] = f.name;
+  return j;
+}
+
+}  // namespace
+
+Result<Version> parse_version(const std::string& text) {
+  Version v;
+  char extra = 0;
+  if (std::sscanf(text.c_str(), "%d.%d.%d%c", &v.major, &v.minor, &v.patch, &extra) != 3 ||
+      v.major < 0 || v.minor < 0 || v.patch < 0) {
+    return make_error("version \"" + text + "\"", "not a semantic version MAJOR.MINOR.PATCH");
+  }
+  return v;
+}
+
+Status check_compatible(const std::string& peer) {
+  auto v = parse_version(peer);
+  if (!v) return v.take_error();
+  if (v->major != 0 || v->minor != 1) {
+    return make_error("protocol", "peer speaks " + peer + ", this build accepts >=0.1,<0.2 (" +
+                                      std::string(kProtocolVersion) + ")");
+  }
+  return ok_status();
+}
+
+std::string to_json(const Hello& m) {
+  return json{{"protocol", m.protocol}, {"role", m.role}, {"runner_version", m.runner_version}}
+      .dump();
+}
+std::string to_json(const ExecRequest& m) {
+  return json{{"argv", m.argv},         {"env", m.env},   {"cwd", m.cwd},
+              {"timeout_ms", m.timeout_ms}, {"output_limit", m.output_limit},
+              {"pty", m.pty},           {"rows", m.rows}, {"cols", m.cols}}
+      .dump();
+}
+std::string to_json(const Started& m) { return json{{"pid", m.pid}}.dump(); }
+std::string to_json(const ExitStatus& m) {
+  return json{{"exit_code", m.exit_code}, {"signal", m.signal},     {"timed_out", m.timed_out},
+              {"output_truncated", m.output_truncated},             {"limit", m.limit},
+              {"exec_errno", m.exec_errno}, {"error", m.error},     {"wall_us", m.wall_us},
+              {"user_us", m.user_us},     {"sys_us", m.sys_us},     {"max_rss_kb", m.max_rss_kb}}
+      .dump();
+}
+std::string to_json(const FileRequest& m) {
+  return json{{"path", m.path}, {"mode", m.mode}, {"parents", m.parents}, {"max_bytes", m.max_bytes}}
+      .dump();
+}
+std::string to_json(const FileInfo& m) { return file_info_json(m).dump(); }
+std::string to_json(const std::vector<FileInfo>& entries) {
+  json arr = json::array();
+  for (const auto& e : entries) arr.push_back(file_info_json(e));
+  return json{{"entries", arr}}.dump();
+}
+std::string to_json(const SetEnv& m) { return json{{"set", m.set}, {"unset", m.unset}}.dump(); }
+std::string to_json(const Signal& m) { return json{{"signal", m.signal}}.dump(); }
+std::string to_json(const Resize& m) { return json{{"rows", m.rows}, {"cols", m.cols}}.dump(); }
+std::string to_json(const ErrorMsg& m) {
+  return json{{"where", m.where}, {"message", m.message}, {"errno", m.sys_errno}}.dump();
+}
+std::string to_json(const ProbeResult& m) {
+  return json{{"pid", m.pid},         {"uid", m.uid},           {"gid", m.gid},
+              {"hostname", m.hostname}, {"no_new_privs", m.no_new_privs},
+              {"seccomp_mode", m.seccomp_mode}, {"cap_eff", m.cap_eff}, {"cap_prm", m.cap_prm},
+              {"cap_bnd", m.cap_bnd}, {"cap_amb", m.cap_amb}, {"open_fds", m.open_fds}}
+      .dump();
+}
+
+Result<Hello> parse_hello(const std::string& s) {
+  Reader r(s, "hello");
+  Hello m;
+  r.get("protocol", &m.protocol, true);
+  r.get("role", &m.role, true);
+  r.get("runner_version", &m.runner_version);
+  return finish(r, m);
+}
+
+Result<ExecRequest> parse_exec(const std::string& s) {
+  Reader r(s, "exec");
+  ExecRequest m;
+  r.get("argv", &m.argv, true);
+  r.get("env", &m.env);
+  r.get("cwd", &m.cwd);
+  r.get("timeout_ms", &m.timeout_ms);
+  r.get("output_limit", &m.output_limit);
+  r.get("pty", &m.pty);
+  r.get("rows", &m.rows);
+  r.get("cols", &m.cols);
+  if (!r.ok()) return r.error();
+  if (m.argv.empty()) return make_error("exec.argv", "must name a command");
+  for (size_t i = 0; i < m.argv.size(); ++i) {
+    if (m.argv[i].find('\0') != std::string::npos) {
+      return make_error("exec.argv[" + std::to_string(i) + "]", "contains a NUL byte");
+    }
+  }
+  for (const auto& [k, v] : m.env) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
+      return make_error("exec.env", "bad variable name \"" + k + "\"");
+    }
+    if (v.find('\0') != std::string::npos) return make_error("exec.env." + k, "contains a NUL byte");
+  }
+  if (m.timeout_ms < 0) return make_error("exec.timeout_ms", "must not be negative");
+  if (m.output_limit < 0) return make_error("exec.output_limit", "must not be negative");
+  if (m.rows <= 0 || m.rows > 10000 || m.cols <= 0 || m.cols > 10000) {
+    return make_error("exec.rows", "terminal size out of range");
+  }
+  return m;
+}
+
+Result<Started> parse_started(const std::string& s) {
+  Reader r(s, "started");
+  Started m;
+  r.get("pid", &m.pid, true);
+  return finish(r, m);
+}
+
+Result<ExitStatus> parse_exit(const std::string& s) {
+  Reader r(s, "exit");
+  ExitStatus m;
+  r.get("exit_code", &m.exit_code, true);
+  r.get("signal", &m.signal);
+  r.get("timed_out", &m.timed_out);
+  r.get("output_truncated", &m.output_truncated);
+  r.get("limit", &m.limit);
+  r.get("exec_errno", &m.exec_errno);
+  r.get("error", &m.error);
+  r.get("wall_us", &m.wall_us);
+  r.get("user_us", &m.user_us);
+  r.get("sys_us", &m.sys_us);
+  r.get("max_rss_kb", &m.max_rss_kb);
+  return finish(r, m);
+}
+
+Result<FileRequest> parse_file_request(const std::string& s) {
+  Reader r(s, "file");
+  FileRequest m;
+  r.get("path", &m.path, true);
+  r.get("mode", &m.mode);
+  r.get("parents", &m.parents);
+  r.get("max_bytes", &m.max_bytes);
+  if (!r.ok()) return r.error();
+  if (m.path.empty() || m.path.find('\0') != std::string::npos) {
+    return make_error("file.path", "must be a non-empty path without NUL bytes");
+  }
+  if (m.mode > 07777) return make_error("file.mode", "must be at most 07777");
+  return m;
+}
+
+Result<FileInfo> parse_file_info(const std::string& s) {
+  Reader r(s, "file_info");
+  FileInfo m;
+  r.get("name", &m.name);
+  r.get("type", &m.type, true);
+  r.get("size", &m.size);
+  r.get("mode", &m.mode);
+  r.get("mtime", &m.mtime);
+  return finish(r, m);
+}
+
+Result<std::vector<FileInfo>> parse_file_entries(const std::string& s) {
+  const json j = json::parse(s, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("entries") || !j["entries"].is_array()) {
+    return make_error("file_entries.entries", "expected an array");
+  }
+  std::vector<FileInfo> out;
+  for (size_t i = 0; i < j["entries"].size(); ++i) {
+    auto e = parse_file_info(j["entries"][i].dump());
+    if (!e) {
+      return make_error("file_entries.entries[" + std::to_string(i) + "]", e.error().to_string());
+    }
+    out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+Result<SetEnv> parse_set_env(const std::string& s) {
+  Reader r(s, "set_env");
+  SetEnv m;
+  r.get("set", &m.set);
+  r.get("unset", &m.unset);
+  if (!r.ok()) return r.error();
+  for (const auto& [k, v] : m.set) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
+        v.find('\0') != std::string::npos) {
+      return make_error("set_env.set", "bad variable \"" + k + "\"");
+    }
+  }
+  return m;
+}
+
+Result<Signal> parse_signal(const std::string& s) {
+  Reader r(s, "signal");
+  Signal m;
+  r.get("signal", &m.signal, true);
+  if (r.ok() && (m.signal <= 0 || m.signal >= 65)) return make_error("signal.signal", "out of range");
+  return finish(r, m);
+}
+
+Result<Resize> parse_resize(const std::string& s) {
+  Reader r(s, "resize");
+  Resize m;
+  r.get("rows", &m.rows, true);
+  r.get("cols", &m.cols, true);
+  if (r.ok() && (m.rows <= 0 || m.rows > 10000 || m.cols <= 0 || m.cols > 10000)) {
+    return make_error("resize", "terminal size out of range");
+  }
+  return finish(r, m);
+}
+
+Result<ErrorMsg> parse_error(const std::string& s) {
+  Reader r(s, "error");
+  ErrorMsg m;
+  r.get("where", &m.where);
+  r.get("message", &m.message);
+  r.get("errno", &m.sys_errno);
+  return finish(r, m);
+}
+
+Result<ProbeResult> parse_probe_result(const std::string& s) {
+  Reader r(s, "probe_result");
+  ProbeResult m;
+  r.get("pid", &m.pid);
+  r.get("uid", &m.uid);
+  r.get("gid", &m.gid);
+  r.get("hostname", &m.hostname);
+  r.get("no_new_privs", &m.no_new_privs);
+  r.get("seccomp_mode", &m.seccomp_mode);
+  r.get("cap_eff", &m.cap_eff);
+  r.get("cap_prm", &m.cap_prm);
+  r.get("cap_bnd", &m.cap_bnd);
+  r.get("cap_amb", &m.cap_amb);
+  r.get("open_fds", &m.open_fds);
+  return finish(r, m);
+}
+
+}  // namespace rf::proto

@@ -1,0 +1,131 @@
+// The typed messages of the host <-> tool runner protocol and their JSON form.
+// Decoding validates every field and names the one that is wrong, for example
+// `exec.argv[1]: expected a string`. Shared by the host and the runner.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace rf::proto {
+
+// The protocol version this build speaks, and the range of peer versions it
+// accepts: same major, minor in [kMinMinor, kMaxMinor] (">=0.1,<0.2").
+inline constexpr const char* kProtocolVersion = "0.1.0";
+
+struct Version {
+  int major = 0, minor = 0, patch = 0;
+};
+Result<Version> parse_version(const std::string& text);
+// Ok if `peer` satisfies ">=0.1,<0.2"; otherwise an error that names both.
+Status check_compatible(const std::string& peer);
+
+// Flag on kExec: the data bytes are the whole stdin (no kStdin frames follow).
+inline constexpr uint8_t kFlagStdinComplete = 1;
+
+struct Hello {
+  std::string protocol = kProtocolVersion;
+  std::string role;  // "host" or "runner"
+  std::string runner_version;
+};
+
+struct ExecRequest {
+  std::vector<std::string> argv;  // argv[0] looked up in PATH when it has no '/'
+  std::map<std::string, std::string> env;  // the complete environment
+  std::string cwd = "/workspace";
+  int64_t timeout_ms = 0;       // 0: none
+  int64_t output_limit = 0;     // bytes of stdout+stderr; 0: none
+  bool pty = false;             // run on a pty the runner owns (stdout carries both)
+  int rows = 24, cols = 80;
+};
+
+struct Started {
+  int pid = 0;
+};
+
+struct ExitStatus {
+  int exit_code = 0;  // the command's, or 128+signal
+  int signal = 0;
+  bool timed_out = false;
+  bool output_truncated = false;
+  std::string limit;  // "", "timeout", "output", "disk"
+  int exec_errno = 0;  // set when the command could not be started
+  std::string error;   // human text for exec failures
+  int64_t wall_us = 0, user_us = 0, sys_us = 0;
+  int64_t max_rss_kb = 0;
+};
+
+struct FileRequest {
+  std::string path;
+  uint32_t mode = 0644;     // file_write only
+  bool parents = false;     // file_write: create missing parent directories
+  int64_t max_bytes = 0;    // file_read: 0 means kMaxData
+};
+
+struct FileInfo {
+  std::string name;  // entry name in file_entries; empty in file_info
+  std::string type;  // "file", "dir", "symlink", "other"
+  int64_t size = 0;
+  uint32_t mode = 0;
+  int64_t mtime = 0;
+};
+
+struct SetEnv {
+  std::map<std::string, std::string> set;
+  std::vector<std::string> unset;
+};
+
+struct Signal {
+  int signal = 0;
+};
+
+struct Resize {
+  int rows = 24, cols = 80;
+};
+
+struct ErrorMsg {
+  std::string where;
+  std::string message;
+  int sys_errno = 0;
+};
+
+struct ProbeResult {
+  int pid = 0, uid = 0, gid = 0;
+  std::string hostname;
+  bool no_new_privs = false;
+  int seccomp_mode = 0;
+  uint64_t cap_eff = 0, cap_prm = 0, cap_bnd = 0, cap_amb = 0;
+  std::vector<int> open_fds;
+};
+
+std::string to_json(const Hello&);
+std::string to_json(const ExecRequest&);
+std::string to_json(const Started&);
+std::string to_json(const ExitStatus&);
+std::string to_json(const FileRequest&);
+std::string to_json(const FileInfo&);
+std::string to_json(const std::vector<FileInfo>&);
+std::string to_json(const SetEnv&);
+std::string to_json(const Signal&);
+std::string to_json(const Resize&);
+std::string to_json(const ErrorMsg&);
+std::string to_json(const ProbeResult&);
+
+Result<Hello> parse_hello(const std::string& json);
+Result<ExecRequest> parse_exec(const std::string& json);
+Result<Started> parse_started(const std::string& json);
+Result<ExitStatus> parse_exit(const std::string& json);
+Result<FileRequest> parse_file_request(const std::string& json);
+Result<FileInfo> parse_file_info(const std::string& json);
+Result<std::vector<FileInfo>> parse_file_entries(const std::string& json);
+Result<SetEnv> parse_set_env(const std::string& json);
+Result<Signal> parse_signal(const std::string& json);
+Result<Resize> parse_resize(const std::string& json);
+Result<ErrorMsg> parse_error(const std::string& json);
+Result<ProbeResult> parse_probe_result(const std::string& json);
+
+}  // namespace rf::proto

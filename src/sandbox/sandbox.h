@@ -1,0 +1,109 @@
+// The backend-independent sandbox API: a Backend creates Sandboxes from a
+// SandboxSpec; a Sandbox runs tool calls and moves files until destroyed.
+// Results are values; a backend never exits the process.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "proto/messages.h"
+#include "sandbox/spec.h"
+
+namespace rf {
+
+// How long one named set-up step took, in the order the steps ran.
+struct StepTiming {
+  std::string step;
+  std::chrono::nanoseconds duration{0};
+};
+
+// One tool call.
+struct ExecCall {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // added to the sandbox's environment
+  std::string cwd = "/workspace";
+  std::string stdin_data;                  // sent before the call starts
+  bool stdin_stream = false;               // more stdin follows through write_stdin()
+  std::chrono::milliseconds timeout{0};    // 0: the spec's limit
+  uint64_t output_limit = 0;               // 0: the spec's limit
+  bool pty = false;
+  int rows = 24, cols = 80;
+};
+
+// How a call ended. `limit` names the bound that ended it, if any:
+// "timeout", "memory", "pids", "output", "disk".
+struct ExecResult {
+  int exit_code = 0;  // the command's; 128+N when killed by signal N
+  int signal = 0;
+  bool timed_out = false;
+  bool oom_killed = false;
+  bool output_truncated = false;
+  std::string limit;
+  int exec_errno = 0;  // the command could not be started (exit 126/127)
+  std::string error;
+  std::chrono::microseconds wall{0}, cpu_user{0}, cpu_system{0};
+  uint64_t peak_memory_bytes = 0;
+};
+
+// Receives a call's output as it streams. Called on the thread running exec().
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  virtual void on_started(uint32_t /*call_id*/, int /*pid*/) {}
+  virtual void on_stdout(std::string_view data) = 0;
+  virtual void on_stderr(std::string_view data) = 0;
+};
+
+class Sandbox {
+ public:
+  virtual ~Sandbox() = default;
+  virtual const std::string& id() const = 0;
+  virtual const SandboxSpec& spec() const = 0;
+  // Host pid of the sandbox's PID 1 (0 when the backend has none).
+  virtual int init_pid() const = 0;
+  virtual const std::vector<StepTiming>& setup_timings() const = 0;
+
+  // Runs one call to its end, streaming output to `sink`. Thread-safe: several
+  // calls may run at once. While it runs, other threads may feed its stdin.
+  virtual Result<ExecResult> exec(const ExecCall& call, OutputSink& sink) = 0;
+  virtual Status write_stdin(uint32_t call_id, std::string_view data) = 0;
+  virtual Status close_stdin(uint32_t call_id) = 0;
+  virtual Status send_signal(uint32_t call_id, int sig) = 0;
+  virtual Status resize(uint32_t call_id, int rows, int cols) = 0;
+
+  // Paths are the sandbox's own; symlinks resolve inside it.
+  virtual Result<std::string> read_file(const std::string& path) = 0;
+  virtual Status write_file(const std::string& path, std::string_view data, uint32_t mode = 0644) = 0;
+  virtual Result<std::vector<proto::FileInfo>> list_dir(const std::string& path) = 0;
+  virtual Result<proto::FileInfo> stat(const std::string& path) = 0;
+  // Adds variables to every later call's environment (credentials injected late).
+  virtual Status set_env(const std::map<std::string, std::string>& vars) = 0;
+  // What the runner sees from inside: uid, capabilities, seccomp, fds.
+  virtual Result<proto::ProbeResult> probe() = 0;
+
+  // Ends every process and removes every trace on the host. Idempotent.
+  virtual Status destroy() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Fails closed: if any bound cannot be set up, nothing runs and the error
+  // names the step ("sandbox setup failed at step \"mount /proc\": ...").
+  virtual Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) = 0;
+};
+
+// Backends register themselves by name; the CLI and the worker look them up.
+using BackendFactory = std::function<Result<std::unique_ptr<Backend>>()>;
+void register_backend(const std::string& name, BackendFactory factory);
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name);
+std::vector<std::string> backend_names();
+
+}  // namespace rf
