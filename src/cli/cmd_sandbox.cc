@@ -1,1 +1,262 @@
-// placeholder: being written
+// `ringfence sandbox exec | shell`.
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/terminal.h"
+#include "core/io.h"
+#include "core/units.h"
+#include "native/native_backend.h"
+#include "sandbox/sandbox.h"
+
+namespace rf::cli {
+namespace {
+
+struct SandboxFlags {
+  std::string image = "host";
+  std::string workspace;
+  std::vector<std::string> env;
+  std::string cpu = "1";
+  std::string mem = "512m";
+  std::string pids = "256";
+  std::string disk = "1g";
+  std::string timeout = "30s";
+  std::string output_limit = "16m";
+  std::string network = "none";
+  bool json = false;
+  std::vector<std::string> command;
+};
+
+void add_sandbox_flags(CLI::App* cmd, SandboxFlags* f) {
+  cmd->add_option("--image", f->image, "Image (host: the host's /usr, read-only)")->default_val("host");
+  cmd->add_option("--workspace", f->workspace, "Host directory to bind at /workspace (default: a tmpfs)");
+  cmd->add_option("--env", f->env, "K=V added to the environment (repeatable)");
+  cmd->add_option("--cpu", f->cpu, "CPUs (cpu time per wall second)")->default_val("1");
+  cmd->add_option("--mem", f->mem, "Memory limit")->default_val("512m");
+  cmd->add_option("--pids", f->pids, "Process limit")->default_val("256");
+  cmd->add_option("--disk", f->disk, "Size of /workspace and of /tmp")->default_val("1g");
+  cmd->add_option("--timeout", f->timeout, "Per-call timeout")->default_val("30s");
+  cmd->add_option("--output-limit", f->output_limit, "stdout+stderr cap")->default_val("16m");
+  cmd->add_option("--network", f->network, "Network policy: none")->default_val("none");
+  cmd->add_flag("--json", f->json, "Print a JSON result object at the end");
+}
+
+Error flag_error(const std::string& flag, const Error& e) {
+  return make_error(flag, e.message.empty() ? e.to_string() : e.where + ": " + e.message);
+}
+
+// Turns flags into a spec; every error names the flag.
+Result<SandboxSpec> to_spec(const SandboxFlags& f) {
+  SandboxSpec s;
+  s.image = f.image;
+  if (!f.workspace.empty()) {
+    char buf[PATH_MAX];
+    if (::realpath(f.workspace.c_str(), buf) == nullptr) return sys_error("--workspace " + f.workspace);
+    s.workspace_dir = buf;
+  }
+  for (const auto& kv : f.env) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return make_error("--env \"" + kv + "\"", "expected K=V");
+    s.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  auto cpus = parse_decimal(f.cpu);
+  if (!cpus) return flag_error("--cpu", cpus.error());
+  s.limits.cpus = *cpus;
+  auto mem = parse_size(f.mem);
+  if (!mem) return flag_error("--mem", mem.error());
+  s.limits.memory_bytes = *mem;
+  auto pids = parse_decimal(f.pids);
+  if (!pids || *pids != static_cast<double>(static_cast<uint64_t>(*pids))) {
+    return make_error("--pids \"" + f.pids + "\"", "expected a whole number");
+  }
+  s.limits.pids = static_cast<uint64_t>(*pids);
+  auto disk = parse_size(f.disk);
+  if (!disk) return flag_error("--disk", disk.error());
+  s.limits.disk_bytes = *disk;
+  auto timeout = parse_duration(f.timeout);
+  if (!timeout) return flag_error("--timeout", timeout.error());
+  s.limits.timeout = *timeout;
+  auto out = parse_size(f.output_limit);
+  if (!out) return flag_error("--output-limit", out.error());
+  s.limits.output_bytes = *out;
+  s.network = f.network;
+  if (auto v = validate_spec(s); !v) {
+    static const std::map<std::string, std::string> kFlagOf = {
+        {"limits.cpus", "--cpu"},   {"limits.memory", "--mem"}, {"limits.pids", "--pids"},
+        {"limits.disk", "--disk"},  {"limits.timeout", "--timeout"},
+        {"limits.output", "--output-limit"}, {"network", "--network"}, {"image", "--image"},
+        {"workspace", "--workspace"}, {"env", "--env"}};
+    Error e = v.error();
+    for (const auto& [field, flag] : kFlagOf) {
+      if (e.where.rfind(field, 0) == 0) e.where = flag + e.where.substr(field.size());
+    }
+    return e;
+  }
+  return s;
+}
+
+// Streams output to our stdout/stderr and remembers the call id for stdin.
+class StdioSink : public OutputSink {
+ public:
+  void on_started(uint32_t call_id, int) override { call_id_.store(call_id); }
+  void on_stdout(std::string_view d) override { (void)write_all(STDOUT_FILENO, d); }
+  void on_stderr(std::string_view d) override { (void)write_all(STDERR_FILENO, d); }
+  uint32_t call_id() const { return call_id_.load(); }
+
+ private:
+  std::atomic<uint32_t> call_id_{0};
+};
+
+// Forwards our stdin to the call until EOF. Runs detached: a read blocked on a
+// terminal must not hold up the exit.
+void forward_stdin(Sandbox* sandbox, const StdioSink* sink) {
+  while (sink->call_id() == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  const uint32_t id = sink->call_id();
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (!sandbox->write_stdin(id, std::string_view(buf, static_cast<size_t>(n)))) return;
+  }
+  (void)sandbox->close_stdin(id);
+}
+
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT go to the command; SIGWINCH resizes its pty.
+void forward_signals(Sandbox* sandbox, const StdioSink* sink, sigset_t set) {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) return;
+    const uint32_t id = sink->call_id();
+    if (id == 0) continue;
+    if (sig == SIGWINCH) {
+      int rows, cols;
+      terminal_size(STDIN_FILENO, &rows, &cols);
+      (void)sandbox->resize(id, rows, cols);
+    } else {
+      (void)sandbox->send_signal(id, sig);
+    }
+  }
+}
+
+std::string result_json(const Sandbox& sb, const ExecResult& r) {
+  nlohmann::json setup = nlohmann::json::array();
+  double total_ms = 0;
+  for (const auto& t : sb.setup_timings()) {
+    const double ms = std::chrono::duration<double, std::milli>(t.duration).count();
+    setup.push_back({{"step", t.step}, {"ms", ms}});
+  }
+  // Host steps wrap the child's: the total is clone to handshake, measured outside.
+  for (const auto& t : sb.setup_timings()) {
+    if (t.step == "allocate uid range" || t.step == "create cgroup" || t.step == "build mount plan" ||
+        t.step == "clone" || t.step == "attach cgroup" || t.step == "write id maps" || t.step == "handshake") {
+      total_ms += std::chrono::duration<double, std::milli>(t.duration).count();
+    }
+  }
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  nlohmann::json j = {
+      {"sandbox_id", sb.id()},
+      {"exit_code", r.exit_code},
+      {"signal", r.signal},
+      {"timed_out", r.timed_out},
+      {"oom_killed", r.oom_killed},
+      {"limit", r.limit.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.limit)},
+      {"output_truncated", r.output_truncated},
+      {"wall_ms", ms(r.wall)},
+      {"cpu_user_ms", ms(r.cpu_user)},
+      {"cpu_system_ms", ms(r.cpu_system)},
+      {"peak_memory_bytes", r.peak_memory_bytes},
+      {"setup", setup},
+  };
+  if (!r.error.empty()) j["error"] = r.error;
+  return j.dump() + "\n";
+}
+
+void report_limit(const SandboxSpec& spec, const ExecResult& r) {
+  if (r.limit.empty()) return;
+  std::string detail;
+  if (r.limit == "timeout") detail = "timed out after " + format_duration(spec.limits.timeout);
+  if (r.limit == "memory") detail = "killed: memory limit " + format_size(spec.limits.memory_bytes) + " reached";
+  if (r.limit == "pids") detail = "process limit " + std::to_string(spec.limits.pids) + " reached";
+  if (r.limit == "output") detail = "output truncated at " + format_size(spec.limits.output_bytes);
+  if (r.limit == "disk") detail = "disk limit " + format_size(spec.limits.disk_bytes) + " reached";
+  std::fprintf(stderr, "ringfence: %s (limit: %s)\n", detail.c_str(), r.limit.c_str());
+}
+
+int run(const SandboxFlags& flags, bool shell) {
+  auto spec = to_spec(flags);
+  if (!spec) {
+    std::fprintf(stderr, "ringfence: %s\n", spec.error().to_string().c_str());
+    return kExitUsage;
+  }
+  // Signals are taken by a thread with sigwait; block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH}) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  auto backend = native::make_native_backend(native::NativeOptions{});
+  if (!backend) {
+    std::fprintf(stderr, "ringfence: %s\n", backend.error().to_string().c_str());
+    return kExitRuntime;
+  }
+  auto sandbox = (*backend)->create(*spec);
+  if (!sandbox) {
+    std::fprintf(stderr, "ringfence: %s\n", sandbox.error().to_string().c_str());
+    return kExitRuntime;
+  }
+  ExecCall call;
+  call.argv = flags.command;
+  if (shell) {
+    call.argv = {"/bin/bash", "-i"};
+    call.pty = true;
+    terminal_size(STDIN_FILENO, &call.rows, &call.cols);
+  }
+  call.stdin_stream = true;
+  StdioSink sink;
+  std::thread(forward_signals, sandbox->get(), &sink, set).detach();
+  std::thread(forward_stdin, sandbox->get(), &sink).detach();
+
+  std::optional<RawTerminal> raw;
+  if (shell) raw.emplace(STDIN_FILENO);
+  auto result = (*sandbox)->exec(call, sink);
+  raw.reset();
+  if (!result) {
+    std::fprintf(stderr, "ringfence: %s\n", result.error().to_string().c_str());
+    (void)(*sandbox)->destroy();
+    return kExitRuntime;
+  }
+  if (result->exec_errno != 0) std::fprintf(stderr, "ringfence: %s\n", result->error.c_str());
+  report_limit(*spec, *result);
+  if (flags.json) (void)write_all(STDOUT_FILENO, result_json(**sandbox, *result));
+  if (auto s = (*sandbox)->destroy(); !s) {
+    std::fprintf(stderr, "ringfence: destroy: %s\n", s.error().to_string().c_str());
+  }
+  return result->exit_code;
+}
+
+}  // namespace
+
+void add_sandbox_commands(CLI::App& app, CommandResult* result) {
+  auto* sandbox = app.add_subcommand("sandbox", "Run commands in sandboxes");
+  sandbox->require_subcommand(1);
+
+  auto exec_flags = std::make_shared<SandboxFlags>();
+  auto* exec = sandbox->add_subcommand("exec", "Run one command in a fresh sandbox: exec [options] -- CMD [ARG...]");
+  add_sandbox_flags(exec, exec_flags.get());
+  exec->add_option("command", exec_flags->command, "The command and its arguments")->required();
+  exec->callback([exec_flags, result] { result->exit_code = run(*exec_flags, /*shell=*/false); });
+
+  auto shell_flags = std::make_shared<SandboxFlags>();
+  auto* shell = sandbox->add_subcommand("shell", "An interactive shell in a fresh sandbox, on its own pty");
+  add_sandbox_flags(shell, shell_flags.get());
+  shell->callback([shell_flags, result] { result->exit_code = run(*shell_flags, /*shell=*/true); });
+}
+
+}  // namespace rf::cli

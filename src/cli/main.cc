@@ -1,1 +1,36 @@
-int main() { return 0; }
+// ringfence: the command line. A thin layer over the library; each verb group
+// lives in its own cmd_*.cc.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/log.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringfence: run AI agents' tool calls in disposable sandboxes"};
+  app.name("ringfence");
+  app.set_version_flag("--version", std::string("ringfence ") + RF_VERSION);
+  app.require_subcommand(1);
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "debug, info, warn or error")->default_val("warn");
+
+  rf::cli::CommandResult result;
+  rf::cli::add_sandbox_commands(app, &result);
+  auto* help = app.add_subcommand("help", "Show this help");
+  help->callback([&] { std::fputs(app.help().c_str(), stdout); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ringfence: %s\nRun 'ringfence help' for usage.\n", e.what());
+    return 2;
+  }
+  (void)log_level;
+  return result.exit_code;
+}

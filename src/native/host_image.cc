@@ -1,1 +1,200 @@
-// placeholder: being written
+#include "native/host_image.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "native/uid_slots.h"
+
+namespace rf::native {
+namespace {
+
+using Kind = MountOp::Kind;
+
+std::string host_path(const HostImageOptions& o, const std::string& path) {
+  if (o.host_root == "/") return path;
+  return o.host_root + path;
+}
+
+std::string old_root(const std::string& path) { return std::string(kOldRoot) + path; }
+
+MountOp op(Kind kind, std::string target) {
+  MountOp m;
+  m.kind = kind;
+  m.target = std::move(target);
+  return m;
+}
+
+MountOp bind(std::string source, std::string target, bool readonly) {
+  MountOp m = op(Kind::kBind, std::move(target));
+  m.source = std::move(source);
+  m.readonly = readonly;
+  return m;
+}
+
+MountOp symlink(std::string link_target, std::string path) {
+  MountOp m = op(Kind::kSymlink, std::move(path));
+  m.source = std::move(link_target);
+  return m;
+}
+
+MountOp tmpfs(std::string target, std::string data, bool noexec = false) {
+  MountOp m = op(Kind::kTmpfs, std::move(target));
+  m.data = std::move(data);
+  m.noexec = noexec;
+  return m;
+}
+
+MountOp write_file(std::string target, std::string content, mode_t mode = 0644) {
+  MountOp m = op(Kind::kWriteFile, std::move(target));
+  m.content = std::move(content);
+  m.mode = mode;
+  return m;
+}
+
+// Mirrors a host path: symlinks are recreated, directories and files bound
+// read-only (a file bind needs an empty file as its mount point).
+void mirror(MountPlan& plan, const HostImageOptions& o, const std::string& path) {
+  struct stat st{};
+  const std::string hp = host_path(o, path);
+  if (::lstat(hp.c_str(), &st) != 0) return;
+  if (S_ISLNK(st.st_mode)) {
+    char buf[4096];
+    const ssize_t n = ::readlink(hp.c_str(), buf, sizeof buf);
+    if (n > 0) plan.ops.push_back(symlink(std::string(buf, static_cast<size_t>(n)), path));
+    return;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    plan.ops.push_back(op(Kind::kDir, path));
+  } else if (S_ISREG(st.st_mode)) {
+    plan.ops.push_back(op(Kind::kFile, path));
+  } else {
+    return;
+  }
+  plan.ops.push_back(bind(old_root(path), path, /*readonly=*/true));
+}
+
+void add_root_dirs(MountPlan& plan, const HostImageOptions& o) {
+  // Merged-/usr hosts have /bin -> usr/bin; older ones have real directories.
+  mirror(plan, o, "/usr");
+  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) mirror(plan, o, top);
+  plan.ops.push_back(op(Kind::kDir, "/var"));
+  plan.ops.push_back(symlink("../tmp", "/var/tmp"));
+}
+
+void add_etc(MountPlan& plan, const HostImageOptions& o) {
+  plan.ops.push_back(op(Kind::kDir, "/etc"));
+  plan.ops.push_back(op(Kind::kDir, "/etc/ssl"));
+  for (const auto& path : curated_etc_paths()) mirror(plan, o, path);
+  const std::string uid = std::to_string(kSandboxUid);
+  plan.ops.push_back(write_file("/etc/passwd",
+                                "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                                "sandbox:x:" + uid + ":" + uid + ":sandbox:/workspace:/bin/bash\n"
+                                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"));
+  plan.ops.push_back(write_file("/etc/group", "root:x:0:\nsandbox:x:" + uid + ":\nnogroup:x:65534:\n"));
+  plan.ops.push_back(write_file("/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"));
+  plan.ops.push_back(write_file("/etc/hostname", o.sandbox_id + "\n"));
+  plan.ops.push_back(write_file("/etc/hosts", "127.0.0.1 localhost " + o.sandbox_id + "\n::1 localhost\n"));
+  // No resolver inside: with network none there is nothing to resolve, and
+  // with a proxy only the proxy resolves names.
+  plan.ops.push_back(write_file("/etc/resolv.conf", ""));
+}
+
+void add_proc(MountPlan& plan) {
+  plan.ops.push_back(op(Kind::kDir, "/proc"));
+  plan.ops.push_back(op(Kind::kProc, "/proc"));
+  // Kernel memory, keyrings and timers leak host state: hide them behind /dev/null.
+  for (const char* f : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+                        "/proc/latency_stats", "/proc/timer_stats", "/proc/kallsyms"}) {
+    MountOp m = bind(old_root("/dev/null"), f, /*readonly=*/true);
+    m.optional = true;
+    m.allow_dev = true;
+    plan.ops.push_back(m);
+  }
+  for (const char* d : {"/proc/acpi", "/proc/scsi", "/proc/asound"}) {
+    MountOp m = tmpfs(d, "size=0,mode=0555", /*noexec=*/true);
+    m.readonly = true;
+    m.optional = true;
+    plan.ops.push_back(m);
+  }
+  // Host-global knobs stay visible but read-only.
+  for (const char* p : {"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs", "/proc/irq"}) {
+    MountOp m = bind(p, p, /*readonly=*/true);
+    m.optional = true;
+    plan.ops.push_back(m);
+  }
+}
+
+void add_dev(MountPlan& plan, const SandboxSpec& spec) {
+  plan.ops.push_back(op(Kind::kDir, "/dev"));
+  plan.ops.push_back(tmpfs("/dev", "mode=0755,size=64k", /*noexec=*/true));
+  // Device nodes cannot be created in a user namespace; bind the host's harmless ones.
+  for (const char* dev : {"null", "zero", "full", "random", "urandom", "tty"}) {
+    const std::string path = std::string("/dev/") + dev;
+    plan.ops.push_back(op(Kind::kFile, path));
+    MountOp m = bind(old_root(path), path, /*readonly=*/false);
+    m.allow_dev = true;
+    m.noexec = true;
+    plan.ops.push_back(m);
+  }
+  plan.ops.push_back(op(Kind::kDir, "/dev/pts"));
+  MountOp pts = op(Kind::kDevpts, "/dev/pts");
+  pts.data = "newinstance,ptmxmode=0666,mode=0620";
+  plan.ops.push_back(pts);
+  plan.ops.push_back(symlink("pts/ptmx", "/dev/ptmx"));
+  plan.ops.push_back(op(Kind::kDir, "/dev/shm"));
+  const uint64_t shm = std::min<uint64_t>(spec.limits.disk_bytes, 64ull << 20);
+  plan.ops.push_back(tmpfs("/dev/shm", "mode=1777,size=" + std::to_string(shm), /*noexec=*/true));
+  plan.ops.push_back(symlink("/proc/self/fd", "/dev/fd"));
+  plan.ops.push_back(symlink("/proc/self/fd/0", "/dev/stdin"));
+  plan.ops.push_back(symlink("/proc/self/fd/1", "/dev/stdout"));
+  plan.ops.push_back(symlink("/proc/self/fd/2", "/dev/stderr"));
+  plan.ops.push_back(op(Kind::kRemountRo, "/dev"));
+}
+
+void add_writable(MountPlan& plan, const SandboxSpec& spec) {
+  const std::string size = "size=" + std::to_string(spec.limits.disk_bytes);
+  const std::string inodes = ",nr_inodes=" + std::to_string(std::max<uint64_t>(4096, spec.limits.disk_bytes / 4096));
+  plan.ops.push_back(op(Kind::kDir, "/tmp"));
+  plan.ops.push_back(tmpfs("/tmp", "mode=1777," + size + inodes));
+  plan.ops.push_back(op(Kind::kDir, "/workspace"));
+  if (spec.workspace_dir.empty()) {
+    const std::string uid = std::to_string(kSandboxUid);
+    plan.ops.push_back(tmpfs("/workspace", "mode=0755," + size + inodes + ",uid=" + uid + ",gid=" + uid));
+  } else {
+    plan.ops.push_back(bind(old_root(spec.workspace_dir), "/workspace", /*readonly=*/false));
+  }
+}
+
+void add_runner(MountPlan& plan, const HostImageOptions& o) {
+  plan.ops.push_back(op(Kind::kDir, "/.ringfence"));
+  plan.ops.push_back(op(Kind::kFile, kRunnerPathInSandbox));
+  plan.ops.push_back(bind(old_root(o.runner_path), kRunnerPathInSandbox, /*readonly=*/true));
+}
+
+}  // namespace
+
+const std::vector<std::string>& curated_etc_paths() {
+  static const std::vector<std::string> kPaths = {
+      "/etc/ld.so.cache",   "/etc/ssl/certs",    "/etc/ssl/openssl.cnf", "/etc/ca-certificates",
+      "/etc/alternatives",  "/etc/localtime",    "/etc/timezone",        "/etc/protocols",
+      "/etc/services",      "/etc/os-release",   "/etc/debian_version",  "/etc/bash.bashrc",
+      "/etc/inputrc",       "/etc/terminfo",     "/etc/python3",         "/etc/python3.11",
+      "/etc/host.conf",     "/etc/gai.conf",     "/etc/mime.types",
+  };
+  return kPaths;
+}
+
+MountPlan build_host_image_plan(const SandboxSpec& spec, const HostImageOptions& o) {
+  MountPlan plan;
+  add_root_dirs(plan, o);
+  add_etc(plan, o);
+  add_proc(plan);
+  add_dev(plan, spec);
+  add_writable(plan, spec);
+  add_runner(plan, o);
+  return plan;
+}
+
+}  // namespace rf::native

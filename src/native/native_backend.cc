@@ -1,1 +1,434 @@
-// placeholder: being written
+#include "native/native_backend.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "core/io.h"
+#include "core/log.h"
+#include "native/cgroup.h"
+#include "native/child_setup.h"
+#include "native/host_image.h"
+#include "native/janitor.h"
+#include "native/seccomp_profile.h"
+#include "native/uid_slots.h"
+#include "sandbox/runner_client.h"
+
+namespace rf::native {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kNamespaceFlags =
+    CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+constexpr std::chrono::milliseconds kSetupTimeout{10'000};
+
+// Times host-side steps into the same list the child's steps go to.
+class StepTimer {
+ public:
+  explicit StepTimer(std::vector<StepTiming>* out) : out_(out) {}
+  template <class Fn>
+  auto run(const char* name, Fn&& fn) {
+    const auto start = Clock::now();
+    auto result = fn();
+    out_->push_back({name, Clock::now() - start});
+    return result;
+  }
+
+ private:
+  std::vector<StepTiming>* out_;
+};
+
+Error setup_error(const std::string& step, const Error& e) {
+  return Error{"sandbox setup failed at step \"" + step + "\"", e.message, e.sys_errno};
+}
+
+int read_cap_last_cap() {
+  auto text = read_file("/proc/sys/kernel/cap_last_cap");
+  return text ? std::atoi(text->c_str()) : 40;
+}
+
+// clone3 with a pidfd (and CLONE_INTO_CGROUP on v2); clone(2) where clone3 is
+// missing. Both return twice like fork: 0 in the child.
+pid_t clone_sandbox(int cgroup_fd, int* pidfd) {
+  clone_args args{};
+  args.flags = kNamespaceFlags | CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+  args.pidfd = reinterpret_cast<uint64_t>(pidfd);
+  args.exit_signal = SIGCHLD;
+  args.cgroup = cgroup_fd >= 0 ? static_cast<uint64_t>(cgroup_fd) : 0;
+  long pid = ::syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0 && errno == ENOSYS && cgroup_fd < 0) {
+    pid = ::syscall(SYS_clone, kNamespaceFlags | CLONE_PIDFD | SIGCHLD, nullptr, pidfd, nullptr, nullptr);
+  }
+  return static_cast<pid_t>(pid);
+}
+
+std::string describe_wait_status(const siginfo_t& si) {
+  if (si.si_code == CLD_EXITED) return "exited with status " + std::to_string(si.si_status);
+  return std::string("killed by signal ") + std::to_string(si.si_status) + " (" +
+         strsignal(si.si_status) + ")";
+}
+
+class NativeSandbox;
+
+class NativeBackend : public Backend {
+ public:
+  NativeBackend(NativeOptions options, CgroupLayout layout, SeccompFilters seccomp)
+      : options_(std::move(options)), layout_(std::move(layout)), seccomp_(std::move(seccomp)),
+        cap_last_cap_(read_cap_last_cap()) {}
+
+  std::string name() const override { return "native"; }
+  Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
+
+ private:
+  NativeOptions options_;
+  CgroupLayout layout_;
+  SeccompFilters seccomp_;
+  int cap_last_cap_;
+};
+
+class NativeSandbox : public Sandbox {
+ public:
+  NativeSandbox(SandboxSpec spec, UidSlot slot, std::unique_ptr<Cgroup> cgroup)
+      : spec_(std::move(spec)), slot_(std::move(slot)), cgroup_(std::move(cgroup)) {}
+  ~NativeSandbox() override { (void)destroy(); }
+
+  const std::string& id() const override { return spec_.id; }
+  const SandboxSpec& spec() const override { return spec_; }
+  int init_pid() const override { return pid_; }
+  const std::vector<StepTiming>& setup_timings() const override { return timings_; }
+
+  Result<ExecResult> exec(const ExecCall& call, OutputSink& sink) override;
+  Status write_stdin(uint32_t id, std::string_view data) override {
+    return runner_->write_stdin(id, data);
+  }
+  Status close_stdin(uint32_t id) override { return runner_->close_stdin(id); }
+  Status send_signal(uint32_t id, int sig) override { return runner_->send_signal(id, sig); }
+  Status resize(uint32_t id, int rows, int cols) override { return runner_->resize(id, rows, cols); }
+  Result<std::string> read_file(const std::string& path) override {
+    return checked(runner_->read_file(path));
+  }
+  Status write_file(const std::string& path, std::string_view data, uint32_t mode) override {
+    return checked(runner_->write_file(path, data, mode));
+  }
+  Result<std::vector<proto::FileInfo>> list_dir(const std::string& path) override {
+    return checked(runner_->list_dir(path));
+  }
+  Result<proto::FileInfo> stat(const std::string& path) override { return checked(runner_->stat(path)); }
+  Status set_env(const std::map<std::string, std::string>& vars) override {
+    proto::SetEnv m;
+    m.set = vars;
+    return checked(runner_->set_env(m));
+  }
+  Result<proto::ProbeResult> probe() override { return checked(runner_->probe()); }
+  Status destroy() override;
+
+  // Set-up, called once by the backend. On error the destructor cleans up.
+  Status start(const ChildConfig& base, const MountPlan& plan, std::vector<StepTiming> host_steps);
+
+ private:
+  Status wait_for_child_setup(const std::vector<std::string>& step_names, int sync_fd);
+  // Why the sandbox is gone, if it is: "sandbox init (pid N) killed by signal 9".
+  std::optional<Error> death_reason();
+  template <class T>
+  T checked(T result) {
+    if (!result.ok()) {
+      if (auto why = death_reason()) return *why;
+    }
+    return result;
+  }
+
+  SandboxSpec spec_;
+  UidSlot slot_;
+  std::unique_ptr<Cgroup> cgroup_;
+  std::unique_ptr<RunnerClient> runner_;
+  std::vector<StepTiming> timings_;
+  pid_t pid_ = 0;
+  UniqueFd pidfd_;
+  std::mutex mu_;
+  bool destroyed_ = false;
+  std::optional<siginfo_t> exit_info_;
+};
+
+Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
+                            std::vector<StepTiming> host_steps) {
+  timings_ = std::move(host_steps);
+  StepTimer timer(&timings_);
+  int sync[2], proto[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) != 0) {
+    return setup_error("socketpair", sys_error("sync"));
+  }
+  UniqueFd sync_parent(sync[0]), sync_child(sync[1]);
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0) {
+    return setup_error("socketpair", sys_error("protocol"));
+  }
+  UniqueFd proto_parent(proto[0]), proto_child(proto[1]);
+
+  ChildConfig config = base;
+  config.plan = &plan;
+  config.sync_fd = sync_child.get();
+  config.proto_fd = proto_child.get();
+  config.hostname = spec_.id;
+
+  int pidfd = -1;
+  const pid_t pid = timer.run("clone", [&] { return clone_sandbox(cgroup_->clone_into_fd(), &pidfd); });
+  if (pid < 0) return setup_error("clone", sys_error("clone3"));
+  if (pid == 0) run_child(config);  // sandbox side from here; never returns
+  pid_ = pid;
+  pidfd_.reset(pidfd);
+  sync_child.reset();
+  proto_child.reset();
+
+  if (cgroup_->clone_into_fd() < 0) {
+    if (auto s = timer.run("attach cgroup", [&] { return cgroup_->add_process(pid); }); !s) {
+      return setup_error("attach cgroup", s.error());
+    }
+  }
+  // The sandbox's root is the first host uid of its slot: never host root.
+  const std::string map = "0 " + std::to_string(slot_.host_base()) + " " + std::to_string(kUidRangeSize) + "\n";
+  auto maps = timer.run("write id maps", [&]() -> Status {
+    RF_TRY(rf::write_file("/proc/" + std::to_string(pid) + "/uid_map", map));
+    return rf::write_file("/proc/" + std::to_string(pid) + "/gid_map", map);
+  });
+  if (!maps) return setup_error("write id maps", maps.error());
+  if (::send(sync_parent.get(), "g", 1, MSG_NOSIGNAL) != 1) {
+    return setup_error("wait for parent", sys_error("send"));
+  }
+  RF_TRY(wait_for_child_setup(child_step_names(plan), sync_parent.get()));
+
+  runner_ = std::make_unique<RunnerClient>(std::move(proto_parent));
+  if (auto s = timer.run("handshake", [&] { return runner_->handshake(kSetupTimeout); }); !s) {
+    if (auto why = death_reason()) return setup_error("handshake", *why);
+    return setup_error("handshake", s.error());
+  }
+  return ok_status();
+}
+
+Status NativeSandbox::wait_for_child_setup(const std::vector<std::string>& names, int sync_fd) {
+  ChildReport report{};
+  bool have_report = false;
+  const auto deadline = Clock::now() + kSetupTimeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd p{sync_fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (r == 0) return make_error("sandbox setup", "timed out after " + std::to_string(kSetupTimeout.count()) + " ms");
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("sandbox setup: poll");
+    }
+    ChildReport next{};
+    const ssize_t n = ::recv(sync_fd, &next, sizeof next, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the runner was exec'd, or the child died
+    if (static_cast<size_t>(n) == sizeof next) {
+      report = next;
+      have_report = true;
+    }
+  }
+  if (have_report) {
+    for (uint32_t i = 0; i < report.step_count && i < names.size() && i < kMaxSteps; ++i) {
+      timings_.push_back({names[i], std::chrono::nanoseconds(report.step_ns[i])});
+    }
+  }
+  if (have_report && report.failed_step >= 0) {
+    const auto idx = static_cast<size_t>(report.failed_step);
+    const std::string step = idx < names.size() ? names[idx] : "step " + std::to_string(idx);
+    return Error{"sandbox setup failed at step \"" + step + "\"", "", report.sys_errno};
+  }
+  if (!have_report) {
+    auto why = death_reason();
+    return setup_error("child", why ? *why : make_error("sandbox init", "ended without a report"));
+  }
+  return ok_status();
+}
+
+std::optional<Error> NativeSandbox::death_reason() {
+  if (!exit_info_ && pidfd_) {
+    siginfo_t si{};
+    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si,
+                 WEXITED | WNOHANG) == 0 && si.si_pid != 0) {
+      exit_info_ = si;
+    }
+  }
+  if (!exit_info_) return std::nullopt;
+  return make_error("sandbox ended", "tool runner (pid " + std::to_string(pid_) + ") " +
+                                         describe_wait_status(*exit_info_));
+}
+
+Result<ExecResult> NativeSandbox::exec(const ExecCall& call, OutputSink& sink) {
+  proto::ExecRequest req;
+  req.argv = call.argv;
+  req.env = base_environment(call.pty);
+  for (const auto& [k, v] : spec_.env) req.env[k] = v;
+  for (const auto& [k, v] : call.env) req.env[k] = v;
+  req.cwd = call.cwd;
+  req.timeout_ms = (call.timeout.count() > 0 ? call.timeout : spec_.limits.timeout).count();
+  req.output_limit = static_cast<int64_t>(call.output_limit ? call.output_limit : spec_.limits.output_bytes);
+  req.pty = call.pty;
+  req.rows = call.rows;
+  req.cols = call.cols;
+
+  auto before = cgroup_->usage();
+  auto status = runner_->exec(req, call.stdin_data, !call.stdin_stream, sink);
+  if (!status) {
+    // Give the kernel a moment to report why the runner went away.
+    for (int i = 0; i < 50 && !death_reason(); ++i) ::usleep(2000);
+    if (auto why = death_reason()) return *why;
+    return status.take_error();
+  }
+  ExecResult r;
+  r.exit_code = status->exit_code;
+  r.signal = status->signal;
+  r.timed_out = status->timed_out;
+  r.output_truncated = status->output_truncated;
+  r.limit = status->limit;
+  r.exec_errno = status->exec_errno;
+  r.error = status->error;
+  r.wall = std::chrono::microseconds(status->wall_us);
+  r.cpu_user = std::chrono::microseconds(status->user_us);
+  r.cpu_system = std::chrono::microseconds(status->sys_us);
+  r.peak_memory_bytes = static_cast<uint64_t>(status->max_rss_kb) * 1024;
+  if (auto after = cgroup_->usage(); after && before) {
+    r.peak_memory_bytes = std::max(r.peak_memory_bytes, after->memory_peak_bytes);
+    if (after->oom_kills > before->oom_kills) {
+      r.oom_killed = true;
+      if (r.limit.empty() || r.limit == "disk") r.limit = "memory";
+    }
+    if (after->pids_max_hits > before->pids_max_hits && r.limit.empty()) r.limit = "pids";
+  }
+  return r;
+}
+
+Status NativeSandbox::destroy() {
+  std::lock_guard lock(mu_);
+  if (destroyed_) return ok_status();
+  destroyed_ = true;
+  if (runner_) runner_->fail_all(make_error("sandbox", "destroyed"));
+  if (pidfd_) {
+    // Killing PID 1 makes the kernel kill every process in its PID namespace.
+    ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+    siginfo_t si{};
+    while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) != 0 &&
+           errno == EINTR) {
+    }
+    pidfd_.reset();
+  }
+  Status result;
+  if (cgroup_) {
+    (void)cgroup_->kill_all();
+    result = cgroup_->remove();
+    if (result) {
+      if (auto j = Janitor::get()) {
+        for (const auto& dir : cgroup_->paths()) (*j)->untrack(dir);
+      }
+    }
+  }
+  slot_.release();
+  return result;
+}
+
+Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& in) {
+  SandboxSpec spec = in;
+  if (spec.id.empty()) spec.id = generate_sandbox_id();
+  RF_TRY(validate_spec(spec));
+  std::vector<StepTiming> host_steps;
+  StepTimer timer(&host_steps);
+
+  auto slot = timer.run("allocate uid range", [] { return acquire_uid_slot(); });
+  if (!slot) return setup_error("allocate uid range", slot.error());
+  auto janitor = Janitor::get();
+  if (!janitor) return setup_error("start janitor", janitor.error());
+  auto cgroup = timer.run("create cgroup", [&]() -> Result<std::unique_ptr<Cgroup>> {
+    auto cg = create_cgroup(layout_, options_.cgroup_parent, spec.id);
+    if (!cg) return cg;
+    for (const auto& dir : (*cg)->paths()) (*janitor)->track(dir);
+    CgroupLimits limits{spec.limits.cpus, spec.limits.memory_bytes, spec.limits.pids};
+    if (auto s = (*cg)->apply(limits); !s) {
+      (void)(*cg)->remove();
+      return s.take_error();
+    }
+    return cg;
+  });
+  if (!cgroup) return setup_error("create cgroup", cgroup.error());
+
+  HostImageOptions image{"/", options_.runner_path, spec.id};
+  const MountPlan plan = timer.run("build mount plan", [&] { return build_host_image_plan(spec, image); });
+
+  static char arg0[] = "ringfence-tool-runner";
+  static char arg1[] = "--fd";
+  static char arg2[] = "3";
+  ChildConfig config;
+  config.seccomp = &seccomp_;
+  config.uid = kSandboxUid;
+  config.gid = kSandboxUid;
+  config.cap_last_cap = cap_last_cap_;
+  config.rlimit_nofile = spec.limits.nofile;
+  config.rlimit_fsize = spec.limits.disk_bytes;
+  config.rlimit_nproc = spec.limits.pids;
+  config.runner_argv = {arg0, arg1, arg2, nullptr};
+  config.runner_envp = {nullptr};
+
+  auto sandbox = std::make_unique<NativeSandbox>(spec, std::move(*slot), std::move(*cgroup));
+  if (auto s = sandbox->start(config, plan, std::move(host_steps)); !s) {
+    (void)sandbox->destroy();
+    return s.take_error();
+  }
+  return std::unique_ptr<Sandbox>(std::move(sandbox));
+}
+
+}  // namespace
+
+Result<std::string> find_runner_binary() {
+  if (const char* env = std::getenv("RINGFENCE_TOOL_RUNNER"); env && *env) return std::string(env);
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  std::vector<std::string> candidates;
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir.resize(dir.rfind('/'));
+    candidates.push_back(dir + "/ringfence-tool-runner");
+  }
+  candidates.push_back("/usr/libexec/ringfence/ringfence-tool-runner");
+  for (const auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return c;
+  }
+  return make_error("tool runner", "ringfence-tool-runner not found (looked in " + candidates[0] +
+                                       "; set RINGFENCE_TOOL_RUNNER)");
+}
+
+Result<std::unique_ptr<Backend>> make_native_backend(const NativeOptions& in) {
+  NativeOptions options = in;
+  if (options.runner_path.empty()) {
+    auto path = find_runner_binary();
+    if (!path) return path.take_error();
+    options.runner_path = *path;
+  }
+  if (options.runner_path[0] != '/') {
+    return make_error("tool runner", "path must be absolute: " + options.runner_path);
+  }
+  auto layout = detect_cgroup_layout();
+  if (!layout) return make_error("native backend: cgroups", layout.error().to_string());
+  auto seccomp = build_seccomp_profile("default");
+  if (!seccomp) return make_error("native backend: seccomp", seccomp.error().to_string());
+  return std::unique_ptr<Backend>(
+      std::make_unique<NativeBackend>(std::move(options), std::move(*layout), std::move(*seccomp)));
+}
+
+void register_native_backend() {
+  register_backend("native", [] { return make_native_backend(NativeOptions{}); });
+}
+
+}  // namespace rf::native

@@ -1,0 +1,18 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace rf::cli {
+
+// Exit codes: the command's own; 125 runtime failure; 126/127 not executable /
+// not found; 2 usage errors.
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitRuntime = 125;
+
+struct CommandResult {
+  int exit_code = 0;
+};
+
+void add_sandbox_commands(CLI::App& app, CommandResult* result);
+
+}  // namespace rf::cli

@@ -1,0 +1,26 @@
+// The native backend (host side): Linux namespaces, cgroups, seccomp and a
+// read-only root, with the tool runner as PID 1. See docs/architecture.md.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "sandbox/sandbox.h"
+
+namespace rf::native {
+
+struct NativeOptions {
+  std::string runner_path;               // empty: find_runner_binary()
+  std::string cgroup_parent = "ringfence";
+};
+
+Result<std::unique_ptr<Backend>> make_native_backend(const NativeOptions& options);
+
+// $RINGFENCE_TOOL_RUNNER, else next to the running binary, else
+// /usr/libexec/ringfence/ringfence-tool-runner.
+Result<std::string> find_runner_binary();
+
+// Adds "native" to the backend registry.
+void register_native_backend();
+
+}  // namespace rf::native
