@@ -1,1 +1,48 @@
+#include "proto/messages.h"
+
 #include <gtest/gtest.h>
+
+namespace rf::proto {
+namespace {
+
+TEST(Messages, ExecRoundTrip) {
+  ExecRequest e;
+  e.argv = {"sh", "-c", "echo hi"};
+  e.env = {{"PATH", "/usr/bin"}};
+  e.timeout_ms = 5000;
+  e.output_limit = 1024;
+  e.pty = true;
+  auto back = parse_exec(to_json(e));
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->argv, e.argv);
+  EXPECT_EQ(back->env, e.env);
+  EXPECT_EQ(back->timeout_ms, 5000);
+  EXPECT_TRUE(back->pty);
+}
+
+TEST(Messages, ErrorsNameTheField) {
+  EXPECT_EQ(parse_exec("{}").error().to_string(), "exec.argv: missing");
+  EXPECT_EQ(parse_exec(R"({"argv":[]})").error().to_string(), "exec.argv: must name a command");
+  EXPECT_EQ(parse_exec(R"({"argv":["a",2]})").error().to_string(), "exec.argv[1]: expected a string");
+  EXPECT_EQ(parse_exec(R"({"argv":["a"],"env":{"X":1}})").error().to_string(),
+            "exec.env.X: expected a string");
+  EXPECT_EQ(parse_exec(R"({"argv":["a"],"timeout_ms":-1})").error().where, "exec.timeout_ms");
+  EXPECT_EQ(parse_exec(R"({"argv":["a"],"rows":1e9})").error().where, "exec.rows");
+  EXPECT_EQ(parse_exec("nope").error().to_string(), "exec: not valid JSON");
+  EXPECT_EQ(parse_exit(R"({"exit_code":"0"})").error().to_string(), "exit.exit_code: expected an integer");
+  EXPECT_EQ(parse_signal(R"({"signal":999})").error().where, "signal.signal");
+  EXPECT_EQ(parse_file_request(R"({"path":""})").error().where, "file.path");
+}
+
+TEST(Messages, VersionRange) {
+  EXPECT_TRUE(check_compatible("0.1.0").ok());
+  EXPECT_TRUE(check_compatible("0.1.9").ok());
+  EXPECT_FALSE(check_compatible("0.2.0").ok());
+  EXPECT_FALSE(check_compatible("1.1.0").ok());
+  EXPECT_FALSE(check_compatible("0.1").ok());
+  EXPECT_FALSE(check_compatible("0.1.0-rc1").ok());
+  EXPECT_NE(check_compatible("0.2.0").error().message.find(">=0.1,<0.2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rf::proto

@@ -1,1 +1,47 @@
+#include "core/units.h"
+
 #include <gtest/gtest.h>
+
+namespace rf {
+namespace {
+
+TEST(Units, ParsesSizes) {
+  EXPECT_EQ(*parse_size("4096"), 4096u);
+  EXPECT_EQ(*parse_size("512k"), 512u * 1024);
+  EXPECT_EQ(*parse_size("512m"), 512ull << 20);
+  EXPECT_EQ(*parse_size("1G"), 1ull << 30);
+  EXPECT_EQ(*parse_size("1.5g"), 3ull << 29);
+  EXPECT_EQ(*parse_size("16MiB"), 16ull << 20);
+  EXPECT_EQ(*parse_size("2mb"), 2ull << 20);
+}
+
+TEST(Units, SizeErrorsNameTheText) {
+  auto r = parse_size("12x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().to_string(), "\"12x\": unknown size suffix \"x\" (use k, m, g or t)");
+  EXPECT_FALSE(parse_size("").ok());
+  EXPECT_FALSE(parse_size("-1m").ok());
+  EXPECT_FALSE(parse_size("1.2.3m").ok());
+  EXPECT_FALSE(parse_size("99999999999t").ok());
+}
+
+TEST(Units, ParsesDurations) {
+  EXPECT_EQ(parse_duration("30s")->count(), 30'000);
+  EXPECT_EQ(parse_duration("250ms")->count(), 250);
+  EXPECT_EQ(parse_duration("2m")->count(), 120'000);
+  EXPECT_EQ(parse_duration("1h")->count(), 3'600'000);
+  EXPECT_EQ(parse_duration("5")->count(), 5'000);
+  EXPECT_EQ(parse_duration("0.5s")->count(), 500);
+  EXPECT_FALSE(parse_duration("5 minutes").ok());
+  EXPECT_FALSE(parse_duration("s").ok());
+}
+
+TEST(Units, FormatsRoundTrip) {
+  EXPECT_EQ(format_size(512ull << 20), "512m");
+  EXPECT_EQ(format_size(1000), "1000");
+  EXPECT_EQ(format_duration(std::chrono::milliseconds(30'000)), "30s");
+  EXPECT_EQ(format_duration(std::chrono::milliseconds(1500)), "1500ms");
+}
+
+}  // namespace
+}  // namespace rf

@@ -1,0 +1,52 @@
+# The two commands of the README, and their parts.
+#   make demo   set up, build, and show untrusted code running contained
+#   make test   set up, build, and run every test (what CI runs)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps build demo test unit-test sandbox-test asan-test bench fuzz format clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./scripts/demo.sh $(BUILD)
+
+# Every test: unit, integration, security and fault tests against real
+# sandboxes, then the unit tests again under ASAN/UBSAN, then a short fuzz run.
+test: build asan-test fuzz
+	ctest --test-dir $(BUILD) --output-on-failure -j 2 --timeout 300
+
+unit-test: build
+	ctest --test-dir $(BUILD) --output-on-failure -L unit
+
+sandbox-test: build
+	ctest --test-dir $(BUILD) --output-on-failure -L sandbox
+
+asan-test: deps
+	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_unit_tests
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure -L unit -j 2 --timeout 300
+
+# Each fuzzer for a short while; longer runs: make fuzz FUZZ_SECONDS=600
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DRF_FUZZ=ON -DRF_TESTS=OFF -DRF_BENCH=OFF >/dev/null
+	cmake --build build-fuzz -j $(JOBS)
+	./scripts/run-fuzzers.sh build-fuzz $(FUZZ_SECONDS)
+
+bench: build
+	./$(BUILD)/bench/rf_bench
+
+format:
+	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
