@@ -1,1 +1,250 @@
-#include <gtest/gtest.h>
+// The native sandbox doing its job: commands run, output streams, exit codes
+// and results are exact, set-up failures name their step.
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "harness.h"
+
+namespace rf::testing {
+namespace {
+
+using SandboxExec = SandboxTest;
+
+TEST_F(SandboxExec, RunsPython) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  Run r = run(*sb, {"python3", "-c", "print(1)"});
+  EXPECT_EQ(r.out, "1\n");
+  EXPECT_EQ(r.result.exit_code, 0);
+}
+
+TEST_F(SandboxExec, SeparatesStdoutAndStderrAndKeepsExitCode) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  Run r = sh(*sb, "echo out; echo err >&2; exit 7");
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(r.result.exit_code, 7);
+}
+
+TEST_F(SandboxExec, KilledBySignalIs128PlusN) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  Run r = sh(*sb, "kill -TERM $$");
+  EXPECT_EQ(r.result.exit_code, 128 + 15);
+  EXPECT_EQ(r.result.signal, 15);
+}
+
+TEST_F(SandboxExec, NotFoundIs127AndNotExecutableIs126) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  Run r = run(*sb, {"no-such-command"});
+  EXPECT_EQ(r.result.exit_code, 127);
+  EXPECT_EQ(r.result.exec_errno, ENOENT);
+  ASSERT_TRUE(sb->write_file("/workspace/script", "echo hi\n", 0644).ok());
+  r = run(*sb, {"/workspace/script"});
+  EXPECT_EQ(r.result.exit_code, 126);
+  EXPECT_EQ(r.result.exec_errno, EACCES);
+}
+
+TEST_F(SandboxExec, EnvironmentIsExactlyTheNamedVariables) {
+  ::setenv("HOST_SECRET", "hunter2", 1);
+  SandboxSpec spec;
+  spec.env["FROM_SPEC"] = "1";
+  auto sb = make(spec);
+  ASSERT_TRUE(sb);
+  ExecCall call;
+  call.env["FROM_CALL"] = "2";
+  Run r = run(*sb, {"/usr/bin/env"}, call);
+  EXPECT_EQ(r.out,
+            "FROM_CALL=2\nFROM_SPEC=1\nHOME=/workspace\nLANG=C.UTF-8\n"
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n");
+  ::unsetenv("HOST_SECRET");
+}
+
+TEST_F(SandboxExec, HostnameIsTheSandboxIdAndCwdIsWorkspace) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  EXPECT_EQ(sh(*sb, "hostname; pwd; id -u; id -un").out, sb->id() + "\n/workspace\n1000\nsandbox\n");
+}
+
+TEST_F(SandboxExec, StdinIsDelivered) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ExecCall call;
+  call.stdin_data = "line one\nline two\n";
+  EXPECT_EQ(run(*sb, {"cat"}, call).out, "line one\nline two\n");
+}
+
+TEST_F(SandboxExec, StreamedStdin) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ExecCall call;
+  call.argv = {"wc", "-c"};
+  call.stdin_stream = true;
+  struct Feeder : Captured {
+    Sandbox* sb;
+    void on_started(uint32_t id, int) override {
+      call_id = id;
+      std::thread([sb = sb, id] {
+        for (int i = 0; i < 10; ++i) (void)sb->write_stdin(id, std::string(1000, 'a'));
+        (void)sb->close_stdin(id);
+      }).detach();
+    }
+  } feeder;
+  feeder.sb = sb.get();
+  auto r = sb->exec(call, feeder);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(feeder.out, "10000\n");
+}
+
+TEST_F(SandboxExec, FilesMoveInAndOut) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->write_file("/workspace/in.txt", "hello", 0644).ok());
+  EXPECT_EQ(sh(*sb, "cat in.txt; echo -n ' world' >> in.txt").out, "hello");
+  auto back = sb->read_file("/workspace/in.txt");
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(*back, "hello world");
+  auto listing = sb->list_dir("/workspace");
+  ASSERT_TRUE(listing.ok());
+  ASSERT_EQ(listing->size(), 1u);
+  EXPECT_EQ((*listing)[0].name, "in.txt");
+  auto st = sb->stat("/workspace/in.txt");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->size, 11);
+  auto missing = sb->read_file("/workspace/nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().sys_errno, ENOENT);
+}
+
+TEST_F(SandboxExec, SetEnvAppliesToLaterCalls) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->set_env({{"TOKEN", "abc"}}).ok());
+  EXPECT_EQ(sh(*sb, "echo $TOKEN").out, "abc\n");
+}
+
+TEST_F(SandboxExec, ConcurrentCallsInOneSandbox) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  std::vector<std::thread> threads;
+  std::vector<std::string> outs(4);
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] { outs[i] = sh(*sb, "sleep 0.2; echo " + std::to_string(i)).out; });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(outs[i], std::to_string(i) + "\n");
+}
+
+TEST_F(SandboxExec, PtyBelongsToTheSandbox) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ExecCall call;
+  call.pty = true;
+  Run r = sh(*sb, "tty; test -t 0 && echo isatty; echo $TERM", call);
+  EXPECT_NE(r.out.find("/dev/pts/0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("isatty"), std::string::npos) << r.out;
+}
+
+TEST_F(SandboxExec, ReportsSetupTimingsByStep) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  std::vector<std::string> steps;
+  for (const auto& t : sb->setup_timings()) steps.push_back(t.step);
+  for (const char* want : {"allocate uid range", "create cgroup", "clone", "write id maps", "pivot_root",
+                           "mount /proc", "load seccomp filter", "exec tool runner", "handshake"}) {
+    EXPECT_NE(std::find(steps.begin(), steps.end(), want), steps.end()) << want;
+  }
+}
+
+TEST_F(SandboxExec, DestroyLeavesNothingOnTheHost) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  const int pid = sb->init_pid();
+  const std::string id = sb->id();
+  ASSERT_TRUE(sb->destroy().ok());
+  EXPECT_NE(::kill(pid, 0), 0);
+  struct stat st{};
+  EXPECT_NE(::stat(("/sys/fs/cgroup/memory/ringfence-test/" + id).c_str(), &st), 0);
+  EXPECT_NE(::stat(("/sys/fs/cgroup/pids/ringfence-test/" + id).c_str(), &st), 0);
+  EXPECT_TRUE(sb->destroy().ok());  // idempotent
+}
+
+TEST_F(SandboxExec, SetupFailureNamesTheStepAndErrno) {
+  // A "runner" that is not executable fails at its exec, after every bound is on.
+  auto b = native::make_native_backend(native::NativeOptions{"/etc/hostname", "ringfence-test"});
+  ASSERT_TRUE(b.ok());
+  auto sb = (*b)->create(SandboxSpec{});
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().to_string(), "sandbox setup failed at step \"exec tool runner\": Permission denied");
+}
+
+TEST_F(SandboxExec, WorkspaceDirIsBoundFromTheHost) {
+  char tmpl[] = "/tmp/rf-ws-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  ASSERT_EQ(::chmod(tmpl, 0777), 0);
+  {
+    std::ofstream(std::string(tmpl) + "/from-host") << "hi";
+  }
+  SandboxSpec spec;
+  spec.workspace_dir = tmpl;
+  auto sb = make(spec);
+  ASSERT_TRUE(sb);
+  EXPECT_EQ(sh(*sb, "cat from-host; echo made > from-sandbox").out, "hi");
+  EXPECT_EQ(slurp(std::string(tmpl) + "/from-sandbox"), "made\n");
+  std::system((std::string("rm -rf ") + tmpl).c_str());
+}
+
+// ---- the CLI, as a user runs it ----
+
+TEST_F(SandboxExec, CliPrintsOne) {
+  CliRun r = run_cli({"sandbox", "exec", "--", "python3", "-c", "print(1)"});
+  EXPECT_EQ(r.out, "1\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(SandboxExec, CliPassesExitCodeAndStdin) {
+  CliRun r = run_cli({"sandbox", "exec", "--", "sh", "-c", "cat; exit 3"}, "piped\n");
+  EXPECT_EQ(r.out, "piped\n");
+  EXPECT_EQ(r.exit_code, 3);
+}
+
+TEST_F(SandboxExec, CliJsonResult) {
+  CliRun r = run_cli({"sandbox", "exec", "--json", "--timeout", "1s", "--", "sleep", "10"});
+  EXPECT_EQ(r.exit_code, 137);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["timed_out"], true);
+  EXPECT_EQ(j["limit"], "timeout");
+  EXPECT_EQ(j["signal"], 9);
+  EXPECT_TRUE(j["setup"].is_array());
+  EXPECT_GT(j["setup"].size(), 10u);
+  EXPECT_NE(r.err.find("timed out after 1s (limit: timeout)"), std::string::npos) << r.err;
+}
+
+TEST_F(SandboxExec, CliUsageErrorsExit2AndNameTheFlag) {
+  CliRun r = run_cli({"sandbox", "exec", "--mem", "lots", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "ringfence: --mem: \"lots\": not a size (examples: 4096, 512k, 512m, 1g)\n");
+  r = run_cli({"sandbox", "exec", "--pids", "2", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "ringfence: --pids: must be between 8 and 1000000, got 2\n");
+  r = run_cli({"sandbox", "exec", "--bogus", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_cli({"sandbox", "frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_cli({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, std::string("ringfence ") + RF_VERSION + "\n");
+}
+
+TEST_F(SandboxExec, CliNotFoundExits127) {
+  CliRun r = run_cli({"sandbox", "exec", "--", "definitely-not-a-command"});
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.err.find("command not found"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace rf::testing

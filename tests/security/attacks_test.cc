@@ -1,1 +1,363 @@
-#include <gtest/gtest.h>
+// Attacks that must fail. Each test names one attack and asserts its exact
+// outcome: the errno, the signal, or the limit the result reports.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <thread>
+
+#include "harness.h"
+#include "native/uid_slots.h"
+
+namespace rf::testing {
+namespace {
+
+class Attack : public SandboxTest {
+ protected:
+  void SetUp() override {
+    SandboxTest::SetUp();
+    if (IsSkipped()) return;
+    sb_ = make(spec_);
+    ASSERT_TRUE(sb_);
+    install_testprog(*sb_);
+  }
+  void TearDown() override {
+    if (sb_) EXPECT_TRUE(sb_->destroy().ok());
+  }
+  std::string t(std::vector<std::string> args, Run* full = nullptr) {
+    return SandboxTest::t(*sb_, std::move(args), full);
+  }
+  Run sh(const std::string& script, ExecCall call = {}) { return SandboxTest::sh(*sb_, script, call); }
+
+  SandboxSpec spec_;
+  std::unique_ptr<Sandbox> sb_;
+};
+
+// ---- user namespace, capabilities, privileges ----
+
+TEST_F(Attack, CommandsRunAsAnUnprivilegedUser) { EXPECT_EQ(t({"ids"}), "uid=1000 gid=1000 euid=1000"); }
+
+TEST_F(Attack, SetuidToRootFails) { EXPECT_EQ(t({"setuid0"}), "errno EPERM"); }
+
+TEST_F(Attack, NoCapabilityInAnySet) {
+  for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
+    EXPECT_EQ(t({"status", set}), std::string(set) + ":\t0000000000000000") << set;
+  }
+}
+
+TEST_F(Attack, NoNewPrivsAndSeccompAreOn) {
+  EXPECT_EQ(t({"status", "NoNewPrivs"}), "NoNewPrivs:\t1");
+  EXPECT_EQ(t({"status", "Seccomp:"}), "Seccomp:\t2");
+}
+
+TEST_F(Attack, SandboxRootIsAnUnprivilegedHostUidOfItsOwn) {
+  const std::string status = slurp("/proc/" + std::to_string(sb_->init_pid()) + "/status");
+  const auto pos = status.find("Uid:\t");
+  ASSERT_NE(pos, std::string::npos);
+  const uid_t host_uid = static_cast<uid_t>(std::stoul(status.substr(pos + 5)));
+  uint32_t slot = 0;
+  EXPECT_TRUE(native::uid_slot_of(host_uid, &slot)) << host_uid;
+  EXPECT_EQ(host_uid % native::kUidRangeSize, native::kSandboxUid);
+  auto other = make();
+  ASSERT_TRUE(other);
+  const std::string other_status = slurp("/proc/" + std::to_string(other->init_pid()) + "/status");
+  const uid_t other_uid = static_cast<uid_t>(std::stoul(other_status.substr(other_status.find("Uid:\t") + 5)));
+  EXPECT_NE(other_uid, host_uid);
+  uint32_t other_slot = 0;
+  EXPECT_TRUE(native::uid_slot_of(other_uid, &other_slot));
+  EXPECT_NE(other_slot, slot);
+}
+
+TEST_F(Attack, ChownToRootFails) {
+  ASSERT_EQ(sh("touch f").result.exit_code, 0);
+  Run r = sh("chown 0:0 f");
+  EXPECT_EQ(r.result.exit_code, 1);
+  EXPECT_NE(r.err.find("Operation not permitted"), std::string::npos) << r.err;
+}
+
+TEST_F(Attack, SethostnameFails) {
+  Run r = sh("hostname evil");
+  EXPECT_NE(r.result.exit_code, 0);
+  EXPECT_NE(r.err.find("Operation not permitted"), std::string::npos) << r.err;
+}
+
+TEST_F(Attack, RaisingTheFileLimitFails) {
+  Run r = sh("ulimit -Hn 1000000");
+  EXPECT_NE(r.result.exit_code, 0);
+  EXPECT_NE(r.err.find("Operation not permitted"), std::string::npos) << r.err;
+}
+
+// ---- file system ----
+
+TEST_F(Attack, RootIsReadOnly) { EXPECT_EQ(t({"create", "/evil"}), "errno EROFS"); }
+
+TEST_F(Attack, UsrIsReadOnly) { EXPECT_EQ(t({"create", "/usr/bin/evil"}), "errno EROFS"); }
+
+TEST_F(Attack, EtcIsReadOnly) { EXPECT_EQ(t({"create", "/etc/evil"}), "errno EROFS"); }
+
+TEST_F(Attack, ShadowAndMachineSecretsAreAbsent) {
+  for (const char* p : {"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/ssl/private",
+                        "/etc/machine-id", "/root", "/home", "/var/lib", "/sys", "/work"}) {
+    EXPECT_EQ(t({"exists", p}), "errno ENOENT") << p;
+  }
+}
+
+TEST_F(Attack, ToolRunnerBinaryCannotBeReplaced) {
+  EXPECT_EQ(t({"write", "/.ringfence/tool-runner"}), "errno EROFS");
+}
+
+TEST_F(Attack, Pid1ExeCannotBeOpened_CVE_2019_5736) {
+  EXPECT_EQ(t({"write", "/proc/1/exe"}), "errno EACCES");
+  EXPECT_EQ(t({"read", "/proc/1/exe"}), "errno EACCES");
+}
+
+TEST_F(Attack, SelfExeOfAHostBinaryCannotBeWritten_CVE_2019_5736) {
+  Run r = run(*sb_, {"python3", "-c",
+                     "import os\ntry:\n  os.open('/proc/self/exe', os.O_WRONLY)\nexcept OSError as e:\n"
+                     "  print(os.strerror(e.errno))"});
+  EXPECT_EQ(r.out, "Read-only file system\n");
+}
+
+TEST_F(Attack, Pid1EnvironAndMemAreUnreadable) {
+  EXPECT_EQ(t({"read", "/proc/1/environ"}), "errno EACCES");
+  EXPECT_EQ(t({"write", "/proc/1/mem"}), "errno EACCES");
+}
+
+TEST_F(Attack, NoDeviceNodesCanBeMade) { EXPECT_EQ(t({"mknod", "/workspace/mem"}), "errno EPERM"); }
+
+TEST_F(Attack, DevHoldsOnlyHarmlessNodes) {
+  EXPECT_EQ(sh("ls /dev | tr '\\n' ' '").out, "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero ");
+  EXPECT_EQ(t({"exists", "/dev/mem"}), "errno ENOENT");
+  EXPECT_EQ(t({"exists", "/dev/sda"}), "errno ENOENT");
+}
+
+TEST_F(Attack, EveryMountIsNosuidAndAllButDeviceNodesNodev) {
+  Run r = sh("awk '{print $5, $6}' /proc/self/mountinfo");
+  std::istringstream lines(r.out);
+  std::string target, opts;
+  int mounts = 0;
+  while (lines >> target >> opts) {
+    ++mounts;
+    EXPECT_NE(opts.find("nosuid"), std::string::npos) << target << " " << opts;
+    const bool device = target == "/dev/null" || target == "/dev/zero" || target == "/dev/full" ||
+                        target == "/dev/random" || target == "/dev/urandom" || target == "/dev/tty" ||
+                        target == "/dev/pts" || target.rfind("/proc/", 0) == 0 || target == "/proc";
+    if (!device) EXPECT_NE(opts.find("nodev"), std::string::npos) << target << " " << opts;
+  }
+  EXPECT_GT(mounts, 10);
+}
+
+TEST_F(Attack, ProcKernelMemoryAndKeysAreMasked) {
+  EXPECT_EQ(sh("cat /proc/kcore /proc/keys /proc/timer_list | wc -c").out, "0\n");
+}
+
+TEST_F(Attack, ProcSysAndSysrqAreReadOnly) {
+  EXPECT_EQ(t({"write", "/proc/sys/kernel/hostname"}), "errno EROFS");
+  EXPECT_EQ(t({"write", "/proc/sysrq-trigger"}), "errno EROFS");
+}
+
+TEST_F(Attack, CgroupReleaseAgentIsUnreachable_CVE_2022_0492) {
+  EXPECT_EQ(t({"syscall", "mount_cgroup"}), "errno EPERM");
+  EXPECT_EQ(t({"exists", "/sys/fs/cgroup"}), "errno ENOENT");
+}
+
+TEST_F(Attack, NoFdOrCwdPointsOutside_CVE_2024_21626) {
+  EXPECT_EQ(t({"fds"}), "0 1 2");
+  EXPECT_EQ(sh("readlink /proc/self/cwd").out, "/workspace\n");
+  EXPECT_EQ(sh("readlink /proc/1/cwd; echo $?").out, "1\n");  // PID 1 is not dumpable
+  Run r = sh("ls -l /proc/self/fd/ | grep -c -- '->'");
+  EXPECT_EQ(r.out, "4\n");  // 0, 1, 2 and the fd ls itself opened
+}
+
+TEST_F(Attack, DiskFillStopsAtTheLimit) {
+  spec_.limits.disk_bytes = 16 << 20;
+  sb_ = make(spec_);
+  install_testprog(*sb_);
+  Run r;
+  const std::string out = t({"fill", "/tmp/big"}, &r);
+  EXPECT_EQ(out.rfind("errno ENOSPC after ", 0), 0u) << out;
+  EXPECT_EQ(r.result.limit, "disk");
+  EXPECT_EQ(t({"fill", "/workspace/big"}, &r).rfind("errno ENOSPC after ", 0), 0u);
+}
+
+TEST_F(Attack, CoreDumpsAreOff) {
+  Run r;
+  EXPECT_EQ(t({"coredump"}, &r), "raise core limit: errno EPERM");
+  EXPECT_EQ(r.result.signal, SIGABRT);
+  EXPECT_EQ(r.result.exit_code, 128 + SIGABRT);
+  EXPECT_EQ(sh("ls /workspace | grep -c core").out, "0\n");
+}
+
+// ---- processes ----
+
+TEST_F(Attack, NoHostProcessIsVisible) {
+  Run r = sh("ls /proc | grep -E '^[0-9]+$' | wc -l");
+  EXPECT_LE(std::stoi(r.out), 5) << r.out;  // the runner, the call's supervisor, sh, ls, grep/wc
+  EXPECT_EQ(sh("cat /proc/1/comm").out, "tool-runner\n");
+}
+
+TEST_F(Attack, KillMinusOneSparesTheHostAndOtherSandboxes) {
+  auto other = make();
+  ASSERT_TRUE(other);
+  EXPECT_EQ(t({"kill", "-1", "9"}), "ok");
+  EXPECT_EQ(::kill(::getpid(), 0), 0);
+  EXPECT_EQ(SandboxTest::sh(*other, "echo alive").out, "alive\n");
+  EXPECT_EQ(sh("echo still here").out, "still here\n");
+}
+
+TEST_F(Attack, KillingPid1FromInsideHasNoEffect) {
+  EXPECT_EQ(t({"kill", "1", "9"}), "ok");
+  EXPECT_EQ(sh("echo still here").out, "still here\n");
+}
+
+TEST_F(Attack, ConcurrentSandboxesCannotSeeEachOther) {
+  auto other = make();
+  ASSERT_TRUE(other);
+  ASSERT_EQ(sh("echo secret > /tmp/mine; echo secret > /workspace/mine").result.exit_code, 0);
+  Captured c;
+  ExecCall bg;
+  bg.argv = {"sleep", "2"};
+  std::thread sleeper([&] { (void)sb_->exec(bg, c); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Run r = SandboxTest::sh(*other, "ls /tmp /workspace; ps -e -o comm= | grep -c sleep");
+  sleeper.join();
+  EXPECT_EQ(r.out, "/tmp:\n\n/workspace:\n0\n");
+}
+
+TEST_F(Attack, ForkBombHitsThePidsLimit) {
+  spec_.limits.pids = 32;
+  sb_ = make(spec_);
+  install_testprog(*sb_);
+  Run r;
+  const std::string out = t({"forkbomb"}, &r);
+  EXPECT_EQ(out.rfind("errno EAGAIN after ", 0), 0u) << out;
+  EXPECT_LT(std::stoi(out.substr(19)), 32);
+  EXPECT_EQ(r.result.limit, "pids");
+  EXPECT_EQ(sh("echo recovered").out, "recovered\n");
+}
+
+TEST_F(Attack, MemoryBombIsOomKilled) {
+  spec_.limits.memory_bytes = 64 << 20;
+  sb_ = make(spec_);
+  install_testprog(*sb_);
+  Run r;
+  t({"membomb", "512"}, &r);
+  EXPECT_EQ(r.result.signal, SIGKILL);
+  EXPECT_EQ(r.result.exit_code, 137);
+  EXPECT_TRUE(r.result.oom_killed);
+  EXPECT_EQ(r.result.limit, "memory");
+  EXPECT_EQ(sh("echo recovered").out, "recovered\n");
+}
+
+TEST_F(Attack, OutputFloodIsCappedWithAMarker) {
+  ExecCall call;
+  call.output_limit = 1 << 20;
+  Run r = run(*sb_, {"/workspace/t", "flood"}, call);
+  EXPECT_TRUE(r.result.output_truncated);
+  EXPECT_EQ(r.result.limit, "output");
+  const std::string marker = "\n[ringfence: output truncated at 1048576 bytes]\n";
+  ASSERT_GE(r.out.size(), marker.size());
+  EXPECT_EQ(r.out.size(), (1u << 20) + marker.size());
+  EXPECT_EQ(r.out.substr(r.out.size() - marker.size()), marker);
+}
+
+TEST_F(Attack, TimeoutKillsTheWholeTree) {
+  ExecCall call;
+  call.timeout = std::chrono::milliseconds(500);
+  Run r = sh("sleep 100 & sleep 100 & sleep 100", call);
+  EXPECT_TRUE(r.result.timed_out);
+  EXPECT_EQ(r.result.limit, "timeout");
+  EXPECT_EQ(r.result.exit_code, 137);
+  EXPECT_LT(r.result.wall.count(), 5'000'000);
+  EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n");
+}
+
+TEST_F(Attack, SetsidBackgroundProcessDoesNotOutliveItsCall) {
+  const auto start = std::chrono::steady_clock::now();
+  Run r = sh("setsid sleep 100 & echo started");
+  EXPECT_EQ(r.out, "started\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n");
+}
+
+// ---- seccomp: each refused syscall returns its exact errno ----
+
+struct SyscallCase {
+  const char* verb;
+  const char* outcome;
+};
+
+class SeccompAttack : public Attack, public ::testing::WithParamInterface<SyscallCase> {};
+
+TEST_P(SeccompAttack, IsRefused) { EXPECT_EQ(t({"syscall", GetParam().verb}), GetParam().outcome); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Syscalls, SeccompAttack,
+    ::testing::Values(SyscallCase{"bpf", "errno EPERM"}, SyscallCase{"keyctl", "errno EPERM"},
+                      SyscallCase{"add_key", "errno EPERM"}, SyscallCase{"userfaultfd", "errno EPERM"},
+                      SyscallCase{"perf_event_open", "errno EPERM"},
+                      SyscallCase{"io_uring_setup", "errno EPERM"}, SyscallCase{"ptrace", "errno EPERM"},
+                      SyscallCase{"process_vm_readv", "errno EPERM"},
+                      SyscallCase{"mount_tmpfs", "errno EPERM"}, SyscallCase{"umount_proc", "errno EPERM"},
+                      SyscallCase{"pivot_root", "errno EPERM"}, SyscallCase{"unshare_user", "errno EPERM"},
+                      SyscallCase{"unshare_net", "errno EPERM"}, SyscallCase{"setns", "errno EPERM"},
+                      SyscallCase{"clone_newuser", "errno EPERM"}, SyscallCase{"clone3", "errno ENOSYS"},
+                      SyscallCase{"kexec_load", "errno EPERM"}, SyscallCase{"init_module", "errno EPERM"},
+                      SyscallCase{"open_by_handle_at", "errno EPERM"}, SyscallCase{"reboot", "errno EPERM"},
+                      SyscallCase{"swapon", "errno EPERM"}, SyscallCase{"acct", "errno EPERM"},
+                      SyscallCase{"syslog", "errno EPERM"}, SyscallCase{"chroot", "errno EPERM"},
+                      SyscallCase{"personality", "errno EPERM"}, SyscallCase{"tiocsti", "errno EPERM"},
+                      SyscallCase{"tiocsti_high", "errno EPERM"}, SyscallCase{"tioclinux", "errno EPERM"},
+                      SyscallCase{"socket_alg", "errno EPERM"}, SyscallCase{"socket_vsock", "errno EPERM"},
+                      SyscallCase{"socket_packet", "errno EPERM"}),
+    [](const auto& info) { return std::string(info.param.verb); });
+
+TEST_F(Attack, I386EntryPointKillsWithSigsys) {
+  Run r;
+  t({"syscall", "i386"}, &r);
+  EXPECT_EQ(r.result.signal, SIGSYS);
+  EXPECT_EQ(r.result.exit_code, 128 + SIGSYS);
+}
+
+TEST_F(Attack, X32EntryPointKillsWithSigsys) {
+  Run r;
+  t({"syscall", "x32"}, &r);
+  EXPECT_EQ(r.result.signal, SIGSYS);
+  EXPECT_EQ(r.result.exit_code, 128 + SIGSYS);
+}
+
+// ---- network ----
+
+TEST_F(Attack, OnlyLoopbackExists) {
+  EXPECT_EQ(sh("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").out, "lo\n");
+}
+
+TEST_F(Attack, HostLoopbackIsUnreachable) {
+  // A listener on the host's 127.0.0.1 is not the sandbox's 127.0.0.1.
+  const int srv = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(srv, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(srv, 1), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(srv, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  Run r = run(*sb_, {"python3", "-c",
+                     "import socket,os\ns=socket.socket()\ntry:\n s.connect(('127.0.0.1'," +
+                         std::to_string(port) + "))\n print('connected')\nexcept OSError as e:\n print(os.strerror(e.errno))"});
+  EXPECT_EQ(r.out, "Connection refused\n");
+  ::close(srv);
+}
+
+TEST_F(Attack, NoResolverIsConfigured) {
+  EXPECT_EQ(sh("wc -c < /etc/resolv.conf").out, "0\n");
+  Run r = run(*sb_, {"python3", "-c",
+                     "import socket\ntry:\n socket.getaddrinfo('example.com', 80)\n print('resolved')\n"
+                     "except socket.gaierror as e:\n print('refused')"});
+  EXPECT_EQ(r.out, "refused\n");
+}
+
+}  // namespace
+}  // namespace rf::testing

@@ -1,0 +1,142 @@
+// Shared by the tests that run real sandboxes: a backend built against the
+// freshly built tool runner, output capture, and rf-testprog installed at
+// /workspace/t inside a sandbox.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "native/native_backend.h"
+#include "sandbox/sandbox.h"
+
+namespace rf::testing {
+
+struct Captured : OutputSink {
+  std::mutex mu;
+  std::string out, err;
+  uint32_t call_id = 0;
+  void on_started(uint32_t id, int) override { call_id = id; }
+  void on_stdout(std::string_view d) override {
+    std::lock_guard l(mu);
+    out.append(d);
+  }
+  void on_stderr(std::string_view d) override {
+    std::lock_guard l(mu);
+    err.append(d);
+  }
+};
+
+struct Run {
+  ExecResult result;
+  std::string out, err;
+};
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0) return;
+    auto b = native::make_native_backend(native::NativeOptions{RF_RUNNER_PATH, "ringfence-test"});
+    ASSERT_TRUE(b.ok()) << b.error().to_string();
+    backend_ = std::move(*b);
+  }
+  static void TearDownTestSuite() { backend_.reset(); }
+
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "real sandboxes need root (the project's machines are root)";
+  }
+
+  std::unique_ptr<Sandbox> make(SandboxSpec spec = {}) {
+    auto sb = backend_->create(spec);
+    EXPECT_TRUE(sb.ok()) << sb.error().to_string();
+    if (!sb.ok()) return nullptr;
+    return std::move(*sb);
+  }
+
+  static Run run(Sandbox& sb, std::vector<std::string> argv, ExecCall call = {}) {
+    call.argv = std::move(argv);
+    Captured c;
+    auto r = sb.exec(call, c);
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+    Run out;
+    if (r.ok()) out.result = *r;
+    out.out = c.out;
+    out.err = c.err;
+    return out;
+  }
+
+  static Run sh(Sandbox& sb, const std::string& script, ExecCall call = {}) {
+    return run(sb, {"/bin/sh", "-c", script}, std::move(call));
+  }
+
+  // Copies rf-testprog into the sandbox as /workspace/t.
+  static void install_testprog(Sandbox& sb) {
+    auto s = sb.write_file("/workspace/t", slurp(RF_TESTPROG_PATH), 0755);
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+  }
+
+  // Runs a testprog verb; returns its first line of stdout (its verdict).
+  static std::string t(Sandbox& sb, std::vector<std::string> args, Run* full = nullptr) {
+    args.insert(args.begin(), "/workspace/t");
+    Run r = run(sb, std::move(args));
+    if (full) *full = r;
+    auto nl = r.out.find('\n');
+    return nl == std::string::npos ? r.out : r.out.substr(0, nl);
+  }
+
+  static std::unique_ptr<Backend> backend_;
+};
+
+inline std::unique_ptr<Backend> SandboxTest::backend_;
+
+// Runs the ringfence CLI; returns its exit status and output.
+struct CliRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+inline CliRun run_cli(const std::vector<std::string>& args, const std::string& stdin_data = "") {
+  char out_tmpl[] = "/tmp/rf-cli-out-XXXXXX", err_tmpl[] = "/tmp/rf-cli-err-XXXXXX",
+       in_tmpl[] = "/tmp/rf-cli-in-XXXXXX";
+  const int out = mkstemp(out_tmpl), err = mkstemp(err_tmpl), in = mkstemp(in_tmpl);
+  (void)!write(in, stdin_data.data(), stdin_data.size());
+  lseek(in, 0, SEEK_SET);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(RF_CLI_PATH));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(RF_CLI_PATH, argv.data());
+    _exit(99);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliRun r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out_tmpl);
+  r.err = slurp(err_tmpl);
+  for (int fd : {out, err, in}) close(fd);
+  unlink(out_tmpl);
+  unlink(err_tmpl);
+  unlink(in_tmpl);
+  return r;
+}
+
+}  // namespace rf::testing
