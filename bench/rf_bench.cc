@@ -1,0 +1,165 @@
+// Latency benchmark: p50/p99 over N iterations, all in one run so the peers
+// see the same machine load.
+//   cold        create a sandbox (all bounds on), exec /bin/true, destroy
+//   exec        exec /bin/true in a live sandbox (the exec round trip)
+//   probe       a protocol round trip with no process (the runner's floor)
+//   bwrap       bwrap --unshare-all with equivalent mounts, running /bin/true
+//   fork+exec   /bin/true, no isolation: the floor
+// Usage: rf_bench [--iterations N] [--only NAME] [--steps]
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "native/native_backend.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct NullSink : rf::OutputSink {
+  void on_stdout(std::string_view) override {}
+  void on_stderr(std::string_view) override {}
+};
+
+struct Stats {
+  double p50, p99, mean;
+};
+
+Stats summarise(std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  double sum = 0;
+  for (double v : us) sum += v;
+  auto pct = [&](double p) { return us[std::min(us.size() - 1, static_cast<size_t>(p * us.size()))]; };
+  return {pct(0.50), pct(0.99), sum / us.size()};
+}
+
+std::vector<double> measure(int n, const std::function<bool()>& once) {
+  std::vector<double> us;
+  us.reserve(n);
+  for (int i = 0; i < n + n / 10; ++i) {  // the first tenth warms up and is dropped
+    const auto start = Clock::now();
+    if (!once()) {
+      std::fprintf(stderr, "iteration failed\n");
+      std::exit(1);
+    }
+    const double d = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    if (i >= n / 10) us.push_back(d);
+  }
+  return us;
+}
+
+bool spawn_and_wait(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return false;
+  int status;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+std::vector<std::string> bwrap_args() {
+  // As close to our host image as bwrap's flags allow: read-only /usr and
+  // /etc pieces, new /proc and /dev, tmpfs /tmp and /workspace, every namespace.
+  std::vector<std::string> a = {"/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+                                "--ro-bind", "/usr", "/usr"};
+  for (const char* l : {"bin", "sbin", "lib", "lib64"}) {
+    char target[256];
+    const std::string path = std::string("/") + l;
+    const ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
+    if (n > 0) a.insert(a.end(), {"--symlink", std::string(target, n), path});
+  }
+  a.insert(a.end(), {"--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache", "--ro-bind", "/etc/ssl/certs",
+                     "/etc/ssl/certs", "--ro-bind", "/etc/alternatives", "/etc/alternatives", "--proc",
+                     "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/workspace", "--chdir",
+                     "/workspace", "--hostname", "bench", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+                     "/bin/true"});
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = 300;
+  std::string only;
+  bool steps = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--iterations") && i + 1 < argc) n = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--steps")) steps = true;
+  }
+  auto backend = rf::native::make_native_backend(rf::native::NativeOptions{RF_RUNNER_PATH, "ringfence-bench"});
+  if (!backend) {
+    std::fprintf(stderr, "%s\n", backend.error().to_string().c_str());
+    return 1;
+  }
+  rf::SandboxSpec spec;
+  rf::ExecCall call;
+  call.argv = {"/bin/true"};
+  NullSink sink;
+  std::map<std::string, std::chrono::nanoseconds> step_total;
+
+  std::vector<std::pair<std::string, std::function<bool()>>> cases;
+  cases.emplace_back("cold", [&] {
+    auto sb = (*backend)->create(spec);
+    if (!sb) {
+      std::fprintf(stderr, "%s\n", sb.error().to_string().c_str());
+      return false;
+    }
+    auto r = (*sb)->exec(call, sink);
+    if (steps) {
+      for (const auto& t : (*sb)->setup_timings()) step_total[t.step] += t.duration;
+    }
+    return r.ok() && r->exit_code == 0 && (*sb)->destroy().ok();
+  });
+  std::unique_ptr<rf::Sandbox> live;
+  cases.emplace_back("exec", [&] {
+    if (!live) live = std::move(*(*backend)->create(spec));
+    auto r = live->exec(call, sink);
+    return r.ok() && r->exit_code == 0;
+  });
+  cases.emplace_back("probe", [&] {
+    if (!live) live = std::move(*(*backend)->create(spec));
+    return live->probe().ok();
+  });
+  const auto bwrap = bwrap_args();
+  if (access("/usr/bin/bwrap", X_OK) == 0) cases.emplace_back("bwrap", [&] { return spawn_and_wait(bwrap); });
+  cases.emplace_back("fork+exec", [&] { return spawn_and_wait({"/bin/true"}); });
+
+  std::printf("%-10s %8s %10s %10s %10s\n", "case", "n", "p50_us", "p99_us", "mean_us");
+  std::map<std::string, Stats> results;
+  for (auto& [name, fn] : cases) {
+    if (!only.empty() && only != name) continue;
+    const Stats s = summarise(measure(n, fn));
+    results[name] = s;
+    std::printf("%-10s %8d %10.0f %10.0f %10.0f\n", name.c_str(), n, s.p50, s.p99, s.mean);
+    std::fflush(stdout);
+  }
+  if (results.count("cold") && results.count("bwrap")) {
+    std::printf("cold/bwrap p50 ratio: %.2f (target <= 0.60)\n", results["cold"].p50 / results["bwrap"].p50);
+  }
+  if (steps && !step_total.empty()) {
+    std::vector<std::pair<double, std::string>> by_time;
+    for (const auto& [step, total] : step_total) {
+      by_time.emplace_back(std::chrono::duration<double, std::micro>(total).count() / (n + n / 10), step);
+    }
+    std::sort(by_time.rbegin(), by_time.rend());
+    std::printf("\nmean set-up time by step (us), slowest first:\n");
+    for (size_t i = 0; i < by_time.size() && i < 25; ++i) {
+      std::printf("  %8.1f  %s\n", by_time[i].first, by_time[i].second.c_str());
+    }
+  }
+  return 0;
+}

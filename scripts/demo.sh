@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The main job on the embedded defaults: untrusted code runs in a native
+# sandbox (host image) and is shown contained.
+set -uo pipefail
+build=${1:-build}
+rf="$build/ringfence"
+
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+run() { step "$*"; "$@"; echo "(exit $?)"; }
+
+echo "ringfence demo: each command below runs in a fresh sandbox with every bound on."
+run "$rf" sandbox exec -- python3 -c 'print(1)'
+run "$rf" sandbox exec -- sh -c 'id; hostname; pwd; env'
+HOST_SECRET=hunter2 run "$rf" sandbox exec -- sh -c 'echo "HOST_SECRET=${HOST_SECRET:-<not visible>}"'
+run "$rf" sandbox exec -- sh -c 'cat /etc/shadow; touch /usr/bin/evil; ls /home'
+run "$rf" sandbox exec -- python3 -c 'import os; os.unshare(os.CLONE_NEWUSER)'
+run "$rf" sandbox exec --mem 64m -- python3 -c 'x = bytearray(512 << 20)'
+run "$rf" sandbox exec --pids 32 -- sh -c 'for i in $(seq 100); do sleep 5 & done; wait'
+run "$rf" sandbox exec --timeout 1s -- sh -c 'setsid sleep 100 & sleep 100'
+run "$rf" sandbox exec --json -- sh -c 'echo contained'
+echo
+echo "An interactive shell on its own pty: $rf sandbox shell"
