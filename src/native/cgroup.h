@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,7 +22,7 @@ enum class CgroupVersion { kV1, kV2 };
 
 struct CgroupLayout {
   CgroupVersion version = CgroupVersion::kV2;
-  std::string v2_root;                          // v2: the unified mount, e.g. /sys/fs/cgroup
+  std::string v2_root;                           // v2: the unified mount, e.g. /sys/fs/cgroup
   std::map<std::string, std::string> v1_mounts;  // v1: controller -> mount point
   // Tests only: the tree is a plain directory, so files are created on write.
   bool fake = false;
@@ -30,9 +31,19 @@ struct CgroupLayout {
 // Finds the cgroup mounts in /proc/self/mountinfo text. Picks v2 when the
 // unified hierarchy offers memory, pids and cpu; else v1 when memory, pids, cpu
 // and cpuacct are mounted; else an error naming what is missing.
+// The text-only form cannot read the unified mount, so it assumes v2 offers
+// each controller that no v1 hierarchy holds (on a v2-only host: all of them).
 Result<CgroupLayout> detect_cgroup_layout(std::string_view mountinfo);
 Result<CgroupLayout> detect_cgroup_layout();
 
+// Returns the text of `<v2_root>/cgroup.controllers` ("" when unreadable).
+using V2ControllersReader = std::function<std::string(const std::string& v2_root)>;
+// The pure core of detection, for tests: `v2_controllers` answers for the
+// unified mount instead of the file system.
+Result<CgroupLayout> detect_cgroup_layout(std::string_view mountinfo,
+                                          const V2ControllersReader& v2_controllers);
+
+// A zero memory_bytes or pids, or cpus <= 0, means no limit.
 struct CgroupLimits {
   double cpus = 1.0;
   uint64_t memory_bytes = 0;
@@ -42,7 +53,7 @@ struct CgroupLimits {
 struct CgroupUsage {
   uint64_t cpu_ns = 0;
   uint64_t memory_peak_bytes = 0;
-  uint64_t oom_kills = 0;    // memory.events oom_kill (v2) / memory.oom_control oom_kill (v1)
+  uint64_t oom_kills = 0;      // memory.events oom_kill (v2) / memory.oom_control oom_kill (v1)
   uint64_t pids_max_hits = 0;  // pids.events max
 };
 
@@ -71,6 +82,7 @@ Result<std::unique_ptr<Cgroup>> create_cgroup(const CgroupLayout& layout, const 
                                               const std::string& name);
 
 // Names of existing sandbox cgroups under `parent` (for reaping).
-Result<std::vector<std::string>> list_cgroups(const CgroupLayout& layout, const std::string& parent);
+Result<std::vector<std::string>> list_cgroups(const CgroupLayout& layout,
+                                              const std::string& parent);
 
 }  // namespace rf::native

@@ -1,1 +1,567 @@
+#include "native/cgroup.h"
+
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <string>
+
+#include "core/io.h"
+
+namespace rf::native {
+namespace {
+
+namespace fs = std::filesystem;
+
+// This machine's /proc/self/mountinfo (v1 hybrid: an empty v2 at .../unified).
+constexpr char kHybridMountinfo[] =
+    "23 1 0:21 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw\n"
+    "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+    "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+    "33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct\n"
+    "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n"
+    "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+    "36 31 0:33 / /sys/fs/cgroup/devices rw,relatime - cgroup cgroup rw,devices\n"
+    "37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer\n"
+    "38 31 0:35 / /sys/fs/cgroup/blkio rw,relatime - cgroup cgroup rw,blkio\n"
+    "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
+    "40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd\n"
+    "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+
+// A typical systemd host with only the unified hierarchy.
+constexpr char kV2Mountinfo[] =
+    "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+    "25 22 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:2 - sysfs sysfs rw\n"
+    "30 25 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 "
+    "rw,nsdelegate,memory_recursiveprot\n";
+
+// Older distributions: cpu and cpuacct share one hierarchy.
+constexpr char kCoMountedMountinfo[] =
+    "31 23 0:28 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n"
+    "33 31 0:30 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct\n"
+    "35 31 0:32 / /sys/fs/cgroup/memory rw,nosuid shared:9 - cgroup cgroup rw,memory\n"
+    "39 31 0:36 / /sys/fs/cgroup/pids rw,nosuid - cgroup cgroup rw,pids\n";
+
+constexpr char kNoPidsMountinfo[] =
+    "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+    "33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct\n"
+    "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+    "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+
+TEST(CgroupLayout, V2OnlyHostPicksTheUnifiedMount) {
+  auto layout = detect_cgroup_layout(kV2Mountinfo);
+  ASSERT_TRUE(layout.ok()) << layout.error().to_string();
+  EXPECT_EQ(layout->version, CgroupVersion::kV2);
+  EXPECT_EQ(layout->v2_root, "/sys/fs/cgroup");
+  EXPECT_TRUE(layout->v1_mounts.empty());
+  EXPECT_FALSE(layout->fake);
+}
+
+TEST(CgroupLayout, V2IsPickedOnlyWhenItsControllersListMemoryPidsAndCpu) {
+  std::string asked;
+  auto layout = detect_cgroup_layout(kV2Mountinfo, [&](const std::string& root) {
+    asked = root;
+    return std::string("cpuset cpu io memory hugetlb pids rdma misc\n");
+  });
+  ASSERT_TRUE(layout.ok()) << layout.error().to_string();
+  EXPECT_EQ(asked, "/sys/fs/cgroup");
+  EXPECT_EQ(layout->version, CgroupVersion::kV2);
+
+  auto lacking = detect_cgroup_layout(
+      kV2Mountinfo, [](const std::string&) { return std::string("cpuset io memory\n"); });
+  ASSERT_FALSE(lacking.ok());
+  EXPECT_EQ(lacking.error().to_string(),
+            "cgroup v2 at /sys/fs/cgroup: controllers not available: pids cpu");
+}
+
+TEST(CgroupLayout, HybridHostLikeThisOneUsesV1) {
+  auto layout = detect_cgroup_layout(kHybridMountinfo);
+  ASSERT_TRUE(layout.ok()) << layout.error().to_string();
+  EXPECT_EQ(layout->version, CgroupVersion::kV1);
+  const std::map<std::string, std::string> want = {{"cpu", "/sys/fs/cgroup/cpu"},
+                                                   {"cpuacct", "/sys/fs/cgroup/cpuacct"},
+                                                   {"memory", "/sys/fs/cgroup/memory"},
+                                                   {"pids", "/sys/fs/cgroup/pids"}};
+  EXPECT_EQ(layout->v1_mounts, want);
+
+  // The unified mount's cgroup.controllers as on this machine.
+  auto read = detect_cgroup_layout(kHybridMountinfo,
+                                   [](const std::string&) { return std::string("hugetlb\n"); });
+  ASSERT_TRUE(read.ok()) << read.error().to_string();
+  EXPECT_EQ(read->version, CgroupVersion::kV1);
+}
+
+TEST(CgroupLayout, CoMountedCpuAndCpuacctShareOneMountPoint) {
+  auto layout = detect_cgroup_layout(kCoMountedMountinfo);
+  ASSERT_TRUE(layout.ok()) << layout.error().to_string();
+  EXPECT_EQ(layout->version, CgroupVersion::kV1);
+  EXPECT_EQ(layout->v1_mounts.at("cpu"), "/sys/fs/cgroup/cpu,cpuacct");
+  EXPECT_EQ(layout->v1_mounts.at("cpuacct"), "/sys/fs/cgroup/cpu,cpuacct");
+  EXPECT_EQ(layout->v1_mounts.at("memory"), "/sys/fs/cgroup/memory");
+}
+
+TEST(CgroupLayout, MissingPidsControllerIsAnErrorNamingIt) {
+  auto layout = detect_cgroup_layout(kNoPidsMountinfo);
+  ASSERT_FALSE(layout.ok());
+  EXPECT_EQ(layout.error().to_string(), "cgroup v1: controllers not mounted: pids");
+}
+
+TEST(CgroupLayout, NoCgroupMountsIsAnError) {
+  auto layout = detect_cgroup_layout("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n");
+  ASSERT_FALSE(layout.ok());
+  EXPECT_EQ(layout.error().to_string(), "cgroups: no cgroup file system mounted");
+}
+
+TEST(CgroupLayout, EscapedMountPointIsDecoded) {
+  auto layout = detect_cgroup_layout("30 25 0:26 / /mnt/my\\040cgroup rw - cgroup2 cgroup2 rw\n");
+  ASSERT_TRUE(layout.ok()) << layout.error().to_string();
+  EXPECT_EQ(layout->v2_root, "/mnt/my cgroup");
+}
+
+// A fresh directory under /tmp, deleted with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "rf-cgroup-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string slurp(const std::string& path) {
+  auto text = read_file(path);
+  return text ? *text : "<" + text.error().to_string() + ">";
+}
+
+void put(const std::string& path, const std::string& text) {
+  ASSERT_TRUE(write_file_atomic(path, text).ok()) << path;
+}
+
+class CgroupFakeV2 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(tmp_.path().empty());
+    layout_.version = CgroupVersion::kV2;
+    layout_.v2_root = tmp_.path();
+    layout_.fake = true;
+  }
+  std::string dir(const std::string& name) const { return tmp_.path() + "/ringfence/" + name; }
+
+  TempDir tmp_;
+  CgroupLayout layout_;
+};
+
+TEST_F(CgroupFakeV2, CreateEnablesControllersAndApplyWritesLimits) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  EXPECT_EQ(slurp(tmp_.path() + "/cgroup.subtree_control"), "+memory +pids +cpu");
+  EXPECT_EQ(slurp(tmp_.path() + "/ringfence/cgroup.subtree_control"), "+memory +pids +cpu");
+  EXPECT_EQ((*cg)->paths(), std::vector<std::string>{dir("sb1")});
+  EXPECT_GE((*cg)->clone_into_fd(), 0);
+
+  put(dir("sb1") + "/memory.swap.max", "max\n");  // present with swap accounting
+  ASSERT_TRUE((*cg)->apply({1.5, 64ull << 20, 32}).ok());
+  EXPECT_EQ(slurp(dir("sb1") + "/memory.max"), "67108864");
+  EXPECT_EQ(slurp(dir("sb1") + "/memory.swap.max"), "0");
+  EXPECT_EQ(slurp(dir("sb1") + "/pids.max"), "32");
+  EXPECT_EQ(slurp(dir("sb1") + "/cpu.max"), "150000 100000");
+}
+
+TEST_F(CgroupFakeV2, NoSwapFileMeansNoSwapWriteAndZeroMeansMax) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  ASSERT_TRUE((*cg)->apply({0, 0, 0}).ok());
+  EXPECT_FALSE(fs::exists(dir("sb1") + "/memory.swap.max"));
+  EXPECT_EQ(slurp(dir("sb1") + "/memory.max"), "max");
+  EXPECT_EQ(slurp(dir("sb1") + "/pids.max"), "max");
+  EXPECT_EQ(slurp(dir("sb1") + "/cpu.max"), "max 100000");
+}
+
+TEST_F(CgroupFakeV2, ControllersAlreadyEnabledAreNotRewritten) {
+  put(tmp_.path() + "/cgroup.subtree_control", "cpu memory pids io\n");
+  ASSERT_TRUE(create_cgroup(layout_, "ringfence", "sb1").ok());
+  EXPECT_EQ(slurp(tmp_.path() + "/cgroup.subtree_control"), "cpu memory pids io\n");
+}
+
+TEST_F(CgroupFakeV2, UsageParsesCounterFiles) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  put(dir("sb1") + "/cpu.stat", "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n");
+  put(dir("sb1") + "/memory.current", "1000\n");
+  put(dir("sb1") + "/memory.peak", "8192\n");
+  put(dir("sb1") + "/memory.events", "low 0\nhigh 0\nmax 4\noom 3\noom_kill 3\noom_group_kill 0\n");
+  put(dir("sb1") + "/pids.events", "max 5\n");
+  auto u = (*cg)->usage();
+  ASSERT_TRUE(u.ok()) << u.error().to_string();
+  EXPECT_EQ(u->cpu_ns, 2500000u);
+  EXPECT_EQ(u->memory_peak_bytes, 8192u);
+  EXPECT_EQ(u->oom_kills, 3u);
+  EXPECT_EQ(u->pids_max_hits, 5u);
+
+  fs::remove(dir("sb1") + "/memory.peak");  // before Linux 5.19
+  u = (*cg)->usage();
+  ASSERT_TRUE(u.ok()) << u.error().to_string();
+  EXPECT_EQ(u->memory_peak_bytes, 1000u);
+
+  fs::remove(dir("sb1") + "/pids.events");
+  u = (*cg)->usage();
+  ASSERT_FALSE(u.ok());
+  EXPECT_EQ(u.error().to_string(),
+            "open " + dir("sb1") + "/pids.events: No such file or directory");
+}
+
+TEST_F(CgroupFakeV2, PidsReadsCgroupProcs) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  ASSERT_TRUE((*cg)->add_process(1234).ok());
+  EXPECT_EQ(slurp(dir("sb1") + "/cgroup.procs"), "1234");
+  put(dir("sb1") + "/cgroup.procs", "12\n7\n");
+  auto pids = (*cg)->pids();
+  ASSERT_TRUE(pids.ok()) << pids.error().to_string();
+  EXPECT_EQ(*pids, (std::vector<pid_t>{7, 12}));
+}
+
+TEST_F(CgroupFakeV2, ListAndRemove) {
+  auto a = create_cgroup(layout_, "ringfence", "a");
+  auto b = create_cgroup(layout_, "ringfence", "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto names = list_cgroups(layout_, "ringfence");
+  ASSERT_TRUE(names.ok()) << names.error().to_string();
+  EXPECT_EQ(*names, (std::vector<std::string>{"a", "b"}));  // not cgroup.subtree_control
+
+  ASSERT_TRUE((*a)->apply({1, 1 << 20, 4}).ok());  // leaves files in the directory
+  ASSERT_TRUE((*a)->remove().ok());
+  EXPECT_FALSE(fs::exists(dir("a")));
+  EXPECT_TRUE(fs::is_directory(tmp_.path() + "/ringfence"));  // the parent stays
+  EXPECT_TRUE((*a)->remove().ok());                           // already gone is fine
+  EXPECT_EQ(*list_cgroups(layout_, "ringfence"), std::vector<std::string>{"b"});
+  EXPECT_TRUE(list_cgroups(layout_, "nothing-here")->empty());
+}
+
+TEST_F(CgroupFakeV2, FailureHalfwayLeavesNoSandboxDirectory) {
+  // The parent's cgroup.subtree_control cannot be written: a directory.
+  ASSERT_TRUE(fs::create_directories(tmp_.path() + "/ringfence/cgroup.subtree_control"));
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_FALSE(cg.ok());
+  EXPECT_EQ(cg.error().to_string(),
+            "open " + tmp_.path() + "/ringfence/cgroup.subtree_control: Is a directory");
+  EXPECT_FALSE(fs::exists(dir("sb1")));
+}
+
+TEST_F(CgroupFakeV2, ExistingSandboxDirectoryIsAnErrorAndIsKept) {
+  ASSERT_TRUE(fs::create_directories(dir("sb1")));
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_FALSE(cg.ok());
+  EXPECT_EQ(cg.error().to_string(), "mkdir " + dir("sb1") + ": File exists");
+  EXPECT_TRUE(fs::is_directory(dir("sb1")));
+}
+
+TEST_F(CgroupFakeV2, BadNamesAreRejected) {
+  EXPECT_EQ(create_cgroup(layout_, "ringfence", "../x").error().to_string(),
+            "cgroup name: invalid: \"../x\"");
+  EXPECT_EQ(create_cgroup(layout_, "/abs", "x").error().to_string(),
+            "cgroup parent: invalid: \"/abs\"");
+}
+
+class CgroupFakeV1 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(tmp_.path().empty());
+    layout_.version = CgroupVersion::kV1;
+    layout_.fake = true;
+    for (const char* mount : {"memory", "pids", "cpu,cpuacct"}) {
+      ASSERT_TRUE(fs::create_directory(tmp_.path() + "/" + mount));
+    }
+    layout_.v1_mounts = {{"memory", tmp_.path() + "/memory"},
+                         {"pids", tmp_.path() + "/pids"},
+                         {"cpu", tmp_.path() + "/cpu,cpuacct"},
+                         {"cpuacct", tmp_.path() + "/cpu,cpuacct"}};
+  }
+  std::string dir(const std::string& mount, const std::string& name = "sb1") const {
+    return tmp_.path() + "/" + mount + "/ringfence/" + name;
+  }
+
+  TempDir tmp_;
+  CgroupLayout layout_;
+};
+
+TEST_F(CgroupFakeV1, CoMountedControllersShareOneDirectory) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  EXPECT_EQ((*cg)->paths(),
+            (std::vector<std::string>{dir("memory"), dir("pids"), dir("cpu,cpuacct")}));
+  EXPECT_EQ((*cg)->clone_into_fd(), -1);
+}
+
+TEST_F(CgroupFakeV1, ApplyWritesV1LimitFiles) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  put(dir("memory") + "/memory.memsw.limit_in_bytes", "9223372036854771712\n");
+  ASSERT_TRUE((*cg)->apply({1.5, 64ull << 20, 32}).ok());
+  EXPECT_EQ(slurp(dir("memory") + "/memory.limit_in_bytes"), "67108864");
+  EXPECT_EQ(slurp(dir("memory") + "/memory.memsw.limit_in_bytes"), "67108864");
+  EXPECT_EQ(slurp(dir("pids") + "/pids.max"), "32");
+  EXPECT_EQ(slurp(dir("cpu,cpuacct") + "/cpu.cfs_period_us"), "100000");
+  EXPECT_EQ(slurp(dir("cpu,cpuacct") + "/cpu.cfs_quota_us"), "150000");
+}
+
+TEST_F(CgroupFakeV1, NoMemswFileIsSkippedAndZeroMeansUnlimited) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  ASSERT_TRUE((*cg)->apply({0, 0, 0}).ok());
+  EXPECT_FALSE(fs::exists(dir("memory") + "/memory.memsw.limit_in_bytes"));
+  EXPECT_EQ(slurp(dir("memory") + "/memory.limit_in_bytes"), "-1");
+  EXPECT_EQ(slurp(dir("pids") + "/pids.max"), "max");
+  EXPECT_EQ(slurp(dir("cpu,cpuacct") + "/cpu.cfs_quota_us"), "-1");
+}
+
+TEST_F(CgroupFakeV1, AddProcessWritesEveryDirectory) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  ASSERT_TRUE((*cg)->add_process(4321).ok());
+  for (const char* mount : {"memory", "pids", "cpu,cpuacct"}) {
+    EXPECT_EQ(slurp(dir(mount) + "/cgroup.procs"), "4321") << mount;
+  }
+  put(dir("pids") + "/cgroup.procs", "4321\n99\n");
+  EXPECT_EQ(*(*cg)->pids(), (std::vector<pid_t>{99, 4321}));
+}
+
+TEST_F(CgroupFakeV1, UsageParsesV1CounterFiles) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  put(dir("cpu,cpuacct") + "/cpuacct.usage", "123456789\n");
+  put(dir("memory") + "/memory.max_usage_in_bytes", "16777216\n");
+  put(dir("memory") + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
+  put(dir("pids") + "/pids.events", "max 7\n");
+  auto u = (*cg)->usage();
+  ASSERT_TRUE(u.ok()) << u.error().to_string();
+  EXPECT_EQ(u->cpu_ns, 123456789u);
+  EXPECT_EQ(u->memory_peak_bytes, 16777216u);
+  EXPECT_EQ(u->oom_kills, 2u);
+  EXPECT_EQ(u->pids_max_hits, 7u);
+
+  // Kernels before 4.13 have no oom_kill line.
+  put(dir("memory") + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\n");
+  EXPECT_EQ((*cg)->usage()->oom_kills, 0u);
+}
+
+TEST_F(CgroupFakeV1, ListAndRemove) {
+  auto a = create_cgroup(layout_, "ringfence", "a");
+  auto b = create_cgroup(layout_, "ringfence", "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*list_cgroups(layout_, "ringfence"), (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE((*a)->apply({1, 1 << 20, 4}).ok());
+  ASSERT_TRUE((*a)->remove().ok());
+  for (const char* mount : {"memory", "pids", "cpu,cpuacct"}) {
+    EXPECT_FALSE(fs::exists(dir(mount, "a"))) << mount;
+    EXPECT_TRUE(fs::is_directory(tmp_.path() + "/" + mount + "/ringfence")) << mount;
+  }
+  EXPECT_EQ(*list_cgroups(layout_, "ringfence"), std::vector<std::string>{"b"});
+}
+
+TEST_F(CgroupFakeV1, FailureHalfwayRemovesWhatWasMade) {
+  fs::remove(tmp_.path() + "/pids");  // memory's directory gets made, then pids fails
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_FALSE(cg.ok());
+  EXPECT_EQ(cg.error().to_string(),
+            "mkdir " + tmp_.path() + "/pids/ringfence: No such file or directory");
+  EXPECT_FALSE(fs::exists(dir("memory")));
+  EXPECT_TRUE(fs::is_directory(tmp_.path() + "/memory/ringfence"));
+  EXPECT_FALSE(fs::exists(dir("cpu,cpuacct")));
+}
+
+TEST_F(CgroupFakeV1, UnmountedControllerIsAnErrorNamingIt) {
+  layout_.v1_mounts.erase("cpuacct");
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_FALSE(cg.ok());
+  EXPECT_EQ(cg.error().to_string(), "cgroup v1: cpuacct not mounted");
+  EXPECT_FALSE(fs::exists(dir("memory")));
+  EXPECT_FALSE(fs::exists(dir("pids")));
+}
+
+// The real cgroupfs of this machine: needs root.
+class CgroupReal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create cgroups";
+    auto layout = detect_cgroup_layout();
+    if (!layout) GTEST_SKIP() << "no usable cgroups: " << layout.error().to_string();
+    layout_ = *layout;
+    const std::string name = "unit-" + std::to_string(::getpid()) + "-" +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    auto cg = create_cgroup(layout_, kParent, name);
+    ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+    cg_ = std::move(*cg);
+    name_ = name;
+  }
+  void TearDown() override {
+    if (!cg_) return;
+    EXPECT_TRUE(cg_->kill_all().ok());
+    EXPECT_TRUE(cg_->remove().ok());
+  }
+
+  bool v2() const { return layout_.version == CgroupVersion::kV2; }
+  std::string file(const std::string& controller, const std::string& name) const {
+    const std::string root = v2() ? layout_.v2_root : layout_.v1_mounts.at(controller);
+    return root + "/" + kParent + "/" + name_ + "/" + name;
+  }
+
+  // A child that waits for a byte on a pipe, joins the cgroup in between, then
+  // runs `body` and _exits with its result.
+  template <class F>
+  pid_t fork_in_cgroup(F body) {
+    int p[2];
+    if (::pipe(p) != 0) return -1;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(p[1]);
+      char c;
+      if (::read(p[0], &c, 1) != 1) ::_exit(100);
+      ::_exit(body());
+    }
+    ::close(p[0]);
+    if (pid > 0) {
+      const bool added = cg_->add_process(pid).ok();
+      if (!added) ::kill(pid, SIGKILL);
+      (void)!::write(p[1], "x", 1);
+    }
+    ::close(p[1]);
+    return pid;
+  }
+
+  static constexpr char kParent[] = "ringfence-test";
+  CgroupLayout layout_;
+  std::string name_;
+  std::unique_ptr<Cgroup> cg_;
+};
+
+std::string trimmed(const std::string& path) {
+  std::string s = slurp(path);
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+TEST_F(CgroupReal, LimitsProcessesUsageKillAndRemove) {
+  ASSERT_TRUE(cg_->apply({0.5, 64ull << 20, 16}).ok());
+  if (v2()) {
+    EXPECT_EQ(trimmed(file("memory", "memory.max")), "67108864");
+    if (fs::exists(file("memory", "memory.swap.max"))) {
+      EXPECT_EQ(trimmed(file("memory", "memory.swap.max")), "0");
+    }
+    EXPECT_EQ(trimmed(file("cpu", "cpu.max")), "50000 100000");
+  } else {
+    EXPECT_EQ(trimmed(file("memory", "memory.limit_in_bytes")), "67108864");
+    if (fs::exists(file("memory", "memory.memsw.limit_in_bytes"))) {
+      EXPECT_EQ(trimmed(file("memory", "memory.memsw.limit_in_bytes")), "67108864");
+    }
+    EXPECT_EQ(trimmed(file("cpu", "cpu.cfs_period_us")), "100000");
+    EXPECT_EQ(trimmed(file("cpu", "cpu.cfs_quota_us")), "50000");
+  }
+  EXPECT_EQ(trimmed(file("pids", "pids.max")), "16");
+  auto names = list_cgroups(layout_, kParent);
+  ASSERT_TRUE(names.ok()) << names.error().to_string();
+  EXPECT_NE(std::find(names->begin(), names->end(), name_), names->end());
+
+  const pid_t child = fork_in_cgroup([] {
+    // Pages are charged to the cgroup they are first touched in.
+    constexpr size_t kSize = 1 << 20;
+    void* mem = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return 2;
+    for (size_t i = 0; i < kSize; i += 4096) static_cast<volatile char*>(mem)[i] = 1;
+    ::sleep(30);
+    return 0;
+  });
+  ASSERT_GT(child, 0);
+  auto pids = cg_->pids();
+  ASSERT_TRUE(pids.ok()) << pids.error().to_string();
+  EXPECT_EQ(*pids, std::vector<pid_t>{child});
+  CgroupUsage usage;
+  for (int i = 0; i < 200 && (usage.memory_peak_bytes < (1u << 20) || usage.cpu_ns == 0); ++i) {
+    if (i > 0) ::usleep(5000);
+    auto u = cg_->usage();
+    ASSERT_TRUE(u.ok()) << u.error().to_string();
+    usage = *u;
+  }
+  EXPECT_GE(usage.memory_peak_bytes, 1u << 20);
+  EXPECT_GT(usage.cpu_ns, 0u);
+  EXPECT_EQ(usage.oom_kills, 0u);
+  EXPECT_EQ(usage.pids_max_hits, 0u);
+
+  auto killed = cg_->kill_all();
+  ASSERT_TRUE(killed.ok()) << killed.error().to_string();
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+
+  const auto dirs = cg_->paths();
+  auto removed = cg_->remove();
+  ASSERT_TRUE(removed.ok()) << removed.error().to_string();
+  for (const auto& d : dirs) EXPECT_FALSE(fs::exists(d)) << d;
+  cg_.reset();
+}
+
+TEST_F(CgroupReal, MemoryLimitOomKills) {
+  ASSERT_TRUE(cg_->apply({1, 16ull << 20, 64}).ok());
+  const pid_t child = fork_in_cgroup([] {
+    constexpr size_t kSize = 64ull << 20;
+    void* mem = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return 2;
+    auto* bytes = static_cast<volatile char*>(mem);
+    for (size_t i = 0; i < kSize; i += 4096) bytes[i] = 1;
+    return 0;  // survived: the limit did not hold
+  });
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  auto usage = cg_->usage();
+  ASSERT_TRUE(usage.ok()) << usage.error().to_string();
+  EXPECT_GE(usage->oom_kills, 1u);
+}
+
+TEST_F(CgroupReal, PidsLimitMakesForkFailWithEagain) {
+  ASSERT_TRUE(cg_->apply({1, 64ull << 20, 8}).ok());
+  const pid_t child = fork_in_cgroup([] {
+    pid_t kids[20];
+    int forked = 0;
+    bool eagain = false;
+    for (int i = 0; i < 20; ++i) {
+      const pid_t k = ::fork();
+      if (k == 0) {
+        ::pause();
+        ::_exit(0);
+      }
+      if (k > 0) kids[forked++] = k;
+      if (k < 0 && errno == EAGAIN) eagain = true;
+    }
+    for (int i = 0; i < forked; ++i) {
+      ::kill(kids[i], SIGKILL);
+      ::waitpid(kids[i], nullptr, 0);
+    }
+    return eagain ? 42 : 1;
+  });
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 42) << "no fork failed with EAGAIN";
+  auto usage = cg_->usage();
+  ASSERT_TRUE(usage.ok()) << usage.error().to_string();
+  EXPECT_GE(usage->pids_max_hits, 1u);
+}
+
+}  // namespace
+}  // namespace rf::native
