@@ -1,1 +1,80 @@
-int main() { return 0; }
+// ringfence-tool-runner: PID 1 of every sandbox. It serves the host's protocol
+// on an inherited socket and runs each tool call under its own supervisor.
+//
+//   ringfence-tool-runner --version
+//   ringfence-tool-runner [--fd N] [--root DIR]
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "proto/messages.h"
+#include "runner/runner.h"
+
+namespace {
+
+int usage(const char* why) {
+  std::fprintf(
+      stderr,
+      "ringfence-tool-runner: %s\nusage: ringfence-tool-runner [--fd N] [--root DIR] | --version\n",
+      why);
+  return 2;
+}
+
+// Commands get 0, 1 and 2; if any is closed, a pipe could land there and be lost.
+void ensure_stdio() {
+  for (int fd = 0; fd < 3; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0) {
+      const int null = ::open("/dev/null", O_RDWR);
+      if (null >= 0 && null != fd) {
+        ::dup2(null, fd);
+        ::close(null);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rf::runner::Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--version") {
+      std::printf("ringfence-tool-runner %s protocol %s\n", RF_VERSION,
+                  rf::proto::kProtocolVersion);
+      return 0;
+    }
+    if ((arg == "--fd" || arg == "--root") && i + 1 >= argc)
+      return usage((arg + ": needs a value").c_str());
+    if (arg == "--fd") {
+      char* end = nullptr;
+      const long fd = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || fd < 0 || fd > 65535) return usage("--fd: not a file descriptor");
+      options.fd = static_cast<int>(fd);
+    } else if (arg == "--root") {
+      options.root = argv[++i];
+    } else {
+      return usage(("unknown argument " + arg).c_str());
+    }
+  }
+  // Not dumpable: same-uid sandbox processes cannot read /proc/1/environ or
+  // /proc/1/mem, nor open /proc/1/exe (the runner binary) through it.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // Subreaper: outside a sandbox (tests) orphaned supervisors still come back to us.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  // A host or a command that went away is an EPIPE to handle, not our death.
+  ::signal(SIGPIPE, SIG_IGN);
+  ensure_stdio();
+  auto runner = rf::runner::Runner::create(options);
+  if (!runner) {
+    std::fprintf(stderr, "ringfence-tool-runner: %s\n", runner.error().to_string().c_str());
+    return 1;
+  }
+  return (*runner)->run();
+}

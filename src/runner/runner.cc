@@ -1,1 +1,483 @@
-// placeholder: being written
+#include "runner/runner.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/io.h"
+
+namespace rf::runner {
+namespace {
+
+using proto::MsgType;
+
+constexpr size_t kPauseAbove = 4u << 20;   // stop reading call output past 4 MiB queued
+constexpr size_t kResumeBelow = 1u << 20;  // and start again under 1 MiB
+constexpr size_t kReadChunk = 256u << 10;
+constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
+
+// epoll tokens: (call id << 8) | kind. Call id 0 is the whole sandbox.
+constexpr uint64_t kSocketToken = 100;
+constexpr uint64_t kSignalToken = 101;
+
+uint64_t token(uint32_t call_id, FdKind kind) {
+  return (uint64_t{call_id} << 8) | static_cast<uint64_t>(kind);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const auto end = s.find(sep, start);
+    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return out;
+    start = end + 1;
+  }
+}
+
+// "CapEff:\t000001ffffffffff" -> the hex value of the line named `key` in /proc/self/status.
+std::string status_field(const std::string& status, const std::string& key) {
+  const auto at = status.find("\n" + key + ":");
+  if (at == std::string::npos) return {};
+  const auto start = status.find_first_not_of(" \t", at + key.size() + 2);
+  if (start == std::string::npos) return {};
+  return status.substr(start, status.find('\n', start) - start);
+}
+
+proto::ProbeResult probe_self() {
+  proto::ProbeResult p;
+  p.pid = ::getpid();
+  p.uid = static_cast<int>(::getuid());
+  p.gid = static_cast<int>(::getgid());
+  utsname u{};
+  if (::uname(&u) == 0) p.hostname = u.nodename;
+  p.no_new_privs = ::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1;
+  if (auto status = rf::read_file("/proc/self/status")) {
+    const std::string s = "\n" + *status;
+    p.seccomp_mode = std::atoi(status_field(s, "Seccomp").c_str());
+    p.cap_eff = std::strtoull(status_field(s, "CapEff").c_str(), nullptr, 16);
+    p.cap_prm = std::strtoull(status_field(s, "CapPrm").c_str(), nullptr, 16);
+    p.cap_bnd = std::strtoull(status_field(s, "CapBnd").c_str(), nullptr, 16);
+    p.cap_amb = std::strtoull(status_field(s, "CapAmb").c_str(), nullptr, 16);
+  }
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      const int fd = std::atoi(e->d_name);
+      if (fd != ::dirfd(d)) p.open_fds.push_back(fd);
+    }
+    ::closedir(d);
+    std::sort(p.open_fds.begin(), p.open_fds.end());
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Runner>> Runner::create(const Options& options) {
+  auto files = FileOps::open(options.root);
+  if (!files) return files.take_error();
+  std::unique_ptr<Runner> r(new Runner(options, std::move(*files)));
+  r->sock_.reset(options.fd);
+  r->pid1_ = ::getpid() == 1;
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
+  // Blocked and read from a signalfd: handled in the loop, never in a handler.
+  // (Blocked signals also reach PID 1, which the kernel otherwise shields.)
+  if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return sys_error("sigprocmask");
+  r->sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!r->sigfd_) return sys_error("signalfd");
+  r->epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!r->epoll_) return sys_error("epoll_create1");
+  return r;
+}
+
+Runner::~Runner() {
+  calls_.clear();
+  (void)sock_.release();  // fd 3 was given to us; the process exit closes it
+}
+
+// ---- handshake ----
+
+Status Runner::read_frames_blocking() {
+  std::string buf(kReadChunk, '\0');
+  while (!decoder_.has_frame()) {
+    pollfd p{sock_.get(), POLLIN, 0};
+    if (::poll(&p, 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("poll");
+    }
+    const ssize_t n = ::read(sock_.get(), buf.data(), buf.size());
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) return sys_error("read");
+    if (n == 0) return make_error("handshake", "the host closed the connection");
+    RF_TRY(decoder_.feed(std::string_view(buf.data(), static_cast<size_t>(n))));
+  }
+  return ok_status();
+}
+
+Status Runner::handshake() {
+  proto::Hello ours;
+  ours.role = "runner";
+  ours.runner_version = RF_VERSION;
+  std::string hello;
+  proto::append_frame(&hello, MsgType::kHello, 0, proto::to_json(ours));
+  RF_TRY(write_all(sock_.get(), hello));
+  RF_TRY(read_frames_blocking());
+  proto::Frame f = decoder_.pop();
+  if (f.type != MsgType::kHello) {
+    return make_error("handshake", std::string("expected hello, got ") + proto::type_name(f.type));
+  }
+  auto theirs = proto::parse_hello(f.json);
+  if (!theirs) return theirs.take_error();
+  return proto::check_compatible(theirs->protocol);
+}
+
+// ---- the loop ----
+
+int Runner::run() {
+  if (auto s = handshake(); !s) {
+    reply_error(0, s.error());
+    flush_before_exit();
+    return s.error().where.rfind("protocol frame", 0) == 0 ? 2 : 1;
+  }
+  // Non-blocking from here: a slow host must never stall the loop.
+  ::fcntl(sock_.get(), F_SETFL, ::fcntl(sock_.get(), F_GETFL) | O_NONBLOCK);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kSignalToken;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sigfd_.get(), &ev);
+  ev.data.u64 = kSocketToken;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sock_.get(), &ev);
+  sock_events_ = EPOLLIN;
+  while (decoder_.has_frame() && !exit_code_) handle(decoder_.pop());  // sent right behind hello
+
+  epoll_event events[64];
+  while (!exit_code_) {
+    flush_out();
+    if (exit_code_) break;
+    const int n = ::epoll_wait(epoll_.get(), events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      exit_code_ = 1;
+      break;
+    }
+    for (int i = 0; i < n && !exit_code_; ++i) {
+      const uint64_t t = events[i].data.u64;
+      if (t == kSocketToken) {
+        on_socket(events[i].events);
+      } else if (t == kSignalToken) {
+        on_signals();
+      } else if (auto it = calls_.find(static_cast<uint32_t>(t >> 8)); it != calls_.end()) {
+        it->second->on_event(static_cast<FdKind>(t & 0xff), events[i].events);
+        if (it->second->finished()) calls_.erase(it);
+      }
+    }
+  }
+  end_all_calls();
+  flush_before_exit();
+  return *exit_code_;
+}
+
+void Runner::watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) {
+  if (fd < 0) return;
+  if (events == 0) {
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+    return;
+  }
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = token(call_id, kind);
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT) {
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  }
+}
+
+void Runner::send(MsgType type, uint32_t call_id, std::string_view json, std::string_view data) {
+  proto::append_frame(&out_, type, call_id, json, data);
+  if (!paused_ && out_.size() - out_off_ > kPauseAbove) set_paused(true);
+}
+
+void Runner::set_paused(bool paused) {
+  paused_ = paused;
+  for (auto& [id, call] : calls_) call->update_watches();
+}
+
+void Runner::flush_out() {
+  while (out_off_ < out_.size()) {
+    const ssize_t n = ::send(sock_.get(), out_.data() + out_off_, out_.size() - out_off_,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    if (n < 0) {
+      exit_code_ = 0;  // the host is gone: nobody is left to report to
+      out_.clear();
+      out_off_ = 0;
+      return;
+    }
+    out_off_ += static_cast<size_t>(n);
+  }
+  if (out_off_ == out_.size()) {
+    out_.clear();
+    out_off_ = 0;
+  } else if (out_off_ > (1u << 20) && out_off_ * 2 > out_.size()) {
+    out_.erase(0, out_off_);
+    out_off_ = 0;
+  }
+  if (paused_ && out_.size() - out_off_ < kResumeBelow) set_paused(false);
+  const uint32_t want = EPOLLIN | (out_.empty() ? 0u : uint32_t{EPOLLOUT});
+  if (want != sock_events_) {
+    epoll_event ev{};
+    ev.events = want;
+    ev.data.u64 = kSocketToken;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, sock_.get(), &ev);
+    sock_events_ = want;
+  }
+}
+
+void Runner::on_socket(uint32_t events) {
+  if (events & EPOLLOUT) flush_out();
+  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
+  static std::string buf(kReadChunk, '\0');
+  const ssize_t n = ::read(sock_.get(), buf.data(), buf.size());
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {
+    exit_code_ = 0;  // EOF (or a reset): the host is done with this sandbox
+    return;
+  }
+  if (auto s = decoder_.feed(std::string_view(buf.data(), static_cast<size_t>(n))); !s) {
+    // The stream cannot be resynchronised: say why and stop.
+    reply_error(0, s.error());
+    exit_code_ = 2;
+    return;
+  }
+  while (decoder_.has_frame() && !exit_code_) handle(decoder_.pop());
+}
+
+void Runner::on_signals() {
+  signalfd_siginfo si;
+  while (::read(sigfd_.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+    const int sig = static_cast<int>(si.ssi_signo);
+    if (sig == SIGCHLD) continue;
+    // As PID 1, a signal from inside the sandbox (a visible sender pid) is
+    // ignored, as the kernel does for PID 1: only the host may stop the runner.
+    if (pid1_ && si.ssi_pid != 0) continue;
+    for (auto& [id, call] : calls_) (void)call->signal(sig);
+    exit_code_ = 128 + sig;
+  }
+  reap_children();
+}
+
+void Runner::reap_children() {
+  int status = 0;
+  pid_t pid;
+  // Reaps supervisors and, as PID 1, any orphan that reparented to us.
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    for (auto it = calls_.begin(); it != calls_.end(); ++it) {
+      if (it->second->supervisor_pid() != pid) continue;
+      it->second->on_supervisor_exit(status);
+      if (it->second->finished()) calls_.erase(it);
+      break;
+    }
+  }
+}
+
+// ---- messages ----
+
+void Runner::reply_error(uint32_t id, const Error& e) {
+  send(MsgType::kError, id, proto::to_json(proto::ErrorMsg{e.where, e.message, e.sys_errno}));
+}
+
+void Runner::handle(proto::Frame&& f) {
+  switch (f.type) {
+    case MsgType::kExec:
+      return handle_exec(std::move(f));
+    case MsgType::kStdin:
+    case MsgType::kStdinClose:
+    case MsgType::kSignal:
+    case MsgType::kResize:
+      return handle_call_frame(f);
+    case MsgType::kFileRead:
+    case MsgType::kFileWrite:
+    case MsgType::kFileList:
+    case MsgType::kFileStat:
+      return handle_file(std::move(f));
+    case MsgType::kSetEnv:
+      return handle_set_env(f);
+    case MsgType::kProbe:
+      return handle_probe(f);
+    case MsgType::kShutdown:
+      exit_code_ = 0;
+      return;
+    case MsgType::kHello:
+      return reply_error(f.call_id, make_error("hello", "already greeted"));
+    default:
+      return reply_error(f.call_id,
+                         make_error(proto::type_name(f.type), "not a message the host sends"));
+  }
+}
+
+CallPlan Runner::plan_call(uint32_t id, proto::ExecRequest req) const {
+  CallPlan plan;
+  plan.id = id;
+  std::map<std::string, std::string> env = extra_env_;
+  for (const auto& [k, v] : req.env) env[k] = v;  // the request's own env wins
+  for (const auto& [k, v] : env) plan.env.push_back(k + "=" + v);
+  const std::string& name = req.argv[0];
+  if (name.find('/') != std::string::npos) {
+    plan.candidates.push_back(name);
+  } else if (!name.empty()) {
+    plan.searched = true;
+    const auto path = env.find("PATH");
+    for (std::string dir : split(path == env.end() ? kDefaultPath : path->second, ':')) {
+      if (dir.empty()) dir = ".";
+      const std::string candidate = dir + "/" + name;
+      const std::string check = dir[0] == '/' ? candidate : req.cwd + "/" + candidate;
+      if (::access(check.c_str(), F_OK) == 0) plan.candidates.push_back(candidate);
+    }
+  }
+  const std::string root = options_.root == "/" ? "" : options_.root;
+  plan.disk_paths = {root + "/workspace", root + "/tmp"};
+  plan.req = std::move(req);
+  return plan;
+}
+
+void Runner::handle_exec(proto::Frame&& f) {
+  const uint32_t id = f.call_id;
+  if (id == 0) return reply_error(0, make_error("exec", "call id 0 is reserved for the sandbox"));
+  if (calls_.count(id) != 0) {
+    return reply_error(id,
+                       make_error("exec", "call id " + std::to_string(id) + " is already running"));
+  }
+  auto req = proto::parse_exec(f.json);
+  if (!req) return reply_error(id, req.error());
+  CallPlan plan = plan_call(id, std::move(*req));
+  if (plan.candidates.empty()) {
+    send(MsgType::kExit, id, proto::to_json(command_not_found(plan.req.argv[0])));
+    return;
+  }
+  auto call = Call::start(*this, std::move(plan), std::move(f.data),
+                          (f.flags & proto::kFlagStdinComplete) != 0);
+  if (!call) return reply_error(id, call.error());
+  calls_[id] = std::move(*call);
+}
+
+void Runner::handle_call_frame(const proto::Frame& f) {
+  auto it = calls_.find(f.call_id);
+  // A call that has ended: the host may race with its end, so this is not an error.
+  if (it == calls_.end()) return;
+  Call& call = *it->second;
+  const std::string where =
+      std::string(proto::type_name(f.type)) + " (call " + std::to_string(f.call_id) + ")";
+  // Errors about a running call go out with call id 0: an exec gets exactly one of ERROR or EXIT.
+  auto fail = [&](const Error& e) {
+    reply_error(0, Error{where + ": " + e.where, e.message, e.sys_errno});
+  };
+  switch (f.type) {
+    case MsgType::kStdin:
+      call.add_stdin(f.data);
+      break;
+    case MsgType::kStdinClose:
+      call.close_stdin();
+      break;
+    case MsgType::kSignal: {
+      auto m = proto::parse_signal(f.json);
+      if (!m) return fail(m.error());
+      if (auto s = call.signal(m->signal); !s) fail(s.error());
+      break;
+    }
+    case MsgType::kResize: {
+      auto m = proto::parse_resize(f.json);
+      if (!m) return fail(m.error());
+      if (auto s = call.resize(m->rows, m->cols); !s) fail(s.error());
+      break;
+    }
+    default:
+      break;
+  }
+  if (call.finished()) calls_.erase(it);
+}
+
+void Runner::handle_file(proto::Frame&& f) {
+  auto req = proto::parse_file_request(f.json);
+  if (!req) return reply_error(f.call_id, req.error());
+  switch (f.type) {
+    case MsgType::kFileRead: {
+      auto d = files_.read(req->path, req->max_bytes);
+      if (!d) return reply_error(f.call_id, d.error());
+      return send(MsgType::kFileData, f.call_id, proto::to_json(d->info), d->bytes);
+    }
+    case MsgType::kFileWrite: {
+      auto s = files_.write(req->path, f.data, req->mode, req->parents);
+      if (!s) return reply_error(f.call_id, s.error());
+      return send(MsgType::kOk, f.call_id, "{}");
+    }
+    case MsgType::kFileList: {
+      auto entries = files_.list(req->path);
+      if (!entries) return reply_error(f.call_id, entries.error());
+      return send(MsgType::kFileEntries, f.call_id, proto::to_json(*entries));
+    }
+    default: {
+      auto info = files_.stat(req->path);
+      if (!info) return reply_error(f.call_id, info.error());
+      return send(MsgType::kFileInfo, f.call_id, proto::to_json(*info));
+    }
+  }
+}
+
+void Runner::handle_set_env(const proto::Frame& f) {
+  auto m = proto::parse_set_env(f.json);
+  if (!m) return reply_error(f.call_id, m.error());
+  for (const auto& [k, v] : m->set) extra_env_[k] = v;
+  for (const auto& k : m->unset) extra_env_.erase(k);
+  send(MsgType::kOk, f.call_id, "{}");
+}
+
+void Runner::handle_probe(const proto::Frame& f) {
+  send(MsgType::kProbeResult, f.call_id, proto::to_json(probe_self()));
+}
+
+// ---- the end ----
+
+void Runner::end_all_calls() {
+  std::vector<pid_t> supervisors;
+  for (auto& [id, call] : calls_) {
+    call->kill("shutdown");
+    if (call->supervisor_pid() > 0) supervisors.push_back(call->supervisor_pid());
+  }
+  // Each supervisor kills its tree and exits; wait a little so none outlives us
+  // when we are not PID 1 (as PID 1, our exit ends the whole namespace anyway).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!supervisors.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::erase_if(supervisors, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) != 0; });
+    if (!supervisors.empty()) ::usleep(2000);
+  }
+  calls_.clear();
+}
+
+void Runner::flush_before_exit() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (out_off_ < out_.size() && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{sock_.get(), POLLOUT, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = ::send(sock_.get(), out_.data() + out_off_, out_.size() - out_off_,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) break;
+    out_off_ += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace rf::runner

@@ -1,0 +1,137 @@
+// One tool call inside the runner: its process tree, pipes (or pty), stdin
+// buffer, timeout, output cap, and the EXIT it reports.
+//
+// Process tree (see docs/protocol.md, "Process tree"):
+//
+//   runner (PID 1) ── supervisor (subreaper) ── command (own session) ── ...
+//
+// The supervisor forks the command, waits for it, then SIGKILLs every process
+// left below it (orphans reparent to it because it is a subreaper) until it has
+// no children, and only then writes its report and exits. So nothing a call
+// started outlives the call or keeps its stdout open. Closing the control pipe
+// (timeout, output cap, shutdown, or the runner dying) makes it kill the tree.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+#include "proto/frame.h"
+#include "proto/messages.h"
+
+namespace rf::runner {
+
+// Which of a call's descriptors an event is about.
+enum class FdKind : uint8_t { kStdout = 1, kStderr, kStdin, kTimer, kReport };
+
+// What a call needs from the runner's event loop.
+class Loop {
+ public:
+  virtual ~Loop() = default;
+  // Sets the epoll interest of `fd`; 0 removes it (a quiet fd must not stay
+  // registered: a hung-up pipe would wake the loop forever).
+  virtual void watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) = 0;
+  // Queues a frame for the host.
+  virtual void send(proto::MsgType type, uint32_t call_id, std::string_view json,
+                    std::string_view data = {}) = 0;
+  // True while too much output waits for the host: calls stop reading their pipes.
+  virtual bool output_paused() const = 0;
+};
+
+// Everything the runner decided before starting a call.
+struct CallPlan {
+  uint32_t id = 0;
+  proto::ExecRequest req;
+  std::vector<std::string> env;         // "NAME=value", the complete environment
+  std::vector<std::string> candidates;  // paths to try for argv[0], in order
+  bool searched = false;                // argv[0] was looked up in PATH
+  std::vector<std::string> disk_paths;  // checked for a full disk after the call
+};
+
+// The EXIT of a command that was not found in PATH: 127, and no process was made.
+proto::ExitStatus command_not_found(const std::string& name);
+
+class Call {
+ public:
+  // Forks the supervisor. A command that cannot start is reported through EXIT,
+  // not here; an error here means no process was made (pipes, fork).
+  static Result<std::unique_ptr<Call>> start(Loop& loop, CallPlan plan, std::string stdin_data,
+                                             bool stdin_complete);
+  ~Call();
+
+  uint32_t id() const { return plan_.id; }
+  pid_t supervisor_pid() const { return supervisor_; }
+  pid_t command_pid() const { return command_; }
+  bool finished() const { return finished_; }
+
+  void on_event(FdKind kind, uint32_t events);
+  // The runner reaped the supervisor.
+  void on_supervisor_exit(int wait_status);
+
+  void add_stdin(std::string_view data);
+  void close_stdin();
+  Status signal(int sig);
+  Status resize(int rows, int cols);
+  // Ends the call's whole tree; `reason` is "timeout", "output" or "shutdown".
+  void kill(const char* reason);
+  // Re-reads Loop::output_paused() and updates what is watched.
+  void update_watches();
+
+ private:
+  Call(Loop& loop, CallPlan plan);
+  Status spawn(std::string stdin_data, bool stdin_complete);
+  void read_output(FdKind kind);
+  void forward(FdKind kind, std::string_view data);
+  void at_eof(FdKind kind);
+  void read_report();
+  void flush_stdin();
+  void drop_stdin();
+  void on_timer();
+  void maybe_finish();
+  void release(UniqueFd& fd);
+  bool disk_full() const;
+  proto::ExitStatus exit_status() const;
+  UniqueFd& output_slot(FdKind kind);
+
+  Loop& loop_;
+  CallPlan plan_;
+  std::chrono::steady_clock::time_point started_at_;
+  pid_t supervisor_ = 0;
+  pid_t command_ = 0;
+
+  UniqueFd out_, err_, pty_;  // read ends (pty_: the master, also the stdin side)
+  UniqueFd in_;               // stdin write end (pipes only)
+  UniqueFd report_, ctl_, timer_;
+  bool out_eof_ = false, err_eof_ = false;
+  bool pty_eof_ = false;  // the master read EIO: no slave is left open
+
+  std::string stdin_buf_;
+  size_t stdin_off_ = 0;
+  bool stdin_close_wanted_ = false, stdin_closed_ = false, pty_eof_sent_ = false;
+  bool pty_at_line_start_ = true;
+
+  int64_t output_bytes_ = 0;
+  bool truncated_ = false;
+  std::string kill_reason_;
+  bool grace_ = false;  // the supervisor died without a report: waiting briefly for EOF
+
+  std::string report_buf_;
+  bool have_done_ = false;
+  struct Done {
+    int wait_status = 0, exec_stage = 0, exec_errno = 0;
+    bool killed = false;
+    int64_t wall_us = 0, user_us = 0, sys_us = 0, max_rss_kb = 0;
+  } done_;
+  std::optional<int> supervisor_status_;
+  bool finished_ = false;
+};
+
+}  // namespace rf::runner

@@ -1,0 +1,78 @@
+// The tool runner's protocol server: one single-threaded epoll loop over the
+// host socket, a signalfd, and every call's pipes, timers and reports. Frames
+// to the host are buffered (the socket is non-blocking) and, past a bound,
+// calls stop reading their output until the host catches up.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+#include "proto/frame.h"
+#include "proto/messages.h"
+#include "runner/call.h"
+#include "runner/file_ops.h"
+
+namespace rf::runner {
+
+struct Options {
+  int fd = 3;              // the connected protocol socket
+  std::string root = "/";  // what file operations treat as "/"
+};
+
+class Runner final : public Loop {
+ public:
+  // Blocks the signals the loop reads, opens the root, sets up epoll.
+  static Result<std::unique_ptr<Runner>> create(const Options& options);
+  ~Runner() override;
+
+  // Greets the host, then serves until shutdown, EOF or a signal. Returns the
+  // process exit code: 0 shutdown or EOF, 1 handshake refused, 2 broken framing,
+  // 128+N ended by signal N.
+  int run();
+
+  // Loop
+  void watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) override;
+  void send(proto::MsgType type, uint32_t call_id, std::string_view json,
+            std::string_view data = {}) override;
+  bool output_paused() const override { return paused_; }
+
+ private:
+  Runner(Options options, FileOps files) : options_(std::move(options)), files_(std::move(files)) {}
+  Status handshake();
+  Status read_frames_blocking();
+  void on_socket(uint32_t events);
+  void on_signals();
+  void reap_children();
+  void handle(proto::Frame&& frame);
+  void handle_exec(proto::Frame&& frame);
+  void handle_call_frame(const proto::Frame& frame);
+  void handle_file(proto::Frame&& frame);
+  void handle_set_env(const proto::Frame& frame);
+  void handle_probe(const proto::Frame& frame);
+  CallPlan plan_call(uint32_t id, proto::ExecRequest req) const;
+  void reply_error(uint32_t id, const Error& e);
+  void flush_out();
+  void set_paused(bool paused);
+  void end_all_calls();
+  void flush_before_exit();
+
+  Options options_;
+  FileOps files_;
+  UniqueFd sock_, epoll_, sigfd_;
+  bool pid1_ = false;
+  proto::FrameDecoder decoder_;
+  std::string out_;
+  size_t out_off_ = 0;
+  bool paused_ = false;
+  uint32_t sock_events_ = 0;
+  std::map<uint32_t, std::unique_ptr<Call>> calls_;
+  std::map<std::string, std::string> extra_env_;  // from set_env, under every call's env
+  std::optional<int> exit_code_;
+};
+
+}  // namespace rf::runner
