@@ -1,1 +1,782 @@
+// The real tool runner binary, run as a plain child process (no namespaces, no
+// root needed) over a socketpair as fd 3, with --root at a temporary directory,
+// driven through RunnerClient; a few tests speak raw frames instead.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "proto/frame.h"
+#include "proto/messages.h"
+#include "sandbox/runner_client.h"
+
+namespace rf {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+struct Captured : OutputSink {
+  std::mutex mu;
+  std::string out, err;
+  std::atomic<uint32_t> call_id{0};
+  std::atomic<int> pid{0};
+  void on_started(uint32_t id, int p) override {
+    call_id = id;
+    pid = p;
+  }
+  void on_stdout(std::string_view d) override {
+    std::lock_guard l(mu);
+    out.append(d);
+  }
+  void on_stderr(std::string_view d) override {
+    std::lock_guard l(mu);
+    err.append(d);
+  }
+};
+
+struct Outcome {
+  proto::ExitStatus exit;
+  std::string out, err;
+  bool ok = false;
+  std::string error;
+};
+
+proto::ExecRequest request(std::vector<std::string> argv) {
+  proto::ExecRequest req;
+  req.argv = std::move(argv);
+  req.env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"}};
+  req.cwd = "/";
+  return req;
+}
+
+proto::ExecRequest shell(const std::string& script) { return request({"/bin/sh", "-c", script}); }
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+// Starts the runner on one end of a socketpair; returns its pid and our end.
+pid_t spawn_runner(const std::string& root, int* host_fd) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+  const std::string path = RF_RUNNER_PATH;
+  std::vector<char*> argv = {const_cast<char*>(path.c_str()), const_cast<char*>("--fd"),
+                             const_cast<char*>("3"),          const_cast<char*>("--root"),
+                             const_cast<char*>(root.c_str()), nullptr};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::dup2(sv[1], 3);  // dup2 clears close-on-exec on fd 3
+    ::execv(argv[0], argv.data());
+    ::_exit(99);
+  }
+  ::close(sv[1]);
+  *host_fd = sv[0];
+  return pid;
+}
+
+// The runner's wait status, or -1 if it has not exited within `within`.
+int wait_exit(pid_t pid, std::chrono::milliseconds within) {
+  const auto end = Clock::now() + within;
+  while (Clock::now() < end) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(5ms);
+  }
+  return -1;
+}
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rf-runner-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    int fd = -1;
+    pid_ = spawn_runner(root_, &fd);
+    ASSERT_GT(pid_, 0);
+    client_ = std::make_unique<RunnerClient>(UniqueFd(fd));
+    auto s = client_->handshake(5000ms);
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+  }
+
+  void TearDown() override {
+    if (pid_ > 0) {
+      (void)client_->shutdown();
+      if (wait_exit(pid_, 5000ms) < 0) {
+        ADD_FAILURE() << "runner did not exit after shutdown";
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+      }
+    }
+    client_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  Outcome run(const proto::ExecRequest& req, const std::string& stdin_data = "",
+              OutputSink* sink = nullptr, bool stdin_complete = true) {
+    Captured own;
+    Captured* c = sink ? nullptr : &own;
+    auto r = client_->exec(req, stdin_data, stdin_complete, sink ? *sink : own);
+    Outcome out;
+    out.ok = r.ok();
+    if (r.ok())
+      out.exit = *r;
+    else
+      out.error = r.error().to_string();
+    if (c) {
+      out.out = c->out;
+      out.err = c->err;
+    }
+    return out;
+  }
+  Outcome sh(const std::string& script) { return run(shell(script)); }
+
+  std::string root_;
+  pid_t pid_ = -1;
+  std::unique_ptr<RunnerClient> client_;
+};
+
+// ---- handshake and version ----
+
+TEST_F(RunnerTest, HandshakeReportsTheRunnerVersion) {
+  EXPECT_EQ(client_->runner_version(), RF_VERSION);
+}
+
+TEST(RunnerBinary, VersionFlag) {
+  FILE* p = ::popen((std::string(RF_RUNNER_PATH) + " --version").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[256] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+  EXPECT_EQ(::pclose(p), 0);
+  EXPECT_EQ(std::string(buf, n), std::string("ringfence-tool-runner ") + RF_VERSION + " protocol " +
+                                     proto::kProtocolVersion + "\n");
+}
+
+// Raw frames over the socket, for what RunnerClient would never send.
+class RawRunner {
+ public:
+  explicit RawRunner(const std::string& root) { pid_ = spawn_runner(root, &fd_); }
+  ~RawRunner() {
+    if (fd_ >= 0) ::close(fd_);
+    if (pid_ > 0 && wait_exit(pid_, 3000ms) < 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  void send(proto::MsgType type, uint32_t id, const std::string& json, const std::string& data = "",
+            uint8_t flags = 0) {
+    std::string wire;
+    proto::append_frame(&wire, type, id, json, data, flags);
+    send_bytes(wire);
+  }
+  void send_bytes(const std::string& wire) {
+    ASSERT_EQ(::send(fd_, wire.data(), wire.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(wire.size()));
+  }
+  // The next frame, or nullopt after 5 s or at EOF.
+  std::optional<proto::Frame> next() {
+    const auto end = Clock::now() + 5s;
+    while (!decoder_.has_frame() && Clock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[65536];
+      const ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n <= 0) return std::nullopt;
+      if (!decoder_.feed(std::string_view(buf, static_cast<size_t>(n))).ok()) return std::nullopt;
+    }
+    if (!decoder_.has_frame()) return std::nullopt;
+    return decoder_.pop();
+  }
+  // The next frame of `type`, skipping others (output, started).
+  std::optional<proto::Frame> next_of(proto::MsgType type) {
+    for (auto f = next(); f; f = next()) {
+      if (f->type == type) return f;
+    }
+    return std::nullopt;
+  }
+  void greet(const std::string& protocol = proto::kProtocolVersion) {
+    auto hello = next();
+    ASSERT_TRUE(hello);
+    ASSERT_EQ(hello->type, proto::MsgType::kHello);
+    auto h = proto::parse_hello(hello->json);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h->role, "runner");
+    proto::Hello ours;
+    ours.role = "host";
+    ours.protocol = protocol;
+    send(proto::MsgType::kHello, 0, proto::to_json(ours));
+  }
+  int exit_status(std::chrono::milliseconds within = 5000ms) {
+    const int st = wait_exit(pid_, within);
+    if (st >= 0) pid_ = -1;
+    return st;
+  }
+
+ private:
+  int fd_ = -1;
+  pid_t pid_ = -1;
+  proto::FrameDecoder decoder_;
+};
+
+class RunnerRawTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rf-runner-raw-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  std::string root_;
+};
+
+TEST_F(RunnerRawTest, IncompatibleProtocolIsRejected) {
+  RawRunner r(root_);
+  r.greet("0.2.0");
+  auto err = r.next();
+  ASSERT_TRUE(err);
+  ASSERT_EQ(err->type, proto::MsgType::kError);
+  auto m = proto::parse_error(err->json);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->where, "protocol");
+  EXPECT_NE(m->message.find("0.2.0"), std::string::npos) << m->message;
+  const int st = r.exit_status();
+  ASSERT_GE(st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+}
+
+TEST_F(RunnerRawTest, MalformedExecNamesTheFieldAndTheRunnerKeepsServing) {
+  RawRunner r(root_);
+  r.greet();
+  r.send(proto::MsgType::kExec, 7, R"({"env":{}})");
+  auto err = r.next();
+  ASSERT_TRUE(err);
+  ASSERT_EQ(err->type, proto::MsgType::kError);
+  EXPECT_EQ(err->call_id, 7u);
+  auto m = proto::parse_error(err->json);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->where, "exec.argv");
+  EXPECT_EQ(m->message, "missing");
+  r.send(proto::MsgType::kExec, 8, R"({"argv":7})");
+  err = r.next();
+  ASSERT_TRUE(err);
+  EXPECT_EQ(proto::parse_error(err->json)->where, "exec.argv");
+  r.send(proto::MsgType::kExec, 9, "not json");
+  err = r.next();
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->call_id, 9u);
+  EXPECT_EQ(proto::parse_error(err->json)->message, "not valid JSON");
+  // Still serving: a good exec runs.
+  r.send(proto::MsgType::kExec, 10, proto::to_json(request({"true"})), "",
+         proto::kFlagStdinComplete);
+  auto exit = r.next_of(proto::MsgType::kExit);
+  ASSERT_TRUE(exit);
+  EXPECT_EQ(exit->call_id, 10u);
+  EXPECT_EQ(proto::parse_exit(exit->json)->exit_code, 0);
+  r.send(proto::MsgType::kShutdown, 0, "{}");
+  const int st = r.exit_status();
+  EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+}
+
+TEST_F(RunnerRawTest, DuplicateActiveCallIdIsAnError) {
+  RawRunner r(root_);
+  r.greet();
+  r.send(proto::MsgType::kExec, 5, proto::to_json(request({"sleep", "0.5"})), "",
+         proto::kFlagStdinComplete);
+  r.send(proto::MsgType::kExec, 5, proto::to_json(request({"true"})), "",
+         proto::kFlagStdinComplete);
+  auto err = r.next_of(proto::MsgType::kError);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->call_id, 5u);
+  EXPECT_EQ(proto::parse_error(err->json)->message, "call id 5 is already running");
+  auto exit = r.next_of(proto::MsgType::kExit);  // the first call still ends normally
+  ASSERT_TRUE(exit);
+  EXPECT_EQ(proto::parse_exit(exit->json)->exit_code, 0);
+  // Once it ended, the id may be used again.
+  r.send(proto::MsgType::kExec, 5, proto::to_json(request({"true"})), "",
+         proto::kFlagStdinComplete);
+  ASSERT_TRUE(r.next_of(proto::MsgType::kExit));
+}
+
+TEST_F(RunnerRawTest, BrokenFramingIsReportedAndEndsTheRunner) {
+  RawRunner r(root_);
+  r.greet();
+  r.send_bytes("XX" + std::string(14, '\0'));
+  auto err = r.next();
+  ASSERT_TRUE(err);
+  ASSERT_EQ(err->type, proto::MsgType::kError);
+  EXPECT_EQ(proto::parse_error(err->json)->message, "bad magic (expected \"RF\")");
+  const int st = r.exit_status();
+  EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2) << st;
+}
+
+TEST_F(RunnerRawTest, EofOnTheSocketEndsTheRunnerCleanly) {
+  auto r = std::make_unique<RawRunner>(root_);
+  r->greet();
+  r->send(proto::MsgType::kExec, 1, proto::to_json(request({"sleep", "100"})), "",
+          proto::kFlagStdinComplete);
+  auto started = r->next_of(proto::MsgType::kStarted);
+  ASSERT_TRUE(started);
+  const int sleeper = proto::parse_started(started->json)->pid;
+  r.reset();  // closes our end, then waits for the runner
+  EXPECT_FALSE(alive(sleeper));
+}
+
+// ---- exec ----
+
+TEST_F(RunnerTest, EchoStreamsStdout) {
+  Captured c;
+  Outcome r = run(request({"echo", "hello", "world"}), "", &c);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(c.out, "hello world\n");
+  EXPECT_EQ(c.err, "");
+  EXPECT_EQ(r.exit.exit_code, 0);
+  EXPECT_GT(c.pid.load(), 0);
+  EXPECT_GT(c.call_id.load(), 0u);
+  EXPECT_GT(r.exit.wall_us, 0);
+}
+
+TEST_F(RunnerTest, StderrIsSeparateAndExitCodesPassThrough) {
+  Outcome r = sh("echo out; echo err >&2; exit 7");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(r.exit.exit_code, 7);
+  EXPECT_EQ(r.exit.signal, 0);
+  EXPECT_EQ(r.exit.limit, "");
+}
+
+TEST_F(RunnerTest, KilledBySignalIs128PlusN) {
+  Outcome r = sh("kill -9 $$");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.exit.exit_code, 137);
+  EXPECT_EQ(r.exit.signal, 9);
+  EXPECT_FALSE(r.exit.timed_out);
+}
+
+TEST_F(RunnerTest, CommandNotFoundIs127WithEnoent) {
+  Outcome r = run(request({"no-such-command-rf"}));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.exit.exit_code, 127);
+  EXPECT_EQ(r.exit.exec_errno, ENOENT);
+  EXPECT_EQ(r.exit.error, "no-such-command-rf: command not found");
+  Outcome abs = run(request({"/no/such/file"}));
+  EXPECT_EQ(abs.exit.exit_code, 127);
+  EXPECT_EQ(abs.exit.exec_errno, ENOENT);
+  EXPECT_EQ(abs.exit.error, "/no/such/file: No such file or directory");
+}
+
+TEST_F(RunnerTest, NotExecutableIs126) {
+  const std::string path = root_ + "/script";
+  std::ofstream(path) << "#!/bin/sh\necho hi\n";
+  ::chmod(path.c_str(), 0644);
+  Outcome r = run(request({path}));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.exit.exit_code, 126);
+  EXPECT_EQ(r.exit.exec_errno, EACCES);
+  EXPECT_EQ(r.exit.error, path + ": Permission denied");
+}
+
+TEST_F(RunnerTest, BadCwdIs126) {
+  auto req = request({"true"});
+  req.cwd = "/no/such/dir";
+  Outcome r = run(req);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.exit.exit_code, 126);
+  EXPECT_EQ(r.exit.exec_errno, ENOENT);
+  EXPECT_EQ(r.exit.error, "cwd /no/such/dir: No such file or directory");
+}
+
+TEST_F(RunnerTest, StdinGivenWhole) {
+  Outcome r = run(request({"cat"}), "line one\nline two\n");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "line one\nline two\n");
+}
+
+TEST_F(RunnerTest, StdinStreamedInPieces) {
+  struct Feeder : Captured {
+    RunnerClient* client = nullptr;
+    std::thread th;
+    void on_started(uint32_t id, int p) override {
+      Captured::on_started(id, p);
+      th = std::thread([this, id] {
+        for (int i = 0; i < 10; ++i) {
+          (void)client->write_stdin(id, "piece " + std::to_string(i) + "\n");
+          std::this_thread::sleep_for(5ms);
+        }
+        (void)client->close_stdin(id);
+      });
+    }
+  } feeder;
+  feeder.client = client_.get();
+  Outcome r = run(request({"cat"}), "first\n", &feeder, /*stdin_complete=*/false);
+  if (feeder.th.joinable()) feeder.th.join();
+  ASSERT_TRUE(r.ok) << r.error;
+  std::string want = "first\n";
+  for (int i = 0; i < 10; ++i) want += "piece " + std::to_string(i) + "\n";
+  EXPECT_EQ(feeder.out, want);
+}
+
+TEST_F(RunnerTest, LargeStdinTheCommandDoesNotReadIsDropped) {
+  Outcome r = run(request({"head", "-c", "3"}), std::string(8 << 20, 'x'));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "xxx");
+  EXPECT_EQ(r.exit.exit_code, 0);
+}
+
+TEST_F(RunnerTest, EnvironmentIsExactlyWhatWasGiven) {
+  auto req = request({"/usr/bin/env"});
+  req.env = {{"A", "1"}, {"B", "two words"}};
+  Outcome r = run(req);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "A=1\nB=two words\n");
+}
+
+TEST_F(RunnerTest, CwdIsHonoured) {
+  auto req = request({"pwd"});
+  req.cwd = root_;
+  Outcome r = run(req);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, root_ + "\n");
+}
+
+TEST_F(RunnerTest, OnlyStdioReachesTheCommand) {
+  Outcome r = sh("ls /proc/self/fd");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "0\n1\n2\n3\n");  // 3 is ls's own directory handle
+}
+
+TEST_F(RunnerTest, SignalReachesTheCommand) {
+  struct Signaller : Captured {
+    RunnerClient* client = nullptr;
+    std::thread th;
+    void on_started(uint32_t id, int p) override {
+      Captured::on_started(id, p);
+      th = std::thread([this, id] {
+        std::this_thread::sleep_for(100ms);
+        (void)client->send_signal(id, SIGTERM);
+      });
+    }
+  } s;
+  s.client = client_.get();
+  Outcome r = run(request({"sleep", "100"}), "", &s);
+  if (s.th.joinable()) s.th.join();
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.exit.signal, SIGTERM);
+  EXPECT_EQ(r.exit.exit_code, 128 + SIGTERM);
+}
+
+// ---- limits and the process tree ----
+
+TEST_F(RunnerTest, TimeoutKillsTheCommand) {
+  auto req = request({"sleep", "100"});
+  req.timeout_ms = 300;
+  const auto start = Clock::now();
+  Outcome r = run(req);
+  const auto took = Clock::now() - start;
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.exit.timed_out);
+  EXPECT_EQ(r.exit.limit, "timeout");
+  EXPECT_EQ(r.exit.signal, 9);
+  EXPECT_EQ(r.exit.exit_code, 137);
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 3s);
+}
+
+TEST_F(RunnerTest, TimeoutAlsoKillsASetsidBackgroundProcess) {
+  auto req = shell("setsid sleep 100 & echo $!; sleep 100");
+  req.timeout_ms = 500;
+  Outcome r = run(req);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.exit.timed_out);
+  const int bg = std::atoi(r.out.c_str());
+  ASSERT_GT(bg, 0) << r.out;
+  EXPECT_FALSE(alive(bg));
+}
+
+TEST_F(RunnerTest, BackgroundChildHoldingStdoutDoesNotHoldTheCall) {
+  const auto start = Clock::now();
+  Outcome r = sh("setsid sleep 100 & echo $!");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_LT(Clock::now() - start, 3s);
+  EXPECT_EQ(r.exit.exit_code, 0);
+  const int bg = std::atoi(r.out.c_str());
+  ASSERT_GT(bg, 0) << r.out;
+  EXPECT_FALSE(alive(bg));
+}
+
+TEST_F(RunnerTest, OutputCapTruncatesWithAMarkerAndKills) {
+  auto req = shell("yes | head -c 10M; echo done >&2");
+  req.output_limit = 100000;
+  Outcome r = run(req);
+  ASSERT_TRUE(r.ok) << r.error;
+  const std::string marker = "\n[ringfence: output truncated at 100000 bytes]\n";
+  EXPECT_TRUE(r.exit.output_truncated);
+  EXPECT_EQ(r.exit.limit, "output");
+  ASSERT_EQ(r.out.size() + r.err.size(), 100000 + marker.size());
+  EXPECT_EQ(r.out.substr(r.out.size() - marker.size()), marker);
+  EXPECT_EQ(r.out.substr(0, 4), "y\ny\n");
+}
+
+TEST_F(RunnerTest, OutputUnderTheCapIsUntouched) {
+  auto req = shell("head -c 1000 /dev/zero");
+  req.output_limit = 1000;
+  Outcome r = run(req);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out.size(), 1000u);
+  EXPECT_FALSE(r.exit.output_truncated);
+  EXPECT_EQ(r.exit.limit, "");
+}
+
+TEST_F(RunnerTest, LargeOutputToASlowReaderArrivesWhole) {
+  // More than the runner's 4 MiB send buffer: it has to stop reading and resume.
+  struct Slow : Captured {
+    size_t bytes = 0;
+    int chunks = 0;
+    void on_stdout(std::string_view d) override {
+      bytes += d.size();
+      if (++chunks < 50) std::this_thread::sleep_for(2ms);
+    }
+  } slow;
+  Outcome r = run(shell("head -c 20000000 /dev/zero"), "", &slow);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(slow.bytes, 20000000u);
+  EXPECT_EQ(r.exit.exit_code, 0);
+}
+
+TEST_F(RunnerTest, ConcurrentCallsEachGetTheirOwnOutput) {
+  std::vector<std::thread> threads;
+  std::vector<Outcome> runs(4);
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      runs[i] = sh("sleep 0.2; for n in 1 2 3; do echo " + std::to_string(i) + "; done; echo e" +
+                   std::to_string(i) + " >&2; exit " + std::to_string(i));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = std::to_string(i);
+    ASSERT_TRUE(runs[i].ok) << runs[i].error;
+    EXPECT_EQ(runs[i].out, n + "\n" + n + "\n" + n + "\n");
+    EXPECT_EQ(runs[i].err, "e" + n + "\n");
+    EXPECT_EQ(runs[i].exit.exit_code, i);
+  }
+}
+
+TEST_F(RunnerTest, PtyGivesTheCommandATerminal) {
+  auto req = shell("tty; test -t 0 && echo isatty; stty size");
+  req.pty = true;
+  req.rows = 33;
+  req.cols = 101;
+  Outcome r = run(req);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_NE(r.out.find("/dev/pts/"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("isatty"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("33 101"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit.exit_code, 0);
+}
+
+TEST_F(RunnerTest, PtyStdinReachesTheCommand) {
+  auto req = request({"cat"});
+  req.pty = true;
+  Outcome r = run(req, "typed\n");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_NE(r.out.find("typed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit.exit_code, 0) << r.out;
+}
+
+// ---- files ----
+
+TEST_F(RunnerTest, FilesRoundTrip) {
+  ASSERT_TRUE(client_->write_file("/workspace/dir/a.txt", "hello", 0640).ok());
+  auto back = client_->read_file("/workspace/dir/a.txt");
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(*back, "hello");
+  auto rel = client_->read_file("dir/a.txt");  // relative to /workspace
+  ASSERT_TRUE(rel.ok()) << rel.error().to_string();
+  EXPECT_EQ(*rel, "hello");
+  std::ifstream on_disk(root_ + "/workspace/dir/a.txt");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(on_disk), {}), "hello");
+
+  ASSERT_TRUE(client_->write_file("dir/b.txt", "", 0600).ok());
+  auto list = client_->list_dir("/workspace/dir");
+  ASSERT_TRUE(list.ok()) << list.error().to_string();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].name, "a.txt");
+  EXPECT_EQ((*list)[0].type, "file");
+  EXPECT_EQ((*list)[0].size, 5);
+  EXPECT_EQ((*list)[0].mode, 0640u);
+  EXPECT_EQ((*list)[1].name, "b.txt");
+
+  auto st = client_->stat("/workspace/dir");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->type, "dir");
+  ASSERT_EQ(::symlink("a.txt", (root_ + "/workspace/dir/link").c_str()), 0);
+  st = client_->stat("dir/link");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->type, "symlink");
+
+  auto missing = client_->read_file("/workspace/nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().sys_errno, ENOENT);
+  EXPECT_EQ(missing.error().where, "file_read /workspace/nope");
+  auto dir = client_->read_file("/workspace/dir");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.error().sys_errno, EISDIR);
+  EXPECT_FALSE(client_->list_dir("/nowhere").ok());
+}
+
+TEST_F(RunnerTest, ReadLimitIsEnforced) {
+  ASSERT_TRUE(client_->write_file("big", std::string(1000, 'b'), 0644).ok());
+  auto r = client_->read_file("big", 999);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "file too large");
+  EXPECT_EQ(client_->read_file("big", 1000)->size(), 1000u);
+}
+
+TEST_F(RunnerTest, WriteIsAtomicAndLeavesNoTemporaryFile) {
+  ASSERT_TRUE(client_->write_file("f", "first version", 0644).ok());
+  ASSERT_TRUE(client_->write_file("f", "second", 0644).ok());
+  EXPECT_EQ(*client_->read_file("f"), "second");
+  auto list = client_->list_dir("/workspace");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].name, "f");
+  // Writing over a directory fails and leaves nothing behind either.
+  ::mkdir((root_ + "/workspace/d").c_str(), 0755);
+  EXPECT_FALSE(client_->write_file("d", "x", 0644).ok());
+  EXPECT_EQ(client_->list_dir("/workspace")->size(), 2u);
+}
+
+TEST_F(RunnerTest, SymlinksResolveInsideTheRoot) {
+  ASSERT_EQ(::symlink("/", (root_ + "/escape").c_str()), 0);
+  ASSERT_EQ(::symlink("../../../../../../etc", (root_ + "/up").c_str()), 0);
+  for (const char* path :
+       {"/escape/etc/passwd", "/up/passwd", "/../../etc/passwd", "../../etc/passwd"}) {
+    auto r = client_->read_file(path);
+    ASSERT_FALSE(r.ok()) << path << " read the host's file";
+    EXPECT_EQ(r.error().sys_errno, ENOENT) << path;
+  }
+  ::mkdir((root_ + "/etc").c_str(), 0755);
+  std::ofstream(root_ + "/etc/passwd") << "root's own\n";
+  EXPECT_EQ(*client_->read_file("/escape/etc/passwd"), "root's own\n");
+  EXPECT_EQ(*client_->read_file("/up/passwd"), "root's own\n");
+  // Writes through the link land inside the root too.
+  ASSERT_TRUE(client_->write_file("/escape/tmp/x", "inside", 0644).ok());
+  std::ifstream inside(root_ + "/tmp/x");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(inside), {}), "inside");
+}
+
+// ---- environment, probe, lifetime ----
+
+TEST_F(RunnerTest, SetEnvAppliesToLaterCalls) {
+  proto::SetEnv add;
+  add.set = {{"TOKEN", "abc"}, {"MINE", "from set_env"}};
+  ASSERT_TRUE(client_->set_env(add).ok());
+  auto req = request({"/usr/bin/env"});
+  req.env["MINE"] = "from the call";
+  Outcome r = run(req);
+  EXPECT_NE(r.out.find("TOKEN=abc\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MINE=from the call\n"), std::string::npos) << r.out;
+  proto::SetEnv remove;
+  remove.unset = {"TOKEN"};
+  ASSERT_TRUE(client_->set_env(remove).ok());
+  r = run(request({"/usr/bin/env"}));
+  EXPECT_EQ(r.out.find("TOKEN="), std::string::npos) << r.out;
+}
+
+TEST_F(RunnerTest, ProbeDescribesTheRunner) {
+  auto p = client_->probe();
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  EXPECT_EQ(p->pid, pid_);
+  EXPECT_EQ(p->uid, static_cast<int>(::getuid()));
+  EXPECT_EQ(p->gid, static_cast<int>(::getgid()));
+  utsname u{};
+  ::uname(&u);
+  EXPECT_EQ(p->hostname, u.nodename);
+  EXPECT_NE(std::find(p->open_fds.begin(), p->open_fds.end(), 3), p->open_fds.end());
+  EXPECT_EQ(p->cap_eff, ::getuid() == 0 ? p->cap_eff : 0u);
+}
+
+TEST_F(RunnerTest, RunnerIsNotDumpable) {
+  const std::string status = [&] {
+    std::ifstream f("/proc/" + std::to_string(pid_) + "/status");
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  struct stat st {};
+  ASSERT_EQ(::stat(("/proc/" + std::to_string(pid_) + "/environ").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);  // non-dumpable: /proc/<pid> files belong to root
+  EXPECT_FALSE(status.empty());
+}
+
+TEST_F(RunnerTest, ShutdownEndsRunningCallsAndTheRunner) {
+  Captured c;
+  std::atomic<bool> returned{false};
+  Outcome result;
+  std::thread t([&] {
+    result = run(request({"sleep", "100"}), "", &c);
+    returned = true;
+  });
+  while (c.pid.load() == 0) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(client_->shutdown().ok());
+  const int st = wait_exit(pid_, 5000ms);
+  ASSERT_GE(st, 0);
+  pid_ = -1;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  t.join();
+  EXPECT_FALSE(result.ok);
+  EXPECT_EQ(result.error, "tool runner connection closed");
+  EXPECT_FALSE(alive(c.pid));
+}
+
+TEST_F(RunnerTest, KilledRunnerFailsThePendingCallPromptly) {
+  Captured c;
+  Outcome result;
+  std::thread t([&] { result = run(request({"sleep", "100"}), "", &c); });
+  while (c.pid.load() == 0) std::this_thread::sleep_for(5ms);
+  const auto start = Clock::now();
+  ASSERT_EQ(::kill(pid_, SIGKILL), 0);
+  t.join();
+  EXPECT_LT(Clock::now() - start, 2s);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  EXPECT_FALSE(result.ok);
+  EXPECT_EQ(result.error, "tool runner connection closed");
+  // The supervisor saw its control pipe close and killed the tree.
+  const auto end = Clock::now() + 3s;
+  while (alive(c.pid) && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(alive(c.pid));
+  // Later calls fail at once.
+  Outcome again = run(request({"true"}));
+  EXPECT_FALSE(again.ok);
+  EXPECT_FALSE(client_->read_file("x").ok());
+}
+
+TEST_F(RunnerTest, FailAllEndsWaitingCalls) {
+  Captured c;
+  Outcome result;
+  std::thread t([&] { result = run(request({"sleep", "100"}), "", &c); });
+  while (c.pid.load() == 0) std::this_thread::sleep_for(5ms);
+  client_->fail_all(make_error("sandbox", "destroyed"));
+  t.join();
+  EXPECT_EQ(result.error, "sandbox: destroyed");
+  const int st = wait_exit(pid_, 5000ms);  // the runner saw EOF
+  EXPECT_GE(st, 0);
+  pid_ = -1;
+}
+
+}  // namespace
+}  // namespace rf
