@@ -125,13 +125,18 @@ int main(int argc, char** argv) {
     return r.ok() && r->exit_code == 0 && (*sb)->destroy().ok();
   });
   std::unique_ptr<rf::Sandbox> live;
+  auto create_live = [&]() -> std::unique_ptr<rf::Sandbox> {
+    auto sb = (*backend)->create(spec);
+    if (!sb) return nullptr;
+    return std::move(*sb);
+  };
   cases.emplace_back("exec", [&] {
-    if (!live) live = std::move(*(*backend)->create(spec));
+    if (!live && !(live = create_live())) return false;
     auto r = live->exec(call, sink);
     return r.ok() && r->exit_code == 0;
   });
   cases.emplace_back("probe", [&] {
-    if (!live) live = std::move(*(*backend)->create(spec));
+    if (!live && !(live = create_live())) return false;
     return live->probe().ok();
   });
   const auto bwrap = bwrap_args();

@@ -147,17 +147,9 @@ void forward_signals(Sandbox* sandbox, const StdioSink* sink, sigset_t set) {
 
 std::string result_json(const Sandbox& sb, const ExecResult& r) {
   nlohmann::json setup = nlohmann::json::array();
-  double total_ms = 0;
   for (const auto& t : sb.setup_timings()) {
     const double ms = std::chrono::duration<double, std::milli>(t.duration).count();
     setup.push_back({{"step", t.step}, {"ms", ms}});
-  }
-  // Host steps wrap the child's: the total is clone to handshake, measured outside.
-  for (const auto& t : sb.setup_timings()) {
-    if (t.step == "allocate uid range" || t.step == "create cgroup" || t.step == "build mount plan" ||
-        t.step == "clone" || t.step == "attach cgroup" || t.step == "write id maps" || t.step == "handshake") {
-      total_ms += std::chrono::duration<double, std::milli>(t.duration).count();
-    }
   }
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   nlohmann::json j = {

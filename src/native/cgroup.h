@@ -64,6 +64,11 @@ class Cgroup {
   virtual Status add_process(pid_t pid) = 0;
   // v2: an O_DIRECTORY fd for clone3(CLONE_INTO_CGROUP); -1 on v1.
   virtual int clone_into_fd() const = 0;
+  // v1: the `tasks` files a new single-threaded process writes "0" to, to move
+  // itself in. A thread moving itself skips the global threadgroup rwsem that a
+  // write of another pid to cgroup.procs takes (an RCU grace period, ~10 ms).
+  // Empty on v2, where clone_into_fd() does the job.
+  virtual std::vector<std::string> self_attach_files() const = 0;
   virtual Result<CgroupUsage> usage() const = 0;
   virtual Result<std::vector<pid_t>> pids() const = 0;
   // SIGKILL every process in it (cgroup.kill on v2 where present), repeated

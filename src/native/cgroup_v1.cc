@@ -33,6 +33,12 @@ class CgroupV1 final : public Cgroup {
 
   int clone_into_fd() const override { return -1; }
 
+  std::vector<std::string> self_attach_files() const override {
+    std::vector<std::string> files;
+    for (const auto& dir : dirs_) files.push_back(dir + "/tasks");
+    return files;
+  }
+
   Result<CgroupUsage> usage() const override {
     CgroupUsage u;
     RF_TRY(store(&u.cpu_ns, read_number(file("cpuacct", "cpuacct.usage"))));

@@ -34,6 +34,8 @@ class CgroupV2 final : public Cgroup {
 
   int clone_into_fd() const override { return fd_.get(); }
 
+  std::vector<std::string> self_attach_files() const override { return {}; }
+
   Result<CgroupUsage> usage() const override {
     CgroupUsage u;
     RF_TRY(store(&u.cpu_ns, read_keyed(file("cpu.stat"), "usage_usec"), 1000));

@@ -31,7 +31,7 @@ using Kind = MountOp::Kind;
 
 // The steps before and after the mount plan; their order here is the order they run.
 constexpr const char* kPreSteps[] = {
-    "wait for parent",   "become root in user namespace", "unshare cgroup namespace",
+    "join cgroup",       "wait for parent",   "become root in user namespace", "unshare cgroup namespace",
     "make mounts private", "mount root tmpfs",             "pivot_root",
 };
 constexpr const char* kPostSteps[] = {
@@ -42,6 +42,16 @@ constexpr const char* kPostSteps[] = {
     "set no_new_privs",       "load seccomp filter",    "exec tool runner",
 };
 constexpr int kPreCount = sizeof kPreSteps / sizeof kPreSteps[0];
+
+// v1: moves this (single-threaded) process into its cgroups, fast (see cgroup.h).
+int join_cgroup(const ChildConfig& c) {
+  for (int fd : c.join_cgroup_fds) {
+    if (fd < 0) continue;
+    if (::write(fd, "0", 1) != 1) return errno;
+    ::close(fd);
+  }
+  return 0;
+}
 
 int64_t now_ns() {
   timespec ts{};
@@ -331,11 +341,13 @@ std::vector<std::string> child_step_names(const MountPlan& plan) {
 }
 
 void run_child(const ChildConfig& c) {
-  static_assert(kPreCount == 6, "keep kPreSteps in step with the calls below");
+  static_assert(kPreCount == 7, "keep kPreSteps in step with the calls below");
   int sync_fd = c.sync_fd;
   // Die with the host process even before any step ran.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   Steps s(&sync_fd);
+  // Before anything is charged or counted, and before the cgroup namespace.
+  s.run([&] { return join_cgroup(c); });
   s.run([&] { return wait_for_parent(sync_fd); });
   s.run([] { return become_root(); });
   // After the parent put us in our cgroup, so the namespace's root is that cgroup.

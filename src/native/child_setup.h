@@ -25,6 +25,8 @@ struct ChildConfig {
   const SeccompFilters* seccomp = nullptr;
   int sync_fd = -1;   // SOCK_SEQPACKET to the parent, CLOEXEC
   int proto_fd = -1;  // becomes fd 3 of the tool runner
+  // cgroup v1: open `tasks` files the child writes "0" to (see Cgroup::self_attach_files).
+  int join_cgroup_fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
   std::string hostname;
   uid_t uid = 1000;   // the sandbox user, inside the user namespace
   gid_t gid = 1000;

@@ -181,6 +181,16 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   config.sync_fd = sync_child.get();
   config.proto_fd = proto_child.get();
   config.hostname = spec_.id;
+  std::vector<UniqueFd> join_fds;
+  const auto attach_files = cgroup_->self_attach_files();
+  if (attach_files.size() > std::size(config.join_cgroup_fds)) {
+    return setup_error("join cgroup", make_error("cgroup", "too many hierarchies"));
+  }
+  for (size_t i = 0; i < attach_files.size(); ++i) {
+    join_fds.emplace_back(::open(attach_files[i].c_str(), O_WRONLY | O_CLOEXEC));
+    if (!join_fds.back()) return setup_error("join cgroup", sys_error("open " + attach_files[i]));
+    config.join_cgroup_fds[i] = join_fds.back().get();
+  }
 
   int pidfd = -1;
   const pid_t pid = timer.run("clone", [&] { return clone_sandbox(cgroup_->clone_into_fd(), &pidfd); });
@@ -190,12 +200,7 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   pidfd_.reset(pidfd);
   sync_child.reset();
   proto_child.reset();
-
-  if (cgroup_->clone_into_fd() < 0) {
-    if (auto s = timer.run("attach cgroup", [&] { return cgroup_->add_process(pid); }); !s) {
-      return setup_error("attach cgroup", s.error());
-    }
-  }
+  join_fds.clear();
   // The sandbox's root is the first host uid of its slot: never host root.
   const std::string map = "0 " + std::to_string(slot_.host_base()) + " " + std::to_string(kUidRangeSize) + "\n";
   auto maps = timer.run("write id maps", [&]() -> Status {

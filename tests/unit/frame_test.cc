@@ -1,4 +1,5 @@
 #include "proto/frame.h"
+#include "proto/messages.h"
 
 #include <gtest/gtest.h>
 

@@ -64,7 +64,10 @@ TEST(MountPlan, DevHasOnlyHarmlessNodes) {
     if (op.kind == MountOp::Kind::kBind && op.allow_dev && op.target.rfind("/dev/", 0) == 0) {
       dev_binds.push_back(op.target);
     }
-    if (op.allow_dev) EXPECT_EQ(op.source, "/.oldroot" + (op.target.rfind("/proc", 0) == 0 ? std::string("/dev/null") : op.target));
+    if (op.allow_dev) {
+      const bool proc_mask = op.target.rfind("/proc", 0) == 0;
+      EXPECT_EQ(op.source, "/.oldroot" + (proc_mask ? std::string("/dev/null") : op.target)) << op.target;
+    }
   }
   EXPECT_EQ(dev_binds, (std::vector<std::string>{"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
                                                  "/dev/urandom", "/dev/tty"}));
@@ -127,7 +130,8 @@ TEST(MountPlan, MirrorsTheHostLayoutOfAFakeRoot) {
 TEST(MountPlan, StepNamesCoverEveryOp) {
   const auto plan = host_plan();
   const auto names = child_step_names(plan);
-  EXPECT_EQ(names.front(), "wait for parent");
+  EXPECT_EQ(names.front(), "join cgroup");
+  EXPECT_EQ(names[1], "wait for parent");
   EXPECT_EQ(names.back(), "exec tool runner");
   EXPECT_LT(names.size(), static_cast<size_t>(kMaxSteps));
   EXPECT_NE(std::find(names.begin(), names.end(), "mount /proc"), names.end());
