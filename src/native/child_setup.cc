@@ -264,9 +264,6 @@ int set_rlimits(const ChildConfig& c) {
   if (c.rlimit_fsize != 0) {
     if (int e = set_one_rlimit(RLIMIT_FSIZE, c.rlimit_fsize)) return e;
   }
-  if (c.rlimit_nproc != 0) {
-    if (int e = set_one_rlimit(RLIMIT_NPROC, c.rlimit_nproc)) return e;
-  }
   return 0;
 }
 

@@ -33,7 +33,6 @@ struct ChildConfig {
   int cap_last_cap = 40;
   uint64_t rlimit_nofile = 1024;
   uint64_t rlimit_fsize = 0;
-  uint64_t rlimit_nproc = 0;
   std::vector<char*> runner_argv;  // NULL-terminated
   std::vector<char*> runner_envp;  // NULL-terminated (empty environment)
 };

@@ -382,7 +382,6 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& in) {
   config.cap_last_cap = cap_last_cap_;
   config.rlimit_nofile = spec.limits.nofile;
   config.rlimit_fsize = spec.limits.disk_bytes;
-  config.rlimit_nproc = spec.limits.pids;
   config.runner_argv = {arg0, arg1, arg2, nullptr};
   config.runner_envp = {nullptr};
 

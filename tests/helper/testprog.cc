@@ -93,8 +93,10 @@ std::map<std::string, Verb> verbs() {
     struct stat st{};
     return report(::lstat(argv[0], &st));
   };
-  // Fill a file until the disk (or file size limit) says no; print how it ended.
-  v["fill"] = [](int, char** argv) {
+  // Fill a file until the disk (or file size limit) says no, or MAX_MIB
+  // (optional) were written; print how it ended.
+  v["fill"] = [](int argc, char** argv) {
+    const long max = argc > 1 ? std::atol(argv[1]) << 20 : -1;
     ::signal(SIGXFSZ, SIG_IGN);
     const int fd = ::open(argv[0], O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return report(-1);
@@ -108,6 +110,10 @@ std::map<std::string, Verb> verbs() {
         return 1;
       }
       total += n;
+      if (max >= 0 && total >= max) {
+        std::printf("ok %ld MiB\n", total >> 20);
+        return 0;
+      }
     }
   };
   // Processes and identity.
@@ -219,6 +225,7 @@ std::map<std::string, Verb> verbs() {
     if (n == "acct") return report(::syscall(SYS_acct, "/tmp/x"));
     if (n == "syslog") return report(::syscall(SYS_syslog, 3, nullptr, 0));
     if (n == "chroot") return report(::chroot("/tmp"));
+    if (n == "sethostname") return report(::sethostname("evil", 4));
     if (n == "personality") return report(::syscall(SYS_personality, 0x0040000 /*ADDR_NO_RANDOMIZE*/));
     if (n == "tiocsti") {
       char c = 'x';

@@ -1,11 +1,12 @@
 // Faults: the host process killed mid-call, PID 1 killed from the host.
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <thread>
 
-#include "harness.h"
+#include "integration/harness.h"
 #include "native/uid_slots.h"
 
 namespace rf::testing {

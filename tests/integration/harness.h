@@ -33,7 +33,7 @@ struct Captured : OutputSink {
   }
 };
 
-struct Run {
+struct Out {
   ExecResult result;
   std::string out, err;
 };
@@ -59,6 +59,7 @@ class SandboxTest : public ::testing::Test {
     if (::geteuid() != 0) GTEST_SKIP() << "real sandboxes need root (the project's machines are root)";
   }
 
+ public:
   std::unique_ptr<Sandbox> make(SandboxSpec spec = {}) {
     auto sb = backend_->create(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().to_string();
@@ -66,19 +67,19 @@ class SandboxTest : public ::testing::Test {
     return std::move(*sb);
   }
 
-  static Run run(Sandbox& sb, std::vector<std::string> argv, ExecCall call = {}) {
+  static Out run(Sandbox& sb, std::vector<std::string> argv, ExecCall call = {}) {
     call.argv = std::move(argv);
     Captured c;
     auto r = sb.exec(call, c);
     EXPECT_TRUE(r.ok()) << r.error().to_string();
-    Run out;
+    Out out;
     if (r.ok()) out.result = *r;
     out.out = c.out;
     out.err = c.err;
     return out;
   }
 
-  static Run sh(Sandbox& sb, const std::string& script, ExecCall call = {}) {
+  static Out sh(Sandbox& sb, const std::string& script, ExecCall call = {}) {
     return run(sb, {"/bin/sh", "-c", script}, std::move(call));
   }
 
@@ -89,9 +90,9 @@ class SandboxTest : public ::testing::Test {
   }
 
   // Runs a testprog verb; returns its first line of stdout (its verdict).
-  static std::string t(Sandbox& sb, std::vector<std::string> args, Run* full = nullptr) {
+  static std::string t(Sandbox& sb, std::vector<std::string> args, Out* full = nullptr) {
     args.insert(args.begin(), "/workspace/t");
-    Run r = run(sb, std::move(args));
+    Out r = run(sb, std::move(args));
     if (full) *full = r;
     auto nl = r.out.find('\n');
     return nl == std::string::npos ? r.out : r.out.substr(0, nl);

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "harness.h"
+#include "integration/harness.h"
 
 namespace rf::testing {
 namespace {
@@ -15,7 +15,7 @@ using SandboxExec = SandboxTest;
 TEST_F(SandboxExec, RunsPython) {
   auto sb = make();
   ASSERT_TRUE(sb);
-  Run r = run(*sb, {"python3", "-c", "print(1)"});
+  Out r = run(*sb, {"python3", "-c", "print(1)"});
   EXPECT_EQ(r.out, "1\n");
   EXPECT_EQ(r.result.exit_code, 0);
 }
@@ -23,7 +23,7 @@ TEST_F(SandboxExec, RunsPython) {
 TEST_F(SandboxExec, SeparatesStdoutAndStderrAndKeepsExitCode) {
   auto sb = make();
   ASSERT_TRUE(sb);
-  Run r = sh(*sb, "echo out; echo err >&2; exit 7");
+  Out r = sh(*sb, "echo out; echo err >&2; exit 7");
   EXPECT_EQ(r.out, "out\n");
   EXPECT_EQ(r.err, "err\n");
   EXPECT_EQ(r.result.exit_code, 7);
@@ -32,7 +32,7 @@ TEST_F(SandboxExec, SeparatesStdoutAndStderrAndKeepsExitCode) {
 TEST_F(SandboxExec, KilledBySignalIs128PlusN) {
   auto sb = make();
   ASSERT_TRUE(sb);
-  Run r = sh(*sb, "kill -TERM $$");
+  Out r = sh(*sb, "kill -TERM $$");
   EXPECT_EQ(r.result.exit_code, 128 + 15);
   EXPECT_EQ(r.result.signal, 15);
 }
@@ -40,7 +40,7 @@ TEST_F(SandboxExec, KilledBySignalIs128PlusN) {
 TEST_F(SandboxExec, NotFoundIs127AndNotExecutableIs126) {
   auto sb = make();
   ASSERT_TRUE(sb);
-  Run r = run(*sb, {"no-such-command"});
+  Out r = run(*sb, {"no-such-command"});
   EXPECT_EQ(r.result.exit_code, 127);
   EXPECT_EQ(r.result.exec_errno, ENOENT);
   ASSERT_TRUE(sb->write_file("/workspace/script", "echo hi\n", 0644).ok());
@@ -57,7 +57,7 @@ TEST_F(SandboxExec, EnvironmentIsExactlyTheNamedVariables) {
   ASSERT_TRUE(sb);
   ExecCall call;
   call.env["FROM_CALL"] = "2";
-  Run r = run(*sb, {"/usr/bin/env"}, call);
+  Out r = run(*sb, {"/usr/bin/env"}, call);
   EXPECT_EQ(r.out,
             "FROM_CALL=2\nFROM_SPEC=1\nHOME=/workspace\nLANG=C.UTF-8\n"
             "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n");
@@ -144,7 +144,7 @@ TEST_F(SandboxExec, PtyBelongsToTheSandbox) {
   ASSERT_TRUE(sb);
   ExecCall call;
   call.pty = true;
-  Run r = sh(*sb, "tty; test -t 0 && echo isatty; echo $TERM", call);
+  Out r = sh(*sb, "tty; test -t 0 && echo isatty; echo $TERM", call);
   EXPECT_NE(r.out.find("/dev/pts/0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("isatty"), std::string::npos) << r.out;
 }
@@ -175,9 +175,15 @@ TEST_F(SandboxExec, DestroyLeavesNothingOnTheHost) {
 
 TEST_F(SandboxExec, SetupFailureNamesTheStepAndErrno) {
   // A "runner" that is not executable fails at its exec, after every bound is on.
-  auto b = native::make_native_backend(native::NativeOptions{"/etc/hostname", "ringfence-test"});
+  char path[] = "/tmp/rf-not-a-runner-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ASSERT_EQ(::chmod(path, 0644), 0);
+  auto b = native::make_native_backend(native::NativeOptions{path, "ringfence-test"});
   ASSERT_TRUE(b.ok());
   auto sb = (*b)->create(SandboxSpec{});
+  ::unlink(path);
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().to_string(), "sandbox setup failed at step \"exec tool runner\": Permission denied");
 }
