@@ -220,6 +220,7 @@ class RawRunner {
     ours.protocol = protocol;
     send(proto::MsgType::kHello, 0, proto::to_json(ours));
   }
+  pid_t pid() const { return pid_; }
   int exit_status(std::chrono::milliseconds within = 5000ms) {
     const int st = wait_exit(pid_, within);
     if (st >= 0) pid_ = -1;
@@ -321,6 +322,22 @@ TEST_F(RunnerRawTest, BrokenFramingIsReportedAndEndsTheRunner) {
   EXPECT_EQ(proto::parse_error(err->json)->message, "bad magic (expected \"RF\")");
   const int st = r.exit_status();
   EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2) << st;
+}
+
+TEST_F(RunnerRawTest, SigtermEndsEveryCallAndTheRunner) {
+  RawRunner r(root_);
+  r.greet();
+  r.send(proto::MsgType::kExec, 1,
+         proto::to_json(shell("trap 'echo got TERM; exit 3' TERM; sleep 100 & wait")), "",
+         proto::kFlagStdinComplete);
+  auto started = r.next_of(proto::MsgType::kStarted);
+  ASSERT_TRUE(started);
+  const int sh_pid = proto::parse_started(started->json)->pid;
+  std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(::kill(r.pid(), SIGTERM), 0);
+  const int st = r.exit_status();
+  EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM) << st;
+  EXPECT_FALSE(alive(sh_pid));
 }
 
 TEST_F(RunnerRawTest, EofOnTheSocketEndsTheRunnerCleanly) {
@@ -479,6 +496,38 @@ TEST_F(RunnerTest, SignalReachesTheCommand) {
   EXPECT_EQ(r.exit.exit_code, 128 + SIGTERM);
 }
 
+TEST_F(RunnerTest, LargeStdinDoesNotBlockOtherCalls) {
+  // 24 MB into a slow reader: the runner buffers it and keeps serving.
+  Outcome big;
+  std::thread t([&] { big = run(shell("sleep 0.5; wc -c"), std::string(24 << 20, 'z')); });
+  std::this_thread::sleep_for(100ms);
+  const auto start = Clock::now();
+  Outcome quick = run(request({"echo", "quick"}));
+  EXPECT_LT(Clock::now() - start, 400ms);
+  EXPECT_EQ(quick.out, "quick\n");
+  t.join();
+  ASSERT_TRUE(big.ok) << big.error;
+  EXPECT_EQ(big.out, std::to_string(24 << 20) + "\n");
+}
+
+TEST_F(RunnerTest, ResizeChangesThePtySize) {
+  struct Resizer : Captured {
+    RunnerClient* client = nullptr;
+    std::thread th;
+    void on_started(uint32_t id, int p) override {
+      Captured::on_started(id, p);
+      th = std::thread([this, id] { (void)client->resize(id, 50, 132); });
+    }
+  } s;
+  s.client = client_.get();
+  auto req = shell("sleep 0.3; stty size");
+  req.pty = true;
+  Outcome r = run(req, "", &s);
+  if (s.th.joinable()) s.th.join();
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_NE(s.out.find("50 132"), std::string::npos) << s.out;
+}
+
 // ---- limits and the process tree ----
 
 TEST_F(RunnerTest, TimeoutKillsTheCommand) {
@@ -516,6 +565,18 @@ TEST_F(RunnerTest, BackgroundChildHoldingStdoutDoesNotHoldTheCall) {
   const int bg = std::atoi(r.out.c_str());
   ASSERT_GT(bg, 0) << r.out;
   EXPECT_FALSE(alive(bg));
+}
+
+TEST_F(RunnerTest, KillingTheSupervisorFromInsideStillEndsTheCall) {
+  // The command's parent is its supervisor; same uid, so it can be killed.
+  const auto start = Clock::now();
+  Outcome r = sh("kill -9 $PPID; sleep 100");
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_LT(Clock::now() - start, 3s);
+  EXPECT_EQ(r.exit.error, "call supervisor killed by signal 9 before the command ended");
+  EXPECT_EQ(r.exit.exit_code, 137);
+  // The runner keeps serving.
+  EXPECT_EQ(sh("echo fine").out, "fine\n");
 }
 
 TEST_F(RunnerTest, OutputCapTruncatesWithAMarkerAndKills) {
