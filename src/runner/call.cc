@@ -211,6 +211,36 @@ void reap_everything(pid_t command) {
   }
 }
 
+// Forks the command and waits until it has exec'd; returns its pid, or -1 with
+// the failure in `r`.
+pid_t start_command(const ChildArgs& a, Report* r) {
+  int errpipe[2];
+  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
+    r->exec_stage = kStageSetup;
+    r->exec_errno = errno;
+    return -1;
+  }
+  const pid_t command = ::fork();
+  if (command == 0) {
+    ::close(errpipe[0]);
+    run_command(a, errpipe[1]);
+  }
+  const int fork_errno = errno;
+  ::close(errpipe[1]);
+  ::close(a.in);  // the command holds its own copies now
+  if (a.out != a.in) ::close(a.out);
+  if (a.err != a.in) ::close(a.err);
+  ExecFailure f{kStageSetup, fork_errno};
+  ssize_t n = command < 0 ? sizeof f : 0;
+  while (command > 0 && (n = ::read(errpipe[0], &f, sizeof f)) < 0 && errno == EINTR) {
+  }
+  ::close(errpipe[0]);
+  if (n != static_cast<ssize_t>(sizeof f)) return command;  // EOF: exec succeeded
+  r->exec_stage = f.stage;
+  r->exec_errno = f.err;
+  return command;
+}
+
 [[noreturn]] void run_supervisor(const ChildArgs& a) {
   close_all_but({a.in, a.out, a.err, a.report, a.ctl});
   // Subreaper: whatever the command leaves behind (daemonised, setsid) reparents to
@@ -218,40 +248,15 @@ void reap_everything(pid_t command) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   Report r;
   r.kind = kDone;
-  int errpipe[2];
-  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
-    r.exec_stage = kStageSetup;
-    r.exec_errno = errno;
-    (void)!::write(a.report, &r, sizeof r);
-    ::_exit(0);
-  }
   const int64_t start_us = now_us();
-  const pid_t command = ::fork();
-  if (command == 0) {
-    ::close(errpipe[0]);
-    run_command(a, errpipe[1]);
+  const pid_t command = start_command(a, &r);
+  if (command > 0 && r.exec_stage == kStageNone) {
+    Report started;
+    started.kind = kStarted;
+    started.pid = command;
+    (void)!::write(a.report, &started, sizeof started);
   }
-  ::close(errpipe[1]);
-  for (int fd : {a.in, a.out, a.err}) ::close(fd);  // the command holds its own copies now
-  if (command < 0) {
-    r.exec_stage = kStageSetup;
-    r.exec_errno = errno;
-  } else {
-    ExecFailure f{};
-    ssize_t n;
-    while ((n = ::read(errpipe[0], &f, sizeof f)) < 0 && errno == EINTR) {
-    }
-    if (n == static_cast<ssize_t>(sizeof f)) {
-      r.exec_stage = f.stage;
-      r.exec_errno = f.err;
-    } else {
-      Report started;
-      started.kind = kStarted;
-      started.pid = command;
-      (void)!::write(a.report, &started, sizeof started);
-    }
-    supervise(command, a.ctl, start_us, &r);
-  }
+  if (command > 0) supervise(command, a.ctl, start_us, &r);
   reap_everything(command);
   (void)!::write(a.report, &r, sizeof r);
   ::_exit(0);
@@ -259,6 +264,87 @@ void reap_everything(pid_t command) {
 
 void set_nonblocking(int fd) {
   if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+// The child's ends of a call's descriptors; closed in the runner after fork.
+struct ChildEnds {
+  UniqueFd in_r, out_w, err_w;  // pipes
+  UniqueFd slave;               // or the pty slave
+  UniqueFd report_w, ctl_r;
+};
+
+Status open_pty(const proto::ExecRequest& req, UniqueFd* master, ChildEnds* ends) {
+  // The pty master belongs to the runner: the command never gets a host tty.
+  master->reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!*master) return sys_error("exec: open /dev/ptmx");
+  if (::grantpt(master->get()) != 0 || ::unlockpt(master->get()) != 0) {
+    return sys_error("exec: unlockpt");
+  }
+  // TIOCGPTPEER opens the slave from the master, with no /dev/pts path to race on.
+  ends->slave.reset(::ioctl(master->get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!ends->slave) return sys_error("exec: open pty slave");
+  winsize ws{};
+  ws.ws_row = static_cast<unsigned short>(req.rows);
+  ws.ws_col = static_cast<unsigned short>(req.cols);
+  if (::ioctl(master->get(), TIOCSWINSZ, &ws) != 0) return sys_error("exec: set pty size");
+  return ok_status();
+}
+
+Status open_pipes(UniqueFd* in_w, UniqueFd* out_r, UniqueFd* err_r, ChildEnds* ends) {
+  int p[3][2];
+  for (auto& pair : p) {
+    if (::pipe2(pair, O_CLOEXEC) != 0) return sys_error("exec: pipe");
+  }
+  ends->in_r.reset(p[0][0]);
+  in_w->reset(p[0][1]);
+  out_r->reset(p[1][0]);
+  ends->out_w.reset(p[1][1]);
+  err_r->reset(p[2][0]);
+  ends->err_w.reset(p[2][1]);
+  return ok_status();
+}
+
+Status arm(int timerfd, std::chrono::milliseconds after) {
+  itimerspec its{};
+  its.it_value.tv_sec = after.count() / 1000;
+  its.it_value.tv_nsec = (after.count() % 1000) * 1'000'000;
+  if (::timerfd_settime(timerfd, 0, &its, nullptr) != 0) return sys_error("exec: timerfd_settime");
+  return ok_status();
+}
+
+// A one-shot timer, armed.
+Result<UniqueFd> make_timer(std::chrono::milliseconds after) {
+  UniqueFd fd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  if (!fd) return sys_error("exec: timerfd_create");
+  RF_TRY(arm(fd.get(), after));
+  return fd;
+}
+
+// Pointers into `plan`, which outlives the fork in both processes.
+ChildArgs child_args(CallPlan& plan, const ChildEnds& ends) {
+  ChildArgs a;
+  a.pty = plan.req.pty;
+  a.in = a.pty ? ends.slave.get() : ends.in_r.get();
+  a.out = a.pty ? ends.slave.get() : ends.out_w.get();
+  a.err = a.pty ? ends.slave.get() : ends.err_w.get();
+  a.report = ends.report_w.get();
+  a.ctl = ends.ctl_r.get();
+  for (auto& s : plan.req.argv) a.argv.push_back(s.data());
+  a.argv.push_back(nullptr);
+  for (auto& s : plan.env) a.envp.push_back(s.data());
+  a.envp.push_back(nullptr);
+  for (const auto& s : plan.candidates) a.candidates.push_back(s.c_str());
+  a.cwd = plan.req.cwd.c_str();
+  return a;
+}
+
+// The text of a failed start: "CMD: command not found", "cwd /x: ...".
+std::string start_failure(const CallPlan& plan, int stage, int err) {
+  const std::string& name = plan.req.argv[0];
+  if (stage == kStageExec && err == ENOENT && plan.searched) return name + ": command not found";
+  if (stage == kStageCwd) return "cwd " + plan.req.cwd + ": " + std::strerror(err);
+  if (stage == kStageSetup) return "start " + name + ": " + std::strerror(err);
+  return name + ": " + std::strerror(err);
 }
 
 std::string wait_text(int status) {
@@ -300,63 +386,21 @@ Result<std::unique_ptr<Call>> Call::start(Loop& loop, CallPlan plan, std::string
 
 Status Call::spawn(std::string stdin_data, bool stdin_complete) {
   const auto& req = plan_.req;
-  UniqueFd in_r, out_w, err_w, slave;
-  if (req.pty) {
-    // The pty master belongs to the runner: the command never gets a host tty.
-    pty_.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (!pty_) return sys_error("exec: open /dev/ptmx");
-    if (::grantpt(pty_.get()) != 0 || ::unlockpt(pty_.get()) != 0)
-      return sys_error("exec: unlockpt");
-    // TIOCGPTPEER opens the slave from the master, with no /dev/pts path to race on.
-    slave.reset(::ioctl(pty_.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (!slave) return sys_error("exec: open pty slave");
-    winsize ws{};
-    ws.ws_row = static_cast<unsigned short>(req.rows);
-    ws.ws_col = static_cast<unsigned short>(req.cols);
-    if (::ioctl(pty_.get(), TIOCSWINSZ, &ws) != 0) return sys_error("exec: set pty size");
-  } else {
-    int p[3][2];
-    for (auto& pair : p) {
-      if (::pipe2(pair, O_CLOEXEC) != 0) return sys_error("exec: pipe");
-    }
-    in_r.reset(p[0][0]);
-    in_.reset(p[0][1]);
-    out_.reset(p[1][0]);
-    out_w.reset(p[1][1]);
-    err_.reset(p[2][0]);
-    err_w.reset(p[2][1]);
-  }
+  ChildEnds ends;
+  RF_TRY(req.pty ? open_pty(req, &pty_, &ends) : open_pipes(&in_, &out_, &err_, &ends));
   int rp[2], cp[2];
   if (::pipe2(rp, O_CLOEXEC) != 0) return sys_error("exec: pipe");
   report_.reset(rp[0]);
-  UniqueFd report_w(rp[1]);
+  ends.report_w.reset(rp[1]);
   if (::pipe2(cp, O_CLOEXEC) != 0) return sys_error("exec: pipe");
-  UniqueFd ctl_r(cp[0]);
+  ends.ctl_r.reset(cp[0]);
   ctl_.reset(cp[1]);
   if (req.timeout_ms > 0) {
-    timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-    if (!timer_) return sys_error("exec: timerfd_create");
-    itimerspec its{};
-    its.it_value.tv_sec = req.timeout_ms / 1000;
-    its.it_value.tv_nsec = (req.timeout_ms % 1000) * 1'000'000;
-    if (::timerfd_settime(timer_.get(), 0, &its, nullptr) != 0)
-      return sys_error("exec: timerfd_settime");
+    auto timer = make_timer(std::chrono::milliseconds(req.timeout_ms));
+    if (!timer) return timer.take_error();
+    timer_ = std::move(*timer);
   }
-
-  ChildArgs a;
-  a.pty = req.pty;
-  a.in = req.pty ? slave.get() : in_r.get();
-  a.out = req.pty ? slave.get() : out_w.get();
-  a.err = req.pty ? slave.get() : err_w.get();
-  a.report = report_w.get();
-  a.ctl = ctl_r.get();
-  for (auto& s : plan_.req.argv) a.argv.push_back(s.data());
-  a.argv.push_back(nullptr);
-  for (auto& s : plan_.env) a.envp.push_back(s.data());
-  a.envp.push_back(nullptr);
-  for (const auto& s : plan_.candidates) a.candidates.push_back(s.c_str());
-  a.cwd = req.cwd.c_str();
-
+  const ChildArgs a = child_args(plan_, ends);
   // fork, not vfork: the runner is single-threaded, so the child may allocate.
   const pid_t pid = ::fork();
   if (pid < 0) return sys_error("exec: fork");
@@ -487,13 +531,17 @@ void Call::on_supervisor_exit(int wait_status) {
     // may live on: kill the command's session, and stop waiting for EOF soon.
     if (command_ > 0) ::kill(-command_, SIGKILL);
     grace_ = true;
+    Status armed = timer_ ? arm(timer_.get(), kGrace) : ok_status();
     if (!timer_) {
-      timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-      if (timer_) loop_.watch(timer_.get(), id(), FdKind::kTimer, EPOLLIN);
+      auto timer = make_timer(kGrace);
+      if (timer) {
+        timer_ = std::move(*timer);
+        loop_.watch(timer_.get(), id(), FdKind::kTimer, EPOLLIN);
+      } else {
+        armed = timer.take_error();
+      }
     }
-    itimerspec its{};
-    its.it_value.tv_nsec = std::chrono::nanoseconds(kGrace).count();
-    if (!timer_ || ::timerfd_settime(timer_.get(), 0, &its, nullptr) != 0) {
+    if (!armed) {
       out_eof_ = err_eof_ = true;  // cannot wait: finish now
     }
   }
@@ -596,7 +644,6 @@ bool Call::disk_full() const {
 
 proto::ExitStatus Call::exit_status() const {
   proto::ExitStatus e;
-  const std::string& name = plan_.req.argv[0];
   if (!have_done_) {
     e.exit_code = 128 + SIGKILL;
     e.signal = SIGKILL;
@@ -611,15 +658,7 @@ proto::ExitStatus Call::exit_status() const {
       e.exec_errno = done_.exec_errno;
       const bool missing = done_.exec_stage == kStageExec && done_.exec_errno == ENOENT;
       e.exit_code = missing ? 127 : 126;
-      if (missing && plan_.searched) {
-        e.error = name + ": command not found";
-      } else if (done_.exec_stage == kStageCwd) {
-        e.error = "cwd " + plan_.req.cwd + ": " + std::strerror(done_.exec_errno);
-      } else if (done_.exec_stage == kStageSetup) {
-        e.error = "start " + name + ": " + std::strerror(done_.exec_errno);
-      } else {
-        e.error = name + ": " + std::strerror(done_.exec_errno);
-      }
+      e.error = start_failure(plan_, done_.exec_stage, done_.exec_errno);
     } else if (WIFSIGNALED(st)) {
       e.signal = WTERMSIG(st);
       e.exit_code = 128 + e.signal;
