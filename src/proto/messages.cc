@@ -97,6 +97,10 @@ json file_info_json(const FileInfo& f) {
   return j;
 }
 
+// Never throws: bytes that are not UTF-8 (a file name made inside the sandbox)
+// become U+FFFD instead of an exception that would end the runner.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 }  // namespace
 
 Result<Version> parse_version(const std::string& text) {
@@ -120,45 +124,42 @@ Status check_compatible(const std::string& peer) {
 }
 
 std::string to_json(const Hello& m) {
-  return json{{"protocol", m.protocol}, {"role", m.role}, {"runner_version", m.runner_version}}
-      .dump();
+  return dump(
+      json{{"protocol", m.protocol}, {"role", m.role}, {"runner_version", m.runner_version}});
 }
 std::string to_json(const ExecRequest& m) {
-  return json{{"argv", m.argv},         {"env", m.env},   {"cwd", m.cwd},
+  return dump(json{{"argv", m.argv},         {"env", m.env},   {"cwd", m.cwd},
               {"timeout_ms", m.timeout_ms}, {"output_limit", m.output_limit},
-              {"pty", m.pty},           {"rows", m.rows}, {"cols", m.cols}}
-      .dump();
+              {"pty", m.pty},           {"rows", m.rows}, {"cols", m.cols}});
 }
-std::string to_json(const Started& m) { return json{{"pid", m.pid}}.dump(); }
+std::string to_json(const Started& m) { return dump(json{{"pid", m.pid}}); }
 std::string to_json(const ExitStatus& m) {
-  return json{{"exit_code", m.exit_code}, {"signal", m.signal},     {"timed_out", m.timed_out},
+  return dump(json{{"exit_code", m.exit_code}, {"signal", m.signal},     {"timed_out", m.timed_out},
               {"output_truncated", m.output_truncated},             {"limit", m.limit},
               {"exec_errno", m.exec_errno}, {"error", m.error},     {"wall_us", m.wall_us},
-              {"user_us", m.user_us},     {"sys_us", m.sys_us},     {"max_rss_kb", m.max_rss_kb}}
-      .dump();
+              {"user_us", m.user_us},     {"sys_us", m.sys_us},     {"max_rss_kb", m.max_rss_kb}});
 }
 std::string to_json(const FileRequest& m) {
-  return json{{"path", m.path}, {"mode", m.mode}, {"parents", m.parents}, {"max_bytes", m.max_bytes}}
-      .dump();
+  return dump(json{
+      {"path", m.path}, {"mode", m.mode}, {"parents", m.parents}, {"max_bytes", m.max_bytes}});
 }
-std::string to_json(const FileInfo& m) { return file_info_json(m).dump(); }
+std::string to_json(const FileInfo& m) { return dump(file_info_json(m)); }
 std::string to_json(const std::vector<FileInfo>& entries) {
   json arr = json::array();
   for (const auto& e : entries) arr.push_back(file_info_json(e));
-  return json{{"entries", arr}}.dump();
+  return dump(json{{"entries", arr}});
 }
-std::string to_json(const SetEnv& m) { return json{{"set", m.set}, {"unset", m.unset}}.dump(); }
-std::string to_json(const Signal& m) { return json{{"signal", m.signal}}.dump(); }
-std::string to_json(const Resize& m) { return json{{"rows", m.rows}, {"cols", m.cols}}.dump(); }
+std::string to_json(const SetEnv& m) { return dump(json{{"set", m.set}, {"unset", m.unset}}); }
+std::string to_json(const Signal& m) { return dump(json{{"signal", m.signal}}); }
+std::string to_json(const Resize& m) { return dump(json{{"rows", m.rows}, {"cols", m.cols}}); }
 std::string to_json(const ErrorMsg& m) {
-  return json{{"where", m.where}, {"message", m.message}, {"errno", m.sys_errno}}.dump();
+  return dump(json{{"where", m.where}, {"message", m.message}, {"errno", m.sys_errno}});
 }
 std::string to_json(const ProbeResult& m) {
-  return json{{"pid", m.pid},         {"uid", m.uid},           {"gid", m.gid},
+  return dump(json{{"pid", m.pid},         {"uid", m.uid},           {"gid", m.gid},
               {"hostname", m.hostname}, {"no_new_privs", m.no_new_privs},
               {"seccomp_mode", m.seccomp_mode}, {"cap_eff", m.cap_eff}, {"cap_prm", m.cap_prm},
-              {"cap_bnd", m.cap_bnd}, {"cap_amb", m.cap_amb}, {"open_fds", m.open_fds}}
-      .dump();
+              {"cap_bnd", m.cap_bnd}, {"cap_amb", m.cap_amb}, {"open_fds", m.open_fds}});
 }
 
 Result<Hello> parse_hello(const std::string& s) {

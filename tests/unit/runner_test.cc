@@ -700,6 +700,17 @@ TEST_F(RunnerTest, FilesRoundTrip) {
   EXPECT_FALSE(client_->list_dir("/nowhere").ok());
 }
 
+TEST_F(RunnerTest, NamesThatAreNotUtf8DoNotBreakTheRunner) {
+  // Any process in the sandbox can make such a name; JSON cannot carry it as is.
+  ::mkdir((root_ + "/workspace").c_str(), 0755);
+  std::ofstream(root_ + "/workspace/bad\xff\xfe" + "name") << "x";
+  auto list = client_->list_dir("/workspace");
+  ASSERT_TRUE(list.ok()) << list.error().to_string();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].name, "bad\xEF\xBF\xBD\xEF\xBF\xBDname");  // U+FFFD for each bad byte
+  EXPECT_EQ(sh("echo alive").out, "alive\n");
+}
+
 TEST_F(RunnerTest, ReadLimitIsEnforced) {
   ASSERT_TRUE(client_->write_file("big", std::string(1000, 'b'), 0644).ok());
   auto r = client_->read_file("big", 999);
