@@ -19,6 +19,47 @@
 #include <cstring>
 
 namespace rf::runner {
+
+// Children of `pid` (every thread's), from /proc/<pid>/task/<tid>/children.
+bool children_of(pid_t pid, std::vector<pid_t>* out) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(task.c_str());
+  if (d == nullptr) return false;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const std::string path = task + "/" + e->d_name + "/children";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    const char* p = text.c_str();
+    while (*p != '\0') {
+      char* end = nullptr;
+      const long child = std::strtol(p, &end, 10);
+      if (end == p) break;
+      if (child > 0) out->push_back(static_cast<pid_t>(child));
+      p = end;
+    }
+  }
+  ::closedir(d);
+  return true;
+}
+
+// Parents before their children: a killed parent forks no more, and children
+// it had reparent to a subreaper and are found on its next round.
+void kill_tree(pid_t pid) {
+  std::vector<pid_t> todo{pid};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    ::kill(p, SIGKILL);
+    children_of(p, &todo);
+  }
+}
+
 namespace {
 
 constexpr size_t kChunk = 64 * 1024;
@@ -118,49 +159,15 @@ void close_all_but(std::vector<int> keep) {
   ::close_range(next, ~0U, 0);
 }
 
-// Children of `pid` (every thread's), from /proc/<pid>/task/<tid>/children.
-bool children_of(pid_t pid, std::vector<pid_t>* out) {
-  const std::string task = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(task.c_str());
-  if (d == nullptr) return false;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const std::string path = task + "/" + e->d_name + "/children";
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    std::string text;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
-    ::close(fd);
-    const char* p = text.c_str();
-    while (*p != '\0') {
-      char* end = nullptr;
-      const long child = std::strtol(p, &end, 10);
-      if (end == p) break;
-      if (child > 0) out->push_back(static_cast<pid_t>(child));
-      p = end;
-    }
-  }
-  ::closedir(d);
-  return true;
-}
-
-// SIGKILLs every process below the supervisor, parents before their children (a
-// killed parent forks no more; children it had reparent to us and are found next round).
+// SIGKILLs every process below the supervisor (see kill_tree).
 void kill_descendants(pid_t command) {
-  std::vector<pid_t> todo;
-  if (!children_of(::getpid(), &todo)) {
+  std::vector<pid_t> children;
+  if (!children_of(::getpid(), &children)) {
     // No /proc: the command's process group is the best we can reach.
     if (command > 0) ::kill(-command, SIGKILL);
     return;
   }
-  while (!todo.empty()) {
-    const pid_t pid = todo.back();
-    todo.pop_back();
-    ::kill(pid, SIGKILL);
-    children_of(pid, &todo);
-  }
+  for (pid_t child : children) kill_tree(child);
 }
 
 void record_command(Report* r, int status, const rusage& ru, int64_t start_us) {

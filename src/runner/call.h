@@ -56,6 +56,11 @@ struct CallPlan {
   std::vector<std::string> disk_paths;  // checked for a full disk after the call
 };
 
+// The children of `pid` (every thread's), appended to `out`; false if /proc cannot say.
+bool children_of(pid_t pid, std::vector<pid_t>* out);
+// SIGKILLs `pid` and every process below it.
+void kill_tree(pid_t pid);
+
 // The EXIT of a command that was not found in PATH: 127, and no process was made.
 proto::ExitStatus command_not_found(const std::string& name);
 
@@ -71,6 +76,9 @@ class Call {
   pid_t supervisor_pid() const { return supervisor_; }
   pid_t command_pid() const { return command_; }
   bool finished() const { return finished_; }
+  // The supervisor exited without its report: it was killed, and its orphans
+  // (now the runner's children) are loose.
+  bool supervisor_lost() const { return supervisor_status_.has_value() && !have_done_; }
 
   void on_event(FdKind kind, uint32_t events);
   // The runner reaped the supervisor.

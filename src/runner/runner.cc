@@ -288,9 +288,22 @@ void Runner::reap_children() {
     for (auto it = calls_.begin(); it != calls_.end(); ++it) {
       if (it->second->supervisor_pid() != pid) continue;
       it->second->on_supervisor_exit(status);
+      if (it->second->supervisor_lost()) kill_orphans();
       if (it->second->finished()) calls_.erase(it);
       break;
     }
+  }
+}
+
+void Runner::kill_orphans() {
+  std::vector<pid_t> children;
+  children_of(::getpid(), &children);
+  for (pid_t pid : children) {
+    const bool supervisor = std::any_of(calls_.begin(), calls_.end(), [pid](const auto& c) {
+      return c.second->supervisor_pid() == pid;
+    });
+    // Our only children are supervisors; anything else escaped a killed one.
+    if (!supervisor) kill_tree(pid);
   }
 }
 

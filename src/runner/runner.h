@@ -48,6 +48,7 @@ class Runner final : public Loop {
   void on_socket(uint32_t events);
   void on_signals();
   void reap_children();
+  void kill_orphans();
   void handle(proto::Frame&& frame);
   void handle_exec(proto::Frame&& frame);
   void handle_call_frame(const proto::Frame& frame);
