@@ -39,7 +39,7 @@ asan-test: deps
 FUZZ_SECONDS ?= 30
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DRF_FUZZ=ON -DRF_TESTS=OFF -DRF_BENCH=OFF >/dev/null
-	cmake --build build-fuzz -j $(JOBS)
+	cmake --build build-fuzz -j $(JOBS) --target rf_fuzzers
 	./scripts/run-fuzzers.sh build-fuzz $(FUZZ_SECONDS)
 
 bench: build

@@ -112,17 +112,28 @@ int main(int argc, char** argv) {
   std::map<std::string, std::chrono::nanoseconds> step_total;
 
   std::vector<std::pair<std::string, std::function<bool()>>> cases;
+  // The cold case split in its three phases, to see which one to work on.
+  std::vector<double> phase_create, phase_exec, phase_destroy;
   cases.emplace_back("cold", [&] {
+    const auto t0 = Clock::now();
     auto sb = (*backend)->create(spec);
     if (!sb) {
       std::fprintf(stderr, "%s\n", sb.error().to_string().c_str());
       return false;
     }
+    const auto t1 = Clock::now();
     auto r = (*sb)->exec(call, sink);
+    const auto t2 = Clock::now();
+    const bool destroyed = (*sb)->destroy().ok();
+    const auto t3 = Clock::now();
+    auto us = [](auto d) { return std::chrono::duration<double, std::micro>(d).count(); };
+    phase_create.push_back(us(t1 - t0));
+    phase_exec.push_back(us(t2 - t1));
+    phase_destroy.push_back(us(t3 - t2));
     if (steps) {
       for (const auto& t : (*sb)->setup_timings()) step_total[t.step] += t.duration;
     }
-    return r.ok() && r->exit_code == 0 && (*sb)->destroy().ok();
+    return r.ok() && r->exit_code == 0 && destroyed;
   });
   std::unique_ptr<rf::Sandbox> live;
   auto create_live = [&]() -> std::unique_ptr<rf::Sandbox> {
@@ -151,6 +162,10 @@ int main(int argc, char** argv) {
     results[name] = s;
     std::printf("%-10s %8d %10.0f %10.0f %10.0f\n", name.c_str(), n, s.p50, s.p99, s.mean);
     std::fflush(stdout);
+  }
+  if (!phase_create.empty()) {
+    std::printf("cold phases p50 (us): create %.0f, exec %.0f, destroy %.0f\n", summarise(phase_create).p50,
+                summarise(phase_exec).p50, summarise(phase_destroy).p50);
   }
   if (results.count("cold") && results.count("bwrap")) {
     std::printf("cold/bwrap p50 ratio: %.2f (target <= 0.60)\n", results["cold"].p50 / results["bwrap"].p50);
