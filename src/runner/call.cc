@@ -227,7 +227,8 @@ pid_t start_command(const ChildArgs& a, Report* r) {
     r->exec_errno = errno;
     return -1;
   }
-  const pid_t command = ::fork();
+  // vfork: no page-table copy; run_command makes only syscalls and then execs or _exits.
+  const pid_t command = ::vfork();
   if (command == 0) {
     ::close(errpipe[0]);
     run_command(a, errpipe[1]);
