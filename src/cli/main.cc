@@ -12,12 +12,16 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("ringfence ") + RF_VERSION);
   app.require_subcommand(1);
   std::string log_level = "warn";
-  app.add_option("--log-level", log_level, "debug, info, warn or error")->default_val("warn");
+  app.add_option("--log-level", log_level, "debug, info, warn or error")
+      ->default_val("warn")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.parse_complete_callback([&] { rf::init_logging(log_level); });
 
   rf::cli::CommandResult result;
   rf::cli::add_sandbox_commands(app, &result);
   auto* help = app.add_subcommand("help", "Show this help");
-  help->callback([&] { std::fputs(app.help().c_str(), stdout); });
+  const std::string usage = app.help();  // before parsing picks a subcommand to describe
+  help->callback([&] { std::fputs(usage.c_str(), stdout); });
 
   try {
     app.parse(argc, argv);
@@ -31,6 +35,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ringfence: %s\nRun 'ringfence help' for usage.\n", e.what());
     return 2;
   }
-  (void)log_level;
   return result.exit_code;
 }

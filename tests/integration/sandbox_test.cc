@@ -1,5 +1,7 @@
 // The native sandbox doing its job: commands run, output streams, exit codes
 // and results are exact, set-up failures name their step.
+#include <poll.h>
+#include <pty.h>
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -250,6 +252,49 @@ TEST_F(SandboxExec, CliNotFoundExits127) {
   CliRun r = run_cli({"sandbox", "exec", "--", "definitely-not-a-command"});
   EXPECT_EQ(r.exit_code, 127);
   EXPECT_NE(r.err.find("command not found"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace rf::testing
+
+namespace rf::testing {
+namespace {
+
+// Reads from `fd` until `want` appears or 10 s pass; returns all that was read.
+std::string read_until(int fd, const std::string& want) {
+  std::string seen;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (seen.find(want) == std::string::npos && std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    seen.append(buf, static_cast<size_t>(n));
+  }
+  return seen;
+}
+
+TEST_F(SandboxExec, CliShellRunsOnAPtyOfItsOwn) {
+  int master = -1;
+  winsize ws{30, 100, 0, 0};
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, &ws);
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl(RF_CLI_PATH, RF_CLI_PATH, "sandbox", "shell", nullptr);
+    _exit(99);
+  }
+  const std::string cmd = "tty; stty size; echo DONE$((40+2))\n";
+  ASSERT_EQ(::write(master, cmd.data(), cmd.size()), static_cast<ssize_t>(cmd.size()));
+  const std::string out = read_until(master, "DONE42");
+  EXPECT_NE(out.find("/dev/pts/0"), std::string::npos) << out;  // the sandbox's devpts, not ours
+  EXPECT_NE(out.find("30 100"), std::string::npos) << out;      // our size reached its pty
+  ASSERT_EQ(::write(master, "exit 5\n", 7), 7);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(master);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 5);
 }
 
 }  // namespace
