@@ -157,8 +157,9 @@ class NativeSandbox : public Sandbox {
   std::vector<StepTiming> timings_;
   pid_t pid_ = 0;
   UniqueFd pidfd_;
-  std::mutex mu_;
+  std::mutex mu_;  // serialises destroy()
   bool destroyed_ = false;
+  std::mutex init_mu_;  // guards pidfd_ and exit_info_: exec threads ask why the init died
   std::optional<siginfo_t> exit_info_;
 };
 
@@ -261,6 +262,7 @@ Status NativeSandbox::wait_for_child_setup(const std::vector<std::string>& names
 }
 
 std::optional<Error> NativeSandbox::death_reason() {
+  std::lock_guard lock(init_mu_);
   if (!exit_info_ && pidfd_) {
     siginfo_t si{};
     if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si,
@@ -322,14 +324,18 @@ Status NativeSandbox::destroy() {
   if (destroyed_) return ok_status();
   destroyed_ = true;
   if (runner_) runner_->fail_all(make_error("sandbox", "destroyed"));
-  if (pidfd_) {
-    // Killing PID 1 makes the kernel kill every process in its PID namespace.
-    ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
-    siginfo_t si{};
-    while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) != 0 &&
-           errno == EINTR) {
+  {
+    std::lock_guard init_lock(init_mu_);
+    if (pidfd_) {
+      // Killing PID 1 makes the kernel kill every process in its PID namespace.
+      ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+      siginfo_t si{};
+      while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) != 0 &&
+             errno == EINTR) {
+      }
+      if (!exit_info_) exit_info_ = si;
+      pidfd_.reset();
     }
-    pidfd_.reset();
   }
   Status result;
   if (cgroup_) {
