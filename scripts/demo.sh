@@ -13,7 +13,7 @@ run "$rf" sandbox exec -- python3 -c 'print(1)'
 run "$rf" sandbox exec -- sh -c 'id; hostname; pwd; env'
 HOST_SECRET=hunter2 run "$rf" sandbox exec -- sh -c 'echo "HOST_SECRET=${HOST_SECRET:-<not visible>}"'
 run "$rf" sandbox exec -- sh -c 'cat /etc/shadow; touch /usr/bin/evil; ls /home'
-run "$rf" sandbox exec -- python3 -c 'import os; os.unshare(os.CLONE_NEWUSER)'
+run "$rf" sandbox exec -- unshare --user --map-root-user id
 run "$rf" sandbox exec --mem 64m -- python3 -c 'x = bytearray(512 << 20)'
 run "$rf" sandbox exec --pids 32 -- sh -c 'for i in $(seq 100); do sleep 5 & done; wait'
 run "$rf" sandbox exec --timeout 1s -- sh -c 'setsid sleep 100 & sleep 100'

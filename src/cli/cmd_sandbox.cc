@@ -193,7 +193,8 @@ int run(const SandboxFlags& flags, bool shell) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH}) sigaddset(&set, sig);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
-  auto backend = native::make_native_backend(native::NativeOptions{});
+  native::register_native_backend();
+  auto backend = make_backend(spec->backend);
   if (!backend) {
     std::fprintf(stderr, "ringfence: %s\n", backend.error().to_string().c_str());
     return kExitRuntime;
