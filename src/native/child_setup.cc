@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <linux/mount.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -181,7 +182,7 @@ int write_whole_file(const MountOp& op) {
   return 0;
 }
 
-int run_op(const MountOp& op) {
+int run_op(const MountOp& op, int workspace_tree_fd) {
   const char* t = op.target.c_str();
   unsigned long common = MS_NOSUID | MS_NODEV | (op.noexec ? MS_NOEXEC : 0);
   switch (op.kind) {
@@ -209,12 +210,15 @@ int run_op(const MountOp& op) {
     case Kind::kRemountRo:
       return ok_or_errno(::mount(nullptr, t, nullptr,
                                  MS_REMOUNT | MS_BIND | MS_RDONLY | locked_flags(t), nullptr));
+    case Kind::kAttachWorkspace:
+      return ok_or_errno(::syscall(SYS_move_mount, workspace_tree_fd, "", AT_FDCWD, t,
+                                   MOVE_MOUNT_F_EMPTY_PATH));
   }
   return EINVAL;
 }
 
-int run_plan_op(const MountOp& op) {
-  const int err = run_op(op);
+int run_plan_op(const MountOp& op, int workspace_tree_fd) {
+  const int err = run_op(op, workspace_tree_fd);
   // Optional paths (a /proc file this kernel lacks, say) may be missing.
   if (err == ENOENT && op.optional) return 0;
   return err;
@@ -353,7 +357,7 @@ void run_child(const ChildConfig& c) {
   s.run([] { return ok_or_errno(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr)); });
   s.run([] { return mount_root_tmpfs(); });
   s.run([] { return pivot_to_new_root(); });
-  for (const auto& op : c.plan->ops) s.run([&] { return run_plan_op(op); });
+  for (const auto& op : c.plan->ops) s.run([&] { return run_plan_op(op, c.workspace_tree_fd); });
   s.run([] { return detach_old_root(); });
   s.run([] { return remount_root_readonly(); });
   s.run([&] { return set_hostname(c); });

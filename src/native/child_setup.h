@@ -27,6 +27,7 @@ struct ChildConfig {
   int proto_fd = -1;  // becomes fd 3 of the tool runner
   // cgroup v1: open `tasks` files the child writes "0" to (see Cgroup::self_attach_files).
   int join_cgroup_fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  int workspace_tree_fd = -1;  // from make_workspace_tree, for kAttachWorkspace
   std::string hostname;
   uid_t uid = 1000;   // the sandbox user, inside the user namespace
   gid_t gid = 1000;

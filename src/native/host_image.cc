@@ -163,7 +163,8 @@ void add_writable(MountPlan& plan, const SandboxSpec& spec) {
     const std::string uid = std::to_string(kSandboxUid);
     plan.ops.push_back(tmpfs("/workspace", "mode=0755," + size + inodes + ",uid=" + uid + ",gid=" + uid));
   } else {
-    plan.ops.push_back(bind(old_root(spec.workspace_dir), "/workspace", /*readonly=*/false));
+    // The host prepared an idmapped tree of the directory (workspace_mount.h).
+    plan.ops.push_back(op(Kind::kAttachWorkspace, "/workspace"));
   }
 }
 

@@ -13,6 +13,7 @@ std::string MountOp::describe() const {
     case Kind::kProc: return "mount " + target;
     case Kind::kDevpts: return "mount devpts " + target;
     case Kind::kRemountRo: return "remount " + target + " read-only";
+    case Kind::kAttachWorkspace: return "attach workspace " + target;
   }
   return "unknown op";
 }

@@ -28,6 +28,7 @@ struct MountOp {
     kProc,       // a new proc on target
     kDevpts,     // a new devpts instance on target
     kRemountRo,  // remount an existing mount point read-only (the whole /dev, say)
+    kAttachWorkspace,  // move_mount the host-prepared workspace tree onto target
   };
   Kind kind = Kind::kDir;
   std::string source;

@@ -24,6 +24,7 @@
 #include "native/janitor.h"
 #include "native/seccomp_profile.h"
 #include "native/uid_slots.h"
+#include "native/workspace_mount.h"
 #include "sandbox/runner_client.h"
 
 namespace rf::native {
@@ -182,6 +183,20 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   config.sync_fd = sync_child.get();
   config.proto_fd = proto_child.get();
   config.hostname = spec_.id;
+  native::WorkspaceTree workspace;
+  if (!spec_.workspace_dir.empty()) {
+    const uid_t sandbox_user = slot_.host_base() + kSandboxUid;
+    auto tree = timer.run("prepare workspace", [&] {
+      return make_workspace_tree(spec_.workspace_dir, sandbox_user, sandbox_user);
+    });
+    if (!tree) return setup_error("prepare workspace", tree.error());
+    if (!tree->idmapped) {
+      spdlog::warn("{}: {} cannot be idmapped; files there keep their host owners", spec_.id,
+                   spec_.workspace_dir);
+    }
+    workspace = std::move(*tree);
+    config.workspace_tree_fd = workspace.fd.get();
+  }
   std::vector<UniqueFd> join_fds;
   const auto attach_files = cgroup_->self_attach_files();
   if (attach_files.size() > std::size(config.join_cgroup_fds)) {
@@ -202,6 +217,7 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   sync_child.reset();
   proto_child.reset();
   join_fds.clear();
+  workspace.fd.reset();
   // The sandbox's root is the first host uid of its slot: never host root.
   const std::string map = "0 " + std::to_string(slot_.host_base()) + " " + std::to_string(kUidRangeSize) + "\n";
   auto maps = timer.run("write id maps", [&]() -> Status {

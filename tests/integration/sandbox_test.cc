@@ -190,20 +190,47 @@ TEST_F(SandboxExec, SetupFailureNamesTheStepAndErrno) {
   EXPECT_EQ(sb.error().to_string(), "sandbox setup failed at step \"exec tool runner\": Permission denied");
 }
 
-TEST_F(SandboxExec, WorkspaceDirIsBoundFromTheHost) {
+// Files in a bound directory keep their host owner; the owner acts as the
+// sandbox user inside (an idmapped mount), anyone else as nobody.
+TEST_F(SandboxExec, WorkspaceDirOwnerBecomesTheSandboxUser) {
   char tmpl[] = "/tmp/rf-ws-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
-  ASSERT_EQ(::chmod(tmpl, 0777), 0);
-  {
-    std::ofstream(std::string(tmpl) + "/from-host") << "hi";
-  }
+  const std::string dir = tmpl;
+  ASSERT_EQ(::chmod(tmpl, 0755), 0);  // root's, not world-writable
+  { std::ofstream(dir + "/from-host") << "hi"; }
+  { std::ofstream(dir + "/strangers") << "x"; }
+  ASSERT_EQ(::chown((dir + "/strangers").c_str(), 4343, 4343), 0);
   SandboxSpec spec;
-  spec.workspace_dir = tmpl;
+  spec.workspace_dir = dir;
   auto sb = make(spec);
   ASSERT_TRUE(sb);
-  EXPECT_EQ(sh(*sb, "cat from-host; echo made > from-sandbox").out, "hi");
-  EXPECT_EQ(slurp(std::string(tmpl) + "/from-sandbox"), "made\n");
-  std::system((std::string("rm -rf ") + tmpl).c_str());
+  Out r = sh(*sb, "cat from-host; echo made > from-sandbox; stat -c '%u %U' . from-host strangers; "
+                  "grep -c ' /workspace .*nosuid,nodev' /proc/self/mountinfo");
+  EXPECT_EQ(r.out, "hi1000 sandbox\n1000 sandbox\n65534 nobody\n1\n") << r.err;
+  EXPECT_EQ(slurp(dir + "/from-sandbox"), "made\n");
+  struct stat st{};
+  ASSERT_EQ(::stat((dir + "/from-sandbox").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);  // the directory owner's, not a sandbox uid
+  EXPECT_EQ(st.st_gid, 0u);
+  EXPECT_EQ(sh(*sb, "echo no >> strangers").result.exit_code, 2);  // mode 0644, not ours
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_F(SandboxExec, WorkspaceDirOfAnotherUserMapsThatUser) {
+  char tmpl[] = "/tmp/rf-ws-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ASSERT_EQ(::chown(tmpl, 4242, 4242), 0);
+  ASSERT_EQ(::chmod(tmpl, 0700), 0);
+  SandboxSpec spec;
+  spec.workspace_dir = dir;
+  auto sb = make(spec);
+  ASSERT_TRUE(sb);
+  EXPECT_EQ(sh(*sb, "echo ok > f && cat f").out, "ok\n");
+  struct stat st{};
+  ASSERT_EQ(::stat((dir + "/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4242u);
+  std::system(("rm -rf " + dir).c_str());
 }
 
 // ---- the CLI, as a user runs it ----

@@ -1,0 +1,26 @@
+// The host directory bound at /workspace (host side). It is idmapped so that
+// files owned by the directory's owner appear as the sandbox user inside, and
+// files the sandbox creates belong to that owner on the host: binding your own
+// project just works, and nothing in it ends up owned by a sandbox uid.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+
+namespace rf::native {
+
+// A detached mount (from open_tree) of `dir`, nosuid and nodev, idmapped so the
+// owner of `dir` becomes `sandbox_uid`/`sandbox_gid` (host ids). The child
+// attaches it with move_mount. Where the file system cannot be idmapped, the
+// mount is plain and `idmapped` says so.
+struct WorkspaceTree {
+  UniqueFd fd;
+  bool idmapped = false;
+};
+Result<WorkspaceTree> make_workspace_tree(const std::string& dir, uid_t sandbox_uid, gid_t sandbox_gid);
+
+}  // namespace rf::native
