@@ -285,13 +285,19 @@ void Runner::reap_children() {
   pid_t pid;
   // Reaps supervisors and, as PID 1, any orphan that reparented to us.
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    bool supervisor = false;
     for (auto it = calls_.begin(); it != calls_.end(); ++it) {
       if (it->second->supervisor_pid() != pid) continue;
+      supervisor = true;
       it->second->on_supervisor_exit(status);
       if (it->second->supervisor_lost()) kill_orphans();
       if (it->second->finished()) calls_.erase(it);
       break;
     }
+    // An orphan died: its own children (a `setsid` started after the sweep,
+    // say) have just reparented to us, so sweep again. Killed processes fork no
+    // more, so this ends.
+    if (!supervisor) kill_orphans();
   }
 }
 

@@ -316,6 +316,17 @@ TEST_F(Attack, SetsidBackgroundProcessDoesNotOutliveItsCall) {
   EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n");
 }
 
+TEST_F(Attack, KillingTheCallSupervisorDoesNotLetABackgroundProcessEscape) {
+  // The command kills its supervisor (same uid), then detaches a process: the
+  // runner must still find and kill it before anything else runs.
+  for (int round = 0; round < 3; ++round) {
+    Out r = sh("kill -9 $PPID; setsid sleep 100 & sleep 100 & wait");
+    EXPECT_EQ(r.result.exit_code, 137);
+    EXPECT_EQ(r.result.error, "call supervisor killed by signal 9 before the command ended");
+    EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n") << "round " << round;
+  }
+}
+
 // ---- seccomp: each refused syscall returns its exact errno ----
 
 struct SyscallCase {
