@@ -204,6 +204,16 @@ Result<std::unique_ptr<Cgroup>> create_cgroup(const CgroupLayout& layout, const 
   return cgroup_internal::create_cgroup_v1(layout, parent, name);
 }
 
+Result<std::unique_ptr<Cgroup>> open_cgroup(const CgroupLayout& layout, const std::string& parent,
+                                            const std::string& name) {
+  if (!valid_parent(parent)) return make_error("cgroup parent", "invalid: \"" + parent + "\"");
+  if (!valid_name(name)) return make_error("cgroup name", "invalid: \"" + name + "\"");
+  if (layout.version == CgroupVersion::kV2) {
+    return cgroup_internal::open_cgroup_v2(layout, parent, name);
+  }
+  return cgroup_internal::open_cgroup_v1(layout, parent, name);
+}
+
 Result<std::vector<std::string>> list_cgroups(const CgroupLayout& layout,
                                               const std::string& parent) {
   if (!valid_parent(parent)) return make_error("cgroup parent", "invalid: \"" + parent + "\"");

@@ -86,6 +86,11 @@ class Cgroup {
 Result<std::unique_ptr<Cgroup>> create_cgroup(const CgroupLayout& layout, const std::string& parent,
                                               const std::string& name);
 
+// An existing sandbox cgroup, for `sandbox list` and `sandbox reap`: the
+// directories of `<parent>/<name>` that exist, created by no one. Error if none does.
+Result<std::unique_ptr<Cgroup>> open_cgroup(const CgroupLayout& layout, const std::string& parent,
+                                            const std::string& name);
+
 // Names of existing sandbox cgroups under `parent` (for reaping).
 Result<std::vector<std::string>> list_cgroups(const CgroupLayout& layout,
                                               const std::string& parent);

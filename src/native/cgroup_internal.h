@@ -23,6 +23,12 @@ inline constexpr const char* kV1Controllers[] = {"memory", "pids", "cpu", "cpuac
 Result<std::unique_ptr<Cgroup>> create_cgroup_v1(const CgroupLayout& layout,
                                                  const std::string& parent,
                                                  const std::string& name);
+Result<std::unique_ptr<Cgroup>> open_cgroup_v1(const CgroupLayout& layout,
+                                               const std::string& parent,
+                                               const std::string& name);
+Result<std::unique_ptr<Cgroup>> open_cgroup_v2(const CgroupLayout& layout,
+                                               const std::string& parent,
+                                               const std::string& name);
 Result<std::unique_ptr<Cgroup>> create_cgroup_v2(const CgroupLayout& layout,
                                                  const std::string& parent,
                                                  const std::string& name);

@@ -110,6 +110,22 @@ Result<std::string> make_controller_dir(const CgroupLayout& layout, const char* 
 
 }  // namespace
 
+Result<std::unique_ptr<Cgroup>> open_cgroup_v1(const CgroupLayout& layout,
+                                               const std::string& parent,
+                                               const std::string& name) {
+  std::map<std::string, std::string> dir_of;
+  std::vector<std::string> dirs;
+  for (const char* controller : kV1Controllers) {
+    const auto mount = layout.v1_mounts.find(controller);
+    if (mount == layout.v1_mounts.end()) continue;
+    const std::string dir = mount->second + "/" + parent + "/" + name;
+    dir_of[controller] = dir;
+    if (exists(dir) && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+  }
+  if (dirs.empty()) return make_error("cgroup " + parent + "/" + name, "does not exist");
+  return std::unique_ptr<Cgroup>(std::make_unique<CgroupV1>(std::move(dir_of), std::move(dirs), layout.fake));
+}
+
 Result<std::unique_ptr<Cgroup>> create_cgroup_v1(const CgroupLayout& layout,
                                                  const std::string& parent,
                                                  const std::string& name) {

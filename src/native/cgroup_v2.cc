@@ -98,6 +98,15 @@ Status prepare_parent(const std::string& root, const std::string& parent, bool f
 
 }  // namespace
 
+Result<std::unique_ptr<Cgroup>> open_cgroup_v2(const CgroupLayout& layout,
+                                               const std::string& parent,
+                                               const std::string& name) {
+  const std::string dir = layout.v2_root + "/" + parent + "/" + name;
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return sys_error("open " + dir);
+  return std::unique_ptr<Cgroup>(std::make_unique<CgroupV2>(dir, layout.fake, std::move(fd)));
+}
+
 Result<std::unique_ptr<Cgroup>> create_cgroup_v2(const CgroupLayout& layout,
                                                  const std::string& parent,
                                                  const std::string& name) {

@@ -21,6 +21,8 @@
 #include "native/cgroup.h"
 #include "native/child_setup.h"
 #include "native/host_image.h"
+#include "native/doctor.h"
+#include "native/inventory.h"
 #include "native/janitor.h"
 #include "native/seccomp_profile.h"
 #include "native/uid_slots.h"
@@ -92,6 +94,15 @@ class NativeBackend : public Backend {
 
   std::string name() const override { return "native"; }
   Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
+  Result<std::vector<SandboxInfo>> list() override {
+    return list_native_sandboxes(layout_, options_.cgroup_parent);
+  }
+  Result<std::vector<SandboxInfo>> reap(std::chrono::seconds older_than, bool dry_run) override {
+    return reap_native_sandboxes(layout_, options_.cgroup_parent, older_than, dry_run);
+  }
+  std::vector<HealthCheck> health() override {
+    return native_health(DoctorInputs{&layout_, "", options_.cgroup_parent, &seccomp_, options_.runner_path});
+  }
 
  private:
   NativeOptions options_;
@@ -451,6 +462,22 @@ Result<std::unique_ptr<Backend>> make_native_backend(const NativeOptions& in) {
   if (!seccomp) return make_error("native backend: seccomp", seccomp.error().to_string());
   return std::unique_ptr<Backend>(
       std::make_unique<NativeBackend>(std::move(options), std::move(*layout), std::move(*seccomp)));
+}
+
+std::vector<HealthCheck> native_doctor(const NativeOptions& options) {
+  DoctorInputs in;
+  in.cgroup_parent = options.cgroup_parent;
+  in.runner_path = options.runner_path;
+  if (in.runner_path.empty()) {
+    auto found = find_runner_binary();
+    in.runner_path = found ? *found : found.error().to_string();
+  }
+  auto layout = detect_cgroup_layout();
+  if (layout) in.layout = &*layout;
+  else in.layout_error = layout.error().to_string();
+  auto seccomp = build_seccomp_profile("default");
+  if (seccomp) in.seccomp = &*seccomp;
+  return native_health(in);
 }
 
 void register_native_backend() {

@@ -20,6 +20,10 @@ Result<std::unique_ptr<Backend>> make_native_backend(const NativeOptions& option
 // /usr/libexec/ringfence/ringfence-tool-runner.
 Result<std::string> find_runner_binary();
 
+// `sandbox doctor` for native: works even when the backend cannot be built,
+// reporting what is missing as failed checks.
+std::vector<HealthCheck> native_doctor(const NativeOptions& options);
+
 // Adds "native" to the backend registry.
 void register_native_backend();
 

@@ -91,6 +91,26 @@ class Sandbox {
   virtual Status destroy() = 0;
 };
 
+// A sandbox as the host sees it, found without its owner's help.
+struct SandboxInfo {
+  std::string id;
+  std::string backend;
+  int pid = 0;                     // host pid of its PID 1; 0 when none is left
+  int owner_pid = 0;               // the process that created it; 0 when gone
+  std::chrono::seconds age{0};
+  uint64_t memory_bytes = 0;
+  bool orphaned() const { return owner_pid == 0; }
+};
+
+// One line of `sandbox doctor`: a named check, and what to do when it fails.
+struct HealthCheck {
+  std::string name;
+  bool ok = false;
+  std::string detail;   // what was found ("v1: memory, pids, cpu, cpuacct")
+  std::string remedy;   // how to fix it, when !ok
+  bool required = true;  // a failed required check makes the backend unhealthy
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -98,6 +118,15 @@ class Backend {
   // Fails closed: if any bound cannot be set up, nothing runs and the error
   // names the step ("sandbox setup failed at step \"mount /proc\": ...").
   virtual Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) = 0;
+  // Every sandbox of this backend alive on the host, whoever created it.
+  virtual Result<std::vector<SandboxInfo>> list() { return std::vector<SandboxInfo>{}; }
+  // Ends and removes every trace of the sandboxes that are orphaned or older
+  // than `older_than`; returns them. With dry_run, only returns them.
+  virtual Result<std::vector<SandboxInfo>> reap(std::chrono::seconds /*older_than*/, bool /*dry_run*/) {
+    return std::vector<SandboxInfo>{};
+  }
+  // Everything this backend needs from the host, checked for real.
+  virtual std::vector<HealthCheck> health() { return {}; }
 };
 
 // Backends register themselves by name; the CLI and the worker look them up.

@@ -1,0 +1,175 @@
+#include "native/doctor.h"
+
+#include <linux/landlock.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "core/io.h"
+#include "proto/messages.h"
+
+namespace rf::native {
+namespace {
+
+// Runs `fn` in a forked child (so nothing it changes reaches us) and returns
+// its errno, or 0 when it succeeded.
+template <class Fn>
+int in_child(Fn fn) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return errno;
+  if (pid == 0) _exit(fn());
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return EINTR;
+}
+
+int clone_and_exit(unsigned long flags) {
+  const long pid = ::syscall(SYS_clone, flags | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (pid < 0) return errno;
+  if (pid == 0) _exit(0);
+  int status = 0;
+  ::waitpid(static_cast<pid_t>(pid), &status, 0);
+  return 0;
+}
+
+HealthCheck check(std::string name, int err, std::string ok_detail, std::string remedy, bool required = true) {
+  HealthCheck c;
+  c.name = std::move(name);
+  c.ok = err == 0;
+  c.detail = c.ok ? std::move(ok_detail) : std::string(std::strerror(err));
+  if (!c.ok) c.remedy = std::move(remedy);
+  c.required = required;
+  return c;
+}
+
+std::string trimmed(const std::string& path) {
+  auto t = read_file(path);
+  if (!t) return "?";
+  std::string s = *t;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+HealthCheck user_namespaces() {
+  return check("user namespaces", in_child([] { return clone_and_exit(CLONE_NEWUSER); }),
+               "max_user_namespaces=" + trimmed("/proc/sys/user/max_user_namespaces"),
+               "sysctl -w user.max_user_namespaces=15000 (and kernel.unprivileged_userns_clone=1 on Debian "
+               "kernels that have it)");
+}
+
+HealthCheck pid_net_namespaces() {
+  return check("pid, net, mount, ipc, uts namespaces", in_child([] {
+                 return clone_and_exit(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC |
+                                       CLONE_NEWUTS);
+               }),
+               "created and ended", "a kernel built with CONFIG_PID_NS, CONFIG_NET_NS, CONFIG_UTS_NS, CONFIG_IPC_NS");
+}
+
+HealthCheck seccomp(const SeccompFilters* filters) {
+  if (!filters) return check("seccomp", EINVAL, "", "a kernel with CONFIG_SECCOMP_FILTER and libseccomp 2.5");
+  const int err = in_child([filters] {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+    return load_seccomp_filters(*filters);
+  });
+  return check("seccomp", err,
+               "default profile loads (" + std::to_string(filters->allowlist.size() + filters->arg_rules.size()) +
+                   " BPF instructions in 2 filters)",
+               "a kernel with CONFIG_SECCOMP_FILTER");
+}
+
+HealthCheck cgroups(const DoctorInputs& in) {
+  HealthCheck c;
+  c.name = "cgroups";
+  if (!in.layout) {
+    c.detail = in.layout_error;
+    c.remedy = "mount cgroup2 at /sys/fs/cgroup with memory, pids and cpu enabled, or cgroup v1 memory, pids, "
+               "cpu and cpuacct hierarchies";
+    return c;
+  }
+  std::string detail;
+  if (in.layout->version == CgroupVersion::kV2) {
+    detail = "v2 at " + in.layout->v2_root;
+  } else {
+    detail = "v1:";
+    for (const auto& [ctl, _] : in.layout->v1_mounts) detail += " " + ctl;
+  }
+  // Create and remove a real cgroup: permissions and delegation are what fail in practice.
+  auto cg = create_cgroup(*in.layout, in.cgroup_parent, "doctor-" + std::to_string(::getpid()));
+  if (!cg) {
+    c.detail = detail + "; " + cg.error().to_string();
+    c.remedy = "run as root, or delegate a cgroup subtree to this user";
+    return c;
+  }
+  auto applied = (*cg)->apply(CgroupLimits{1.0, 64ull << 20, 16});
+  (void)(*cg)->remove();
+  c.ok = applied.ok();
+  c.detail = applied ? detail + "; limits apply under " + in.cgroup_parent : applied.error().to_string();
+  if (!c.ok) c.remedy = "enable the memory, pids and cpu controllers for " + in.cgroup_parent;
+  return c;
+}
+
+HealthCheck filesystem_support(const char* name, const char* fs) {
+  auto text = read_file("/proc/filesystems");
+  const bool ok = text && text->find(std::string("\t") + fs + "\n") != std::string::npos;
+  return check(name, ok ? 0 : ENODEV, std::string(fs) + " available", std::string("modprobe ") + fs,
+               /*required=*/false);
+}
+
+HealthCheck landlock() {
+  const long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  return check("landlock", abi >= 0 ? 0 : errno, "ABI v" + std::to_string(abi),
+               "boot with lsm=...,landlock (not required by the native backend today)", /*required=*/false);
+}
+
+HealthCheck tool_runner(const std::string& path) {
+  HealthCheck c;
+  c.name = "tool runner";
+  std::string out;
+  FILE* p = ::popen((path + " --version 2>&1").c_str(), "r");
+  if (p) {
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    ::pclose(p);
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  const auto at = out.rfind("protocol ");
+  if (at == std::string::npos) {
+    c.detail = path + ": " + (out.empty() ? "does not run" : out);
+    c.remedy = "rebuild (make build) or set RINGFENCE_TOOL_RUNNER to the ringfence-tool-runner binary";
+    return c;
+  }
+  auto compatible = proto::check_compatible(out.substr(at + 9));
+  c.ok = compatible.ok();
+  c.detail = path + " → " + out + (c.ok ? " (compatible)" : "");
+  if (!c.ok) c.remedy = compatible.error().to_string() + "; install the matching runner";
+  return c;
+}
+
+HealthCheck free_disk(const char* path) {
+  struct statvfs sv{};
+  if (::statvfs(path, &sv) != 0) return check("free disk", errno, "", std::string("check ") + path);
+  const uint64_t free_mb = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize >> 20;
+  HealthCheck c = check("free disk", free_mb >= 100 ? 0 : ENOSPC, std::to_string(free_mb) + " MiB free in " + path,
+                        std::string("free space in ") + path);
+  if (!c.ok) c.detail = std::to_string(free_mb) + " MiB free in " + path;
+  return c;
+}
+
+}  // namespace
+
+std::vector<HealthCheck> native_health(const DoctorInputs& in) {
+  return {user_namespaces(),  pid_net_namespaces(), seccomp(in.seccomp),
+          cgroups(in),        tool_runner(in.runner_path), free_disk("/tmp"),
+          filesystem_support("overlayfs", "overlay"), landlock()};
+}
+
+}  // namespace rf::native

@@ -1,0 +1,97 @@
+#include "native/inventory.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+
+#include "core/io.h"
+
+namespace rf::native {
+namespace {
+
+// "NSpid:\t4242\t1": a process that is PID 1 in its own namespace.
+bool is_namespace_init(pid_t pid) {
+  auto status = read_file("/proc/" + std::to_string(pid) + "/status");
+  if (!status) return false;
+  const auto at = status->find("NSpid:");
+  if (at == std::string::npos) return false;
+  const auto end = status->find('\n', at);
+  const std::string line = status->substr(at, end - at);
+  return line.size() > 2 && line.compare(line.size() - 2, 2, "\t1") == 0;
+}
+
+pid_t parent_of(pid_t pid) {
+  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return 0;
+  const auto close = stat->rfind(')');
+  if (close == std::string::npos || close + 4 > stat->size()) return 0;
+  return static_cast<pid_t>(std::atoi(stat->c_str() + close + 4));  // ") S <ppid>"
+}
+
+std::chrono::seconds age_of(const std::string& dir) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0) return std::chrono::seconds(0);
+  const auto now = std::time(nullptr);
+  return std::chrono::seconds(std::max<int64_t>(0, now - st.st_ctim.tv_sec));
+}
+
+SandboxInfo describe(const std::string& name, const Cgroup& cg) {
+  SandboxInfo info;
+  info.id = name;
+  info.backend = "native";
+  if (auto pids = cg.pids()) {
+    for (pid_t p : *pids) {
+      if (is_namespace_init(p)) info.pid = p;
+    }
+  }
+  // The owner is the init's parent; once the owner dies the init is killed
+  // (parent-death signal), so a live init with parent 1 is an orphan too.
+  const pid_t owner = info.pid ? parent_of(info.pid) : 0;
+  info.owner_pid = owner > 1 ? owner : 0;
+  const auto paths = cg.paths();
+  if (!paths.empty()) info.age = age_of(paths.front());
+  if (auto usage = cg.usage()) info.memory_bytes = usage->memory_peak_bytes;
+  return info;
+}
+
+}  // namespace
+
+Result<std::vector<SandboxInfo>> list_native_sandboxes(const CgroupLayout& layout,
+                                                       const std::string& parent) {
+  auto names = list_cgroups(layout, parent);
+  if (!names) return names.take_error();
+  std::vector<SandboxInfo> out;
+  for (const auto& name : *names) {
+    auto cg = open_cgroup(layout, parent, name);
+    if (!cg) continue;  // removed while we looked
+    out.push_back(describe(name, **cg));
+  }
+  return out;
+}
+
+Result<std::vector<SandboxInfo>> reap_native_sandboxes(const CgroupLayout& layout,
+                                                       const std::string& parent,
+                                                       std::chrono::seconds older_than, bool dry_run) {
+  auto names = list_cgroups(layout, parent);
+  if (!names) return names.take_error();
+  std::vector<SandboxInfo> reaped;
+  for (const auto& name : *names) {
+    auto cg = open_cgroup(layout, parent, name);
+    if (!cg) continue;
+    SandboxInfo info = describe(name, **cg);
+    if (!info.orphaned() && info.age < older_than) continue;
+    if (!dry_run) {
+      // PID 1 first: the kernel then ends its whole namespace.
+      if (info.pid) ::kill(info.pid, SIGKILL);
+      RF_TRY((*cg)->kill_all());
+      RF_TRY((*cg)->remove());
+    }
+    reaped.push_back(info);
+  }
+  return reaped;
+}
+
+}  // namespace rf::native

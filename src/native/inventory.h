@@ -1,0 +1,25 @@
+// Finding native sandboxes without their owners (host side), for
+// `sandbox list` and `sandbox reap`: every sandbox has a cgroup named after its
+// id under the backend's cgroup parent, and its PID 1 is in it.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "native/cgroup.h"
+#include "sandbox/sandbox.h"
+
+namespace rf::native {
+
+Result<std::vector<SandboxInfo>> list_native_sandboxes(const CgroupLayout& layout,
+                                                       const std::string& parent);
+
+// Kills and removes the sandboxes that are orphaned (no owner, or no PID 1 left:
+// a cgroup a killed janitor could not remove) or at least `older_than` old.
+// Idempotent. With dry_run, only reports them.
+Result<std::vector<SandboxInfo>> reap_native_sandboxes(const CgroupLayout& layout,
+                                                       const std::string& parent,
+                                                       std::chrono::seconds older_than, bool dry_run);
+
+}  // namespace rf::native
