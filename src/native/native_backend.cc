@@ -27,7 +27,10 @@
 #include "native/seccomp_profile.h"
 #include "native/uid_slots.h"
 #include "native/workspace_mount.h"
+#include "sandbox/exec_request.h"
 #include "sandbox/runner_client.h"
+#include "sandbox/runner_exit.h"
+#include "sandbox/setup_step.h"
 
 namespace rf::native {
 namespace {
@@ -37,26 +40,6 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kNamespaceFlags =
     CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
 constexpr std::chrono::milliseconds kSetupTimeout{10'000};
-
-// Times host-side steps into the same list the child's steps go to.
-class StepTimer {
- public:
-  explicit StepTimer(std::vector<StepTiming>* out) : out_(out) {}
-  template <class Fn>
-  auto run(const char* name, Fn&& fn) {
-    const auto start = Clock::now();
-    auto result = fn();
-    out_->push_back({name, Clock::now() - start});
-    return result;
-  }
-
- private:
-  std::vector<StepTiming>* out_;
-};
-
-Error setup_error(const std::string& step, const Error& e) {
-  return Error{"sandbox setup failed at step \"" + step + "\"", e.message, e.sys_errno};
-}
 
 int read_cap_last_cap() {
   auto text = read_file("/proc/sys/kernel/cap_last_cap");
@@ -76,12 +59,6 @@ pid_t clone_sandbox(int cgroup_fd, int* pidfd) {
     pid = ::syscall(SYS_clone, kNamespaceFlags | CLONE_PIDFD | SIGCHLD, nullptr, pidfd, nullptr, nullptr);
   }
   return static_cast<pid_t>(pid);
-}
-
-std::string describe_wait_status(const siginfo_t& si) {
-  if (si.si_code == CLD_EXITED) return "exited with status " + std::to_string(si.si_status);
-  return std::string("killed by signal ") + std::to_string(si.si_status) + " (" +
-         strsignal(si.si_status) + ")";
 }
 
 class NativeSandbox;
@@ -298,22 +275,11 @@ std::optional<Error> NativeSandbox::death_reason() {
     }
   }
   if (!exit_info_) return std::nullopt;
-  return make_error("sandbox ended", "tool runner (pid " + std::to_string(pid_) + ") " +
-                                         describe_wait_status(*exit_info_));
+  return runner_ended_error(pid_, *exit_info_);
 }
 
 Result<ExecResult> NativeSandbox::exec(const ExecCall& call, OutputSink& sink) {
-  proto::ExecRequest req;
-  req.argv = call.argv;
-  req.env = base_environment(call.pty);
-  for (const auto& [k, v] : spec_.env) req.env[k] = v;
-  for (const auto& [k, v] : call.env) req.env[k] = v;
-  req.cwd = call.cwd;
-  req.timeout_ms = (call.timeout.count() > 0 ? call.timeout : spec_.limits.timeout).count();
-  req.output_limit = static_cast<int64_t>(call.output_limit ? call.output_limit : spec_.limits.output_bytes);
-  req.pty = call.pty;
-  req.rows = call.rows;
-  req.cols = call.cols;
+  const proto::ExecRequest req = make_exec_request(call, spec_, base_environment(call.pty));
 
   auto before = cgroup_->usage();
   auto status = runner_->exec(req, call.stdin_data, !call.stdin_stream, sink);
@@ -323,18 +289,7 @@ Result<ExecResult> NativeSandbox::exec(const ExecCall& call, OutputSink& sink) {
     if (auto why = death_reason()) return *why;
     return status.take_error();
   }
-  ExecResult r;
-  r.exit_code = status->exit_code;
-  r.signal = status->signal;
-  r.timed_out = status->timed_out;
-  r.output_truncated = status->output_truncated;
-  r.limit = status->limit;
-  r.exec_errno = status->exec_errno;
-  r.error = status->error;
-  r.wall = std::chrono::microseconds(status->wall_us);
-  r.cpu_user = std::chrono::microseconds(status->user_us);
-  r.cpu_system = std::chrono::microseconds(status->sys_us);
-  r.peak_memory_bytes = static_cast<uint64_t>(status->max_rss_kb) * 1024;
+  ExecResult r = to_exec_result(*status);
   if (auto after = cgroup_->usage(); after && before) {
     r.peak_memory_bytes = std::max(r.peak_memory_bytes, after->memory_peak_bytes);
     if (after->oom_kills > before->oom_kills) {
