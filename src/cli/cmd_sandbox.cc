@@ -12,6 +12,7 @@
 #include "cli/terminal.h"
 #include "core/io.h"
 #include "core/units.h"
+#include "local/local_backend.h"
 #include "native/native_backend.h"
 #include "sandbox/sandbox.h"
 
@@ -194,6 +195,7 @@ int run(const SandboxFlags& flags, bool shell) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   native::register_native_backend();
+  local::register_local_backend();
   auto backend = make_backend(spec->backend);
   if (!backend) {
     std::fprintf(stderr, "ringfence: %s\n", backend.error().to_string().c_str());
@@ -268,6 +270,7 @@ void print_table(const std::vector<SandboxInfo>& all) {
 
 Result<std::unique_ptr<Backend>> backend_named(const std::string& name) {
   native::register_native_backend();
+  local::register_local_backend();
   return make_backend(name);
 }
 

@@ -37,8 +37,9 @@ Status validate_spec(const SandboxSpec& s) {
   if (!s.id.empty() && !valid_id(s.id)) {
     return make_error("id", "\"" + s.id + "\" must be 1-63 of [a-z0-9-], not starting or ending with -");
   }
-  if (s.backend != "native") {
-    return make_error("backend", "unknown backend \"" + s.backend + "\" (available: native)");
+  if (s.backend != "local" && s.backend != "native") {
+    return make_error("backend",
+                      "unknown backend \"" + s.backend + "\" (available: local, native)");
   }
   if (s.image != "host") {
     return make_error("image", "unknown image \"" + s.image + "\" (available: host)");

@@ -1,0 +1,282 @@
+#include "local/local_backend.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+
+#include "core/log.h"
+#include "local/runner_spawn.h"
+#include "local/sandbox_paths.h"
+#include "local/scratch_dir.h"
+#include "native/native_backend.h"
+#include "sandbox/exec_request.h"
+#include "sandbox/runner_client.h"
+#include "sandbox/runner_exit.h"
+#include "sandbox/setup_step.h"
+
+namespace rf::local {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::chrono::milliseconds kHandshakeTimeout{10'000};
+// After SHUTDOWN the runner ends every call: it waits up to 2 s for their
+// supervisors and 1 s to flush. Past this grace it is killed.
+constexpr std::chrono::milliseconds kShutdownGrace{3'500};
+
+Status check_local_spec(const SandboxSpec& spec) {
+  if (spec.backend != "local") {
+    return make_error("backend", "the spec asks for \"" + spec.backend +
+                                     "\"; the local backend makes only \"local\" sandboxes");
+  }
+  if (!spec.workspace_dir.empty()) {
+    return make_error("workspace",
+                      "not supported by the local backend (its /workspace is the "
+                      "sandbox's scratch directory)");
+  }
+  return ok_status();
+}
+
+// setup_error keeps the message and errno; the path a scratch error names goes in the message.
+Error scratch_setup_error(const Error& e) {
+  const std::string what = e.message.empty() ? e.where : e.where + ": " + e.message;
+  return setup_error("create scratch dir", Error{"", what, e.sys_errno});
+}
+
+// Waits until `pidfd` is readable (the process ended) or `limit` passes.
+void wait_for_exit(int pidfd, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd p{pidfd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (r >= 0 || errno != EINTR) return;
+  }
+}
+
+void warn_once(const std::string& runner_path) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    spdlog::warn(
+        "local backend: tool calls run as uid {} in a scratch directory, with the host's "
+        "network and no memory, pids or cpu limits (sandbox mode none; runner {})",
+        ::geteuid(), runner_path);
+  });
+}
+
+class LocalSandbox : public Sandbox {
+ public:
+  LocalSandbox(SandboxSpec spec, std::string scratch_root)
+      : spec_(std::move(spec)), root_(std::move(scratch_root)), scratch_(root_ + "/" + spec_.id) {}
+  ~LocalSandbox() override { (void)destroy(); }
+
+  const std::string& id() const override { return spec_.id; }
+  const SandboxSpec& spec() const override { return spec_; }
+  int init_pid() const override { return pid_; }
+  const std::vector<StepTiming>& setup_timings() const override { return timings_; }
+
+  Result<ExecResult> exec(const ExecCall& call, OutputSink& sink) override;
+  Status write_stdin(uint32_t id, std::string_view data) override {
+    return runner_->write_stdin(id, data);
+  }
+  Status close_stdin(uint32_t id) override { return runner_->close_stdin(id); }
+  Status send_signal(uint32_t id, int sig) override { return runner_->send_signal(id, sig); }
+  Status resize(uint32_t id, int rows, int cols) override {
+    return runner_->resize(id, rows, cols);
+  }
+  Result<std::string> read_file(const std::string& path) override {
+    return checked(runner_->read_file(path));
+  }
+  Status write_file(const std::string& path, std::string_view data, uint32_t mode) override {
+    return checked(runner_->write_file(path, data, mode));
+  }
+  Result<std::vector<proto::FileInfo>> list_dir(const std::string& path) override {
+    return checked(runner_->list_dir(path));
+  }
+  Result<proto::FileInfo> stat(const std::string& path) override {
+    return checked(runner_->stat(path));
+  }
+  Status set_env(const std::map<std::string, std::string>& vars) override {
+    proto::SetEnv m;
+    m.set = vars;
+    return checked(runner_->set_env(m));
+  }
+  Result<proto::ProbeResult> probe() override { return checked(runner_->probe()); }
+  Status destroy() override;
+
+  // Set-up, called once by the backend. On error the backend destroys it.
+  Status start(const std::string& runner_path);
+
+ private:
+  // "sandbox ended: tool runner (pid N) killed by signal 9 (Killed)" once it has.
+  std::optional<Error> death_reason();
+  template <class T>
+  T checked(T result) {
+    if (!result.ok()) {
+      if (auto why = death_reason()) return *why;
+    }
+    return result;
+  }
+  // SHUTDOWN, a grace period, then SIGKILL to the runner and its process group; reaps it.
+  void stop_runner();
+
+  SandboxSpec spec_;
+  std::string root_;     // the scratch root, canonical
+  std::string scratch_;  // <root>/<id>: the sandbox's "/"
+  std::unique_ptr<RunnerClient> runner_;
+  std::vector<StepTiming> timings_;
+  pid_t pid_ = 0;
+  std::mutex mu_;  // serialises destroy()
+  bool stopped_ = false;
+  bool scratch_created_ = false;  // ours to remove (a directory that existed is not)
+  std::mutex runner_mu_;          // guards pidfd_ and exit_info_
+  UniqueFd pidfd_;
+  std::optional<siginfo_t> exit_info_;
+};
+
+Status LocalSandbox::start(const std::string& runner_path) {
+  StepTimer timer(&timings_);
+  auto made = timer.run("create scratch dir", [&] { return create_scratch_dir(root_, spec_.id); });
+  if (!made) return scratch_setup_error(made.error());
+  scratch_created_ = true;
+  const RunnerLaunch launch{runner_path, scratch_, scratch_ + "/workspace", spec_.limits.nofile};
+  auto spawned = timer.run("start tool runner", [&] { return spawn_runner(launch); });
+  if (!spawned) return setup_error(spawned.error().where, spawned.error());
+  pid_ = spawned->pid;
+  {
+    std::lock_guard lock(runner_mu_);
+    pidfd_ = std::move(spawned->pidfd);
+  }
+  runner_ = std::make_unique<RunnerClient>(std::move(spawned->host_fd));
+  if (auto s = timer.run("handshake", [&] { return runner_->handshake(kHandshakeTimeout); }); !s) {
+    if (auto why = death_reason()) return setup_error("handshake", *why);
+    return setup_error("handshake", s.error());
+  }
+  return ok_status();
+}
+
+std::optional<Error> LocalSandbox::death_reason() {
+  std::lock_guard lock(runner_mu_);
+  if (!exit_info_ && pidfd_) {
+    // WNOWAIT: the runner stays a zombie until destroy(), so its pid (the id of
+    // its process group) cannot be reused before the group is killed.
+    siginfo_t si{};
+    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si,
+                 WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        si.si_pid != 0) {
+      exit_info_ = si;
+    }
+  }
+  if (!exit_info_) return std::nullopt;
+  return runner_ended_error(pid_, *exit_info_);
+}
+
+Result<ExecResult> LocalSandbox::exec(const ExecCall& call, OutputSink& sink) {
+  auto cwd = host_cwd(scratch_, call.cwd);
+  if (!cwd) return cwd.take_error();
+  proto::ExecRequest req = make_exec_request(call, spec_, local_environment(scratch_, call.pty));
+  req.cwd = *cwd;
+  auto status = runner_->exec(req, call.stdin_data, !call.stdin_stream, sink);
+  if (!status) {
+    // Give the kernel a moment to report why the runner went away.
+    for (int i = 0; i < 50 && !death_reason(); ++i) ::usleep(2000);
+    if (auto why = death_reason()) return *why;
+    return status.take_error();
+  }
+  return to_exec_result(*status);
+}
+
+void LocalSandbox::stop_runner() {
+  if (runner_) {
+    (void)runner_->shutdown();
+    runner_->fail_all(make_error("sandbox", "destroyed"));
+  }
+  std::lock_guard lock(runner_mu_);
+  if (!pidfd_) return;
+  wait_for_exit(pidfd_.get(), kShutdownGrace);
+  // The runner first, so its supervisors see their control pipes close and kill
+  // their calls; then whatever is left in its group. Until it is reaped below, its
+  // pid (the group's id) cannot name anyone else.
+  ::kill(pid_, SIGKILL);
+  wait_for_exit(pidfd_.get(), kShutdownGrace);
+  ::kill(-pid_, SIGKILL);
+  siginfo_t si{};
+  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) !=
+             0 &&
+         errno == EINTR) {
+  }
+  if (!exit_info_) exit_info_ = si;
+  pidfd_.reset();
+}
+
+Status LocalSandbox::destroy() {
+  std::lock_guard lock(mu_);
+  if (!stopped_) {
+    stopped_ = true;
+    stop_runner();
+  }
+  if (!scratch_created_) return ok_status();
+  // A removal that failed is tried again by the next destroy().
+  RF_TRY(remove_scratch_dir(root_, spec_.id));
+  scratch_created_ = false;
+  return ok_status();
+}
+
+class LocalBackend : public Backend {
+ public:
+  explicit LocalBackend(LocalOptions options) : options_(std::move(options)) {}
+
+  std::string name() const override { return "local"; }
+  Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
+
+ private:
+  LocalOptions options_;  // both paths resolved
+};
+
+Result<std::unique_ptr<Sandbox>> LocalBackend::create(const SandboxSpec& in) {
+  SandboxSpec spec = in;
+  if (spec.id.empty()) spec.id = generate_sandbox_id();
+  RF_TRY(validate_spec(spec));
+  RF_TRY(check_local_spec(spec));
+  warn_once(options_.runner_path);
+  auto sandbox = std::make_unique<LocalSandbox>(spec, options_.scratch_root);
+  if (auto s = sandbox->start(options_.runner_path); !s) {
+    (void)sandbox->destroy();
+    return s.take_error();
+  }
+  return std::unique_ptr<Sandbox>(std::move(sandbox));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_local_backend(const LocalOptions& in) {
+  LocalOptions options = in;
+  if (options.runner_path.empty()) {
+    auto path = native::find_runner_binary();
+    if (!path) return path.take_error();
+    options.runner_path = *path;
+  }
+  if (options.runner_path[0] != '/') {
+    return make_error("tool runner", "path must be absolute: " + options.runner_path);
+  }
+  if (::access(options.runner_path.c_str(), X_OK) != 0) {
+    return sys_error("tool runner " + options.runner_path);
+  }
+  auto root = prepare_scratch_root(options.scratch_root.empty() ? default_scratch_root()
+                                                                : options.scratch_root);
+  if (!root) return make_error("local backend", root.error().to_string());
+  options.scratch_root = *root;
+  return std::unique_ptr<Backend>(std::make_unique<LocalBackend>(std::move(options)));
+}
+
+void register_local_backend() {
+  register_backend("local", [] { return make_local_backend(LocalOptions{}); });
+}
+
+}  // namespace rf::local
