@@ -1,0 +1,495 @@
+// The local backend (sandbox mode none): the real tool runner as a plain child
+// of the test process, in a scratch directory under a temporary scratch root.
+// Needs no root.
+#include "local/local_backend.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "local/sandbox_paths.h"
+#include "local/scratch_dir.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/spec.h"
+
+namespace rf::local {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+struct Captured : OutputSink {
+  std::mutex mu;
+  std::string out, err;
+  std::atomic<int> pid{0};
+  void on_started(uint32_t, int p) override { pid = p; }
+  void on_stdout(std::string_view d) override {
+    std::lock_guard l(mu);
+    out.append(d);
+  }
+  void on_stderr(std::string_view d) override {
+    std::lock_guard l(mu);
+    err.append(d);
+  }
+};
+
+struct Out {
+  ExecResult result;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+bool gone(pid_t pid) { return ::kill(pid, 0) == -1 && errno == ESRCH; }
+
+std::string make_temp_dir(const char* prefix) {
+  std::string tmpl = std::string("/tmp/") + prefix + "-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) return "";
+  char real[PATH_MAX];
+  return ::realpath(tmpl.c_str(), real) != nullptr ? real : "";
+}
+
+class LocalBackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = make_temp_dir("rf-local-test");
+    ASSERT_FALSE(root_.empty());
+    auto b = make_local_backend(LocalOptions{RF_RUNNER_PATH, root_});
+    ASSERT_TRUE(b.ok()) << b.error().to_string();
+    backend_ = std::move(*b);
+  }
+  static void TearDownTestSuite() {
+    backend_.reset();
+    std::error_code ec;
+    fs::remove_all(root_, ec);  // does not follow symlinks
+  }
+  // Every sandbox a test made is destroyed by its end: nothing is left behind.
+  void TearDown() override {
+    EXPECT_TRUE(fs::is_empty(root_)) << root_ << " still holds a scratch directory";
+  }
+
+  static std::unique_ptr<Sandbox> make(SandboxSpec spec = {}) {
+    spec.backend = "local";
+    auto sb = backend_->create(spec);
+    EXPECT_TRUE(sb.ok()) << sb.error().to_string();
+    if (!sb.ok()) return nullptr;
+    return std::move(*sb);
+  }
+
+  static std::string scratch(const Sandbox& sb) { return root_ + "/" + sb.id(); }
+
+  static Out run(Sandbox& sb, std::vector<std::string> argv, ExecCall call = {}) {
+    call.argv = std::move(argv);
+    Captured c;
+    auto r = sb.exec(call, c);
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+    Out out;
+    if (r.ok()) out.result = *r;
+    out.out = c.out;
+    out.err = c.err;
+    return out;
+  }
+
+  static inline std::string root_;
+  static inline std::unique_ptr<Backend> backend_;
+};
+
+TEST_F(LocalBackendTest, ExecEchoAndExitCodes) {
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  EXPECT_GT(sb->init_pid(), 0);
+  auto echo = run(*sb, {"echo", "hello"});
+  EXPECT_EQ(echo.out, "hello\n");
+  EXPECT_EQ(echo.result.exit_code, 0);
+  EXPECT_EQ(echo.result.limit, "");
+
+  auto three = run(*sb, {"/bin/sh", "-c", "echo oops >&2; exit 3"});
+  EXPECT_EQ(three.result.exit_code, 3);
+  EXPECT_EQ(three.err, "oops\n");
+
+  auto killed = run(*sb, {"/bin/sh", "-c", "kill -9 $$"});
+  EXPECT_EQ(killed.result.exit_code, 137);
+  EXPECT_EQ(killed.result.signal, SIGKILL);
+
+  auto missing = run(*sb, {"no-such-command-rf"});
+  EXPECT_EQ(missing.result.exit_code, 127);
+  EXPECT_EQ(missing.result.exec_errno, ENOENT);
+
+  std::vector<std::string> steps;
+  for (const auto& t : sb->setup_timings()) steps.push_back(t.step);
+  EXPECT_EQ(steps,
+            (std::vector<std::string>{"create scratch dir", "start tool runner", "handshake"}));
+}
+
+TEST_F(LocalBackendTest, EnvironmentIsExactlyTheNamedVariables) {
+  ASSERT_EQ(::setenv("HOST_SECRET", "hunter2", 1), 0);
+  SandboxSpec spec;
+  spec.env = {{"SPEC_VAR", "from-spec"}, {"SHARED", "spec"}};
+  auto sb = make(spec);
+  ASSERT_NE(sb, nullptr);
+  ExecCall call;
+  call.env = {{"CALL_VAR", "from-call"}, {"SHARED", "call"}};
+  auto r = run(*sb, {"env"}, call);  // env(1) prints its environ as it is: no shell adds PWD
+  ::unsetenv("HOST_SECRET");
+  ASSERT_EQ(r.result.exit_code, 0) << r.err;
+  const std::string s = scratch(*sb);
+  std::vector<std::string> got = lines(r.out);
+  std::sort(got.begin(), got.end());
+  const std::vector<std::string> want = {
+      "CALL_VAR=from-call",   "HOME=" + s + "/workspace",
+      "LANG=C.UTF-8",         "PATH=" + base_environment(false).at("PATH"),
+      "SHARED=call",          "SPEC_VAR=from-spec",
+      "TMPDIR=" + s + "/tmp",
+  };
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(r.out.find("HOST_SECRET"), std::string::npos);
+  EXPECT_EQ(r.out.find("hunter2"), std::string::npos);
+
+  // The runner itself starts with an empty environment (readable only with
+  // CAP_SYS_PTRACE: it is not dumpable).
+  const std::string environ = "/proc/" + std::to_string(sb->init_pid()) + "/environ";
+  if (std::ifstream(environ)) {
+    EXPECT_EQ(slurp(environ), "");
+  }
+}
+
+TEST_F(LocalBackendTest, CwdIsTheScratchWorkspaceAndHomePointsThere) {
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  const std::string ws = scratch(*sb) + "/workspace";
+  EXPECT_EQ(run(*sb, {"pwd", "-P"}).out, ws + "\n");
+  EXPECT_EQ(run(*sb, {"/bin/sh", "-c", "echo \"$HOME\"; cd && pwd -P"}).out, ws + "\n" + ws + "\n");
+
+  ASSERT_EQ(run(*sb, {"mkdir", "-p", "sub/dir"}).result.exit_code, 0);
+  ExecCall below;
+  below.cwd = "/workspace/sub/dir";
+  EXPECT_EQ(run(*sb, {"pwd", "-P"}, below).out, ws + "/sub/dir\n");
+
+  for (const std::string cwd : {"/etc", "/", "/workspacex", "/workspace/..",
+                                "/workspace/sub/../../x", "workspace", "/tmp"}) {
+    ExecCall call;
+    call.argv = {"pwd"};
+    call.cwd = cwd;
+    Captured c;
+    auto r = sb->exec(call, c);
+    ASSERT_FALSE(r.ok()) << cwd;
+    EXPECT_NE(r.error().to_string().find("cwd must be under /workspace in a local sandbox"),
+              std::string::npos)
+        << r.error().to_string();
+    EXPECT_EQ(c.out, "");
+  }
+}
+
+TEST_F(LocalBackendTest, WriteFileLandsInTheScratchDirAndReadFileReturnsIt) {
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  const std::string ws = scratch(*sb) + "/workspace";
+  ASSERT_TRUE(sb->write_file("/workspace/notes/a.txt", "written by the host\n").ok());
+  EXPECT_EQ(slurp(ws + "/notes/a.txt"), "written by the host\n");
+  auto back = sb->read_file("/workspace/notes/a.txt");
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(*back, "written by the host\n");
+  EXPECT_EQ(run(*sb, {"cat", "notes/a.txt"}).out, "written by the host\n");
+
+  ASSERT_EQ(run(*sb, {"/bin/sh", "-c", "echo from the command > b.txt"}).result.exit_code, 0);
+  auto b = sb->read_file("/workspace/b.txt");
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  EXPECT_EQ(*b, "from the command\n");
+  auto rel = sb->read_file("b.txt");  // relative paths are under /workspace
+  ASSERT_TRUE(rel.ok()) << rel.error().to_string();
+  EXPECT_EQ(*rel, "from the command\n");
+
+  auto st = sb->stat("/workspace/b.txt");
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  EXPECT_EQ(st->size, 17);
+  auto listing = sb->list_dir("/");
+  ASSERT_TRUE(listing.ok()) << listing.error().to_string();
+  std::vector<std::string> names;
+  for (const auto& e : *listing) names.push_back(e.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"tmp", "workspace"}));
+}
+
+TEST_F(LocalBackendTest, SymlinksOutOfTheScratchDirDoNotLetReadFileEscape) {
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  const std::string host_passwd = slurp("/etc/passwd");
+  ASSERT_FALSE(host_passwd.empty());
+  const std::string ws = scratch(*sb) + "/workspace";
+  ASSERT_EQ(::symlink("/etc/passwd", (ws + "/abs").c_str()), 0);
+  ASSERT_EQ(::symlink("../../../../../../../../../etc/passwd", (ws + "/rel").c_str()), 0);
+  ASSERT_EQ(::symlink("/etc", (ws + "/etcdir").c_str()), 0);
+  const std::vector<std::string> paths = {
+      "/workspace/abs", "/workspace/rel",    "/workspace/etcdir/passwd",
+      "/etc/passwd",    "/../../etc/passwd", "../../../etc/passwd",
+  };
+  for (const auto& path : paths) {
+    auto r = sb->read_file(path);
+    ASSERT_FALSE(r.ok()) << path << " read the host's file";
+    EXPECT_EQ(r.error().sys_errno, ENOENT) << path << ": " << r.error().to_string();
+  }
+  // With a file at the sandbox's own /etc/passwd, every path reads that one.
+  ASSERT_TRUE(sb->write_file("/etc/passwd", "the sandbox's own\n").ok());
+  for (const auto& path : paths) {
+    auto r = sb->read_file(path);
+    ASSERT_TRUE(r.ok()) << path << ": " << r.error().to_string();
+    EXPECT_EQ(*r, "the sandbox's own\n") << path;
+    EXPECT_NE(*r, host_passwd);
+  }
+  EXPECT_EQ(slurp("/etc/passwd"), host_passwd);
+}
+
+TEST_F(LocalBackendTest, TwoSandboxesHaveTheirOwnScratchDirs) {
+  auto a = make();
+  auto b = make();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a->id(), b->id());
+  EXPECT_NE(scratch(*a), scratch(*b));
+  EXPECT_EQ(run(*a, {"pwd", "-P"}).out, scratch(*a) + "/workspace\n");
+  EXPECT_EQ(run(*b, {"pwd", "-P"}).out, scratch(*b) + "/workspace\n");
+
+  ASSERT_TRUE(a->write_file("/workspace/only-a", "a's").ok());
+  ASSERT_TRUE(fs::exists(scratch(*a) + "/workspace/only-a"));
+  EXPECT_FALSE(fs::exists(scratch(*b) + "/workspace/only-a"));
+  for (const std::string& path :
+       {std::string("/workspace/only-a"), "/../" + a->id() + "/workspace/only-a",
+        "../../" + a->id() + "/workspace/only-a"}) {
+    auto r = b->read_file(path);
+    ASSERT_FALSE(r.ok()) << path;
+    EXPECT_EQ(r.error().sys_errno, ENOENT) << path << ": " << r.error().to_string();
+  }
+  auto up = b->list_dir("/..");  // ".." at the root stays at the root
+  ASSERT_TRUE(up.ok()) << up.error().to_string();
+  std::vector<std::string> names;
+  for (const auto& e : *up) names.push_back(e.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"tmp", "workspace"}));
+}
+
+TEST_F(LocalBackendTest, TimeoutAndOutputCapEndTheCall) {
+  SandboxSpec spec;
+  spec.limits.timeout = 300ms;
+  spec.limits.output_bytes = 4096;
+  auto sb = make(spec);
+  ASSERT_NE(sb, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  auto slow = run(*sb, {"sleep", "30"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_TRUE(slow.result.timed_out);
+  EXPECT_EQ(slow.result.limit, "timeout");
+
+  auto loud = run(*sb, {"head", "-c", "1000000", "/dev/zero"});
+  EXPECT_EQ(loud.result.limit, "output");
+  EXPECT_TRUE(loud.result.output_truncated);
+  // The first 4096 bytes pass, then the runner's notice on the same stream.
+  EXPECT_EQ(loud.out, std::string(4096, '\0') + "\n[ringfence: output truncated at 4096 bytes]\n");
+
+  ExecCall call;  // the call's own bounds win over the spec's
+  call.timeout = 5000ms;
+  auto fits = run(*sb, {"/bin/sh", "-c", "sleep 0.5; echo done"}, call);
+  EXPECT_EQ(fits.out, "done\n");
+  EXPECT_EQ(fits.result.limit, "");
+}
+
+TEST_F(LocalBackendTest, DestroyRemovesTheScratchDirAndTheRunnerAndIsIdempotent) {
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  const pid_t runner = sb->init_pid();
+  const std::string s = scratch(*sb);
+  ASSERT_TRUE(fs::is_directory(s + "/workspace"));
+  ASSERT_TRUE(fs::is_directory(s + "/tmp"));
+  EXPECT_EQ(fs::status(s).permissions(), fs::perms::owner_all);
+  ASSERT_TRUE(sb->write_file("/workspace/deep/er/file", "x").ok());
+  ASSERT_EQ(run(*sb, {"/bin/sh", "-c", "mkdir locked && touch locked/f && chmod 0 locked"})
+                .result.exit_code,
+            0);
+
+  // A call still running when destroy() comes is ended with its process.
+  Captured c;
+  std::thread caller([&] {
+    ExecCall call;
+    call.argv = {"sleep", "60"};
+    auto r = sb->exec(call, c);
+    EXPECT_FALSE(r.ok());
+  });
+  for (int i = 0; i < 500 && c.pid == 0; ++i) std::this_thread::sleep_for(10ms);
+  const pid_t command = c.pid;
+  ASSERT_GT(command, 0);
+
+  auto destroyed = sb->destroy();
+  EXPECT_TRUE(destroyed.ok()) << destroyed.error().to_string();
+  caller.join();
+  EXPECT_FALSE(fs::exists(s));
+  EXPECT_TRUE(gone(runner)) << "runner pid " << runner;
+  EXPECT_TRUE(gone(command)) << "command pid " << command;
+  EXPECT_TRUE(sb->destroy().ok());
+  Captured after;
+  EXPECT_FALSE(sb->exec(ExecCall{{"true"}}, after).ok());
+}
+
+TEST_F(LocalBackendTest, DestroyDoesNotFollowSymlinksToHostFiles) {
+  const std::string host = make_temp_dir("rf-local-host");
+  ASSERT_FALSE(host.empty());
+  { std::ofstream(host + "/keep.txt") << "host data"; }
+  ASSERT_EQ(::mkdir((host + "/sub").c_str(), 0755), 0);
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  const std::string ws = scratch(*sb) + "/workspace";
+  ASSERT_EQ(::symlink(host.c_str(), (ws + "/hostdir").c_str()), 0);
+  ASSERT_EQ(::symlink((host + "/keep.txt").c_str(), (ws + "/hostfile").c_str()), 0);
+  ASSERT_EQ(::mkdir((ws + "/nested").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink((host + "/sub").c_str(), (ws + "/nested/hostsub").c_str()), 0);
+
+  auto destroyed = sb->destroy();
+  EXPECT_TRUE(destroyed.ok()) << destroyed.error().to_string();
+  EXPECT_FALSE(fs::exists(scratch(*sb)));
+  EXPECT_EQ(slurp(host + "/keep.txt"), "host data");
+  EXPECT_TRUE(fs::is_directory(host + "/sub"));
+  fs::remove_all(host);
+}
+
+TEST_F(LocalBackendTest, KillingTheRunnerMakesTheNextExecFail) {
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  const pid_t runner = sb->init_pid();
+  ASSERT_EQ(::kill(runner, SIGKILL), 0);
+  Captured c;
+  ExecCall call;
+  call.argv = {"echo", "hi"};
+  auto r = sb->exec(call, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().to_string(), "sandbox ended: tool runner (pid " + std::to_string(runner) +
+                                       ") killed by signal 9 (Killed)");
+  auto f = sb->read_file("/workspace/x");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.error().where, "sandbox ended");
+  EXPECT_TRUE(sb->destroy().ok());
+  EXPECT_FALSE(fs::exists(scratch(*sb)));
+  EXPECT_TRUE(gone(runner));
+}
+
+TEST_F(LocalBackendTest, SpecsTheLocalBackendCannotHonourAreRefused) {
+  SandboxSpec native;  // backend "native": never silently weaker
+  auto r = backend_->create(native);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().where, "backend");
+  SandboxSpec bound;
+  bound.backend = "local";
+  bound.workspace_dir = "/tmp";
+  auto w = backend_->create(bound);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().where, "workspace");
+  SandboxSpec unknown;
+  unknown.backend = "docker";
+  auto v = validate_spec(unknown);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().to_string(),
+            "backend: unknown backend \"docker\" (available: local, native)");
+}
+
+TEST_F(LocalBackendTest, ScratchDirOfAnExistingIdIsNotTakenOver) {
+  SandboxSpec spec;
+  spec.id = "rf-taken";
+  ASSERT_EQ(::mkdir((root_ + "/rf-taken").c_str(), 0700), 0);
+  { std::ofstream(root_ + "/rf-taken/mine") << "x"; }
+  spec.backend = "local";
+  auto r = backend_->create(spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().to_string(),
+            "sandbox setup failed at step \"create scratch dir\": scratch dir " + root_ +
+                "/rf-taken: File exists");
+  EXPECT_EQ(slurp(root_ + "/rf-taken/mine"), "x");  // not removed by the failed create
+  fs::remove_all(root_ + "/rf-taken");
+}
+
+TEST_F(LocalBackendTest, RegistryFindsLocal) {
+  const std::string tmpdir = make_temp_dir("rf-local-tmpdir");
+  ASSERT_FALSE(tmpdir.empty());
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string saved = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", tmpdir.c_str(), 1);
+  ::setenv("RINGFENCE_TOOL_RUNNER", RF_RUNNER_PATH, 1);
+  register_local_backend();
+  const auto names = backend_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "local"), names.end());
+  auto b = make_backend("local");
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  EXPECT_EQ((*b)->name(), "local");
+  SandboxSpec spec;
+  spec.backend = "local";
+  auto sb = (*b)->create(spec);
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  EXPECT_EQ(run(**sb, {"pwd", "-P"}).out,
+            tmpdir + "/ringfence-local/" + (*sb)->id() + "/workspace\n");
+  sb->reset();
+  EXPECT_TRUE(fs::is_empty(tmpdir + "/ringfence-local"));  // the destructor destroys
+  if (old_tmpdir) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  ::unsetenv("RINGFENCE_TOOL_RUNNER");
+  fs::remove_all(tmpdir);
+}
+
+TEST(LocalScratchRoot, RefusesASymlinkOrADirectoryOthersCanWrite) {
+  const std::string base = make_temp_dir("rf-local-root");
+  ASSERT_FALSE(base.empty());
+  ASSERT_EQ(::symlink(base.c_str(), (base + "/link").c_str()), 0);
+  auto link = prepare_scratch_root(base + "/link");
+  ASSERT_FALSE(link.ok());
+  EXPECT_EQ(link.error().to_string(), "scratch root " + base + "/link: is a symlink");
+
+  ASSERT_EQ(::mkdir((base + "/open").c_str(), 0700), 0);
+  ASSERT_EQ(::chmod((base + "/open").c_str(), 0777), 0);
+  auto open = prepare_scratch_root(base + "/open");
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.error().to_string(),
+            "scratch root " + base + "/open: writable by others (mode 0777)");
+
+  auto fresh = prepare_scratch_root(base + "/fresh");
+  ASSERT_TRUE(fresh.ok()) << fresh.error().to_string();
+  EXPECT_EQ(*fresh, base + "/fresh");
+  EXPECT_EQ(fs::status(base + "/fresh").permissions(), fs::perms::owner_all);
+  fs::remove_all(base);
+}
+
+TEST(LocalSandboxPaths, CwdMapsOnlyFromUnderWorkspace) {
+  EXPECT_EQ(*host_cwd("/s/id", "/workspace"), "/s/id/workspace");
+  EXPECT_EQ(*host_cwd("/s/id", "/workspace/a/b"), "/s/id/workspace/a/b");
+  EXPECT_EQ(*host_cwd("/s/id", "/workspace/"), "/s/id/workspace/");
+  EXPECT_EQ(*host_cwd("/s/id", "/workspace/a..b"), "/s/id/workspace/a..b");
+  for (const std::string bad :
+       {"", "/", "/etc", "/workspacex", "workspace", "/workspace/..", "/workspace/a/../../etc"}) {
+    auto r = host_cwd("/s/id", bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().to_string(),
+              "exec: cwd must be under /workspace in a local sandbox, got \"" + bad + "\"");
+  }
+}
+
+}  // namespace
+}  // namespace rf::local
