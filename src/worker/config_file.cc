@@ -1,0 +1,302 @@
+#include "worker/config_file.h"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "core/io.h"
+#include "core/units.h"
+
+namespace rf::worker {
+namespace {
+
+// Where in the file a value sits: "path:line" and the dotted key.
+struct Loc {
+  const std::string& path;
+  int line;
+  std::string key;
+
+  std::string where() const { return path + ":" + std::to_string(line) + ": " + key; }
+  std::string source() const { return config_source(path, line); }
+};
+
+int line_of(const YAML::Node& node) { return node.Mark().is_null() ? 1 : node.Mark().line + 1; }
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Scalar:
+      return "\"" + node.Scalar() + "\"";
+    default:
+      return "nothing";
+  }
+}
+
+template <class T>
+using Parser = Result<T> (*)(std::string_view);
+
+template <class T>
+Status set_scalar(const YAML::Node& v, const Loc& loc, const std::string& what, Parser<T> parse,
+                  Maybe<T>* out) {
+  if (!v.IsScalar()) return make_error(loc.where(), "expected " + what + ", got " + describe(v));
+  auto value = parse(v.Scalar());
+  if (!value) return make_error(loc.where(), value.error().message);
+  *out = Resolved<T>{std::move(*value), loc.source()};
+  return ok_status();
+}
+
+Status set_backends(const YAML::Node& v, const Loc& loc, Maybe<std::vector<std::string>>* out) {
+  if (!v.IsSequence()) {
+    return make_error(loc.where(),
+                      "expected a list of backends such as [native], got " + describe(v));
+  }
+  std::vector<std::string> backends;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Loc item{loc.path, line_of(v[i]), loc.key + "[" + std::to_string(i) + "]"};
+    Maybe<std::string> backend;
+    RF_TRY(set_scalar<std::string>(v[i], item, "a backend", parse_backend, &backend));
+    backends.push_back(backend->value);
+  }
+  *out = Resolved<std::vector<std::string>>{std::move(backends), loc.source()};
+  return ok_status();
+}
+
+using Apply = std::function<Status(const YAML::Node&, const Loc&, SettingsLayer*)>;
+
+struct Field {
+  std::string name;
+  Apply apply;
+};
+
+template <class T>
+Field field(std::string name, std::string what, Parser<T> parse, Maybe<T> SettingsLayer::*member) {
+  return {std::move(name), [=](const YAML::Node& v, const Loc& loc, SettingsLayer* layer) {
+            return set_scalar(v, loc, what, parse, &(layer->*member));
+          }};
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// "(did you mean "cpu"?)" for a near miss, else the list of known keys.
+std::string unknown_key_message(const std::string& name, const std::vector<Field>& fields) {
+  const Field* best = nullptr;
+  size_t best_distance = 3;  // at most 2 edits away
+  for (const Field& f : fields) {
+    const bool prefix = std::min(name.size(), f.name.size()) >= 3 &&
+                        (name.starts_with(f.name) || f.name.starts_with(name));
+    const size_t d = prefix ? 1 : edit_distance(name, f.name);
+    if (d < best_distance) best = &f, best_distance = d;
+  }
+  if (best != nullptr) return "unknown key (did you mean \"" + best->name + "\"?)";
+  std::string known;
+  for (const Field& f : fields) known += (known.empty() ? "" : ", ") + f.name;
+  return "unknown key (allowed: " + known + ")";
+}
+
+Status parse_mapping(const YAML::Node& map, const std::string& path, const std::string& prefix,
+                     const std::vector<Field>& fields, SettingsLayer* layer) {
+  std::map<std::string, int> seen;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const int line = line_of(it->first);
+    if (!it->first.IsScalar()) {
+      const std::string at = prefix.empty() ? "" : ": " + prefix.substr(0, prefix.size() - 1);
+      return make_error(path + ":" + std::to_string(line) + at,
+                        "expected a key name, got " + describe(it->first));
+    }
+    const Loc loc{path, line, prefix + it->first.Scalar()};
+    const auto [first, inserted] = seen.emplace(it->first.Scalar(), line);
+    if (!inserted) {
+      return make_error(loc.where(),
+                        "duplicate key (first at line " + std::to_string(first->second) + ")");
+    }
+    const auto f = std::find_if(fields.begin(), fields.end(),
+                                [&](const Field& x) { return x.name == it->first.Scalar(); });
+    if (f == fields.end()) {
+      return make_error(loc.where(), unknown_key_message(it->first.Scalar(), fields));
+    }
+    RF_TRY(f->apply(it->second, loc, layer));
+  }
+  return ok_status();
+}
+
+Field section(std::string name, std::vector<Field> fields) {
+  return {name,
+          [name, fields = std::move(fields)](const YAML::Node& v, const Loc& loc,
+                                             SettingsLayer* layer) -> Status {
+            if (v.IsNull()) return ok_status();
+            if (!v.IsMap()) {
+              return make_error(loc.where(),
+                                "expected a mapping of " + name + " settings, got " + describe(v));
+            }
+            return parse_mapping(v, loc.path, name + ".", fields, layer);
+          }};
+}
+
+const std::vector<Field>& sandbox_fields() {
+  static const std::vector<Field> fields = {
+      field("mode", "a sandbox mode (none, per_tool, per_run, per_worker)", parse_sandbox_mode,
+            &SettingsLayer::mode),
+      field("backend", "a backend (native, docker, local)", parse_backend, &SettingsLayer::backend),
+      {"fallback_backends",
+       [](const YAML::Node& v, const Loc& loc, SettingsLayer* layer) {
+         return set_backends(v, loc, &layer->fallback_backends);
+       }},
+      field("image", "an image name", parse_text, &SettingsLayer::image),
+      field("network", "a network policy", parse_text, &SettingsLayer::network),
+      field("cpu", "a number of cpus such as 1.5", parse_cpu, &SettingsLayer::cpu),
+      field("mem", "a size such as 512m", parse_size_setting, &SettingsLayer::mem),
+      field("pids", "a whole number", parse_count, &SettingsLayer::pids),
+      field("disk", "a size such as 512m", parse_size_setting, &SettingsLayer::disk),
+      field("timeout", "a duration such as 30s", parse_duration_setting, &SettingsLayer::timeout),
+      field("idle_timeout", "a duration such as 30s", parse_duration_setting,
+            &SettingsLayer::idle_timeout),
+  };
+  return fields;
+}
+
+const std::vector<Field>& pool_fields() {
+  static const std::vector<Field> fields = {
+      field("name", "a pool name", parse_name, &SettingsLayer::pool_name),
+      field("target", "a whole number", parse_count, &SettingsLayer::pool_target),
+      field("max", "a whole number", parse_count, &SettingsLayer::pool_max),
+  };
+  return fields;
+}
+
+const std::vector<Field>& root_fields() {
+  static const std::vector<Field> fields = {
+      field("project_environment", "a project environment (production, staging, development)",
+            parse_project_environment, &SettingsLayer::project_environment),
+      field("project", "a project name", parse_name, &SettingsLayer::project),
+      field("state_dir", "a directory", parse_text, &SettingsLayer::state_dir),
+      section("sandbox", sandbox_fields()),
+      section("pool", pool_fields()),
+  };
+  return fields;
+}
+
+Result<SettingsLayer> parse_document(const YAML::Node& root, const std::string& path) {
+  SettingsLayer layer;
+  if (!root.IsDefined() || root.IsNull()) return layer;  // an empty file
+  if (!root.IsMap()) {
+    return make_error(path + ":" + std::to_string(line_of(root)),
+                      "expected a mapping of settings, got " + describe(root));
+  }
+  RF_TRY(parse_mapping(root, path, "", root_fields(), &layer));
+  return layer;
+}
+
+Error yaml_error(const std::string& path, const YAML::Exception& e) {
+  if (e.mark.is_null()) return make_error(path, "invalid YAML: " + e.msg);
+  return make_error(
+      path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1),
+      "invalid YAML: " + e.msg);
+}
+
+}  // namespace
+
+std::string home_directory() {
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0') return home;
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(::getuid(), &pw, buf, sizeof buf, &found) == 0 && found != nullptr) {
+    return found->pw_dir;
+  }
+  return "/";
+}
+
+std::string default_config_path(const std::string& home) {
+  return home + "/.ringfence/worker.yaml";
+}
+
+Result<Resolved<std::string>> locate_config_file(const std::optional<std::string>& given,
+                                                 const std::string& home) {
+  struct stat st {};
+  if (given) {
+    if (::stat(given->c_str(), &st) != 0) return sys_error("--config " + *given);
+    return Resolved<std::string>{*given, flag_source("--config")};
+  }
+  const std::string path = default_config_path(home);
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Resolved<std::string>{};  // a missing default file is fine
+    return sys_error(path);
+  }
+  return Resolved<std::string>{path, std::string(kDefaultSource)};
+}
+
+Result<SettingsLayer> parse_config_yaml(const std::string& text, const std::string& path) {
+  try {
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      return make_error(path + ":" + std::to_string(line_of(documents[1])),
+                        "expected one YAML document, got " + std::to_string(documents.size()));
+    }
+    return parse_document(documents.empty() ? YAML::Node() : documents[0], path);
+  } catch (const YAML::Exception& e) {
+    return yaml_error(path, e);
+  }
+}
+
+Result<SettingsLayer> load_config_file(const std::string& path) {
+  auto text = read_file(path);
+  if (!text) return text.take_error();
+  return parse_config_yaml(*text, path);
+}
+
+std::string settings_to_yaml(const WorkerSettings& s) {
+  std::ostringstream cpu;
+  cpu << s.cpu.value;
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  if (s.project_environment.value != ProjectEnvironment::kNone) {
+    out << YAML::Key << "project_environment" << YAML::Value
+        << to_string(s.project_environment.value);
+  }
+  if (!s.project.value.empty()) out << YAML::Key << "project" << YAML::Value << s.project.value;
+  out << YAML::Key << "state_dir" << YAML::Value << s.state_dir.value;
+  out << YAML::Key << "sandbox" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "mode" << YAML::Value << to_string(s.mode.value);
+  out << YAML::Key << "backend" << YAML::Value << s.backend.value;
+  out << YAML::Key << "fallback_backends" << YAML::Value << YAML::Flow << s.fallback_backends.value;
+  out << YAML::Key << "image" << YAML::Value << s.image.value;
+  out << YAML::Key << "network" << YAML::Value << s.network.value;
+  out << YAML::Key << "cpu" << YAML::Value << cpu.str();
+  out << YAML::Key << "mem" << YAML::Value << format_size(s.mem.value);
+  out << YAML::Key << "pids" << YAML::Value << std::to_string(s.pids.value);
+  out << YAML::Key << "disk" << YAML::Value << format_size(s.disk.value);
+  out << YAML::Key << "timeout" << YAML::Value << format_duration(s.timeout.value);
+  out << YAML::Key << "idle_timeout" << YAML::Value << format_duration(s.idle_timeout.value);
+  out << YAML::EndMap;
+  out << YAML::Key << "pool" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << s.pool_name.value;
+  out << YAML::Key << "target" << YAML::Value << std::to_string(s.pool_target.value);
+  out << YAML::Key << "max" << YAML::Value << std::to_string(s.pool_max.value);
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace rf::worker

@@ -1,0 +1,122 @@
+// The worker's settings and their precedence. Every setting is a Resolved<T>: its
+// value and where the value came from. Layers (the flags given, the config file)
+// are partial; merge_settings() picks, for each setting, the first of
+//   CLI flag > worker config file > project environment default > built-in default
+// (only the sandbox mode has a project environment default: production → per_run,
+// staging → per_tool, development → none). validate_settings() then rejects what
+// cannot run, naming the flag or the file:line: key the bad value came from.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "sandbox/spec.h"
+
+namespace rf::worker {
+
+enum class SandboxMode { kNone, kPerTool, kPerRun, kPerWorker };
+// kNone: no project environment was set.
+enum class ProjectEnvironment { kNone, kProduction, kStaging, kDevelopment };
+
+std::string to_string(SandboxMode mode);
+std::string to_string(ProjectEnvironment env);  // kNone: "(none)"
+
+// A value and its source: "flag --sandbox-mode", "config /path/worker.yaml:7",
+// "project environment production" or "default".
+template <class T>
+struct Resolved {
+  T value{};
+  std::string source = "default";
+};
+
+template <class T>
+using Maybe = std::optional<Resolved<T>>;
+
+inline constexpr std::string_view kDefaultSource = "default";
+std::string flag_source(std::string_view flag);              // "flag --sandbox-mem"
+std::string config_source(std::string_view path, int line);  // "config /p/worker.yaml:7"
+std::string environment_source(ProjectEnvironment env);      // "project environment staging"
+
+// Where an error about a setting points: the flag ("--sandbox-mem"), the config
+// line and key ("/p/worker.yaml:7: sandbox.mem"), or the key alone.
+std::string where_of(std::string_view source, std::string_view key);
+
+// One partial layer of settings: what the flags or the config file said.
+struct SettingsLayer {
+  Maybe<ProjectEnvironment> project_environment;
+  Maybe<std::string> project;
+  Maybe<std::string> state_dir;
+  Maybe<SandboxMode> mode;
+  Maybe<std::string> backend;
+  Maybe<std::vector<std::string>> fallback_backends;
+  Maybe<std::string> image;
+  Maybe<std::string> network;
+  Maybe<double> cpu;
+  Maybe<uint64_t> mem;
+  Maybe<uint64_t> pids;
+  Maybe<uint64_t> disk;
+  Maybe<std::chrono::milliseconds> timeout;
+  Maybe<std::chrono::milliseconds> idle_timeout;
+  Maybe<std::string> pool_name;
+  Maybe<uint64_t> pool_target;
+  Maybe<uint64_t> pool_max;
+};
+
+struct WorkerSettings {
+  Resolved<std::string> config_file;  // empty value: no config file was read
+  Resolved<ProjectEnvironment> project_environment;
+  Resolved<std::string> project;  // per_worker: the one project this worker serves
+  Resolved<std::string> state_dir;
+  Resolved<SandboxMode> mode;
+  Resolved<std::string> backend;
+  Resolved<std::vector<std::string>> fallback_backends;  // tried in order, keeping the mode
+  Resolved<std::string> image;
+  Resolved<std::string> network;
+  Resolved<double> cpu;
+  Resolved<uint64_t> mem;
+  Resolved<uint64_t> pids;
+  Resolved<uint64_t> disk;
+  Resolved<std::chrono::milliseconds> timeout;       // per call
+  Resolved<std::chrono::milliseconds> idle_timeout;  // per_run sandboxes
+  Resolved<std::string> pool_name;
+  Resolved<uint64_t> pool_target;  // warm sandboxes kept ready
+  Resolved<uint64_t> pool_max;
+
+  // The spec of one sandbox with these settings (backend, image, network, limits).
+  SandboxSpec sandbox_spec() const;
+  // One line per setting, "key: value (source)", for `worker config --explain`.
+  std::vector<std::string> explain() const;
+};
+
+// The built-in defaults, all with source "default". `home` expands state_dir
+// (~/.ringfence/state).
+WorkerSettings default_settings(const std::string& home);
+
+// Precedence, highest first: flags, config, the project environment's default
+// (mode only), built-in default. `config_file` is the path the config layer was
+// read from with its source, or an empty value when none was read.
+WorkerSettings merge_settings(const SettingsLayer& flags, const SettingsLayer& config,
+                              Resolved<std::string> config_file, const std::string& home);
+
+// Rejects settings that cannot run; the error names the flag or file:line: key.
+Status validate_settings(const WorkerSettings& settings);
+
+// Value parsers shared by the flag and config layers. Errors carry only a
+// message (empty `where`) such as `expected a size such as 512m, got "lots"`;
+// the caller prefixes the flag or file:line: key.
+Result<SandboxMode> parse_sandbox_mode(std::string_view text);
+Result<ProjectEnvironment> parse_project_environment(std::string_view text);
+Result<std::string> parse_backend(std::string_view text);
+Result<std::string> parse_text(std::string_view text);  // any non-empty text (image, paths)
+Result<std::string> parse_name(std::string_view text);  // [A-Za-z0-9._-]+ (project, pool)
+Result<double> parse_cpu(std::string_view text);
+Result<uint64_t> parse_size_setting(std::string_view text);
+Result<uint64_t> parse_count(std::string_view text);
+Result<std::chrono::milliseconds> parse_duration_setting(std::string_view text);
+
+}  // namespace rf::worker

@@ -1,0 +1,483 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "worker/config_file.h"
+#include "worker/settings.h"
+#include "worker/settings_flags.h"
+
+namespace rf::worker {
+namespace {
+
+const std::string kPath = "/etc/rf/worker.yaml";
+const std::string kHome = "/home/u";
+
+// Parses `args` as the flags of a command, the way `worker config` does.
+WorkerFlags parse_flags(std::vector<std::string> args) {
+  WorkerFlags flags;
+  CLI::App app;
+  add_worker_settings_flags(&app, &flags);
+  args.insert(args.begin(), "ringfence");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  return flags;
+}
+
+SettingsLayer flag_layer_of(std::vector<std::string> args) {
+  auto layer = flag_layer(parse_flags(std::move(args)));
+  EXPECT_TRUE(layer.ok()) << layer.error().to_string();
+  return layer.ok() ? *layer : SettingsLayer{};
+}
+
+SettingsLayer config_layer_of(const std::string& yaml) {
+  auto layer = parse_config_yaml(yaml, kPath);
+  EXPECT_TRUE(layer.ok()) << layer.error().to_string();
+  return layer.ok() ? *layer : SettingsLayer{};
+}
+
+std::string config_error(const std::string& yaml, const std::string& path = kPath) {
+  auto layer = parse_config_yaml(yaml, path);
+  return layer.ok() ? "(no error)" : layer.error().to_string();
+}
+
+std::string flag_error(std::vector<std::string> args) {
+  auto layer = flag_layer(parse_flags(std::move(args)));
+  return layer.ok() ? "(no error)" : layer.error().to_string();
+}
+
+WorkerSettings merged(std::vector<std::string> args, const std::string& yaml) {
+  return merge_settings(flag_layer_of(std::move(args)), config_layer_of(yaml),
+                        Resolved<std::string>{yaml.empty() ? "" : kPath}, kHome);
+}
+
+std::string validation_error(std::vector<std::string> args, const std::string& yaml) {
+  Status st = validate_settings(merged(std::move(args), yaml));
+  return st.ok() ? "(no error)" : st.error().to_string();
+}
+
+// A scratch directory, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/rf-worker-test-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string write(const std::string& rel, const std::string& text) const {
+    const std::string p = path_ + "/" + rel;
+    std::filesystem::create_directories(std::filesystem::path(p).parent_path());
+    std::ofstream(p) << text;
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+// --- precedence: flag > config > project environment default > default ---
+
+TEST(WorkerSettings, ModeFromFlagBeatsConfigAndEnvironment) {
+  const WorkerSettings s =
+      merged({"--sandbox-mode", "per_tool", "--project-environment", "development"},
+             "sandbox:\n  mode: per_run\n");
+  EXPECT_EQ(s.mode.value, SandboxMode::kPerTool);
+  EXPECT_EQ(s.mode.source, "flag --sandbox-mode");
+}
+
+TEST(WorkerSettings, ModeFromConfigBeatsEnvironment) {
+  const WorkerSettings s =
+      merged({}, "project_environment: production\nsandbox:\n  mode: per_tool\n");
+  EXPECT_EQ(s.mode.value, SandboxMode::kPerTool);
+  EXPECT_EQ(s.mode.source, "config /etc/rf/worker.yaml:3");
+}
+
+TEST(WorkerSettings, ModeFromEachProjectEnvironment) {
+  WorkerSettings s = merged({"--project-environment", "production"}, "");
+  EXPECT_EQ(s.mode.value, SandboxMode::kPerRun);
+  EXPECT_EQ(s.mode.source, "project environment production");
+  s = merged({"--project-environment", "staging"}, "");
+  EXPECT_EQ(s.mode.value, SandboxMode::kPerTool);
+  EXPECT_EQ(s.mode.source, "project environment staging");
+  s = merged({}, "project_environment: development\n");
+  EXPECT_EQ(s.mode.value, SandboxMode::kNone);
+  EXPECT_EQ(s.mode.source, "project environment development");
+  EXPECT_EQ(s.project_environment.source, "config /etc/rf/worker.yaml:1");
+}
+
+TEST(WorkerSettings, EnvironmentFlagBeatsEnvironmentInConfig) {
+  const WorkerSettings s =
+      merged({"--project-environment", "staging"}, "project_environment: production\n");
+  EXPECT_EQ(s.project_environment.value, ProjectEnvironment::kStaging);
+  EXPECT_EQ(s.project_environment.source, "flag --project-environment");
+  EXPECT_EQ(s.mode.value, SandboxMode::kPerTool);
+  EXPECT_EQ(s.mode.source, "project environment staging");
+}
+
+TEST(WorkerSettings, ModeDefaultsToNone) {
+  const WorkerSettings s = merged({}, "");
+  EXPECT_EQ(s.mode.value, SandboxMode::kNone);
+  EXPECT_EQ(s.mode.source, "default");
+  EXPECT_EQ(s.project_environment.value, ProjectEnvironment::kNone);
+  EXPECT_EQ(s.project_environment.source, "default");
+}
+
+TEST(WorkerSettings, CpuAndMemPrecedence) {
+  const std::string yaml = "sandbox:\n  cpu: 3\n  mem: 2g\n";
+  WorkerSettings s = merged({"--sandbox-cpu", "2", "--sandbox-mem", "4g"}, yaml);
+  EXPECT_EQ(s.cpu.value, 2.0);
+  EXPECT_EQ(s.cpu.source, "flag --sandbox-cpu");
+  EXPECT_EQ(s.mem.value, 4ull << 30);
+  EXPECT_EQ(s.mem.source, "flag --sandbox-mem");
+
+  s = merged({}, yaml);
+  EXPECT_EQ(s.cpu.value, 3.0);
+  EXPECT_EQ(s.cpu.source, "config /etc/rf/worker.yaml:2");
+  EXPECT_EQ(s.mem.value, 2ull << 30);
+  EXPECT_EQ(s.mem.source, "config /etc/rf/worker.yaml:3");
+
+  // A project environment has a default for the mode only.
+  s = merged({"--project-environment", "production"}, "");
+  EXPECT_EQ(s.cpu.value, 1.0);
+  EXPECT_EQ(s.cpu.source, "default");
+  EXPECT_EQ(s.mem.value, 512ull << 20);
+  EXPECT_EQ(s.mem.source, "default");
+}
+
+TEST(WorkerSettings, BuiltInDefaults) {
+  const WorkerSettings s = merged({}, "");
+  EXPECT_EQ(s.backend.value, "native");
+  EXPECT_EQ(s.image.value, "host");
+  EXPECT_EQ(s.network.value, "none");
+  EXPECT_EQ(s.pids.value, 256u);
+  EXPECT_EQ(s.disk.value, 1ull << 30);
+  EXPECT_EQ(s.timeout.value, std::chrono::seconds(30));
+  EXPECT_EQ(s.idle_timeout.value, std::chrono::minutes(10));
+  EXPECT_TRUE(s.fallback_backends.value.empty());
+  EXPECT_EQ(s.pool_name.value, "default");
+  EXPECT_EQ(s.pool_target.value, 0u);
+  EXPECT_EQ(s.pool_max.value, 4u);
+  EXPECT_EQ(s.state_dir.value, "/home/u/.ringfence/state");
+  EXPECT_TRUE(validate_settings(s).ok());
+}
+
+TEST(WorkerSettings, OnlyGivenFlagsCountAsFlags) {
+  const WorkerFlags flags = parse_flags({"--sandbox-mem", "1g"});
+  EXPECT_EQ(flags.given.size(), 1u);
+  EXPECT_EQ(flags.given.at("--sandbox-mem"), "1g");
+  EXPECT_FALSE(flags.config.has_value());
+  const SettingsLayer layer = flag_layer_of({"--sandbox-mem", "1g"});
+  EXPECT_TRUE(layer.mem.has_value());
+  EXPECT_FALSE(layer.cpu.has_value());
+  EXPECT_FALSE(layer.mode.has_value());
+  EXPECT_FALSE(layer.pool_name.has_value());
+  const WorkerSettings s = merged({"--sandbox-mem", "1g"}, "");
+  EXPECT_EQ(s.mem.source, "flag --sandbox-mem");
+  EXPECT_EQ(s.cpu.source, "default");
+  // A flag given with the default's value is still a flag.
+  EXPECT_EQ(merged({"--sandbox-cpu", "1"}, "").cpu.source, "flag --sandbox-cpu");
+}
+
+TEST(WorkerSettings, ExplainLines) {
+  const WorkerSettings s =
+      merged({"--project-environment", "production", "--sandbox-mem", "4g", "--pool", "gpu"},
+             "sandbox:\n  cpu: 2\n  fallback_backends: [native]\npool:\n  target: 2\n");
+  const std::vector<std::string> want = {
+      "config file: /etc/rf/worker.yaml (default)",
+      "project_environment: production (flag --project-environment)",
+      "project: (none) (default)",
+      "state_dir: /home/u/.ringfence/state (default)",
+      "sandbox.mode: per_run (project environment production)",
+      "sandbox.backend: native (default)",
+      "sandbox.fallback_backends: [native] (config /etc/rf/worker.yaml:3)",
+      "sandbox.image: host (default)",
+      "sandbox.network: none (default)",
+      "sandbox.cpu: 2 (config /etc/rf/worker.yaml:2)",
+      "sandbox.mem: 4g (flag --sandbox-mem)",
+      "sandbox.pids: 256 (default)",
+      "sandbox.disk: 1g (default)",
+      "sandbox.timeout: 30s (default)",
+      "sandbox.idle_timeout: 10m (default)",
+      "pool.name: gpu (flag --pool)",
+      "pool.target: 2 (config /etc/rf/worker.yaml:5)",
+      "pool.max: 4 (default)",
+  };
+  EXPECT_EQ(s.explain(), want);
+}
+
+TEST(WorkerSettings, FullExampleConfig) {
+  const std::string yaml = R"(project_environment: production   # production | staging | development
+project: acme                       # per_worker only
+state_dir: /var/lib/ringfence
+sandbox:
+  mode: per_worker
+  backend: docker
+  fallback_backends: [native, local]
+  image: host
+  network: none
+  cpu: 1.5
+  mem: 4g
+  pids: 512
+  disk: 10g
+  timeout: 45s
+  idle_timeout: 5m
+pool:
+  name: default
+  target: 2
+  max: 8
+)";
+  const WorkerSettings s = merged({}, yaml);
+  EXPECT_TRUE(validate_settings(s).ok()) << validate_settings(s).error().to_string();
+  EXPECT_EQ(s.project.value, "acme");
+  EXPECT_EQ(s.state_dir.value, "/var/lib/ringfence");
+  EXPECT_EQ(s.mode.value, SandboxMode::kPerWorker);
+  EXPECT_EQ(s.mode.source, "config /etc/rf/worker.yaml:5");
+  EXPECT_EQ(s.fallback_backends.value, (std::vector<std::string>{"native", "local"}));
+  EXPECT_EQ(s.pool_max.source, "config /etc/rf/worker.yaml:19");
+  const SandboxSpec spec = s.sandbox_spec();
+  EXPECT_EQ(spec.backend, "docker");
+  EXPECT_EQ(spec.image, "host");
+  EXPECT_EQ(spec.network, "none");
+  EXPECT_EQ(spec.limits.cpus, 1.5);
+  EXPECT_EQ(spec.limits.memory_bytes, 4ull << 30);
+  EXPECT_EQ(spec.limits.pids, 512u);
+  EXPECT_EQ(spec.limits.disk_bytes, 10ull << 30);
+  EXPECT_EQ(spec.limits.timeout, std::chrono::seconds(45));
+  EXPECT_EQ(s.idle_timeout.value, std::chrono::minutes(5));
+}
+
+TEST(WorkerSettings, YamlRoundTrip) {
+  const WorkerSettings s =
+      merged({"--project-environment", "staging", "--project", "acme", "--sandbox-cpu", "0.5",
+              "--sandbox-fallback-backends", "docker,local"},
+             "");
+  const WorkerSettings back = merged({}, settings_to_yaml(s));
+  for (size_t i = 1; i < s.explain().size(); ++i) {
+    const std::string a = s.explain()[i], b = back.explain()[i];
+    EXPECT_EQ(a.substr(0, a.rfind(" (")), b.substr(0, b.rfind(" (")));
+  }
+}
+
+TEST(WorkerSettings, StateDirTildeIsHome) {
+  EXPECT_EQ(merged({}, "state_dir: ~/rf\n").state_dir.value, "/home/u/rf");
+}
+
+// --- config file errors: file:line: key: message ---
+
+TEST(WorkerConfig, UnknownTopLevelKey) {
+  EXPECT_EQ(config_error("colour: red\n"),
+            "/etc/rf/worker.yaml:1: colour: unknown key (allowed: project_environment, project, "
+            "state_dir, sandbox, pool)");
+  EXPECT_EQ(config_error("pool:\n  max: 3\nprojects: acme\n"),
+            "/etc/rf/worker.yaml:3: projects: unknown key (did you mean \"project\"?)");
+}
+
+TEST(WorkerConfig, UnknownNestedKeyWithItsLine) {
+  EXPECT_EQ(config_error("project_environment: staging\nstate_dir: /x\n\n# limits\nsandbox:\n"
+                         "  mem: 1g\n  cpus: 2\n"),
+            "/etc/rf/worker.yaml:7: sandbox.cpus: unknown key (did you mean \"cpu\"?)");
+  EXPECT_EQ(config_error("pool:\n  size: 3\n"),
+            "/etc/rf/worker.yaml:2: pool.size: unknown key (allowed: name, target, max)");
+}
+
+TEST(WorkerConfig, WrongTypes) {
+  EXPECT_EQ(config_error("sandbox:\n  mem: [1g, 2g]\n"),
+            "/etc/rf/worker.yaml:2: sandbox.mem: expected a size such as 512m, got a list");
+  EXPECT_EQ(config_error("sandbox:\n  cpu:\n    max: 2\n"),
+            "/etc/rf/worker.yaml:2: sandbox.cpu: expected a number of cpus such as 1.5, got a "
+            "mapping");
+  EXPECT_EQ(config_error("sandbox:\n  pids:\n"),
+            "/etc/rf/worker.yaml:2: sandbox.pids: expected a whole number, got nothing");
+  EXPECT_EQ(
+      config_error("sandbox: per_run\n"),
+      "/etc/rf/worker.yaml:1: sandbox: expected a mapping of sandbox settings, got \"per_run\"");
+  EXPECT_EQ(config_error("- mode: per_run\n"),
+            "/etc/rf/worker.yaml:1: expected a mapping of settings, got a list");
+  EXPECT_EQ(config_error("sandbox:\n  fallback_backends: native\n"),
+            "/etc/rf/worker.yaml:2: sandbox.fallback_backends: expected a list of backends such "
+            "as [native], got \"native\"");
+}
+
+TEST(WorkerConfig, BadValues) {
+  EXPECT_EQ(config_error("project: acme\nsandbox:\n  mem: lots\n", "worker.yaml"),
+            "worker.yaml:3: sandbox.mem: expected a size such as 512m, got \"lots\"");
+  EXPECT_EQ(config_error("sandbox:\n  mode: fast\n"),
+            "/etc/rf/worker.yaml:2: sandbox.mode: unknown sandbox mode \"fast\" (allowed: none, "
+            "per_tool, per_run, per_worker)");
+  EXPECT_EQ(config_error("project_environment: qa\n"),
+            "/etc/rf/worker.yaml:1: project_environment: unknown project environment \"qa\" "
+            "(allowed: production, staging, development)");
+  EXPECT_EQ(config_error("sandbox:\n  backend: podman\n"),
+            "/etc/rf/worker.yaml:2: sandbox.backend: unknown backend \"podman\" (allowed: native, "
+            "docker, local)");
+  EXPECT_EQ(config_error("sandbox:\n  fallback_backends:\n    - native\n    - lxc\n"),
+            "/etc/rf/worker.yaml:4: sandbox.fallback_backends[1]: unknown backend \"lxc\" "
+            "(allowed: native, docker, local)");
+  EXPECT_EQ(config_error("sandbox:\n  pids: 2.5\n"),
+            "/etc/rf/worker.yaml:2: sandbox.pids: expected a whole number, got \"2.5\"");
+  EXPECT_EQ(
+      config_error("sandbox:\n  timeout: soon\n"),
+      "/etc/rf/worker.yaml:2: sandbox.timeout: expected a duration such as 30s, got \"soon\"");
+  EXPECT_EQ(config_error("project: acme corp\n"),
+            "/etc/rf/worker.yaml:1: project: expected a name of letters, digits, '.', '_' and "
+            "'-', got \"acme corp\"");
+}
+
+TEST(WorkerConfig, DuplicateKey) {
+  EXPECT_EQ(config_error("sandbox:\n  mem: 1g\n  mem: 2g\n"),
+            "/etc/rf/worker.yaml:3: sandbox.mem: duplicate key (first at line 2)");
+}
+
+TEST(WorkerConfig, YamlSyntaxErrorWithLine) {
+  EXPECT_EQ(config_error("sandbox:\n  mem: 1g\n  cpu: [2\n"),
+            "/etc/rf/worker.yaml:4:1: invalid YAML: end of sequence flow not found");
+  EXPECT_EQ(config_error("sandbox:\n  mem: 1g\n cpu: 2\n"),
+            "/etc/rf/worker.yaml:3:2: invalid YAML: end of map not found");
+}
+
+TEST(WorkerConfig, EmptyFileIsNoSettings) {
+  const SettingsLayer layer = config_layer_of("# nothing yet\n");
+  EXPECT_FALSE(layer.mode.has_value());
+  EXPECT_FALSE(layer.mem.has_value());
+  EXPECT_TRUE(config_layer_of("").project.value_or(Resolved<std::string>{"unset"}).value ==
+              "unset");
+}
+
+// --- semantic validation: errors name the flag or file:line: key ---
+
+TEST(WorkerSettings, PerWorkerNeedsAProject) {
+  EXPECT_EQ(validation_error({"--sandbox-mode", "per_worker"}, ""),
+            "--sandbox-mode: per_worker needs a project (--project, or project: in the config "
+            "file)");
+  EXPECT_EQ(validation_error({}, "sandbox:\n  mode: per_worker\n"),
+            "/etc/rf/worker.yaml:2: sandbox.mode: per_worker needs a project (--project, or "
+            "project: in the config file)");
+  EXPECT_EQ(validation_error({"--sandbox-mode", "per_worker", "--project", "acme"}, ""),
+            "(no error)");
+  EXPECT_EQ(validation_error({"--project", "acme"}, "sandbox:\n  mode: per_worker\n"),
+            "(no error)");
+}
+
+TEST(WorkerSettings, LimitsValidatedLikeSandboxSpec) {
+  EXPECT_EQ(validation_error({"--sandbox-mem", "1m"}, ""),
+            "--sandbox-mem: must be at least 8m, got 1m");
+  EXPECT_EQ(validation_error({}, "sandbox:\n  mem: 1m\n"),
+            "/etc/rf/worker.yaml:2: sandbox.mem: must be at least 8m, got 1m");
+  EXPECT_EQ(validation_error({}, "sandbox:\n  pids: 2\n"),
+            "/etc/rf/worker.yaml:2: sandbox.pids: must be between 8 and 1000000, got 2");
+  EXPECT_EQ(validation_error({"--sandbox-cpu", "0"}, ""),
+            "--sandbox-cpu: must be between 0.01 and 1024, got 0.000000");
+  EXPECT_EQ(validation_error({"--sandbox-disk", "1k"}, ""),
+            "--sandbox-disk: must be at least 1m, got 1k");
+  EXPECT_EQ(validation_error({}, "sandbox:\n  network: host\n"),
+            "/etc/rf/worker.yaml:2: sandbox.network: unknown network policy \"host\" (available: "
+            "none)");
+  EXPECT_EQ(validation_error({"--sandbox-image", "ubuntu"}, ""),
+            "--sandbox-image: unknown image \"ubuntu\" (available: host)");
+  // Other backends check their own images.
+  EXPECT_EQ(validation_error({"--sandbox-backend", "docker", "--sandbox-image", "ubuntu"}, ""),
+            "(no error)");
+}
+
+TEST(WorkerSettings, PoolAndPaths) {
+  EXPECT_EQ(validation_error({"--pool-target", "5"}, ""),
+            "--pool-target: must not exceed pool.max (4), got 5");
+  EXPECT_EQ(validation_error({}, "pool:\n  max: 0\n"),
+            "/etc/rf/worker.yaml:2: pool.max: must be at least 1, got 0");
+  EXPECT_EQ(validation_error({"--state-dir", "state"}, ""),
+            "--state-dir: must be an absolute path, got \"state\"");
+  EXPECT_EQ(validation_error({"--sandbox-idle-timeout", "0s"}, ""),
+            "--sandbox-idle-timeout: must be positive");
+}
+
+// --- flags ---
+
+TEST(WorkerFlags, BadFlagValuesNameTheFlag) {
+  EXPECT_EQ(flag_error({"--sandbox-mem", "lots"}),
+            "--sandbox-mem: expected a size such as 512m, got \"lots\"");
+  EXPECT_EQ(flag_error({"--project-environment", "qa"}),
+            "--project-environment: unknown project environment \"qa\" (allowed: production, "
+            "staging, development)");
+  EXPECT_EQ(flag_error({"--sandbox-mode", "per-run"}),
+            "--sandbox-mode: unknown sandbox mode \"per-run\" (allowed: none, per_tool, per_run, "
+            "per_worker)");
+  EXPECT_EQ(
+      flag_error({"--sandbox-fallback-backends", "native,lxc"}),
+      "--sandbox-fallback-backends: unknown backend \"lxc\" (allowed: native, docker, local)");
+  EXPECT_EQ(flag_error({"--sandbox-pids", "-1"}),
+            "--sandbox-pids: expected a whole number, got \"-1\"");
+}
+
+TEST(WorkerFlags, UnknownFlagIsAParseError) {
+  EXPECT_THROW(parse_flags({"--sandbox-cpus", "2"}), CLI::ParseError);
+  EXPECT_THROW(parse_flags({"--sandbox-mem"}), CLI::ParseError);
+}
+
+TEST(WorkerFlags, FallbackBackendsFlagOverridesConfig) {
+  const std::string yaml = "sandbox:\n  fallback_backends: [docker]\n";
+  WorkerSettings s = merged({"--sandbox-fallback-backends", "native,local"}, yaml);
+  EXPECT_EQ(s.fallback_backends.value, (std::vector<std::string>{"native", "local"}));
+  s = merged({"--sandbox-fallback-backends", ""}, yaml);
+  EXPECT_TRUE(s.fallback_backends.value.empty());
+  EXPECT_EQ(s.fallback_backends.source, "flag --sandbox-fallback-backends");
+}
+
+// --- the config file on disk ---
+
+TEST(WorkerConfigFile, MissingConfigFlagFileIsAnError) {
+  TempDir home;
+  WorkerFlags flags = parse_flags({"--config", home.path() + "/nope.yaml"});
+  auto s = resolve_worker_settings(flags, home.path());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().to_string(),
+            "--config " + home.path() + "/nope.yaml: No such file or directory");
+}
+
+TEST(WorkerConfigFile, MissingDefaultFileIsFine) {
+  TempDir home;
+  auto s = resolve_worker_settings(parse_flags({}), home.path());
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  EXPECT_EQ(s->config_file.value, "");
+  EXPECT_EQ(s->explain()[0], "config file: (none) (default)");
+  EXPECT_EQ(s->state_dir.value, home.path() + "/.ringfence/state");
+}
+
+TEST(WorkerConfigFile, DefaultFileIsRead) {
+  TempDir home;
+  const std::string path = home.write(".ringfence/worker.yaml", "sandbox:\n  mem: 2g\n");
+  auto s = resolve_worker_settings(parse_flags({}), home.path());
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  EXPECT_EQ(s->config_file.value, path);
+  EXPECT_EQ(s->config_file.source, "default");
+  EXPECT_EQ(s->mem.value, 2ull << 30);
+  EXPECT_EQ(s->mem.source, "config " + path + ":2");
+}
+
+TEST(WorkerConfigFile, ConfigFlagBeatsDefaultFile) {
+  TempDir home;
+  home.write(".ringfence/worker.yaml", "sandbox:\n  mem: 2g\n");
+  const std::string other = home.write("other.yaml", "sandbox:\n  cpu: 3\n");
+  auto s = resolve_worker_settings(parse_flags({"--config", other}), home.path());
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  EXPECT_EQ(s->config_file.source, "flag --config");
+  EXPECT_EQ(s->mem.source, "default");
+  EXPECT_EQ(s->cpu.source, "config " + other + ":2");
+}
+
+TEST(WorkerConfigFile, ErrorsInTheFileNameIt) {
+  TempDir home;
+  const std::string path = home.write("w.yaml", "sandbox:\n  mem: lots\n");
+  auto s = resolve_worker_settings(parse_flags({"--config", path}), home.path());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().to_string(),
+            path + ":2: sandbox.mem: expected a size such as 512m, got \"lots\"");
+}
+
+}  // namespace
+}  // namespace rf::worker
