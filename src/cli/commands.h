@@ -14,5 +14,6 @@ struct CommandResult {
 };
 
 void add_sandbox_commands(CLI::App& app, CommandResult* result);
+void add_worker_commands(CLI::App& app, CommandResult* result);
 
 }  // namespace rf::cli
