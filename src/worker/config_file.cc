@@ -108,7 +108,10 @@ std::string unknown_key_message(const std::string& name, const std::vector<Field
     const bool prefix = std::min(name.size(), f.name.size()) >= 3 &&
                         (name.starts_with(f.name) || f.name.starts_with(name));
     const size_t d = prefix ? 1 : edit_distance(name, f.name);
-    if (d < best_distance) best = &f, best_distance = d;
+    if (d < best_distance) {
+      best = &f;
+      best_distance = d;
+    }
   }
   if (best != nullptr) return "unknown key (did you mean \"" + best->name + "\"?)";
   std::string known;

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 #include "core/units.h"
