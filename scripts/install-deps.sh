@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
-  libseccomp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
+  libseccomp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   bubblewrap busybox-static python3 curl util-linux procps
 )

@@ -1,0 +1,197 @@
+#include "store/migrations.h"
+
+#include <chrono>
+#include <string>
+
+namespace rf::store {
+namespace {
+
+// Version 1: projects, runs, tool calls and their output, sandboxes, workers,
+// events. Times are integer milliseconds since the epoch. Tool call ids are
+// assigned under the write lock, so id order is enqueue order.
+constexpr std::string_view kV1 = R"sql(
+CREATE TABLE projects (
+  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+  environment TEXT NOT NULL CHECK (environment IN ('production', 'staging', 'development')),
+  created_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+  project_id TEXT NOT NULL REFERENCES projects (id),
+  state TEXT NOT NULL CHECK (state IN ('open', 'ended')),
+  created_at INTEGER NOT NULL,
+  ended_at INTEGER
+) STRICT;
+CREATE INDEX runs_by_project ON runs (project_id);
+
+CREATE TABLE tool_calls (
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  project_id TEXT NOT NULL REFERENCES projects (id),
+  argv_json TEXT NOT NULL,
+  env_json TEXT NOT NULL,
+  cwd TEXT NOT NULL,
+  stdin BLOB NOT NULL,
+  timeout_ms INTEGER NOT NULL CHECK (timeout_ms > 0),
+  state TEXT NOT NULL
+    CHECK (state IN ('queued', 'claimed', 'running', 'done', 'interrupted', 'failed')),
+  worker_id TEXT,
+  lease_expires_at INTEGER,
+  exit_code INTEGER,
+  result_json TEXT,
+  error TEXT,
+  enqueued_at INTEGER NOT NULL,
+  claimed_at INTEGER,
+  finished_at INTEGER,
+  CHECK (state NOT IN ('claimed', 'running')
+         OR (worker_id IS NOT NULL AND lease_expires_at IS NOT NULL))
+) STRICT;
+-- The queue, in enqueue order: all projects, and one project (per_worker workers).
+CREATE INDEX tool_calls_queued ON tool_calls (id) WHERE state = 'queued';
+CREATE INDEX tool_calls_queued_by_project ON tool_calls (project_id, id) WHERE state = 'queued';
+CREATE INDEX tool_calls_by_run ON tool_calls (run_id, id);
+-- Leases: heartbeats (by worker) and the orphan sweep (by expiry).
+CREATE INDEX tool_calls_held_by_worker ON tool_calls (worker_id)
+  WHERE state IN ('claimed', 'running');
+CREATE INDEX tool_calls_held_by_expiry ON tool_calls (lease_expires_at)
+  WHERE state IN ('claimed', 'running');
+
+CREATE TABLE call_output (
+  call_id INTEGER NOT NULL REFERENCES tool_calls (id),
+  seq INTEGER NOT NULL CHECK (seq > 0),
+  stream INTEGER NOT NULL CHECK (stream IN (1, 2)),
+  data BLOB NOT NULL,
+  PRIMARY KEY (call_id, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE sandboxes (
+  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+  backend TEXT NOT NULL,
+  project_id TEXT,
+  run_id TEXT,
+  mode TEXT NOT NULL CHECK (mode IN ('none', 'per_tool', 'per_run', 'per_worker')),
+  worker_id TEXT,
+  host_pid INTEGER,
+  state TEXT NOT NULL CHECK (state IN ('pooled', 'active', 'destroyed')),
+  created_at INTEGER NOT NULL,
+  destroyed_at INTEGER
+) STRICT;
+CREATE INDEX sandboxes_by_state ON sandboxes (state);
+
+CREATE TABLE workers (
+  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+  pid INTEGER NOT NULL,
+  hostname TEXT NOT NULL,
+  started_at INTEGER NOT NULL,
+  heartbeat_at INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('running', 'stopped'))
+) STRICT;
+
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY,
+  at INTEGER NOT NULL,
+  kind TEXT NOT NULL CHECK (kind <> ''),
+  project_id TEXT,
+  run_id TEXT,
+  call_id INTEGER,
+  sandbox_id TEXT,
+  worker_id TEXT,
+  detail_json TEXT
+) STRICT;
+CREATE INDEX events_by_run ON events (run_id, id);
+CREATE INDEX events_by_call ON events (call_id, id);
+)sql";
+
+constexpr Migration kMigrations[] = {
+    {1, kV1},
+};
+
+constexpr std::string_view kVersionTable =
+    "CREATE TABLE IF NOT EXISTS schema_version ("
+    " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT";
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+Status check_order(std::span<const Migration> list) {
+  int last = 0;
+  for (const Migration& m : list) {
+    if (m.version <= last) {
+      return make_error("migration " + std::to_string(m.version),
+                        "versions must increase (it follows " + std::to_string(last) + ")");
+    }
+    last = m.version;
+  }
+  return ok_status();
+}
+
+Status refuse_newer(int found, int known) {
+  if (found <= known) return ok_status();
+  return make_error("", "the file's schema version " + std::to_string(found) +
+                            " is newer than this build's (version " + std::to_string(known) +
+                            "); use a newer ringfence");
+}
+
+Status record(Db& db, int version) {
+  auto insert = db.prepare("INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)");
+  if (!insert.ok()) return insert.take_error();
+  return insert->bind(1, int64_t{version}).bind(2, now_ms()).run();
+}
+
+// One migration in one write transaction; the version is read under the lock,
+// so of two processes migrating at once the second finds it done.
+Status apply(Db& db, const Migration& m, int known) {
+  return write_transaction(db, [&]() -> Status {
+    RF_TRY(db.exec(kVersionTable));
+    auto current = schema_version(db);
+    if (!current.ok()) return current.take_error();
+    RF_TRY(refuse_newer(*current, known));
+    if (*current >= m.version) return ok_status();
+    auto applied = db.exec(m.sql);
+    if (!applied.ok()) {
+      return make_error("migration " + std::to_string(m.version), applied.error().to_string());
+    }
+    return record(db, m.version);
+  });
+}
+
+Status migrate_all(Db& db, std::span<const Migration> list) {
+  RF_TRY(check_order(list));
+  int known = list.empty() ? 0 : list.back().version;
+  auto current = schema_version(db);
+  if (!current.ok()) return current.take_error();
+  RF_TRY(refuse_newer(*current, known));
+  for (const Migration& m : list) {
+    if (m.version > *current) RF_TRY(apply(db, m, known));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+std::span<const Migration> migrations() { return kMigrations; }
+
+Result<int> schema_version(Db& db) {
+  auto exists = db.prepare(
+      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+  if (!exists.ok()) return exists.take_error();
+  auto row = exists->step();
+  if (!row.ok()) return row.take_error();
+  if (exists->int64(0) == 0) return 0;
+  auto max = db.prepare("SELECT coalesce(max(version), 0) FROM schema_version");
+  if (!max.ok()) return max.take_error();
+  row = max->step();
+  if (!row.ok()) return row.take_error();
+  return static_cast<int>(max->int64(0));
+}
+
+Status migrate(Db& db, std::span<const Migration> list) {
+  auto migrated = migrate_all(db, list);
+  if (migrated.ok()) return migrated;
+  return make_error("migrate database " + db.path(), migrated.error().to_string());
+}
+
+}  // namespace rf::store

@@ -1,0 +1,31 @@
+// The store's schema as an ordered list of versioned migrations. Each one is
+// applied in its own write transaction and recorded in schema_version, so a
+// half-applied migration never exists and applying twice is a no-op. Several
+// processes may open (and so migrate) the same file at once: the version is read
+// again under the write lock before each step.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "core/result.h"
+#include "store/db.h"
+
+namespace rf::store {
+
+struct Migration {
+  int version;           // 1, 2, 3...: strictly increasing
+  std::string_view sql;  // one or more statements
+};
+
+// The migrations this build knows, in order.
+std::span<const Migration> migrations();
+
+// The version recorded in `db` (0 for a file that has none yet).
+Result<int> schema_version(Db& db);
+
+// Applies the migrations newer than the file's version. A file whose version is
+// newer than the last of `list` is refused, naming both versions.
+Status migrate(Db& db, std::span<const Migration> list = migrations());
+
+}  // namespace rf::store
