@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <thread>
+
 namespace rf::store {
 namespace {
 
@@ -18,6 +20,30 @@ std::string sql_excerpt(std::string_view sql) {
 
 std::string sqlite_message(sqlite3* db, int rc) {
   return db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+}
+
+// Switches the file to WAL. Converting a new file takes an exclusive lock, and
+// SQLite reports busy at once, without its busy handler, when another connection
+// holds the file (several processes opening a new file together): retry until
+// the busy timeout.
+Status set_wal(sqlite3* db, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    std::string mode;
+    auto read_mode = [](void* out, int, char** values, char**) {
+      *static_cast<std::string*>(out) = values[0] != nullptr ? values[0] : "";
+      return 0;
+    };
+    int rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL", read_mode, &mode, nullptr);
+    if (rc == SQLITE_OK && mode == "wal") return ok_status();
+    if (rc == SQLITE_OK) {
+      return make_error("journal_mode", "the file system refused WAL mode (got \"" + mode + "\")");
+    }
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
+      return make_error("PRAGMA journal_mode = WAL", sqlite3_errmsg(db));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace
@@ -149,14 +175,7 @@ Status Db::configure(const DbOptions& options) {
   sqlite3_extended_result_codes(db_, 1);
   sqlite3_busy_timeout(db_, static_cast<int>(options.busy_timeout.count()));
   RF_TRY(exec("PRAGMA foreign_keys = ON"));
-  auto mode = prepare("PRAGMA journal_mode = WAL");
-  if (!mode.ok()) return mode.take_error();
-  auto row = mode->step();
-  if (!row.ok()) return row.take_error();
-  if (!*row || mode->text(0) != "wal") {
-    return make_error("journal_mode", "the file system refused WAL mode (got \"" +
-                                          (*row ? mode->text(0) : std::string()) + "\")");
-  }
+  RF_TRY(set_wal(db_, options.busy_timeout));
   return exec("PRAGMA synchronous = NORMAL");
 }
 
