@@ -1,0 +1,772 @@
+#include "store/store.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <system_error>
+#include <utility>
+
+#include "store/migrations.h"
+
+namespace rf::store {
+namespace {
+
+using json = nlohmann::json;
+
+// ---- errors
+
+// An error whose message is the whole sentence ("run R has ended").
+Error fail(std::string message) { return make_error("", std::move(message)); }
+
+// Puts the operation in front of an error: "enqueue call in run R: run R has ended".
+template <class T>
+Result<T> within(const std::string& operation, Result<T> result) {
+  if (result.ok()) return result;
+  return make_error(operation, result.error().to_string());
+}
+
+std::string call_name(int64_t id) { return "call " + std::to_string(id); }
+
+// ---- enum names
+
+template <class E>
+struct Name {
+  E value;
+  std::string_view text;
+};
+
+constexpr Name<Environment> kEnvironments[] = {{Environment::production, "production"},
+                                               {Environment::staging, "staging"},
+                                               {Environment::development, "development"}};
+constexpr Name<RunState> kRunStates[] = {{RunState::open, "open"}, {RunState::ended, "ended"}};
+constexpr Name<CallState> kCallStates[] = {
+    {CallState::queued, "queued"},           {CallState::claimed, "claimed"},
+    {CallState::running, "running"},         {CallState::done, "done"},
+    {CallState::interrupted, "interrupted"}, {CallState::failed, "failed"}};
+constexpr Name<SandboxState> kSandboxStates[] = {{SandboxState::pooled, "pooled"},
+                                                 {SandboxState::active, "active"},
+                                                 {SandboxState::destroyed, "destroyed"}};
+constexpr Name<WorkerState> kWorkerStates[] = {{WorkerState::running, "running"},
+                                               {WorkerState::stopped, "stopped"}};
+constexpr std::string_view kSandboxModes[] = {"none", "per_tool", "per_run", "per_worker"};
+
+template <class E, size_t N>
+std::string_view name_of(const Name<E> (&names)[N], E value) {
+  for (const auto& n : names) {
+    if (n.value == value) return n.text;
+  }
+  return "?";
+}
+
+template <class E, size_t N>
+Result<E> parse_name(const Name<E> (&names)[N], std::string_view text, std::string_view what) {
+  for (const auto& n : names) {
+    if (n.text == text) return n.value;
+  }
+  return fail("unknown " + std::string(what) + " \"" + std::string(text) + "\"");
+}
+
+// ---- JSON of argv and env (stored as TEXT; refused when not UTF-8)
+
+Status check_utf8(const std::string& text, const std::string& what) {
+  try {
+    (void)json(text).dump();
+  } catch (const json::exception&) {
+    return fail(what + " is not valid UTF-8");
+  }
+  return ok_status();
+}
+
+Status check_call_text(const NewCall& c) {
+  for (size_t i = 0; i < c.argv.size(); ++i) {
+    RF_TRY(check_utf8(c.argv[i], "argv[" + std::to_string(i) + "]"));
+  }
+  for (const auto& [key, value] : c.env) {
+    RF_TRY(check_utf8(key, "an env name"));
+    RF_TRY(check_utf8(value, "env " + key));
+  }
+  return check_utf8(c.cwd, "cwd");
+}
+
+Result<std::vector<std::string>> argv_from_json(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_array()) return fail("its stored argv is not a JSON array");
+  std::vector<std::string> argv;
+  for (const json& arg : j) {
+    if (!arg.is_string()) return fail("its stored argv holds a non-string");
+    argv.push_back(arg.get<std::string>());
+  }
+  return argv;
+}
+
+Result<std::map<std::string, std::string>> env_from_json(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return fail("its stored env is not a JSON object");
+  std::map<std::string, std::string> env;
+  for (const auto& [key, value] : j.items()) {
+    if (!value.is_string()) return fail("its stored env " + key + " is not a string");
+    env[key] = value.get<std::string>();
+  }
+  return env;
+}
+
+// ---- statements with their parameters bound in order (?1, ?2, ...)
+
+struct Blob {
+  std::string_view bytes;
+};
+
+template <class T>
+void bind_one(Statement& st, int index, const T& value) {
+  st.bind(index, value);
+}
+void bind_one(Statement& st, int index, Blob blob) { st.bind_blob(index, blob.bytes); }
+void bind_one(Statement& st, int index, int value) { st.bind(index, int64_t{value}); }
+
+template <class... Args>
+Result<Statement> query(Db& db, std::string_view sql, const Args&... args) {
+  auto st = db.prepare(sql);
+  if (!st.ok()) return st;
+  int index = 0;
+  (bind_one(*st, ++index, args), ...);
+  return st;
+}
+
+template <class... Args>
+Status exec(Db& db, std::string_view sql, const Args&... args) {
+  auto st = query(db, sql, args...);
+  if (!st.ok()) return st.take_error();
+  return st->run();
+}
+
+// Steps through the rows of a bound statement, reading each with `read`
+// (Statement -> Result<T>).
+template <class T, class Read>
+Result<std::vector<T>> read_rows(Statement& st, Read read) {
+  std::vector<T> out;
+  while (true) {
+    auto row = st.step();
+    if (!row.ok()) return row.take_error();
+    if (!*row) return out;
+    auto item = read(st);
+    if (!item.ok()) return item.take_error();
+    out.push_back(std::move(*item));
+  }
+}
+
+template <class T, class Read, class... Args>
+Result<std::vector<T>> rows(Db& db, Read read, std::string_view sql, const Args&... args) {
+  auto st = query(db, sql, args...);
+  if (!st.ok()) return st.take_error();
+  return read_rows<T>(*st, read);
+}
+
+// The first row read with `read`, or nullopt.
+template <class T, class Read, class... Args>
+Result<std::optional<T>> first_row(Db& db, Read read, std::string_view sql, const Args&... args) {
+  auto all = rows<T>(db, read, sql, args...);
+  if (!all.ok()) return all.take_error();
+  if (all->empty()) return std::optional<T>();
+  return std::optional<T>(std::move(all->front()));
+}
+
+Result<std::string> read_text0(const Statement& st) { return st.text(0); }
+
+// ---- rows
+
+Result<Project> read_project(const Statement& st) {
+  auto env = parse_name(kEnvironments, st.text(1), "environment");
+  if (!env.ok()) return env.take_error();
+  return Project{st.text(0), *env, st.int64(2)};
+}
+
+constexpr std::string_view kCallColumns =
+    "id, run_id, project_id, argv_json, state, worker_id, exit_code, result_json, error, "
+    "enqueued_at, claimed_at, finished_at";
+
+Result<CallView> read_call(const Statement& st) {
+  CallView v;
+  v.id = st.int64(0);
+  auto argv = argv_from_json(st.text(3));
+  auto state = parse_name(kCallStates, st.text(4), "call state");
+  if (!argv.ok()) return make_error(call_name(v.id), argv.error().to_string());
+  if (!state.ok()) return make_error(call_name(v.id), state.error().to_string());
+  v.run_id = st.text(1);
+  v.project_id = st.text(2);
+  v.argv = std::move(*argv);
+  v.state = *state;
+  v.worker_id = st.opt_text(5);
+  v.exit_code = st.opt_int64(6);
+  v.result_json = st.opt_text(7);
+  v.error = st.opt_text(8);
+  v.enqueued_at = st.int64(9);
+  v.claimed_at = st.opt_int64(10);
+  v.finished_at = st.opt_int64(11);
+  return v;
+}
+
+Result<OutputChunk> read_chunk(const Statement& st) {
+  return OutputChunk{st.int64(0), static_cast<Stream>(st.int64(1)), st.blob(2)};
+}
+
+Result<WorkerRow> read_worker(const Statement& st) {
+  auto state = parse_name(kWorkerStates, st.text(5), "worker state");
+  if (!state.ok()) return state.take_error();
+  return WorkerRow{st.text(0), st.int64(1), st.text(2), st.int64(3), st.int64(4), *state};
+}
+
+constexpr std::string_view kSandboxColumns =
+    "id, backend, project_id, run_id, mode, worker_id, host_pid, state, created_at, "
+    "destroyed_at";
+
+Result<SandboxRow> read_sandbox(const Statement& st) {
+  auto state = parse_name(kSandboxStates, st.text(7), "sandbox state");
+  if (!state.ok()) return state.take_error();
+  return SandboxRow{st.text(0),  st.text(1),     st.opt_text(2),  st.opt_text(3),
+                    st.text(4),  st.opt_text(5), st.opt_int64(6), *state,
+                    st.int64(8), st.opt_int64(9)};
+}
+
+Result<Event> read_event(const Statement& st) {
+  return Event{st.int64(0),     st.int64(1),    st.text(2),     st.opt_text(3), st.opt_text(4),
+               st.opt_int64(5), st.opt_text(6), st.opt_text(7), st.opt_text(8)};
+}
+
+// ---- checks shared by several operations (inside their transaction)
+
+Result<Project> require_project(Db& db, const std::string& id) {
+  auto p = first_row<Project>(db, read_project,
+                              "SELECT id, environment, created_at FROM projects WHERE id = ?1", id);
+  if (!p.ok()) return p.take_error();
+  if (!*p) return fail("project " + id + " does not exist");
+  return std::move(**p);
+}
+
+Status require_running_worker(Db& db, const std::string& id) {
+  auto state =
+      first_row<std::string>(db, read_text0, "SELECT state FROM workers WHERE id = ?1", id);
+  if (!state.ok()) return state.take_error();
+  if (!*state) return fail("worker " + id + " is not registered");
+  if (**state != "running") return fail("worker " + id + " is " + **state);
+  return ok_status();
+}
+
+struct Holder {
+  std::string state;
+  std::optional<std::string> worker_id;
+  std::optional<int64_t> lease_expires_at;
+};
+
+// The call must be claimed or running by `worker`, its lease not expired at `now`.
+Status require_held(Db& db, int64_t call_id, const std::string& worker, int64_t now) {
+  auto read = [](const Statement& st) -> Result<Holder> {
+    return Holder{st.text(0), st.opt_text(1), st.opt_int64(2)};
+  };
+  auto h = first_row<Holder>(
+      db, read, "SELECT state, worker_id, lease_expires_at FROM tool_calls WHERE id = ?1", call_id);
+  if (!h.ok()) return h.take_error();
+  if (!*h) return fail(call_name(call_id) + " does not exist");
+  std::string lost = call_name(call_id) + " is not held by worker " + worker + " (lease lost): ";
+  const Holder& held = **h;
+  if (held.state != "claimed" && held.state != "running") return fail(lost + "it is " + held.state);
+  if (held.worker_id != worker) return fail(lost + "worker " + *held.worker_id + " holds it");
+  if (*held.lease_expires_at < now) {
+    return fail(lost + "the lease expired at " + std::to_string(*held.lease_expires_at));
+  }
+  return ok_status();
+}
+
+// Creates the run (open) or checks that it is an open run of `project`.
+Status open_run(Db& db, const std::string& run, const std::string& project, int64_t now) {
+  auto read = [](const Statement& st) -> Result<std::pair<std::string, std::string>> {
+    return std::pair(st.text(0), st.text(1));
+  };
+  auto found = first_row<std::pair<std::string, std::string>>(
+      db, read, "SELECT project_id, state FROM runs WHERE id = ?1", run);
+  if (!found.ok()) return found.take_error();
+  if (!*found) {
+    return exec(db,
+                "INSERT INTO runs (id, project_id, state, created_at) VALUES (?1, ?2, 'open', ?3)",
+                run, project, now);
+  }
+  const auto& [owner, state] = **found;
+  if (owner != project)
+    return fail("run " + run + " belongs to project " + owner + ", not " + project);
+  if (state != "open") return fail("run " + run + " has ended");
+  return ok_status();
+}
+
+Status check_lease(std::chrono::milliseconds lease) {
+  if (lease.count() > 0) return ok_status();
+  return fail("the lease must be positive (got " + std::to_string(lease.count()) + " ms)");
+}
+
+Status validate_call(const NewCall& c) {
+  if (c.project.empty()) return fail("the project id is empty");
+  if (c.run.empty()) return fail("the run id is empty");
+  if (c.argv.empty()) return fail("argv is empty");
+  if (c.timeout.count() <= 0) {
+    return fail("timeout must be positive (got " + std::to_string(c.timeout.count()) + " ms)");
+  }
+  return check_call_text(c);
+}
+
+// Reads the queued call in the current row; a row that cannot be decoded is
+// marked failed by the caller and skipped.
+Result<ClaimedCall> read_queued(const Statement& st) {
+  ClaimedCall c;
+  c.id = st.int64(0);
+  auto argv = argv_from_json(st.text(3));
+  if (!argv.ok()) return argv.take_error();
+  auto env = env_from_json(st.text(4));
+  if (!env.ok()) return env.take_error();
+  c.call = NewCall{st.text(2),
+                   st.text(1),
+                   std::move(*argv),
+                   std::move(*env),
+                   st.text(5),
+                   st.blob(6),
+                   std::chrono::milliseconds(st.int64(7))};
+  return c;
+}
+
+// The oldest queued call the filter allows, or nullopt. Rows that cannot be
+// decoded fail (so they do not block the queue) and the next is taken.
+Result<std::optional<ClaimedCall>> next_queued(Db& db, const ClaimFilter& filter, int64_t now) {
+  constexpr std::string_view kAny =
+      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms "
+      "FROM tool_calls WHERE state = 'queued' ORDER BY id LIMIT 1";
+  constexpr std::string_view kOfProject =
+      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms "
+      "FROM tool_calls WHERE state = 'queued' AND project_id = ?1 ORDER BY id LIMIT 1";
+  while (true) {
+    auto st = filter.project ? query(db, kOfProject, *filter.project) : query(db, kAny);
+    if (!st.ok()) return st.take_error();
+    auto row = st->step();
+    if (!row.ok()) return row.take_error();
+    if (!*row) return std::optional<ClaimedCall>();
+    auto call = read_queued(*st);
+    if (call.ok()) return std::optional<ClaimedCall>(std::move(*call));
+    RF_TRY(exec(
+        db, "UPDATE tool_calls SET state = 'failed', error = ?2, finished_at = ?3 WHERE id = ?1",
+        st->int64(0), call.error().to_string(), now));
+  }
+}
+
+// Calls held (claimed or running) that match `condition` become interrupted
+// with `error`; returns how many.
+template <class... Args>
+Result<int> interrupt_held(Db& db, std::string_view condition, const std::string& error,
+                           int64_t now, const Args&... args) {
+  std::string sql =
+      "UPDATE tool_calls SET state = 'interrupted', error = ?1, finished_at = ?2 "
+      "WHERE state IN ('claimed', 'running') AND ";
+  sql += condition;
+  RF_TRY(exec(db, sql, error, now, args...));
+  return db.changes();
+}
+
+Status make_parent_dirs(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) return ok_status();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return sys_error("create directory " + dir.string(), ec.value());
+  return ok_status();
+}
+
+}  // namespace
+
+std::string_view to_string(Environment e) { return name_of(kEnvironments, e); }
+std::string_view to_string(RunState s) { return name_of(kRunStates, s); }
+std::string_view to_string(CallState s) { return name_of(kCallStates, s); }
+std::string_view to_string(SandboxState s) { return name_of(kSandboxStates, s); }
+std::string_view to_string(WorkerState s) { return name_of(kWorkerStates, s); }
+
+Result<Environment> parse_environment(std::string_view text) {
+  return parse_name(kEnvironments, text, "environment");
+}
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// ---- opening
+
+Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
+  RF_TRY(within("open store " + path, make_parent_dirs(path)));
+  auto db = Db::open(path);
+  if (!db.ok()) return db.take_error();
+  RF_TRY(migrate(*db));
+  return std::unique_ptr<Store>(new Store(std::move(*db)));
+}
+
+void Store::set_clock(std::function<int64_t()> clock) {
+  std::lock_guard lock(mu_);
+  clock_ = std::move(clock);
+}
+
+// ---- projects
+
+Status Store::ensure_project(const std::string& id, Environment environment) {
+  std::lock_guard lock(mu_);
+  std::string_view wanted = to_string(environment);
+  auto ensure = [&]() -> Status {
+    if (id.empty()) return fail("the project id is empty");
+    auto existing = first_row<std::string>(db_, read_text0,
+                                           "SELECT environment FROM projects WHERE id = ?1", id);
+    if (!existing.ok()) return existing.take_error();
+    if (!*existing) {
+      return exec(db_, "INSERT INTO projects (id, environment, created_at) VALUES (?1, ?2, ?3)", id,
+                  wanted, now());
+    }
+    if (**existing == wanted) return ok_status();
+    return fail("project " + id + " is " + **existing + ", not " + std::string(wanted));
+  };
+  return within("ensure project " + id, write_transaction(db_, ensure));
+}
+
+Result<Project> Store::project(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return within("read project " + id, require_project(db_, id));
+}
+
+// ---- tool calls, client side
+
+Result<int64_t> Store::enqueue_call(const NewCall& c) {
+  std::lock_guard lock(mu_);
+  auto insert = [&]() -> Result<int64_t> {
+    int64_t at = now();
+    auto project = require_project(db_, c.project);
+    if (!project.ok()) return project.take_error();
+    RF_TRY(open_run(db_, c.run, c.project, at));
+    RF_TRY(exec(db_,
+                "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, stdin, "
+                "timeout_ms, state, enqueued_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8)",
+                c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
+                Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at));
+    return db_.last_insert_rowid();
+  };
+  std::string operation = "enqueue call in run " + c.run;
+  RF_TRY(within(operation, validate_call(c)));
+  return within(operation, write_transaction(db_, insert));
+}
+
+Result<CallView> Store::call(int64_t call_id) {
+  std::lock_guard lock(mu_);
+  auto read = [&]() -> Result<CallView> {
+    auto v = first_row<CallView>(
+        db_, read_call, "SELECT " + std::string(kCallColumns) + " FROM tool_calls WHERE id = ?1",
+        call_id);
+    if (!v.ok()) return v.take_error();
+    if (!*v) return fail(call_name(call_id) + " does not exist");
+    return std::move(**v);
+  };
+  return within("read " + call_name(call_id), read());
+}
+
+Result<std::vector<OutputChunk>> Store::output(int64_t call_id, int64_t after_seq, int limit) {
+  std::lock_guard lock(mu_);
+  auto read = [&]() -> Result<std::vector<OutputChunk>> {
+    auto found = first_row<std::string>(db_, read_text0,
+                                        "SELECT state FROM tool_calls WHERE id = ?1", call_id);
+    if (!found.ok()) return found.take_error();
+    if (!*found) return fail(call_name(call_id) + " does not exist");
+    return rows<OutputChunk>(db_, read_chunk,
+                             "SELECT seq, stream, data FROM call_output "
+                             "WHERE call_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                             call_id, after_seq, limit);
+  };
+  return within("read output of " + call_name(call_id), read_transaction(db_, read));
+}
+
+// ---- tool calls, worker side
+
+Result<std::optional<ClaimedCall>> Store::claim_next(const std::string& worker_id,
+                                                     std::chrono::milliseconds lease,
+                                                     const ClaimFilter& filter) {
+  std::lock_guard lock(mu_);
+  auto claim = [&]() -> Result<std::optional<ClaimedCall>> {
+    RF_TRY(check_lease(lease));
+    RF_TRY(require_running_worker(db_, worker_id));
+    int64_t at = now();
+    auto next = next_queued(db_, filter, at);
+    if (!next.ok() || !*next) return next;
+    ClaimedCall& c = **next;
+    c.lease_expires_at = at + lease.count();
+    RF_TRY(exec(db_,
+                "UPDATE tool_calls SET state = 'claimed', worker_id = ?2, lease_expires_at = ?3, "
+                "claimed_at = ?4 WHERE id = ?1",
+                c.id, worker_id, c.lease_expires_at, at));
+    return next;
+  };
+  return within("claim a call for worker " + worker_id, write_transaction(db_, claim));
+}
+
+Status Store::mark_running(int64_t call_id, const std::string& worker_id) {
+  std::lock_guard lock(mu_);
+  auto mark = [&]() -> Status {
+    RF_TRY(require_held(db_, call_id, worker_id, now()));
+    return exec(db_, "UPDATE tool_calls SET state = 'running' WHERE id = ?1", call_id);
+  };
+  return within("mark " + call_name(call_id) + " running", write_transaction(db_, mark));
+}
+
+Result<int64_t> Store::append_output(int64_t call_id, const std::string& worker_id, Stream stream,
+                                     std::string_view bytes) {
+  std::lock_guard lock(mu_);
+  auto append = [&]() -> Result<int64_t> {
+    RF_TRY(require_held(db_, call_id, worker_id, now()));
+    auto next = first_row<int64_t>(
+        db_, [](const Statement& st) -> Result<int64_t> { return st.int64(0); },
+        "SELECT coalesce(max(seq), 0) + 1 FROM call_output WHERE call_id = ?1", call_id);
+    if (!next.ok()) return next.take_error();
+    int64_t seq = **next;
+    RF_TRY(exec(db_, "INSERT INTO call_output (call_id, seq, stream, data) VALUES (?1, ?2, ?3, ?4)",
+                call_id, seq, static_cast<int>(stream), Blob{bytes}));
+    return seq;
+  };
+  return within("append output of " + call_name(call_id), write_transaction(db_, append));
+}
+
+Status Store::finish_call(int64_t call_id, const std::string& worker_id, int exit_code,
+                          const std::string& result_json) {
+  std::lock_guard lock(mu_);
+  auto finish = [&]() -> Status {
+    if (!json::accept(result_json)) return fail("the result is not valid JSON");
+    int64_t at = now();
+    RF_TRY(require_held(db_, call_id, worker_id, at));
+    return exec(db_,
+                "UPDATE tool_calls SET state = 'done', exit_code = ?2, result_json = ?3, "
+                "finished_at = ?4 WHERE id = ?1",
+                call_id, exit_code, result_json, at);
+  };
+  return within("finish " + call_name(call_id), write_transaction(db_, finish));
+}
+
+Status Store::fail_call(int64_t call_id, const std::string& worker_id, const std::string& error) {
+  std::lock_guard lock(mu_);
+  auto fail_it = [&]() -> Status {
+    int64_t at = now();
+    RF_TRY(require_held(db_, call_id, worker_id, at));
+    return exec(
+        db_, "UPDATE tool_calls SET state = 'failed', error = ?2, finished_at = ?3 WHERE id = ?1",
+        call_id, error, at);
+  };
+  return within("fail " + call_name(call_id), write_transaction(db_, fail_it));
+}
+
+Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds lease) {
+  std::lock_guard lock(mu_);
+  auto beat = [&]() -> Status {
+    RF_TRY(check_lease(lease));
+    RF_TRY(require_running_worker(db_, worker_id));
+    int64_t at = now();
+    RF_TRY(exec(db_, "UPDATE workers SET heartbeat_at = ?2 WHERE id = ?1", worker_id, at));
+    // A lease that already expired stays lost: the sweep may interrupt the call
+    // any moment, and finish_call already refuses it.
+    return exec(db_,
+                "UPDATE tool_calls SET lease_expires_at = ?2 WHERE worker_id = ?1 "
+                "AND state IN ('claimed', 'running') AND lease_expires_at >= ?3",
+                worker_id, at + lease.count(), at);
+  };
+  return within("heartbeat of worker " + worker_id, write_transaction(db_, beat));
+}
+
+Result<int> Store::interrupt_orphaned_calls(int64_t now_at) {
+  std::lock_guard lock(mu_);
+  auto sweep = [&]() -> Result<int> {
+    // The message names each call's own worker, so it is built in SQL.
+    RF_TRY(exec(db_,
+                "UPDATE tool_calls SET state = 'interrupted', "
+                "error = 'worker ' || worker_id || ' stopped heartbeating', finished_at = ?1 "
+                "WHERE state IN ('claimed', 'running') AND lease_expires_at < ?1",
+                now_at));
+    return db_.changes();
+  };
+  return within("interrupt orphaned calls", write_transaction(db_, sweep));
+}
+
+Result<int> Store::interrupt_calls_of_worker(const std::string& worker_id) {
+  std::lock_guard lock(mu_);
+  auto sweep = [&]() -> Result<int> {
+    return interrupt_held(db_, "worker_id = ?3", "worker " + worker_id + " restarted", now(),
+                          worker_id);
+  };
+  return within("interrupt the calls of worker " + worker_id, write_transaction(db_, sweep));
+}
+
+// ---- runs
+
+Status Store::end_run(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  auto end = [&]() -> Status {
+    auto state =
+        first_row<std::string>(db_, read_text0, "SELECT state FROM runs WHERE id = ?1", run_id);
+    if (!state.ok()) return state.take_error();
+    if (!*state) return fail("run " + run_id + " does not exist");
+    if (**state == "ended") return ok_status();
+    int64_t at = now();
+    RF_TRY(exec(db_, "UPDATE runs SET state = 'ended', ended_at = ?2 WHERE id = ?1", run_id, at));
+    return exec(db_,
+                "UPDATE tool_calls SET state = 'failed', "
+                "error = 'run ended before the call started', finished_at = ?2 "
+                "WHERE run_id = ?1 AND state = 'queued'",
+                run_id, at);
+  };
+  return within("end run " + run_id, write_transaction(db_, end));
+}
+
+Result<RunView> Store::run(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  auto read_run = [](const Statement& st) -> Result<RunView> {
+    auto state = parse_name(kRunStates, st.text(2), "run state");
+    if (!state.ok()) return state.take_error();
+    return RunView{st.text(0), st.text(1), *state, st.int64(3), st.opt_int64(4), {}};
+  };
+  auto read = [&]() -> Result<RunView> {
+    auto run = first_row<RunView>(
+        db_, read_run, "SELECT id, project_id, state, created_at, ended_at FROM runs WHERE id = ?1",
+        run_id);
+    if (!run.ok()) return run.take_error();
+    if (!*run) return fail("run " + run_id + " does not exist");
+    auto calls = rows<CallView>(
+        db_, read_call,
+        "SELECT " + std::string(kCallColumns) + " FROM tool_calls WHERE run_id = ?1 ORDER BY id",
+        run_id);
+    if (!calls.ok()) return calls.take_error();
+    (*run)->calls = std::move(*calls);
+    return std::move(**run);
+  };
+  return within("read run " + run_id, read_transaction(db_, read));
+}
+
+// ---- workers
+
+Status Store::register_worker(const std::string& id, int64_t pid, const std::string& hostname) {
+  std::lock_guard lock(mu_);
+  auto upsert = [&]() -> Status {
+    if (id.empty()) return fail("the worker id is empty");
+    return exec(db_,
+                "INSERT INTO workers (id, pid, hostname, started_at, heartbeat_at, state) "
+                "VALUES (?1, ?2, ?3, ?4, ?4, 'running') "
+                "ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, hostname = excluded.hostname, "
+                "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, "
+                "state = 'running'",
+                id, pid, hostname, now());
+  };
+  return within("register worker " + id, write_transaction(db_, upsert));
+}
+
+Status Store::stop_worker(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto stop = [&]() -> Status {
+    RF_TRY(exec(db_, "UPDATE workers SET state = 'stopped' WHERE id = ?1", id));
+    if (db_.changes() == 0) return fail("worker " + id + " is not registered");
+    auto interrupted =
+        interrupt_held(db_, "worker_id = ?3", "worker " + id + " stopped", now(), id);
+    if (!interrupted.ok()) return interrupted.take_error();
+    return ok_status();
+  };
+  return within("stop worker " + id, write_transaction(db_, stop));
+}
+
+Result<std::vector<WorkerRow>> Store::workers() {
+  std::lock_guard lock(mu_);
+  return within("list workers", rows<WorkerRow>(db_, read_worker,
+                                                "SELECT id, pid, hostname, started_at, "
+                                                "heartbeat_at, state FROM workers ORDER BY id"));
+}
+
+// ---- sandboxes
+
+Status Store::record_sandbox(const SandboxRow& row) {
+  std::lock_guard lock(mu_);
+  auto record = [&]() -> Status {
+    if (row.id.empty()) return fail("the sandbox id is empty");
+    if (std::find(std::begin(kSandboxModes), std::end(kSandboxModes), row.mode) ==
+        std::end(kSandboxModes)) {
+      return fail("unknown sandbox mode \"" + row.mode + "\"");
+    }
+    auto found = first_row<std::string>(db_, read_text0,
+                                        "SELECT state FROM sandboxes WHERE id = ?1", row.id);
+    if (!found.ok()) return found.take_error();
+    if (*found) return fail("sandbox " + row.id + " is already recorded");
+    return exec(db_,
+                "INSERT INTO sandboxes (" + std::string(kSandboxColumns) +
+                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                row.id, row.backend, row.project_id, row.run_id, row.mode, row.worker_id,
+                row.host_pid, to_string(row.state), row.created_at != 0 ? row.created_at : now(),
+                row.destroyed_at);
+  };
+  return within("record sandbox " + row.id, write_transaction(db_, record));
+}
+
+Status Store::set_sandbox_state(const std::string& id, SandboxState state) {
+  std::lock_guard lock(mu_);
+  std::string_view next = to_string(state);
+  auto set = [&]() -> Status {
+    auto found =
+        first_row<std::string>(db_, read_text0, "SELECT state FROM sandboxes WHERE id = ?1", id);
+    if (!found.ok()) return found.take_error();
+    if (!*found) return fail("sandbox " + id + " does not exist");
+    if (**found == "destroyed") {
+      if (state == SandboxState::destroyed) return ok_status();
+      return fail("sandbox " + id + " is destroyed");
+    }
+    return exec(db_,
+                "UPDATE sandboxes SET state = ?2, "
+                "destroyed_at = CASE WHEN ?2 = 'destroyed' THEN ?3 ELSE destroyed_at END "
+                "WHERE id = ?1",
+                id, next, now());
+  };
+  return within("set sandbox " + id + " " + std::string(next), write_transaction(db_, set));
+}
+
+Result<std::vector<SandboxRow>> Store::live_sandboxes() {
+  std::lock_guard lock(mu_);
+  return within("list live sandboxes",
+                rows<SandboxRow>(db_, read_sandbox,
+                                 "SELECT " + std::string(kSandboxColumns) +
+                                     " FROM sandboxes WHERE state IN ('pooled', 'active') "
+                                     "ORDER BY created_at, id"));
+}
+
+// ---- events
+
+Result<int64_t> Store::append_event(const Event& e) {
+  std::lock_guard lock(mu_);
+  auto append = [&]() -> Result<int64_t> {
+    if (e.kind.empty()) return fail("the event kind is empty");
+    if (e.detail_json && !json::accept(*e.detail_json)) return fail("its detail is not valid JSON");
+    RF_TRY(exec(db_,
+                "INSERT INTO events (at, kind, project_id, run_id, call_id, sandbox_id, "
+                "worker_id, detail_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                e.at != 0 ? e.at : now(), e.kind, e.project_id, e.run_id, e.call_id, e.sandbox_id,
+                e.worker_id, e.detail_json));
+    return db_.last_insert_rowid();
+  };
+  return within("append event " + e.kind, write_transaction(db_, append));
+}
+
+Result<std::vector<Event>> Store::events(const EventFilter& filter) {
+  std::lock_guard lock(mu_);
+  // Fixed SQL fragments only; values are bound.
+  std::string sql =
+      "SELECT id, at, kind, project_id, run_id, call_id, sandbox_id, worker_id, detail_json "
+      "FROM events WHERE id > ?1";
+  if (filter.run_id) sql += " AND run_id = ?3";
+  if (filter.call_id) sql += " AND call_id = ?4";
+  sql += " ORDER BY id LIMIT ?2";
+  auto list = [&]() -> Result<std::vector<Event>> {
+    auto st = query(db_, sql, filter.after_id, filter.limit);
+    if (!st.ok()) return st.take_error();
+    if (filter.run_id) st->bind(3, *filter.run_id);
+    if (filter.call_id) st->bind(4, *filter.call_id);
+    return read_rows<Event>(*st, read_event);
+  };
+  return within("list events", list());
+}
+
+}  // namespace rf::store

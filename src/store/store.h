@@ -1,0 +1,236 @@
+// The embedded store of the worker: projects, runs, tool calls (their queue,
+// leases, streamed output and result), sandboxes, workers and events in one
+// SQLite file that several worker and client processes on a host share.
+//
+// Threads: a Store is one connection guarded by its own mutex, so threads may
+// share it (they then take turns); give a thread its own Store to read in
+// parallel. Writers always take turns: every write is one BEGIN IMMEDIATE
+// transaction, which is also why two claimers never get the same call. Processes
+// open their own Store; never use one across fork().
+//
+// Every write is all-or-nothing: an error leaves the file as it was. Errors read
+// "<operation>: <what is wrong>", e.g. "enqueue call in run R: run R has ended".
+// Times are milliseconds since the epoch.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "store/db.h"
+
+namespace rf::store {
+
+enum class Environment { production, staging, development };
+enum class RunState { open, ended };
+enum class CallState { queued, claimed, running, done, interrupted, failed };
+enum class Stream : int { out = 1, err = 2 };
+enum class SandboxState { pooled, active, destroyed };
+enum class WorkerState { running, stopped };
+
+std::string_view to_string(Environment e);
+std::string_view to_string(RunState s);
+std::string_view to_string(CallState s);
+std::string_view to_string(SandboxState s);
+std::string_view to_string(WorkerState s);
+Result<Environment> parse_environment(std::string_view text);
+
+int64_t now_ms();
+
+struct Project {
+  std::string id;
+  Environment environment = Environment::development;
+  int64_t created_at = 0;
+};
+
+// A tool call as a client submits it.
+struct NewCall {
+  std::string project;
+  std::string run;  // created (open) on first use
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string cwd;  // "" = the sandbox's default
+  std::string stdin_bytes;
+  std::chrono::milliseconds timeout{30'000};
+};
+
+// Which queued calls a worker may take.
+struct ClaimFilter {
+  std::optional<std::string> project;  // per_worker workers serve one project
+};
+
+struct ClaimedCall {
+  int64_t id = 0;
+  NewCall call;
+  int64_t lease_expires_at = 0;
+};
+
+struct CallView {
+  int64_t id = 0;
+  std::string run_id;
+  std::string project_id;
+  std::vector<std::string> argv;
+  CallState state = CallState::queued;
+  std::optional<std::string> worker_id;
+  std::optional<int64_t> exit_code;
+  std::optional<std::string> result_json;
+  std::optional<std::string> error;
+  int64_t enqueued_at = 0;
+  std::optional<int64_t> claimed_at;
+  std::optional<int64_t> finished_at;
+};
+
+struct OutputChunk {
+  int64_t seq = 0;  // 1, 2, 3... per call
+  Stream stream = Stream::out;
+  std::string data;
+};
+
+struct RunView {
+  std::string id;
+  std::string project_id;
+  RunState state = RunState::open;
+  int64_t created_at = 0;
+  std::optional<int64_t> ended_at;
+  std::vector<CallView> calls;  // in enqueue order
+};
+
+struct WorkerRow {
+  std::string id;
+  int64_t pid = 0;
+  std::string hostname;
+  int64_t started_at = 0;
+  int64_t heartbeat_at = 0;
+  WorkerState state = WorkerState::running;
+};
+
+struct SandboxRow {
+  std::string id;
+  std::string backend;  // native, docker, local...
+  std::optional<std::string> project_id;
+  std::optional<std::string> run_id;
+  std::string mode;  // none, per_tool, per_run, per_worker
+  std::optional<std::string> worker_id;
+  std::optional<int64_t> host_pid;
+  SandboxState state = SandboxState::active;
+  int64_t created_at = 0;  // 0: now
+  std::optional<int64_t> destroyed_at;
+};
+
+struct Event {
+  int64_t id = 0;  // assigned by append_event
+  int64_t at = 0;  // 0: now
+  std::string kind;
+  std::optional<std::string> project_id;
+  std::optional<std::string> run_id;
+  std::optional<int64_t> call_id;
+  std::optional<std::string> sandbox_id;
+  std::optional<std::string> worker_id;
+  std::optional<std::string> detail_json;  // must be valid JSON when set
+};
+
+struct EventFilter {
+  std::optional<std::string> run_id;
+  std::optional<int64_t> call_id;
+  int64_t after_id = 0;  // for polling: events with a larger id
+  int limit = 1000;
+};
+
+class Store {
+ public:
+  // Creates the file and its parent directories if missing, then WAL, foreign
+  // keys, a 5 s busy timeout, and the schema migrations.
+  static Result<std::unique_ptr<Store>> open(const std::string& path);
+
+  // The clock for every time the store writes (tests move it).
+  void set_clock(std::function<int64_t()> clock);
+
+  // ---- projects
+  // Creates the project; when it exists with another environment: "project P is
+  // production, not staging".
+  Status ensure_project(const std::string& id, Environment environment);
+  Result<Project> project(const std::string& id);
+
+  // ---- tool calls, client side
+  // Queues a call (creating its run, open, if missing) and returns its id.
+  // Refused, writing nothing: empty argv, argv/env/cwd not UTF-8, timeout <= 0,
+  // unknown project, a run of another project, a run that has ended.
+  Result<int64_t> enqueue_call(const NewCall& call);
+  // The state of a call, its exit code, result and error.
+  Result<CallView> call(int64_t call_id);
+  // The output chunks with seq > after_seq, in order (at most `limit`).
+  Result<std::vector<OutputChunk>> output(int64_t call_id, int64_t after_seq = 0, int limit = 1000);
+
+  // ---- tool calls, worker side. "Held" = claimed or running by that worker,
+  // its lease not expired; a call not held is refused ("lease lost").
+  // Takes the oldest queued call that `filter` allows: claimed by the worker
+  // (which must be registered and running) until now + lease.
+  Result<std::optional<ClaimedCall>> claim_next(const std::string& worker_id,
+                                                std::chrono::milliseconds lease,
+                                                const ClaimFilter& filter = {});
+  Status mark_running(int64_t call_id, const std::string& worker_id);
+  // Appends a chunk and returns its seq (1, 2, 3... per call).
+  Result<int64_t> append_output(int64_t call_id, const std::string& worker_id, Stream stream,
+                                std::string_view bytes);
+  // result_json must be valid JSON.
+  Status finish_call(int64_t call_id, const std::string& worker_id, int exit_code,
+                     const std::string& result_json);
+  Status fail_call(int64_t call_id, const std::string& worker_id, const std::string& error);
+  // Moves heartbeat_at to now and the lease of every call the worker holds to
+  // now + lease.
+  Status heartbeat(const std::string& worker_id, std::chrono::milliseconds lease);
+  // Calls claimed or running whose lease expired before `now` become interrupted
+  // ("worker W stopped heartbeating"). Never queued again: tool calls are not
+  // idempotent. Returns how many.
+  Result<int> interrupt_orphaned_calls(int64_t now);
+  // Every call the worker holds becomes interrupted ("worker W restarted"), for a
+  // worker that starts again with the same id. Returns how many.
+  Result<int> interrupt_calls_of_worker(const std::string& worker_id);
+
+  // ---- runs
+  // Ends the run (a no-op when already ended); its queued calls fail with "run
+  // ended before the call started". Claimed and running calls go on.
+  Status end_run(const std::string& run_id);
+  Result<RunView> run(const std::string& run_id);
+
+  // ---- workers
+  // Registers the worker as running (again, if the id is known: new pid,
+  // hostname, started_at). A worker reusing its id calls
+  // interrupt_calls_of_worker first.
+  Status register_worker(const std::string& id, int64_t pid, const std::string& hostname);
+  // Marks it stopped; the calls it still holds become interrupted ("worker W
+  // stopped").
+  Status stop_worker(const std::string& id);
+  Result<std::vector<WorkerRow>> workers();
+
+  // ---- sandboxes
+  Status record_sandbox(const SandboxRow& row);
+  // destroyed is final: it sets destroyed_at and no later state is accepted.
+  Status set_sandbox_state(const std::string& id, SandboxState state);
+  // Pooled and active sandboxes, oldest first.
+  Result<std::vector<SandboxRow>> live_sandboxes();
+
+  // ---- events
+  // Returns the new event's id.
+  Result<int64_t> append_event(const Event& event);
+  Result<std::vector<Event>> events(const EventFilter& filter);
+
+ private:
+  explicit Store(Db db) : db_(std::move(db)) {}
+
+  int64_t now() const { return clock_(); }
+
+  std::mutex mu_;
+  Db db_;
+  std::function<int64_t()> clock_ = now_ms;
+};
+
+}  // namespace rf::store
