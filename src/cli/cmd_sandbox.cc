@@ -20,6 +20,7 @@ namespace rf::cli {
 namespace {
 
 struct SandboxFlags {
+  std::string backend = "native";
   std::string image = "host";
   std::string workspace;
   std::vector<std::string> env;
@@ -35,6 +36,8 @@ struct SandboxFlags {
 };
 
 void add_sandbox_flags(CLI::App* cmd, SandboxFlags* f) {
+  cmd->add_option("--backend", f->backend, "native (every bound on) or local (no isolation: development only)")
+      ->default_val("native");
   cmd->add_option("--image", f->image, "Image (host: the host's /usr, read-only)")->default_val("host");
   cmd->add_option("--workspace", f->workspace, "Host directory to bind at /workspace (default: a tmpfs)");
   cmd->add_option("--env", f->env, "K=V added to the environment (repeatable)");
@@ -55,6 +58,7 @@ Error flag_error(const std::string& flag, const Error& e) {
 // Turns flags into a spec; every error names the flag.
 Result<SandboxSpec> to_spec(const SandboxFlags& f) {
   SandboxSpec s;
+  s.backend = f.backend;
   s.image = f.image;
   if (!f.workspace.empty()) {
     char buf[PATH_MAX];
@@ -92,7 +96,7 @@ Result<SandboxSpec> to_spec(const SandboxFlags& f) {
         {"limits.cpus", "--cpu"},   {"limits.memory", "--mem"}, {"limits.pids", "--pids"},
         {"limits.disk", "--disk"},  {"limits.timeout", "--timeout"},
         {"limits.output", "--output-limit"}, {"network", "--network"}, {"image", "--image"},
-        {"workspace", "--workspace"}, {"env", "--env"}};
+        {"workspace", "--workspace"}, {"env", "--env"}, {"backend", "--backend"}};
     Error e = v.error();
     for (const auto& [field, flag] : kFlagOf) {
       if (e.where.rfind(field, 0) == 0) e.where = flag + e.where.substr(field.size());
