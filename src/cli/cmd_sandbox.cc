@@ -14,6 +14,7 @@
 #include "core/units.h"
 #include "local/local_backend.h"
 #include "native/native_backend.h"
+#include "sandbox/result_json.h"
 #include "sandbox/sandbox.h"
 
 namespace rf::cli {
@@ -153,25 +154,10 @@ void forward_signals(Sandbox* sandbox, const StdioSink* sink, sigset_t set) {
 std::string result_json(const Sandbox& sb, const ExecResult& r) {
   nlohmann::json setup = nlohmann::json::array();
   for (const auto& t : sb.setup_timings()) {
-    const double ms = std::chrono::duration<double, std::milli>(t.duration).count();
-    setup.push_back({{"step", t.step}, {"ms", ms}});
+    setup.push_back({{"step", t.step}, {"ms", std::chrono::duration<double, std::milli>(t.duration).count()}});
   }
-  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  nlohmann::json j = {
-      {"sandbox_id", sb.id()},
-      {"exit_code", r.exit_code},
-      {"signal", r.signal},
-      {"timed_out", r.timed_out},
-      {"oom_killed", r.oom_killed},
-      {"limit", r.limit.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.limit)},
-      {"output_truncated", r.output_truncated},
-      {"wall_ms", ms(r.wall)},
-      {"cpu_user_ms", ms(r.cpu_user)},
-      {"cpu_system_ms", ms(r.cpu_system)},
-      {"peak_memory_bytes", r.peak_memory_bytes},
-      {"setup", setup},
-  };
-  if (!r.error.empty()) j["error"] = r.error;
+  nlohmann::json j = exec_result_json(r, sb.id());
+  j["setup"] = setup;
   return j.dump() + "\n";
 }
 

@@ -2,10 +2,14 @@
 // they resolve from the flags, the config file and the defaults.
 #include <cstdio>
 #include <memory>
+#include <csignal>
+#include <pthread.h>
 
 #include "cli/commands.h"
+#include "core/units.h"
 #include "worker/config_file.h"
 #include "worker/settings_flags.h"
+#include "worker/worker.h"
 
 namespace rf::cli {
 namespace {
@@ -24,6 +28,56 @@ int run_config(const worker::WorkerFlags& flags, bool explain) {
   return 0;
 }
 
+struct StartFlags {
+  int concurrency = 8;
+  std::string grace = "10s";
+  std::string worker_id;
+};
+
+// Runs until SIGTERM or SIGINT, then drains (see Worker::stop) and exits 0.
+int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
+  auto settings = worker::resolve_worker_settings(flags, worker::home_directory());
+  if (!settings) {
+    std::fprintf(stderr, "ringfence: %s\n", settings.error().to_string().c_str());
+    return kExitUsage;
+  }
+  auto grace = parse_duration(start.grace);
+  if (!grace) {
+    std::fprintf(stderr, "ringfence: --grace: %s\n", grace.error().to_string().c_str());
+    return kExitUsage;
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
+  auto placement = worker::place(*settings);
+  if (!placement) {
+    std::fprintf(stderr, "ringfence: %s\n", placement.error().to_string().c_str());
+    return 1;
+  }
+  const std::string backend = placement->backend->name();
+  worker::WorkerOptions options;
+  options.settings = *settings;
+  options.worker_id = start.worker_id;
+  options.concurrency = start.concurrency;
+  options.grace = *grace;
+  auto w = worker::Worker::start(std::move(options), std::move(*placement));
+  if (!w) {
+    std::fprintf(stderr, "ringfence: worker: %s\n", w.error().to_string().c_str());
+    return 1;
+  }
+  std::printf("worker %s serving: mode %s, backend %s, state %s\n", (*w)->id().c_str(),
+              worker::to_string((*w)->mode()).c_str(), backend.c_str(), settings->state_dir.value.c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::printf("worker %s stopping (signal %d): draining\n", (*w)->id().c_str(), sig);
+  std::fflush(stdout);
+  (*w)->stop();
+  return 0;
+}
+
 }  // namespace
 
 void add_worker_commands(CLI::App& app, CommandResult* result) {
@@ -37,6 +91,15 @@ void add_worker_commands(CLI::App& app, CommandResult* result) {
   worker::add_worker_settings_flags(config, flags.get());
   config->add_flag("--explain", *explain, "Print each setting and where it came from");
   config->callback([flags, explain, result] { result->exit_code = run_config(*flags, *explain); });
+
+  auto* start = worker->add_subcommand("start", "Serve tool calls from the store until SIGTERM or SIGINT");
+  auto start_flags = std::make_shared<worker::WorkerFlags>();
+  auto start_opts = std::make_shared<StartFlags>();
+  worker::add_worker_settings_flags(start, start_flags.get());
+  start->add_option("--concurrency", start_opts->concurrency, "Calls run at once")->default_val(8)->check(CLI::Range(1, 1024));
+  start->add_option("--grace", start_opts->grace, "How long in-flight calls may finish on SIGTERM")->default_val("10s");
+  start->add_option("--worker-id", start_opts->worker_id, "Default: <hostname>-<pid>");
+  start->callback([start_flags, start_opts, result] { result->exit_code = run_start(*start_flags, *start_opts); });
 }
 
 }  // namespace rf::cli

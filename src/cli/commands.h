@@ -14,6 +14,7 @@ struct CommandResult {
 };
 
 void add_sandbox_commands(CLI::App& app, CommandResult* result);
+void add_call_commands(CLI::App& app, CommandResult* result);
 void add_worker_commands(CLI::App& app, CommandResult* result);
 
 }  // namespace rf::cli

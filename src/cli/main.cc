@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
 
   rf::cli::CommandResult result;
   rf::cli::add_sandbox_commands(app, &result);
+  rf::cli::add_call_commands(app, &result);
   rf::cli::add_worker_commands(app, &result);
   auto* help = app.add_subcommand("help", "Show this help");
   const std::string usage = app.help();  // before parsing picks a subcommand to describe

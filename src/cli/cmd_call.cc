@@ -1,0 +1,152 @@
+// `ringfence call`, `ringfence run end|show`: the client side of the worker.
+// A call is enqueued in the store; a worker claims it; this process streams its
+// output from the store and exits with its exit code.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "worker/config_file.h"
+#include "core/io.h"
+#include "core/units.h"
+#include "store/store.h"
+#include "worker/settings.h"
+#include "worker/settings_flags.h"
+#include "worker/worker.h"
+
+namespace rf::cli {
+namespace {
+
+struct ClientFlags {
+  std::string state_dir;  // empty: the worker's default
+  std::string project, run, stdin_file, environment = "development", timeout = "30s";
+  bool json = false;
+  std::vector<std::string> command;
+};
+
+Result<std::unique_ptr<store::Store>> open_store(const ClientFlags& f) {
+  const std::string dir =
+      f.state_dir.empty() ? worker::default_settings(worker::home_directory()).state_dir.value : f.state_dir;
+  return store::Store::open(worker::store_path(dir));
+}
+
+int fail(const std::string& what, int code) {
+  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
+  return code;
+}
+
+int run_call(const ClientFlags& f) {
+  auto timeout = parse_duration(f.timeout);
+  if (!timeout) return fail("--timeout: " + timeout.error().to_string(), kExitUsage);
+  auto env = store::parse_environment(f.environment);
+  if (!env) return fail("--environment: " + env.error().to_string(), kExitUsage);
+  store::NewCall call;
+  call.project = f.project;
+  call.run = f.run;
+  call.argv = f.command;
+  call.timeout = *timeout;
+  if (!f.stdin_file.empty()) {
+    auto data = read_file(f.stdin_file);
+    if (!data) return fail("--stdin: " + data.error().to_string(), kExitUsage);
+    call.stdin_bytes = *data;
+  }
+  auto st = open_store(f);
+  if (!st) return fail(st.error().to_string(), kExitRuntime);
+  store::Store& s = **st;
+  // A new project takes --environment; an existing one keeps its own.
+  if (!s.project(f.project)) {
+    if (auto e = s.ensure_project(f.project, *env); !e) return fail(e.error().to_string(), kExitRuntime);
+  }
+  auto id = s.enqueue_call(call);
+  if (!id) return fail(id.error().to_string(), kExitUsage);
+  int64_t seq = 0;
+  for (;;) {
+    auto view = s.call(*id);  // read the state first: output written before it is then complete
+    auto chunks = s.output(*id, seq);
+    if (chunks) {
+      for (const auto& c : *chunks) {
+        (void)write_all(c.stream == store::Stream::out ? STDOUT_FILENO : STDERR_FILENO, c.data);
+        seq = c.seq;
+      }
+      if (!chunks->empty()) continue;
+    }
+    if (!view) return fail(view.error().to_string(), kExitRuntime);
+    if (view->state == store::CallState::done) return static_cast<int>(view->exit_code.value_or(0));
+    if (view->state == store::CallState::failed || view->state == store::CallState::interrupted) {
+      return fail("call " + std::to_string(*id) + " " + std::string(store::to_string(view->state)) + ": " +
+                      view->error.value_or(""),
+                  kExitRuntime);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+int run_end(const ClientFlags& f) {
+  auto st = open_store(f);
+  if (!st) return fail(st.error().to_string(), kExitRuntime);
+  if (auto e = (*st)->end_run(f.run); !e) return fail(e.error().to_string(), kExitRuntime);
+  return 0;
+}
+
+int run_show(const ClientFlags& f) {
+  auto st = open_store(f);
+  if (!st) return fail(st.error().to_string(), kExitRuntime);
+  auto run = (*st)->run(f.run);
+  if (!run) return fail(run.error().to_string(), kExitRuntime);
+  nlohmann::json calls = nlohmann::json::array();
+  for (const auto& c : run->calls) {
+    nlohmann::json j = {{"id", c.id}, {"argv", c.argv}, {"state", store::to_string(c.state)}};
+    if (c.exit_code) j["exit_code"] = *c.exit_code;
+    if (c.error) j["error"] = *c.error;
+    if (c.result_json) j["result"] = nlohmann::json::parse(*c.result_json, nullptr, false);
+    calls.push_back(j);
+  }
+  if (f.json) {
+    nlohmann::json j = {{"id", run->id}, {"project", run->project_id}, {"state", store::to_string(run->state)},
+                        {"calls", calls}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("run %s  project %s  %s  %zu calls\n", run->id.c_str(), run->project_id.c_str(),
+              std::string(store::to_string(run->state)).c_str(), run->calls.size());
+  for (const auto& c : run->calls) {
+    std::string argv;
+    for (const auto& a : c.argv) argv += (argv.empty() ? "" : " ") + a;
+    std::printf("  %-6lld %-12s %-5s %s\n", static_cast<long long>(c.id), std::string(store::to_string(c.state)).c_str(),
+                c.exit_code ? std::to_string(*c.exit_code).c_str() : "-", argv.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_call_commands(CLI::App& app, CommandResult* result) {
+  auto f = std::make_shared<ClientFlags>();
+  auto* call = app.add_subcommand("call", "Send a tool call to the workers and wait for it: call --project P --run R -- CMD...");
+  call->add_option("--project", f->project, "Project")->required();
+  call->add_option("--run", f->run, "Run (created on first use)")->required();
+  call->add_option("--stdin", f->stdin_file, "File whose bytes are the call's stdin");
+  call->add_option("--timeout", f->timeout, "Per-call timeout")->default_val("30s");
+  call->add_option("--environment", f->environment, "Environment of a new project")->default_val("development");
+  call->add_option("--state-dir", f->state_dir, "The workers' state dir (default ~/.ringfence/state)");
+  call->add_option("command", f->command, "The command and its arguments")->required();
+  call->callback([f, result] { result->exit_code = run_call(*f); });
+
+  auto* run = app.add_subcommand("run", "Runs: end, show");
+  run->require_subcommand(1);
+  auto* end = run->add_subcommand("end", "End a run: its sandbox goes, queued calls fail");
+  end->add_option("run", f->run, "Run id")->required();
+  end->add_option("--state-dir", f->state_dir, "The workers' state dir");
+  end->callback([f, result] { result->exit_code = run_end(*f); });
+  auto* show = run->add_subcommand("show", "A run and its calls");
+  show->add_option("run", f->run, "Run id")->required();
+  show->add_option("--state-dir", f->state_dir, "The workers' state dir");
+  show->add_flag("--json", f->json, "As JSON");
+  show->callback([f, result] { result->exit_code = run_show(*f); });
+}
+
+}  // namespace rf::cli

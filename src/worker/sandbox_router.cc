@@ -1,0 +1,119 @@
+#include "worker/sandbox_router.h"
+
+#include "core/log.h"
+
+namespace rf::worker {
+
+SandboxRouter::SandboxRouter(SandboxMode mode, Backend& backend, SandboxSpec spec, WarmPool* pool,
+                             std::string project, std::chrono::milliseconds idle_timeout)
+    : mode_(mode), backend_(backend), spec_(std::move(spec)), pool_(pool), pinned_project_(std::move(project)),
+      idle_timeout_(idle_timeout) {}
+
+SandboxRouter::~SandboxRouter() { destroy_all(); }
+
+Result<std::shared_ptr<Sandbox>> SandboxRouter::fresh() {
+  auto sb = pool_ ? pool_->acquire() : backend_.create(spec_);
+  if (!sb) return sb.take_error();
+  return std::shared_ptr<Sandbox>(std::move(*sb));
+}
+
+Result<SandboxLease> SandboxRouter::acquire(const std::string& project, const std::string& run) {
+  if (mode_ == SandboxMode::kNone || mode_ == SandboxMode::kPerTool) {
+    auto sb = fresh();
+    if (!sb) return sb.take_error();
+    std::lock_guard lock(mu_);
+    lent_.push_back(*sb);
+    return SandboxLease{std::move(*sb), /*destroy_after=*/true};
+  }
+  if (mode_ == SandboxMode::kPerWorker && project != pinned_project_) {
+    return make_error("project " + project,
+                      "this worker is per_worker for project " + pinned_project_ + " and serves no other");
+  }
+  const std::string key = mode_ == SandboxMode::kPerWorker ? "" : run;
+  std::lock_guard lock(mu_);
+  auto it = runs_.find(key);
+  if (it != runs_.end() && it->second.project != project) {
+    // The store ties a run to one project; refuse rather than share if it ever did not.
+    return make_error("run " + run, "belongs to project " + it->second.project + ", not " + project);
+  }
+  if (it == runs_.end()) {
+    auto sb = fresh();  // under the lock: two calls of a new run must not make two sandboxes
+    if (!sb) return sb.take_error();
+    it = runs_.emplace(key, RunSandbox{std::move(*sb), project, {}, 0}).first;
+  }
+  it->second.in_use++;
+  it->second.last_used = std::chrono::steady_clock::now();
+  return SandboxLease{it->second.sandbox, false};
+}
+
+void SandboxRouter::release(SandboxLease&& lease) {
+  if (lease.destroy_after) {
+    {
+      std::lock_guard lock(mu_);
+      std::erase(lent_, lease.sandbox);
+    }
+    (void)lease.sandbox->destroy();
+    return;
+  }
+  std::lock_guard lock(mu_);
+  for (auto& [_, rs] : runs_) {
+    if (rs.sandbox == lease.sandbox) {
+      rs.in_use--;
+      rs.last_used = std::chrono::steady_clock::now();
+    }
+  }
+}
+
+void SandboxRouter::end_run(const std::string& run) {
+  std::shared_ptr<Sandbox> gone;
+  {
+    std::lock_guard lock(mu_);
+    auto it = runs_.find(run);
+    if (it == runs_.end() || mode_ != SandboxMode::kPerRun) return;
+    gone = std::move(it->second.sandbox);
+    runs_.erase(it);
+  }
+  (void)gone->destroy();
+}
+
+std::vector<std::string> SandboxRouter::reap_idle() {
+  std::vector<std::string> reaped;
+  std::vector<std::shared_ptr<Sandbox>> gone;
+  {
+    std::lock_guard lock(mu_);
+    if (mode_ != SandboxMode::kPerRun) return reaped;
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = runs_.begin(); it != runs_.end();) {
+      if (it->second.in_use == 0 && now - it->second.last_used >= idle_timeout_) {
+        reaped.push_back(it->first);
+        gone.push_back(std::move(it->second.sandbox));
+        it = runs_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& sb : gone) (void)sb->destroy();
+  return reaped;
+}
+
+std::vector<std::string> SandboxRouter::live_runs() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [run, _] : runs_) out.push_back(run);
+  return out;
+}
+
+void SandboxRouter::destroy_all() {
+  std::map<std::string, RunSandbox> all;
+  std::vector<std::shared_ptr<Sandbox>> lent;
+  {
+    std::lock_guard lock(mu_);
+    all.swap(runs_);
+    lent = lent_;  // their calls still hold them and release them later
+  }
+  for (auto& [_, rs] : all) (void)rs.sandbox->destroy();
+  for (auto& sb : lent) (void)sb->destroy();
+}
+
+}  // namespace rf::worker

@@ -1,0 +1,227 @@
+#include "worker/worker.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "local/local_backend.h"
+#include "native/native_backend.h"
+#include "sandbox/result_json.h"
+
+namespace rf::worker {
+namespace {
+
+std::string hostname() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// Why a backend cannot serve: it cannot be built, or a required check fails.
+std::optional<std::string> unhealthy(const std::string& name, std::unique_ptr<Backend>* out) {
+  auto backend = make_backend(name);
+  if (!backend) return backend.error().to_string();
+  for (const auto& c : (*backend)->health()) {
+    if (c.required && !c.ok) return c.name + ": " + c.detail;
+  }
+  *out = std::move(*backend);
+  return std::nullopt;
+}
+
+SandboxMode step_down(SandboxMode m) {
+  switch (m) {
+    case SandboxMode::kPerWorker: return SandboxMode::kPerRun;
+    case SandboxMode::kPerRun: return SandboxMode::kPerTool;
+    default: return SandboxMode::kNone;
+  }
+}
+
+// Writes each output chunk into the store as it streams.
+class StoreSink : public OutputSink {
+ public:
+  StoreSink(store::Store& s, int64_t call, const std::string& worker) : store_(s), call_(call), worker_(worker) {}
+  void on_stdout(std::string_view d) override { write(store::Stream::out, d); }
+  void on_stderr(std::string_view d) override { write(store::Stream::err, d); }
+
+ private:
+  void write(store::Stream stream, std::string_view d) {
+    if (auto r = store_.append_output(call_, worker_, stream, d); !r) {
+      spdlog::warn("call {}: output lost: {}", call_, r.error().to_string());
+    }
+  }
+  store::Store& store_;
+  int64_t call_;
+  const std::string& worker_;
+};
+
+}  // namespace
+
+std::string store_path(const std::string& state_dir) { return state_dir + "/ringfence.db"; }
+
+Result<Placement> place(const WorkerSettings& s) {
+  native::register_native_backend();
+  local::register_local_backend();
+  Placement p;
+  p.mode = s.mode.value;
+  if (p.mode != SandboxMode::kNone) {
+    std::vector<std::string> candidates{s.backend.value};
+    for (const auto& b : s.fallback_backends.value) candidates.push_back(b);
+    std::string first_reason;
+    for (const auto& name : candidates) {
+      auto why = unhealthy(name, &p.backend);
+      if (!why) return p;
+      const std::string line = "backend " + name + " is unhealthy: " + *why;
+      if (first_reason.empty()) first_reason = line;
+      p.warnings.push_back(line);
+      spdlog::warn("{}", line);
+    }
+    if (s.project_environment.value == ProjectEnvironment::kProduction) {
+      return make_error("worker", "refusing to start: " + first_reason +
+                                      "; production projects never fall back to a weaker sandbox mode");
+    }
+    while (p.mode != SandboxMode::kNone) {
+      const SandboxMode next = step_down(p.mode);
+      const std::string line = "falling back from sandbox mode " + to_string(p.mode) + " to " + to_string(next) +
+                               ": " + first_reason;
+      p.warnings.push_back(line);
+      spdlog::warn("{}", line);
+      p.mode = next;
+      // per_run and per_tool need the same backend that just failed; only none is different.
+    }
+  }
+  auto local = make_backend("local");
+  if (!local) return local.take_error();
+  p.backend = std::move(*local);
+  return p;
+}
+
+Result<std::unique_ptr<Worker>> Worker::start(WorkerOptions options, Placement placement) {
+  std::unique_ptr<Worker> w(new Worker(std::move(options), std::move(placement)));
+  RF_TRY(w->init());
+  for (int i = 0; i < w->options_.concurrency; ++i) w->threads_.emplace_back([p = w.get()] { p->executor_loop(); });
+  w->threads_.emplace_back([p = w.get()] { p->housekeeping_loop(); });
+  return w;
+}
+
+Status Worker::init() {
+  const WorkerSettings& s = options_.settings;
+  id_ = options_.worker_id.empty() ? hostname() + "-" + std::to_string(::getpid()) : options_.worker_id;
+  auto st = store::Store::open(store_path(s.state_dir.value));
+  if (!st) return st.take_error();
+  store_ = std::move(*st);
+  // Crash safety: calls held by a dead worker of this host are interrupted
+  // now (never re-run), and sandboxes whose owner died are reaped.
+  if (auto workers = store_->workers()) {
+    for (const auto& w : *workers) {
+      if (w.state != store::WorkerState::running || w.hostname != hostname() || w.id == id_) continue;
+      if (::kill(static_cast<pid_t>(w.pid), 0) == 0 || errno != ESRCH) continue;
+      (void)store_->interrupt_calls_of_worker(w.id);
+      (void)store_->stop_worker(w.id);
+      spdlog::warn("worker {} (pid {}) died; its calls are marked interrupted", w.id, w.pid);
+    }
+  }
+  RF_TRY(store_->register_worker(id_, ::getpid(), hostname()));
+  (void)store_->interrupt_calls_of_worker(id_);
+  (void)store_->interrupt_orphaned_calls(store::now_ms());
+  if (auto reaped = placement_.backend->reap(std::chrono::hours(24 * 365), false); reaped && !reaped->empty()) {
+    spdlog::warn("reaped {} orphaned sandboxes", reaped->size());
+  }
+  SandboxSpec spec = s.sandbox_spec();
+  if (placement_.mode == SandboxMode::kNone) spec = SandboxSpec{.backend = "local"};
+  if ((placement_.mode == SandboxMode::kPerTool || placement_.mode == SandboxMode::kPerRun) &&
+      s.pool_target.value > 0) {
+    pool_ = std::make_unique<WarmPool>(*placement_.backend, spec, s.pool_target.value, s.pool_max.value);
+    pool_->start();
+  }
+  router_ = std::make_unique<SandboxRouter>(placement_.mode, *placement_.backend, spec, pool_.get(),
+                                            s.project.value, s.idle_timeout.value);
+  return ok_status();
+}
+
+Worker::~Worker() { stop(); }
+
+void Worker::executor_loop() {
+  store::ClaimFilter filter;
+  if (placement_.mode == SandboxMode::kPerWorker) filter.project = options_.settings.project.value;
+  while (claiming_) {
+    auto claimed = store_->claim_next(id_, options_.lease, filter);
+    if (!claimed || !*claimed) {
+      if (!claimed) spdlog::warn("claim: {}", claimed.error().to_string());  // busy store: try again
+      std::this_thread::sleep_for(options_.idle_poll);
+      continue;
+    }
+    ++in_flight_;
+    run_call(**claimed);
+    --in_flight_;
+  }
+}
+
+void Worker::run_call(const store::ClaimedCall& claimed) {
+  const store::NewCall& c = claimed.call;
+  if (auto s = store_->mark_running(claimed.id, id_); !s) {
+    spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
+    return;
+  }
+  auto lease = router_->acquire(c.project, c.run);
+  if (!lease) {
+    (void)store_->fail_call(claimed.id, id_, lease.error().to_string());
+    return;
+  }
+  ExecCall call;
+  call.argv = c.argv;
+  call.env = c.env;
+  if (!c.cwd.empty()) call.cwd = c.cwd;
+  call.stdin_data = c.stdin_bytes;
+  call.timeout = c.timeout;
+  StoreSink sink(*store_, claimed.id, id_);
+  auto result = lease->sandbox->exec(call, sink);
+  const std::string sandbox_id = lease->sandbox->id();
+  router_->release(std::move(*lease));
+  if (!result) {
+    const std::string why = stopped_ ? "cancelled: the worker stopped and the grace period passed"
+                                     : result.error().to_string();
+    (void)store_->fail_call(claimed.id, id_, why);
+    return;
+  }
+  auto j = exec_result_json(*result, sandbox_id);
+  j["mode"] = to_string(placement_.mode);
+  j["backend"] = placement_.backend->name();
+  if (auto s = store_->finish_call(claimed.id, id_, result->exit_code, j.dump()); !s) {
+    spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
+  }
+}
+
+void Worker::housekeeping_loop() {
+  const auto period = std::max(std::chrono::milliseconds(100), options_.lease / 3);
+  while (!stopped_) {
+    if (auto s = store_->heartbeat(id_, options_.lease); !s) spdlog::warn("heartbeat: {}", s.error().to_string());
+    (void)store_->interrupt_orphaned_calls(store::now_ms());
+    router_->reap_idle();
+    for (const auto& run : router_->live_runs()) {
+      auto view = store_->run(run);
+      if (view && view->state == store::RunState::ended) router_->end_run(run);
+    }
+    for (auto waited = std::chrono::milliseconds(0); waited < period && !stopped_;
+         waited += std::chrono::milliseconds(50)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+void Worker::stop() {
+  if (stopped_.exchange(true)) return;
+  claiming_ = false;
+  const auto deadline = std::chrono::steady_clock::now() + options_.grace;
+  while (in_flight_ > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Past the grace period: destroying the sandboxes ends the calls still running.
+  if (router_) router_->destroy_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  if (router_) router_->destroy_all();
+  pool_.reset();
+  if (store_) (void)store_->stop_worker(id_);
+}
+
+}  // namespace rf::worker

@@ -1,0 +1,78 @@
+// The worker (host side): claims tool calls from the store, runs each in the
+// sandbox its mode says, streams the output into the store, and reports how it
+// ended. Heartbeats keep its leases; a call whose worker died is marked
+// interrupted, never re-run. Stops by draining: no new claims, in-flight calls
+// get a grace period, then are cancelled, then every sandbox is destroyed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+#include "worker/pool.h"
+#include "worker/sandbox_router.h"
+#include "worker/settings.h"
+
+namespace rf::worker {
+
+struct WorkerOptions {
+  WorkerSettings settings;
+  std::string worker_id;  // empty: "<hostname>-<pid>"
+  int concurrency = 8;
+  std::chrono::milliseconds lease{30'000};
+  std::chrono::milliseconds grace{10'000};
+  std::chrono::milliseconds idle_poll{10};
+};
+
+// The backend and mode a worker actually runs with, after fallback.
+struct Placement {
+  std::unique_ptr<Backend> backend;
+  SandboxMode mode = SandboxMode::kNone;
+  std::vector<std::string> warnings;  // one per fallback step, with the reason
+};
+
+// Tries the configured backend, then each fallback backend (keeping the mode);
+// then, for non-production projects only, one mode at a time down to none.
+// Production never falls back in mode: the error says why the worker cannot start.
+Result<Placement> place(const WorkerSettings& settings);
+
+class Worker {
+ public:
+  static Result<std::unique_ptr<Worker>> start(WorkerOptions options, Placement placement);
+  ~Worker();
+  // Stops claiming, lets in-flight calls finish within the grace period,
+  // cancels the rest, destroys every sandbox, marks the worker stopped.
+  void stop();
+  const std::string& id() const { return id_; }
+  SandboxMode mode() const { return placement_.mode; }
+  store::Store& store() { return *store_; }
+  SandboxRouter& router() { return *router_; }
+
+ private:
+  Worker(WorkerOptions options, Placement placement) : options_(std::move(options)), placement_(std::move(placement)) {}
+  Status init();
+  void executor_loop();
+  void housekeeping_loop();
+  void run_call(const store::ClaimedCall& call);
+
+  WorkerOptions options_;
+  Placement placement_;
+  std::string id_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<WarmPool> pool_;
+  std::unique_ptr<SandboxRouter> router_;
+  std::atomic<bool> claiming_{true};
+  std::atomic<bool> stopped_{false};
+  std::atomic<int> in_flight_{0};
+  std::vector<std::thread> threads_;
+};
+
+// Where the store lives under a state dir.
+std::string store_path(const std::string& state_dir);
+
+}  // namespace rf::worker
