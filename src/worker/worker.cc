@@ -192,7 +192,9 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
 }
 
 void Worker::housekeeping_loop() {
-  const auto period = std::max(std::chrono::milliseconds(100), options_.lease / 3);
+  // Ended runs and idle sandboxes are noticed within a second; the heartbeat
+  // (one UPDATE) rides along.
+  const auto period = std::clamp(options_.lease / 3, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
   while (!stopped_) {
     if (auto s = store_->heartbeat(id_, options_.lease); !s) spdlog::warn("heartbeat: {}", s.error().to_string());
     (void)store_->interrupt_orphaned_calls(store::now_ms());

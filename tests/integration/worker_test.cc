@@ -1,0 +1,296 @@
+// The worker against real sandboxes: modes, tenant separation, concurrency,
+// crash safety, drain, fallback.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "integration/harness.h"
+#include "worker/worker.h"
+
+namespace rf::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class WorkerTest : public SandboxTest {
+ protected:
+  void SetUp() override {
+    SandboxTest::SetUp();
+    if (IsSkipped()) return;
+    // The worker finds the runner next to its binary; this test binary lives elsewhere.
+    ::setenv("RINGFENCE_TOOL_RUNNER", RF_RUNNER_PATH, 1);
+    char tmpl[] = "/tmp/rf-worker-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    state_ = tmpl;
+  }
+  void TearDown() override {
+    worker_.reset();
+    if (!state_.empty()) std::system(("rm -rf " + state_).c_str());
+  }
+  worker::WorkerSettings settings(worker::SandboxMode mode) {
+    auto s = worker::default_settings("/nonexistent-home");
+    s.state_dir.value = state_;
+    s.mode.value = mode;
+    s.project.value = "acme";
+    s.pool_target.value = 1;
+    s.pool_max.value = 2;
+    return s;
+  }
+  void start(worker::SandboxMode mode) {
+    auto placement = worker::place(settings(mode));
+    ASSERT_TRUE(placement.ok()) << placement.error().to_string();
+    worker::WorkerOptions o;
+    o.settings = settings(mode);
+    o.concurrency = 4;
+    auto w = worker::Worker::start(std::move(o), std::move(*placement));
+    ASSERT_TRUE(w.ok()) << w.error().to_string();
+    worker_ = std::move(*w);
+  }
+  std::unique_ptr<store::Store> client() {
+    auto s = store::Store::open(worker::store_path(state_));
+    EXPECT_TRUE(s.ok()) << s.error().to_string();
+    return std::move(*s);
+  }
+  struct Done {
+    store::CallView view;
+    std::string out;
+    nlohmann::json result;
+  };
+  // Enqueues a call and waits for its end, as `ringfence call` does.
+  static Done call(store::Store& s, const std::string& project, const std::string& run,
+                   std::vector<std::string> argv) {
+    (void)s.ensure_project(project, store::Environment::development);
+    store::NewCall c;
+    c.project = project;
+    c.run = run;
+    c.argv = std::move(argv);
+    auto id = s.enqueue_call(c);
+    EXPECT_TRUE(id.ok()) << id.error().to_string();
+    Done d;
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < end) {
+      auto v = s.call(*id);
+      if (v && (v->state == store::CallState::done || v->state == store::CallState::failed ||
+                v->state == store::CallState::interrupted)) {
+        d.view = *v;
+        break;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    if (auto chunks = s.output(*id)) {
+      for (const auto& c : *chunks) d.out += c.data;
+    }
+    if (d.view.result_json) d.result = nlohmann::json::parse(*d.view.result_json);
+    return d;
+  }
+  static Done sh(store::Store& s, const std::string& project, const std::string& run, const std::string& script) {
+    return call(s, project, run, {"/bin/sh", "-c", script});
+  }
+
+  std::string state_;
+  std::unique_ptr<worker::Worker> worker_;
+};
+
+TEST_F(WorkerTest, PerRunReusesTheRunsSandboxAndSeparatesRuns) {
+  start(worker::SandboxMode::kPerRun);
+  auto s = client();
+  Done a = sh(*s, "acme", "r1", "echo one > /workspace/f; hostname");
+  ASSERT_EQ(a.view.state, store::CallState::done) << a.view.error.value_or("");
+  Done b = sh(*s, "acme", "r1", "cat /workspace/f; hostname");
+  EXPECT_EQ(b.out, "one\n" + a.out);  // same sandbox: same file, same hostname
+  EXPECT_EQ(b.result["sandbox_id"], a.result["sandbox_id"]);
+  EXPECT_EQ(b.result["mode"], "per_run");
+  Done c = sh(*s, "acme", "r2", "ls /workspace; hostname");
+  EXPECT_NE(c.result["sandbox_id"], a.result["sandbox_id"]);
+  EXPECT_EQ(c.out, c.result["sandbox_id"].get<std::string>() + "\n");  // empty workspace
+  Done d = sh(*s, "other", "r3", "ls /workspace");
+  EXPECT_NE(d.result["sandbox_id"], a.result["sandbox_id"]);
+  EXPECT_EQ(d.out, "");
+  // Ending the run removes its sandbox.
+  ASSERT_TRUE(s->end_run("r1").ok());
+  const auto end = std::chrono::steady_clock::now() + 15s;
+  auto live = [&] { auto r = worker_->router().live_runs(); return std::count(r.begin(), r.end(), "r1"); };
+  while (live() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(live(), 0);
+}
+
+TEST_F(WorkerTest, PerToolGivesEveryCallAFreshSandbox) {
+  start(worker::SandboxMode::kPerTool);
+  auto s = client();
+  Done a = sh(*s, "acme", "r1", "echo x > /workspace/f");
+  Done b = sh(*s, "acme", "r1", "ls /workspace");
+  EXPECT_EQ(b.view.state, store::CallState::done);
+  EXPECT_EQ(b.out, "");
+  EXPECT_NE(a.result["sandbox_id"], b.result["sandbox_id"]);
+}
+
+TEST_F(WorkerTest, ModeNoneRunsInAScratchDirWithAScrubbedEnvironment) {
+  ::setenv("HOST_SECRET", "hunter2", 1);
+  start(worker::SandboxMode::kNone);
+  auto s = client();
+  Done a = sh(*s, "acme", "r1", "echo ${HOST_SECRET:-scrubbed}; pwd");
+  EXPECT_EQ(a.result["backend"], "local");
+  EXPECT_EQ(a.out.substr(0, 9), "scrubbed\n");
+  EXPECT_NE(a.out.find("/ringfence-local/"), std::string::npos) << a.out;
+  ::unsetenv("HOST_SECRET");
+}
+
+TEST_F(WorkerTest, PerWorkerServesOnlyItsProject) {
+  start(worker::SandboxMode::kPerWorker);
+  auto lease = worker_->router().acquire("intruder", "r9");
+  ASSERT_FALSE(lease.ok());
+  EXPECT_EQ(lease.error().to_string(),
+            "project intruder: this worker is per_worker for project acme and serves no other");
+  auto s = client();
+  Done a = sh(*s, "acme", "r1", "hostname");
+  Done b = sh(*s, "acme", "r2", "hostname");
+  EXPECT_EQ(a.out, b.out);  // one long-lived sandbox
+}
+
+TEST_F(WorkerTest, TwoHundredCallsFromSixteenClientsNoneLostNoneTwice) {
+  start(worker::SandboxMode::kPerRun);
+  std::vector<std::thread> clients;
+  std::mutex mu;
+  std::multiset<std::string> outputs;
+  int failures = 0;
+  for (int c = 0; c < 16; ++c) {
+    clients.emplace_back([&, c] {
+      auto s = client();
+      for (int i = 0; i < 200 / 16 + (c < 200 % 16 ? 1 : 0); ++i) {
+        const std::string tag = std::to_string(c) + "-" + std::to_string(i);
+        Done d = call(*s, "acme", "run-" + std::to_string(c % 4), {"echo", tag});
+        std::lock_guard l(mu);
+        if (d.view.state != store::CallState::done) ++failures;
+        outputs.insert(d.out);
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(outputs.size(), 200u);
+  for (int c = 0; c < 16; ++c) {
+    for (int i = 0; i < 200 / 16 + (c < 200 % 16 ? 1 : 0); ++i) {
+      EXPECT_EQ(outputs.count(std::to_string(c) + "-" + std::to_string(i) + "\n"), 1u);
+    }
+  }
+}
+
+TEST_F(WorkerTest, ProductionRefusesToFallBackInMode) {
+  auto s = settings(worker::SandboxMode::kPerRun);
+  s.backend.value = "docker";  // not built here: an unhealthy backend, for real
+  s.project_environment.value = worker::ProjectEnvironment::kProduction;
+  auto p = worker::place(s);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().to_string(),
+            "worker: refusing to start: backend docker is unhealthy: backend: unknown backend \"docker\" "
+            "(available: local, native); production projects never fall back to a weaker sandbox mode");
+}
+
+TEST_F(WorkerTest, NonProductionFallsBackLoudlyOneModeAtATime) {
+  auto s = settings(worker::SandboxMode::kPerWorker);
+  s.backend.value = "docker";
+  s.project_environment.value = worker::ProjectEnvironment::kStaging;
+  auto p = worker::place(s);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  EXPECT_EQ(p->mode, worker::SandboxMode::kNone);
+  EXPECT_EQ(p->backend->name(), "local");
+  ASSERT_EQ(p->warnings.size(), 4u);
+  EXPECT_EQ(p->warnings[1].rfind("falling back from sandbox mode per_worker to per_run: backend docker", 0), 0u);
+  EXPECT_EQ(p->warnings[3].rfind("falling back from sandbox mode per_tool to none: ", 0), 0u);
+  // A healthy fallback backend keeps the mode.
+  s.fallback_backends.value = {"native"};
+  auto kept = worker::place(s);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->mode, worker::SandboxMode::kPerWorker);
+  EXPECT_EQ(kept->backend->name(), "native");
+}
+
+// The CLI worker, killed -9 mid-call, then restarted: the call is interrupted
+// (never re-run) and the orphaned sandbox is gone.
+TEST_F(WorkerTest, KillNineMidCallThenRestartInterruptsAndReaps) {
+  auto spawn_worker = [&] {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int devnull = ::open("/dev/null", O_RDWR);
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+      execl(RF_CLI_PATH, RF_CLI_PATH, "worker", "start", "--sandbox-mode", "per_run", "--state-dir",
+            state_.c_str(), nullptr);
+      _exit(99);
+    }
+    return pid;
+  };
+  const pid_t first = spawn_worker();
+  auto s = client();
+  ASSERT_TRUE(s->ensure_project("acme", store::Environment::development).ok());
+  store::NewCall c;
+  c.project = "acme";
+  c.run = "r1";
+  c.argv = {"sleep", "30"};
+  auto id = s->enqueue_call(c);
+  ASSERT_TRUE(id.ok());
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (s->call(*id)->state != store::CallState::running && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(s->call(*id)->state, store::CallState::running);
+  ::kill(first, SIGKILL);
+  ::waitpid(first, nullptr, 0);
+  const pid_t second = spawn_worker();
+  const auto end2 = std::chrono::steady_clock::now() + 10s;
+  while (s->call(*id)->state == store::CallState::running && std::chrono::steady_clock::now() < end2) {
+    std::this_thread::sleep_for(20ms);
+  }
+  auto v = s->call(*id);
+  EXPECT_EQ(v->state, store::CallState::interrupted);
+  EXPECT_NE(v->error.value_or("").find("worker"), std::string::npos) << v->error.value_or("");
+  // The restarted worker serves new calls.
+  Done d = sh(*s, "acme", "r2", "echo after");
+  EXPECT_EQ(d.out, "after\n");
+  ::kill(second, SIGTERM);
+  int status = 0;
+  ::waitpid(second, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_F(WorkerTest, SigtermLetsInFlightCallsFinishWithinGrace) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_RDWR);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execl(RF_CLI_PATH, RF_CLI_PATH, "worker", "start", "--sandbox-mode", "per_tool", "--state-dir", state_.c_str(),
+          "--grace", "10s", nullptr);
+    _exit(99);
+  }
+  auto s = client();
+  ASSERT_TRUE(s->ensure_project("acme", store::Environment::development).ok());
+  store::NewCall c;
+  c.project = "acme";
+  c.run = "r1";
+  c.argv = {"/bin/sh", "-c", "sleep 1; echo finished"};
+  auto id = s->enqueue_call(c);
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (s->call(*id)->state != store::CallState::running && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  auto v = s->call(*id);
+  EXPECT_EQ(v->state, store::CallState::done);
+  auto chunks = s->output(*id);
+  ASSERT_TRUE(chunks.ok());
+  ASSERT_FALSE(chunks->empty());
+  EXPECT_EQ(chunks->back().data, "finished\n");
+}
+
+}  // namespace
+}  // namespace rf::testing
