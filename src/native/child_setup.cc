@@ -115,9 +115,13 @@ int wait_for_parent(int sync_fd) {
   }
 }
 
+// Credentials change through raw syscalls in this file: glibc's setresuid and
+// friends, in a process that had threads, ask every other thread to change too
+// (__nptl_setxid) and wait for replies that never come in the cloned child:
+// sandboxes created from a multi-threaded worker hung here until set-up timed out.
 int become_root() {
-  if (::setresgid(0, 0, 0) != 0) return errno;
-  return ok_or_errno(::setresuid(0, 0, 0));
+  if (::syscall(SYS_setresgid, 0, 0, 0) != 0) return errno;
+  return ok_or_errno(::syscall(SYS_setresuid, 0, 0, 0));
 }
 
 int mount_root_tmpfs() {
@@ -309,12 +313,12 @@ int drop_bounding_set(const ChildConfig& c) {
 
 int set_groups(const ChildConfig& c) {
   const gid_t groups[1] = {c.gid};
-  return ok_or_errno(::setgroups(1, groups));
+  return ok_or_errno(::syscall(SYS_setgroups, 1, groups));
 }
 
 int switch_user(const ChildConfig& c) {
-  if (::setresgid(c.gid, c.gid, c.gid) != 0) return errno;
-  return ok_or_errno(::setresuid(c.uid, c.uid, c.uid));
+  if (::syscall(SYS_setresgid, c.gid, c.gid, c.gid) != 0) return errno;
+  return ok_or_errno(::syscall(SYS_setresuid, c.uid, c.uid, c.uid));
 }
 
 int clear_capabilities() {

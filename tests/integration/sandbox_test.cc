@@ -151,6 +151,28 @@ TEST_F(SandboxExec, PtyBelongsToTheSandbox) {
   EXPECT_NE(r.out.find("isatty"), std::string::npos) << r.out;
 }
 
+// A worker creates sandboxes from many threads. glibc's setresuid in a process
+// that has threads waits for the others to follow, which the cloned child never
+// sees: set-up hung until its timeout. The child uses raw syscalls since.
+TEST_F(SandboxExec, CreatesFromManyThreadsAtOnce) {
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      for (int j = 0; j < 3; ++j) {
+        auto sb = backend_->create(SandboxSpec{});
+        if (!sb) {
+          ADD_FAILURE() << sb.error().to_string();
+          continue;
+        }
+        if (sh(**sb, "echo ok").out == "ok\n") ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 24);
+}
+
 TEST_F(SandboxExec, ReportsSetupTimingsByStep) {
   auto sb = make();
   ASSERT_TRUE(sb);
