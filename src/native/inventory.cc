@@ -12,6 +12,9 @@
 namespace rf::native {
 namespace {
 
+// Set-up takes milliseconds; a cgroup this old without processes is left over.
+constexpr std::chrono::seconds kSetupGrace{60};
+
 // "NSpid:\t4242\t1": a process that is PID 1 in its own namespace.
 bool is_namespace_init(pid_t pid) {
   auto status = read_file("/proc/" + std::to_string(pid) + "/status");
@@ -82,7 +85,12 @@ Result<std::vector<SandboxInfo>> reap_native_sandboxes(const CgroupLayout& layou
     auto cg = open_cgroup(layout, parent, name);
     if (!cg) continue;
     SandboxInfo info = describe(name, **cg);
-    if (!info.orphaned() && info.age < older_than) continue;
+    // A cgroup without a PID 1 is either left over (janitor killed too) or a
+    // sandbox still being set up (the child joins it as its first step): only
+    // the former is old. A live PID 1 whose owner is gone is an orphan at once.
+    const bool leftover = info.pid == 0 && info.age >= kSetupGrace;
+    const bool orphan = info.pid != 0 && info.owner_pid == 0;
+    if (!leftover && !orphan && info.age < older_than) continue;
     if (!dry_run) {
       // PID 1 first: the kernel then ends its whole namespace.
       if (info.pid) ::kill(info.pid, SIGKILL);

@@ -15,8 +15,10 @@ namespace rf::native {
 Result<std::vector<SandboxInfo>> list_native_sandboxes(const CgroupLayout& layout,
                                                        const std::string& parent);
 
-// Kills and removes the sandboxes that are orphaned (no owner, or no PID 1 left:
-// a cgroup a killed janitor could not remove) or at least `older_than` old.
+// Kills and removes the sandboxes that are orphaned (a PID 1 whose owner is
+// gone), left over (a cgroup without PID 1 for over a minute: its janitor was
+// killed too; a younger one may be a sandbox being set up) or at least
+// `older_than` old.
 // Idempotent. With dry_run, only reports them.
 Result<std::vector<SandboxInfo>> reap_native_sandboxes(const CgroupLayout& layout,
                                                        const std::string& parent,
