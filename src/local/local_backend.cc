@@ -16,6 +16,7 @@
 #include "native/native_backend.h"
 #include "sandbox/exec_request.h"
 #include "sandbox/runner_client.h"
+#include "sandbox/runner_sandbox.h"
 #include "sandbox/runner_exit.h"
 #include "sandbox/setup_step.h"
 
@@ -70,74 +71,27 @@ void warn_once(const std::string& runner_path) {
   });
 }
 
-class LocalSandbox : public Sandbox {
+class LocalSandbox : public RunnerSandbox {
  public:
   LocalSandbox(SandboxSpec spec, std::string scratch_root)
-      : spec_(std::move(spec)), root_(std::move(scratch_root)), scratch_(root_ + "/" + spec_.id) {}
+      : RunnerSandbox(std::move(spec)), root_(std::move(scratch_root)), scratch_(root_ + "/" + spec_.id) {}
   ~LocalSandbox() override { (void)destroy(); }
 
-  const std::string& id() const override { return spec_.id; }
-  const SandboxSpec& spec() const override { return spec_; }
-  int init_pid() const override { return pid_; }
-  const std::vector<StepTiming>& setup_timings() const override { return timings_; }
-
   Result<ExecResult> exec(const ExecCall& call, OutputSink& sink) override;
-  Status write_stdin(uint32_t id, std::string_view data) override {
-    return runner_->write_stdin(id, data);
-  }
-  Status close_stdin(uint32_t id) override { return runner_->close_stdin(id); }
-  Status send_signal(uint32_t id, int sig) override { return runner_->send_signal(id, sig); }
-  Status resize(uint32_t id, int rows, int cols) override {
-    return runner_->resize(id, rows, cols);
-  }
-  Result<std::string> read_file(const std::string& path) override {
-    return checked(runner_->read_file(path));
-  }
-  Status write_file(const std::string& path, std::string_view data, uint32_t mode) override {
-    return checked(runner_->write_file(path, data, mode));
-  }
-  Result<std::vector<proto::FileInfo>> list_dir(const std::string& path) override {
-    return checked(runner_->list_dir(path));
-  }
-  Result<proto::FileInfo> stat(const std::string& path) override {
-    return checked(runner_->stat(path));
-  }
-  Status set_env(const std::map<std::string, std::string>& vars) override {
-    proto::SetEnv m;
-    m.set = vars;
-    return checked(runner_->set_env(m));
-  }
-  Result<proto::ProbeResult> probe() override { return checked(runner_->probe()); }
   Status destroy() override;
 
   // Set-up, called once by the backend. On error the backend destroys it.
   Status start(const std::string& runner_path);
 
  private:
-  // "sandbox ended: tool runner (pid N) killed by signal 9 (Killed)" once it has.
-  std::optional<Error> death_reason();
-  template <class T>
-  T checked(T result) {
-    if (!result.ok()) {
-      if (auto why = death_reason()) return *why;
-    }
-    return result;
-  }
   // SHUTDOWN, a grace period, then SIGKILL to the runner and its process group; reaps it.
   void stop_runner();
 
-  SandboxSpec spec_;
   std::string root_;     // the scratch root, canonical
   std::string scratch_;  // <root>/<id>: the sandbox's "/"
-  std::unique_ptr<RunnerClient> runner_;
-  std::vector<StepTiming> timings_;
-  pid_t pid_ = 0;
   std::mutex mu_;  // serialises destroy()
   bool stopped_ = false;
   bool scratch_created_ = false;  // ours to remove (a directory that existed is not)
-  std::mutex runner_mu_;          // guards pidfd_ and exit_info_
-  UniqueFd pidfd_;
-  std::optional<siginfo_t> exit_info_;
 };
 
 Status LocalSandbox::start(const std::string& runner_path) {
@@ -148,33 +102,13 @@ Status LocalSandbox::start(const std::string& runner_path) {
   const RunnerLaunch launch{runner_path, scratch_, scratch_ + "/workspace", spec_.limits.nofile};
   auto spawned = timer.run("start tool runner", [&] { return spawn_runner(launch); });
   if (!spawned) return setup_error(spawned.error().where, spawned.error());
-  pid_ = spawned->pid;
-  {
-    std::lock_guard lock(runner_mu_);
-    pidfd_ = std::move(spawned->pidfd);
-  }
+  adopt_runner_process(spawned->pid, std::move(spawned->pidfd));
   runner_ = std::make_unique<RunnerClient>(std::move(spawned->host_fd));
   if (auto s = timer.run("handshake", [&] { return runner_->handshake(kHandshakeTimeout); }); !s) {
     if (auto why = death_reason()) return setup_error("handshake", *why);
     return setup_error("handshake", s.error());
   }
   return ok_status();
-}
-
-std::optional<Error> LocalSandbox::death_reason() {
-  std::lock_guard lock(runner_mu_);
-  if (!exit_info_ && pidfd_) {
-    // WNOWAIT: the runner stays a zombie until destroy(), so its pid (the id of
-    // its process group) cannot be reused before the group is killed.
-    siginfo_t si{};
-    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si,
-                 WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        si.si_pid != 0) {
-      exit_info_ = si;
-    }
-  }
-  if (!exit_info_) return std::nullopt;
-  return runner_ended_error(pid_, *exit_info_);
 }
 
 Result<ExecResult> LocalSandbox::exec(const ExecCall& call, OutputSink& sink) {
@@ -197,22 +131,15 @@ void LocalSandbox::stop_runner() {
     (void)runner_->shutdown();
     runner_->fail_all(make_error("sandbox", "destroyed"));
   }
-  std::lock_guard lock(runner_mu_);
-  if (!pidfd_) return;
-  wait_for_exit(pidfd_.get(), kShutdownGrace);
-  // The runner first, so its supervisors see their control pipes close and kill
-  // their calls; then whatever is left in its group. Until it is reaped below, its
-  // pid (the group's id) cannot name anyone else.
-  ::kill(pid_, SIGKILL);
-  wait_for_exit(pidfd_.get(), kShutdownGrace);
-  ::kill(-pid_, SIGKILL);
-  siginfo_t si{};
-  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) !=
-             0 &&
-         errno == EINTR) {
-  }
-  if (!exit_info_) exit_info_ = si;
-  pidfd_.reset();
+  end_runner([](int pidfd, pid_t pid) {
+    wait_for_exit(pidfd, kShutdownGrace);
+    // The runner first, so its supervisors see their control pipes close and kill
+    // their calls; then whatever is left in its group. Until end_runner reaps it,
+    // its pid (the group's id) cannot name anyone else.
+    ::kill(pid, SIGKILL);
+    wait_for_exit(pidfd, kShutdownGrace);
+    ::kill(-pid, SIGKILL);
+  });
 }
 
 Status LocalSandbox::destroy() {

@@ -29,6 +29,7 @@
 #include "native/workspace_mount.h"
 #include "sandbox/exec_request.h"
 #include "sandbox/runner_client.h"
+#include "sandbox/runner_sandbox.h"
 #include "sandbox/runner_exit.h"
 #include "sandbox/setup_step.h"
 
@@ -88,40 +89,13 @@ class NativeBackend : public Backend {
   int cap_last_cap_;
 };
 
-class NativeSandbox : public Sandbox {
+class NativeSandbox : public RunnerSandbox {
  public:
   NativeSandbox(SandboxSpec spec, UidSlot slot, std::unique_ptr<Cgroup> cgroup)
-      : spec_(std::move(spec)), slot_(std::move(slot)), cgroup_(std::move(cgroup)) {}
+      : RunnerSandbox(std::move(spec)), slot_(std::move(slot)), cgroup_(std::move(cgroup)) {}
   ~NativeSandbox() override { (void)destroy(); }
 
-  const std::string& id() const override { return spec_.id; }
-  const SandboxSpec& spec() const override { return spec_; }
-  int init_pid() const override { return pid_; }
-  const std::vector<StepTiming>& setup_timings() const override { return timings_; }
-
   Result<ExecResult> exec(const ExecCall& call, OutputSink& sink) override;
-  Status write_stdin(uint32_t id, std::string_view data) override {
-    return runner_->write_stdin(id, data);
-  }
-  Status close_stdin(uint32_t id) override { return runner_->close_stdin(id); }
-  Status send_signal(uint32_t id, int sig) override { return runner_->send_signal(id, sig); }
-  Status resize(uint32_t id, int rows, int cols) override { return runner_->resize(id, rows, cols); }
-  Result<std::string> read_file(const std::string& path) override {
-    return checked(runner_->read_file(path));
-  }
-  Status write_file(const std::string& path, std::string_view data, uint32_t mode) override {
-    return checked(runner_->write_file(path, data, mode));
-  }
-  Result<std::vector<proto::FileInfo>> list_dir(const std::string& path) override {
-    return checked(runner_->list_dir(path));
-  }
-  Result<proto::FileInfo> stat(const std::string& path) override { return checked(runner_->stat(path)); }
-  Status set_env(const std::map<std::string, std::string>& vars) override {
-    proto::SetEnv m;
-    m.set = vars;
-    return checked(runner_->set_env(m));
-  }
-  Result<proto::ProbeResult> probe() override { return checked(runner_->probe()); }
   Status destroy() override;
 
   // Set-up, called once by the backend. On error the destructor cleans up.
@@ -129,27 +103,11 @@ class NativeSandbox : public Sandbox {
 
  private:
   Status wait_for_child_setup(const std::vector<std::string>& step_names, int sync_fd);
-  // Why the sandbox is gone, if it is: "sandbox init (pid N) killed by signal 9".
-  std::optional<Error> death_reason();
-  template <class T>
-  T checked(T result) {
-    if (!result.ok()) {
-      if (auto why = death_reason()) return *why;
-    }
-    return result;
-  }
 
-  SandboxSpec spec_;
   UidSlot slot_;
   std::unique_ptr<Cgroup> cgroup_;
-  std::unique_ptr<RunnerClient> runner_;
-  std::vector<StepTiming> timings_;
-  pid_t pid_ = 0;
-  UniqueFd pidfd_;
   std::mutex mu_;  // serialises destroy()
   bool destroyed_ = false;
-  std::mutex init_mu_;  // guards pidfd_ and exit_info_: exec threads ask why the init died
-  std::optional<siginfo_t> exit_info_;
 };
 
 Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
@@ -200,8 +158,7 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   const pid_t pid = timer.run("clone", [&] { return clone_sandbox(cgroup_->clone_into_fd(), &pidfd); });
   if (pid < 0) return setup_error("clone", sys_error("clone3"));
   if (pid == 0) run_child(config);  // sandbox side from here; never returns
-  pid_ = pid;
-  pidfd_.reset(pidfd);
+  adopt_runner_process(pid, UniqueFd(pidfd));
   sync_child.reset();
   proto_child.reset();
   join_fds.clear();
@@ -265,19 +222,6 @@ Status NativeSandbox::wait_for_child_setup(const std::vector<std::string>& names
   return ok_status();
 }
 
-std::optional<Error> NativeSandbox::death_reason() {
-  std::lock_guard lock(init_mu_);
-  if (!exit_info_ && pidfd_) {
-    siginfo_t si{};
-    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si,
-                 WEXITED | WNOHANG) == 0 && si.si_pid != 0) {
-      exit_info_ = si;
-    }
-  }
-  if (!exit_info_) return std::nullopt;
-  return runner_ended_error(pid_, *exit_info_);
-}
-
 Result<ExecResult> NativeSandbox::exec(const ExecCall& call, OutputSink& sink) {
   const proto::ExecRequest req = make_exec_request(call, spec_, base_environment(call.pty));
 
@@ -306,19 +250,8 @@ Status NativeSandbox::destroy() {
   if (destroyed_) return ok_status();
   destroyed_ = true;
   if (runner_) runner_->fail_all(make_error("sandbox", "destroyed"));
-  {
-    std::lock_guard init_lock(init_mu_);
-    if (pidfd_) {
-      // Killing PID 1 makes the kernel kill every process in its PID namespace.
-      ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
-      siginfo_t si{};
-      while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) != 0 &&
-             errno == EINTR) {
-      }
-      if (!exit_info_) exit_info_ = si;
-      pidfd_.reset();
-    }
-  }
+  // Killing PID 1 makes the kernel kill every process in its PID namespace.
+  end_runner([](int pidfd, pid_t) { ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0); });
   Status result;
   if (cgroup_) {
     (void)cgroup_->kill_all();
