@@ -68,7 +68,9 @@ Result<Placement> place(const WorkerSettings& s) {
     for (const auto& b : s.fallback_backends.value) candidates.push_back(b);
     std::string first_reason;
     for (const auto& name : candidates) {
-      auto why = unhealthy(name, &p.backend);
+      // Falling back "keeping the mode" onto no isolation would be a silent downgrade.
+      auto why = name == "local" ? std::optional<std::string>("it has no isolation and serves only sandbox mode none")
+                                 : unhealthy(name, &p.backend);
       if (!why) return p;
       const std::string line = "backend " + name + " is unhealthy: " + *why;
       if (first_reason.empty()) first_reason = line;

@@ -209,6 +209,24 @@ TEST_F(WorkerTest, NonProductionFallsBackLoudlyOneModeAtATime) {
   EXPECT_EQ(kept->backend->name(), "native");
 }
 
+TEST_F(WorkerTest, TheLocalBackendNeverServesAnIsolatingMode) {
+  auto s = settings(worker::SandboxMode::kPerRun);
+  s.backend.value = "local";
+  s.project_environment.value = worker::ProjectEnvironment::kProduction;
+  auto p = worker::place(s);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().to_string(),
+            "worker: refusing to start: backend local is unhealthy: it has no isolation and serves only sandbox "
+            "mode none; production projects never fall back to a weaker sandbox mode");
+  s.backend.value = "docker";
+  s.fallback_backends.value = {"local"};
+  s.project_environment.value = worker::ProjectEnvironment::kStaging;
+  auto staged = worker::place(s);
+  ASSERT_TRUE(staged.ok());
+  EXPECT_EQ(staged->mode, worker::SandboxMode::kNone);  // said loudly, step by step
+  EXPECT_EQ(staged->warnings[1], "backend local is unhealthy: it has no isolation and serves only sandbox mode none");
+}
+
 // The CLI worker, killed -9 mid-call, then restarted: the call is interrupted
 // (never re-run) and the orphaned sandbox is gone.
 TEST_F(WorkerTest, KillNineMidCallThenRestartInterruptsAndReaps) {
