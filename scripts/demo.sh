@@ -19,4 +19,18 @@ run "$rf" sandbox exec --pids 32 -- sh -c 'for i in $(seq 100); do sleep 5 & don
 run "$rf" sandbox exec --timeout 1s -- sh -c 'setsid sleep 100 & sleep 100'
 run "$rf" sandbox exec --json -- sh -c 'echo contained'
 echo
+echo "The main job: a worker (embedded SQLite store, native backend, host image, per_run)"
+echo "serving tool calls that a client sends."
+state=$(mktemp -d /tmp/ringfence-demo-XXXXXX)
+"$rf" worker start --sandbox-mode per_run --project-environment development --state-dir "$state" &
+worker=$!
+sleep 1
+run "$rf" call --state-dir "$state" --project demo --run r1 -- sh -c 'echo step 1 > /workspace/notes; hostname'
+run "$rf" call --state-dir "$state" --project demo --run r1 -- sh -c 'cat /workspace/notes; hostname'
+run "$rf" call --state-dir "$state" --project demo --run r2 -- sh -c 'ls /workspace; hostname'
+run "$rf" sandbox list
+run "$rf" run show r1 --state-dir "$state"
+kill -TERM "$worker"; wait "$worker"
+rm -rf "$state"
+echo
 echo "An interactive shell on its own pty: $rf sandbox shell"
