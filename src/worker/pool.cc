@@ -9,6 +9,7 @@ namespace rf::worker {
 namespace {
 
 constexpr std::chrono::milliseconds kMaxBackoff{5000};
+constexpr std::chrono::milliseconds kRefillPace{20};
 
 }  // namespace
 
@@ -77,6 +78,9 @@ void WarmPool::refill_loop() {
   while (!stopping_) {
     if (ready_.size() >= target_ || ready_.size() >= max_) {
       cv_.wait(lock, [&] { return stopping_ || ready_.size() < target_; });
+      // Paced: the call that just took a sandbox makes its first round trips
+      // now; a clone on the other core would slow them. An empty pool cannot wait.
+      if (!stopping_ && !ready_.empty()) cv_.wait_for(lock, kRefillPace, [&] { return stopping_ || ready_.empty(); });
       continue;
     }
     lock.unlock();
