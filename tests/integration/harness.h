@@ -15,35 +15,14 @@
 
 #include "native/native_backend.h"
 #include "sandbox/sandbox.h"
+#include "support/capture.h"
 
 namespace rf::testing {
-
-struct Captured : OutputSink {
-  std::mutex mu;
-  std::string out, err;
-  uint32_t call_id = 0;
-  void on_started(uint32_t id, int) override { call_id = id; }
-  void on_stdout(std::string_view d) override {
-    std::lock_guard l(mu);
-    out.append(d);
-  }
-  void on_stderr(std::string_view d) override {
-    std::lock_guard l(mu);
-    err.append(d);
-  }
-};
 
 struct Out {
   ExecResult result;
   std::string out, err;
 };
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 class SandboxTest : public ::testing::Test {
  protected:

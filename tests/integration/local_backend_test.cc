@@ -1,6 +1,7 @@
 // The local backend (sandbox mode none): the real tool runner as a plain child
 // of the test process, in a scratch directory under a temporary scratch root.
 // Needs no root.
+#include "support/capture.h"
 #include "local/local_backend.h"
 
 #include <gtest/gtest.h>
@@ -29,33 +30,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-struct Captured : OutputSink {
-  std::mutex mu;
-  std::string out, err;
-  std::atomic<int> pid{0};
-  void on_started(uint32_t, int p) override { pid = p; }
-  void on_stdout(std::string_view d) override {
-    std::lock_guard l(mu);
-    out.append(d);
-  }
-  void on_stderr(std::string_view d) override {
-    std::lock_guard l(mu);
-    err.append(d);
-  }
-};
+using rf::testing::Captured;
+using rf::testing::slurp;
 
 struct Out {
   ExecResult result;
   std::string out, err;
 };
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;

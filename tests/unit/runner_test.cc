@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "support/capture.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
 #include "sandbox/runner_client.h"
@@ -27,25 +28,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-struct Captured : OutputSink {
-  std::mutex mu;
-  std::string out, err;
-  std::atomic<uint32_t> call_id{0};
-  std::atomic<int> pid{0};
-  void on_started(uint32_t id, int p) override {
-    call_id = id;
-    pid = p;
-  }
-  void on_stdout(std::string_view d) override {
-    std::lock_guard l(mu);
-    out.append(d);
-  }
-  void on_stderr(std::string_view d) override {
-    std::lock_guard l(mu);
-    err.append(d);
-  }
-};
+using rf::testing::Captured;
 
 struct Outcome {
   proto::ExitStatus exit;
