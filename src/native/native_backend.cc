@@ -108,6 +108,8 @@ class NativeSandbox : public RunnerSandbox {
   std::unique_ptr<Cgroup> cgroup_;
   std::mutex mu_;  // serialises destroy()
   bool destroyed_ = false;
+  std::mutex usage_mu_;
+  CgroupUsage last_usage_;  // the cgroup's counters after the last call
 };
 
 Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
@@ -225,7 +227,6 @@ Status NativeSandbox::wait_for_child_setup(const std::vector<std::string>& names
 Result<ExecResult> NativeSandbox::exec(const ExecCall& call, OutputSink& sink) {
   const proto::ExecRequest req = make_exec_request(call, spec_, base_environment(call.pty));
 
-  auto before = cgroup_->usage();
   auto status = runner_->exec(req, call.stdin_data, !call.stdin_stream, sink);
   if (!status) {
     // Give the kernel a moment to report why the runner went away.
@@ -234,13 +235,21 @@ Result<ExecResult> NativeSandbox::exec(const ExecCall& call, OutputSink& sink) {
     return status.take_error();
   }
   ExecResult r = to_exec_result(*status);
-  if (auto after = cgroup_->usage(); after && before) {
+  if (auto after = cgroup_->usage()) {
+    // One read per call: the counters are compared with the last call's (a new
+    // cgroup starts at zero), not read before and after.
+    CgroupUsage before;
+    {
+      std::lock_guard lock(usage_mu_);
+      before = last_usage_;
+      last_usage_ = *after;
+    }
     r.peak_memory_bytes = std::max(r.peak_memory_bytes, after->memory_peak_bytes);
-    if (after->oom_kills > before->oom_kills) {
+    if (after->oom_kills > before.oom_kills) {
       r.oom_killed = true;
       if (r.limit.empty() || r.limit == "disk") r.limit = "memory";
     }
-    if (after->pids_max_hits > before->pids_max_hits && r.limit.empty()) r.limit = "pids";
+    if (after->pids_max_hits > before.pids_max_hits && r.limit.empty()) r.limit = "pids";
   }
   return r;
 }
