@@ -31,13 +31,15 @@ double run_clients(const std::string& state, int clients, int calls) {
         auto id = (*s)->enqueue_call(call);
         if (!id) std::abort();
         for (;;) {
+          const uint32_t seen = (*s)->call_version(*id);
           auto v = (*s)->call(*id);
           if (v && v->state == rf::store::CallState::done) break;
-          if (v && (v->state == rf::store::CallState::failed || v->state == rf::store::CallState::interrupted)) {
+          if (v && (v->state == rf::store::CallState::failed ||
+                    v->state == rf::store::CallState::interrupted)) {
             ++failed;
             break;
           }
-          std::this_thread::sleep_for(microseconds(200));
+          (*s)->wait_for_call(*id, seen, milliseconds(200));
         }
       }
     });
@@ -67,7 +69,8 @@ int main(int argc, char** argv) {
       const std::string state = mkdtemp(tmpl);
       auto s = rf::worker::default_settings("/nonexistent");
       s.state_dir.value = state;
-      s.mode.value = mode == "per_tool" ? rf::worker::SandboxMode::kPerTool : rf::worker::SandboxMode::kPerRun;
+      s.mode.value =
+          mode == "per_tool" ? rf::worker::SandboxMode::kPerTool : rf::worker::SandboxMode::kPerRun;
       s.pool_target.value = 4;
       s.pool_max.value = 8;
       auto placement = rf::worker::place(s);
@@ -78,7 +81,6 @@ int main(int argc, char** argv) {
       rf::worker::WorkerOptions o;
       o.settings = s;
       o.concurrency = std::min(clients, 16);
-      o.idle_poll = milliseconds(1);
       auto w = rf::worker::Worker::start(o, std::move(*placement));
       if (!w) {
         std::fprintf(stderr, "%s\n", w.error().to_string().c_str());
@@ -94,7 +96,10 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       (*w)->stop();
       w->reset();
-      std::system(("rm -rf " + state).c_str());
+      if (!getenv("RF_KEEP"))
+        std::system(("rm -rf " + state).c_str());
+      else
+        std::printf("kept %s\n", state.c_str());
     }
   }
   return 0;

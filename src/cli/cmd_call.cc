@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "worker/config_file.h"
 #include "core/io.h"
 #include "core/units.h"
 #include "store/store.h"
+#include "worker/config_file.h"
 #include "worker/settings.h"
 #include "worker/settings_flags.h"
 #include "worker/worker.h"
@@ -29,8 +29,9 @@ struct ClientFlags {
 };
 
 Result<std::unique_ptr<store::Store>> open_store(const ClientFlags& f) {
-  const std::string dir =
-      f.state_dir.empty() ? worker::default_settings(worker::home_directory()).state_dir.value : f.state_dir;
+  const std::string dir = f.state_dir.empty()
+                              ? worker::default_settings(worker::home_directory()).state_dir.value
+                              : f.state_dir;
   return store::Store::open(worker::store_path(dir));
 }
 
@@ -59,12 +60,14 @@ int run_call(const ClientFlags& f) {
   store::Store& s = **st;
   // A new project takes --environment; an existing one keeps its own.
   if (!s.project(f.project)) {
-    if (auto e = s.ensure_project(f.project, *env); !e) return fail(e.error().to_string(), kExitRuntime);
+    if (auto e = s.ensure_project(f.project, *env); !e)
+      return fail(e.error().to_string(), kExitRuntime);
   }
   auto id = s.enqueue_call(call);
   if (!id) return fail(id.error().to_string(), kExitUsage);
   int64_t seq = 0;
   for (;;) {
+    const uint32_t seen = s.call_version(*id);  // before looking: a later change rings it
     auto view = s.call(*id);  // read the state first: output written before it is then complete
     auto chunks = s.output(*id, seq);
     if (chunks) {
@@ -77,11 +80,11 @@ int run_call(const ClientFlags& f) {
     if (!view) return fail(view.error().to_string(), kExitRuntime);
     if (view->state == store::CallState::done) return static_cast<int>(view->exit_code.value_or(0));
     if (view->state == store::CallState::failed || view->state == store::CallState::interrupted) {
-      return fail("call " + std::to_string(*id) + " " + std::string(store::to_string(view->state)) + ": " +
-                      view->error.value_or(""),
+      return fail("call " + std::to_string(*id) + " " + std::string(store::to_string(view->state)) +
+                      ": " + view->error.value_or(""),
                   kExitRuntime);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    s.wait_for_call(*id, seen, std::chrono::milliseconds(200));
   }
 }
 
@@ -106,7 +109,9 @@ int run_show(const ClientFlags& f) {
     calls.push_back(j);
   }
   if (f.json) {
-    nlohmann::json j = {{"id", run->id}, {"project", run->project_id}, {"state", store::to_string(run->state)},
+    nlohmann::json j = {{"id", run->id},
+                        {"project", run->project_id},
+                        {"state", store::to_string(run->state)},
                         {"calls", calls}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
@@ -116,7 +121,8 @@ int run_show(const ClientFlags& f) {
   for (const auto& c : run->calls) {
     std::string argv;
     for (const auto& a : c.argv) argv += (argv.empty() ? "" : " ") + a;
-    std::printf("  %-6lld %-12s %-5s %s\n", static_cast<long long>(c.id), std::string(store::to_string(c.state)).c_str(),
+    std::printf("  %-6lld %-12s %-5s %s\n", static_cast<long long>(c.id),
+                std::string(store::to_string(c.state)).c_str(),
                 c.exit_code ? std::to_string(*c.exit_code).c_str() : "-", argv.c_str());
   }
   return 0;
@@ -126,13 +132,17 @@ int run_show(const ClientFlags& f) {
 
 void add_call_commands(CLI::App& app, CommandResult* result) {
   auto f = std::make_shared<ClientFlags>();
-  auto* call = app.add_subcommand("call", "Send a tool call to the workers and wait for it: call --project P --run R -- CMD...");
+  auto* call = app.add_subcommand(
+      "call",
+      "Send a tool call to the workers and wait for it: call --project P --run R -- CMD...");
   call->add_option("--project", f->project, "Project")->required();
   call->add_option("--run", f->run, "Run (created on first use)")->required();
   call->add_option("--stdin", f->stdin_file, "File whose bytes are the call's stdin");
   call->add_option("--timeout", f->timeout, "Per-call timeout")->default_val("30s");
-  call->add_option("--environment", f->environment, "Environment of a new project")->default_val("development");
-  call->add_option("--state-dir", f->state_dir, "The workers' state dir (default ~/.ringfence/state)");
+  call->add_option("--environment", f->environment, "Environment of a new project")
+      ->default_val("development");
+  call->add_option("--state-dir", f->state_dir,
+                   "The workers' state dir (default ~/.ringfence/state)");
   call->add_option("command", f->command, "The command and its arguments")->required();
   call->callback([f, result] { result->exit_code = run_call(*f); });
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +47,8 @@ class Statement {
   Result<bool> step();
   // Steps to the end; for statements that return no rows.
   Status run();
+  // Ready to bind and run again (bindings cleared).
+  void reset();
 
   // Columns are 0-based, as in SQLite.
   bool is_null(int column) const;
@@ -91,12 +94,15 @@ class Db {
   bool in_transaction() const;
   const std::string& path() const { return path_; }
 
+  struct BusyWait;  // the busy handler's state (db.cc)
+
  private:
   Status configure(const DbOptions& options);
   void close();
 
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::unique_ptr<BusyWait> busy_;  // stable address for SQLite's callback
 };
 
 // A transaction that rolls back when destroyed without commit().

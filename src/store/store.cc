@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "store/migrations.h"
@@ -353,17 +354,41 @@ Result<std::optional<ClaimedCall>> next_queued(Db& db, const ClaimFilter& filter
   }
 }
 
+Result<int64_t> read_int0(const Statement& st) { return st.int64(0); }
+
 // Calls held (claimed or running) that match `condition` become interrupted
-// with `error`; returns how many.
+// with `error`; returns their ids.
 template <class... Args>
-Result<int> interrupt_held(Db& db, std::string_view condition, const std::string& error,
-                           int64_t now, const Args&... args) {
+Result<std::vector<int64_t>> interrupt_held(Db& db, std::string_view condition,
+                                            const std::string& error, int64_t now,
+                                            const Args&... args) {
   std::string sql =
       "UPDATE tool_calls SET state = 'interrupted', error = ?1, finished_at = ?2 "
       "WHERE state IN ('claimed', 'running') AND ";
   sql += condition;
-  RF_TRY(exec(db, sql, error, now, args...));
-  return db.changes();
+  sql += " RETURNING id";
+  return rows<int64_t>(db, read_int0, sql, error, now, args...);
+}
+
+// Appends chunks after the call's last one; returns the last seq (0: none).
+Result<int64_t> insert_chunks(Db& db, int64_t call_id, const std::vector<PendingChunk>& chunks) {
+  if (chunks.empty()) return int64_t{0};
+  auto last = first_row<int64_t>(
+      db, read_int0, "SELECT coalesce(max(seq), 0) FROM call_output WHERE call_id = ?1", call_id);
+  if (!last.ok()) return last.take_error();
+  int64_t seq = **last;
+  auto st =
+      db.prepare("INSERT INTO call_output (call_id, seq, stream, data) VALUES (?1, ?2, ?3, ?4)");
+  if (!st.ok()) return st.take_error();
+  for (const auto& c : chunks) {
+    st->bind(1, call_id)
+        .bind(2, ++seq)
+        .bind(3, int64_t{static_cast<int>(c.stream)})
+        .bind_blob(4, c.data);
+    RF_TRY(st->run());
+    st->reset();
+  }
+  return seq;
 }
 
 Status make_parent_dirs(const std::string& path) {
@@ -399,7 +424,38 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
   auto db = Db::open(path);
   if (!db.ok()) return db.take_error();
   RF_TRY(migrate(*db));
-  return std::unique_ptr<Store>(new Store(std::move(*db)));
+  auto bell = Doorbell::open(path + "-bell");  // without it, waits sleep: slower, still correct
+  return std::unique_ptr<Store>(new Store(std::move(*db), bell.ok() ? std::move(*bell) : nullptr));
+}
+
+void Store::ring_queue() {
+  if (bell_) bell_->ring(Doorbell::kQueueSlot);
+}
+
+void Store::ring_call(int64_t call_id) {
+  if (bell_) bell_->ring(Doorbell::call_slot(call_id));
+}
+
+uint32_t Store::queue_version() const { return bell_ ? bell_->version(Doorbell::kQueueSlot) : 0; }
+
+uint32_t Store::call_version(int64_t call_id) const {
+  return bell_ ? bell_->version(Doorbell::call_slot(call_id)) : 0;
+}
+
+namespace {
+void sleep_instead(std::chrono::microseconds timeout) {
+  std::this_thread::sleep_for(std::min(timeout, std::chrono::microseconds(1000)));
+}
+}  // namespace
+
+void Store::wait_for_queue(uint32_t seen, std::chrono::microseconds timeout) const {
+  if (!bell_) return sleep_instead(timeout);
+  bell_->wait(Doorbell::kQueueSlot, seen, timeout);
+}
+
+void Store::wait_for_call(int64_t call_id, uint32_t seen, std::chrono::microseconds timeout) const {
+  if (!bell_) return sleep_instead(timeout);
+  bell_->wait(Doorbell::call_slot(call_id), seen, timeout);
 }
 
 void Store::set_clock(std::function<int64_t()> clock) {
@@ -450,7 +506,9 @@ Result<int64_t> Store::enqueue_call(const NewCall& c) {
   };
   std::string operation = "enqueue call in run " + c.run;
   RF_TRY(within(operation, validate_call(c)));
-  return within(operation, write_transaction(db_, insert));
+  auto id = within(operation, write_transaction(db_, insert));
+  if (id.ok()) ring_queue();
+  return id;
 }
 
 Result<CallView> Store::call(int64_t call_id) {
@@ -504,6 +562,47 @@ Result<std::optional<ClaimedCall>> Store::claim_next(const std::string& worker_i
   return within("claim a call for worker " + worker_id, write_transaction(db_, claim));
 }
 
+Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_id,
+                                                      std::chrono::milliseconds lease, size_t max,
+                                                      const ClaimFilter& filter) {
+  std::lock_guard lock(mu_);
+  auto claim = [&]() -> Result<std::vector<ClaimedCall>> {
+    RF_TRY(check_lease(lease));
+    RF_TRY(require_running_worker(db_, worker_id));
+    int64_t at = now();
+    std::vector<ClaimedCall> out;
+    while (out.size() < max) {
+      auto next = next_queued(db_, filter, at);
+      if (!next.ok()) return next.take_error();
+      if (!*next) break;
+      ClaimedCall& c = **next;
+      c.lease_expires_at = at + lease.count();
+      RF_TRY(exec(db_,
+                  "UPDATE tool_calls SET state = 'running', worker_id = ?2, lease_expires_at = ?3, "
+                  "claimed_at = ?4 WHERE id = ?1",
+                  c.id, worker_id, c.lease_expires_at, at));
+      out.push_back(std::move(c));
+    }
+    return out;
+  };
+  // Most looks find the queue empty: a read does not take the write lock.
+  auto any = [&]() -> Result<bool> {
+    auto st =
+        filter.project
+            ? query(db_,
+                    "SELECT 1 FROM tool_calls WHERE state = 'queued' AND project_id = ?1 LIMIT 1",
+                    *filter.project)
+            : query(db_, "SELECT 1 FROM tool_calls WHERE state = 'queued' LIMIT 1");
+    if (!st.ok()) return st.take_error();
+    return st->step();
+  };
+  const std::string operation = "claim calls for worker " + worker_id;
+  auto queued = within(operation, any());
+  if (!queued.ok()) return queued.take_error();
+  if (!*queued || max == 0) return std::vector<ClaimedCall>();
+  return within(operation, write_transaction(db_, claim));
+}
+
 Status Store::mark_running(int64_t call_id, const std::string& worker_id) {
   std::lock_guard lock(mu_);
   auto mark = [&]() -> Status {
@@ -527,34 +626,57 @@ Result<int64_t> Store::append_output(int64_t call_id, const std::string& worker_
                 call_id, seq, static_cast<int>(stream), Blob{bytes}));
     return seq;
   };
-  return within("append output of " + call_name(call_id), write_transaction(db_, append));
+  auto seq = within("append output of " + call_name(call_id), write_transaction(db_, append));
+  if (seq.ok()) ring_call(call_id);
+  return seq;
+}
+
+Result<int64_t> Store::append_outputs(int64_t call_id, const std::string& worker_id,
+                                      const std::vector<PendingChunk>& chunks) {
+  std::lock_guard lock(mu_);
+  auto append = [&]() -> Result<int64_t> {
+    RF_TRY(require_held(db_, call_id, worker_id, now()));
+    return insert_chunks(db_, call_id, chunks);
+  };
+  auto seq = within("append output of " + call_name(call_id), write_transaction(db_, append));
+  if (seq.ok()) ring_call(call_id);
+  return seq;
 }
 
 Status Store::finish_call(int64_t call_id, const std::string& worker_id, int exit_code,
-                          const std::string& result_json) {
+                          const std::string& result_json, const std::vector<PendingChunk>& output) {
   std::lock_guard lock(mu_);
   auto finish = [&]() -> Status {
     if (!json::accept(result_json)) return fail("the result is not valid JSON");
     int64_t at = now();
     RF_TRY(require_held(db_, call_id, worker_id, at));
+    auto appended = insert_chunks(db_, call_id, output);
+    if (!appended.ok()) return appended.take_error();
     return exec(db_,
                 "UPDATE tool_calls SET state = 'done', exit_code = ?2, result_json = ?3, "
                 "finished_at = ?4 WHERE id = ?1",
                 call_id, exit_code, result_json, at);
   };
-  return within("finish " + call_name(call_id), write_transaction(db_, finish));
+  auto done = within("finish " + call_name(call_id), write_transaction(db_, finish));
+  if (done.ok()) ring_call(call_id);
+  return done;
 }
 
-Status Store::fail_call(int64_t call_id, const std::string& worker_id, const std::string& error) {
+Status Store::fail_call(int64_t call_id, const std::string& worker_id, const std::string& error,
+                        const std::vector<PendingChunk>& output) {
   std::lock_guard lock(mu_);
   auto fail_it = [&]() -> Status {
     int64_t at = now();
     RF_TRY(require_held(db_, call_id, worker_id, at));
+    auto appended = insert_chunks(db_, call_id, output);
+    if (!appended.ok()) return appended.take_error();
     return exec(
         db_, "UPDATE tool_calls SET state = 'failed', error = ?2, finished_at = ?3 WHERE id = ?1",
         call_id, error, at);
   };
-  return within("fail " + call_name(call_id), write_transaction(db_, fail_it));
+  auto failed = within("fail " + call_name(call_id), write_transaction(db_, fail_it));
+  if (failed.ok()) ring_call(call_id);
+  return failed;
 }
 
 Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds lease) {
@@ -576,31 +698,39 @@ Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds 
 
 Result<int> Store::interrupt_orphaned_calls(int64_t now_at) {
   std::lock_guard lock(mu_);
-  auto sweep = [&]() -> Result<int> {
+  auto sweep = [&]() -> Result<std::vector<int64_t>> {
     // The message names each call's own worker, so it is built in SQL.
-    RF_TRY(exec(db_,
-                "UPDATE tool_calls SET state = 'interrupted', "
-                "error = 'worker ' || worker_id || ' stopped heartbeating', finished_at = ?1 "
-                "WHERE state IN ('claimed', 'running') AND lease_expires_at < ?1",
-                now_at));
-    return db_.changes();
+    return rows<int64_t>(
+        db_, read_int0,
+        "UPDATE tool_calls SET state = 'interrupted', "
+        "error = 'worker ' || worker_id || ' stopped heartbeating', finished_at = ?1 "
+        "WHERE state IN ('claimed', 'running') AND lease_expires_at < ?1 RETURNING id",
+        now_at);
   };
-  return within("interrupt orphaned calls", write_transaction(db_, sweep));
+  return ring_each(within("interrupt orphaned calls", write_transaction(db_, sweep)));
 }
 
 Result<int> Store::interrupt_calls_of_worker(const std::string& worker_id) {
   std::lock_guard lock(mu_);
-  auto sweep = [&]() -> Result<int> {
+  auto sweep = [&]() -> Result<std::vector<int64_t>> {
     return interrupt_held(db_, "worker_id = ?3", "worker " + worker_id + " restarted", now(),
                           worker_id);
   };
-  return within("interrupt the calls of worker " + worker_id, write_transaction(db_, sweep));
+  return ring_each(
+      within("interrupt the calls of worker " + worker_id, write_transaction(db_, sweep)));
+}
+
+Result<int> Store::ring_each(Result<std::vector<int64_t>> ids) {
+  if (!ids.ok()) return ids.take_error();
+  for (int64_t id : *ids) ring_call(id);
+  return static_cast<int>(ids->size());
 }
 
 // ---- runs
 
 Status Store::end_run(const std::string& run_id) {
   std::lock_guard lock(mu_);
+  std::vector<int64_t> failed;  // queued calls the end fails: their clients are rung
   auto end = [&]() -> Status {
     auto state =
         first_row<std::string>(db_, read_text0, "SELECT state FROM runs WHERE id = ?1", run_id);
@@ -609,13 +739,19 @@ Status Store::end_run(const std::string& run_id) {
     if (**state == "ended") return ok_status();
     int64_t at = now();
     RF_TRY(exec(db_, "UPDATE runs SET state = 'ended', ended_at = ?2 WHERE id = ?1", run_id, at));
-    return exec(db_,
-                "UPDATE tool_calls SET state = 'failed', "
-                "error = 'run ended before the call started', finished_at = ?2 "
-                "WHERE run_id = ?1 AND state = 'queued'",
-                run_id, at);
+    auto ids = rows<int64_t>(db_, read_int0,
+                             "UPDATE tool_calls SET state = 'failed', "
+                             "error = 'run ended before the call started', finished_at = ?2 "
+                             "WHERE run_id = ?1 AND state = 'queued' RETURNING id",
+                             run_id, at);
+    if (!ids.ok()) return ids.take_error();
+    failed = std::move(*ids);
+    return ok_status();
   };
-  return within("end run " + run_id, write_transaction(db_, end));
+  auto ended = within("end run " + run_id, write_transaction(db_, end));
+  for (int64_t id : failed) ring_call(id);
+  ring_queue();  // workers notice ended runs sooner
+  return ended;
 }
 
 Result<RunView> Store::run(const std::string& run_id) {
@@ -661,15 +797,19 @@ Status Store::register_worker(const std::string& id, int64_t pid, const std::str
 
 Status Store::stop_worker(const std::string& id) {
   std::lock_guard lock(mu_);
+  std::vector<int64_t> ids;  // calls the stop interrupts: their clients are rung
   auto stop = [&]() -> Status {
     RF_TRY(exec(db_, "UPDATE workers SET state = 'stopped' WHERE id = ?1", id));
     if (db_.changes() == 0) return fail("worker " + id + " is not registered");
     auto interrupted =
         interrupt_held(db_, "worker_id = ?3", "worker " + id + " stopped", now(), id);
     if (!interrupted.ok()) return interrupted.take_error();
+    ids = std::move(*interrupted);
     return ok_status();
   };
-  return within("stop worker " + id, write_transaction(db_, stop));
+  auto stopped = within("stop worker " + id, write_transaction(db_, stop));
+  for (int64_t call : ids) ring_call(call);
+  return stopped;
 }
 
 Result<std::vector<WorkerRow>> Store::workers() {

@@ -26,6 +26,7 @@
 
 #include "core/result.h"
 #include "store/db.h"
+#include "store/doorbell.h"
 
 namespace rf::store {
 
@@ -65,6 +66,12 @@ struct NewCall {
 // Which queued calls a worker may take.
 struct ClaimFilter {
   std::optional<std::string> project;  // per_worker workers serve one project
+};
+
+// Output a worker held back, written with the next write of the call.
+struct PendingChunk {
+  Stream stream = Stream::out;
+  std::string data;
 };
 
 struct ClaimedCall {
@@ -169,6 +176,16 @@ class Store {
   // The output chunks with seq > after_seq, in order (at most `limit`).
   Result<std::vector<OutputChunk>> output(int64_t call_id, int64_t after_seq = 0, int limit = 1000);
 
+  // ---- waiting without polling (see doorbell.h). Read the version, look at
+  // the store, then wait with that version: a change in between is not missed.
+  // Waits never exceed `timeout`, and may end early for nothing.
+  uint32_t queue_version() const;
+  void wait_for_queue(uint32_t seen, std::chrono::microseconds timeout) const;
+  uint32_t call_version(int64_t call_id) const;
+  void wait_for_call(int64_t call_id, uint32_t seen, std::chrono::microseconds timeout) const;
+  // Wakes every process waiting on the queue (a worker stopping its claimer).
+  void wake_queue_waiters() { ring_queue(); }
+
   // ---- tool calls, worker side. "Held" = claimed or running by that worker,
   // its lease not expired; a call not held is refused ("lease lost").
   // Takes the oldest queued call that `filter` allows: claimed by the worker
@@ -176,14 +193,24 @@ class Store {
   Result<std::optional<ClaimedCall>> claim_next(const std::string& worker_id,
                                                 std::chrono::milliseconds lease,
                                                 const ClaimFilter& filter = {});
+  // Takes up to `max` of the oldest queued calls in one transaction, straight
+  // to running (a worker that starts them at once): one write per batch.
+  Result<std::vector<ClaimedCall>> claim_running(const std::string& worker_id,
+                                                 std::chrono::milliseconds lease, size_t max,
+                                                 const ClaimFilter& filter = {});
   Status mark_running(int64_t call_id, const std::string& worker_id);
   // Appends a chunk and returns its seq (1, 2, 3... per call).
   Result<int64_t> append_output(int64_t call_id, const std::string& worker_id, Stream stream,
                                 std::string_view bytes);
-  // result_json must be valid JSON.
+  // Appends chunks in one transaction; returns the last seq (0 when none).
+  Result<int64_t> append_outputs(int64_t call_id, const std::string& worker_id,
+                                 const std::vector<PendingChunk>& chunks);
+  // result_json must be valid JSON. `output` (held back by the worker) is
+  // appended in the same transaction.
   Status finish_call(int64_t call_id, const std::string& worker_id, int exit_code,
-                     const std::string& result_json);
-  Status fail_call(int64_t call_id, const std::string& worker_id, const std::string& error);
+                     const std::string& result_json, const std::vector<PendingChunk>& output = {});
+  Status fail_call(int64_t call_id, const std::string& worker_id, const std::string& error,
+                   const std::vector<PendingChunk>& output = {});
   // Moves heartbeat_at to now and the lease of every call the worker holds to
   // now + lease.
   Status heartbeat(const std::string& worker_id, std::chrono::milliseconds lease);
@@ -224,12 +251,17 @@ class Store {
   Result<std::vector<Event>> events(const EventFilter& filter);
 
  private:
-  explicit Store(Db db) : db_(std::move(db)) {}
+  Store(Db db, std::unique_ptr<Doorbell> bell) : db_(std::move(db)), bell_(std::move(bell)) {}
 
   int64_t now() const { return clock_(); }
+  void ring_queue();
+  void ring_call(int64_t call_id);
+  // Rings each call's slot; returns how many.
+  Result<int> ring_each(Result<std::vector<int64_t>> ids);
 
   std::mutex mu_;
   Db db_;
+  std::unique_ptr<Doorbell> bell_;  // null when the bell file cannot be opened: waits sleep
   std::function<int64_t()> clock_ = now_ms;
 };
 

@@ -30,29 +30,14 @@ std::optional<std::string> unhealthy(const std::string& name, std::unique_ptr<Ba
 
 SandboxMode step_down(SandboxMode m) {
   switch (m) {
-    case SandboxMode::kPerWorker: return SandboxMode::kPerRun;
-    case SandboxMode::kPerRun: return SandboxMode::kPerTool;
-    default: return SandboxMode::kNone;
+    case SandboxMode::kPerWorker:
+      return SandboxMode::kPerRun;
+    case SandboxMode::kPerRun:
+      return SandboxMode::kPerTool;
+    default:
+      return SandboxMode::kNone;
   }
 }
-
-// Writes each output chunk into the store as it streams.
-class StoreSink : public OutputSink {
- public:
-  StoreSink(store::Store& s, int64_t call, const std::string& worker) : store_(s), call_(call), worker_(worker) {}
-  void on_stdout(std::string_view d) override { write(store::Stream::out, d); }
-  void on_stderr(std::string_view d) override { write(store::Stream::err, d); }
-
- private:
-  void write(store::Stream stream, std::string_view d) {
-    if (auto r = store_.append_output(call_, worker_, stream, d); !r) {
-      spdlog::warn("call {}: output lost: {}", call_, r.error().to_string());
-    }
-  }
-  store::Store& store_;
-  int64_t call_;
-  const std::string& worker_;
-};
 
 }  // namespace
 
@@ -69,8 +54,10 @@ Result<Placement> place(const WorkerSettings& s) {
     std::string first_reason;
     for (const auto& name : candidates) {
       // Falling back "keeping the mode" onto no isolation would be a silent downgrade.
-      auto why = name == "local" ? std::optional<std::string>("it has no isolation and serves only sandbox mode none")
-                                 : unhealthy(name, &p.backend);
+      auto why =
+          name == "local"
+              ? std::optional<std::string>("it has no isolation and serves only sandbox mode none")
+              : unhealthy(name, &p.backend);
       if (!why) return p;
       const std::string line = "backend " + name + " is unhealthy: " + *why;
       if (first_reason.empty()) first_reason = line;
@@ -78,13 +65,14 @@ Result<Placement> place(const WorkerSettings& s) {
       spdlog::warn("{}", line);
     }
     if (s.project_environment.value == ProjectEnvironment::kProduction) {
-      return make_error("worker", "refusing to start: " + first_reason +
-                                      "; production projects never fall back to a weaker sandbox mode");
+      return make_error("worker",
+                        "refusing to start: " + first_reason +
+                            "; production projects never fall back to a weaker sandbox mode");
     }
     while (p.mode != SandboxMode::kNone) {
       const SandboxMode next = step_down(p.mode);
-      const std::string line = "falling back from sandbox mode " + to_string(p.mode) + " to " + to_string(next) +
-                               ": " + first_reason;
+      const std::string line = "falling back from sandbox mode " + to_string(p.mode) + " to " +
+                               to_string(next) + ": " + first_reason;
       p.warnings.push_back(line);
       spdlog::warn("{}", line);
       p.mode = next;
@@ -100,14 +88,16 @@ Result<Placement> place(const WorkerSettings& s) {
 Result<std::unique_ptr<Worker>> Worker::start(WorkerOptions options, Placement placement) {
   std::unique_ptr<Worker> w(new Worker(std::move(options), std::move(placement)));
   RF_TRY(w->init());
-  for (int i = 0; i < w->options_.concurrency; ++i) w->threads_.emplace_back([p = w.get()] { p->executor_loop(); });
+  for (int i = 0; i < w->options_.concurrency; ++i)
+    w->threads_.emplace_back([p = w.get()] { p->executor_loop(); });
   w->threads_.emplace_back([p = w.get()] { p->housekeeping_loop(); });
   return w;
 }
 
 Status Worker::init() {
   const WorkerSettings& s = options_.settings;
-  id_ = options_.worker_id.empty() ? hostname() + "-" + std::to_string(::getpid()) : options_.worker_id;
+  id_ = options_.worker_id.empty() ? hostname() + "-" + std::to_string(::getpid())
+                                   : options_.worker_id;
   auto st = store::Store::open(store_path(s.state_dir.value));
   if (!st) return st.take_error();
   store_ = std::move(*st);
@@ -115,7 +105,8 @@ Status Worker::init() {
   // now (never re-run), and sandboxes whose owner died are reaped.
   if (auto workers = store_->workers()) {
     for (const auto& w : *workers) {
-      if (w.state != store::WorkerState::running || w.hostname != hostname() || w.id == id_) continue;
+      if (w.state != store::WorkerState::running || w.hostname != hostname() || w.id == id_)
+        continue;
       if (::kill(static_cast<pid_t>(w.pid), 0) == 0 || errno != ESRCH) continue;
       (void)store_->interrupt_calls_of_worker(w.id);
       (void)store_->stop_worker(w.id);
@@ -125,16 +116,19 @@ Status Worker::init() {
   RF_TRY(store_->register_worker(id_, ::getpid(), hostname()));
   (void)store_->interrupt_calls_of_worker(id_);
   (void)store_->interrupt_orphaned_calls(store::now_ms());
-  if (auto reaped = placement_.backend->reap(std::chrono::hours(24 * 365), false); reaped && !reaped->empty()) {
+  if (auto reaped = placement_.backend->reap(std::chrono::hours(24 * 365), false);
+      reaped && !reaped->empty()) {
     spdlog::warn("reaped {} orphaned sandboxes", reaped->size());
   }
   SandboxSpec spec = s.sandbox_spec();
   if (placement_.mode == SandboxMode::kNone) spec = SandboxSpec{.backend = "local"};
   if ((placement_.mode == SandboxMode::kPerTool || placement_.mode == SandboxMode::kPerRun) &&
       s.pool_target.value > 0) {
-    pool_ = std::make_unique<WarmPool>(*placement_.backend, spec, s.pool_target.value, s.pool_max.value);
+    pool_ = std::make_unique<WarmPool>(*placement_.backend, spec, s.pool_target.value,
+                                       s.pool_max.value);
     pool_->start();
   }
+  flusher_ = std::make_unique<OutputFlusher>(options_.output_delay);
   router_ = std::make_unique<SandboxRouter>(placement_.mode, *placement_.backend, spec, pool_.get(),
                                             s.project.value, s.idle_timeout.value);
   return ok_status();
@@ -145,60 +139,94 @@ Worker::~Worker() { stop(); }
 void Worker::executor_loop() {
   store::ClaimFilter filter;
   if (placement_.mode == SandboxMode::kPerWorker) filter.project = options_.settings.project.value;
-  while (claiming_) {
-    auto claimed = store_->claim_next(id_, options_.lease, filter);
-    if (!claimed || !*claimed) {
-      if (!claimed) spdlog::warn("claim: {}", claimed.error().to_string());  // busy store: try again
-      std::this_thread::sleep_for(options_.idle_poll);
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (!claimed_.empty()) {
+      // Calls already claimed run even while stopping: they are in flight.
+      store::ClaimedCall next = std::move(claimed_.front());
+      claimed_.pop_front();
+      lock.unlock();
+      run_call(next);
+      lock.lock();
+      --in_flight_;
       continue;
     }
-    ++in_flight_;
-    run_call(**claimed);
-    --in_flight_;
+    if (!claiming_) return;
+    if (leader_) {
+      // A follower: the leader claims for everyone and hands calls over.
+      claimed_cv_.wait(lock, [&] { return !claimed_.empty() || !leader_ || !claiming_; });
+      continue;
+    }
+    // The leader: looks at the queue for every idle executor, and runs the
+    // first call it takes itself (no hand-over on the path of a lone call).
+    leader_ = true;
+    const int free = options_.concurrency - in_flight_;
+    lock.unlock();
+    // Read the doorbell before looking: a call enqueued after the look rings it.
+    const uint32_t seen = store_->queue_version();
+    auto batch =
+        store_->claim_running(id_, options_.lease, static_cast<size_t>(std::max(free, 1)), filter);
+    if (!batch) spdlog::warn("claim: {}", batch.error().to_string());  // a busy store: look again
+    if (!batch || batch->empty()) {
+      if (claiming_) store_->wait_for_queue(seen, options_.idle_poll);
+      lock.lock();
+      leader_ = false;
+      continue;
+    }
+    lock.lock();
+    leader_ = false;
+    in_flight_ += static_cast<int>(batch->size());
+    for (auto& c : *batch) claimed_.push_back(std::move(c));
+    claimed_cv_.notify_all();  // followers take the rest; one of them leads next
   }
 }
 
 void Worker::run_call(const store::ClaimedCall& claimed) {
   const store::NewCall& c = claimed.call;
-  if (auto s = store_->mark_running(claimed.id, id_); !s) {
-    spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
-    return;
-  }
+  auto output = std::make_shared<CallOutput>(*store_, claimed.id, id_, flusher_.get());
+  auto fail = [&](const std::string& why) {
+    auto s = output->close(
+        [&](const auto& rest) { return store_->fail_call(claimed.id, id_, why, rest); });
+    if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
+  };
+  if (cancelling_) return fail("cancelled: the worker stopped before the call started");
   auto lease = router_->acquire(c.project, c.run);
-  if (!lease) {
-    (void)store_->fail_call(claimed.id, id_, lease.error().to_string());
-    return;
-  }
+  if (!lease) return fail(lease.error().to_string());
   ExecCall call;
   call.argv = c.argv;
   call.env = c.env;
   if (!c.cwd.empty()) call.cwd = c.cwd;
   call.stdin_data = c.stdin_bytes;
   call.timeout = c.timeout;
-  StoreSink sink(*store_, claimed.id, id_);
-  auto result = lease->sandbox->exec(call, sink);
+  flusher_->add(output);
+  auto result = lease->sandbox->exec(call, *output);
+  flusher_->remove(output);
   const std::string sandbox_id = lease->sandbox->id();
-  router_->release(std::move(*lease));
   if (!result) {
-    const std::string why = stopped_ ? "cancelled: the worker stopped and the grace period passed"
-                                     : result.error().to_string();
-    (void)store_->fail_call(claimed.id, id_, why);
-    return;
+    fail(cancelling_ ? "cancelled: the worker stopped and the grace period passed (" +
+                           result.error().to_string() + ")"
+                     : result.error().to_string());
+  } else {
+    auto j = exec_result_json(*result, sandbox_id);
+    j["mode"] = to_string(placement_.mode);
+    j["backend"] = placement_.backend->name();
+    auto s = output->close([&](const auto& rest) {
+      return store_->finish_call(claimed.id, id_, result->exit_code, j.dump(), rest);
+    });
+    if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
   }
-  auto j = exec_result_json(*result, sandbox_id);
-  j["mode"] = to_string(placement_.mode);
-  j["backend"] = placement_.backend->name();
-  if (auto s = store_->finish_call(claimed.id, id_, result->exit_code, j.dump()); !s) {
-    spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
-  }
+  // After the result is written: a per_tool sandbox's teardown is not on the client's path.
+  router_->release(std::move(*lease));
 }
 
 void Worker::housekeeping_loop() {
   // Ended runs and idle sandboxes are noticed within a second; the heartbeat
   // (one UPDATE) rides along.
-  const auto period = std::clamp(options_.lease / 3, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
+  const auto period = std::clamp(options_.lease / 3, std::chrono::milliseconds(100),
+                                 std::chrono::milliseconds(1000));
   while (!stopped_) {
-    if (auto s = store_->heartbeat(id_, options_.lease); !s) spdlog::warn("heartbeat: {}", s.error().to_string());
+    if (auto s = store_->heartbeat(id_, options_.lease); !s)
+      spdlog::warn("heartbeat: {}", s.error().to_string());
     (void)store_->interrupt_orphaned_calls(store::now_ms());
     router_->reap_idle();
     for (const auto& run : router_->live_runs()) {
@@ -214,17 +242,25 @@ void Worker::housekeeping_loop() {
 
 void Worker::stop() {
   if (stopped_.exchange(true)) return;
-  claiming_ = false;
+  {
+    std::lock_guard lock(mu_);
+    claiming_ = false;
+  }
+  claimed_cv_.notify_all();
+  if (store_) store_->wake_queue_waiters();  // the claimer may sleep on the doorbell
   const auto deadline = std::chrono::steady_clock::now() + options_.grace;
   while (in_flight_ > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // Past the grace period: destroying the sandboxes ends the calls still running.
+  // Past the grace period: destroying the sandboxes ends the calls still running,
+  // and calls claimed but not started are cancelled without a sandbox.
+  cancelling_ = true;
   if (router_) router_->destroy_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
   if (router_) router_->destroy_all();
   pool_.reset();
+  flusher_.reset();
   if (store_) (void)store_->stop_worker(id_);
 }
 

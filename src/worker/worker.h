@@ -7,13 +7,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "sandbox/sandbox.h"
 #include "store/store.h"
+#include "worker/call_output.h"
 #include "worker/pool.h"
 #include "worker/sandbox_router.h"
 #include "worker/settings.h"
@@ -26,7 +30,11 @@ struct WorkerOptions {
   int concurrency = 8;
   std::chrono::milliseconds lease{30'000};
   std::chrono::milliseconds grace{10'000};
-  std::chrono::milliseconds idle_poll{10};
+  // How long an idle worker sleeps between looks at the queue when nobody
+  // rings the store's doorbell (another process that does not ring).
+  std::chrono::milliseconds idle_poll{100};
+  // Output is held back up to this long, then written (see call_output.h).
+  std::chrono::milliseconds output_delay{20};
 };
 
 // The backend and mode a worker actually runs with, after fallback.
@@ -54,8 +62,12 @@ class Worker {
   SandboxRouter& router() { return *router_; }
 
  private:
-  Worker(WorkerOptions options, Placement placement) : options_(std::move(options)), placement_(std::move(placement)) {}
+  Worker(WorkerOptions options, Placement placement)
+      : options_(std::move(options)), placement_(std::move(placement)) {}
   Status init();
+  // Executors take turns leading (leader/followers): the leader claims as many
+  // calls as executors are idle, in one transaction, runs the first itself and
+  // hands the rest to the followers.
   void executor_loop();
   void housekeeping_loop();
   void run_call(const store::ClaimedCall& call);
@@ -66,9 +78,15 @@ class Worker {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<WarmPool> pool_;
   std::unique_ptr<SandboxRouter> router_;
+  std::unique_ptr<OutputFlusher> flusher_;
   std::atomic<bool> claiming_{true};
   std::atomic<bool> stopped_{false};
-  std::atomic<int> in_flight_{0};
+  std::atomic<bool> cancelling_{false};  // the grace period passed
+  std::atomic<int> in_flight_{0};        // claimed and not yet finished, handed over or not
+  std::mutex mu_;
+  std::condition_variable claimed_cv_;  // followers wait for calls or for the lead
+  std::deque<store::ClaimedCall> claimed_;
+  bool leader_ = false;  // an executor is looking at the queue
   std::vector<std::thread> threads_;
 };
 

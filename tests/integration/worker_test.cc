@@ -1,5 +1,7 @@
 // The worker against real sandboxes: modes, tenant separation, concurrency,
 // crash safety, drain, fallback.
+#include "worker/worker.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -9,7 +11,6 @@
 #include <thread>
 
 #include "integration/harness.h"
-#include "worker/worker.h"
 
 namespace rf::testing {
 namespace {
@@ -87,7 +88,8 @@ class WorkerTest : public SandboxTest {
     if (d.view.result_json) d.result = nlohmann::json::parse(*d.view.result_json);
     return d;
   }
-  static Done sh(store::Store& s, const std::string& project, const std::string& run, const std::string& script) {
+  static Done sh(store::Store& s, const std::string& project, const std::string& run,
+                 const std::string& script) {
     return call(s, project, run, {"/bin/sh", "-c", script});
   }
 
@@ -113,7 +115,10 @@ TEST_F(WorkerTest, PerRunReusesTheRunsSandboxAndSeparatesRuns) {
   // Ending the run removes its sandbox.
   ASSERT_TRUE(s->end_run("r1").ok());
   const auto end = std::chrono::steady_clock::now() + 15s;
-  auto live = [&] { auto r = worker_->router().live_runs(); return std::count(r.begin(), r.end(), "r1"); };
+  auto live = [&] {
+    auto r = worker_->router().live_runs();
+    return std::count(r.begin(), r.end(), "r1");
+  };
   while (live() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(50ms);
   EXPECT_EQ(live(), 0);
 }
@@ -126,6 +131,56 @@ TEST_F(WorkerTest, PerToolGivesEveryCallAFreshSandbox) {
   EXPECT_EQ(b.view.state, store::CallState::done);
   EXPECT_EQ(b.out, "");
   EXPECT_NE(a.result["sandbox_id"], b.result["sandbox_id"]);
+}
+
+// Output is held back and written in batches (call_output.h): order and
+// streams must survive, and a long call must still stream before it ends.
+TEST_F(WorkerTest, BatchedOutputKeepsOrderAndStreamsWhileTheCallRuns) {
+  start(worker::SandboxMode::kPerRun);
+  auto s = client();
+  Done many = sh(*s, "acme", "r1",
+                 "i=0; while [ $i -lt 3000 ]; do echo $i; echo e$i >&2; i=$((i+1)); done");
+  ASSERT_EQ(many.view.state, store::CallState::done) << many.view.error.value_or("");
+  std::string want_out, want_err, got_out, got_err;
+  for (int i = 0; i < 3000; ++i) {
+    want_out += std::to_string(i) + "\n";
+    want_err += "e" + std::to_string(i) + "\n";
+  }
+  auto chunks = s->output(many.view.id, 0, 1'000'000);
+  ASSERT_TRUE(chunks.ok());
+  for (const auto& c : *chunks) (c.stream == store::Stream::out ? got_out : got_err) += c.data;
+  EXPECT_EQ(got_out, want_out);
+  EXPECT_EQ(got_err, want_err);
+
+  // "first" reaches the store while the call still sleeps.
+  (void)s->ensure_project("acme", store::Environment::development);
+  store::NewCall c;
+  c.project = "acme";
+  c.run = "r1";
+  c.argv = {"/bin/sh", "-c", "echo first; sleep 3; echo second"};
+  auto id = s->enqueue_call(c);
+  ASSERT_TRUE(id.ok());
+  std::string seen;
+  store::CallState state_when_seen = store::CallState::queued;
+  const auto end = std::chrono::steady_clock::now() + 20s;
+  while (seen.empty() && std::chrono::steady_clock::now() < end) {
+    const uint32_t v = s->call_version(*id);
+    state_when_seen = s->call(*id)->state;
+    auto out = s->output(*id);
+    ASSERT_TRUE(out.ok());
+    for (const auto& chunk : *out) seen += chunk.data;
+    if (seen.empty()) s->wait_for_call(*id, v, 1s);
+  }
+  EXPECT_EQ(seen, "first\n");
+  EXPECT_EQ(state_when_seen, store::CallState::running);
+  // Stopping drains: the call in flight ends on its own, within the grace period.
+  worker_->stop();
+  EXPECT_EQ(s->call(*id)->state, store::CallState::done) << s->call(*id)->error.value_or("");
+  auto all = s->output(*id);
+  ASSERT_TRUE(all.ok());
+  std::string text;
+  for (const auto& chunk : *all) text += chunk.data;
+  EXPECT_EQ(text, "first\nsecond\n");
 }
 
 TEST_F(WorkerTest, ModeNoneRunsInAScratchDirWithAScrubbedEnvironment) {
@@ -185,9 +240,10 @@ TEST_F(WorkerTest, ProductionRefusesToFallBackInMode) {
   s.project_environment.value = worker::ProjectEnvironment::kProduction;
   auto p = worker::place(s);
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error().to_string(),
-            "worker: refusing to start: backend docker is unhealthy: backend: unknown backend \"docker\" "
-            "(available: local, native); production projects never fall back to a weaker sandbox mode");
+  EXPECT_EQ(
+      p.error().to_string(),
+      "worker: refusing to start: backend docker is unhealthy: backend: unknown backend \"docker\" "
+      "(available: local, native); production projects never fall back to a weaker sandbox mode");
 }
 
 TEST_F(WorkerTest, NonProductionFallsBackLoudlyOneModeAtATime) {
@@ -199,7 +255,9 @@ TEST_F(WorkerTest, NonProductionFallsBackLoudlyOneModeAtATime) {
   EXPECT_EQ(p->mode, worker::SandboxMode::kNone);
   EXPECT_EQ(p->backend->name(), "local");
   ASSERT_EQ(p->warnings.size(), 4u);
-  EXPECT_EQ(p->warnings[1].rfind("falling back from sandbox mode per_worker to per_run: backend docker", 0), 0u);
+  EXPECT_EQ(p->warnings[1].rfind(
+                "falling back from sandbox mode per_worker to per_run: backend docker", 0),
+            0u);
   EXPECT_EQ(p->warnings[3].rfind("falling back from sandbox mode per_tool to none: ", 0), 0u);
   // A healthy fallback backend keeps the mode.
   s.fallback_backends.value = {"native"};
@@ -216,7 +274,8 @@ TEST_F(WorkerTest, TheLocalBackendNeverServesAnIsolatingMode) {
   auto p = worker::place(s);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().to_string(),
-            "worker: refusing to start: backend local is unhealthy: it has no isolation and serves only sandbox "
+            "worker: refusing to start: backend local is unhealthy: it has no isolation and serves "
+            "only sandbox "
             "mode none; production projects never fall back to a weaker sandbox mode");
   s.backend.value = "docker";
   s.fallback_backends.value = {"local"};
@@ -224,7 +283,8 @@ TEST_F(WorkerTest, TheLocalBackendNeverServesAnIsolatingMode) {
   auto staged = worker::place(s);
   ASSERT_TRUE(staged.ok());
   EXPECT_EQ(staged->mode, worker::SandboxMode::kNone);  // said loudly, step by step
-  EXPECT_EQ(staged->warnings[1], "backend local is unhealthy: it has no isolation and serves only sandbox mode none");
+  EXPECT_EQ(staged->warnings[1],
+            "backend local is unhealthy: it has no isolation and serves only sandbox mode none");
 }
 
 // The CLI worker, killed -9 mid-call, then restarted: the call is interrupted
@@ -252,7 +312,8 @@ TEST_F(WorkerTest, KillNineMidCallThenRestartInterruptsAndReaps) {
   auto id = s->enqueue_call(c);
   ASSERT_TRUE(id.ok());
   const auto end = std::chrono::steady_clock::now() + 10s;
-  while (s->call(*id)->state != store::CallState::running && std::chrono::steady_clock::now() < end) {
+  while (s->call(*id)->state != store::CallState::running &&
+         std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(10ms);
   }
   ASSERT_EQ(s->call(*id)->state, store::CallState::running);
@@ -260,7 +321,8 @@ TEST_F(WorkerTest, KillNineMidCallThenRestartInterruptsAndReaps) {
   ::waitpid(first, nullptr, 0);
   const pid_t second = spawn_worker();
   const auto end2 = std::chrono::steady_clock::now() + 10s;
-  while (s->call(*id)->state == store::CallState::running && std::chrono::steady_clock::now() < end2) {
+  while (s->call(*id)->state == store::CallState::running &&
+         std::chrono::steady_clock::now() < end2) {
     std::this_thread::sleep_for(20ms);
   }
   auto v = s->call(*id);
@@ -282,8 +344,8 @@ TEST_F(WorkerTest, SigtermLetsInFlightCallsFinishWithinGrace) {
     const int devnull = ::open("/dev/null", O_RDWR);
     dup2(devnull, 1);
     dup2(devnull, 2);
-    execl(RF_CLI_PATH, RF_CLI_PATH, "worker", "start", "--sandbox-mode", "per_tool", "--state-dir", state_.c_str(),
-          "--grace", "10s", nullptr);
+    execl(RF_CLI_PATH, RF_CLI_PATH, "worker", "start", "--sandbox-mode", "per_tool", "--state-dir",
+          state_.c_str(), "--grace", "10s", nullptr);
     _exit(99);
   }
   auto s = client();
@@ -294,7 +356,8 @@ TEST_F(WorkerTest, SigtermLetsInFlightCallsFinishWithinGrace) {
   c.argv = {"/bin/sh", "-c", "sleep 1; echo finished"};
   auto id = s->enqueue_call(c);
   const auto end = std::chrono::steady_clock::now() + 10s;
-  while (s->call(*id)->state != store::CallState::running && std::chrono::steady_clock::now() < end) {
+  while (s->call(*id)->state != store::CallState::running &&
+         std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(10ms);
   }
   ::kill(pid, SIGTERM);

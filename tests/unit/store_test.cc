@@ -234,6 +234,108 @@ TEST_F(StoreTest, EnqueueClaimRunOutputFinishRoundTrip) {
   EXPECT_THAT(s->call(999).error().to_string(), HasSubstr("call 999 does not exist"));
 }
 
+TEST_F(StoreTest, ClaimRunningTakesABatchOldestFirstStraightToRunning) {
+  auto s = ready();
+  ASSERT_TRUE(s->ensure_project("q", Environment::development).ok());
+  auto p = enqueue_many(*s, 3, "p");
+  auto q = enqueue_many(*s, 2, "q");
+  auto batch = s->claim_running("w1", milliseconds(5000), 2);
+  ASSERT_TRUE(batch.ok()) << batch.error().to_string();
+  ASSERT_EQ(batch->size(), 2u);
+  EXPECT_EQ((*batch)[0].id, p[0]);
+  EXPECT_EQ((*batch)[1].id, p[1]);
+  EXPECT_EQ((*batch)[1].call.argv, (std::vector<std::string>{"echo", "1"}));
+  EXPECT_EQ(s->call(p[0])->state, CallState::running);
+  EXPECT_EQ(s->call(p[1])->worker_id, "w1");
+  EXPECT_EQ(s->call(p[2])->state, CallState::queued);
+  // A project filter skips the other project's older call.
+  auto only_q = s->claim_running("w1", milliseconds(5000), 10, ClaimFilter{"q"});
+  ASSERT_EQ(only_q->size(), 2u);
+  EXPECT_EQ((*only_q)[0].id, q[0]);
+  EXPECT_EQ(s->call(p[2])->state, CallState::queued);
+  // Held calls are finished like claimed ones; an empty queue gives an empty batch.
+  ASSERT_TRUE(s->finish_call(p[0], "w1", 0, "{}").ok());
+  EXPECT_EQ(s->claim_running("w1", milliseconds(5000), 10)->size(), 1u);
+  EXPECT_TRUE(s->claim_running("w1", milliseconds(5000), 10)->empty());
+  // An empty queue is answered from a read, before the worker is checked;
+  // with a call queued, an unknown worker is refused by name.
+  EXPECT_TRUE(s->claim_running("nobody", milliseconds(5000), 1)->empty());
+  ASSERT_TRUE(s->enqueue_call(make_call("p", "r-p")).ok());
+  auto nobody = s->claim_running("nobody", milliseconds(5000), 1);
+  ASSERT_FALSE(nobody.ok());
+  EXPECT_THAT(nobody.error().to_string(), HasSubstr("worker nobody is not registered"));
+}
+
+TEST_F(StoreTest, FinishWritesHeldBackOutputAfterEarlierChunksInOneTransaction) {
+  auto s = ready();
+  auto id = *s->enqueue_call(make_call("p", "r1"));
+  ASSERT_EQ(s->claim_running("w1", milliseconds(5000), 1)->size(), 1u);
+  EXPECT_EQ(*s->append_outputs(id, "w1", {{Stream::out, "a"}, {Stream::err, "b"}}), 2);
+  EXPECT_EQ(*s->append_outputs(id, "w1", {}), 0);
+  ASSERT_TRUE(s->finish_call(id, "w1", 0, "{}", {{Stream::out, "c"}, {Stream::out, "d"}}).ok());
+  auto all = s->output(id);
+  ASSERT_EQ(all->size(), 4u);
+  std::string text;
+  for (const auto& c : *all) text += std::to_string(c.seq) + c.data;
+  EXPECT_EQ(text, "1a2b3c4d");
+  EXPECT_EQ((*all)[1].stream, Stream::err);
+  // A refused finish writes none of its output either.
+  auto other = *s->enqueue_call(make_call("p", "r1"));
+  ASSERT_EQ(s->claim_running("w1", milliseconds(5000), 1)->size(), 1u);
+  ASSERT_FALSE(s->finish_call(other, "w1", 0, "{bad", {{Stream::out, "lost"}}).ok());
+  EXPECT_TRUE(s->output(other)->empty());
+  ASSERT_TRUE(s->fail_call(other, "w1", "boom", {{Stream::err, "last words"}}).ok());
+  EXPECT_EQ(s->output(other)->at(0).data, "last words");
+  EXPECT_EQ(s->call(other)->error, "boom");
+}
+
+// The doorbell wakes a waiter in another process at once; without a ring the
+// wait lasts its timeout. (Bounds are 10x apart: a check of function, not speed.)
+TEST_F(StoreTest, DoorbellWakesAWaiterInAnotherProcess) {
+  auto s = ready();
+  const uint32_t seen = s->queue_version();
+  auto t0 = std::chrono::steady_clock::now();
+  s->wait_for_queue(seen, milliseconds(200));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(150));  // nothing rang
+
+  const uint32_t before = s->queue_version();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto mine = Store::open(path_);
+    if (!mine.ok()) _exit(2);
+    std::this_thread::sleep_for(milliseconds(100));
+    _exit((*mine)->enqueue_call(make_call("p", "r1")).ok() ? 0 : 1);
+  }
+  t0 = std::chrono::steady_clock::now();
+  while (s->queue_version() == before &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    s->wait_for_queue(before, std::chrono::seconds(20));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_NE(s->queue_version(), before);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(s->claim_running("w1", milliseconds(5000), 5)->size(), 1u);
+}
+
+TEST_F(StoreTest, FinishingACallRingsItsSlot) {
+  auto s = ready();
+  auto id = *s->enqueue_call(make_call("p", "r1"));
+  ASSERT_EQ(s->claim_running("w1", milliseconds(5000), 1)->size(), 1u);
+  const uint32_t seen = s->call_version(id);
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_TRUE(s->finish_call(id, "w1", 0, "{}").ok());
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  s->wait_for_call(id, seen, std::chrono::seconds(20));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  finisher.join();
+  EXPECT_EQ(s->call(id)->state, CallState::done);
+}
+
 TEST_F(StoreTest, RefusedEnqueueWritesNothing) {
   auto s = ready();
   ASSERT_TRUE(s->ensure_project("q", Environment::staging).ok());

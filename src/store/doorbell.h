@@ -1,0 +1,60 @@
+// The store's doorbell: cross-process wake-ups next to the database file, so
+// that workers and clients sleep until something they wait for changed instead
+// of polling SQLite.
+//
+// A small shared file (<db>-bell) mapped by every process that opens the store.
+// It holds slots; each slot is a change counter (a futex word) and a count of
+// waiters. A writer commits, then rings the slot: the counter goes up and, only
+// when someone waits, FUTEX_WAKE. A waiter reads the counter, looks at the
+// database, and if nothing is there yet sleeps until the counter moves past what
+// it read (or a timeout passes): no wake-up is lost between the look and the
+// sleep. Slot 0 is the queue (a call was enqueued); the others are call slots,
+// shared by call ids modulo their number (a spurious wake-up is harmless).
+//
+// The doorbell is an optimisation, never a correctness condition: waiters always
+// pass a timeout and look again, so a process that does not ring (or a bell file
+// that cannot be opened) only costs latency.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+
+namespace rf::store {
+
+class Doorbell {
+ public:
+  static constexpr uint32_t kQueueSlot = 0;
+
+  // Opens (creating, mode 0600) the bell file and maps it shared.
+  static Result<std::unique_ptr<Doorbell>> open(const std::string& path);
+  ~Doorbell();
+  Doorbell(const Doorbell&) = delete;
+  Doorbell& operator=(const Doorbell&) = delete;
+
+  static uint32_t call_slot(int64_t call_id);
+
+  // The slot's counter now; pass it to wait() after looking at the database.
+  uint32_t version(uint32_t slot) const;
+  // Bumps the counter and wakes the slot's waiters.
+  void ring(uint32_t slot);
+  // Sleeps until the counter differs from `seen` or `timeout` passes.
+  void wait(uint32_t slot, uint32_t seen, std::chrono::microseconds timeout);
+
+ private:
+  struct Slot {
+    std::atomic<uint32_t> version;
+    std::atomic<uint32_t> waiters;
+  };
+  static_assert(sizeof(Slot) == 8);
+  static constexpr uint32_t kSlots = 512;  // one 4 KiB page
+
+  Doorbell(Slot* slots) : slots_(slots) {}
+  Slot* slots_;
+};
+
+}  // namespace rf::store

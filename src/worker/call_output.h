@@ -1,0 +1,93 @@
+// A tool call's output on its way into the store (worker side). Every write
+// to the store is a transaction that all writers take turns for, so output is
+// held back briefly and written in batches: what is left when the call ends
+// goes in with its result, in one transaction. A call that prints and ends
+// within the delay costs no output write at all.
+//
+// Held-back output is written when it reaches `max_bytes`, or by the worker's
+// OutputFlusher once the oldest byte has waited `delay`, so a long-running
+// call still streams.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+
+namespace rf::worker {
+
+class OutputFlusher;
+
+class CallOutput : public OutputSink {
+ public:
+  CallOutput(store::Store& store, int64_t call_id, std::string worker_id, OutputFlusher* flusher,
+             size_t max_bytes = 64 * 1024);
+  void on_stdout(std::string_view data) override { hold(store::Stream::out, data); }
+  void on_stderr(std::string_view data) override { hold(store::Stream::err, data); }
+
+  // Writes what is held back now.
+  void flush();
+  // True when output has waited at least `delay` (the flusher asks).
+  bool due(std::chrono::steady_clock::time_point now, std::chrono::milliseconds delay) const;
+  // Ends the stream: `write` gets what is still held back and writes it with
+  // the call's result (finish_call / fail_call); no flush runs after.
+  template <class Write>
+  auto close(Write&& write) {
+    std::lock_guard writing(write_mu_);
+    std::vector<store::PendingChunk> rest;
+    {
+      std::lock_guard lock(mu_);
+      rest.swap(held_);
+      held_bytes_ = 0;
+      closed_ = true;
+    }
+    return write(rest);
+  }
+
+ private:
+  void hold(store::Stream stream, std::string_view data);
+
+  store::Store& store_;
+  const int64_t call_id_;
+  const std::string worker_id_;
+  OutputFlusher* flusher_;
+  const size_t max_bytes_;
+  std::mutex write_mu_;  // one store write at a time, so chunks keep their order
+  mutable std::mutex mu_;
+  std::vector<store::PendingChunk> held_;
+  size_t held_bytes_ = 0;
+  std::chrono::steady_clock::time_point held_since_;
+  bool closed_ = false;
+};
+
+// One thread per worker: writes output held back longer than `delay`.
+class OutputFlusher {
+ public:
+  explicit OutputFlusher(std::chrono::milliseconds delay);
+  ~OutputFlusher();
+  void add(std::shared_ptr<CallOutput> output);
+  void remove(const std::shared_ptr<CallOutput>& output);
+  // A call has output waiting: look again within `delay`.
+  void wake();
+
+ private:
+  void loop();
+
+  const std::chrono::milliseconds delay_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::shared_ptr<CallOutput>> outputs_;
+  bool pending_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace rf::worker
