@@ -3,15 +3,15 @@
 #include "native/child_setup.h"
 
 #include <fcntl.h>
-#include <linux/capability.h>
-#include <linux/securebits.h>
 #include <grp.h>
+#include <linux/capability.h>
+#include <linux/mount.h>
+#include <linux/securebits.h>
 #include <net/if.h>
 #include <poll.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/ioctl.h>
-#include <linux/mount.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -32,15 +32,23 @@ using Kind = MountOp::Kind;
 
 // The steps before and after the mount plan; their order here is the order they run.
 constexpr const char* kPreSteps[] = {
-    "join cgroup",       "wait for parent",   "become root in user namespace", "unshare cgroup namespace",
-    "make mounts private", "mount root tmpfs",             "pivot_root",
+    "join cgroup",
+    "wait for parent",
+    "become root in user namespace",
+    "unshare cgroup namespace",
+    "make mounts private",
+    "mount root tmpfs",
+    "pivot_root",
 };
 constexpr const char* kPostSteps[] = {
-    "detach old root",        "remount root read-only", "set hostname",
-    "bring up lo",            "set rlimits",            "set up fds",
-    "lock securebits",        "drop capability bounding set", "set groups",
-    "switch to sandbox user", "clear capabilities",     "set parent death signal",
-    "set no_new_privs",       "load seccomp filter",    "exec tool runner",
+    "detach old root",    "remount root read-only",
+    "set hostname",       "bring up lo",
+    "set rlimits",        "set up fds",
+    "lock securebits",    "drop capability bounding set",
+    "set groups",         "switch to sandbox user",
+    "clear capabilities", "check the host lives",
+    "set no_new_privs",   "load seccomp filter",
+    "exec tool runner",
 };
 constexpr int kPreCount = sizeof kPreSteps / sizeof kPreSteps[0];
 
@@ -141,7 +149,7 @@ int pivot_to_new_root() {
 // Flags the kernel locks on a mount inherited from a more privileged namespace:
 // a remount must repeat them or fail with EPERM.
 unsigned long locked_flags(const char* path) {
-  struct statvfs sv{};
+  struct statvfs sv {};
   if (::statvfs(path, &sv) != 0) return 0;
   unsigned long f = 0;
   if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
@@ -205,8 +213,8 @@ int run_op(const MountOp& op, int workspace_tree_fd) {
     case Kind::kBind:
       return do_bind(op);
     case Kind::kTmpfs:
-      return ok_or_errno(::mount("tmpfs", t, "tmpfs", common | (op.readonly ? MS_RDONLY : 0),
-                                 op.data.c_str()));
+      return ok_or_errno(
+          ::mount("tmpfs", t, "tmpfs", common | (op.readonly ? MS_RDONLY : 0), op.data.c_str()));
     case Kind::kProc:
       return ok_or_errno(::mount("proc", t, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr));
     case Kind::kDevpts:
@@ -215,8 +223,8 @@ int run_op(const MountOp& op, int workspace_tree_fd) {
       return ok_or_errno(::mount(nullptr, t, nullptr,
                                  MS_REMOUNT | MS_BIND | MS_RDONLY | locked_flags(t), nullptr));
     case Kind::kAttachWorkspace:
-      return ok_or_errno(::syscall(SYS_move_mount, workspace_tree_fd, "", AT_FDCWD, t,
-                                   MOVE_MOUNT_F_EMPTY_PATH));
+      return ok_or_errno(
+          ::syscall(SYS_move_mount, workspace_tree_fd, "", AT_FDCWD, t, MOVE_MOUNT_F_EMPTY_PATH));
   }
   return EINVAL;
 }
@@ -236,8 +244,8 @@ int detach_old_root() {
 }
 
 int remount_root_readonly() {
-  return ok_or_errno(
-      ::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr));
+  return ok_or_errno(::mount(nullptr, "/", nullptr,
+                             MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr));
 }
 
 int set_hostname(const ChildConfig& c) {
@@ -327,10 +335,13 @@ int clear_capabilities() {
   return ok_or_errno(::syscall(SYS_capset, &hdr, data));
 }
 
-// Credential changes reset the parent-death signal: set it again, then make
-// sure the parent did not die before it took effect.
-int set_parent_death_signal(int sync_fd) {
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return errno;
+// The credential change just cleared the parent-death signal, and it stays
+// cleared: the kernel sends it when the *thread* that cloned us ends, and a
+// worker's threads come and go while its sandboxes live on. From here the
+// sandbox ends with the host *process*: its end of the protocol socket closes
+// and the runner (PID 1) exits on EOF, which ends the PID namespace. Until the
+// runner reads that socket, this check covers a host that died during set-up.
+int check_host_lives(int sync_fd) {
   pollfd p{sync_fd, POLLIN, 0};
   if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR))) return ECHILD;
   return 0;
@@ -348,7 +359,8 @@ std::vector<std::string> child_step_names(const MountPlan& plan) {
 void run_child(const ChildConfig& c) {
   static_assert(kPreCount == 7, "keep kPreSteps in step with the calls below");
   int sync_fd = c.sync_fd;
-  // Die with the host process even before any step ran.
+  // Die with the host during set-up (the cloning thread waits in create() until
+  // it is done, so its end means the host's end); cleared with the credentials.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   Steps s(&sync_fd);
   // Before anything is charged or counted, and before the cgroup namespace.
@@ -373,7 +385,7 @@ void run_child(const ChildConfig& c) {
   s.run([&] { return set_groups(c); });
   s.run([&] { return switch_user(c); });
   s.run([] { return clear_capabilities(); });
-  s.run([&] { return set_parent_death_signal(sync_fd); });
+  s.run([&] { return check_host_lives(sync_fd); });
   // Required for an unprivileged seccomp filter, and blocks setuid binaries.
   s.run([] { return ok_or_errno(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)); });
   s.run([&] { return load_seccomp_filters(*c.seccomp); });

@@ -69,7 +69,8 @@ TEST_F(SandboxExec, EnvironmentIsExactlyTheNamedVariables) {
 TEST_F(SandboxExec, HostnameIsTheSandboxIdAndCwdIsWorkspace) {
   auto sb = make();
   ASSERT_TRUE(sb);
-  EXPECT_EQ(sh(*sb, "hostname; pwd; id -u; id -un").out, sb->id() + "\n/workspace\n1000\nsandbox\n");
+  EXPECT_EQ(sh(*sb, "hostname; pwd; id -u; id -un").out,
+            sb->id() + "\n/workspace\n1000\nsandbox\n");
 }
 
 TEST_F(SandboxExec, StdinIsDelivered) {
@@ -173,13 +174,24 @@ TEST_F(SandboxExec, CreatesFromManyThreadsAtOnce) {
   EXPECT_EQ(ok.load(), 24);
 }
 
+// A worker's threads end while their sandboxes live on. The parent-death
+// signal is per thread, so it must not outlast set-up.
+TEST_F(SandboxExec, OutlivesTheThreadThatCreatedIt) {
+  std::unique_ptr<Sandbox> sb;
+  std::thread([&] { sb = make(); }).join();
+  ASSERT_TRUE(sb);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(sh(*sb, "echo alive").out, "alive\n");
+}
+
 TEST_F(SandboxExec, ReportsSetupTimingsByStep) {
   auto sb = make();
   ASSERT_TRUE(sb);
   std::vector<std::string> steps;
   for (const auto& t : sb->setup_timings()) steps.push_back(t.step);
-  for (const char* want : {"allocate uid range", "create cgroup", "clone", "write id maps", "pivot_root",
-                           "mount /proc", "load seccomp filter", "exec tool runner", "handshake"}) {
+  for (const char* want :
+       {"allocate uid range", "create cgroup", "clone", "write id maps", "pivot_root",
+        "mount /proc", "load seccomp filter", "exec tool runner", "handshake"}) {
     EXPECT_NE(std::find(steps.begin(), steps.end(), want), steps.end()) << want;
   }
 }
@@ -191,7 +203,7 @@ TEST_F(SandboxExec, DestroyLeavesNothingOnTheHost) {
   const std::string id = sb->id();
   ASSERT_TRUE(sb->destroy().ok());
   EXPECT_NE(::kill(pid, 0), 0);
-  struct stat st{};
+  struct stat st {};
   EXPECT_NE(::stat(("/sys/fs/cgroup/memory/ringfence-test/" + id).c_str(), &st), 0);
   EXPECT_NE(::stat(("/sys/fs/cgroup/pids/ringfence-test/" + id).c_str(), &st), 0);
   EXPECT_TRUE(sb->destroy().ok());  // idempotent
@@ -209,7 +221,8 @@ TEST_F(SandboxExec, SetupFailureNamesTheStepAndErrno) {
   auto sb = (*b)->create(SandboxSpec{});
   ::unlink(path);
   ASSERT_FALSE(sb.ok());
-  EXPECT_EQ(sb.error().to_string(), "sandbox setup failed at step \"exec tool runner\": Permission denied");
+  EXPECT_EQ(sb.error().to_string(),
+            "sandbox setup failed at step \"exec tool runner\": Permission denied");
 }
 
 // Files in a bound directory keep their host owner; the owner acts as the
@@ -226,11 +239,12 @@ TEST_F(SandboxExec, WorkspaceDirOwnerBecomesTheSandboxUser) {
   spec.workspace_dir = dir;
   auto sb = make(spec);
   ASSERT_TRUE(sb);
-  Out r = sh(*sb, "cat from-host; echo made > from-sandbox; stat -c '%u %U' . from-host strangers; "
-                  "grep -c ' /workspace .*nosuid,nodev' /proc/self/mountinfo");
+  Out r = sh(*sb,
+             "cat from-host; echo made > from-sandbox; stat -c '%u %U' . from-host strangers; "
+             "grep -c ' /workspace .*nosuid,nodev' /proc/self/mountinfo");
   EXPECT_EQ(r.out, "hi1000 sandbox\n1000 sandbox\n65534 nobody\n1\n") << r.err;
   EXPECT_EQ(slurp(dir + "/from-sandbox"), "made\n");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat((dir + "/from-sandbox").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u);  // the directory owner's, not a sandbox uid
   EXPECT_EQ(st.st_gid, 0u);
@@ -249,7 +263,7 @@ TEST_F(SandboxExec, WorkspaceDirOfAnotherUserMapsThatUser) {
   auto sb = make(spec);
   ASSERT_TRUE(sb);
   EXPECT_EQ(sh(*sb, "echo ok > f && cat f").out, "ok\n");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat((dir + "/f").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 4242u);
   std::system(("rm -rf " + dir).c_str());
