@@ -126,8 +126,7 @@ TEST_F(CliOperatorCommands, ListJoinsTheStoreByIdAcrossBackends) {
   ASSERT_TRUE(nsb.ok()) << nsb.error().to_string();
   auto lsb = make_local();
   ASSERT_TRUE(lsb);
-  const std::string state = temp_dir("rf-cli-state");
-  ASSERT_FALSE(state.empty());
+  const std::string state = tmp_ + "/state";  // TearDown removes it, even after a failure
   {
     auto st = store::Store::open(worker::store_path(state));
     ASSERT_TRUE(st.ok()) << st.error().to_string();
@@ -222,7 +221,6 @@ TEST_F(CliOperatorCommands, ListJoinsTheStoreByIdAcrossBackends) {
 
   EXPECT_TRUE((*nsb)->destroy().ok());
   EXPECT_TRUE(lsb->destroy().ok());
-  fs::remove_all(state);
 }
 
 TEST_F(CliOperatorCommands, ReapCoversEveryBackendAndBackendNarrows) {
