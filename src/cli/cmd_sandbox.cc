@@ -1,4 +1,4 @@
-// `ringfence sandbox exec | shell`.
+// `ringfence sandbox exec | shell`; doctor, list and reap are in cmd_sandbox_admin.cc.
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -226,107 +226,6 @@ int run(const SandboxFlags& flags, bool shell) {
   return result->exit_code;
 }
 
-std::string format_age(std::chrono::seconds s) {
-  const auto n = s.count();
-  if (n < 120) return std::to_string(n) + "s";
-  if (n < 7200) return std::to_string(n / 60) + "m";
-  if (n < 172800) return std::to_string(n / 3600) + "h";
-  return std::to_string(n / 86400) + "d";
-}
-
-nlohmann::json info_json(const SandboxInfo& i) {
-  return {{"id", i.id},
-          {"backend", i.backend},
-          {"pid", i.pid},
-          {"owner_pid", i.owner_pid},
-          {"orphaned", i.orphaned()},
-          {"age_seconds", i.age.count()},
-          {"peak_memory_bytes", i.memory_bytes},
-          // Filled in by the worker's store once the worker runs the sandbox.
-          {"project", nullptr},
-          {"run", nullptr},
-          {"mode", nullptr}};
-}
-
-void print_table(const std::vector<SandboxInfo>& all) {
-  std::printf("%-16s %-8s %-8s %-8s %-6s %-8s %-8s %-8s %s\n", "ID", "BACKEND", "PID", "OWNER", "AGE", "MEMORY",
-              "PROJECT", "RUN", "MODE");
-  for (const auto& i : all) {
-    const std::string owner = i.orphaned() ? "orphan" : std::to_string(i.owner_pid);
-    std::printf("%-16s %-8s %-8d %-8s %-6s %-8s %-8s %-8s %s\n", i.id.c_str(), i.backend.c_str(), i.pid,
-                owner.c_str(), format_age(i.age).c_str(), format_size(i.memory_bytes).c_str(), "-", "-", "-");
-  }
-}
-
-Result<std::unique_ptr<Backend>> backend_named(const std::string& name) {
-  native::register_native_backend();
-  local::register_local_backend();
-  return make_backend(name);
-}
-
-int run_list(const std::string& backend_name, bool json) {
-  auto backend = backend_named(backend_name);
-  if (!backend) {
-    std::fprintf(stderr, "ringfence: %s\n", backend.error().to_string().c_str());
-    return kExitRuntime;
-  }
-  auto all = (*backend)->list();
-  if (!all) {
-    std::fprintf(stderr, "ringfence: sandbox list: %s\n", all.error().to_string().c_str());
-    return kExitRuntime;
-  }
-  if (json) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& i : *all) arr.push_back(info_json(i));
-    std::printf("%s\n", arr.dump().c_str());
-  } else {
-    print_table(*all);
-  }
-  return 0;
-}
-
-int run_reap(const std::string& backend_name, const std::string& older_than, bool dry_run) {
-  auto age = parse_duration(older_than);
-  if (!age) {
-    std::fprintf(stderr, "ringfence: --older-than: %s\n", age.error().to_string().c_str());
-    return kExitUsage;
-  }
-  auto backend = backend_named(backend_name);
-  if (!backend) {
-    std::fprintf(stderr, "ringfence: %s\n", backend.error().to_string().c_str());
-    return kExitRuntime;
-  }
-  auto reaped = (*backend)->reap(std::chrono::duration_cast<std::chrono::seconds>(*age), dry_run);
-  if (!reaped) {
-    std::fprintf(stderr, "ringfence: sandbox reap: %s\n", reaped.error().to_string().c_str());
-    return kExitRuntime;
-  }
-  for (const auto& i : *reaped) {
-    const std::string why = i.orphaned() ? "orphaned" : "older than " + older_than;
-    std::printf("%s %s (%s, age %s)\n", dry_run ? "would reap" : "reaped", i.id.c_str(), why.c_str(),
-                format_age(i.age).c_str());
-  }
-  if (reaped->empty()) std::printf("nothing to reap\n");
-  return 0;
-}
-
-int run_doctor(const std::string& backend_name) {
-  if (backend_name != "native") {
-    std::fprintf(stderr, "ringfence: sandbox doctor: unknown backend \"%s\" (available: native)\n",
-                 backend_name.c_str());
-    return kExitUsage;
-  }
-  bool healthy = true;
-  for (const auto& c : native::native_doctor(native::NativeOptions{})) {
-    std::printf("%s %s: %s%s\n", c.ok ? "\u2713" : "\u2717", c.name.c_str(), c.detail.c_str(),
-                c.ok || c.required ? "" : " (optional)");
-    if (!c.ok) std::printf("    fix: %s\n", c.remedy.c_str());
-    if (!c.ok && c.required) healthy = false;
-  }
-  std::printf("%s backend: %s\n", backend_name.c_str(), healthy ? "healthy" : "UNHEALTHY");
-  return healthy ? 0 : 1;
-}
-
 }  // namespace
 
 void add_sandbox_commands(CLI::App& app, CommandResult* result) {
@@ -344,27 +243,7 @@ void add_sandbox_commands(CLI::App& app, CommandResult* result) {
   add_sandbox_flags(shell, shell_flags.get());
   shell->callback([shell_flags, result] { result->exit_code = run(*shell_flags, /*shell=*/true); });
 
-  struct AdminFlags {
-    std::string backend = "native";
-    bool json = false;
-    std::string older_than;
-    bool dry_run = false;
-  };
-  auto admin = std::make_shared<AdminFlags>();
-  auto* doctor = sandbox->add_subcommand("doctor", "Check that this host can run the backend's sandboxes");
-  doctor->add_option("--backend", admin->backend, "Backend to check")->default_val("native");
-  doctor->callback([admin, result] { result->exit_code = run_doctor(admin->backend); });
-
-  auto* list = sandbox->add_subcommand("list", "The live sandboxes on this host");
-  list->add_option("--backend", admin->backend, "Backend")->default_val("native");
-  list->add_flag("--json", admin->json, "One JSON array");
-  list->callback([admin, result] { result->exit_code = run_list(admin->backend, admin->json); });
-
-  auto* reap = sandbox->add_subcommand("reap", "Kill orphaned or old sandboxes and remove every trace");
-  reap->add_option("--backend", admin->backend, "Backend")->default_val("native");
-  reap->add_option("--older-than", admin->older_than, "Also reap live sandboxes at least this old")->required();
-  reap->add_flag("--dry-run", admin->dry_run, "Only say what would be reaped");
-  reap->callback([admin, result] { result->exit_code = run_reap(admin->backend, admin->older_than, admin->dry_run); });
+  add_sandbox_admin_commands(sandbox, result);
 }
 
 }  // namespace rf::cli

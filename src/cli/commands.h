@@ -14,6 +14,8 @@ struct CommandResult {
 };
 
 void add_sandbox_commands(CLI::App& app, CommandResult* result);
+// `sandbox doctor | list | reap`, under the `sandbox` command.
+void add_sandbox_admin_commands(CLI::App* sandbox, CommandResult* result);
 void add_call_commands(CLI::App& app, CommandResult* result);
 void add_worker_commands(CLI::App& app, CommandResult* result);
 

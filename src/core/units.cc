@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace rf {
@@ -87,6 +88,20 @@ std::string format_size(uint64_t bytes) {
     ++u;
   }
   return std::to_string(bytes) + kUnits[u];
+}
+
+std::string format_size_human(uint64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (u < 5 && v >= 1024) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
+  return buf;
 }
 
 std::string format_duration(std::chrono::milliseconds ms) {

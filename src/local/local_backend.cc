@@ -10,6 +10,9 @@
 #include <optional>
 
 #include "core/log.h"
+#include "local/doctor.h"
+#include "local/inventory.h"
+#include "local/owner_marker.h"
 #include "local/runner_spawn.h"
 #include "local/sandbox_paths.h"
 #include "local/scratch_dir.h"
@@ -92,6 +95,7 @@ class LocalSandbox : public RunnerSandbox {
   std::mutex mu_;  // serialises destroy()
   bool stopped_ = false;
   bool scratch_created_ = false;  // ours to remove (a directory that existed is not)
+  bool marker_written_ = false;   // <root>/<id>.owner, removed after the scratch directory
 };
 
 Status LocalSandbox::start(const std::string& runner_path) {
@@ -102,7 +106,14 @@ Status LocalSandbox::start(const std::string& runner_path) {
   const RunnerLaunch launch{runner_path, scratch_, scratch_ + "/workspace", spec_.limits.nofile};
   auto spawned = timer.run("start tool runner", [&] { return spawn_runner(launch); });
   if (!spawned) return setup_error(spawned.error().where, spawned.error());
+  const pid_t runner_pid = spawned->pid;
   adopt_runner_process(spawned->pid, std::move(spawned->pidfd));
+  // Lets `sandbox list` and `sandbox reap` find it, and tell whether we live.
+  auto recorded = timer.run("record owner", [&] {
+    return write_owner_marker(root_, spec_.id, marker_for_runner(runner_pid));
+  });
+  if (!recorded) return setup_error("record owner", recorded.error());
+  marker_written_ = true;
   runner_ = std::make_unique<RunnerClient>(std::move(spawned->host_fd));
   if (auto s = timer.run("handshake", [&] { return runner_->handshake(kHandshakeTimeout); }); !s) {
     if (auto why = death_reason()) return setup_error("handshake", *why);
@@ -148,10 +159,16 @@ Status LocalSandbox::destroy() {
     stopped_ = true;
     stop_runner();
   }
-  if (!scratch_created_) return ok_status();
-  // A removal that failed is tried again by the next destroy().
-  RF_TRY(remove_scratch_dir(root_, spec_.id));
-  scratch_created_ = false;
+  // A removal that failed is tried again by the next destroy(). The marker
+  // goes last: while the directory is there, it says whose it is.
+  if (scratch_created_) {
+    RF_TRY(remove_scratch_dir(root_, spec_.id));
+    scratch_created_ = false;
+  }
+  if (marker_written_) {
+    RF_TRY(remove_owner_marker(root_, spec_.id));
+    marker_written_ = false;
+  }
   return ok_status();
 }
 
@@ -161,6 +178,11 @@ class LocalBackend : public Backend {
 
   std::string name() const override { return "local"; }
   Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
+  Result<std::vector<SandboxInfo>> list() override { return list_local_sandboxes(options_.scratch_root); }
+  Result<std::vector<SandboxInfo>> reap(std::chrono::seconds older_than, bool dry_run) override {
+    return reap_local_sandboxes(options_.scratch_root, older_than, dry_run);
+  }
+  std::vector<HealthCheck> health() override { return local_doctor(options_); }
 
  private:
   LocalOptions options_;  // both paths resolved

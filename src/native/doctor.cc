@@ -4,7 +4,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -130,6 +129,8 @@ HealthCheck landlock() {
                "boot with lsm=...,landlock (not required by the native backend today)", /*required=*/false);
 }
 
+}  // namespace
+
 HealthCheck tool_runner(const std::string& path) {
   HealthCheck c;
   c.name = "tool runner";
@@ -154,22 +155,11 @@ HealthCheck tool_runner(const std::string& path) {
   return c;
 }
 
-HealthCheck free_disk(const char* path) {
-  struct statvfs sv{};
-  if (::statvfs(path, &sv) != 0) return check("free disk", errno, "", std::string("check ") + path);
-  const uint64_t free_mb = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize >> 20;
-  HealthCheck c = check("free disk", free_mb >= 100 ? 0 : ENOSPC, std::to_string(free_mb) + " MiB free in " + path,
-                        std::string("free space in ") + path);
-  if (!c.ok) c.detail = std::to_string(free_mb) + " MiB free in " + path;
-  return c;
-}
-
-}  // namespace
-
 std::vector<HealthCheck> native_health(const DoctorInputs& in) {
-  return {user_namespaces(),  pid_net_namespaces(), seccomp(in.seccomp),
-          cgroups(in),        tool_runner(in.runner_path), free_disk("/tmp"),
-          filesystem_support("overlayfs", "overlay"), landlock()};
+  // Free disk is a host check (sandbox/host_health.h): native sandboxes write to tmpfs.
+  return {user_namespaces(), pid_net_namespaces(),   seccomp(in.seccomp),
+          cgroups(in),       tool_runner(in.runner_path), filesystem_support("overlayfs", "overlay"),
+          landlock()};
 }
 
 }  // namespace rf::native

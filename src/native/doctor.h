@@ -21,4 +21,8 @@ struct DoctorInputs {
 
 std::vector<HealthCheck> native_health(const DoctorInputs& in);
 
+// "tool runner": `path --version` runs and speaks a protocol version we speak.
+// Shared with the local backend, which runs the same runner.
+HealthCheck tool_runner(const std::string& path);
+
 }  // namespace rf::native

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,7 +99,7 @@ struct SandboxInfo {
   int pid = 0;                     // host pid of its PID 1; 0 when none is left
   int owner_pid = 0;               // the process that created it; 0 when gone
   std::chrono::seconds age{0};
-  uint64_t memory_bytes = 0;
+  std::optional<uint64_t> memory_bytes;  // peak; empty when the backend cannot tell (local)
   bool orphaned() const { return owner_pid == 0; }
 };
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -82,13 +83,15 @@ class SandboxTest : public ::testing::Test {
 
 inline std::unique_ptr<Backend> SandboxTest::backend_;
 
-// Runs the ringfence CLI; returns its exit status and output.
+// Runs the ringfence CLI; returns its exit status and output. `in_child` runs in
+// the forked child just before exec (set the environment, enter a namespace).
 struct CliRun {
   int exit_code = -1;
   std::string out, err;
 };
 
-inline CliRun run_cli(const std::vector<std::string>& args, const std::string& stdin_data = "") {
+inline CliRun run_cli(const std::vector<std::string>& args, const std::string& stdin_data = "",
+                      const std::function<void()>& in_child = {}) {
   char out_tmpl[] = "/tmp/rf-cli-out-XXXXXX", err_tmpl[] = "/tmp/rf-cli-err-XXXXXX",
        in_tmpl[] = "/tmp/rf-cli-in-XXXXXX";
   const int out = mkstemp(out_tmpl), err = mkstemp(err_tmpl), in = mkstemp(in_tmpl);
@@ -99,6 +102,7 @@ inline CliRun run_cli(const std::vector<std::string>& args, const std::string& s
     dup2(in, 0);
     dup2(out, 1);
     dup2(err, 2);
+    if (in_child) in_child();
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(RF_CLI_PATH));
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));

@@ -51,7 +51,7 @@ TEST_F(Inventory, ListFindsALiveSandboxAndItsOwner) {
   EXPECT_EQ(info->pid, sb->init_pid());
   EXPECT_EQ(info->owner_pid, ::getpid());
   EXPECT_FALSE(info->orphaned());
-  EXPECT_GT(info->memory_bytes, 0u);
+  EXPECT_GT(info->memory_bytes.value_or(0), 0u);
 }
 
 TEST_F(Inventory, ReapSparesYoungSandboxesWithALiveOwner) {
@@ -131,10 +131,19 @@ TEST_F(Inventory, DoctorIsHealthyHereAndNamesWhatIsMissing) {
 }
 
 TEST_F(Inventory, CliListReapAndDoctor) {
-  CliRun r = run_cli({"sandbox", "doctor"});
+  char state[] = "/tmp/rf-doctor-state-XXXXXX";
+  ASSERT_NE(::mkdtemp(state), nullptr);
+  CliRun r = run_cli({"sandbox", "doctor", "--state-dir", std::string(state) + "/new"});
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("\u2713 seccomp"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\u2713 state dir writable: " + std::string(state) + "/new (created, synced and removed a file)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\u2713 free disk (state dir): "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\u2713 free disk (scratch root): "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("native backend: healthy"), std::string::npos) << r.out;
+  ::rmdir((std::string(state) + "/new").c_str());  // the probe file is gone: both are empty
+  EXPECT_EQ(::rmdir(state), 0);
   r = run_cli({"sandbox", "list", "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.front(), '[');

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,12 +15,16 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "local/inventory.h"
+#include "local/owner_marker.h"
+#include "local/proc_stat.h"
 #include "local/sandbox_paths.h"
 #include "local/scratch_dir.h"
 #include "sandbox/sandbox.h"
@@ -52,6 +57,52 @@ std::string make_temp_dir(const char* prefix) {
   if (::mkdtemp(tmpl.data()) == nullptr) return "";
   char real[PATH_MAX];
   return ::realpath(tmpl.c_str(), real) != nullptr ? real : "";
+}
+
+const SandboxInfo* find_info(const std::vector<SandboxInfo>& all, const std::string& id) {
+  for (const auto& i : all) {
+    if (i.id == id) return &i;
+  }
+  return nullptr;
+}
+
+// Waits up to 2 s for `pid` to be gone (reaped by whoever is its parent).
+bool wait_gone(pid_t pid) {
+  for (int i = 0; i < 200 && !gone(pid); ++i) std::this_thread::sleep_for(10ms);
+  return gone(pid);
+}
+
+// What a worker killed with -9 leaves behind: a forked child creates a sandbox,
+// reports its id and runner pid, and is SIGKILLed.
+struct Orphan {
+  std::string id;
+  pid_t runner = 0;
+};
+
+Orphan make_orphan(Backend& backend) {
+  int p[2];
+  if (::pipe(p) != 0) return {};
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(p[0]);
+    SandboxSpec spec;
+    spec.backend = "local";
+    auto sb = backend.create(spec);
+    const std::string msg = sb.ok() ? (*sb)->id() + " " + std::to_string((*sb)->init_pid()) : "error";
+    (void)!::write(p[1], msg.data(), msg.size());
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  char buf[256];
+  const ssize_t n = ::read(p[0], buf, sizeof buf);
+  ::close(p[0]);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  std::istringstream in(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0));
+  Orphan o;
+  in >> o.id >> o.runner;
+  return o;
 }
 
 class LocalBackendTest : public ::testing::Test {
@@ -123,7 +174,8 @@ TEST_F(LocalBackendTest, ExecEchoAndExitCodes) {
   std::vector<std::string> steps;
   for (const auto& t : sb->setup_timings()) steps.push_back(t.step);
   EXPECT_EQ(steps,
-            (std::vector<std::string>{"create scratch dir", "start tool runner", "handshake"}));
+            (std::vector<std::string>{"create scratch dir", "start tool runner", "record owner",
+                                      "handshake"}));
 }
 
 TEST_F(LocalBackendTest, EnvironmentIsExactlyTheNamedVariables) {
@@ -436,6 +488,135 @@ TEST_F(LocalBackendTest, RegistryFindsLocal) {
   fs::remove_all(tmpdir);
 }
 
+TEST_F(LocalBackendTest, ListShowsTheRunnerTheOwnerAndTheAge) {
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  auto all = backend_->list();
+  ASSERT_TRUE(all.ok()) << all.error().to_string();
+  ASSERT_EQ(all->size(), 1u);
+  const SandboxInfo& info = all->front();
+  EXPECT_EQ(info.id, sb->id());
+  EXPECT_EQ(info.backend, "local");
+  EXPECT_EQ(info.pid, sb->init_pid());
+  EXPECT_EQ(info.owner_pid, ::getpid());
+  EXPECT_FALSE(info.orphaned());
+  EXPECT_LE(info.age.count(), 5);
+  EXPECT_FALSE(info.memory_bytes.has_value());  // no cgroup: the local backend cannot tell
+  // The marker is beside the scratch dir, out of reach of the runner's file operations.
+  const std::string marker = root_ + "/" + sb->id() + ".owner";
+  auto parsed = parse_owner_marker(slurp(marker));
+  ASSERT_TRUE(parsed.ok()) << parsed.error().to_string();
+  EXPECT_EQ(parsed->owner_pid, ::getpid());
+  EXPECT_EQ(parsed->owner_start, start_time_of(::getpid()));
+  EXPECT_EQ(parsed->runner_pid, sb->init_pid());
+  EXPECT_EQ(parsed->runner_start, start_time_of(sb->init_pid()));
+  EXPECT_EQ(fs::status(marker).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  auto through = sb->read_file("/../" + sb->id() + ".owner");
+  ASSERT_FALSE(through.ok());
+  EXPECT_EQ(through.error().sys_errno, ENOENT) << through.error().to_string();
+  ASSERT_TRUE(sb->destroy().ok());
+  EXPECT_FALSE(fs::exists(marker));  // destroy removes it after the scratch dir
+}
+
+TEST_F(LocalBackendTest, ReapRemovesWhatAKilledOwnerLeftBehind) {
+  const Orphan o = make_orphan(*backend_);
+  ASSERT_FALSE(o.id.empty());
+  ASSERT_NE(o.id, "error");
+  EXPECT_TRUE(wait_gone(o.runner)) << "the parent-death signal should have ended runner " << o.runner;
+  const std::string dir = root_ + "/" + o.id;
+  ASSERT_TRUE(fs::is_directory(dir));
+  ASSERT_TRUE(fs::exists(dir + ".owner"));
+
+  auto all = backend_->list();
+  ASSERT_TRUE(all.ok()) << all.error().to_string();
+  const SandboxInfo* info = find_info(*all, o.id);
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->pid, 0);
+  EXPECT_EQ(info->owner_pid, 0);
+  EXPECT_TRUE(info->orphaned());
+
+  auto dry = backend_->reap(std::chrono::hours(1), /*dry_run=*/true);
+  ASSERT_TRUE(dry.ok()) << dry.error().to_string();
+  ASSERT_EQ(dry->size(), 1u);
+  EXPECT_EQ(dry->front().id, o.id);
+  EXPECT_TRUE(fs::is_directory(dir));  // a dry run changes nothing
+  EXPECT_TRUE(fs::exists(dir + ".owner"));
+
+  auto reaped = backend_->reap(std::chrono::hours(1), /*dry_run=*/false);
+  ASSERT_TRUE(reaped.ok()) << reaped.error().to_string();
+  ASSERT_EQ(reaped->size(), 1u);
+  EXPECT_EQ(reaped->front().id, o.id);
+  EXPECT_TRUE(reaped->front().orphaned());
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_FALSE(fs::exists(dir + ".owner"));
+
+  auto again = backend_->reap(std::chrono::hours(1), /*dry_run=*/false);
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_TRUE(again->empty());  // idempotent
+}
+
+TEST_F(LocalBackendTest, ReapSparesALiveOwnersSandboxAndADirBeingCreated) {
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  // A scratch dir whose marker is not written yet: a create in progress.
+  const std::string making = root_ + "/rf-being-made";
+  ASSERT_EQ(::mkdir(making.c_str(), 0700), 0);
+
+  auto reaped = backend_->reap(std::chrono::hours(1), /*dry_run=*/false);
+  ASSERT_TRUE(reaped.ok()) << reaped.error().to_string();
+  EXPECT_TRUE(reaped->empty());
+  EXPECT_EQ(run(*sb, {"echo", "alive"}).out, "alive\n");
+  EXPECT_TRUE(fs::exists(root_ + "/" + sb->id() + ".owner"));
+
+  auto all = backend_->list();
+  ASSERT_TRUE(all.ok());
+  const SandboxInfo* info = find_info(*all, "rf-being-made");
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->pid, 0);
+  EXPECT_EQ(info->owner_pid, 0);
+
+  ASSERT_TRUE(sb->destroy().ok());
+  // Even "older than 0 s" spares it: without a marker, only kSetupGrace makes it old.
+  auto zero = backend_->reap(std::chrono::seconds(0), /*dry_run=*/false);
+  ASSERT_TRUE(zero.ok()) << zero.error().to_string();
+  EXPECT_TRUE(zero->empty());
+  EXPECT_TRUE(fs::is_directory(making));
+  ASSERT_EQ(::rmdir(making.c_str()), 0);
+}
+
+TEST_F(LocalBackendTest, ReapOlderThanEndsALiveSandboxAndEveryTrace) {
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  const pid_t runner = sb->init_pid();
+  const std::string dir = scratch(*sb);
+  ASSERT_TRUE(sb->write_file("/workspace/f", "x").ok());
+
+  auto dry = backend_->reap(std::chrono::seconds(0), /*dry_run=*/true);
+  ASSERT_TRUE(dry.ok());
+  ASSERT_EQ(dry->size(), 1u);
+  EXPECT_EQ(run(*sb, {"echo", "untouched"}).out, "untouched\n");
+
+  auto reaped = backend_->reap(std::chrono::seconds(0), /*dry_run=*/false);
+  ASSERT_TRUE(reaped.ok()) << reaped.error().to_string();
+  ASSERT_EQ(reaped->size(), 1u);
+  EXPECT_EQ(reaped->front().id, sb->id());
+  EXPECT_EQ(reaped->front().owner_pid, ::getpid());  // not orphaned: reaped for its age
+  EXPECT_EQ(reaped->front().pid, runner);
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_FALSE(fs::exists(dir + ".owner"));
+  Captured c;
+  auto r = sb->exec(ExecCall{{"true"}}, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().to_string(),
+            "sandbox ended: tool runner (pid " + std::to_string(runner) + ") killed by signal 9 (Killed)");
+
+  auto again = backend_->reap(std::chrono::seconds(0), /*dry_run=*/false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+  EXPECT_TRUE(sb->destroy().ok());  // the owner's own destroy still succeeds
+  EXPECT_TRUE(gone(runner));
+}
+
 TEST(LocalScratchRoot, RefusesASymlinkOrADirectoryOthersCanWrite) {
   const std::string base = make_temp_dir("rf-local-root");
   ASSERT_FALSE(base.empty());
@@ -456,6 +637,138 @@ TEST(LocalScratchRoot, RefusesASymlinkOrADirectoryOthersCanWrite) {
   EXPECT_EQ(*fresh, base + "/fresh");
   EXPECT_EQ(fs::status(base + "/fresh").permissions(), fs::perms::owner_all);
   fs::remove_all(base);
+}
+
+// A process in a process group of its own, like a runner: `sh` that leaves a
+// `sleep` in the group (its pid in `pidfile`) and becomes another `sleep`.
+pid_t spawn_group_leader(const std::string& pidfile) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const std::string script = "sleep 60 & echo $! > " + pidfile + "; exec sleep 61";
+    ::execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  return pid;
+}
+
+pid_t read_pid(const std::string& path) {
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = slurp(path);
+    if (!text.empty() && text.back() == '\n') return static_cast<pid_t>(std::atoi(text.c_str()));
+    std::this_thread::sleep_for(10ms);
+  }
+  return 0;
+}
+
+TEST(LocalInventory, ReapKillsTheRunnerAndItsGroupButNeverAReusedPid) {
+  const std::string root = make_temp_dir("rf-local-inv");
+  ASSERT_FALSE(root.empty());
+  // A dead owner: its pid with the start time it had.
+  const pid_t owner = ::fork();
+  if (owner == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  const uint64_t owner_start = start_time_of(owner);
+  ASSERT_GT(owner_start, 0u);
+  ::kill(owner, SIGKILL);
+  ::waitpid(owner, nullptr, 0);
+
+  const pid_t runner = spawn_group_leader(root + "/runner.pid");
+  const pid_t left_in_group = read_pid(root + "/runner.pid");
+  ASSERT_GT(left_in_group, 0);
+  const pid_t bystander = spawn_group_leader(root + "/bystander.pid");
+  const pid_t bystanders_child = read_pid(root + "/bystander.pid");
+  ASSERT_GT(bystanders_child, 0);
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  for (const char* id : {"rf-orphan1", "rf-orphan2"}) ASSERT_EQ(::mkdir((root + "/" + id).c_str(), 0700), 0);
+  ASSERT_TRUE(write_owner_marker(root, "rf-orphan1",
+                                 {owner, owner_start, runner, start_time_of(runner), now})
+                  .ok());
+  // The bystander's pid with another start time: what a reused pid looks like.
+  ASSERT_TRUE(write_owner_marker(root, "rf-orphan2",
+                                 {owner, owner_start, bystander, start_time_of(bystander) + 1, now})
+                  .ok());
+  ASSERT_TRUE(write_owner_marker(root, "rf-stray", {owner, owner_start, runner, 1, now}).ok());
+  { std::ofstream(root + "/notes.txt") << "not ours"; }
+  ASSERT_EQ(::mkdir((root + "/Not-An-Id").c_str(), 0700), 0);
+
+  auto listed = list_local_sandboxes(root);
+  ASSERT_TRUE(listed.ok()) << listed.error().to_string();
+  ASSERT_EQ(listed->size(), 2u);  // rf-orphan1 and rf-orphan2; nothing else is a sandbox
+  const SandboxInfo* one = find_info(*listed, "rf-orphan1");
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->pid, runner);
+  EXPECT_TRUE(one->orphaned());
+  const SandboxInfo* two = find_info(*listed, "rf-orphan2");
+  ASSERT_NE(two, nullptr);
+  EXPECT_EQ(two->pid, 0);  // the pid names another process now
+
+  auto reaped = reap_local_sandboxes(root, std::chrono::hours(1), /*dry_run=*/false);
+  ASSERT_TRUE(reaped.ok()) << reaped.error().to_string();
+  std::vector<std::string> ids;
+  for (const auto& i : *reaped) ids.push_back(i.id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"rf-orphan1", "rf-orphan2"}));
+
+  int status = 0;
+  ASSERT_EQ(::waitpid(runner, &status, 0), runner);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_TRUE(wait_gone(left_in_group)) << "the runner's process group was not ended";
+  EXPECT_EQ(::waitpid(bystander, &status, WNOHANG), 0) << "a reused pid was killed";
+  EXPECT_FALSE(gone(bystanders_child));
+  for (const char* name : {"rf-orphan1", "rf-orphan2", "rf-orphan1.owner", "rf-orphan2.owner", "rf-stray.owner"}) {
+    EXPECT_FALSE(fs::exists(root + "/" + name)) << name;
+  }
+  EXPECT_TRUE(fs::exists(root + "/notes.txt"));
+  EXPECT_TRUE(fs::is_directory(root + "/Not-An-Id"));
+
+  auto again = reap_local_sandboxes(root, std::chrono::hours(1), /*dry_run=*/false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+
+  ::kill(-bystander, SIGKILL);
+  ::waitpid(bystander, nullptr, 0);
+  fs::remove_all(root);
+}
+
+TEST(LocalInventory, NoScratchRootMeansNoSandboxes) {
+  auto listed = list_local_sandboxes("/nonexistent/rf-local-root");
+  ASSERT_TRUE(listed.ok()) << listed.error().to_string();
+  EXPECT_TRUE(listed->empty());
+  auto reaped = reap_local_sandboxes("/nonexistent/rf-local-root", std::chrono::seconds(0), false);
+  ASSERT_TRUE(reaped.ok());
+  EXPECT_TRUE(reaped->empty());
+}
+
+TEST(LocalOwnerMarker, RoundTripsAndRefusesAnythingElse) {
+  const OwnerMarker m{4242, 123456, 4250, 123470, 1700000000};
+  const std::string text = format_owner_marker(m);
+  EXPECT_EQ(text,
+            "owner_pid=4242\nowner_start=123456\nrunner_pid=4250\nrunner_start=123470\n"
+            "created_at=1700000000\n");
+  auto back = parse_owner_marker(text);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->owner_pid, 4242);
+  EXPECT_EQ(back->owner_start, 123456u);
+  EXPECT_EQ(back->runner_pid, 4250);
+  EXPECT_EQ(back->runner_start, 123470u);
+  EXPECT_EQ(back->created_at, 1700000000);
+  const std::pair<std::string, std::string> bad[] = {
+      {"", "owner marker: owner_pid missing"},
+      {text.substr(0, text.size() - 4), "owner marker: truncated"},  // being written
+      {"owner_pid=0\n", "owner marker: owner_pid: expected a positive number, got \"0\""},
+      {"owner_pid=x\n", "owner marker: owner_pid: expected a positive number, got \"x\""},
+      {text + "owner_pid=1\n", "owner marker: owner_pid given twice"},
+      {text + "extra=1\n", "owner marker: unknown key"},
+  };
+  for (const auto& [input, want] : bad) {
+    auto r = parse_owner_marker(input);
+    ASSERT_FALSE(r.ok()) << input;
+    EXPECT_EQ(r.error().to_string(), want) << input;
+  }
 }
 
 TEST(LocalSandboxPaths, CwdMapsOnlyFromUnderWorkspace) {

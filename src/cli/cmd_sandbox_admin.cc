@@ -1,0 +1,270 @@
+// `ringfence sandbox doctor | list | reap`: the operator's view of this host's
+// sandboxes, across every backend, joined with what the worker's store knows
+// of them (project, run, mode, worker).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli/commands.h"
+#include "core/units.h"
+#include "local/doctor.h"
+#include "local/local_backend.h"
+#include "local/scratch_dir.h"
+#include "native/native_backend.h"
+#include "sandbox/host_health.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+#include "worker/config_file.h"
+#include "worker/settings.h"
+#include "worker/worker.h"
+
+namespace rf::cli {
+namespace {
+
+struct AdminFlags {
+  std::string backend;    // empty: every backend (doctor: native)
+  std::string state_dir;  // empty: the worker's default
+  bool json = false;
+  std::string older_than;
+  bool dry_run = false;
+};
+
+// A sandbox found on the host, and its row in the store if it has one.
+struct Listed {
+  SandboxInfo info;
+  std::optional<store::SandboxRow> row;
+};
+
+void complain(const std::string& text) { std::fprintf(stderr, "ringfence: %s\n", text.c_str()); }
+
+std::string state_dir_or_default(const std::string& flag) {
+  return flag.empty() ? worker::default_settings(worker::home_directory()).state_dir.value : flag;
+}
+
+std::vector<std::string> known_backends() {
+  native::register_native_backend();
+  local::register_local_backend();
+  return backend_names();
+}
+
+// `--backend NAME`, or every backend; an unknown name is a usage error.
+std::optional<std::vector<std::string>> backends_for(const std::string& flag, const char* verb) {
+  const auto all = known_backends();
+  if (flag.empty()) return all;
+  if (std::find(all.begin(), all.end(), flag) != all.end()) return std::vector<std::string>{flag};
+  std::string names;
+  for (const auto& n : all) names += (names.empty() ? "" : ", ") + n;
+  complain(std::string("sandbox ") + verb + ": --backend: unknown backend \"" + flag +
+           "\" (available: " + names + ")");
+  return std::nullopt;
+}
+
+// The store's live sandbox rows by id. No store file: none (nothing is
+// created). A store that cannot be read: none, and a warning.
+std::map<std::string, store::SandboxRow> stored_sandboxes(const std::string& state_dir) {
+  std::map<std::string, store::SandboxRow> by_id;
+  const std::string path = worker::store_path(state_dir);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return by_id;
+  auto st_open = store::Store::open(path);
+  auto rows = st_open ? (*st_open)->live_sandboxes()
+                      : Result<std::vector<store::SandboxRow>>(st_open.error());
+  if (!rows) {
+    complain("sandbox list: store " + path + ": " + rows.error().to_string() +
+             " (project, run and mode not shown)");
+    return by_id;
+  }
+  for (auto& r : *rows) by_id.emplace(r.id, std::move(r));
+  return by_id;
+}
+
+std::string format_age(std::chrono::seconds s) {
+  const auto n = s.count();
+  if (n < 120) return std::to_string(n) + "s";
+  if (n < 7200) return std::to_string(n / 60) + "m";
+  if (n < 172800) return std::to_string(n / 3600) + "h";
+  return std::to_string(n / 86400) + "d";
+}
+
+nlohmann::json or_null(const std::optional<std::string>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+
+nlohmann::json listed_json(const Listed& l) {
+  const SandboxInfo& i = l.info;
+  const auto* row = l.row ? &*l.row : nullptr;
+  return {{"id", i.id},
+          {"backend", i.backend},
+          {"project", row ? or_null(row->project_id) : nullptr},
+          {"run", row ? or_null(row->run_id) : nullptr},
+          {"mode", row ? nlohmann::json(row->mode) : nullptr},
+          {"worker", row ? or_null(row->worker_id) : nullptr},
+          {"age_seconds", i.age.count()},
+          {"pid", i.pid},
+          {"owner_pid", i.owner_pid},
+          {"orphaned", i.orphaned()},
+          {"peak_memory_bytes", i.memory_bytes ? nlohmann::json(*i.memory_bytes) : nullptr}};
+}
+
+std::vector<std::string> listed_cells(const Listed& l) {
+  const SandboxInfo& i = l.info;
+  auto text = [](const std::optional<std::string>& v) { return v ? *v : std::string("-"); };
+  const auto* row = l.row ? &*l.row : nullptr;
+  return {i.id,
+          i.backend,
+          row ? text(row->project_id) : "-",
+          row ? text(row->run_id) : "-",
+          row ? row->mode : "-",
+          row ? text(row->worker_id) : "-",
+          format_age(i.age),
+          i.pid ? std::to_string(i.pid) : "-",
+          i.orphaned() ? "gone" : std::to_string(i.owner_pid),
+          i.memory_bytes ? format_size_human(*i.memory_bytes) : "-"};
+}
+
+// Columns as wide as their widest cell, two spaces apart.
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    width.resize(std::max(width.size(), r.size()));
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  }
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t c = 0; c < r.size(); ++c) {
+      line += r[c];
+      if (c + 1 < r.size()) line += std::string(width[c] - r[c].size() + 2, ' ');
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+int run_list(const AdminFlags& f) {
+  auto names = backends_for(f.backend, "list");
+  if (!names) return kExitUsage;
+  std::vector<Listed> found;
+  bool failed = false;
+  for (const auto& name : *names) {
+    auto backend = make_backend(name);
+    auto all = backend ? (*backend)->list() : Result<std::vector<SandboxInfo>>(backend.error());
+    if (!all) {
+      complain("sandbox list: " + name + ": " + all.error().to_string());
+      failed = true;
+      continue;
+    }
+    for (auto& i : *all) found.push_back(Listed{std::move(i), std::nullopt});
+  }
+  auto stored = stored_sandboxes(state_dir_or_default(f.state_dir));
+  for (auto& l : found) {
+    if (auto it = stored.find(l.info.id); it != stored.end()) l.row = it->second;
+  }
+  if (f.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& l : found) arr.push_back(listed_json(l));
+    std::printf("%s\n", arr.dump().c_str());
+  } else {
+    std::vector<std::vector<std::string>> rows = {
+        {"ID", "BACKEND", "PROJECT", "RUN", "MODE", "WORKER", "AGE", "PID", "OWNER", "MEMORY"}};
+    for (const auto& l : found) rows.push_back(listed_cells(l));
+    print_table(rows);
+  }
+  return failed ? kExitRuntime : 0;
+}
+
+int run_reap(const AdminFlags& f) {
+  auto age = parse_duration(f.older_than);
+  if (!age) {
+    complain("--older-than: " + age.error().to_string());
+    return kExitUsage;
+  }
+  auto names = backends_for(f.backend, "reap");
+  if (!names) return kExitUsage;
+  const auto older_than = std::chrono::duration_cast<std::chrono::seconds>(*age);
+  bool failed = false, any = false;
+  for (const auto& name : *names) {
+    auto backend = make_backend(name);
+    auto reaped = backend ? (*backend)->reap(older_than, f.dry_run)
+                          : Result<std::vector<SandboxInfo>>(backend.error());
+    if (!reaped) {
+      complain("sandbox reap: " + name + ": " + reaped.error().to_string());
+      failed = true;
+      continue;
+    }
+    for (const auto& i : *reaped) {
+      const std::string why = i.orphaned() ? "orphaned" : "older than " + f.older_than;
+      std::printf("%s %s (%s; %s, age %s)\n", f.dry_run ? "would reap" : "reaped", i.id.c_str(),
+                  name.c_str(), why.c_str(), format_age(i.age).c_str());
+      any = true;
+    }
+  }
+  if (!any && !failed) std::printf("nothing to reap\n");
+  return failed ? kExitRuntime : 0;
+}
+
+// One ✓ or ✗ line per check, each ✗ with its remedy; false if a required one failed.
+bool print_checks(const std::vector<HealthCheck>& checks) {
+  bool healthy = true;
+  for (const auto& c : checks) {
+    std::printf("%s %s: %s%s\n", c.ok ? "\u2713" : "\u2717", c.name.c_str(), c.detail.c_str(),
+                c.ok || c.required ? "" : " (optional)");
+    if (!c.ok) std::printf("    fix: %s\n", c.remedy.c_str());
+    if (!c.ok && c.required) healthy = false;
+  }
+  return healthy;
+}
+
+int run_doctor(const AdminFlags& f) {
+  const std::string name = f.backend.empty() ? "native" : f.backend;
+  std::vector<HealthCheck> checks;
+  if (name == "native") {
+    checks = native::native_doctor(native::NativeOptions{});
+  } else if (name == "local") {
+    checks = local::local_doctor(local::LocalOptions{});
+  } else {
+    complain("sandbox doctor: --backend: unknown backend \"" + name +
+             "\" (available: local, native)");
+    return kExitUsage;
+  }
+  const std::string state_dir = state_dir_or_default(f.state_dir);
+  const std::vector<HealthCheck> host = {
+      check_state_dir_writable(state_dir), check_free_disk("free disk (state dir)", state_dir),
+      check_free_disk("free disk (scratch root)", local::default_scratch_root())};
+  const bool host_ok = print_checks(host);
+  const bool backend_ok = print_checks(checks);
+  const bool healthy = host_ok && backend_ok;
+  std::printf("%s backend: %s\n", name.c_str(), healthy ? "healthy" : "UNHEALTHY");
+  return healthy ? 0 : 1;
+}
+
+}  // namespace
+
+void add_sandbox_admin_commands(CLI::App* sandbox, CommandResult* result) {
+  auto f = std::make_shared<AdminFlags>();
+  const char* state_dir_help = "The worker's state dir (default ~/.ringfence/state)";
+
+  auto* doctor =
+      sandbox->add_subcommand("doctor", "Check that this host can run the backend's sandboxes");
+  doctor->add_option("--backend", f->backend, "Backend to check: native (default) or local");
+  doctor->add_option("--state-dir", f->state_dir, state_dir_help);
+  doctor->callback([f, result] { result->exit_code = run_doctor(*f); });
+
+  auto* list = sandbox->add_subcommand("list", "The live sandboxes on this host, of every backend");
+  list->add_option("--backend", f->backend, "Only this backend");
+  list->add_option("--state-dir", f->state_dir, state_dir_help);
+  list->add_flag("--json", f->json, "One JSON array");
+  list->callback([f, result] { result->exit_code = run_list(*f); });
+
+  auto* reap = sandbox->add_subcommand(
+      "reap", "Kill orphaned or old sandboxes of every backend, remove every trace");
+  reap->add_option("--backend", f->backend, "Only this backend");
+  reap->add_option("--older-than", f->older_than, "Also reap live sandboxes at least this old")
+      ->required();
+  reap->add_flag("--dry-run", f->dry_run, "Only say what would be reaped");
+  reap->callback([f, result] { result->exit_code = run_reap(*f); });
+}
+
+}  // namespace rf::cli

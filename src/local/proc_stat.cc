@@ -1,0 +1,66 @@
+#include "local/proc_stat.h"
+
+#include <dirent.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "core/io.h"
+
+namespace rf::local {
+
+std::optional<ProcStat> read_proc_stat(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  auto text = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!text) return std::nullopt;
+  // "pid (comm) state ppid pgrp ..."; comm may hold spaces and ')', so parse
+  // from the last ')'.
+  const auto close = text->rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream in(text->substr(close + 1));
+  std::string field;
+  ProcStat st;
+  // Fields 3.. after ')': state, ppid, pgrp, ..., starttime is field 22.
+  for (int n = 3; n <= 22 && in >> field; ++n) {
+    if (n == 3) st.state = field[0];
+    if (n == 4) st.ppid = static_cast<pid_t>(std::atoi(field.c_str()));
+    if (n == 5) st.pgrp = static_cast<pid_t>(std::atoi(field.c_str()));
+    if (n == 22) {
+      st.start_time = std::strtoull(field.c_str(), nullptr, 10);
+      return st;
+    }
+  }
+  return std::nullopt;
+}
+
+uint64_t start_time_of(pid_t pid) {
+  auto st = read_proc_stat(pid);
+  return st ? st->start_time : 0;
+}
+
+bool is_running(pid_t pid, uint64_t start_time) {
+  auto st = read_proc_stat(pid);
+  return st && start_time != 0 && st->start_time == start_time && st->state != 'Z' &&
+         st->state != 'X';
+}
+
+std::vector<pid_t> group_members(pid_t pgrp) {
+  std::vector<pid_t> out;
+  if (pgrp <= 0) return out;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return out;
+  while (const dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    auto st = read_proc_stat(static_cast<pid_t>(pid));
+    if (st && st->pgrp == pgrp && st->state != 'Z' && st->state != 'X') {
+      out.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  ::closedir(proc);
+  return out;
+}
+
+}  // namespace rf::local
