@@ -821,26 +821,60 @@ Result<std::vector<WorkerRow>> Store::workers() {
 
 // ---- sandboxes
 
+namespace {
+Status insert_sandbox(Db& db, const SandboxRow& row, int64_t now) {
+  if (row.id.empty()) return fail("the sandbox id is empty");
+  if (std::find(std::begin(kSandboxModes), std::end(kSandboxModes), row.mode) ==
+      std::end(kSandboxModes)) {
+    return fail("sandbox " + row.id + ": unknown sandbox mode \"" + row.mode + "\"");
+  }
+  auto found =
+      first_row<std::string>(db, read_text0, "SELECT state FROM sandboxes WHERE id = ?1", row.id);
+  if (!found.ok()) return found.take_error();
+  if (*found) return fail("sandbox " + row.id + " is already recorded");
+  return exec(db,
+              "INSERT INTO sandboxes (" + std::string(kSandboxColumns) +
+                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+              row.id, row.backend, row.project_id, row.run_id, row.mode, row.worker_id,
+              row.host_pid, to_string(row.state), row.created_at != 0 ? row.created_at : now,
+              row.destroyed_at);
+}
+}  // namespace
+
 Status Store::record_sandbox(const SandboxRow& row) {
   std::lock_guard lock(mu_);
-  auto record = [&]() -> Status {
-    if (row.id.empty()) return fail("the sandbox id is empty");
-    if (std::find(std::begin(kSandboxModes), std::end(kSandboxModes), row.mode) ==
-        std::end(kSandboxModes)) {
-      return fail("unknown sandbox mode \"" + row.mode + "\"");
-    }
-    auto found = first_row<std::string>(db_, read_text0,
-                                        "SELECT state FROM sandboxes WHERE id = ?1", row.id);
-    if (!found.ok()) return found.take_error();
-    if (*found) return fail("sandbox " + row.id + " is already recorded");
-    return exec(db_,
-                "INSERT INTO sandboxes (" + std::string(kSandboxColumns) +
-                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                row.id, row.backend, row.project_id, row.run_id, row.mode, row.worker_id,
-                row.host_pid, to_string(row.state), row.created_at != 0 ? row.created_at : now(),
-                row.destroyed_at);
-  };
+  auto record = [&]() -> Status { return insert_sandbox(db_, row, now()); };
   return within("record sandbox " + row.id, write_transaction(db_, record));
+}
+
+Status Store::record_sandboxes(const std::vector<SandboxRow>& created,
+                               const std::vector<std::string>& destroyed) {
+  std::lock_guard lock(mu_);
+  auto record = [&]() -> Status {
+    const int64_t at = now();
+    for (const auto& row : created) RF_TRY(insert_sandbox(db_, row, at));
+    for (const auto& id : destroyed) {
+      RF_TRY(exec(db_,
+                  "UPDATE sandboxes SET state = 'destroyed', destroyed_at = ?2 "
+                  "WHERE id = ?1 AND state <> 'destroyed'",
+                  id, at));
+    }
+    return ok_status();
+  };
+  if (created.empty() && destroyed.empty()) return ok_status();
+  return within("record sandboxes", write_transaction(db_, record));
+}
+
+Result<int> Store::destroy_sandboxes_of_worker(const std::string& worker_id) {
+  std::lock_guard lock(mu_);
+  auto sweep = [&]() -> Result<int> {
+    RF_TRY(exec(db_,
+                "UPDATE sandboxes SET state = 'destroyed', destroyed_at = ?2 "
+                "WHERE worker_id = ?1 AND state IN ('pooled', 'active')",
+                worker_id, now()));
+    return db_.changes();
+  };
+  return within("destroy the sandboxes of worker " + worker_id, write_transaction(db_, sweep));
 }
 
 Status Store::set_sandbox_state(const std::string& id, SandboxState state) {

@@ -244,6 +244,14 @@ class Store {
   Status set_sandbox_state(const std::string& id, SandboxState state);
   // Pooled and active sandboxes, oldest first.
   Result<std::vector<SandboxRow>> live_sandboxes();
+  // In one transaction: records `created` (as record_sandbox) and marks
+  // `destroyed` (ids, recorded now or before) destroyed. A worker batches
+  // these; a refused row refuses the whole batch.
+  Status record_sandboxes(const std::vector<SandboxRow>& created,
+                          const std::vector<std::string>& destroyed);
+  // The live sandboxes recorded by the worker become destroyed (it died and
+  // they were reaped). Returns how many.
+  Result<int> destroy_sandboxes_of_worker(const std::string& worker_id);
 
   // ---- events
   // Returns the new event's id.

@@ -5,39 +5,56 @@
 namespace rf::worker {
 
 SandboxRouter::SandboxRouter(SandboxMode mode, Backend& backend, SandboxSpec spec, WarmPool* pool,
-                             std::string project, std::chrono::milliseconds idle_timeout)
-    : mode_(mode), backend_(backend), spec_(std::move(spec)), pool_(pool), pinned_project_(std::move(project)),
-      idle_timeout_(idle_timeout) {}
+                             std::string project, std::chrono::milliseconds idle_timeout,
+                             SandboxLedger* ledger)
+    : mode_(mode),
+      backend_(backend),
+      spec_(std::move(spec)),
+      pool_(pool),
+      pinned_project_(std::move(project)),
+      idle_timeout_(idle_timeout),
+      ledger_(ledger) {}
 
 SandboxRouter::~SandboxRouter() { destroy_all(); }
 
-Result<std::shared_ptr<Sandbox>> SandboxRouter::fresh() {
+Result<std::shared_ptr<Sandbox>> SandboxRouter::fresh(const std::string& project,
+                                                      const std::string& run) {
   auto sb = pool_ ? pool_->acquire() : backend_.create(spec_);
   if (!sb) return sb.take_error();
-  return std::shared_ptr<Sandbox>(std::move(*sb));
+  std::shared_ptr<Sandbox> out(std::move(*sb));
+  if (ledger_)
+    ledger_->bound(out->id(), backend_.name(), project, run, to_string(mode_), out->init_pid());
+  return out;
+}
+
+void SandboxRouter::destroy(const std::shared_ptr<Sandbox>& sandbox) {
+  (void)sandbox->destroy();
+  if (ledger_) ledger_->destroyed(sandbox->id());
 }
 
 Result<SandboxLease> SandboxRouter::acquire(const std::string& project, const std::string& run) {
   if (mode_ == SandboxMode::kNone || mode_ == SandboxMode::kPerTool) {
-    auto sb = fresh();
+    auto sb = fresh(project, run);
     if (!sb) return sb.take_error();
     std::lock_guard lock(mu_);
     lent_.push_back(*sb);
     return SandboxLease{std::move(*sb), /*destroy_after=*/true};
   }
   if (mode_ == SandboxMode::kPerWorker && project != pinned_project_) {
-    return make_error("project " + project,
-                      "this worker is per_worker for project " + pinned_project_ + " and serves no other");
+    return make_error("project " + project, "this worker is per_worker for project " +
+                                                pinned_project_ + " and serves no other");
   }
   const std::string key = mode_ == SandboxMode::kPerWorker ? "" : run;
   std::lock_guard lock(mu_);
   auto it = runs_.find(key);
   if (it != runs_.end() && it->second.project != project) {
     // The store ties a run to one project; refuse rather than share if it ever did not.
-    return make_error("run " + run, "belongs to project " + it->second.project + ", not " + project);
+    return make_error("run " + run,
+                      "belongs to project " + it->second.project + ", not " + project);
   }
   if (it == runs_.end()) {
-    auto sb = fresh();  // under the lock: two calls of a new run must not make two sandboxes
+    // Under the lock: two calls of a new run must not make two sandboxes.
+    auto sb = fresh(project, mode_ == SandboxMode::kPerWorker ? "" : run);
     if (!sb) return sb.take_error();
     it = runs_.emplace(key, RunSandbox{std::move(*sb), project, {}, 0}).first;
   }
@@ -52,7 +69,7 @@ void SandboxRouter::release(SandboxLease&& lease) {
       std::lock_guard lock(mu_);
       std::erase(lent_, lease.sandbox);
     }
-    (void)lease.sandbox->destroy();
+    destroy(lease.sandbox);
     return;
   }
   std::lock_guard lock(mu_);
@@ -73,7 +90,7 @@ void SandboxRouter::end_run(const std::string& run) {
     gone = std::move(it->second.sandbox);
     runs_.erase(it);
   }
-  (void)gone->destroy();
+  destroy(gone);
 }
 
 std::vector<std::string> SandboxRouter::reap_idle() {
@@ -93,7 +110,7 @@ std::vector<std::string> SandboxRouter::reap_idle() {
       }
     }
   }
-  for (auto& sb : gone) (void)sb->destroy();
+  for (auto& sb : gone) destroy(sb);
   return reaped;
 }
 
@@ -112,8 +129,8 @@ void SandboxRouter::destroy_all() {
     all.swap(runs_);
     lent = lent_;  // their calls still hold them and release them later
   }
-  for (auto& [_, rs] : all) (void)rs.sandbox->destroy();
-  for (auto& sb : lent) (void)sb->destroy();
+  for (auto& [_, rs] : all) destroy(rs.sandbox);
+  for (auto& sb : lent) destroy(sb);
 }
 
 }  // namespace rf::worker

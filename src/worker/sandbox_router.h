@@ -16,6 +16,7 @@
 
 #include "sandbox/sandbox.h"
 #include "worker/pool.h"
+#include "worker/sandbox_ledger.h"
 #include "worker/settings.h"
 
 namespace rf::worker {
@@ -28,9 +29,12 @@ struct SandboxLease {
 
 class SandboxRouter {
  public:
-  // `pool` may be null (mode none, or no warm pool); `project` pins per_worker.
-  SandboxRouter(SandboxMode mode, Backend& backend, SandboxSpec spec, WarmPool* pool, std::string project,
-                std::chrono::milliseconds idle_timeout);
+  // `pool` may be null (mode none, or no warm pool); `project` pins per_worker;
+  // `ledger` (may be null) hears of every sandbox bound to a call or run and
+  // of every one destroyed.
+  SandboxRouter(SandboxMode mode, Backend& backend, SandboxSpec spec, WarmPool* pool,
+                std::string project, std::chrono::milliseconds idle_timeout,
+                SandboxLedger* ledger = nullptr);
   ~SandboxRouter();
 
   Result<SandboxLease> acquire(const std::string& project, const std::string& run);
@@ -44,7 +48,9 @@ class SandboxRouter {
   SandboxMode mode() const { return mode_; }
 
  private:
-  Result<std::shared_ptr<Sandbox>> fresh();
+  // A new sandbox (from the pool when there is one), bound to project/run.
+  Result<std::shared_ptr<Sandbox>> fresh(const std::string& project, const std::string& run);
+  void destroy(const std::shared_ptr<Sandbox>& sandbox);
 
   struct RunSandbox {
     std::shared_ptr<Sandbox> sandbox;
@@ -59,8 +65,9 @@ class SandboxRouter {
   WarmPool* pool_;
   const std::string pinned_project_;
   const std::chrono::milliseconds idle_timeout_;
+  SandboxLedger* ledger_;
   mutable std::mutex mu_;
-  std::map<std::string, RunSandbox> runs_;  // per_run: by run id; per_worker: one entry ""
+  std::map<std::string, RunSandbox> runs_;      // per_run: by run id; per_worker: one entry ""
   std::vector<std::shared_ptr<Sandbox>> lent_;  // none/per_tool sandboxes out with a call
 };
 

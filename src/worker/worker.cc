@@ -109,12 +109,14 @@ Status Worker::init() {
         continue;
       if (::kill(static_cast<pid_t>(w.pid), 0) == 0 || errno != ESRCH) continue;
       (void)store_->interrupt_calls_of_worker(w.id);
+      (void)store_->destroy_sandboxes_of_worker(w.id);  // reaped below
       (void)store_->stop_worker(w.id);
       spdlog::warn("worker {} (pid {}) died; its calls are marked interrupted", w.id, w.pid);
     }
   }
   RF_TRY(store_->register_worker(id_, ::getpid(), hostname()));
   (void)store_->interrupt_calls_of_worker(id_);
+  (void)store_->destroy_sandboxes_of_worker(id_);
   (void)store_->interrupt_orphaned_calls(store::now_ms());
   if (auto reaped = placement_.backend->reap(std::chrono::hours(24 * 365), false);
       reaped && !reaped->empty()) {
@@ -129,8 +131,9 @@ Status Worker::init() {
     pool_->start();
   }
   flusher_ = std::make_unique<OutputFlusher>(options_.output_delay);
+  ledger_ = std::make_unique<SandboxLedger>(*store_, id_, options_.ledger_period);
   router_ = std::make_unique<SandboxRouter>(placement_.mode, *placement_.backend, spec, pool_.get(),
-                                            s.project.value, s.idle_timeout.value);
+                                            s.project.value, s.idle_timeout.value, ledger_.get());
   return ok_status();
 }
 
@@ -261,6 +264,7 @@ void Worker::stop() {
   if (router_) router_->destroy_all();
   pool_.reset();
   flusher_.reset();
+  if (ledger_) ledger_->flush();  // the last destroys
   if (store_) (void)store_->stop_worker(id_);
 }
 

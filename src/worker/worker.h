@@ -35,6 +35,8 @@ struct WorkerOptions {
   std::chrono::milliseconds idle_poll{100};
   // Output is held back up to this long, then written (see call_output.h).
   std::chrono::milliseconds output_delay{20};
+  // How often the sandboxes made and destroyed are written to the store.
+  std::chrono::milliseconds ledger_period{200};
 };
 
 // The backend and mode a worker actually runs with, after fallback.
@@ -76,6 +78,7 @@ class Worker {
   Placement placement_;
   std::string id_;
   std::unique_ptr<store::Store> store_;
+  std::unique_ptr<SandboxLedger> ledger_;  // before the router, which reports to it
   std::unique_ptr<WarmPool> pool_;
   std::unique_ptr<SandboxRouter> router_;
   std::unique_ptr<OutputFlusher> flusher_;

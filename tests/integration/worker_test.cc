@@ -123,6 +123,42 @@ TEST_F(WorkerTest, PerRunReusesTheRunsSandboxAndSeparatesRuns) {
   EXPECT_EQ(live(), 0);
 }
 
+// `sandbox list --state-dir` joins the store's rows: the worker writes each
+// sandbox it binds, with project, run and mode, and marks it destroyed.
+TEST_F(WorkerTest, RecordsItsSandboxesInTheStore) {
+  start(worker::SandboxMode::kPerRun);
+  auto s = client();
+  Done a = sh(*s, "acme", "r1", "true");
+  ASSERT_EQ(a.view.state, store::CallState::done);
+  const std::string id = a.result["sandbox_id"];
+  auto row_of = [&]() -> std::optional<store::SandboxRow> {
+    auto rows = s->live_sandboxes();
+    for (const auto& r : *rows) {
+      if (r.id == id) return r;
+    }
+    return std::nullopt;
+  };
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (!row_of() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(20ms);
+  auto row = row_of();
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->backend, "native");
+  EXPECT_EQ(row->project_id, "acme");
+  EXPECT_EQ(row->run_id, "r1");
+  EXPECT_EQ(row->mode, "per_run");
+  EXPECT_EQ(row->worker_id, worker_->id());
+  EXPECT_GT(row->host_pid.value_or(0), 0);
+  ASSERT_TRUE(s->end_run("r1").ok());
+  while (row_of() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(row_of());
+  // A per_run sandbox still live when the worker stops is marked destroyed too.
+  Done b = sh(*s, "acme", "r2", "true");
+  worker_->stop();
+  auto rows = s->live_sandboxes();
+  ASSERT_TRUE(rows.ok());
+  EXPECT_TRUE(rows->empty()) << rows->front().id;
+}
+
 TEST_F(WorkerTest, PerToolGivesEveryCallAFreshSandbox) {
   start(worker::SandboxMode::kPerTool);
   auto s = client();
@@ -317,6 +353,17 @@ TEST_F(WorkerTest, KillNineMidCallThenRestartInterruptsAndReaps) {
     std::this_thread::sleep_for(10ms);
   }
   ASSERT_EQ(s->call(*id)->state, store::CallState::running);
+  auto live_runs = [&] {
+    std::set<std::string> runs;
+    auto rows = s->live_sandboxes();
+    if (rows.ok()) {
+      for (const auto& r : *rows) runs.insert(r.run_id.value_or("-"));
+    }
+    return runs;
+  };
+  while (!live_runs().count("r1") && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(live_runs().count("r1"));  // recorded by the first worker
   ::kill(first, SIGKILL);
   ::waitpid(first, nullptr, 0);
   const pid_t second = spawn_worker();
@@ -331,11 +378,13 @@ TEST_F(WorkerTest, KillNineMidCallThenRestartInterruptsAndReaps) {
   // The restarted worker serves new calls.
   Done d = sh(*s, "acme", "r2", "echo after");
   EXPECT_EQ(d.out, "after\n");
+  EXPECT_FALSE(live_runs().count("r1"));  // reaped at the restart, and marked so
   ::kill(second, SIGTERM);
   int status = 0;
   ::waitpid(second, &status, 0);
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(live_runs().empty());
 }
 
 TEST_F(WorkerTest, SigtermLetsInFlightCallsFinishWithinGrace) {

@@ -636,6 +636,32 @@ TEST_F(StoreTest, SandboxesLiveUntilDestroyed) {
               HasSubstr("sandbox sb9 does not exist"));
 }
 
+TEST_F(StoreTest, SandboxBatchesAreAllOrNothingAndDeadWorkersLoseTheirs) {
+  auto s = ready();
+  auto row = [](const std::string& id, const std::string& worker) {
+    SandboxRow r;
+    r.id = id;
+    r.backend = "native";
+    r.project_id = "p";
+    r.mode = "per_tool";
+    r.worker_id = worker;
+    return r;
+  };
+  ASSERT_TRUE(s->record_sandboxes({row("a", "w1"), row("b", "w1"), row("c", "w2")}, {}).ok());
+  ASSERT_TRUE(s->record_sandboxes({row("d", "w1")}, {"a"}).ok());
+  EXPECT_EQ(s->live_sandboxes()->size(), 3u);
+  // A duplicate refuses the whole batch: "e" is not written, "b" stays live.
+  auto dup = s->record_sandboxes({row("e", "w1"), row("c", "w1")}, {"b"});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(dup.error().to_string(), HasSubstr("sandbox c is already recorded"));
+  EXPECT_EQ(s->live_sandboxes()->size(), 3u);
+  EXPECT_EQ(*s->destroy_sandboxes_of_worker("w1"), 2);
+  auto live = s->live_sandboxes();
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ(live->front().id, "c");
+  EXPECT_EQ(*s->destroy_sandboxes_of_worker("w1"), 0);
+}
+
 TEST_F(StoreTest, EventsFilterByRunAndCall) {
   auto s = open();
   Event e;

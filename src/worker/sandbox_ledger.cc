@@ -1,0 +1,81 @@
+#include "worker/sandbox_ledger.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace rf::worker {
+
+SandboxLedger::SandboxLedger(store::Store& store, std::string worker_id,
+                             std::chrono::milliseconds period)
+    : store_(store),
+      worker_id_(std::move(worker_id)),
+      period_(period),
+      thread_([this] { loop(); }) {}
+
+SandboxLedger::~SandboxLedger() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  flush();
+}
+
+void SandboxLedger::bound(const std::string& id, const std::string& backend,
+                          const std::string& project, const std::string& run,
+                          const std::string& mode, int host_pid) {
+  store::SandboxRow row;
+  row.id = id;
+  row.backend = backend;
+  row.project_id = project;
+  if (!run.empty()) row.run_id = run;
+  row.mode = mode;
+  row.worker_id = worker_id_;
+  if (host_pid > 0) row.host_pid = host_pid;
+  row.state = store::SandboxState::active;
+  std::lock_guard lock(mu_);
+  created_.push_back(std::move(row));
+}
+
+void SandboxLedger::destroyed(const std::string& id) {
+  std::lock_guard lock(mu_);
+  // Created since the last flush: it was never written, and never will be.
+  auto it =
+      std::find_if(created_.begin(), created_.end(), [&](const auto& r) { return r.id == id; });
+  if (it != created_.end()) {
+    created_.erase(it);
+    return;
+  }
+  destroyed_.push_back(id);
+}
+
+void SandboxLedger::flush() {
+  std::lock_guard flushing(flush_mu_);
+  std::vector<store::SandboxRow> created;
+  std::vector<std::string> destroyed;
+  {
+    std::lock_guard lock(mu_);
+    created.swap(created_);
+    destroyed.swap(destroyed_);
+  }
+  if (auto s = store_.record_sandboxes(created, destroyed); !s) {
+    spdlog::warn("recording {} new and {} destroyed sandboxes: {}", created.size(),
+                 destroyed.size(), s.error().to_string());
+  }
+}
+
+void SandboxLedger::loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, period_, [&] { return stopping_; });
+    if (stopping_) break;
+    if (created_.empty() && destroyed_.empty()) continue;
+    lock.unlock();
+    flush();
+    lock.lock();
+  }
+}
+
+}  // namespace rf::worker
