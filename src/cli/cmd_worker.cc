@@ -1,9 +1,10 @@
 // `ringfence worker config [settings flags] [--explain]`: the worker's settings as
 // they resolve from the flags, the config file and the defaults.
+#include <pthread.h>
+
+#include <csignal>
 #include <cstdio>
 #include <memory>
-#include <csignal>
-#include <pthread.h>
 
 #include "cli/commands.h"
 #include "core/units.h"
@@ -68,10 +69,21 @@ int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
     return 1;
   }
   std::printf("worker %s serving: mode %s, backend %s, state %s\n", (*w)->id().c_str(),
-              worker::to_string((*w)->mode()).c_str(), backend.c_str(), settings->state_dir.value.c_str());
+              worker::to_string((*w)->mode()).c_str(), backend.c_str(),
+              settings->state_dir.value.c_str());
   std::fflush(stdout);
   int sig = 0;
-  sigwait(&set, &sig);
+  while (!(*w)->fatal()) {
+    const timespec tick{0, 200'000'000};
+    sig = sigtimedwait(&set, nullptr, &tick);
+    if (sig > 0) break;
+  }
+  if (auto why = (*w)->fatal()) {
+    // A process supervisor sees the outage: drain, then exit non-zero.
+    std::fprintf(stderr, "ringfence: worker %s: %s\n", (*w)->id().c_str(), why->c_str());
+    (*w)->stop();
+    return 1;
+  }
   std::printf("worker %s stopping (signal %d): draining\n", (*w)->id().c_str(), sig);
   std::fflush(stdout);
   (*w)->stop();
@@ -92,14 +104,20 @@ void add_worker_commands(CLI::App& app, CommandResult* result) {
   config->add_flag("--explain", *explain, "Print each setting and where it came from");
   config->callback([flags, explain, result] { result->exit_code = run_config(*flags, *explain); });
 
-  auto* start = worker->add_subcommand("start", "Serve tool calls from the store until SIGTERM or SIGINT");
+  auto* start =
+      worker->add_subcommand("start", "Serve tool calls from the store until SIGTERM or SIGINT");
   auto start_flags = std::make_shared<worker::WorkerFlags>();
   auto start_opts = std::make_shared<StartFlags>();
   worker::add_worker_settings_flags(start, start_flags.get());
-  start->add_option("--concurrency", start_opts->concurrency, "Calls run at once")->default_val(8)->check(CLI::Range(1, 1024));
-  start->add_option("--grace", start_opts->grace, "How long in-flight calls may finish on SIGTERM")->default_val("10s");
+  start->add_option("--concurrency", start_opts->concurrency, "Calls run at once")
+      ->default_val(8)
+      ->check(CLI::Range(1, 1024));
+  start->add_option("--grace", start_opts->grace, "How long in-flight calls may finish on SIGTERM")
+      ->default_val("10s");
   start->add_option("--worker-id", start_opts->worker_id, "Default: <hostname>-<pid>");
-  start->callback([start_flags, start_opts, result] { result->exit_code = run_start(*start_flags, *start_opts); });
+  start->callback([start_flags, start_opts, result] {
+    result->exit_code = run_start(*start_flags, *start_opts);
+  });
 }
 
 }  // namespace rf::cli

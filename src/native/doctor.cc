@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/io.h"
+#include "native/uid_slots.h"
 #include "proto/messages.h"
 
 namespace rf::native {
@@ -40,7 +41,8 @@ int clone_and_exit(unsigned long flags) {
   return 0;
 }
 
-HealthCheck check(std::string name, int err, std::string ok_detail, std::string remedy, bool required = true) {
+HealthCheck check(std::string name, int err, std::string ok_detail, std::string remedy,
+                  bool required = true) {
   HealthCheck c;
   c.name = std::move(name);
   c.ok = err == 0;
@@ -59,28 +61,32 @@ std::string trimmed(const std::string& path) {
 }
 
 HealthCheck user_namespaces() {
-  return check("user namespaces", in_child([] { return clone_and_exit(CLONE_NEWUSER); }),
-               "max_user_namespaces=" + trimmed("/proc/sys/user/max_user_namespaces"),
-               "sysctl -w user.max_user_namespaces=15000 (and kernel.unprivileged_userns_clone=1 on Debian "
-               "kernels that have it)");
+  return check(
+      "user namespaces", in_child([] { return clone_and_exit(CLONE_NEWUSER); }),
+      "max_user_namespaces=" + trimmed("/proc/sys/user/max_user_namespaces"),
+      "sysctl -w user.max_user_namespaces=15000 (and kernel.unprivileged_userns_clone=1 on Debian "
+      "kernels that have it)");
 }
 
 HealthCheck pid_net_namespaces() {
   return check("pid, net, mount, ipc, uts namespaces", in_child([] {
-                 return clone_and_exit(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC |
-                                       CLONE_NEWUTS);
+                 return clone_and_exit(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS |
+                                       CLONE_NEWIPC | CLONE_NEWUTS);
                }),
-               "created and ended", "a kernel built with CONFIG_PID_NS, CONFIG_NET_NS, CONFIG_UTS_NS, CONFIG_IPC_NS");
+               "created and ended",
+               "a kernel built with CONFIG_PID_NS, CONFIG_NET_NS, CONFIG_UTS_NS, CONFIG_IPC_NS");
 }
 
 HealthCheck seccomp(const SeccompFilters* filters) {
-  if (!filters) return check("seccomp", EINVAL, "", "a kernel with CONFIG_SECCOMP_FILTER and libseccomp 2.5");
+  if (!filters)
+    return check("seccomp", EINVAL, "", "a kernel with CONFIG_SECCOMP_FILTER and libseccomp 2.5");
   const int err = in_child([filters] {
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
     return load_seccomp_filters(*filters);
   });
   return check("seccomp", err,
-               "default profile loads (" + std::to_string(filters->allowlist.size() + filters->arg_rules.size()) +
+               "default profile loads (" +
+                   std::to_string(filters->allowlist.size() + filters->arg_rules.size()) +
                    " BPF instructions in 2 filters)",
                "a kernel with CONFIG_SECCOMP_FILTER");
 }
@@ -90,8 +96,10 @@ HealthCheck cgroups(const DoctorInputs& in) {
   c.name = "cgroups";
   if (!in.layout) {
     c.detail = in.layout_error;
-    c.remedy = "mount cgroup2 at /sys/fs/cgroup with memory, pids and cpu enabled, or cgroup v1 memory, pids, "
-               "cpu and cpuacct hierarchies";
+    c.remedy =
+        "mount cgroup2 at /sys/fs/cgroup with memory, pids and cpu enabled, or cgroup v1 memory, "
+        "pids, "
+        "cpu and cpuacct hierarchies";
     return c;
   }
   std::string detail;
@@ -111,7 +119,8 @@ HealthCheck cgroups(const DoctorInputs& in) {
   auto applied = (*cg)->apply(CgroupLimits{1.0, 64ull << 20, 16});
   (void)(*cg)->remove();
   c.ok = applied.ok();
-  c.detail = applied ? detail + "; limits apply under " + in.cgroup_parent : applied.error().to_string();
+  c.detail =
+      applied ? detail + "; limits apply under " + in.cgroup_parent : applied.error().to_string();
   if (!c.ok) c.remedy = "enable the memory, pids and cpu controllers for " + in.cgroup_parent;
   return c;
 }
@@ -124,9 +133,11 @@ HealthCheck filesystem_support(const char* name, const char* fs) {
 }
 
 HealthCheck landlock() {
-  const long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  const long abi =
+      ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   return check("landlock", abi >= 0 ? 0 : errno, "ABI v" + std::to_string(abi),
-               "boot with lsm=...,landlock (not required by the native backend today)", /*required=*/false);
+               "boot with lsm=...,landlock (not required by the native backend today)",
+               /*required=*/false);
 }
 
 }  // namespace
@@ -145,7 +156,8 @@ HealthCheck tool_runner(const std::string& path) {
   const auto at = out.rfind("protocol ");
   if (at == std::string::npos) {
     c.detail = path + ": " + (out.empty() ? "does not run" : out);
-    c.remedy = "rebuild (make build) or set RINGFENCE_TOOL_RUNNER to the ringfence-tool-runner binary";
+    c.remedy =
+        "rebuild (make build) or set RINGFENCE_TOOL_RUNNER to the ringfence-tool-runner binary";
     return c;
   }
   auto compatible = proto::check_compatible(out.substr(at + 9));
@@ -155,11 +167,33 @@ HealthCheck tool_runner(const std::string& path) {
   return c;
 }
 
+// Each live sandbox holds one host uid range; a host at capacity creates none.
+HealthCheck uid_ranges() {
+  HealthCheck c;
+  c.name = "host uid ranges";
+  auto slot = acquire_uid_slot();
+  c.ok = slot.ok();
+  c.detail = c.ok ? "a free range of " + std::to_string(kUidRangeSize) + " uids (" +
+                        std::to_string(kSlotCount) + " ranges in all, one per live sandbox)"
+                  : slot.error().to_string();
+  if (!c.ok) {
+    c.remedy =
+        "destroy sandboxes or reap orphans (ringfence sandbox reap --older-than 10m); each live "
+        "sandbox holds one range";
+  }
+  return c;
+}
+
 std::vector<HealthCheck> native_health(const DoctorInputs& in) {
   // Free disk is a host check (sandbox/host_health.h): native sandboxes write to tmpfs.
-  return {user_namespaces(), pid_net_namespaces(),   seccomp(in.seccomp),
-          cgroups(in),       tool_runner(in.runner_path), filesystem_support("overlayfs", "overlay"),
-          landlock()};
+  return {user_namespaces(),
+          pid_net_namespaces(),
+          seccomp(in.seccomp),
+          cgroups(in),
+          tool_runner(in.runner_path),
+          filesystem_support("overlayfs", "overlay"),
+          landlock(),
+          uid_ranges()};
 }
 
 }  // namespace rf::native

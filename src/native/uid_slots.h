@@ -35,6 +35,8 @@ class UidSlot {
 };
 
 Result<UidSlot> acquire_uid_slot();
+// Binds "\0ringfence/uid-slot/<index>"; EADDRINUSE means another sandbox has it.
+Result<UniqueFd> try_lock_uid_slot(uint32_t index);
 // The slot owning host uid `uid`, if it is in the sandbox range.
 bool uid_slot_of(uid_t uid, uint32_t* index);
 

@@ -21,7 +21,10 @@ std::string pool_key(const SandboxSpec& s) {
 }
 
 WarmPool::WarmPool(Backend& backend, SandboxSpec spec, size_t target, size_t max)
-    : backend_(backend), spec_(std::move(spec)), key_(pool_key(spec_)), target_(std::min(target, max)),
+    : backend_(backend),
+      spec_(std::move(spec)),
+      key_(pool_key(spec_)),
+      target_(std::min(target, max)),
       max_(max) {}
 
 WarmPool::~WarmPool() {
@@ -67,6 +70,11 @@ PoolStats WarmPool::stats() const {
   return s;
 }
 
+int WarmPool::failures_in_a_row() const {
+  std::lock_guard lock(mu_);
+  return failures_in_a_row_;
+}
+
 std::optional<Error> WarmPool::last_error() const {
   std::lock_guard lock(mu_);
   return last_error_;
@@ -80,7 +88,8 @@ void WarmPool::refill_loop() {
       cv_.wait(lock, [&] { return stopping_ || ready_.size() < target_; });
       // Paced: the call that just took a sandbox makes its first round trips
       // now; a clone on the other core would slow them. An empty pool cannot wait.
-      if (!stopping_ && !ready_.empty()) cv_.wait_for(lock, kRefillPace, [&] { return stopping_ || ready_.empty(); });
+      if (!stopping_ && !ready_.empty())
+        cv_.wait_for(lock, kRefillPace, [&] { return stopping_ || ready_.empty(); });
       continue;
     }
     lock.unlock();
@@ -93,13 +102,16 @@ void WarmPool::refill_loop() {
     lock.lock();
     if (!sb) {
       ++stats_.failed;
+      ++failures_in_a_row_;
       last_error_ = sb.error();
       spdlog::warn("pool {}: creating a sandbox failed: {}", key_, sb.error().to_string());
-      backoff = std::min(kMaxBackoff, backoff.count() ? backoff * 2 : std::chrono::milliseconds(50));
+      backoff =
+          std::min(kMaxBackoff, backoff.count() ? backoff * 2 : std::chrono::milliseconds(50));
       cv_.wait_for(lock, backoff, [&] { return stopping_; });
       continue;
     }
     backoff = std::chrono::milliseconds(0);
+    failures_in_a_row_ = 0;
     last_error_.reset();
     ++stats_.created;
     if (stopping_) {

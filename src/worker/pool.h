@@ -47,6 +47,8 @@ class WarmPool {
   PoolStats stats() const;
   // The last background creation error (the backend may be unhealthy).
   std::optional<Error> last_error() const;
+  // Background creations that failed since the last one that worked.
+  int failures_in_a_row() const;
   const std::string& key() const { return key_; }
 
  private:
@@ -62,6 +64,7 @@ class WarmPool {
   std::deque<std::unique_ptr<Sandbox>> ready_;
   PoolStats stats_;
   std::optional<Error> last_error_;
+  int failures_in_a_row_ = 0;
   bool stopping_ = false;
   std::thread refill_;
 };

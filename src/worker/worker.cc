@@ -43,7 +43,7 @@ SandboxMode step_down(SandboxMode m) {
 
 std::string store_path(const std::string& state_dir) { return state_dir + "/ringfence.db"; }
 
-Result<Placement> place(const WorkerSettings& s) {
+Result<Placement> place(const WorkerSettings& s, bool at_start) {
   native::register_native_backend();
   local::register_local_backend();
   Placement p;
@@ -66,7 +66,7 @@ Result<Placement> place(const WorkerSettings& s) {
     }
     if (s.project_environment.value == ProjectEnvironment::kProduction) {
       return make_error("worker",
-                        "refusing to start: " + first_reason +
+                        (at_start ? "refusing to start: " : "stopping: ") + first_reason +
                             "; production projects never fall back to a weaker sandbox mode");
     }
     while (p.mode != SandboxMode::kNone) {
@@ -118,30 +118,72 @@ Status Worker::init() {
   (void)store_->interrupt_calls_of_worker(id_);
   (void)store_->destroy_sandboxes_of_worker(id_);
   (void)store_->interrupt_orphaned_calls(store::now_ms());
-  if (auto reaped = placement_.backend->reap(std::chrono::hours(24 * 365), false);
+  if (auto reaped = first_placement_.backend->reap(std::chrono::hours(24 * 365), false);
       reaped && !reaped->empty()) {
     spdlog::warn("reaped {} orphaned sandboxes", reaped->size());
   }
-  SandboxSpec spec = s.sandbox_spec();
-  if (placement_.mode == SandboxMode::kNone) spec = SandboxSpec{.backend = "local"};
-  if ((placement_.mode == SandboxMode::kPerTool || placement_.mode == SandboxMode::kPerRun) &&
-      s.pool_target.value > 0) {
-    pool_ = std::make_unique<WarmPool>(*placement_.backend, spec, s.pool_target.value,
-                                       s.pool_max.value);
-    pool_->start();
-  }
   flusher_ = std::make_unique<OutputFlusher>(options_.output_delay);
   ledger_ = std::make_unique<SandboxLedger>(*store_, id_, options_.ledger_period);
-  router_ = std::make_unique<SandboxRouter>(placement_.mode, *placement_.backend, spec, pool_.get(),
-                                            s.project.value, s.idle_timeout.value, ledger_.get());
+  serving_ = Serving::make(std::move(first_placement_), s, ledger_.get());
   return ok_status();
+}
+
+std::shared_ptr<Serving> Worker::serving() const {
+  std::lock_guard lock(serving_mu_);
+  return serving_;
+}
+
+std::optional<std::string> Worker::fatal() const {
+  std::lock_guard lock(serving_mu_);
+  return fatal_;
+}
+
+void Worker::watch_health() {
+  const WorkerSettings& s = options_.settings;
+  auto now_serving = serving();
+  const bool fallen_back = !now_serving->serves(s.backend.value, s.mode.value);
+  const auto now = std::chrono::steady_clock::now();
+  const bool failing = now_serving->failures_in_a_row() >= options_.failures_before_fallback;
+  const bool retry = fallen_back && now - last_recovery_try_ >= options_.recovery_interval;
+  if (!failing && !retry) return;
+  last_recovery_try_ = now;
+  now_serving->call_path_failures = 0;
+  // place() checks the configured backend first, then the fallbacks, then
+  // steps the mode down for non-production projects; it logs every step.
+  auto next = place(s, /*at_start=*/false);
+  if (!next) {
+    spdlog::error("{}; this worker stops claiming calls and exits", next.error().to_string());
+    {
+      std::lock_guard lock(serving_mu_);
+      fatal_ = next.error().to_string();
+    }
+    {
+      std::lock_guard lock(mu_);
+      claiming_ = false;
+    }
+    claimed_cv_.notify_all();
+    return;
+  }
+  if (now_serving->serves(next->backend->name(), next->mode)) {
+    if (failing)
+      spdlog::warn("creating sandboxes keeps failing, yet backend {} passes its health checks",
+                   next->backend->name());
+    return;
+  }
+  if (next->backend->name() == s.backend.value && next->mode == s.mode.value) {
+    spdlog::info("backend {} is healthy again: serving in sandbox mode {} again", s.backend.value,
+                 to_string(s.mode.value));
+  }
+  auto replacement = Serving::make(std::move(*next), s, ledger_.get());
+  std::lock_guard lock(serving_mu_);
+  retired_.push_back(serving_);
+  std::erase_if(retired_, [](const auto& w) { return w.expired(); });
+  serving_ = std::move(replacement);
 }
 
 Worker::~Worker() { stop(); }
 
 void Worker::executor_loop() {
-  store::ClaimFilter filter;
-  if (placement_.mode == SandboxMode::kPerWorker) filter.project = options_.settings.project.value;
   std::unique_lock lock(mu_);
   for (;;) {
     if (!claimed_.empty()) {
@@ -167,6 +209,8 @@ void Worker::executor_loop() {
     lock.unlock();
     // Read the doorbell before looking: a call enqueued after the look rings it.
     const uint32_t seen = store_->queue_version();
+    store::ClaimFilter filter;
+    if (mode() == SandboxMode::kPerWorker) filter.project = options_.settings.project.value;
     auto batch =
         store_->claim_running(id_, options_.lease, static_cast<size_t>(std::max(free, 1)), filter);
     if (!batch) spdlog::warn("claim: {}", batch.error().to_string());  // a busy store: look again
@@ -193,8 +237,14 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
     if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
   };
   if (cancelling_) return fail("cancelled: the worker stopped before the call started");
-  auto lease = router_->acquire(c.project, c.run);
-  if (!lease) return fail(lease.error().to_string());
+  // The call keeps this serving to its end, even if the worker falls back meanwhile.
+  const auto with = serving();
+  auto lease = with->router->acquire(c.project, c.run);
+  if (!lease) {
+    ++with->call_path_failures;
+    return fail(lease.error().to_string());
+  }
+  with->call_path_failures = 0;
   ExecCall call;
   call.argv = c.argv;
   call.env = c.env;
@@ -211,15 +261,15 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
                      : result.error().to_string());
   } else {
     auto j = exec_result_json(*result, sandbox_id);
-    j["mode"] = to_string(placement_.mode);
-    j["backend"] = placement_.backend->name();
+    j["mode"] = to_string(with->placement.mode);
+    j["backend"] = with->placement.backend->name();
     auto s = output->close([&](const auto& rest) {
       return store_->finish_call(claimed.id, id_, result->exit_code, j.dump(), rest);
     });
     if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
   }
   // After the result is written: a per_tool sandbox's teardown is not on the client's path.
-  router_->release(std::move(*lease));
+  with->router->release(std::move(*lease));
 }
 
 void Worker::housekeeping_loop() {
@@ -231,10 +281,12 @@ void Worker::housekeeping_loop() {
     if (auto s = store_->heartbeat(id_, options_.lease); !s)
       spdlog::warn("heartbeat: {}", s.error().to_string());
     (void)store_->interrupt_orphaned_calls(store::now_ms());
-    router_->reap_idle();
-    for (const auto& run : router_->live_runs()) {
+    watch_health();
+    SandboxRouter& router = *serving()->router;
+    router.reap_idle();
+    for (const auto& run : router.live_runs()) {
       auto view = store_->run(run);
-      if (view && view->state == store::RunState::ended) router_->end_run(run);
+      if (view && view->state == store::RunState::ended) router.end_run(run);
     }
     for (auto waited = std::chrono::milliseconds(0); waited < period && !stopped_;
          waited += std::chrono::milliseconds(50)) {
@@ -258,11 +310,22 @@ void Worker::stop() {
   // Past the grace period: destroying the sandboxes ends the calls still running,
   // and calls claimed but not started are cancelled without a sandbox.
   cancelling_ = true;
-  if (router_) router_->destroy_all();
+  auto destroy_all = [&] {
+    std::vector<std::shared_ptr<Serving>> all;
+    {
+      std::lock_guard lock(serving_mu_);
+      if (serving_) all.push_back(serving_);
+      for (auto& w : retired_) {
+        if (auto r = w.lock()) all.push_back(std::move(r));
+      }
+    }
+    for (auto& sv : all) sv->router->destroy_all();
+  };
+  destroy_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
-  if (router_) router_->destroy_all();
-  pool_.reset();
+  destroy_all();
+  if (auto sv = serving()) sv->shutdown();
   flusher_.reset();
   if (ledger_) ledger_->flush();  // the last destroys
   if (store_) (void)store_->stop_worker(id_);

@@ -20,6 +20,7 @@
 #include "worker/call_output.h"
 #include "worker/pool.h"
 #include "worker/sandbox_router.h"
+#include "worker/serving.h"
 #include "worker/settings.h"
 
 namespace rf::worker {
@@ -33,23 +34,23 @@ struct WorkerOptions {
   // How long an idle worker sleeps between looks at the queue when nobody
   // rings the store's doorbell (another process that does not ring).
   std::chrono::milliseconds idle_poll{100};
+  // Sandbox creations failing this many times in a row make the worker check
+  // its backend's health and fall back (or, for production, stop).
+  int failures_before_fallback = 3;
+  // While fallen back, how often the configured backend and mode are tried again.
+  std::chrono::milliseconds recovery_interval{30'000};
   // Output is held back up to this long, then written (see call_output.h).
   std::chrono::milliseconds output_delay{20};
   // How often the sandboxes made and destroyed are written to the store.
   std::chrono::milliseconds ledger_period{200};
 };
 
-// The backend and mode a worker actually runs with, after fallback.
-struct Placement {
-  std::unique_ptr<Backend> backend;
-  SandboxMode mode = SandboxMode::kNone;
-  std::vector<std::string> warnings;  // one per fallback step, with the reason
-};
-
 // Tries the configured backend, then each fallback backend (keeping the mode);
 // then, for non-production projects only, one mode at a time down to none.
 // Production never falls back in mode: the error says why the worker cannot start.
-Result<Placement> place(const WorkerSettings& settings);
+// The same check runs while the worker serves (at_start false), when sandbox
+// creations keep failing: then production's error says "stopping".
+Result<Placement> place(const WorkerSettings& settings, bool at_start = true);
 
 class Worker {
  public:
@@ -59,14 +60,23 @@ class Worker {
   // cancels the rest, destroys every sandbox, marks the worker stopped.
   void stop();
   const std::string& id() const { return id_; }
-  SandboxMode mode() const { return placement_.mode; }
+  // What it serves with now (it changes on fallback and recovery).
+  SandboxMode mode() const { return serving()->placement.mode; }
+  std::string backend_name() const { return serving()->placement.backend->name(); }
   store::Store& store() { return *store_; }
-  SandboxRouter& router() { return *router_; }
+  SandboxRouter& router() { return *serving()->router; }
+  // Set when a production worker's backend turned unhealthy while running: it
+  // stopped claiming, and its process should drain and exit non-zero.
+  std::optional<std::string> fatal() const;
 
  private:
   Worker(WorkerOptions options, Placement placement)
-      : options_(std::move(options)), placement_(std::move(placement)) {}
+      : options_(std::move(options)), first_placement_(std::move(placement)) {}
   Status init();
+  std::shared_ptr<Serving> serving() const;
+  // Looks at the backend's health when creations keep failing, and while
+  // fallen back, whether the configured backend and mode work again.
+  void watch_health();
   // Executors take turns leading (leader/followers): the leader claims as many
   // calls as executors are idle, in one transaction, runs the first itself and
   // hands the rest to the followers.
@@ -75,12 +85,15 @@ class Worker {
   void run_call(const store::ClaimedCall& call);
 
   WorkerOptions options_;
-  Placement placement_;
+  Placement first_placement_;  // moved into serving_ by init()
   std::string id_;
   std::unique_ptr<store::Store> store_;
-  std::unique_ptr<SandboxLedger> ledger_;  // before the router, which reports to it
-  std::unique_ptr<WarmPool> pool_;
-  std::unique_ptr<SandboxRouter> router_;
+  std::unique_ptr<SandboxLedger> ledger_;  // before serving_, which reports to it
+  mutable std::mutex serving_mu_;
+  std::shared_ptr<Serving> serving_;
+  std::vector<std::weak_ptr<Serving>> retired_;  // replaced, still lent to calls
+  std::optional<std::string> fatal_;
+  std::chrono::steady_clock::time_point last_recovery_try_{};
   std::unique_ptr<OutputFlusher> flusher_;
   std::atomic<bool> claiming_{true};
   std::atomic<bool> stopped_{false};

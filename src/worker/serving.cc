@@ -1,0 +1,35 @@
+#include "worker/serving.h"
+
+namespace rf::worker {
+
+std::shared_ptr<Serving> Serving::make(Placement placement, const WorkerSettings& s,
+                                       SandboxLedger* ledger) {
+  auto out = std::make_shared<Serving>();
+  out->placement = std::move(placement);
+  const SandboxMode mode = out->placement.mode;
+  Backend& backend = *out->placement.backend;
+  SandboxSpec spec = s.sandbox_spec();
+  if (mode == SandboxMode::kNone) spec = SandboxSpec{.backend = "local"};
+  if ((mode == SandboxMode::kPerTool || mode == SandboxMode::kPerRun) && s.pool_target.value > 0) {
+    out->pool = std::make_unique<WarmPool>(backend, spec, s.pool_target.value, s.pool_max.value);
+    out->pool->start();
+  }
+  out->router = std::make_unique<SandboxRouter>(mode, backend, spec, out->pool.get(),
+                                                s.project.value, s.idle_timeout.value, ledger);
+  return out;
+}
+
+void Serving::shutdown() {
+  if (router) router->destroy_all();
+  pool.reset();
+}
+
+int Serving::failures_in_a_row() const {
+  return call_path_failures.load() + (pool ? pool->failures_in_a_row() : 0);
+}
+
+bool Serving::serves(const std::string& backend, SandboxMode mode) const {
+  return placement.backend->name() == backend && placement.mode == mode;
+}
+
+}  // namespace rf::worker
