@@ -1,5 +1,6 @@
 #include "proxy/egress_proxy.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -209,7 +210,8 @@ EgressProxy::EgressProxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 EgressProxy::~EgressProxy() = default;
 
-Status EgressProxy::add_sandbox(SandboxEgress sandbox, const std::string& socket_path) {
+Status EgressProxy::add_sandbox(SandboxEgress sandbox, const std::string& socket_path,
+                                std::optional<SocketOwner> owner) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.empty() || socket_path.size() >= sizeof addr.sun_path) {
@@ -230,8 +232,20 @@ Status EgressProxy::add_sandbox(SandboxEgress sandbox, const std::string& socket
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     return sys_error("bind " + socket_path);
   }
-  if (::chmod(socket_path.c_str(), 0600) != 0 || ::lstat(socket_path.c_str(), &st) != 0) {
+  if (::chmod(socket_path.c_str(), 0600) != 0) {
     const Error e = sys_error("chmod " + socket_path);
+    ::unlink(socket_path.c_str());
+    return e;
+  }
+  // Only now may the owner connect: until here, nobody but us could.
+  if (owner &&
+      ::fchownat(AT_FDCWD, socket_path.c_str(), owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) != 0) {
+    const Error e = sys_error("chown " + socket_path);
+    ::unlink(socket_path.c_str());
+    return e;
+  }
+  if (::lstat(socket_path.c_str(), &st) != 0) {
+    const Error e = sys_error("lstat " + socket_path);
     ::unlink(socket_path.c_str());
     return e;
   }

@@ -24,6 +24,8 @@
 // connections in flight end, new ones are refused (ECONNREFUSED).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -70,6 +72,11 @@ struct SandboxEgress {
   uint64_t max_bytes_sent = 0;  // sandbox -> origins over its lifetime; 0: unlimited
 };
 
+struct SocketOwner {
+  uid_t uid;
+  gid_t gid;
+};
+
 struct SandboxStats {
   int open_connections = 0;
   uint64_t bytes_sent = 0;  // charged against max_bytes_sent
@@ -84,9 +91,12 @@ class EgressProxy {
   EgressProxy& operator=(const EgressProxy&) = delete;
 
   // Listens for `sandbox` on a new unix socket at `socket_path`, mode 0600,
-  // owned by this process's user (a stale socket there is replaced; any other
-  // file is an error). Keep it in a directory only the host can write to.
-  Status add_sandbox(SandboxEgress sandbox, const std::string& socket_path);
+  // owned by this process's user, or by `owner` when given (the host uid and
+  // gid the sandbox's relay runs as: connecting needs write permission on the
+  // socket). A stale socket there is replaced; any other file is an error.
+  // Keep it in a directory only the host can write to.
+  Status add_sandbox(SandboxEgress sandbox, const std::string& socket_path,
+                     std::optional<SocketOwner> owner = std::nullopt);
   // The same on a listening unix stream socket the caller made (for example,
   // bound where and with the owner the relay needs). The proxy owns it now.
   Status add_sandbox(SandboxEgress sandbox, UniqueFd listener);

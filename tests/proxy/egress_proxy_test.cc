@@ -5,6 +5,7 @@
 // cloud metadata address; system DNS is off, so nothing ever leaves the host.
 #include "proxy/egress_proxy.h"
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -617,6 +618,40 @@ TEST_F(EgressProxyTest, AStaleSocketIsReplacedAndAnyOtherFileRefused) {
   EXPECT_EQ(dup.error().to_string(), "egress proxy: sandbox sb1 is already added");
   struct stat st {};
   EXPECT_EQ(::lstat(dir_path("dup.sock").c_str(), &st), -1);
+}
+
+// The relay in a sandbox runs as an unprivileged host uid: the socket can be
+// given to it, and then it alone (besides root) may connect.
+TEST_F(EgressProxyTest, TheSocketCanBeOwnedByTheRelaysUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "chown needs root";
+  start({"allowed.test"});
+  ASSERT_EQ(::chmod(dir_->path().c_str(), 0711), 0);  // let others reach the socket's name
+  const std::string path = dir_path("owned.sock");
+  auto policy = net::EgressPolicy::parse({"allowed.test"});
+  ASSERT_TRUE(policy.ok());
+  ASSERT_TRUE(proxy_->add_sandbox({"sb2", *policy, 64, 0}, path, SocketOwner{4242, 4343}).ok());
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4242u);
+  EXPECT_EQ(st.st_gid, 4343u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // Connect as a given uid in a child process; its errno, or 0.
+  auto connect_as = [&](uid_t uid) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 ||
+          ::setresuid(uid, uid, uid) != 0) {
+        ::_exit(255);
+      }
+      ::_exit(unix_connect(path) ? 0 : errno);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(connect_as(4242), 0);
+  EXPECT_EQ(connect_as(4244), EACCES);
+  ::chmod(dir_->path().c_str(), 0700);
 }
 
 TEST_F(EgressProxyTest, Socks5ConnectWithDomainAndAddressTypes) {
