@@ -200,7 +200,16 @@ Result<std::unique_ptr<EgressProxy>> EgressProxy::start(ProxyOptions options) {
       sigaddset(&set, SIGPIPE);
       pthread_sigmask(SIG_BLOCK, &set, nullptr);
       tl_io_owner = owner;
-      io->run();
+      for (;;) {
+        try {
+          io->run();
+          return;
+        } catch (const std::exception& e) {
+          // A handler threw (out of memory, most likely): that connection is
+          // lost, the others go on.
+          spdlog::error("egress proxy: I/O thread: {}", e.what());
+        }
+      }
     });
   }
   return std::unique_ptr<EgressProxy>(new EgressProxy(std::move(impl)));

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace rf::proxy {
@@ -127,8 +128,12 @@ void Resolver::resolve(boost::asio::io_context& io, const std::string& name, Cal
   shared_->jobs.push_back({&io, key, std::move(done)});
   if (shared_->jobs.size() > static_cast<size_t>(shared_->idle) &&
       shared_->threads < max_threads_) {
-    ++shared_->threads;
-    std::thread(&Shared::run, shared_).detach();
+    try {
+      std::thread(&Shared::run, shared_).detach();
+      ++shared_->threads;
+    } catch (const std::system_error&) {
+      // Out of threads: the lookup waits for a running one (or the connect timeout).
+    }
   }
   shared_->cv.notify_one();
 }
