@@ -6,8 +6,9 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
   libseccomp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
+  libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  bubblewrap busybox-static python3 curl util-linux procps
+  bubblewrap busybox-static python3 curl openssl util-linux procps
 )
 
 missing=()
