@@ -2,7 +2,7 @@
 // on an inherited socket and runs each tool call under its own supervisor.
 //
 //   ringfence-tool-runner --version
-//   ringfence-tool-runner [--fd N] [--root DIR]
+//   ringfence-tool-runner [--fd N] [--root DIR] [--egress-bridge ADDR:PORT=PATH]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -19,10 +19,10 @@
 namespace {
 
 int usage(const char* why) {
-  std::fprintf(
-      stderr,
-      "ringfence-tool-runner: %s\nusage: ringfence-tool-runner [--fd N] [--root DIR] | --version\n",
-      why);
+  std::fprintf(stderr,
+               "ringfence-tool-runner: %s\nusage: ringfence-tool-runner [--fd N] [--root DIR] "
+               "[--egress-bridge ADDR:PORT=PATH] | --version\n",
+               why);
   return 2;
 }
 
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
                   rf::proto::kProtocolVersion);
       return 0;
     }
-    if ((arg == "--fd" || arg == "--root") && i + 1 >= argc)
+    if ((arg == "--fd" || arg == "--root" || arg == "--egress-bridge") && i + 1 >= argc)
       return usage((arg + ": needs a value").c_str());
     if (arg == "--fd") {
       char* end = nullptr;
@@ -59,6 +59,11 @@ int main(int argc, char** argv) {
       options.fd = static_cast<int>(fd);
     } else if (arg == "--root") {
       options.root = argv[++i];
+    } else if (arg == "--egress-bridge") {
+      if (options.egress_bridge) return usage("--egress-bridge: given twice");
+      auto spec = rf::runner::parse_bridge_spec(argv[++i]);
+      if (!spec) return usage(spec.error().to_string().c_str());
+      options.egress_bridge = std::move(*spec);
     } else {
       return usage(("unknown argument " + arg).c_str());
     }

@@ -30,6 +30,8 @@ constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 // epoll tokens: (call id << 8) | kind. Call id 0 is the whole sandbox.
 constexpr uint64_t kSocketToken = 100;
 constexpr uint64_t kSignalToken = 101;
+// The egress bridge's fds: this bit, or the bridge's own tag (below 2^62).
+constexpr uint64_t kBridgeBit = uint64_t{1} << 63;
 
 uint64_t token(uint32_t call_id, FdKind kind) {
   return (uint64_t{call_id} << 8) | static_cast<uint64_t>(kind);
@@ -101,6 +103,16 @@ Result<std::unique_ptr<Runner>> Runner::create(const Options& options) {
   if (!r->sigfd_) return sys_error("signalfd");
   r->epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!r->epoll_) return sys_error("epoll_create1");
+  if (options.egress_bridge) {
+    // Listening before the handshake: the first call may connect at once.
+    Runner* raw = r.get();
+    auto bridge =
+        EgressBridge::listen(*options.egress_bridge, [raw](int fd, uint64_t tag, uint32_t events) {
+          raw->watch_token(fd, kBridgeBit | tag, events);
+        });
+    if (!bridge) return bridge.take_error();
+    r->bridge_ = std::move(*bridge);
+  }
   return r;
 }
 
@@ -180,6 +192,8 @@ int Runner::run() {
         on_socket(events[i].events);
       } else if (t == kSignalToken) {
         on_signals();
+      } else if (t & kBridgeBit) {
+        if (bridge_) bridge_->on_event(t & ~kBridgeBit, events[i].events);
       } else if (auto it = calls_.find(static_cast<uint32_t>(t >> 8)); it != calls_.end()) {
         it->second->on_event(static_cast<FdKind>(t & 0xff), events[i].events);
         if (it->second->finished()) calls_.erase(it);
@@ -192,6 +206,10 @@ int Runner::run() {
 }
 
 void Runner::watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) {
+  watch_token(fd, token(call_id, kind), events);
+}
+
+void Runner::watch_token(int fd, uint64_t token, uint32_t events) {
   if (fd < 0) return;
   if (events == 0) {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
@@ -199,7 +217,7 @@ void Runner::watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) {
   }
   epoll_event ev{};
   ev.events = events;
-  ev.data.u64 = token(call_id, kind);
+  ev.data.u64 = token;
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT) {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
   }

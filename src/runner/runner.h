@@ -15,6 +15,7 @@
 #include "proto/frame.h"
 #include "proto/messages.h"
 #include "runner/call.h"
+#include "runner/egress_bridge.h"
 #include "runner/file_ops.h"
 
 namespace rf::runner {
@@ -22,6 +23,9 @@ namespace rf::runner {
 struct Options {
   int fd = 3;              // the connected protocol socket
   std::string root = "/";  // what file operations treat as "/"
+  // --egress-bridge: listen there (before the handshake) and relay every
+  // connection to the proxy's unix socket (runner/egress_bridge.h).
+  std::optional<BridgeSpec> egress_bridge;
 };
 
 class Runner final : public Loop {
@@ -61,6 +65,7 @@ class Runner final : public Loop {
   void set_paused(bool paused);
   void end_all_calls();
   void flush_before_exit();
+  void watch_token(int fd, uint64_t token, uint32_t events);
 
   Options options_;
   FileOps files_;
@@ -74,6 +79,7 @@ class Runner final : public Loop {
   std::map<uint32_t, std::unique_ptr<Call>> calls_;
   std::map<std::string, std::string> extra_env_;  // from set_env, under every call's env
   std::optional<int> exit_code_;
+  std::unique_ptr<EgressBridge> bridge_;  // after epoll_: it unregisters into it
 };
 
 }  // namespace rf::runner

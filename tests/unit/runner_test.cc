@@ -1,27 +1,33 @@
 // The real tool runner binary, run as a plain child process (no namespaces, no
 // root needed) over a socketpair as fd 3, with --root at a temporary directory,
 // driven through RunnerClient; a few tests speak raw frames instead.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <thread>
 
-#include "support/capture.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
 #include "sandbox/runner_client.h"
+#include "support/capture.h"
 
 namespace rf {
 namespace {
@@ -50,19 +56,25 @@ proto::ExecRequest shell(const std::string& script) { return request({"/bin/sh",
 bool alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
 // Starts the runner on one end of a socketpair; returns its pid and our end.
-pid_t spawn_runner(const std::string& root, int* host_fd) {
+// `nofile`: its RLIMIT_NOFILE, if not 0.
+pid_t spawn_runner(const std::string& root, int* host_fd, std::vector<std::string> extra = {},
+                   rlim_t nofile = 0) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
   const std::string path = RF_RUNNER_PATH;
   std::vector<char*> argv = {const_cast<char*>(path.c_str()), const_cast<char*>("--fd"),
-                             const_cast<char*>("3"),          const_cast<char*>("--root"),
-                             const_cast<char*>(root.c_str()), nullptr};
+                             const_cast<char*>("3"), const_cast<char*>("--root"),
+                             const_cast<char*>(root.c_str())};
+  for (auto& arg : extra) argv.push_back(arg.data());
+  argv.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int null = ::open("/dev/null", O_RDWR);
     ::dup2(null, 0);
     ::dup2(null, 1);
     ::dup2(sv[1], 3);  // dup2 clears close-on-exec on fd 3
+    const rlimit limit{nofile, nofile};
+    if (nofile != 0 && ::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(98);
     ::execv(argv[0], argv.data());
     ::_exit(99);
   }
@@ -152,7 +164,9 @@ TEST(RunnerBinary, VersionFlag) {
 // Raw frames over the socket, for what RunnerClient would never send.
 class RawRunner {
  public:
-  explicit RawRunner(const std::string& root) { pid_ = spawn_runner(root, &fd_); }
+  explicit RawRunner(const std::string& root, std::vector<std::string> extra = {}) {
+    pid_ = spawn_runner(root, &fd_, std::move(extra));
+  }
   ~RawRunner() {
     if (fd_ >= 0) ::close(fd_);
     if (pid_ > 0 && wait_exit(pid_, 3000ms) < 0) {
@@ -846,6 +860,590 @@ TEST_F(RunnerTest, FailAllEndsWaitingCalls) {
   const int st = wait_exit(pid_, 5000ms);  // the runner saw EOF
   EXPECT_GE(st, 0);
   pid_ = -1;
+}
+
+// ---- the egress bridge (--egress-bridge) ----
+//
+// The test stands in for the host's egress proxy: it listens on a unix socket
+// in a temporary directory and plays the proxy's end of every bridged connection.
+
+socklen_t loopback(int family, uint16_t port, sockaddr_storage* ss) {
+  *ss = {};
+  if (family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(ss);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(port);
+    a->sin6_addr = in6addr_loopback;
+    return sizeof *a;
+  }
+  auto* a = reinterpret_cast<sockaddr_in*>(ss);
+  a->sin_family = AF_INET;
+  a->sin_port = htons(port);
+  a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return sizeof *a;
+}
+
+uint16_t port_of(const sockaddr_storage& ss) {
+  return ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(ss).sin6_port
+                                        : reinterpret_cast<const sockaddr_in&>(ss).sin_port);
+}
+
+// A loopback TCP socket bound to a port the kernel picked (listening if asked).
+UniqueFd bound_loopback(int family, bool listening, uint16_t* port) {
+  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_storage ss;
+  socklen_t len = loopback(family, 0, &ss);
+  if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+      (listening && ::listen(fd.get(), 16) != 0) ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return UniqueFd();
+  }
+  *port = port_of(ss);
+  return fd;
+}
+
+// A loopback port that was free a moment ago (the runner binds it next); 0 if none.
+uint16_t free_port(int family = AF_INET) {
+  uint16_t port = 0;
+  return bound_loopback(family, false, &port) ? port : 0;
+}
+
+UniqueFd tcp_connect(uint16_t port, int family = AF_INET) {
+  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_storage ss;
+  const socklen_t len = loopback(family, port, &ss);
+  if (fd && ::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) fd.reset();
+  return fd;
+}
+
+// A unix socket bound at `path`, listening if asked (the test's egress proxy).
+UniqueFd unix_socket_at(const std::string& path, bool listening = true) {
+  ::unlink(path.c_str());
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+  if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      (listening && ::listen(fd.get(), 512) != 0)) {
+    return UniqueFd();
+  }
+  return fd;
+}
+
+// The next connection on `listener`, or none after `within`.
+UniqueFd accept_within(int listener, std::chrono::milliseconds within) {
+  pollfd p{listener, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(within.count())) != 1) return UniqueFd();
+  return UniqueFd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+}
+
+bool send_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+struct ReadResult {
+  std::string data;
+  bool eof = false;  // read returned 0
+  int error = 0;     // the errno of a failed read; with eof false too: timed out
+};
+
+// Reads until EOF, an error, `limit` bytes or `within`, whichever comes first.
+ReadResult read_some(int fd, size_t limit, std::chrono::milliseconds within = 10000ms) {
+  ReadResult r;
+  const auto end = Clock::now() + within;
+  char buf[65536];
+  while (r.data.size() < limit) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t n = ::read(fd, buf, std::min(sizeof buf, limit - r.data.size()));
+    if (n > 0) {
+      r.data.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      r.eof = true;
+      break;
+    } else if (errno != EINTR && errno != EAGAIN) {
+      r.error = errno;
+      break;
+    }
+  }
+  return r;
+}
+
+ReadResult read_to_end(int fd, std::chrono::milliseconds within = 10000ms) {
+  return read_some(fd, SIZE_MAX, within);
+}
+
+std::string read_exactly(int fd, size_t n) { return read_some(fd, n).data; }
+
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(gen());
+  return s;
+}
+
+// Echoes what `fd` reads until EOF, then shuts its write end down.
+void echo(int fd) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || !send_all(fd, std::string_view(buf, static_cast<size_t>(n)))) break;
+  }
+  ::shutdown(fd, SHUT_WR);
+}
+
+// The runner binary with `args` and no protocol socket: its wait status, and its stderr.
+int run_runner_binary(std::vector<std::string> args, std::string* err) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return -1;
+  std::string path = RF_RUNNER_PATH;
+  std::vector<char*> argv = {path.data()};
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::dup2(p[1], 2);
+    ::close_range(3, ~0U, 0);  // no fd 3: the runner cannot get past its handshake
+    ::execv(argv[0], argv.data());
+    ::_exit(99);
+  }
+  ::close(p[1]);
+  *err = read_to_end(p[0]).data;
+  ::close(p[0]);
+  int status = -1;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+// A runner with --egress-bridge SPEC, greeted; shut down and waited for at the end.
+class BridgeRunner {
+ public:
+  BridgeRunner(const std::string& root, const std::string& spec, rlim_t nofile = 0) {
+    int fd = -1;
+    pid_ = spawn_runner(root, &fd, {"--egress-bridge", spec}, nofile);
+    if (pid_ <= 0) return;
+    client_ = std::make_unique<RunnerClient>(UniqueFd(fd));
+    if (auto s = client_->handshake(5000ms); !s) error_ = s.error().to_string();
+  }
+  ~BridgeRunner() {
+    if (pid_ <= 0) return;
+    (void)client_->shutdown();
+    if (wait_exit(pid_, 5000ms) < 0) {
+      ADD_FAILURE() << "runner did not exit after shutdown";
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool ok() const { return pid_ > 0 && error_.empty(); }
+  const std::string& error() const { return error_; }
+  RunnerClient& client() { return *client_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::unique_ptr<RunnerClient> client_;
+  std::string error_;
+};
+
+class RunnerBridgeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rf-bridge-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    sock_path_ = root_ + "/proxy.sock";
+    proxy_ = unix_socket_at(sock_path_);
+    ASSERT_TRUE(proxy_);
+    port_ = free_port();
+    ASSERT_NE(port_, 0);
+    runner_ = std::make_unique<BridgeRunner>(
+        root_, "127.0.0.1:" + std::to_string(port_) + "=" + sock_path_);
+    ASSERT_TRUE(runner_->ok()) << runner_->error();
+  }
+  void TearDown() override {
+    runner_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  // A connection through the bridge: the client's end and the proxy's.
+  struct Bridged {
+    UniqueFd client, proxy;
+  };
+  Bridged connect_through(std::chrono::milliseconds within = 5000ms) {
+    Bridged b;
+    b.client = tcp_connect(port_);
+    if (b.client) b.proxy = accept_within(proxy_.get(), within);
+    return b;
+  }
+
+  Outcome run(const proto::ExecRequest& req) {
+    Captured c;
+    auto r = runner_->client().exec(req, "", true, c);
+    Outcome out;
+    out.ok = r.ok();
+    if (r.ok()) out.exit = *r;
+    if (!r.ok()) out.error = r.error().to_string();
+    out.out = c.out;
+    out.err = c.err;
+    return out;
+  }
+
+  std::string root_, sock_path_;
+  UniqueFd proxy_;
+  uint16_t port_ = 0;
+  std::unique_ptr<BridgeRunner> runner_;
+};
+
+TEST_F(RunnerBridgeTest, BytesCrossWholeBothWays) {
+  Bridged b = connect_through();
+  ASSERT_TRUE(b.client && b.proxy);
+  const std::string up = random_bytes(1u << 20, 1), down = random_bytes(1u << 20, 2);
+  ReadResult at_proxy, at_client;
+  std::thread client_writes([&] {
+    EXPECT_TRUE(send_all(b.client.get(), up));
+    ::shutdown(b.client.get(), SHUT_WR);
+  });
+  std::thread proxy_writes([&] {
+    EXPECT_TRUE(send_all(b.proxy.get(), down));
+    ::shutdown(b.proxy.get(), SHUT_WR);
+  });
+  std::thread proxy_reads([&] { at_proxy = read_to_end(b.proxy.get()); });
+  at_client = read_to_end(b.client.get());
+  client_writes.join();
+  proxy_writes.join();
+  proxy_reads.join();
+  EXPECT_TRUE(at_proxy.eof);
+  EXPECT_EQ(at_proxy.data.size(), up.size());
+  EXPECT_TRUE(at_proxy.data == up);
+  EXPECT_TRUE(at_client.eof);
+  EXPECT_EQ(at_client.data.size(), down.size());
+  EXPECT_TRUE(at_client.data == down);
+}
+
+TEST_F(RunnerBridgeTest, HalfCloseFromTheClientReachesTheProxyWhichStillReplies) {
+  Bridged b = connect_through();
+  ASSERT_TRUE(b.client && b.proxy);
+  const std::string request = "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
+  ASSERT_TRUE(send_all(b.client.get(), request));
+  ASSERT_EQ(::shutdown(b.client.get(), SHUT_WR), 0);
+  ReadResult at_proxy = read_to_end(b.proxy.get());
+  EXPECT_EQ(at_proxy.data, request);
+  EXPECT_TRUE(at_proxy.eof);  // the half-close came through...
+  const std::string reply = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+  ASSERT_TRUE(send_all(b.proxy.get(), reply));  // ...and the other way is still open
+  b.proxy.reset();
+  ReadResult at_client = read_to_end(b.client.get());
+  EXPECT_EQ(at_client.data, reply);
+  EXPECT_TRUE(at_client.eof);
+}
+
+TEST_F(RunnerBridgeTest, HalfCloseFromTheProxyReachesTheClientWhichStillSends) {
+  Bridged b = connect_through();
+  ASSERT_TRUE(b.client && b.proxy);
+  ASSERT_TRUE(send_all(b.proxy.get(), "banner"));
+  ASSERT_EQ(::shutdown(b.proxy.get(), SHUT_WR), 0);
+  ReadResult at_client = read_to_end(b.client.get());
+  EXPECT_EQ(at_client.data, "banner");
+  EXPECT_TRUE(at_client.eof);
+  ASSERT_TRUE(send_all(b.client.get(), "still here"));
+  b.client.reset();
+  ReadResult at_proxy = read_to_end(b.proxy.get());
+  EXPECT_EQ(at_proxy.data, "still here");
+  EXPECT_TRUE(at_proxy.eof);
+}
+
+TEST_F(RunnerBridgeTest, NoProxyClosesTheClientAtOnceAndTheBridgeRecovers) {
+  proxy_.reset();
+  ASSERT_EQ(::unlink(sock_path_.c_str()), 0);
+  auto expect_closed_at_once = [&](const char* why) {
+    UniqueFd c = tcp_connect(port_);
+    ASSERT_TRUE(c) << why;
+    const auto start = Clock::now();
+    ReadResult r = read_to_end(c.get(), 5000ms);
+    EXPECT_TRUE(r.eof || r.error == ECONNRESET) << why << ": " << std::strerror(r.error);
+    EXPECT_EQ(r.data, "") << why;
+    EXPECT_LT(Clock::now() - start, 1s) << why;
+  };
+  expect_closed_at_once("no socket at the path");  // ENOENT
+  {
+    UniqueFd stale = unix_socket_at(sock_path_, /*listening=*/false);
+    ASSERT_TRUE(stale);
+    expect_closed_at_once("a socket nobody listens on");  // ECONNREFUSED
+  }
+  // The proxy is back: the same listener serves new connections.
+  proxy_ = unix_socket_at(sock_path_);
+  ASSERT_TRUE(proxy_);
+  Bridged b = connect_through();
+  ASSERT_TRUE(b.client && b.proxy);
+  ASSERT_TRUE(send_all(b.client.get(), "ping"));
+  EXPECT_EQ(read_exactly(b.proxy.get(), 4), "ping");
+  ASSERT_TRUE(send_all(b.proxy.get(), "pong"));
+  EXPECT_EQ(read_exactly(b.client.get(), 4), "pong");
+}
+
+TEST_F(RunnerBridgeTest, ThirtyTwoConnectionsAtOnceEachGetTheirOwnBytes) {
+  constexpr int kConns = 32;
+  constexpr size_t kSize = 256u << 10;
+  std::vector<Bridged> conns;
+  for (int i = 0; i < kConns; ++i) {
+    conns.push_back(connect_through());  // one at a time, so conns[i].proxy is its own
+    ASSERT_TRUE(conns.back().client && conns.back().proxy) << i;
+  }
+  std::vector<std::string> sent(kConns), got(kConns);
+  for (int i = 0; i < kConns; ++i) sent[i] = random_bytes(kSize, 100 + i);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kConns; ++i) {
+    threads.emplace_back([&conns, i] { echo(conns[i].proxy.get()); });
+    threads.emplace_back([&, i] {
+      EXPECT_TRUE(send_all(conns[i].client.get(), sent[i]));
+      ::shutdown(conns[i].client.get(), SHUT_WR);
+    });
+    threads.emplace_back([&, i] { got[i] = read_to_end(conns[i].client.get()).data; });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kConns; ++i) {
+    EXPECT_EQ(got[i].size(), kSize) << i;
+    EXPECT_TRUE(got[i] == sent[i]) << i;
+  }
+}
+
+TEST_F(RunnerBridgeTest, OverTheCapConnectionsAreAcceptedAndClosed) {
+  constexpr size_t kCap = 256;  // EgressBridge::kMaxConnections
+  std::vector<Bridged> open;
+  for (size_t i = 0; i < kCap; ++i) {
+    open.push_back(connect_through());
+    ASSERT_TRUE(open.back().client && open.back().proxy) << i;
+  }
+  UniqueFd extra = tcp_connect(port_);
+  ASSERT_TRUE(extra);
+  ReadResult r = read_to_end(extra.get(), 5000ms);
+  EXPECT_TRUE(r.eof || r.error == ECONNRESET) << std::strerror(r.error);
+  EXPECT_EQ(r.data, "");
+  EXPECT_FALSE(accept_within(proxy_.get(), 200ms));  // it never reached the proxy
+  // Those open still relay.
+  ASSERT_TRUE(send_all(open.front().client.get(), "first"));
+  EXPECT_EQ(read_exactly(open.front().proxy.get(), 5), "first");
+  // One ends: there is room for one more.
+  open.pop_back();
+  bool bridged = false;
+  for (const auto end = Clock::now() + 5s; !bridged && Clock::now() < end;) {
+    Bridged b = connect_through(200ms);
+    bridged = b.proxy.valid();
+  }
+  EXPECT_TRUE(bridged);
+}
+
+TEST_F(RunnerBridgeTest, AnAnswerFromAProxyThatStoppedReadingStillArrives) {
+  // A refusal to an upload: the proxy reads the head, answers and closes while
+  // the client is still sending.
+  Bridged b = connect_through();
+  ASSERT_TRUE(b.client && b.proxy);
+  const std::string upload = random_bytes(8u << 20, 7);
+  std::thread client_writes([&] {
+    if (send_all(b.client.get(), upload)) ::shutdown(b.client.get(), SHUT_WR);
+  });
+  EXPECT_EQ(read_exactly(b.proxy.get(), 1024), upload.substr(0, 1024));
+  const std::string answer =
+      "HTTP/1.1 403 Forbidden\r\nContent-Length: 7\r\nConnection: close\r\n\r\nrefused";
+  ASSERT_TRUE(send_all(b.proxy.get(), answer));
+  b.proxy.reset();
+  ReadResult at_client = read_to_end(b.client.get());
+  EXPECT_EQ(at_client.data, answer);
+  EXPECT_TRUE(at_client.eof || at_client.error == ECONNRESET) << std::strerror(at_client.error);
+  client_writes.join();  // ended: all sent (and dropped), or cut by the close
+}
+
+TEST_F(RunnerBridgeTest, ClientResetClosesTheProxySide) {
+  Bridged b = connect_through();
+  ASSERT_TRUE(b.client && b.proxy);
+  ASSERT_TRUE(send_all(b.client.get(), "CONNECT allowed.test:443"));
+  EXPECT_EQ(read_exactly(b.proxy.get(), 24), "CONNECT allowed.test:443");
+  const linger reset{1, 0};
+  ASSERT_EQ(::setsockopt(b.client.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset), 0);
+  b.client.reset();  // an RST
+  ReadResult at_proxy = read_to_end(b.proxy.get(), 5000ms);
+  EXPECT_EQ(at_proxy.data, "");
+  EXPECT_TRUE(at_proxy.eof);
+}
+
+TEST_F(RunnerBridgeTest, ACommandReachesTheProxyThroughTheBridge) {
+  if (::access("/bin/bash", X_OK) != 0) GTEST_SKIP() << "no /bin/bash (for /dev/tcp)";
+  std::string heard;
+  std::thread proxy([&] {
+    UniqueFd up = accept_within(proxy_.get(), 5000ms);
+    if (!up) return;
+    heard = read_exactly(up.get(), 4);
+    send_all(up.get(), "pong");
+  });
+  Outcome r = run(request({"/bin/bash", "-c",
+                           "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port_) +
+                               " && printf ping >&3 && head -c 4 <&3"}));
+  proxy.join();
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.exit.exit_code, 0) << r.err;
+  EXPECT_EQ(heard, "ping");
+  EXPECT_EQ(r.out, "pong");
+}
+
+TEST_F(RunnerBridgeTest, BridgeSocketsDoNotReachCommands) {
+  Bridged b = connect_through();
+  ASSERT_TRUE(b.client && b.proxy);
+  Outcome r = run(shell("ls /proc/self/fd"));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "0\n1\n2\n3\n");  // 3 is ls's own directory handle
+}
+
+TEST_F(RunnerRawTest, EgressBridgeListensBeforeTheHandshake) {
+  const std::string sock = root_ + "/proxy.sock";
+  UniqueFd proxy = unix_socket_at(sock);
+  ASSERT_TRUE(proxy);
+  const uint16_t port = free_port();
+  ASSERT_NE(port, 0);
+  RawRunner r(root_, {"--egress-bridge", "127.0.0.1:" + std::to_string(port) + "=" + sock});
+  // Not greeted yet: the runner waits for our hello and already listens.
+  UniqueFd c;
+  for (const auto end = Clock::now() + 5s; !c && Clock::now() < end;) {
+    c = tcp_connect(port);
+    if (!c) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(send_all(c.get(), "early"));
+  r.greet();
+  UniqueFd up = accept_within(proxy.get(), 5000ms);
+  ASSERT_TRUE(up);
+  EXPECT_EQ(read_exactly(up.get(), 5), "early");
+  r.send(proto::MsgType::kShutdown, 0, "{}");
+  const int st = r.exit_status();
+  EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+}
+
+TEST_F(RunnerRawTest, EgressBridgeListensOnIpv6Loopback) {
+  const uint16_t port = free_port(AF_INET6);
+  if (port == 0) GTEST_SKIP() << "no IPv6 loopback here";
+  const std::string sock = root_ + "/proxy.sock";
+  UniqueFd proxy = unix_socket_at(sock);
+  ASSERT_TRUE(proxy);
+  BridgeRunner runner(root_, "[::1]:" + std::to_string(port) + "=" + sock);
+  ASSERT_TRUE(runner.ok()) << runner.error();
+  UniqueFd c = tcp_connect(port, AF_INET6);
+  ASSERT_TRUE(c);
+  UniqueFd up = accept_within(proxy.get(), 5000ms);
+  ASSERT_TRUE(up);
+  ASSERT_TRUE(send_all(c.get(), "ping"));
+  EXPECT_EQ(read_exactly(up.get(), 4), "ping");
+}
+
+TEST_F(RunnerRawTest, EgressBridgeOutOfDescriptorsShedsConnectionsAndRecovers) {
+  // Two limits, so that the runner runs out both at accept (it sheds with the
+  // descriptor it held back) and at the unix connect (it closes the client).
+  for (const rlim_t nofile : {rlim_t{40}, rlim_t{41}}) {
+    SCOPED_TRACE(nofile);
+    const std::string sock = root_ + "/proxy.sock";
+    UniqueFd proxy = unix_socket_at(sock);
+    ASSERT_TRUE(proxy);
+    const uint16_t port = free_port();
+    ASSERT_NE(port, 0);
+    BridgeRunner runner(root_, "127.0.0.1:" + std::to_string(port) + "=" + sock, nofile);
+    ASSERT_TRUE(runner.ok()) << runner.error();
+    std::vector<std::pair<UniqueFd, UniqueFd>> open;  // client, proxy
+    UniqueFd shed;
+    while (!shed && open.size() < 64) {
+      UniqueFd c = tcp_connect(port);
+      ASSERT_TRUE(c);
+      UniqueFd up = accept_within(proxy.get(), 500ms);
+      if (!up) shed = std::move(c);
+      if (up) open.emplace_back(std::move(c), std::move(up));
+    }
+    ASSERT_TRUE(shed) << "never ran out of descriptors";
+    EXPECT_GE(open.size(), 10u);
+    for (int i = 0; i < 4; ++i) {
+      UniqueFd c = i == 0 ? std::move(shed) : tcp_connect(port);
+      ASSERT_TRUE(c);
+      const auto start = Clock::now();
+      ReadResult r = read_to_end(c.get(), 5000ms);
+      EXPECT_TRUE(r.eof || r.error == ECONNRESET) << i << ": " << std::strerror(r.error);
+      EXPECT_LT(Clock::now() - start, 1s) << i;
+    }
+    EXPECT_FALSE(accept_within(proxy.get(), 100ms));
+    // One ends: there is room again.
+    open.pop_back();
+    UniqueFd c, up;
+    for (const auto end = Clock::now() + 5s; !up && Clock::now() < end;) {
+      c = tcp_connect(port);
+      up = accept_within(proxy.get(), 200ms);
+    }
+    ASSERT_TRUE(up);
+    ASSERT_TRUE(send_all(c.get(), "ping"));
+    EXPECT_EQ(read_exactly(up.get(), 4), "ping");
+  }
+}
+
+TEST(RunnerBinary, BadEgressBridgeArgumentIsAUsageErrorNamingIt) {
+  const std::string ip = "the address must be an IP address (a dotted quad, or [IPv6])";
+  const std::string port = "the port must be 1-65535";
+  const std::string absolute = "the socket path must be absolute";
+  const std::string long_path = "/" + std::string(120, 'a');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"127.0.0.1:3128", "no =PATH"},
+      {"127.0.0.1=/x.sock", "no port"},
+      {"127.0.0.1:=/x.sock", port},
+      {"127.0.0.1:0=/x.sock", port},
+      {"127.0.0.1:65536=/x.sock", port},
+      {"127.0.0.1:31a=/x.sock", port},
+      {"127.0.0.1:+3128=/x.sock", port},
+      {"localhost:3128=/x.sock", ip},
+      {"127.1:3128=/x.sock", ip},
+      {"010.0.0.1:3128=/x.sock", ip},
+      {":3128=/x.sock", ip},
+      {"::1:3128=/x.sock", "an IPv6 address needs brackets"},
+      {"[::1]3128=/x.sock", "an IPv6 address is written [ADDR]:PORT"},
+      {"[127.0.0.1]:3128=/x.sock", "not an IPv6 address in brackets"},
+      {"[fe80::1%lo]:3128=/x.sock", ip},
+      {"127.0.0.1:3128=x.sock", absolute},
+      {"127.0.0.1:3128=", absolute},
+      {"127.0.0.1:3128=" + long_path,
+       "the socket path is longer than a unix socket address takes (107 bytes)"},
+  };
+  for (const auto& [arg, why] : cases) {
+    std::string err;
+    const int st = run_runner_binary({"--egress-bridge", arg}, &err);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << arg << ": " << st;
+    EXPECT_EQ(err.substr(0, err.find('\n')),
+              "ringfence-tool-runner: --egress-bridge " + arg + ": " + why +
+                  ": expected ADDR:PORT=PATH, as in 127.0.0.1:3128=/.ringfence/proxy.sock");
+  }
+  std::string err;
+  int st = run_runner_binary({"--egress-bridge"}, &err);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << st;
+  EXPECT_EQ(err.substr(0, err.find('\n')), "ringfence-tool-runner: --egress-bridge: needs a value");
+  st = run_runner_binary(
+      {"--egress-bridge", "127.0.0.1:3128=/a.sock", "--egress-bridge", "127.0.0.1:3129=/b.sock"},
+      &err);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << st;
+  EXPECT_EQ(err.substr(0, err.find('\n')), "ringfence-tool-runner: --egress-bridge: given twice");
+}
+
+TEST(RunnerBinary, EgressBridgeThatCannotListenExits1) {
+  uint16_t port = 0;
+  UniqueFd taken = bound_loopback(AF_INET, /*listening=*/true, &port);
+  ASSERT_TRUE(taken);
+  std::string err;
+  const int st = run_runner_binary(
+      {"--egress-bridge", "127.0.0.1:" + std::to_string(port) + "=/tmp/rf-no-proxy.sock"}, &err);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+  EXPECT_EQ(err, "ringfence-tool-runner: egress bridge: bind 127.0.0.1:" + std::to_string(port) +
+                     ": Address already in use\n");
 }
 
 }  // namespace
