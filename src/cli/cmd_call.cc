@@ -143,8 +143,18 @@ void add_call_commands(CLI::App& app, CommandResult* result) {
       ->default_val("development");
   call->add_option("--state-dir", f->state_dir,
                    "The workers' state dir (default ~/.ringfence/state)");
-  call->add_option("command", f->command, "The command and its arguments")->required();
-  call->callback([f, result] { result->exit_code = run_call(*f); });
+  call->add_option("command", f->command, "The command and its arguments (after --)");
+  call->callback([f, result] {
+    f->command = command_words(f->command, *result);
+    if (f->command.empty()) {
+      std::fprintf(
+          stderr,
+          "ringfence: call: no command (usage: call --project P --run R -- CMD [ARG...])\n");
+      result->exit_code = kExitUsage;
+      return;
+    }
+    result->exit_code = run_call(*f);
+  });
 
   auto* run = app.add_subcommand("run", "Runs: end, show");
   run->require_subcommand(1);

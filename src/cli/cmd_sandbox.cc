@@ -32,23 +32,52 @@ struct SandboxFlags {
   std::string timeout = "30s";
   std::string output_limit = "16m";
   std::string network = "none";
+  std::vector<std::string> allow;
+  std::vector<std::string> proxy_resolve;
+  std::string egress_connections = "64";
+  std::string egress_bytes = "0";
   bool json = false;
   std::vector<std::string> command;
 };
 
 void add_sandbox_flags(CLI::App* cmd, SandboxFlags* f) {
-  cmd->add_option("--backend", f->backend, "native (every bound on) or local (no isolation: development only)")
+  cmd->add_option("--backend", f->backend,
+                  "native (every bound on) or local (no isolation: development only)")
       ->default_val("native");
-  cmd->add_option("--image", f->image, "Image (host: the host's /usr, read-only)")->default_val("host");
-  cmd->add_option("--workspace", f->workspace, "Host directory to bind at /workspace (default: a tmpfs)");
-  cmd->add_option("--env", f->env, "K=V added to the environment (repeatable)");
+  cmd->add_option("--image", f->image, "Image (host: the host's /usr, read-only)")
+      ->default_val("host");
+  cmd->add_option("--workspace", f->workspace,
+                  "Host directory to bind at /workspace (default: a tmpfs)");
+  // One value per occurrence, so that "--env A=1 -- cmd -x" leaves "--" to end the options.
+  cmd->add_option("--env", f->env, "K=V added to the environment (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--cpu", f->cpu, "CPUs (cpu time per wall second)")->default_val("1");
   cmd->add_option("--mem", f->mem, "Memory limit")->default_val("512m");
   cmd->add_option("--pids", f->pids, "Process limit")->default_val("256");
   cmd->add_option("--disk", f->disk, "Size of /workspace and of /tmp")->default_val("1g");
   cmd->add_option("--timeout", f->timeout, "Per-call timeout")->default_val("30s");
   cmd->add_option("--output-limit", f->output_limit, "stdout+stderr cap")->default_val("16m");
-  cmd->add_option("--network", f->network, "Network policy: none")->default_val("none");
+  cmd->add_option(
+         "--network", f->network,
+         "Network policy: none (loopback only), proxy (egress to --allow rules only, through the "
+         "host's proxy), host (the host's network: trusted steps only)")
+      ->default_val("none");
+  cmd->add_option("--allow", f->allow,
+                  "With --network proxy: a host the sandbox may reach, e.g. api.example.com, "
+                  "'*.pkg.example.org:443', 10.0.0.5:8080 (repeatable; docs/network.md)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--proxy-resolve", f->proxy_resolve,
+                  "For tests: the proxy resolves NAME to ADDR without DNS (NAME=ADDR, repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--egress-connections", f->egress_connections,
+                  "With --network proxy: connections open at once")
+      ->default_val("64");
+  cmd->add_option("--egress-bytes", f->egress_bytes,
+                  "With --network proxy: bytes the sandbox may send (0: no cap)")
+      ->default_val("0");
   cmd->add_flag("--json", f->json, "Print a JSON result object at the end");
 }
 
@@ -63,12 +92,14 @@ Result<SandboxSpec> to_spec(const SandboxFlags& f) {
   s.image = f.image;
   if (!f.workspace.empty()) {
     char buf[PATH_MAX];
-    if (::realpath(f.workspace.c_str(), buf) == nullptr) return sys_error("--workspace " + f.workspace);
+    if (::realpath(f.workspace.c_str(), buf) == nullptr)
+      return sys_error("--workspace " + f.workspace);
     s.workspace_dir = buf;
   }
   for (const auto& kv : f.env) {
     const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return make_error("--env \"" + kv + "\"", "expected K=V");
+    if (eq == std::string::npos || eq == 0)
+      return make_error("--env \"" + kv + "\"", "expected K=V");
     s.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   auto cpus = parse_decimal(f.cpu);
@@ -92,12 +123,31 @@ Result<SandboxSpec> to_spec(const SandboxFlags& f) {
   if (!out) return flag_error("--output-limit", out.error());
   s.limits.output_bytes = *out;
   s.network = f.network;
+  s.allow = f.allow;
+  auto conns = parse_decimal(f.egress_connections);
+  if (!conns || *conns != static_cast<double>(static_cast<uint64_t>(*conns))) {
+    return make_error("--egress-connections \"" + f.egress_connections + "\"",
+                      "expected a whole number");
+  }
+  s.limits.egress_connections = static_cast<uint64_t>(*conns);
+  auto egress_bytes = parse_size(f.egress_bytes);
+  if (!egress_bytes) return flag_error("--egress-bytes", egress_bytes.error());
+  s.limits.egress_bytes = *egress_bytes;
   if (auto v = validate_spec(s); !v) {
     static const std::map<std::string, std::string> kFlagOf = {
-        {"limits.cpus", "--cpu"},   {"limits.memory", "--mem"}, {"limits.pids", "--pids"},
-        {"limits.disk", "--disk"},  {"limits.timeout", "--timeout"},
-        {"limits.output", "--output-limit"}, {"network", "--network"}, {"image", "--image"},
-        {"workspace", "--workspace"}, {"env", "--env"}, {"backend", "--backend"}};
+        {"limits.cpus", "--cpu"},
+        {"limits.memory", "--mem"},
+        {"limits.pids", "--pids"},
+        {"limits.disk", "--disk"},
+        {"limits.timeout", "--timeout"},
+        {"limits.output", "--output-limit"},
+        {"network", "--network"},
+        {"image", "--image"},
+        {"workspace", "--workspace"},
+        {"env", "--env"},
+        {"backend", "--backend"},
+        {"allow", "--allow"},
+        {"limits.egress_connections", "--egress-connections"}};
     Error e = v.error();
     for (const auto& [field, flag] : kFlagOf) {
       if (e.where.rfind(field, 0) == 0) e.where = flag + e.where.substr(field.size());
@@ -154,7 +204,8 @@ void forward_signals(Sandbox* sandbox, const StdioSink* sink, sigset_t set) {
 std::string result_json(const Sandbox& sb, const ExecResult& r) {
   nlohmann::json setup = nlohmann::json::array();
   for (const auto& t : sb.setup_timings()) {
-    setup.push_back({{"step", t.step}, {"ms", std::chrono::duration<double, std::milli>(t.duration).count()}});
+    setup.push_back(
+        {{"step", t.step}, {"ms", std::chrono::duration<double, std::milli>(t.duration).count()}});
   }
   nlohmann::json j = exec_result_json(r, sb.id());
   j["setup"] = setup;
@@ -165,7 +216,8 @@ void report_limit(const SandboxSpec& spec, const ExecResult& r) {
   if (r.limit.empty()) return;
   std::string detail;
   if (r.limit == "timeout") detail = "timed out after " + format_duration(spec.limits.timeout);
-  if (r.limit == "memory") detail = "killed: memory limit " + format_size(spec.limits.memory_bytes) + " reached";
+  if (r.limit == "memory")
+    detail = "killed: memory limit " + format_size(spec.limits.memory_bytes) + " reached";
   if (r.limit == "pids") detail = "process limit " + std::to_string(spec.limits.pids) + " reached";
   if (r.limit == "output") detail = "output truncated at " + format_size(spec.limits.output_bytes);
   if (r.limit == "disk") detail = "disk limit " + format_size(spec.limits.disk_bytes) + " reached";
@@ -184,6 +236,16 @@ int run(const SandboxFlags& flags, bool shell) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH}) sigaddset(&set, sig);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
+  if (!flags.proxy_resolve.empty()) {
+    std::string joined;
+    for (const auto& r : flags.proxy_resolve) joined += (joined.empty() ? "" : ",") + r;
+    if (auto parsed = native::parse_resolve_override(joined); !parsed) {
+      std::fprintf(stderr, "ringfence: --proxy-resolve: %s\n", parsed.error().to_string().c_str());
+      return kExitUsage;
+    }
+    ::setenv("RINGFENCE_PROXY_RESOLVE", joined.c_str(),
+             1);  // the proxy's own config (native/egress.h)
+  }
   native::register_native_backend();
   local::register_local_backend();
   auto backend = make_backend(spec->backend);
@@ -228,18 +290,37 @@ int run(const SandboxFlags& flags, bool shell) {
 
 }  // namespace
 
+std::vector<std::string> command_words(const std::vector<std::string>& positional,
+                                       const CommandResult& result) {
+  std::vector<std::string> words = positional;
+  words.insert(words.end(), result.command_tail.begin(), result.command_tail.end());
+  return words;
+}
+
 void add_sandbox_commands(CLI::App& app, CommandResult* result) {
   auto* sandbox = app.add_subcommand("sandbox", "Run commands in sandboxes");
   sandbox->require_subcommand(1);
 
   auto exec_flags = std::make_shared<SandboxFlags>();
-  auto* exec = sandbox->add_subcommand("exec", "Run one command in a fresh sandbox: exec [options] -- CMD [ARG...]");
+  auto* exec = sandbox->add_subcommand(
+      "exec", "Run one command in a fresh sandbox: exec [options] -- CMD [ARG...]");
   add_sandbox_flags(exec, exec_flags.get());
-  exec->add_option("command", exec_flags->command, "The command and its arguments")->required();
-  exec->callback([exec_flags, result] { result->exit_code = run(*exec_flags, /*shell=*/false); });
+  exec->add_option("command", exec_flags->command, "The command and its arguments (after --)");
+  exec->callback([exec_flags, result] {
+    exec_flags->command = command_words(exec_flags->command, *result);
+    if (exec_flags->command.empty()) {
+      std::fprintf(
+          stderr,
+          "ringfence: sandbox exec: no command (usage: sandbox exec [options] -- CMD [ARG...])\n");
+      result->exit_code = kExitUsage;
+      return;
+    }
+    result->exit_code = run(*exec_flags, /*shell=*/false);
+  });
 
   auto shell_flags = std::make_shared<SandboxFlags>();
-  auto* shell = sandbox->add_subcommand("shell", "An interactive shell in a fresh sandbox, on its own pty");
+  auto* shell =
+      sandbox->add_subcommand("shell", "An interactive shell in a fresh sandbox, on its own pty");
   add_sandbox_flags(shell, shell_flags.get());
   shell->callback([shell_flags, result] { result->exit_code = run(*shell_flags, /*shell=*/true); });
 

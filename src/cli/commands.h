@@ -1,6 +1,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 namespace rf::cli {
 
@@ -11,7 +13,15 @@ inline constexpr int kExitRuntime = 125;
 
 struct CommandResult {
   int exit_code = 0;
+  // What followed the first "--" on the command line: the command of `sandbox
+  // exec` and `call`, verbatim (never parsed as options).
+  std::vector<std::string> command_tail;
 };
+
+// The command of `sandbox exec` / `call`: its positional words, then what
+// followed "--". Empty: the caller reports the usage error.
+std::vector<std::string> command_words(const std::vector<std::string>& positional,
+                                       const CommandResult& result);
 
 void add_sandbox_commands(CLI::App& app, CommandResult* result);
 // `sandbox doctor | list | reap`, under the `sandbox` command.

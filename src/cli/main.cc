@@ -2,6 +2,7 @@
 // lives in its own cmd_*.cc.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "core/log.h"
@@ -18,6 +19,16 @@ int main(int argc, char** argv) {
   app.parse_complete_callback([&] { rf::init_logging(log_level); });
 
   rf::cli::CommandResult result;
+  // Everything after the first "--" is a command, never options: CLI11 keeps
+  // parsing "-la" in "-- ls -la" as an option once a repeatable option came first.
+  int cli_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      cli_argc = i;
+      result.command_tail.assign(argv + i + 1, argv + argc);
+      break;
+    }
+  }
   rf::cli::add_sandbox_commands(app, &result);
   rf::cli::add_call_commands(app, &result);
   rf::cli::add_worker_commands(app, &result);
@@ -26,7 +37,7 @@ int main(int argc, char** argv) {
   help->callback([&] { std::fputs(usage.c_str(), stdout); });
 
   try {
-    app.parse(argc, argv);
+    app.parse(cli_argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -377,7 +377,7 @@ void run_child(const ChildConfig& c) {
   s.run([] { return detach_old_root(); });
   s.run([] { return remount_root_readonly(); });
   s.run([&] { return set_hostname(c); });
-  s.run([] { return bring_up_lo(); });
+  s.run([&] { return c.own_network ? bring_up_lo() : 0; });
   s.run([&] { return set_rlimits(c); });
   s.run([&] { return set_up_fds(c, &sync_fd); });
   s.run([] { return lock_securebits(); });

@@ -29,7 +29,8 @@ struct ChildConfig {
   int join_cgroup_fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
   int workspace_tree_fd = -1;  // from make_workspace_tree, for kAttachWorkspace
   std::string hostname;
-  uid_t uid = 1000;   // the sandbox user, inside the user namespace
+  bool own_network = true;  // a new network namespace (its lo brought up); false: the host's
+  uid_t uid = 1000;         // the sandbox user, inside the user namespace
   gid_t gid = 1000;
   int cap_last_cap = 40;
   uint64_t rlimit_nofile = 1024;

@@ -56,7 +56,7 @@ MountOp write_file(std::string target, std::string content, mode_t mode = 0644) 
 // Mirrors a host path: symlinks are recreated, directories and files bound
 // read-only (a file bind needs an empty file as its mount point).
 void mirror(MountPlan& plan, const HostImageOptions& o, const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   const std::string hp = host_path(o, path);
   if (::lstat(hp.c_str(), &st) != 0) return;
   if (S_ISLNK(st.st_mode)) {
@@ -78,27 +78,41 @@ void mirror(MountPlan& plan, const HostImageOptions& o, const std::string& path)
 void add_root_dirs(MountPlan& plan, const HostImageOptions& o) {
   // Merged-/usr hosts have /bin -> usr/bin; older ones have real directories.
   mirror(plan, o, "/usr");
-  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) mirror(plan, o, top);
+  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"})
+    mirror(plan, o, top);
   plan.ops.push_back(op(Kind::kDir, "/var"));
   plan.ops.push_back(symlink("../tmp", "/var/tmp"));
 }
 
-void add_etc(MountPlan& plan, const HostImageOptions& o) {
+void add_etc(MountPlan& plan, const HostImageOptions& o, const SandboxSpec& spec) {
   plan.ops.push_back(op(Kind::kDir, "/etc"));
   plan.ops.push_back(op(Kind::kDir, "/etc/ssl"));
   for (const auto& path : curated_etc_paths()) mirror(plan, o, path);
   const std::string uid = std::to_string(kSandboxUid);
-  plan.ops.push_back(write_file("/etc/passwd",
-                                "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                                "sandbox:x:" + uid + ":" + uid + ":sandbox:/workspace:/bin/bash\n"
-                                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"));
-  plan.ops.push_back(write_file("/etc/group", "root:x:0:\nsandbox:x:" + uid + ":\nnogroup:x:65534:\n"));
-  plan.ops.push_back(write_file("/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"));
+  plan.ops.push_back(
+      write_file("/etc/passwd",
+                 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                 "sandbox:x:" +
+                     uid + ":" + uid +
+                     ":sandbox:/workspace:/bin/bash\n"
+                     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"));
+  plan.ops.push_back(
+      write_file("/etc/group", "root:x:0:\nsandbox:x:" + uid + ":\nnogroup:x:65534:\n"));
+  const bool host_network = spec.network == "host";
+  plan.ops.push_back(write_file(
+      "/etc/nsswitch.conf",
+      std::string("passwd: files\ngroup: files\nhosts: files") + (host_network ? " dns\n" : "\n")));
   plan.ops.push_back(write_file("/etc/hostname", o.sandbox_id + "\n"));
-  plan.ops.push_back(write_file("/etc/hosts", "127.0.0.1 localhost " + o.sandbox_id + "\n::1 localhost\n"));
+  plan.ops.push_back(
+      write_file("/etc/hosts", "127.0.0.1 localhost " + o.sandbox_id + "\n::1 localhost\n"));
   // No resolver inside: with network none there is nothing to resolve, and
-  // with a proxy only the proxy resolves names.
-  plan.ops.push_back(write_file("/etc/resolv.conf", ""));
+  // with a proxy only the proxy resolves names. The host's network uses the
+  // host's resolver.
+  if (host_network) {
+    mirror(plan, o, "/etc/resolv.conf");
+  } else {
+    plan.ops.push_back(write_file("/etc/resolv.conf", ""));
+  }
 }
 
 void add_proc(MountPlan& plan) {
@@ -155,13 +169,15 @@ void add_dev(MountPlan& plan, const SandboxSpec& spec) {
 
 void add_writable(MountPlan& plan, const SandboxSpec& spec) {
   const std::string size = "size=" + std::to_string(spec.limits.disk_bytes);
-  const std::string inodes = ",nr_inodes=" + std::to_string(std::max<uint64_t>(4096, spec.limits.disk_bytes / 4096));
+  const std::string inodes =
+      ",nr_inodes=" + std::to_string(std::max<uint64_t>(4096, spec.limits.disk_bytes / 4096));
   plan.ops.push_back(op(Kind::kDir, "/tmp"));
   plan.ops.push_back(tmpfs("/tmp", "mode=1777," + size + inodes));
   plan.ops.push_back(op(Kind::kDir, "/workspace"));
   if (spec.workspace_dir.empty()) {
     const std::string uid = std::to_string(kSandboxUid);
-    plan.ops.push_back(tmpfs("/workspace", "mode=0755," + size + inodes + ",uid=" + uid + ",gid=" + uid));
+    plan.ops.push_back(
+        tmpfs("/workspace", "mode=0755," + size + inodes + ",uid=" + uid + ",gid=" + uid));
   } else {
     // The host prepared an idmapped tree of the directory (workspace_mount.h).
     plan.ops.push_back(op(Kind::kAttachWorkspace, "/workspace"));
@@ -172,17 +188,23 @@ void add_runner(MountPlan& plan, const HostImageOptions& o) {
   plan.ops.push_back(op(Kind::kDir, "/.ringfence"));
   plan.ops.push_back(op(Kind::kFile, kRunnerPathInSandbox));
   plan.ops.push_back(bind(old_root(o.runner_path), kRunnerPathInSandbox, /*readonly=*/true));
+  if (!o.proxy_socket.empty()) {
+    // Read-only still connects: the kernel refuses writes to regular files,
+    // directories and links on a read-only mount, not connects to sockets.
+    plan.ops.push_back(op(Kind::kFile, kProxySocketInSandbox));
+    plan.ops.push_back(bind(old_root(o.proxy_socket), kProxySocketInSandbox, /*readonly=*/true));
+  }
 }
 
 }  // namespace
 
 const std::vector<std::string>& curated_etc_paths() {
   static const std::vector<std::string> kPaths = {
-      "/etc/ld.so.cache",   "/etc/ssl/certs",    "/etc/ssl/openssl.cnf", "/etc/ca-certificates",
-      "/etc/alternatives",  "/etc/localtime",    "/etc/timezone",        "/etc/protocols",
-      "/etc/services",      "/etc/os-release",   "/etc/debian_version",  "/etc/bash.bashrc",
-      "/etc/inputrc",       "/etc/terminfo",     "/etc/python3",         "/etc/python3.11",
-      "/etc/host.conf",     "/etc/gai.conf",     "/etc/mime.types",
+      "/etc/ld.so.cache",  "/etc/ssl/certs",  "/etc/ssl/openssl.cnf", "/etc/ca-certificates",
+      "/etc/alternatives", "/etc/localtime",  "/etc/timezone",        "/etc/protocols",
+      "/etc/services",     "/etc/os-release", "/etc/debian_version",  "/etc/bash.bashrc",
+      "/etc/inputrc",      "/etc/terminfo",   "/etc/python3",         "/etc/python3.11",
+      "/etc/host.conf",    "/etc/gai.conf",   "/etc/mime.types",
   };
   return kPaths;
 }
@@ -190,7 +212,7 @@ const std::vector<std::string>& curated_etc_paths() {
 MountPlan build_host_image_plan(const SandboxSpec& spec, const HostImageOptions& o) {
   MountPlan plan;
   add_root_dirs(plan, o);
-  add_etc(plan, o);
+  add_etc(plan, o, spec);
   add_proc(plan);
   add_dev(plan, spec);
   add_writable(plan, spec);

@@ -11,10 +11,14 @@
 namespace rf::native {
 
 struct HostImageOptions {
-  std::string host_root = "/";    // where the host's file system is inspected (tests: a fake)
-  std::string runner_path;        // host path of ringfence-tool-runner
+  std::string host_root = "/";  // where the host's file system is inspected (tests: a fake)
+  std::string runner_path;      // host path of ringfence-tool-runner
   std::string sandbox_id;
+  std::string proxy_socket;  // network proxy: host path of the egress proxy's socket
 };
+
+// Where a sandbox with network proxy sees the proxy's socket (the runner relays to it).
+inline constexpr const char* kProxySocketInSandbox = "/.ringfence/proxy.sock";
 
 MountPlan build_host_image_plan(const SandboxSpec& spec, const HostImageOptions& options);
 

@@ -20,8 +20,8 @@
 #include "core/log.h"
 #include "native/cgroup.h"
 #include "native/child_setup.h"
-#include "native/host_image.h"
 #include "native/doctor.h"
+#include "native/host_image.h"
 #include "native/inventory.h"
 #include "native/janitor.h"
 #include "native/seccomp_profile.h"
@@ -29,8 +29,8 @@
 #include "native/workspace_mount.h"
 #include "sandbox/exec_request.h"
 #include "sandbox/runner_client.h"
-#include "sandbox/runner_sandbox.h"
 #include "sandbox/runner_exit.h"
+#include "sandbox/runner_sandbox.h"
 #include "sandbox/setup_step.h"
 
 namespace rf::native {
@@ -49,15 +49,18 @@ int read_cap_last_cap() {
 
 // clone3 with a pidfd (and CLONE_INTO_CGROUP on v2); clone(2) where clone3 is
 // missing. Both return twice like fork: 0 in the child.
-pid_t clone_sandbox(int cgroup_fd, int* pidfd) {
+pid_t clone_sandbox(int cgroup_fd, bool own_network, int* pidfd) {
+  const uint64_t namespaces =
+      own_network ? kNamespaceFlags : kNamespaceFlags & ~uint64_t{CLONE_NEWNET};
   clone_args args{};
-  args.flags = kNamespaceFlags | CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+  args.flags = namespaces | CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
   args.pidfd = reinterpret_cast<uint64_t>(pidfd);
   args.exit_signal = SIGCHLD;
   args.cgroup = cgroup_fd >= 0 ? static_cast<uint64_t>(cgroup_fd) : 0;
   long pid = ::syscall(SYS_clone3, &args, sizeof args);
   if (pid < 0 && errno == ENOSYS && cgroup_fd < 0) {
-    pid = ::syscall(SYS_clone, kNamespaceFlags | CLONE_PIDFD | SIGCHLD, nullptr, pidfd, nullptr, nullptr);
+    pid =
+        ::syscall(SYS_clone, namespaces | CLONE_PIDFD | SIGCHLD, nullptr, pidfd, nullptr, nullptr);
   }
   return static_cast<pid_t>(pid);
 }
@@ -67,8 +70,11 @@ class NativeSandbox;
 class NativeBackend : public Backend {
  public:
   NativeBackend(NativeOptions options, CgroupLayout layout, SeccompFilters seccomp)
-      : options_(std::move(options)), layout_(std::move(layout)), seccomp_(std::move(seccomp)),
-        cap_last_cap_(read_cap_last_cap()) {}
+      : options_(std::move(options)),
+        layout_(std::move(layout)),
+        seccomp_(std::move(seccomp)),
+        cap_last_cap_(read_cap_last_cap()),
+        egress_(options_.egress) {}
 
   std::string name() const override { return "native"; }
   Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
@@ -79,7 +85,8 @@ class NativeBackend : public Backend {
     return reap_native_sandboxes(layout_, options_.cgroup_parent, older_than, dry_run);
   }
   std::vector<HealthCheck> health() override {
-    return native_health(DoctorInputs{&layout_, "", options_.cgroup_parent, &seccomp_, options_.runner_path});
+    return native_health(
+        DoctorInputs{&layout_, "", options_.cgroup_parent, &seccomp_, options_.runner_path});
   }
 
  private:
@@ -87,12 +94,17 @@ class NativeBackend : public Backend {
   CgroupLayout layout_;
   SeccompFilters seccomp_;
   int cap_last_cap_;
+  EgressHub egress_;
 };
 
 class NativeSandbox : public RunnerSandbox {
  public:
-  NativeSandbox(SandboxSpec spec, UidSlot slot, std::unique_ptr<Cgroup> cgroup)
-      : RunnerSandbox(std::move(spec)), slot_(std::move(slot)), cgroup_(std::move(cgroup)) {}
+  NativeSandbox(SandboxSpec spec, UidSlot slot, std::unique_ptr<Cgroup> cgroup,
+                std::unique_ptr<EgressLease> egress)
+      : RunnerSandbox(std::move(spec)),
+        slot_(std::move(slot)),
+        cgroup_(std::move(cgroup)),
+        egress_(std::move(egress)) {}
   ~NativeSandbox() override { (void)destroy(); }
 
   Result<ExecResult> exec(const ExecCall& call, OutputSink& sink) override;
@@ -106,7 +118,8 @@ class NativeSandbox : public RunnerSandbox {
 
   UidSlot slot_;
   std::unique_ptr<Cgroup> cgroup_;
-  std::mutex mu_;  // serialises destroy()
+  std::unique_ptr<EgressLease> egress_;  // network proxy: its socket at the proxy
+  std::mutex mu_;                        // serialises destroy()
   bool destroyed_ = false;
   std::mutex usage_mu_;
   CgroupUsage last_usage_;  // the cgroup's counters after the last call
@@ -131,6 +144,7 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   config.sync_fd = sync_child.get();
   config.proto_fd = proto_child.get();
   config.hostname = spec_.id;
+  config.own_network = spec_.network != "host";
   native::WorkspaceTree workspace;
   if (!spec_.workspace_dir.empty()) {
     const uid_t sandbox_user = slot_.host_base() + kSandboxUid;
@@ -157,7 +171,8 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   }
 
   int pidfd = -1;
-  const pid_t pid = timer.run("clone", [&] { return clone_sandbox(cgroup_->clone_into_fd(), &pidfd); });
+  const pid_t pid = timer.run(
+      "clone", [&] { return clone_sandbox(cgroup_->clone_into_fd(), config.own_network, &pidfd); });
   if (pid < 0) return setup_error("clone", sys_error("clone3"));
   if (pid == 0) run_child(config);  // sandbox side from here; never returns
   adopt_runner_process(pid, UniqueFd(pidfd));
@@ -166,7 +181,8 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   join_fds.clear();
   workspace.fd.reset();
   // The sandbox's root is the first host uid of its slot: never host root.
-  const std::string map = "0 " + std::to_string(slot_.host_base()) + " " + std::to_string(kUidRangeSize) + "\n";
+  const std::string map =
+      "0 " + std::to_string(slot_.host_base()) + " " + std::to_string(kUidRangeSize) + "\n";
   auto maps = timer.run("write id maps", [&]() -> Status {
     RF_TRY(rf::write_file("/proc/" + std::to_string(pid) + "/uid_map", map));
     return rf::write_file("/proc/" + std::to_string(pid) + "/gid_map", map);
@@ -190,10 +206,13 @@ Status NativeSandbox::wait_for_child_setup(const std::vector<std::string>& names
   bool have_report = false;
   const auto deadline = Clock::now() + kSetupTimeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     pollfd p{sync_fd, POLLIN, 0};
     const int r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
-    if (r == 0) return make_error("sandbox setup", "timed out after " + std::to_string(kSetupTimeout.count()) + " ms");
+    if (r == 0)
+      return make_error("sandbox setup",
+                        "timed out after " + std::to_string(kSetupTimeout.count()) + " ms");
     if (r < 0) {
       if (errno == EINTR) continue;
       return sys_error("sandbox setup: poll");
@@ -260,7 +279,8 @@ Status NativeSandbox::destroy() {
   destroyed_ = true;
   if (runner_) runner_->fail_all(make_error("sandbox", "destroyed"));
   // Killing PID 1 makes the kernel kill every process in its PID namespace.
-  end_runner([](int pidfd, pid_t) { ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0); });
+  end_runner(
+      [](int pidfd, pid_t) { ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0); });
   Status result;
   if (cgroup_) {
     (void)cgroup_->kill_all();
@@ -271,6 +291,7 @@ Status NativeSandbox::destroy() {
       }
     }
   }
+  egress_.reset();  // closes its socket and connections at the proxy
   slot_.release();
   return result;
 }
@@ -299,12 +320,25 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& in) {
   });
   if (!cgroup) return setup_error("create cgroup", cgroup.error());
 
-  HostImageOptions image{"/", options_.runner_path, spec.id};
-  const MountPlan plan = timer.run("build mount plan", [&] { return build_host_image_plan(spec, image); });
+  HostImageOptions image{"/", options_.runner_path, spec.id, ""};
+  std::unique_ptr<EgressLease> egress;
+  if (spec.network == "proxy") {
+    const uid_t user = slot->host_base() + kSandboxUid;
+    auto lease = timer.run("listen at egress proxy", [&] { return egress_.add(spec, user, user); });
+    if (!lease) return setup_error("listen at egress proxy", lease.error());
+    egress = std::move(*lease);
+    image.proxy_socket = egress->socket_path();
+    for (const auto& [k, v] : proxy_environment())
+      spec.env.emplace(k, v);  // the caller's own values win
+  }
+  const MountPlan plan =
+      timer.run("build mount plan", [&] { return build_host_image_plan(spec, image); });
 
   static char arg0[] = "ringfence-tool-runner";
   static char arg1[] = "--fd";
   static char arg2[] = "3";
+  static char arg3[] = "--egress-bridge";
+  static std::string bridge = std::string(kEgressListen) + "=" + kProxySocketInSandbox;
   ChildConfig config;
   config.seccomp = &seccomp_;
   config.uid = kSandboxUid;
@@ -313,9 +347,11 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& in) {
   config.rlimit_nofile = spec.limits.nofile;
   config.rlimit_fsize = spec.limits.disk_bytes;
   config.runner_argv = {arg0, arg1, arg2, nullptr};
+  if (egress) config.runner_argv = {arg0, arg1, arg2, arg3, bridge.data(), nullptr};
   config.runner_envp = {nullptr};
 
-  auto sandbox = std::make_unique<NativeSandbox>(spec, std::move(*slot), std::move(*cgroup));
+  auto sandbox = std::make_unique<NativeSandbox>(spec, std::move(*slot), std::move(*cgroup),
+                                                 std::move(egress));
   if (auto s = sandbox->start(config, plan, std::move(host_steps)); !s) {
     (void)sandbox->destroy();
     return s.take_error();
@@ -370,15 +406,26 @@ std::vector<HealthCheck> native_doctor(const NativeOptions& options) {
     in.runner_path = found ? *found : found.error().to_string();
   }
   auto layout = detect_cgroup_layout();
-  if (layout) in.layout = &*layout;
-  else in.layout_error = layout.error().to_string();
+  if (layout)
+    in.layout = &*layout;
+  else
+    in.layout_error = layout.error().to_string();
   auto seccomp = build_seccomp_profile("default");
   if (seccomp) in.seccomp = &*seccomp;
   return native_health(in);
 }
 
 void register_native_backend() {
-  register_backend("native", [] { return make_native_backend(NativeOptions{}); });
+  register_backend("native", []() -> Result<std::unique_ptr<Backend>> {
+    NativeOptions options;
+    // The egress proxy's resolver override, for tests (docs/network.md).
+    if (const char* text = std::getenv("RINGFENCE_PROXY_RESOLVE"); text && *text) {
+      auto resolve = parse_resolve_override(text);
+      if (!resolve) return make_error("RINGFENCE_PROXY_RESOLVE", resolve.error().to_string());
+      options.egress.resolve = std::move(*resolve);
+    }
+    return make_native_backend(options);
+  });
 }
 
 }  // namespace rf::native

@@ -5,13 +5,15 @@
 #include <memory>
 #include <string>
 
+#include "native/egress.h"
 #include "sandbox/sandbox.h"
 
 namespace rf::native {
 
 struct NativeOptions {
-  std::string runner_path;               // empty: find_runner_binary()
+  std::string runner_path;  // empty: find_runner_binary()
   std::string cgroup_parent = "ringfence";
+  EgressOptions egress;  // network proxy
 };
 
 Result<std::unique_ptr<Backend>> make_native_backend(const NativeOptions& options);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/units.h"
+#include "net/egress_policy.h"
 
 namespace rf {
 
@@ -35,7 +36,8 @@ bool valid_id(const std::string& id) {
 
 Status validate_spec(const SandboxSpec& s) {
   if (!s.id.empty() && !valid_id(s.id)) {
-    return make_error("id", "\"" + s.id + "\" must be 1-63 of [a-z0-9-], not starting or ending with -");
+    return make_error("id",
+                      "\"" + s.id + "\" must be 1-63 of [a-z0-9-], not starting or ending with -");
   }
   if (s.backend != "local" && s.backend != "native") {
     return make_error("backend",
@@ -48,7 +50,7 @@ Status validate_spec(const SandboxSpec& s) {
     if (s.workspace_dir[0] != '/') {
       return make_error("workspace", "\"" + s.workspace_dir + "\" must be an absolute path");
     }
-    struct stat st{};
+    struct stat st {};
     if (::stat(s.workspace_dir.c_str(), &st) != 0) return sys_error("workspace " + s.workspace_dir);
     if (!S_ISDIR(st.st_mode)) return make_error("workspace " + s.workspace_dir, "not a directory");
   }
@@ -58,29 +60,44 @@ Status validate_spec(const SandboxSpec& s) {
   }
   const Limits& l = s.limits;
   if (!(l.cpus >= 0.01 && l.cpus <= 1024)) {
-    return make_error("limits.cpus", "must be between 0.01 and 1024, got " + std::to_string(l.cpus));
+    return make_error("limits.cpus",
+                      "must be between 0.01 and 1024, got " + std::to_string(l.cpus));
   }
   if (l.memory_bytes < (8ull << 20)) {
     return make_error("limits.memory", "must be at least 8m, got " + format_size(l.memory_bytes));
   }
   if (l.pids < 8 || l.pids > 1'000'000) {
-    return make_error("limits.pids", "must be between 8 and 1000000, got " + std::to_string(l.pids));
+    return make_error("limits.pids",
+                      "must be between 8 and 1000000, got " + std::to_string(l.pids));
   }
   if (l.disk_bytes < (1ull << 20)) {
     return make_error("limits.disk", "must be at least 1m, got " + format_size(l.disk_bytes));
   }
   if (l.timeout.count() <= 0) return make_error("limits.timeout", "must be positive");
   if (l.output_bytes < 1024 || l.output_bytes > (1ull << 32)) {
-    return make_error("limits.output", "must be between 1k and 4g, got " + format_size(l.output_bytes));
+    return make_error("limits.output",
+                      "must be between 1k and 4g, got " + format_size(l.output_bytes));
   }
   if (l.nofile < 16 || l.nofile > (1u << 20)) {
     return make_error("limits.nofile", "must be between 16 and 1048576");
   }
-  if (s.network != "none") {
-    return make_error("network", "unknown network policy \"" + s.network + "\" (available: none)");
+  if (l.egress_connections < 1 || l.egress_connections > 65536) {
+    return make_error("limits.egress_connections", "must be between 1 and 65536");
+  }
+  if (s.network != "none" && s.network != "proxy" && s.network != "host") {
+    return make_error(
+        "network", "unknown network policy \"" + s.network + "\" (available: none, proxy, host)");
+  }
+  if (!s.allow.empty() && s.network != "proxy") {
+    return make_error("allow",
+                      "rules apply only with network proxy (network is " + s.network + ")");
+  }
+  if (auto policy = net::EgressPolicy::parse(s.allow); !policy) {
+    return make_error("allow", policy.error().to_string());
   }
   if (s.seccomp != "default") {
-    return make_error("seccomp", "unknown seccomp profile \"" + s.seccomp + "\" (available: default)");
+    return make_error("seccomp",
+                      "unknown seccomp profile \"" + s.seccomp + "\" (available: default)");
   }
   return ok_status();
 }
@@ -91,8 +108,8 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
   if (j.is_discarded()) return make_error("spec", "not valid JSON");
   if (!j.is_object()) return make_error("spec", "expected a JSON object");
   SandboxSpec s;
-  static const std::set<std::string> kKeys = {"id",  "backend", "image",   "workspace",
-                                              "env", "limits",  "network", "seccomp"};
+  static const std::set<std::string> kKeys = {"id",     "backend", "image", "workspace", "env",
+                                              "limits", "network", "allow", "seccomp"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!kKeys.count(it.key())) return make_error(it.key(), "unknown field");
   }
@@ -108,6 +125,13 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
   RF_TRY(str("workspace", &s.workspace_dir));
   RF_TRY(str("network", &s.network));
   RF_TRY(str("seccomp", &s.seccomp));
+  if (j.contains("allow")) {
+    if (!j["allow"].is_array()) return make_error("allow", "expected an array of rules");
+    for (const auto& rule : j["allow"]) {
+      if (!rule.is_string()) return make_error("allow", "expected an array of strings");
+      s.allow.push_back(rule.get<std::string>());
+    }
+  }
   if (j.contains("env")) {
     if (!j["env"].is_object()) return make_error("env", "expected an object of strings");
     for (auto it = j["env"].begin(); it != j["env"].end(); ++it) {
@@ -133,14 +157,19 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
         auto d = parse_decimal(*t);
         if (!d) return wrap(d.error());
         s.limits.cpus = *d;
-      } else if (it.key() == "memory" || it.key() == "disk" || it.key() == "output") {
+      } else if (it.key() == "memory" || it.key() == "disk" || it.key() == "output" ||
+                 it.key() == "egress_bytes") {
         auto b = parse_size(*t);
         if (!b) return wrap(b.error());
-        (it.key() == "memory" ? s.limits.memory_bytes
-                              : it.key() == "disk" ? s.limits.disk_bytes : s.limits.output_bytes) = *b;
-      } else if (it.key() == "pids" || it.key() == "nofile") {
+        (it.key() == "memory"         ? s.limits.memory_bytes
+         : it.key() == "disk"         ? s.limits.disk_bytes
+         : it.key() == "egress_bytes" ? s.limits.egress_bytes
+                                      : s.limits.output_bytes) = *b;
+      } else if (it.key() == "pids" || it.key() == "nofile" || it.key() == "egress_connections") {
         if (!v.is_number_unsigned()) return make_error(field, "expected a positive integer");
-        (it.key() == "pids" ? s.limits.pids : s.limits.nofile) = v.get<uint64_t>();
+        (it.key() == "pids"     ? s.limits.pids
+         : it.key() == "nofile" ? s.limits.nofile
+                                : s.limits.egress_connections) = v.get<uint64_t>();
       } else if (it.key() == "timeout") {
         auto d = parse_duration(*t);
         if (!d) return wrap(d.error());
@@ -154,22 +183,24 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
 }
 
 std::string spec_to_json(const SandboxSpec& s) {
-  nlohmann::json j = {
-      {"id", s.id},
-      {"backend", s.backend},
-      {"image", s.image},
-      {"workspace", s.workspace_dir},
-      {"env", s.env},
-      {"network", s.network},
-      {"seccomp", s.seccomp},
-      {"limits",
-       {{"cpus", s.limits.cpus},
-        {"memory", format_size(s.limits.memory_bytes)},
-        {"pids", s.limits.pids},
-        {"disk", format_size(s.limits.disk_bytes)},
-        {"timeout", format_duration(s.limits.timeout)},
-        {"output", format_size(s.limits.output_bytes)},
-        {"nofile", s.limits.nofile}}}};
+  nlohmann::json j = {{"id", s.id},
+                      {"backend", s.backend},
+                      {"image", s.image},
+                      {"workspace", s.workspace_dir},
+                      {"env", s.env},
+                      {"network", s.network},
+                      {"allow", s.allow},
+                      {"seccomp", s.seccomp},
+                      {"limits",
+                       {{"cpus", s.limits.cpus},
+                        {"memory", format_size(s.limits.memory_bytes)},
+                        {"pids", s.limits.pids},
+                        {"disk", format_size(s.limits.disk_bytes)},
+                        {"timeout", format_duration(s.limits.timeout)},
+                        {"output", format_size(s.limits.output_bytes)},
+                        {"nofile", s.limits.nofile},
+                        {"egress_connections", s.limits.egress_connections},
+                        {"egress_bytes", format_size(s.limits.egress_bytes)}}}};
   return j.dump();
 }
 
@@ -183,13 +214,29 @@ std::map<std::string, std::string> base_environment(bool tty) {
   return env;
 }
 
+std::map<std::string, std::string> proxy_environment() {
+  const std::string url = std::string("http://") + kEgressListen;
+  const std::string no_proxy = "localhost,127.0.0.1,::1";
+  std::map<std::string, std::string> env;
+  for (const auto& [upper, lower] :
+       {std::pair{"HTTP_PROXY", "http_proxy"}, std::pair{"HTTPS_PROXY", "https_proxy"},
+        std::pair{"ALL_PROXY", "all_proxy"}}) {
+    env[upper] = url;
+    env[lower] = url;
+  }
+  env["NO_PROXY"] = no_proxy;
+  env["no_proxy"] = no_proxy;
+  return env;
+}
+
 std::string generate_sandbox_id() {
   unsigned char raw[6];
   int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
   ssize_t n = fd >= 0 ? ::read(fd, raw, sizeof raw) : -1;
   if (fd >= 0) ::close(fd);
   if (n != static_cast<ssize_t>(sizeof raw)) {
-    const auto t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    const auto t =
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     for (size_t i = 0; i < sizeof raw; ++i) raw[i] = static_cast<unsigned char>(t >> (8 * i));
   }
   static const char* kHex = "0123456789abcdef";

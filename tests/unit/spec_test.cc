@@ -20,7 +20,19 @@ TEST(Spec, ValidationNamesTheField) {
   s = {};
   s.network = "everything";
   EXPECT_EQ(validate_spec(s).error().to_string(),
-            "network: unknown network policy \"everything\" (available: none)");
+            "network: unknown network policy \"everything\" (available: none, proxy, host)");
+  s = {};
+  s.allow = {"api.example.com"};
+  EXPECT_EQ(validate_spec(s).error().to_string(),
+            "allow: rules apply only with network proxy (network is none)");
+  s.network = "proxy";
+  EXPECT_TRUE(validate_spec(s).ok());
+  s.allow = {"*.com"};
+  EXPECT_EQ(validate_spec(s).error().where, "allow");
+  s = {};
+  s.network = "proxy";
+  s.limits.egress_connections = 0;
+  EXPECT_EQ(validate_spec(s).error().where, "limits.egress_connections");
   s = {};
   s.image = "ubuntu";
   EXPECT_EQ(validate_spec(s).error().where, "image");
