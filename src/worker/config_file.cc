@@ -13,6 +13,7 @@
 
 #include "core/io.h"
 #include "core/units.h"
+#include "net/egress_policy.h"
 
 namespace rf::worker {
 namespace {
@@ -52,6 +53,25 @@ Status set_scalar(const YAML::Node& v, const Loc& loc, const std::string& what, 
   auto value = parse(v.Scalar());
   if (!value) return make_error(loc.where(), value.error().message);
   *out = Resolved<T>{std::move(*value), loc.source()};
+  return ok_status();
+}
+
+// sandbox.allow: a list of egress rules, each checked as the sandbox spec will.
+Status set_allow(const YAML::Node& v, const Loc& loc, Maybe<std::vector<std::string>>* out) {
+  if (!v.IsSequence()) {
+    return make_error(loc.where(),
+                      "expected a list of hosts such as [api.example.com], got " + describe(v));
+  }
+  std::vector<std::string> rules;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Loc item{loc.path, line_of(v[i]), loc.key + "[" + std::to_string(i) + "]"};
+    Maybe<std::string> rule;
+    RF_TRY(set_scalar<std::string>(v[i], item, "a host rule", parse_text, &rule));
+    if (auto p = net::EgressPolicy::parse({rule->value}); !p)
+      return make_error(item.where(), p.error().to_string());
+    rules.push_back(rule->value);
+  }
+  *out = Resolved<std::vector<std::string>>{std::move(rules), loc.source()};
   return ok_status();
 }
 
@@ -168,7 +188,10 @@ const std::vector<Field>& sandbox_fields() {
          return set_backends(v, loc, &layer->fallback_backends);
        }},
       field("image", "an image name", parse_text, &SettingsLayer::image),
-      field("network", "a network policy", parse_text, &SettingsLayer::network),
+      field("network", "a network policy (none, proxy, host)", parse_text, &SettingsLayer::network),
+      {"allow", [](const YAML::Node& v, const Loc& loc,
+                   SettingsLayer* layer) { return set_allow(v, loc, &layer->allow); }},
+      field("allow_host_network", "true or false", parse_bool, &SettingsLayer::allow_host_network),
       field("cpu", "a number of cpus such as 1.5", parse_cpu, &SettingsLayer::cpu),
       field("mem", "a size such as 512m", parse_size_setting, &SettingsLayer::mem),
       field("pids", "a whole number", parse_count, &SettingsLayer::pids),
@@ -287,6 +310,9 @@ std::string settings_to_yaml(const WorkerSettings& s) {
   out << YAML::Key << "fallback_backends" << YAML::Value << YAML::Flow << s.fallback_backends.value;
   out << YAML::Key << "image" << YAML::Value << s.image.value;
   out << YAML::Key << "network" << YAML::Value << s.network.value;
+  out << YAML::Key << "allow" << YAML::Value << YAML::Flow << s.allow.value;
+  out << YAML::Key << "allow_host_network" << YAML::Value
+      << (s.allow_host_network.value ? "true" : "false");
   out << YAML::Key << "cpu" << YAML::Value << cpu.str();
   out << YAML::Key << "mem" << YAML::Value << format_size(s.mem.value);
   out << YAML::Key << "pids" << YAML::Value << std::to_string(s.pids.value);

@@ -13,11 +13,20 @@ constexpr std::chrono::milliseconds kRefillPace{20};
 
 }  // namespace
 
+// A sandbox with other egress rules or caps is not interchangeable.
+static std::string allow_key(const SandboxSpec& s) {
+  if (s.network != "proxy") return "";
+  std::string out = "/egress=" + std::to_string(s.limits.egress_connections) + "," +
+                    format_size(s.limits.egress_bytes) + "/allow=";
+  for (const auto& rule : s.allow) out += rule + ";";
+  return out;
+}
+
 std::string pool_key(const SandboxSpec& s) {
   const Limits& l = s.limits;
   return s.backend + "/" + s.image + "/net=" + s.network + "/cpu=" + std::to_string(l.cpus) +
          "/mem=" + format_size(l.memory_bytes) + "/pids=" + std::to_string(l.pids) +
-         "/disk=" + format_size(l.disk_bytes) + "/seccomp=" + s.seccomp;
+         "/disk=" + format_size(l.disk_bytes) + "/seccomp=" + s.seccomp + allow_key(s);
 }
 
 WarmPool::WarmPool(Backend& backend, SandboxSpec spec, size_t target, size_t max)

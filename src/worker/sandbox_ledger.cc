@@ -35,8 +35,15 @@ void SandboxLedger::bound(const std::string& id, const std::string& backend,
   row.worker_id = worker_id_;
   if (host_pid > 0) row.host_pid = host_pid;
   row.state = store::SandboxState::active;
-  std::lock_guard lock(mu_);
-  created_.push_back(std::move(row));
+  // A run's or worker's sandbox lives long and comes once per run: written at
+  // once, so `sandbox list` shows whose it is right away.
+  const bool soon = mode == "per_run" || mode == "per_worker";
+  {
+    std::lock_guard lock(mu_);
+    created_.push_back(std::move(row));
+    urgent_ = urgent_ || soon;
+  }
+  if (soon) cv_.notify_all();
 }
 
 void SandboxLedger::destroyed(const std::string& id) {
@@ -69,8 +76,9 @@ void SandboxLedger::flush() {
 void SandboxLedger::loop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, period_, [&] { return stopping_; });
+    cv_.wait_for(lock, period_, [&] { return stopping_ || urgent_; });
     if (stopping_) break;
+    urgent_ = false;
     if (created_.empty() && destroyed_.empty()) continue;
     lock.unlock();
     flush();

@@ -4,7 +4,7 @@
 // transaction per create and per destroy would halve the worker's throughput.
 // A flush every `period` writes what changed in one transaction; a sandbox
 // created and destroyed between two flushes was never listable and is not
-// written at all.
+// written at all. A per_run or per_worker sandbox is written at once.
 #pragma once
 
 #include <chrono>
@@ -41,6 +41,7 @@ class SandboxLedger {
   std::vector<store::SandboxRow> created_;
   std::vector<std::string> destroyed_;
   bool stopping_ = false;
+  bool urgent_ = false;  // a long-lived sandbox waits to be written
   std::mutex flush_mu_;  // one flush at a time, so a destroy never precedes its create
   std::thread thread_;
 };

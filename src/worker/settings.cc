@@ -106,6 +106,7 @@ Error spec_error(const WorkerSettings& s, const Error& e) {
   if (e.where == "limits.timeout") return at(s.timeout.source, "sandbox.timeout");
   if (e.where == "image") return at(s.image.source, "sandbox.image");
   if (e.where == "network") return at(s.network.source, "sandbox.network");
+  if (e.where == "allow") return at(s.allow.source, "sandbox.allow");
   return e;
 }
 
@@ -232,6 +233,12 @@ Result<std::chrono::milliseconds> parse_duration_setting(std::string_view text) 
   return *d;
 }
 
+Result<bool> parse_bool(std::string_view text) {
+  if (text == "true" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "no" || text == "off") return false;
+  return expected("true or false", text);
+}
+
 WorkerSettings default_settings(const std::string& home) {
   const SandboxSpec spec;
   WorkerSettings s;
@@ -269,6 +276,8 @@ WorkerSettings merge_settings(const SettingsLayer& flags, const SettingsLayer& c
   pick(&s.fallback_backends, flags.fallback_backends, config.fallback_backends);
   pick(&s.image, flags.image, config.image);
   pick(&s.network, flags.network, config.network);
+  pick(&s.allow, flags.allow, config.allow);
+  pick(&s.allow_host_network, flags.allow_host_network, config.allow_host_network);
   pick(&s.cpu, flags.cpu, config.cpu);
   pick(&s.mem, flags.mem, config.mem);
   pick(&s.pids, flags.pids, config.pids);
@@ -294,6 +303,13 @@ Status validate_settings(const WorkerSettings& s) {
     return make_error(where_of(s.idle_timeout.source, "sandbox.idle_timeout"), "must be positive");
   }
   RF_TRY(validate_sandbox(s));
+  if (s.network.value == "host" && s.project_environment.value == ProjectEnvironment::kProduction &&
+      !s.allow_host_network.value) {
+    return make_error(
+        where_of(s.network.source, "sandbox.network"),
+        "host is refused for production projects (the host's network has no egress policy); "
+        "set sandbox.allow_host_network: true in the config file to allow it");
+  }
   return validate_pool(s);
 }
 
@@ -302,6 +318,7 @@ SandboxSpec WorkerSettings::sandbox_spec() const {
   spec.backend = backend.value;
   spec.image = image.value;
   spec.network = network.value;
+  spec.allow = allow.value;
   spec.limits.cpus = cpu.value;
   spec.limits.memory_bytes = mem.value;
   spec.limits.pids = pids.value;
@@ -321,6 +338,9 @@ std::vector<std::string> WorkerSettings::explain() const {
       line("sandbox.fallback_backends", format_list(fallback_backends.value), fallback_backends),
       line("sandbox.image", image.value, image),
       line("sandbox.network", network.value, network),
+      line("sandbox.allow", format_list(allow.value), allow),
+      line("sandbox.allow_host_network", allow_host_network.value ? "true" : "false",
+           allow_host_network),
       line("sandbox.cpu", format_cpu(cpu.value), cpu),
       line("sandbox.mem", format_size(mem.value), mem),
       line("sandbox.pids", std::to_string(pids.value), pids),

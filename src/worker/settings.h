@@ -56,6 +56,8 @@ struct SettingsLayer {
   Maybe<std::vector<std::string>> fallback_backends;
   Maybe<std::string> image;
   Maybe<std::string> network;
+  Maybe<std::vector<std::string>> allow;
+  Maybe<bool> allow_host_network;
   Maybe<double> cpu;
   Maybe<uint64_t> mem;
   Maybe<uint64_t> pids;
@@ -77,6 +79,8 @@ struct WorkerSettings {
   Resolved<std::vector<std::string>> fallback_backends;  // tried in order, keeping the mode
   Resolved<std::string> image;
   Resolved<std::string> network;
+  Resolved<std::vector<std::string>> allow;  // network proxy: egress rules (net/egress_policy.h)
+  Resolved<bool> allow_host_network;         // lets a production project use network host
   Resolved<double> cpu;
   Resolved<uint64_t> mem;
   Resolved<uint64_t> pids;
@@ -118,5 +122,6 @@ Result<double> parse_cpu(std::string_view text);
 Result<uint64_t> parse_size_setting(std::string_view text);
 Result<uint64_t> parse_count(std::string_view text);
 Result<std::chrono::milliseconds> parse_duration_setting(std::string_view text);
+Result<bool> parse_bool(std::string_view text);  // true/false, yes/no, on/off
 
 }  // namespace rf::worker

@@ -3,6 +3,7 @@
 #include <functional>
 #include <vector>
 
+#include "net/egress_policy.h"
 #include "worker/config_file.h"
 
 namespace rf::worker {
@@ -45,6 +46,20 @@ Status apply_backends(std::string_view text, const std::string& source, Settings
   return ok_status();
 }
 
+// "a,b" → [a, b] egress rules; "" → [] (overriding the config file).
+Status apply_allow(std::string_view text, const std::string& source, SettingsLayer* layer) {
+  std::vector<std::string> rules;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string rule(text.substr(0, comma));
+    if (auto p = net::EgressPolicy::parse({rule}); !p) return p.take_error();
+    rules.push_back(std::move(rule));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+  }
+  layer->allow = Resolved<std::vector<std::string>>{std::move(rules), source};
+  return ok_status();
+}
+
 const std::vector<FlagDef>& flag_defs() {
   static const std::vector<FlagDef> defs = {
       def("--project-environment", "production, staging or development", parse_project_environment,
@@ -60,7 +75,11 @@ const std::vector<FlagDef>& flag_defs() {
        apply_backends},
       def("--sandbox-image", "Image (host: the host's /usr, read-only)", parse_text,
           &SettingsLayer::image),
-      def("--sandbox-network", "Network policy: none", parse_text, &SettingsLayer::network),
+      def("--sandbox-network", "Network policy: none, proxy or host", parse_text,
+          &SettingsLayer::network),
+      {"--sandbox-allow",
+       "With network proxy: hosts sandboxes may reach, comma-separated (docs/network.md)",
+       apply_allow},
       def("--sandbox-cpu", "CPUs per sandbox", parse_cpu, &SettingsLayer::cpu),
       def("--sandbox-mem", "Memory per sandbox", parse_size_setting, &SettingsLayer::mem),
       def("--sandbox-pids", "Process limit per sandbox", parse_count, &SettingsLayer::pids),

@@ -198,6 +198,8 @@ TEST(WorkerSettings, ExplainLines) {
       "sandbox.fallback_backends: [native] (config /etc/rf/worker.yaml:3)",
       "sandbox.image: host (default)",
       "sandbox.network: none (default)",
+      "sandbox.allow: [] (default)",
+      "sandbox.allow_host_network: false (default)",
       "sandbox.cpu: 2 (config /etc/rf/worker.yaml:2)",
       "sandbox.mem: 4g (flag --sandbox-mem)",
       "sandbox.pids: 256 (default)",
@@ -375,9 +377,26 @@ TEST(WorkerSettings, LimitsValidatedLikeSandboxSpec) {
             "--sandbox-cpu: must be between 0.01 and 1024, got 0.000000");
   EXPECT_EQ(validation_error({"--sandbox-disk", "1k"}, ""),
             "--sandbox-disk: must be at least 1m, got 1k");
-  EXPECT_EQ(validation_error({}, "sandbox:\n  network: host\n"),
-            "/etc/rf/worker.yaml:2: sandbox.network: unknown network policy \"host\" (available: "
+  EXPECT_EQ(validation_error({}, "sandbox:\n  network: wide\n"),
+            "/etc/rf/worker.yaml:2: sandbox.network: unknown network policy \"wide\" (available: "
+            "none, proxy, host)");
+  // network host: trusted steps only; production needs the config to say so.
+  EXPECT_EQ(validation_error({}, "sandbox:\n  network: host\n"), "(no error)");
+  EXPECT_EQ(
+      validation_error({"--project-environment", "production"}, "sandbox:\n  network: host\n"),
+      "/etc/rf/worker.yaml:2: sandbox.network: host is refused for production projects (the host's "
+      "network has no egress policy); set sandbox.allow_host_network: true in the config file to "
+      "allow it");
+  EXPECT_EQ(validation_error({"--project-environment", "production"},
+                             "sandbox:\n  network: host\n  allow_host_network: true\n"),
+            "(no error)");
+  EXPECT_EQ(validation_error({}, "sandbox:\n  allow: [api.example.com]\n"),
+            "/etc/rf/worker.yaml:2: sandbox.allow: rules apply only with network proxy (network is "
             "none)");
+  EXPECT_EQ(
+      validation_error(
+          {"--sandbox-network", "proxy", "--sandbox-allow", "api.example.com,*.pkg.org:443"}, ""),
+      "(no error)");
   EXPECT_EQ(validation_error({"--sandbox-image", "ubuntu"}, ""),
             "--sandbox-image: unknown image \"ubuntu\" (available: host)");
   // Other backends check their own images.
