@@ -726,6 +726,21 @@ Result<int> Store::ring_each(Result<std::vector<int64_t>> ids) {
   return static_cast<int>(ids->size());
 }
 
+Result<int> Store::fail_unserved_calls(const std::string& project, int64_t enqueued_before,
+                                       const std::string& error) {
+  std::lock_guard lock(mu_);
+  auto sweep = [&]() -> Result<std::vector<int64_t>> {
+    // The message names each call's own project, so it is built in SQL.
+    return rows<int64_t>(
+        db_, read_int0,
+        "UPDATE tool_calls SET state = 'failed', "
+        "error = 'project ' || project_id || ': ' || ?3, finished_at = ?4 "
+        "WHERE state = 'queued' AND project_id <> ?1 AND enqueued_at < ?2 RETURNING id",
+        project, enqueued_before, error, now());
+  };
+  return ring_each(within("fail unserved calls", write_transaction(db_, sweep)));
+}
+
 // ---- runs
 
 Status Store::end_run(const std::string& run_id) {

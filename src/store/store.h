@@ -222,6 +222,12 @@ class Store {
   // worker that starts again with the same id. Returns how many.
   Result<int> interrupt_calls_of_worker(const std::string& worker_id);
 
+  // Queued calls of projects other than `project`, enqueued before
+  // `enqueued_before`, fail with `error` (a per_worker worker refusing what no
+  // other worker took). Returns how many.
+  Result<int> fail_unserved_calls(const std::string& project, int64_t enqueued_before,
+                                  const std::string& error);
+
   // ---- runs
   // Ends the run (a no-op when already ended); its queued calls fail with "run
   // ended before the call started". Claimed and running calls go on.

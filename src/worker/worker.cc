@@ -282,6 +282,13 @@ void Worker::housekeeping_loop() {
       spdlog::warn("heartbeat: {}", s.error().to_string());
     (void)store_->interrupt_orphaned_calls(store::now_ms());
     watch_health();
+    if (mode() == SandboxMode::kPerWorker) {
+      const std::string& project = options_.settings.project.value;
+      (void)store_->fail_unserved_calls(project, store::now_ms() - options_.unserved_after.count(),
+                                        "no worker took this call; worker " + id_ +
+                                            " is per_worker for project " + project +
+                                            " and serves no other");
+    }
     SandboxRouter& router = *serving()->router;
     router.reap_idle();
     for (const auto& run : router.live_runs()) {

@@ -39,6 +39,9 @@ struct WorkerOptions {
   int failures_before_fallback = 3;
   // While fallen back, how often the configured backend and mode are tried again.
   std::chrono::milliseconds recovery_interval{30'000};
+  // per_worker: a call of another project that no other worker took within
+  // this long is failed with a clear error instead of waiting forever.
+  std::chrono::milliseconds unserved_after{5'000};
   // Output is held back up to this long, then written (see call_output.h).
   std::chrono::milliseconds output_delay{20};
   // How often the sandboxes made and destroyed are written to the store.

@@ -47,6 +47,7 @@ class WorkerTest : public SandboxTest {
     worker::WorkerOptions o;
     o.settings = settings(mode);
     o.concurrency = 4;
+    o.unserved_after = 500ms;
     auto w = worker::Worker::start(std::move(o), std::move(*placement));
     ASSERT_TRUE(w.ok()) << w.error().to_string();
     worker_ = std::move(*w);
@@ -240,6 +241,14 @@ TEST_F(WorkerTest, PerWorkerServesOnlyItsProject) {
   Done a = sh(*s, "acme", "r1", "hostname");
   Done b = sh(*s, "acme", "r2", "hostname");
   EXPECT_EQ(a.out, b.out);  // one long-lived sandbox
+  // A call of another project that no worker takes fails with a clear error
+  // (after unserved_after, 5 s by default), rather than waiting forever; it never ran.
+  Done c = sh(*s, "intruder", "r9", "echo ran");
+  EXPECT_EQ(c.view.state, store::CallState::failed);
+  EXPECT_EQ(c.view.error, "project intruder: no worker took this call; worker " + worker_->id() +
+                              " is per_worker for project acme and serves no other");
+  EXPECT_EQ(c.out, "");
+  EXPECT_FALSE(c.view.claimed_at.has_value());
 }
 
 TEST_F(WorkerTest, TwoHundredCallsFromSixteenClientsNoneLostNoneTwice) {
