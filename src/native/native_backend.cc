@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -65,6 +66,44 @@ pid_t clone_sandbox(int cgroup_fd, bool own_network, int* pidfd) {
   return static_cast<pid_t>(pid);
 }
 
+// The child's stack while it shares the host's memory (CLONE_VM), until it
+// execs the runner. Unmapped only once the child has exec'd or died.
+class ChildStack {
+ public:
+  static constexpr size_t kSize = 256 * 1024;
+  ChildStack() {
+    void* p = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    base_ = p == MAP_FAILED ? nullptr : p;
+  }
+  ~ChildStack() {
+    if (base_) ::munmap(base_, kSize);
+  }
+  void* top() const { return base_ ? static_cast<char*>(base_) + kSize : nullptr; }
+
+ private:
+  void* base_ = nullptr;
+};
+
+int child_entry(void* config) {
+  run_child(*static_cast<const ChildConfig*>(config));  // never returns
+  return 127;
+}
+
+// Without CLONE_INTO_CGROUP (v1): the child shares the host's memory until it
+// execs, as posix_spawn's child does. A fork-style clone of a multi-threaded
+// worker copies its page tables, and every write by its other threads while
+// the child sets up is a copy-on-write fault with a TLB-shootdown IPI
+// (measured: ~20% of the worker's CPU in per_tool). The child touches only its
+// own stack and reads the config; run_child allocates nothing.
+pid_t clone_sandbox_vm(bool own_network, const ChildConfig& config, void* stack_top, int* pidfd) {
+  const uint64_t namespaces =
+      own_network ? kNamespaceFlags : kNamespaceFlags & ~uint64_t{CLONE_NEWNET};
+  return ::clone(child_entry, stack_top,
+                 static_cast<int>(namespaces | CLONE_VM | CLONE_PIDFD) | SIGCHLD,
+                 const_cast<ChildConfig*>(&config), pidfd);
+}
+
 class NativeSandbox;
 
 class NativeBackend : public Backend {
@@ -116,6 +155,14 @@ class NativeSandbox : public RunnerSandbox {
  private:
   Status wait_for_child_setup(const std::vector<std::string>& step_names, int sync_fd);
 
+ public:
+  // SIGKILL and reap: set-up failed, and the child must not run on past it.
+  void kill_child_now() {
+    end_runner(
+        [](int pidfd, pid_t) { ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0); });
+  }
+
+ private:
   UidSlot slot_;
   std::unique_ptr<Cgroup> cgroup_;
   std::unique_ptr<EgressLease> egress_;  // network proxy: its socket at the proxy
@@ -171,11 +218,25 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   }
 
   int pidfd = -1;
-  const pid_t pid = timer.run(
-      "clone", [&] { return clone_sandbox(cgroup_->clone_into_fd(), config.own_network, &pidfd); });
-  if (pid < 0) return setup_error("clone", sys_error("clone3"));
+  ChildStack
+      stack;  // after everything the child reads: destroyed first, once it has exec'd or died
+  const bool share_memory = cgroup_->clone_into_fd() < 0 && stack.top() != nullptr;
+  const pid_t pid = timer.run("clone", [&] {
+    return share_memory ? clone_sandbox_vm(config.own_network, config, stack.top(), &pidfd)
+                        : clone_sandbox(cgroup_->clone_into_fd(), config.own_network, &pidfd);
+  });
+  if (pid < 0) return setup_error("clone", sys_error("clone"));
   if (pid == 0) run_child(config);  // sandbox side from here; never returns
   adopt_runner_process(pid, UniqueFd(pidfd));
+  // Any early return below must not leave a child running on `stack` and
+  // `config`: it is killed, and reaped by destroy() later.
+  struct KillUnlessExecd {
+    NativeSandbox* self;
+    bool execd = false;
+    ~KillUnlessExecd() {
+      if (!execd) self->kill_child_now();
+    }
+  } guard{this};
   sync_child.reset();
   proto_child.reset();
   join_fds.clear();
@@ -191,7 +252,9 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   if (::send(sync_parent.get(), "g", 1, MSG_NOSIGNAL) != 1) {
     return setup_error("wait for parent", sys_error("send"));
   }
-  RF_TRY(wait_for_child_setup(child_step_names(plan), sync_parent.get()));
+  auto setup = wait_for_child_setup(child_step_names(plan), sync_parent.get());
+  guard.execd = true;  // EOF on the sync socket: the child exec'd (CLOEXEC) or died
+  RF_TRY(setup);
 
   runner_ = std::make_unique<RunnerClient>(std::move(proto_parent));
   if (auto s = timer.run("handshake", [&] { return runner_->handshake(kSetupTimeout); }); !s) {
