@@ -17,6 +17,7 @@
 #include <span>
 
 #include "core/unique_fd.h"
+#include "proto/seccomp_blob.h"
 
 namespace rf::native {
 namespace {
@@ -275,6 +276,10 @@ Result<std::string> seccomp_profile_text(const std::string& name) {
   auto arg_rules = export_filter(seccomp_export_pfc, profile->arg_rules.get());
   if (!arg_rules) return arg_rules.take_error();
   return "# filter 1: allowlist\n" + *allowlist + "# filter 2: argument rules\n" + *arg_rules;
+}
+
+std::string encode_seccomp_filters(const SeccompFilters& filters) {
+  return proto::encode_bpf_programs({filters.allowlist, filters.arg_rules});
 }
 
 int load_seccomp_filters(const SeccompFilters& filters) {

@@ -37,4 +37,8 @@ Result<std::string> seccomp_profile_text(const std::string& name);
 // CAP_SYS_ADMIN). Returns 0 or an errno.
 int load_seccomp_filters(const SeccompFilters& filters);
 
+// Both filters, in load order, as the file `ringfence-tool-runner --seccomp`
+// installs (proto/seccomp_blob.h): how docker sandboxes get the same filters.
+std::string encode_seccomp_filters(const SeccompFilters& filters);
+
 }  // namespace rf::native

@@ -2,7 +2,8 @@
 // on an inherited socket and runs each tool call under its own supervisor.
 //
 //   ringfence-tool-runner --version
-//   ringfence-tool-runner [--fd N] [--root DIR] [--egress-bridge ADDR:PORT=PATH]
+//   ringfence-tool-runner [--fd N | --stdio] [--seccomp FILE] [--root DIR]
+//                         [--egress-bridge ADDR:PORT=PATH]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,15 +14,17 @@
 #include <cstring>
 #include <string>
 
+#include "core/io.h"
 #include "proto/messages.h"
+#include "proto/seccomp_blob.h"
 #include "runner/runner.h"
 
 namespace {
 
 int usage(const char* why) {
   std::fprintf(stderr,
-               "ringfence-tool-runner: %s\nusage: ringfence-tool-runner [--fd N] [--root DIR] "
-               "[--egress-bridge ADDR:PORT=PATH] | --version\n",
+               "ringfence-tool-runner: %s\nusage: ringfence-tool-runner [--fd N | --stdio] "
+               "[--seccomp FILE] [--root DIR] [--egress-bridge ADDR:PORT=PATH] | --version\n",
                why);
   return 2;
 }
@@ -39,10 +42,34 @@ void ensure_stdio() {
   }
 }
 
+// --seccomp FILE: the host's filters, installed on ourselves before anything
+// is served, so the runner and every command run under them. Fails closed.
+bool install_seccomp_file(const char* path) {
+  auto bytes = rf::read_file(path);
+  if (!bytes) {
+    std::fprintf(stderr, "ringfence-tool-runner: --seccomp: %s\n",
+                 bytes.error().to_string().c_str());
+    return false;
+  }
+  auto programs = rf::proto::decode_bpf_programs(*bytes);
+  if (!programs) {
+    std::fprintf(stderr, "ringfence-tool-runner: --seccomp %s: %s\n", path,
+                 programs.error().to_string().c_str());
+    return false;
+  }
+  if (const int err = rf::proto::install_bpf_programs(*programs); err != 0) {
+    std::fprintf(stderr, "ringfence-tool-runner: --seccomp %s: install: %s\n", path,
+                 std::strerror(err));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   rf::runner::Options options;
+  const char* seccomp_file = nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--version") {
@@ -50,13 +77,18 @@ int main(int argc, char** argv) {
                   rf::proto::kProtocolVersion);
       return 0;
     }
-    if ((arg == "--fd" || arg == "--root" || arg == "--egress-bridge") && i + 1 >= argc)
+    if ((arg == "--fd" || arg == "--root" || arg == "--egress-bridge" || arg == "--seccomp") &&
+        i + 1 >= argc)
       return usage((arg + ": needs a value").c_str());
     if (arg == "--fd") {
       char* end = nullptr;
       const long fd = std::strtol(argv[++i], &end, 10);
       if (*end != '\0' || fd < 0 || fd > 65535) return usage("--fd: not a file descriptor");
       options.fd = static_cast<int>(fd);
+    } else if (arg == "--stdio") {
+      options.stdio = true;
+    } else if (arg == "--seccomp") {
+      seccomp_file = argv[++i];
     } else if (arg == "--root") {
       options.root = argv[++i];
     } else if (arg == "--egress-bridge") {
@@ -76,6 +108,7 @@ int main(int argc, char** argv) {
   // A host or a command that went away is an EPIPE to handle, not our death.
   ::signal(SIGPIPE, SIG_IGN);
   ensure_stdio();
+  if (seccomp_file != nullptr && !install_seccomp_file(seccomp_file)) return 1;
   auto runner = rf::runner::Runner::create(options);
   if (!runner) {
     std::fprintf(stderr, "ringfence-tool-runner: %s\n", runner.error().to_string().c_str());

@@ -30,6 +30,7 @@ constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 // epoll tokens: (call id << 8) | kind. Call id 0 is the whole sandbox.
 constexpr uint64_t kSocketToken = 100;
 constexpr uint64_t kSignalToken = 101;
+constexpr uint64_t kOutputToken = 102;  // --stdio: the output pipe
 // The egress bridge's fds: this bit, or the bridge's own tag (below 2^62).
 constexpr uint64_t kBridgeBit = uint64_t{1} << 63;
 
@@ -91,7 +92,19 @@ Result<std::unique_ptr<Runner>> Runner::create(const Options& options) {
   auto files = FileOps::open(options.root);
   if (!files) return files.take_error();
   std::unique_ptr<Runner> r(new Runner(options, std::move(*files)));
-  r->sock_.reset(options.fd);
+  if (options.stdio) {
+    // The protocol moves off 0 and 1, which every command would otherwise
+    // inherit; they become /dev/null (rule 3: every fd a sandbox gets is named).
+    r->sock_.reset(::fcntl(0, F_DUPFD_CLOEXEC, 3));
+    r->out_fd_.reset(::fcntl(1, F_DUPFD_CLOEXEC, 3));
+    if (!r->sock_ || !r->out_fd_) return sys_error("--stdio: dup");
+    UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+    if (!null || ::dup2(null.get(), 0) < 0 || ::dup2(null.get(), 1) < 0) {
+      return sys_error("--stdio: /dev/null");
+    }
+  } else {
+    r->sock_.reset(options.fd);
+  }
   r->pid1_ = ::getpid() == 1;
   sigset_t set;
   sigemptyset(&set);
@@ -146,7 +159,7 @@ Status Runner::handshake() {
   ours.runner_version = RF_VERSION;
   std::string hello;
   proto::append_frame(&hello, MsgType::kHello, 0, proto::to_json(ours));
-  RF_TRY(write_all(sock_.get(), hello));
+  RF_TRY(write_all(out_fd(), hello));
   RF_TRY(read_frames_blocking());
   proto::Frame f = decoder_.pop();
   if (f.type != MsgType::kHello) {
@@ -167,6 +180,7 @@ int Runner::run() {
   }
   // Non-blocking from here: a slow host must never stall the loop.
   ::fcntl(sock_.get(), F_SETFL, ::fcntl(sock_.get(), F_GETFL) | O_NONBLOCK);
+  if (out_fd_) ::fcntl(out_fd_.get(), F_SETFL, ::fcntl(out_fd_.get(), F_GETFL) | O_NONBLOCK);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kSignalToken;
@@ -190,6 +204,9 @@ int Runner::run() {
       const uint64_t t = events[i].data.u64;
       if (t == kSocketToken) {
         on_socket(events[i].events);
+      } else if (t == kOutputToken) {
+        if (events[i].events & EPOLLERR) exit_code_ = 0;  // the host closed its end
+        flush_out();
       } else if (t == kSignalToken) {
         on_signals();
       } else if (t & kBridgeBit) {
@@ -235,8 +252,11 @@ void Runner::set_paused(bool paused) {
 
 void Runner::flush_out() {
   while (out_off_ < out_.size()) {
-    const ssize_t n = ::send(sock_.get(), out_.data() + out_off_, out_.size() - out_off_,
-                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    // A pipe cannot send(); SIGPIPE is ignored, so a gone host is an EPIPE.
+    const ssize_t n = out_fd_
+                          ? ::write(out_fd_.get(), out_.data() + out_off_, out_.size() - out_off_)
+                          : ::send(sock_.get(), out_.data() + out_off_, out_.size() - out_off_,
+                                   MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) break;
     if (n < 0) {
@@ -255,6 +275,10 @@ void Runner::flush_out() {
     out_off_ = 0;
   }
   if (paused_ && out_.size() - out_off_ < kResumeBelow) set_paused(false);
+  if (out_fd_) {
+    watch_output(!out_.empty());
+    return;
+  }
   const uint32_t want = EPOLLIN | (out_.empty() ? 0u : uint32_t{EPOLLOUT});
   if (want != sock_events_) {
     epoll_event ev{};
@@ -263,6 +287,13 @@ void Runner::flush_out() {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, sock_.get(), &ev);
     sock_events_ = want;
   }
+}
+
+void Runner::watch_output(bool want) {
+  const bool watching = (sock_events_ & EPOLLOUT) != 0;
+  if (want == watching) return;
+  watch_token(out_fd_.get(), kOutputToken, want ? uint32_t{EPOLLOUT} : 0u);
+  sock_events_ = EPOLLIN | (want ? uint32_t{EPOLLOUT} : 0u);
 }
 
 void Runner::on_socket(uint32_t events) {
@@ -507,10 +538,12 @@ void Runner::end_all_calls() {
 void Runner::flush_before_exit() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (out_off_ < out_.size() && std::chrono::steady_clock::now() < deadline) {
-    pollfd p{sock_.get(), POLLOUT, 0};
+    pollfd p{out_fd(), POLLOUT, 0};
     if (::poll(&p, 1, 50) <= 0) continue;
-    const ssize_t n = ::send(sock_.get(), out_.data() + out_off_, out_.size() - out_off_,
-                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = out_fd_
+                          ? ::write(out_fd_.get(), out_.data() + out_off_, out_.size() - out_off_)
+                          : ::send(sock_.get(), out_.data() + out_off_, out_.size() - out_off_,
+                                   MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n <= 0) break;
     out_off_ += static_cast<size_t>(n);

@@ -21,7 +21,10 @@
 namespace rf::runner {
 
 struct Options {
-  int fd = 3;              // the connected protocol socket
+  int fd = 3;  // the connected protocol socket
+  // --stdio: frames come in on fd 0 and go out on fd 1 (docker's attach
+  // stream); both move to private fds and 0 and 1 become /dev/null.
+  bool stdio = false;
   std::string root = "/";  // what file operations treat as "/"
   // --egress-bridge: listen there (before the handshake) and relay every
   // connection to the proxy's unix socket (runner/egress_bridge.h).
@@ -70,6 +73,9 @@ class Runner final : public Loop {
   Options options_;
   FileOps files_;
   UniqueFd sock_, epoll_, sigfd_;
+  UniqueFd out_fd_;  // --stdio: where frames go (a pipe); else frames go to sock_
+  int out_fd() const { return out_fd_ ? out_fd_.get() : sock_.get(); }
+  void watch_output(bool want);
   bool pid1_ = false;
   proto::FrameDecoder decoder_;
   std::string out_;
