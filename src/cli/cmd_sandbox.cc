@@ -16,12 +16,14 @@
 #include "native/native_backend.h"
 #include "sandbox/result_json.h"
 #include "sandbox/sandbox.h"
+#include "worker/backends.h"
 
 namespace rf::cli {
 namespace {
 
 struct SandboxFlags {
   std::string backend = "native";
+  std::string docker_host;
   std::string image = "host";
   std::string workspace;
   std::vector<std::string> env;
@@ -42,9 +44,14 @@ struct SandboxFlags {
 
 void add_sandbox_flags(CLI::App* cmd, SandboxFlags* f) {
   cmd->add_option("--backend", f->backend,
-                  "native (every bound on) or local (no isolation: development only)")
+                  "native (every bound on), docker or remotedocker (a Docker daemon's "
+                  "containers, same bounds), or local (no isolation: development only)")
       ->default_val("native");
-  cmd->add_option("--image", f->image, "Image (host: the host's /usr, read-only)")
+  cmd->add_option("--docker-host", f->docker_host,
+                  "The Docker daemon: unix:///path, tcp://HOST:PORT or ssh://USER@HOST "
+                  "(default $DOCKER_HOST, else unix:///var/run/docker.sock)");
+  cmd->add_option("--image", f->image,
+                  "Image: host (the host's /usr, read-only; native) or a docker image")
       ->default_val("host");
   cmd->add_option("--workspace", f->workspace,
                   "Host directory to bind at /workspace (default: a tmpfs)");
@@ -246,8 +253,7 @@ int run(const SandboxFlags& flags, bool shell) {
     ::setenv("RINGFENCE_PROXY_RESOLVE", joined.c_str(),
              1);  // the proxy's own config (native/egress.h)
   }
-  native::register_native_backend();
-  local::register_local_backend();
+  worker::register_backends({flags.docker_host});
   auto backend = make_backend(spec->backend);
   if (!backend) {
     std::fprintf(stderr, "ringfence: %s\n", backend.error().to_string().c_str());
@@ -325,6 +331,7 @@ void add_sandbox_commands(CLI::App& app, CommandResult* result) {
   shell->callback([shell_flags, result] { result->exit_code = run(*shell_flags, /*shell=*/true); });
 
   add_sandbox_admin_commands(sandbox, result);
+  add_sandbox_validate_command(sandbox, result);
 }
 
 }  // namespace rf::cli

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "core/units.h"
+#include "docker/docker_backend.h"
 #include "local/doctor.h"
 #include "local/local_backend.h"
 #include "local/scratch_dir.h"
@@ -18,6 +19,7 @@
 #include "sandbox/host_health.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
+#include "worker/backends.h"
 #include "worker/config_file.h"
 #include "worker/settings.h"
 #include "worker/worker.h"
@@ -26,7 +28,8 @@ namespace rf::cli {
 namespace {
 
 struct AdminFlags {
-  std::string backend;    // empty: every backend (doctor: native)
+  std::string backend;  // empty: every backend (doctor: native)
+  std::string docker_host;
   std::string state_dir;  // empty: the worker's default
   bool json = false;
   std::string older_than;
@@ -45,16 +48,33 @@ std::string state_dir_or_default(const std::string& flag) {
   return flag.empty() ? worker::default_settings(worker::home_directory()).state_dir.value : flag;
 }
 
-std::vector<std::string> known_backends() {
-  native::register_native_backend();
-  local::register_local_backend();
+std::vector<std::string> known_backends(const AdminFlags& f) {
+  worker::register_backends({f.docker_host});
   return backend_names();
 }
 
+// Without --backend: native, local, and docker when a daemon is configured
+// (remotedocker is docker by another name). A docker daemon that does not
+// answer then is noted, not a failure: this host may simply not run one.
+std::vector<std::string> every_backend(const AdminFlags& f) {
+  std::vector<std::string> out;
+  for (const auto& n : known_backends(f)) {
+    if (n == "remotedocker") continue;
+    if (n == "docker" && !worker::docker_configured({f.docker_host})) continue;
+    out.push_back(n);
+  }
+  return out;
+}
+
+bool implicit_docker(const AdminFlags& f, const std::string& name) {
+  return f.backend.empty() && name == "docker";
+}
+
 // `--backend NAME`, or every backend; an unknown name is a usage error.
-std::optional<std::vector<std::string>> backends_for(const std::string& flag, const char* verb) {
-  const auto all = known_backends();
-  if (flag.empty()) return all;
+std::optional<std::vector<std::string>> backends_for(const AdminFlags& f, const char* verb) {
+  const std::string& flag = f.backend;
+  const auto all = known_backends(f);
+  if (flag.empty()) return every_backend(f);
   if (std::find(all.begin(), all.end(), flag) != all.end()) return std::vector<std::string>{flag};
   std::string names;
   for (const auto& n : all) names += (names.empty() ? "" : ", ") + n;
@@ -144,13 +164,17 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
 }
 
 int run_list(const AdminFlags& f) {
-  auto names = backends_for(f.backend, "list");
+  auto names = backends_for(f, "list");
   if (!names) return kExitUsage;
   std::vector<Listed> found;
   bool failed = false;
   for (const auto& name : *names) {
     auto backend = make_backend(name);
     auto all = backend ? (*backend)->list() : Result<std::vector<SandboxInfo>>(backend.error());
+    if (!all && implicit_docker(f, name)) {
+      complain("sandbox list: docker skipped: " + all.error().to_string());
+      continue;
+    }
     if (!all) {
       complain("sandbox list: " + name + ": " + all.error().to_string());
       failed = true;
@@ -181,7 +205,7 @@ int run_reap(const AdminFlags& f) {
     complain("--older-than: " + age.error().to_string());
     return kExitUsage;
   }
-  auto names = backends_for(f.backend, "reap");
+  auto names = backends_for(f, "reap");
   if (!names) return kExitUsage;
   const auto older_than = std::chrono::duration_cast<std::chrono::seconds>(*age);
   bool failed = false, any = false;
@@ -189,6 +213,10 @@ int run_reap(const AdminFlags& f) {
     auto backend = make_backend(name);
     auto reaped = backend ? (*backend)->reap(older_than, f.dry_run)
                           : Result<std::vector<SandboxInfo>>(backend.error());
+    if (!reaped && implicit_docker(f, name)) {
+      complain("sandbox reap: docker skipped: " + reaped.error().to_string());
+      continue;
+    }
     if (!reaped) {
       complain("sandbox reap: " + name + ": " + reaped.error().to_string());
       failed = true;
@@ -224,9 +252,14 @@ int run_doctor(const AdminFlags& f) {
     checks = native::native_doctor(native::NativeOptions{});
   } else if (name == "local") {
     checks = local::local_doctor(local::LocalOptions{});
+  } else if (name == "docker" || name == "remotedocker") {
+    docker::DockerOptions options;
+    options.host_url = f.docker_host;
+    options.require_remote = name == "remotedocker";
+    checks = docker::docker_doctor(options);
   } else {
     complain("sandbox doctor: --backend: unknown backend \"" + name +
-             "\" (available: local, native)");
+             "\" (available: docker, local, native, remotedocker)");
     return kExitUsage;
   }
   const std::string state_dir = state_dir_or_default(f.state_dir);
@@ -248,12 +281,15 @@ void add_sandbox_admin_commands(CLI::App* sandbox, CommandResult* result) {
 
   auto* doctor =
       sandbox->add_subcommand("doctor", "Check that this host can run the backend's sandboxes");
-  doctor->add_option("--backend", f->backend, "Backend to check: native (default) or local");
+  doctor->add_option("--backend", f->backend,
+                     "Backend to check: native (default), local, docker or remotedocker");
+  doctor->add_option("--docker-host", f->docker_host, "The Docker daemon (docker backends)");
   doctor->add_option("--state-dir", f->state_dir, state_dir_help);
   doctor->callback([f, result] { result->exit_code = run_doctor(*f); });
 
   auto* list = sandbox->add_subcommand("list", "The live sandboxes on this host, of every backend");
   list->add_option("--backend", f->backend, "Only this backend");
+  list->add_option("--docker-host", f->docker_host, "The Docker daemon (docker backends)");
   list->add_option("--state-dir", f->state_dir, state_dir_help);
   list->add_flag("--json", f->json, "One JSON array");
   list->callback([f, result] { result->exit_code = run_list(*f); });
@@ -261,6 +297,7 @@ void add_sandbox_admin_commands(CLI::App* sandbox, CommandResult* result) {
   auto* reap = sandbox->add_subcommand(
       "reap", "Kill orphaned or old sandboxes of every backend, remove every trace");
   reap->add_option("--backend", f->backend, "Only this backend");
+  reap->add_option("--docker-host", f->docker_host, "The Docker daemon (docker backends)");
   reap->add_option("--older-than", f->older_than, "Also reap live sandboxes at least this old")
       ->required();
   reap->add_flag("--dry-run", f->dry_run, "Only say what would be reaped");

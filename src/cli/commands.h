@@ -26,6 +26,8 @@ std::vector<std::string> command_words(const std::vector<std::string>& positiona
 void add_sandbox_commands(CLI::App& app, CommandResult* result);
 // `sandbox doctor | list | reap`, under the `sandbox` command.
 void add_sandbox_admin_commands(CLI::App* sandbox, CommandResult* result);
+// `sandbox validate IMAGE`: does an image meet the contract (docs/images.md)?
+void add_sandbox_validate_command(CLI::App* sandbox, CommandResult* result);
 void add_call_commands(CLI::App& app, CommandResult* result);
 void add_worker_commands(CLI::App& app, CommandResult* result);
 

@@ -26,6 +26,9 @@ class RunnerSandbox : public Sandbox {
   const SandboxSpec& spec() const override { return spec_; }
   int init_pid() const override { return pid_; }
   const std::vector<StepTiming>& setup_timings() const override { return timings_; }
+  std::string runner_version() const override {
+    return runner_ ? runner_->runner_version() : std::string();
+  }
 
   Status write_stdin(uint32_t id, std::string_view data) override;
   Status close_stdin(uint32_t id) override;

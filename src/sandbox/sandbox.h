@@ -69,6 +69,8 @@ class Sandbox {
   // Host pid of the sandbox's PID 1 (0 when the backend has none).
   virtual int init_pid() const = 0;
   virtual const std::vector<StepTiming>& setup_timings() const = 0;
+  // The tool runner's version, as it said in the handshake ("" when none).
+  virtual std::string runner_version() const { return {}; }
 
   // Runs one call to its end, streaming output to `sink`. Thread-safe: several
   // calls may run at once. While it runs, other threads may feed its stdin.
@@ -112,6 +114,13 @@ struct HealthCheck {
   bool required = true;  // a failed required check makes the backend unhealthy
 };
 
+// What a backend found out about an image before running it (`sandbox validate`).
+struct ImageReport {
+  std::string description;            // "digest sha256:...", "the host's /usr and /etc"
+  std::optional<bool> has_workspace;  // the image has a /workspace directory, when it can tell
+  std::string runner = "injected";    // or the --version line of the image's own runner
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -128,6 +137,14 @@ class Backend {
   }
   // Everything this backend needs from the host, checked for real.
   virtual std::vector<HealthCheck> health() { return {}; }
+  // Makes `image` ready (pulled, inspected) and says what it is.
+  virtual Result<ImageReport> prepare_image(const std::string& image) {
+    if (image != "host") {
+      return make_error("image", "the " + name() + " backend has only the \"host\" image, not \"" +
+                                     image + "\"");
+    }
+    return ImageReport{"the host's /usr and a curated /etc, read-only", std::nullopt, "injected"};
+  }
 };
 
 // Backends register themselves by name; the CLI and the worker look them up.

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -39,12 +40,23 @@ Status validate_spec(const SandboxSpec& s) {
     return make_error("id",
                       "\"" + s.id + "\" must be 1-63 of [a-z0-9-], not starting or ending with -");
   }
-  if (s.backend != "local" && s.backend != "native") {
-    return make_error("backend",
-                      "unknown backend \"" + s.backend + "\" (available: local, native)");
+  const bool docker = s.backend == "docker" || s.backend == "remotedocker";
+  if (s.backend != "local" && s.backend != "native" && !docker) {
+    return make_error("backend", "unknown backend \"" + s.backend +
+                                     "\" (available: docker, local, native, remotedocker)");
   }
-  if (s.image != "host") {
-    return make_error("image", "unknown image \"" + s.image + "\" (available: host)");
+  if (!docker && s.image != "host") {
+    return make_error("image", "unknown image \"" + s.image + "\" (the " + s.backend +
+                                   " backend has only: host)");
+  }
+  // A docker reference: name[:tag][@digest], no spaces, no option-like start.
+  const bool image_ok = !s.image.empty() && s.image.size() <= 255 && s.image[0] != '-' &&
+                        s.image.find_first_not_of(
+                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                            "._-/:@") == std::string::npos;
+  if (docker && !image_ok) {
+    return make_error("image",
+                      "\"" + s.image + "\" is not an image reference (name[:tag][@digest])");
   }
   if (!s.workspace_dir.empty()) {
     if (s.workspace_dir[0] != '/') {
@@ -95,6 +107,22 @@ Status validate_spec(const SandboxSpec& s) {
   if (auto policy = net::EgressPolicy::parse(s.allow); !policy) {
     return make_error("allow", policy.error().to_string());
   }
+  for (const auto& [key, value] : s.labels) {
+    const bool key_ok =
+        !key.empty() && key.size() <= 64 &&
+        key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
+    if (!key_ok) {
+      return make_error("labels",
+                        "bad key \"" + key + "\" (expected [a-z0-9._-], 1 to 64 characters)");
+    }
+    const bool value_ok =
+        value.size() <= 256 && std::all_of(value.begin(), value.end(), [](char c) {
+          return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+        });
+    if (!value_ok) {
+      return make_error("labels." + key, "expected at most 256 printable characters");
+    }
+  }
   if (s.seccomp != "default") {
     return make_error("seccomp",
                       "unknown seccomp profile \"" + s.seccomp + "\" (available: default)");
@@ -109,7 +137,7 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
   if (!j.is_object()) return make_error("spec", "expected a JSON object");
   SandboxSpec s;
   static const std::set<std::string> kKeys = {"id",     "backend", "image", "workspace", "env",
-                                              "limits", "network", "allow", "seccomp"};
+                                              "limits", "network", "allow", "seccomp",   "labels"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!kKeys.count(it.key())) return make_error(it.key(), "unknown field");
   }
@@ -130,6 +158,13 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
     for (const auto& rule : j["allow"]) {
       if (!rule.is_string()) return make_error("allow", "expected an array of strings");
       s.allow.push_back(rule.get<std::string>());
+    }
+  }
+  if (j.contains("labels")) {
+    if (!j["labels"].is_object()) return make_error("labels", "expected an object of strings");
+    for (auto it = j["labels"].begin(); it != j["labels"].end(); ++it) {
+      if (!it.value().is_string()) return make_error("labels." + it.key(), "expected a string");
+      s.labels[it.key()] = it.value().get<std::string>();
     }
   }
   if (j.contains("env")) {
@@ -191,6 +226,7 @@ std::string spec_to_json(const SandboxSpec& s) {
                       {"network", s.network},
                       {"allow", s.allow},
                       {"seccomp", s.seccomp},
+                      {"labels", s.labels},
                       {"limits",
                        {{"cpus", s.limits.cpus},
                         {"memory", format_size(s.limits.memory_bytes)},

@@ -40,6 +40,10 @@ struct SandboxSpec {
   std::string network = "none";
   std::vector<std::string> allow;  // rules of src/net/egress_policy.h; network proxy only
   std::string seccomp = "default";
+  // Who the sandbox serves ("project", "run", "mode"): the docker backend puts
+  // them on its container as "ringfence.<key>" labels. Keys [a-z0-9._-]{1,64},
+  // values up to 256 printable characters.
+  std::map<std::string, std::string> labels;
 };
 
 // Where a sandbox with network proxy finds the proxy: the tool runner listens

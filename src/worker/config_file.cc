@@ -182,7 +182,10 @@ const std::vector<Field>& sandbox_fields() {
   static const std::vector<Field> fields = {
       field("mode", "a sandbox mode (none, per_tool, per_run, per_worker)", parse_sandbox_mode,
             &SettingsLayer::mode),
-      field("backend", "a backend (native, docker, local)", parse_backend, &SettingsLayer::backend),
+      field("backend", "a backend (native, docker, remotedocker, local)", parse_backend,
+            &SettingsLayer::backend),
+      field("docker_host", "a docker host URL (unix:///path, tcp://HOST:PORT, ssh://USER@HOST)",
+            parse_text, &SettingsLayer::docker_host),
       {"fallback_backends",
        [](const YAML::Node& v, const Loc& loc, SettingsLayer* layer) {
          return set_backends(v, loc, &layer->fallback_backends);
@@ -307,6 +310,9 @@ std::string settings_to_yaml(const WorkerSettings& s) {
   out << YAML::Key << "sandbox" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "mode" << YAML::Value << to_string(s.mode.value);
   out << YAML::Key << "backend" << YAML::Value << s.backend.value;
+  if (!s.docker_host.value.empty()) {
+    out << YAML::Key << "docker_host" << YAML::Value << s.docker_host.value;
+  }
   out << YAML::Key << "fallback_backends" << YAML::Value << YAML::Flow << s.fallback_backends.value;
   out << YAML::Key << "image" << YAML::Value << s.image.value;
   out << YAML::Key << "network" << YAML::Value << s.network.value;

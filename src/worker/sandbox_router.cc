@@ -19,7 +19,15 @@ SandboxRouter::~SandboxRouter() { destroy_all(); }
 
 Result<std::shared_ptr<Sandbox>> SandboxRouter::fresh(const std::string& project,
                                                       const std::string& run) {
-  auto sb = pool_ ? pool_->acquire() : backend_.create(spec_);
+  Result<std::unique_ptr<Sandbox>> sb = make_error("sandbox", "not made");
+  if (pool_) {
+    sb = pool_->acquire();  // made before its project was known: the store has it
+  } else {
+    SandboxSpec spec = spec_;
+    spec.labels["project"] = project;
+    if (!run.empty()) spec.labels["run"] = run;
+    sb = backend_.create(spec);
+  }
   if (!sb) return sb.take_error();
   std::shared_ptr<Sandbox> out(std::move(*sb));
   if (ledger_)

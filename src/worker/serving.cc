@@ -10,6 +10,9 @@ std::shared_ptr<Serving> Serving::make(Placement placement, const WorkerSettings
   Backend& backend = *out->placement.backend;
   SandboxSpec spec = s.sandbox_spec();
   if (mode == SandboxMode::kNone) spec = SandboxSpec{.backend = "local"};
+  // The backend that serves (a fallback may stand in for the configured one).
+  if (mode != SandboxMode::kNone) spec.backend = backend.name();
+  spec.labels["mode"] = to_string(mode);
   if ((mode == SandboxMode::kPerTool || mode == SandboxMode::kPerRun) && s.pool_target.value > 0) {
     out->pool = std::make_unique<WarmPool>(backend, spec, s.pool_target.value, s.pool_max.value);
     out->pool->start();

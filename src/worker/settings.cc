@@ -23,7 +23,7 @@ constexpr std::array<std::pair<ProjectEnvironment, const char*>, 3> kEnvironment
     {ProjectEnvironment::kDevelopment, "development"},
 }};
 
-constexpr std::array<const char*, 3> kBackends = {"native", "docker", "local"};
+constexpr std::array<const char*, 4> kBackends = {"native", "docker", "remotedocker", "local"};
 
 std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
@@ -114,6 +114,17 @@ Error spec_error(const WorkerSettings& s, const Error& e) {
 // backend's images are known here; other backends check their images themselves.
 Status validate_sandbox(const WorkerSettings& s) {
   SandboxSpec spec = s.sandbox_spec();
+  const bool docker = spec.backend == "docker" || spec.backend == "remotedocker";
+  if (docker && spec.image == "host") {
+    return make_error(where_of(s.image.source, "sandbox.image"),
+                      "the " + spec.backend +
+                          " backend needs a docker image (--sandbox-image NAME); \"host\" is the "
+                          "native backend's");
+  }
+  if (spec.backend == "remotedocker" && s.docker_host.value.empty()) {
+    return make_error(where_of(s.backend.source, "sandbox.backend"),
+                      "remotedocker needs --docker-host tcp://HOST:PORT or ssh://USER@HOST");
+  }
   if (spec.backend != "native") spec.image = SandboxSpec{}.image;
   spec.backend = SandboxSpec{}.backend;
   Status st = validate_spec(spec);
@@ -273,6 +284,7 @@ WorkerSettings merge_settings(const SettingsLayer& flags, const SettingsLayer& c
   pick(&s.state_dir, flags.state_dir, config.state_dir);
   s.state_dir.value = expand_home(s.state_dir.value, home);
   pick(&s.backend, flags.backend, config.backend);
+  pick(&s.docker_host, flags.docker_host, config.docker_host);
   pick(&s.fallback_backends, flags.fallback_backends, config.fallback_backends);
   pick(&s.image, flags.image, config.image);
   pick(&s.network, flags.network, config.network);
@@ -335,6 +347,7 @@ std::vector<std::string> WorkerSettings::explain() const {
       line("state_dir", state_dir.value, state_dir),
       line("sandbox.mode", to_string(mode.value), mode),
       line("sandbox.backend", backend.value, backend),
+      line("sandbox.docker_host", or_none(docker_host.value), docker_host),
       line("sandbox.fallback_backends", format_list(fallback_backends.value), fallback_backends),
       line("sandbox.image", image.value, image),
       line("sandbox.network", network.value, network),

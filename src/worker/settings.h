@@ -53,6 +53,7 @@ struct SettingsLayer {
   Maybe<std::string> state_dir;
   Maybe<SandboxMode> mode;
   Maybe<std::string> backend;
+  Maybe<std::string> docker_host;
   Maybe<std::vector<std::string>> fallback_backends;
   Maybe<std::string> image;
   Maybe<std::string> network;
@@ -76,6 +77,7 @@ struct WorkerSettings {
   Resolved<std::string> state_dir;
   Resolved<SandboxMode> mode;
   Resolved<std::string> backend;
+  Resolved<std::string> docker_host;  // docker backends: the daemon's URL; empty: $DOCKER_HOST
   Resolved<std::vector<std::string>> fallback_backends;  // tried in order, keeping the mode
   Resolved<std::string> image;
   Resolved<std::string> network;

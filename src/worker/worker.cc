@@ -7,6 +7,7 @@
 #include "local/local_backend.h"
 #include "native/native_backend.h"
 #include "sandbox/result_json.h"
+#include "worker/backends.h"
 
 namespace rf::worker {
 namespace {
@@ -44,8 +45,7 @@ SandboxMode step_down(SandboxMode m) {
 std::string store_path(const std::string& state_dir) { return state_dir + "/ringfence.db"; }
 
 Result<Placement> place(const WorkerSettings& s, bool at_start) {
-  native::register_native_backend();
-  local::register_local_backend();
+  register_backends({s.docker_host.value});
   Placement p;
   p.mode = s.mode.value;
   if (p.mode != SandboxMode::kNone) {

@@ -17,8 +17,20 @@
 #include "native/native_backend.h"
 #include "sandbox/sandbox.h"
 #include "support/capture.h"
+#ifdef RF_TEST_DOCKER
+#include "docker/docker_backend.h"
+#include "support/docker_daemon.h"
+#endif
 
 namespace rf::testing {
+
+// The backend the sandbox tests run against: native, or docker when built
+// into rf_docker_tests (RF_TEST_DOCKER), against the test dockerd.
+#ifdef RF_TEST_DOCKER
+inline constexpr bool kDocker = true;
+#else
+inline constexpr bool kDocker = false;
+#endif
 
 struct Out {
   ExecResult result;
@@ -29,18 +41,35 @@ class SandboxTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (::geteuid() != 0) return;
+#ifdef RF_TEST_DOCKER
+    if (!test_daemon().skip_reason().empty()) return;
+    docker::DockerOptions o;
+    o.host_url = test_daemon().unix_host();
+    o.runner_path = RF_RUNNER_PATH;
+    o.allow_pull = false;
+    auto b = docker::make_docker_backend(o);
+#else
     auto b = native::make_native_backend(native::NativeOptions{RF_RUNNER_PATH, "ringfence-test"});
+#endif
     ASSERT_TRUE(b.ok()) << b.error().to_string();
     backend_ = std::move(*b);
   }
   static void TearDownTestSuite() { backend_.reset(); }
 
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "real sandboxes need root (the project's machines are root)";
+    if (::geteuid() != 0)
+      GTEST_SKIP() << "real sandboxes need root (the project's machines are root)";
+#ifdef RF_TEST_DOCKER
+    RF_REQUIRE_DOCKER();
+#endif
   }
 
  public:
   std::unique_ptr<Sandbox> make(SandboxSpec spec = {}) {
+#ifdef RF_TEST_DOCKER
+    spec.backend = "docker";
+    if (spec.image == "host") spec.image = test_daemon().image();
+#endif
     auto sb = backend_->create(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().to_string();
     if (!sb.ok()) return nullptr;

@@ -436,11 +436,11 @@ TEST_F(LocalBackendTest, SpecsTheLocalBackendCannotHonourAreRefused) {
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.error().where, "workspace");
   SandboxSpec unknown;
-  unknown.backend = "docker";
+  unknown.backend = "k8s";
   auto v = validate_spec(unknown);
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.error().to_string(),
-            "backend: unknown backend \"docker\" (available: local, native)");
+            "backend: unknown backend \"k8s\" (available: docker, local, native, remotedocker)");
 }
 
 TEST_F(LocalBackendTest, ScratchDirOfAnExistingIdIsNotTakenOver) {

@@ -195,6 +195,7 @@ TEST(WorkerSettings, ExplainLines) {
       "state_dir: /home/u/.ringfence/state (default)",
       "sandbox.mode: per_run (project environment production)",
       "sandbox.backend: native (default)",
+      "sandbox.docker_host: (none) (default)",
       "sandbox.fallback_backends: [native] (config /etc/rf/worker.yaml:3)",
       "sandbox.image: host (default)",
       "sandbox.network: none (default)",
@@ -221,7 +222,7 @@ sandbox:
   mode: per_worker
   backend: docker
   fallback_backends: [native, local]
-  image: host
+  image: python:3.12-slim
   network: none
   cpu: 1.5
   mem: 4g
@@ -244,7 +245,7 @@ pool:
   EXPECT_EQ(s.pool_max.source, "config /etc/rf/worker.yaml:19");
   const SandboxSpec spec = s.sandbox_spec();
   EXPECT_EQ(spec.backend, "docker");
-  EXPECT_EQ(spec.image, "host");
+  EXPECT_EQ(spec.image, "python:3.12-slim");
   EXPECT_EQ(spec.network, "none");
   EXPECT_EQ(spec.limits.cpus, 1.5);
   EXPECT_EQ(spec.limits.memory_bytes, 4ull << 30);
@@ -317,10 +318,10 @@ TEST(WorkerConfig, BadValues) {
             "(allowed: production, staging, development)");
   EXPECT_EQ(config_error("sandbox:\n  backend: podman\n"),
             "/etc/rf/worker.yaml:2: sandbox.backend: unknown backend \"podman\" (allowed: native, "
-            "docker, local)");
+            "docker, remotedocker, local)");
   EXPECT_EQ(config_error("sandbox:\n  fallback_backends:\n    - native\n    - lxc\n"),
             "/etc/rf/worker.yaml:4: sandbox.fallback_backends[1]: unknown backend \"lxc\" "
-            "(allowed: native, docker, local)");
+            "(allowed: native, docker, remotedocker, local)");
   EXPECT_EQ(config_error("sandbox:\n  pids: 2.5\n"),
             "/etc/rf/worker.yaml:2: sandbox.pids: expected a whole number, got \"2.5\"");
   EXPECT_EQ(
@@ -398,9 +399,23 @@ TEST(WorkerSettings, LimitsValidatedLikeSandboxSpec) {
           {"--sandbox-network", "proxy", "--sandbox-allow", "api.example.com,*.pkg.org:443"}, ""),
       "(no error)");
   EXPECT_EQ(validation_error({"--sandbox-image", "ubuntu"}, ""),
-            "--sandbox-image: unknown image \"ubuntu\" (available: host)");
+            "--sandbox-image: unknown image \"ubuntu\" (the native backend has only: host)");
   // Other backends check their own images.
   EXPECT_EQ(validation_error({"--sandbox-backend", "docker", "--sandbox-image", "ubuntu"}, ""),
+            "(no error)");
+  EXPECT_EQ(validation_error({"--sandbox-backend", "docker"}, ""),
+            "sandbox.image: the docker backend needs a docker image (--sandbox-image NAME); "
+            "\"host\" is the native backend's");
+  EXPECT_EQ(
+      validation_error({"--sandbox-backend", "remotedocker", "--sandbox-image", "u"}, ""),
+      "--sandbox-backend: remotedocker needs --docker-host tcp://HOST:PORT or ssh://USER@HOST");
+  EXPECT_EQ(validation_error({"--sandbox-backend", "remotedocker", "--sandbox-image", "u",
+                              "--docker-host", "ssh://ci@build"},
+                             ""),
+            "(no error)");
+  EXPECT_EQ(validation_error({},
+                             "sandbox:\n  backend: docker\n  image: python:3.12\n  docker_host: "
+                             "tcp://127.0.0.1:2375\n"),
             "(no error)");
 }
 
@@ -426,9 +441,9 @@ TEST(WorkerFlags, BadFlagValuesNameTheFlag) {
   EXPECT_EQ(flag_error({"--sandbox-mode", "per-run"}),
             "--sandbox-mode: unknown sandbox mode \"per-run\" (allowed: none, per_tool, per_run, "
             "per_worker)");
-  EXPECT_EQ(
-      flag_error({"--sandbox-fallback-backends", "native,lxc"}),
-      "--sandbox-fallback-backends: unknown backend \"lxc\" (allowed: native, docker, local)");
+  EXPECT_EQ(flag_error({"--sandbox-fallback-backends", "native,lxc"}),
+            "--sandbox-fallback-backends: unknown backend \"lxc\" (allowed: native, docker, "
+            "remotedocker, local)");
   EXPECT_EQ(flag_error({"--sandbox-pids", "-1"}),
             "--sandbox-pids: expected a whole number, got \"-1\"");
 }

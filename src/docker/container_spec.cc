@@ -1,0 +1,120 @@
+#include "docker/container_spec.h"
+
+#include <cmath>
+#include <string>
+
+namespace rf::docker {
+namespace {
+
+std::string tmpfs_options(uint64_t size_bytes, const std::string& extra) {
+  // nosuid, nodev: nothing there can gain privileges or reach a device.
+  return "rw,nosuid,nodev," + extra + "size=" + std::to_string(size_bytes);
+}
+
+nlohmann::json mounts(const ContainerPlan& plan) {
+  nlohmann::json out = nlohmann::json::array();
+  // The runner and the seccomp filters: read-only, so nothing inside can swap them.
+  out.push_back({{"Type", "volume"},
+                 {"Source", plan.runner_volume},
+                 {"Target", kRunnerDir},
+                 {"ReadOnly", true},
+                 {"VolumeOptions", {{"NoCopy", true}}}});
+  if (!plan.proxy_socket.empty()) {
+    out.push_back({{"Type", "bind"},
+                   {"Source", plan.proxy_socket},
+                   {"Target", kProxySocketInContainer},
+                   {"ReadOnly", false}});
+  }
+  return out;
+}
+
+nlohmann::json host_config(const SandboxSpec& spec, const ContainerPlan& plan) {
+  const auto& l = spec.limits;
+  const std::string user = std::to_string(plan.uid);
+  nlohmann::json hc = {
+      // network proxy has no route out either: the runner's bridge reaches the proxy.
+      {"NetworkMode", spec.network == "host" ? "host" : "none"},
+      {"ReadonlyRootfs", true},
+      {"Tmpfs",
+       {{"/tmp", tmpfs_options(l.disk_bytes, "mode=1777,")},
+        {"/workspace",
+         tmpfs_options(l.disk_bytes, "exec,mode=0755,uid=" + user + ",gid=" + user + ",")}}},
+      {"CapDrop", {"ALL"}},
+      {"SecurityOpt", {"no-new-privileges:true"}},
+      {"Privileged", false},
+      {"Memory", l.memory_bytes},
+      {"MemorySwap", l.memory_bytes},  // equal: no swap on top
+      {"NanoCpus", static_cast<int64_t>(std::llround(l.cpus * 1e9))},
+      {"PidsLimit", l.pids},
+      {"Ulimits",
+       {{{"Name", "nofile"}, {"Soft", l.nofile}, {"Hard", l.nofile}},
+        {{"Name", "core"}, {"Soft", 0}, {"Hard", 0}}}},
+      {"IpcMode", "private"},
+      {"Mounts", mounts(plan)},
+      // Nothing a sandbox writes (protocol frames, its output) goes to disk.
+      {"LogConfig", {{"Type", "none"}, {"Config", nlohmann::json::object()}}},
+      // When the runner ends (its stdin closed because the worker died), the
+      // daemon removes the container: a killed worker leaves nothing behind.
+      {"AutoRemove", true},
+      {"Init", false},
+      {"RestartPolicy", {{"Name", "no"}}},
+  };
+  return hc;
+}
+
+}  // namespace
+
+std::string container_name(const SandboxSpec& spec) { return spec.id; }
+
+std::vector<std::string> runner_entrypoint(const SandboxSpec& spec, const ContainerPlan& plan) {
+  std::vector<std::string> argv = {plan.runner_path, "--stdio"};
+  if (plan.seccomp_ours) {
+    argv.push_back("--seccomp");
+    argv.push_back(kSeccompFile);
+  }
+  if (spec.network == "proxy") {
+    argv.push_back("--egress-bridge");
+    argv.push_back(std::string(kEgressListen) + "=" + kProxySocketInContainer);
+  }
+  return argv;
+}
+
+std::map<std::string, std::string> container_labels(const SandboxSpec& spec,
+                                                    const ContainerPlan& plan) {
+  std::map<std::string, std::string> labels;
+  for (const auto& [k, v] : spec.labels) labels[kLabelPrefix + k] = v;
+  labels[kLabelSandbox] = spec.id;
+  labels[kLabelCreated] = std::to_string(plan.created_unix);
+  labels[kLabelWorker] = plan.owner_host + ":" + std::to_string(plan.owner_pid);
+  labels[kLabelOwnerHost] = plan.owner_host;
+  labels[kLabelOwnerPid] = std::to_string(plan.owner_pid);
+  labels[kLabelOwnerStart] = std::to_string(plan.owner_start);
+  return labels;
+}
+
+nlohmann::json container_create_body(const SandboxSpec& spec, const ContainerPlan& plan) {
+  const std::string user = std::to_string(plan.uid) + ":" + std::to_string(plan.uid);
+  return {
+      {"Image", plan.image},
+      {"Entrypoint", runner_entrypoint(spec, plan)},
+      {"Cmd", nlohmann::json::array()},
+      // The runner gives each call exactly the environment the spec names;
+      // its own holds nothing of the host's either.
+      {"Env", nlohmann::json::array()},
+      {"User", user},
+      {"WorkingDir", "/workspace"},
+      {"Hostname", spec.id},
+      // The protocol runs over the attach stream: our stdin, its stdout.
+      // StdinOnce: when our attach connection closes, the runner sees EOF.
+      {"AttachStdin", true},
+      {"AttachStdout", true},
+      {"AttachStderr", true},
+      {"OpenStdin", true},
+      {"StdinOnce", true},
+      {"Tty", false},
+      {"Labels", container_labels(spec, plan)},
+      {"HostConfig", host_config(spec, plan)},
+  };
+}
+
+}  // namespace rf::docker

@@ -1,0 +1,216 @@
+#include "docker/docker_backend.h"
+
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+#include <map>
+#include <mutex>
+
+#include "docker/api_client.h"
+#include "docker/container_spec.h"
+#include "docker/docker_host.h"
+#include "docker/docker_sandbox.h"
+#include "docker/helper_container.h"
+#include "docker/image_resolver.h"
+#include "docker/inventory.h"
+#include "docker/owner.h"
+#include "docker/runner_volume.h"
+#include "native/cgroup.h"
+#include "native/native_backend.h"
+#include "native/uid_slots.h"
+#include "sandbox/setup_step.h"
+
+namespace rf::docker {
+namespace {
+
+Result<DockerHost> resolve_host(const DockerOptions& options) {
+  auto host =
+      options.host_url.empty() ? default_docker_host() : parse_docker_host(options.host_url);
+  if (!host) return host.take_error();
+  if (options.require_remote && host->kind == DockerHost::Kind::kUnix) {
+    return make_error("remotedocker",
+                      "needs a remote daemon: --docker-host tcp://HOST:PORT or "
+                      "ssh://USER@HOST (got " +
+                          host->url + ")");
+  }
+  return host;
+}
+
+Status check_docker_spec(const SandboxSpec& spec, const DockerHost& host) {
+  if (spec.backend != "docker" && spec.backend != "remotedocker") {
+    return make_error("backend", "the spec asks for \"" + spec.backend +
+                                     "\"; the docker backend makes only \"docker\" sandboxes");
+  }
+  if (spec.image.empty() || spec.image == "host") {
+    return make_error("image",
+                      "the docker backend needs a docker image (--image NAME, or "
+                      "sandbox.image / sandbox_image in the worker's config); \"host\" "
+                      "is the native backend's");
+  }
+  if (!spec.workspace_dir.empty()) {
+    return make_error("workspace",
+                      "not supported by the docker backend (its /workspace is a "
+                      "tmpfs in the container); copy files in with write_file");
+  }
+  if (spec.network == "proxy" && !host.is_local()) {
+    return make_error("network",
+                      "proxy needs a daemon on this host (the proxy's socket is bound "
+                      "into the container); " +
+                          host.url + " is remote");
+  }
+  return ok_status();
+}
+
+class DockerBackend : public Backend {
+ public:
+  DockerBackend(DockerOptions options, std::shared_ptr<ApiClient> api, RunnerVolumeContents volume,
+                std::optional<native::CgroupLayout> cgroups)
+      : options_(std::move(options)),
+        api_(std::move(api)),
+        volume_(std::move(volume)),
+        cgroups_(std::move(cgroups)),
+        egress_(options_.egress) {}
+
+  std::string name() const override { return "docker"; }
+  Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
+  Result<std::vector<SandboxInfo>> list() override { return list_docker_sandboxes(*api_); }
+  Result<std::vector<SandboxInfo>> reap(std::chrono::seconds older_than, bool dry_run) override {
+    return reap_docker_sandboxes(*api_, older_than, dry_run);
+  }
+  std::vector<HealthCheck> health() override { return docker_doctor(options_); }
+  Result<ImageReport> prepare_image(const std::string& image) override;
+
+ private:
+  // The image's id and runner, resolved once per image name.
+  Result<ImageInfo> image(const std::string& ref);
+  Status runner_volume(const std::string& image_id);
+
+  DockerOptions options_;
+  std::shared_ptr<ApiClient> api_;
+  RunnerVolumeContents volume_;
+  std::optional<native::CgroupLayout> cgroups_;  // local daemons only
+  native::EgressHub egress_;
+  std::mutex mu_;
+  std::map<std::string, ImageInfo> images_;
+  bool volume_ready_ = false;
+  std::mutex volume_mu_;  // one fill at a time
+};
+
+Result<ImageInfo> DockerBackend::image(const std::string& ref) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = images_.find(ref); it != images_.end()) return it->second;
+  }
+  auto info = inspect_image(*api_, ref, options_.allow_pull);
+  if (!info) return info.take_error();
+  RF_TRY(check_image_runner(*api_, *info));
+  spdlog::info("docker: image {} is {}{}{} on {}", ref, info->digest(),
+               info->repo_digest.empty() ? " (local, no registry digest)" : "",
+               info->own_runner.empty() ? "" : "; it ships " + info->own_runner, api_->host().url);
+  std::lock_guard lock(mu_);
+  images_[ref] = *info;
+  return *info;
+}
+
+Status DockerBackend::runner_volume(const std::string& image_id) {
+  std::lock_guard lock(volume_mu_);
+  if (volume_ready_) return ok_status();
+  RF_TRY(ensure_runner_volume(*api_, volume_, image_id));
+  volume_ready_ = true;
+  return ok_status();
+}
+
+Result<ImageReport> DockerBackend::prepare_image(const std::string& ref) {
+  auto info = image(ref);
+  if (!info) return info.take_error();
+  ImageReport report;
+  report.description = "digest " + info->digest();
+  if (info->pulled) report.description += ", pulled";
+  report.runner = info->own_runner.empty() ? "injected" : info->own_runner;
+  // The image contract: a /workspace directory in the image itself (at run
+  // time a tmpfs covers it, which would hide its absence).
+  auto probe = create_helper(*api_, info->id, {"/bin/true"});
+  if (!probe) return probe.take_error();
+  auto st = stat_path(*api_, *probe, "/workspace");
+  (void)remove_container(*api_, *probe);
+  if (!st) return st.take_error();
+  report.has_workspace = st->exists && st->directory;
+  return report;
+}
+
+Result<std::unique_ptr<Sandbox>> DockerBackend::create(const SandboxSpec& in) {
+  SandboxSpec spec = in;
+  if (spec.id.empty()) spec.id = generate_sandbox_id();
+  RF_TRY(validate_spec(spec));
+  RF_TRY(check_docker_spec(spec, api_->host()));
+  std::vector<StepTiming> steps;
+  StepTimer timer(&steps);
+  auto info = timer.run("resolve image", [&] { return image(spec.image); });
+  if (!info) return setup_error("resolve image", info.error());
+  if (auto s = timer.run("runner volume", [&] { return runner_volume(info->id); }); !s) {
+    return setup_error("runner volume", s.error());
+  }
+  // A host uid of the sandbox's own, from the same slots native sandboxes
+  // use: no two sandboxes of this host, of either backend, share a uid.
+  auto slot = timer.run("allocate uid range", [] { return native::acquire_uid_slot(); });
+  if (!slot) return setup_error("allocate uid range", slot.error());
+  const uid_t uid = slot->host_base() + native::kSandboxUid;
+  std::unique_ptr<native::EgressLease> egress;
+  if (spec.network == "proxy") {
+    auto lease = timer.run("listen at egress proxy", [&] { return egress_.add(spec, uid, uid); });
+    if (!lease) return setup_error("listen at egress proxy", lease.error());
+    egress = std::move(*lease);
+  }
+  ContainerPlan plan;
+  plan.image = info->id;
+  plan.runner_volume = volume_.volume_name();
+  plan.runner_path = info->runner_path;
+  plan.uid = uid;
+  if (egress) plan.proxy_socket = egress->socket_path();
+  const Owner& me = self_owner();
+  plan.owner_host = me.host;
+  plan.owner_pid = me.pid;
+  plan.owner_start = me.start;
+  plan.created_unix = ::time(nullptr);
+  auto sandbox = std::make_unique<DockerSandbox>(spec, api_, std::move(*slot), std::move(egress));
+  if (auto s = sandbox->start(plan, std::move(steps), cgroups_ ? &*cgroups_ : nullptr); !s) {
+    (void)sandbox->destroy();
+    return s.take_error();
+  }
+  return std::unique_ptr<Sandbox>(std::move(sandbox));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_docker_backend(const DockerOptions& in) {
+  DockerOptions options = in;
+  auto host = resolve_host(options);
+  if (!host) return host.take_error();
+  if (options.runner_path.empty()) {
+    auto path = native::find_runner_binary();
+    if (!path) return path.take_error();
+    options.runner_path = *path;
+  }
+  auto volume = load_runner_volume_contents(options.runner_path);
+  if (!volume) return volume.take_error();
+  auto api = ApiClient::connect(*host, options.connect_timeout);
+  if (!api) return make_error("docker backend", api.error().to_string());
+  std::optional<native::CgroupLayout> cgroups;
+  if (host->is_local()) {
+    if (auto layout = native::detect_cgroup_layout()) cgroups = *layout;
+  }
+  return std::unique_ptr<Backend>(std::make_unique<DockerBackend>(
+      std::move(options), std::shared_ptr<ApiClient>(std::move(*api)), std::move(*volume),
+      std::move(cgroups)));
+}
+
+void register_docker_backend(const DockerOptions& options) {
+  register_backend("docker", [options] { return make_docker_backend(options); });
+  register_backend("remotedocker", [options] {
+    DockerOptions remote = options;
+    remote.require_remote = true;
+    return make_docker_backend(remote);
+  });
+}
+
+}  // namespace rf::docker

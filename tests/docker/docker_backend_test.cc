@@ -1,0 +1,399 @@
+// The docker backend against a real dockerd (scripts/docker-test-daemon.sh):
+// calls, files, labels, list and reap, remote daemons over TCP and SSH, the
+// image contract, `sandbox validate`, crash clean-up, and the worker in every
+// sandbox mode.
+#include "docker/docker_backend.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "docker/api_client.h"
+#include "docker/docker_host.h"
+#include "integration/harness.h"
+#include "native/uid_slots.h"
+#include "support/docker_daemon.h"
+#include "worker/backends.h"
+#include "worker/worker.h"
+
+namespace rf::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class DockerBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RF_REQUIRE_DOCKER();
+    ::setenv("RINGFENCE_TOOL_RUNNER", RF_RUNNER_PATH, 1);
+  }
+  static std::unique_ptr<Backend> backend(const std::string& host, bool allow_pull = false) {
+    docker::DockerOptions o;
+    o.host_url = host;
+    o.runner_path = RF_RUNNER_PATH;
+    o.allow_pull = allow_pull;  // never reach a registry from a test
+    auto b = docker::make_docker_backend(o);
+    EXPECT_TRUE(b.ok()) << b.error().to_string();
+    return b.ok() ? std::move(*b) : nullptr;
+  }
+  static SandboxSpec spec(const std::string& image = test_daemon().image()) {
+    SandboxSpec s;
+    s.backend = "docker";
+    s.image = image;
+    return s;
+  }
+  static std::unique_ptr<docker::ApiClient> api() {
+    auto host = docker::parse_docker_host(test_daemon().unix_host());
+    EXPECT_TRUE(host.ok());
+    auto c = docker::ApiClient::connect(*host);
+    EXPECT_TRUE(c.ok()) << c.error().to_string();
+    return std::move(*c);
+  }
+  // The container of a sandbox, as the daemon describes it; null when gone.
+  static nlohmann::json inspect(const std::string& name) {
+    auto r = api()->request("GET", "/containers/" + name + "/json");
+    if (!r || r->status != 200) return nullptr;
+    return nlohmann::json::parse(r->body);
+  }
+};
+
+TEST_F(DockerBackendTest, RunsCallsWithStdinEnvAndExitCodes) {
+  auto b = backend(test_daemon().unix_host());
+  ASSERT_TRUE(b);
+  SandboxSpec s = spec();
+  s.env["GREETING"] = "hello";
+  auto sb = b->create(s);
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  ExecCall c;
+  c.stdin_data = "from stdin\n";
+  Out r = SandboxTest::run(**sb, {"/bin/sh", "-c", "cat; echo $GREETING; echo err >&2; exit 3"}, c);
+  EXPECT_EQ(r.out, "from stdin\nhello\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(r.result.exit_code, 3);
+  // Exactly the spec's environment: nothing of the image's or the host's.
+  Out env = SandboxTest::run(**sb, {"/bin/sh", "-c", "env | sort"});
+  EXPECT_EQ(env.out,
+            "GREETING=hello\nHOME=/workspace\nLANG=C.UTF-8\n"
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+            "PWD=/workspace\nSHLVL=1\n");
+  Out missing = SandboxTest::run(**sb, {"no-such-command"});
+  EXPECT_EQ(missing.result.exit_code, 127);
+  // Files move in and out through the runner.
+  ASSERT_TRUE((*sb)->write_file("/workspace/in.txt", "data", 0644).ok());
+  auto back = (*sb)->read_file("/workspace/in.txt");
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(*back, "data");
+  std::vector<std::string> steps;
+  for (const auto& t : (*sb)->setup_timings()) steps.push_back(t.step);
+  EXPECT_EQ(steps, (std::vector<std::string>{"resolve image", "runner volume", "allocate uid range",
+                                             "create container", "attach", "start container",
+                                             "find cgroup", "handshake"}));
+  EXPECT_FALSE((*sb)->runner_version().empty());
+  ASSERT_TRUE((*sb)->destroy().ok());
+}
+
+TEST_F(DockerBackendTest, ContainersCarryLabelsAndDestroyRemovesThem) {
+  auto b = backend(test_daemon().unix_host());
+  ASSERT_TRUE(b);
+  SandboxSpec s = spec();
+  s.labels = {{"project", "acme"}, {"run", "r1"}, {"mode", "per_run"}};
+  auto sb = b->create(s);
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  const std::string id = (*sb)->id();
+  auto c = inspect(id);
+  ASSERT_FALSE(c.is_null());
+  const auto& labels = c["Config"]["Labels"];
+  EXPECT_EQ(labels["ringfence.sandbox"], id);
+  EXPECT_EQ(labels["ringfence.project"], "acme");
+  EXPECT_EQ(labels["ringfence.run"], "r1");
+  EXPECT_EQ(labels["ringfence.owner.pid"], std::to_string(::getpid()));
+  EXPECT_TRUE(labels.contains("ringfence.created"));
+  EXPECT_TRUE(labels.contains("ringfence.worker"));
+  EXPECT_EQ(c["HostConfig"]["ReadonlyRootfs"], true);
+  // A host uid of a slot of its own, never 0.
+  const std::string user = c["Config"]["User"];
+  const uid_t uid = static_cast<uid_t>(std::stoul(user.substr(0, user.find(':'))));
+  uint32_t slot = 0;
+  EXPECT_TRUE(native::uid_slot_of(uid, &slot)) << user;
+  EXPECT_EQ(uid % native::kUidRangeSize, native::kSandboxUid) << user;
+  // list() finds it, alive and owned by us.
+  auto listed = b->list();
+  ASSERT_TRUE(listed.ok()) << listed.error().to_string();
+  bool found = false;
+  for (const auto& i : *listed) {
+    if (i.id == id) {
+      found = true;
+      EXPECT_EQ(i.backend, "docker");
+      EXPECT_EQ(i.owner_pid, ::getpid());
+      EXPECT_FALSE(i.orphaned());
+    }
+  }
+  EXPECT_TRUE(found);
+  // reap spares a live owner's young sandbox.
+  auto reaped = b->reap(std::chrono::hours(1), /*dry_run=*/true);
+  ASSERT_TRUE(reaped.ok());
+  for (const auto& i : *reaped) EXPECT_NE(i.id, id);
+  ASSERT_TRUE((*sb)->destroy().ok());
+  EXPECT_TRUE(inspect(id).is_null());
+}
+
+TEST_F(DockerBackendTest, ReapRemovesOldSandboxes) {
+  auto b = backend(test_daemon().unix_host());
+  ASSERT_TRUE(b);
+  auto sb = b->create(spec());
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  const std::string id = (*sb)->id();
+  auto dry = b->reap(std::chrono::seconds(0), /*dry_run=*/true);
+  ASSERT_TRUE(dry.ok());
+  EXPECT_FALSE(inspect(id).is_null());
+  auto reaped = b->reap(std::chrono::seconds(0), /*dry_run=*/false);
+  ASSERT_TRUE(reaped.ok()) << reaped.error().to_string();
+  bool named = false;
+  for (const auto& i : *reaped) named = named || i.id == id;
+  EXPECT_TRUE(named);
+  EXPECT_TRUE(inspect(id).is_null());
+  // Its calls now fail, saying why.
+  Captured c;
+  ExecCall call;
+  call.argv = {"true"};
+  auto r = (*sb)->exec(call, c);
+  EXPECT_FALSE(r.ok());
+}
+
+// A worker killed with SIGKILL leaves nothing: its attach stream closes, the
+// runner sees EOF and exits, and the daemon removes the container.
+TEST_F(DockerBackendTest, AKilledOwnerLeavesNoContainerBehind) {
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pipefd[0]);
+    auto b = backend(test_daemon().unix_host());
+    if (!b) _exit(1);
+    auto sb = b->create(spec());
+    if (!sb.ok()) _exit(2);
+    const std::string id = (*sb)->id() + "\n";
+    (void)!::write(pipefd[1], id.data(), id.size());
+    ::pause();
+    _exit(0);
+  }
+  ::close(pipefd[1]);
+  char buf[64] = {};
+  const ssize_t n = ::read(pipefd[0], buf, sizeof buf - 1);
+  ::close(pipefd[0]);
+  ASSERT_GT(n, 1);
+  const std::string id(buf, static_cast<size_t>(n) - 1);
+  ASSERT_FALSE(inspect(id).is_null());
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  const auto end = std::chrono::steady_clock::now() + 20s;
+  while (!inspect(id).is_null() && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(inspect(id).is_null()) << id << " outlived its owner";
+}
+
+TEST_F(DockerBackendTest, RemoteDaemonOverTcp) {
+  if (test_daemon().tcp_host().empty()) GTEST_SKIP() << "the test daemon has no TCP listener";
+  auto b = backend(test_daemon().tcp_host());
+  ASSERT_TRUE(b);
+  auto sb = b->create(spec());
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  Out r = SandboxTest::run(**sb, {"/bin/sh", "-c", "echo over tcp"});
+  EXPECT_EQ(r.out, "over tcp\n");
+  // A remote daemon's pids and cgroups are not ours to see.
+  EXPECT_EQ((*sb)->init_pid(), 0);
+  EXPECT_TRUE((*sb)->destroy().ok());
+}
+
+TEST_F(DockerBackendTest, RemoteDaemonOverSsh) {
+  if (test_daemon().ssh_host().empty()) {
+    GTEST_SKIP() << "no test sshd: " << test_daemon().get("SSH_SKIP_REASON");
+  }
+  ::setenv("RINGFENCE_SSH_OPTIONS", test_daemon().ssh_options().c_str(), 1);
+  auto b = backend(test_daemon().ssh_host());
+  ASSERT_TRUE(b);
+  auto sb = b->create(spec());
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  Out r = SandboxTest::run(**sb, {"/bin/sh", "-c", "echo over ssh"});
+  EXPECT_EQ(r.out, "over ssh\n");
+  EXPECT_TRUE((*sb)->destroy().ok());
+}
+
+TEST_F(DockerBackendTest, RemotedockerRefusesALocalSocket) {
+  docker::DockerOptions o;
+  o.host_url = test_daemon().unix_host();
+  o.require_remote = true;
+  auto b = docker::make_docker_backend(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().to_string().find("remotedocker: needs a remote daemon"), std::string::npos)
+      << b.error().to_string();
+}
+
+TEST_F(DockerBackendTest, AMissingImageIsAClearErrorAndNothingIsPulled) {
+  auto b = backend(test_daemon().unix_host());
+  ASSERT_TRUE(b);
+  auto sb = b->create(spec("rf-test/not-there:1"));
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().where, "sandbox setup failed at step \"resolve image\"");
+  EXPECT_NE(sb.error().message.find("not on the daemon"), std::string::npos)
+      << sb.error().to_string();
+}
+
+TEST_F(DockerBackendTest, HostImageAndWorkspaceBindAreRefusedNamingTheField) {
+  auto b = backend(test_daemon().unix_host());
+  ASSERT_TRUE(b);
+  SandboxSpec s = spec("host");
+  auto r = b->create(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().where, "image");
+  s = spec();
+  s.workspace_dir = "/tmp";
+  r = b->create(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().where, "workspace");
+}
+
+TEST_F(DockerBackendTest, AnImageShippingARunnerOutOfRangeFailsClosed) {
+  auto b = backend(test_daemon().unix_host());
+  ASSERT_TRUE(b);
+  auto sb = b->create(spec(test_daemon().old_runner_image()));
+  ASSERT_FALSE(sb.ok());
+  EXPECT_NE(sb.error().message.find("outside the host's range"), std::string::npos)
+      << sb.error().to_string();
+  EXPECT_NE(sb.error().message.find("0.0.1"), std::string::npos) << sb.error().to_string();
+}
+
+// ---- the CLI, as a new user would use it ----
+
+TEST_F(DockerBackendTest, SandboxExecWithTheDockerBackend) {
+  CliRun r = run_cli({"sandbox", "exec", "--backend", "docker", "--docker-host",
+                      test_daemon().unix_host(), "--image", test_daemon().image(), "--", "/bin/sh",
+                      "-c", "id -u; echo hi > /workspace/f; cat /workspace/f; exit 4"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_NE(r.out.find("hi\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("0\n"), std::string::npos) << "ran as root: " << r.out;
+}
+
+TEST_F(DockerBackendTest, ValidatePassesOnAnImageThatMeetsTheContract) {
+  CliRun r = run_cli(
+      {"sandbox", "validate", test_daemon().image(), "--docker-host", test_daemon().unix_host()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* line :
+       {"\u2713 image present or pulled (digest sha256:", "\u2713 container starts (",
+        "\u2713 tool-runner --version \u2192 ", "(compatible",
+        "\u2713 bash echo round-trip \u2192 ", "\u2713 /workspace writable\n",
+        "\u2713 env scrub: HOST_SECRET not visible\n", "PASS\n"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+}
+
+TEST_F(DockerBackendTest, ValidateFailsOnAnImageWithoutWorkspaceAndSaysWhatToDo) {
+  CliRun r = run_cli({"sandbox", "validate", test_daemon().broken_image(), "--docker-host",
+                      test_daemon().unix_host()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("\u2717 /workspace writable: the image has no /workspace directory"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fix: add `RUN mkdir -p /workspace`"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nFAIL\n"), std::string::npos) << r.out;
+}
+
+TEST_F(DockerBackendTest, ValidateFailsOnAMissingImage) {
+  CliRun r = run_cli(
+      {"sandbox", "validate", "rf-test/not-there:1", "--docker-host", test_daemon().unix_host()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("\u2717 image present or pulled"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fix: build or load the image"), std::string::npos) << r.out;
+}
+
+TEST_F(DockerBackendTest, DoctorPingsTheDaemonAndNamesItsVersion) {
+  CliRun r = run_cli(
+      {"sandbox", "doctor", "--backend", "docker", "--docker-host", test_daemon().unix_host()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("\u2713 docker daemon (ping): " + test_daemon().unix_host() + ": Docker "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\u2713 docker API version: 1.4"), std::string::npos) << r.out;
+  r = run_cli({"sandbox", "doctor", "--backend", "docker", "--docker-host",
+               "unix:///nonexistent/docker.sock"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("\u2717 docker daemon (ping)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fix: start dockerd"), std::string::npos) << r.out;
+}
+
+// ---- the worker, in every sandbox mode ----
+
+class DockerWorkerTest : public DockerBackendTest,
+                         public ::testing::WithParamInterface<worker::SandboxMode> {
+ protected:
+  void SetUp() override {
+    DockerBackendTest::SetUp();
+    if (IsSkipped()) return;
+    char tmpl[] = "/tmp/rf-dworker-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    state_ = tmpl;
+  }
+  void TearDown() override {
+    worker_.reset();
+    if (!state_.empty()) std::system(("rm -rf " + state_).c_str());
+  }
+  worker::WorkerSettings settings() {
+    auto s = worker::default_settings("/nonexistent-home");
+    s.state_dir.value = state_;
+    s.mode.value = GetParam();
+    s.project.value = "acme";
+    s.backend.value = "docker";
+    s.docker_host.value = test_daemon().unix_host();
+    s.image.value = test_daemon().image();
+    s.pool_target.value = 1;
+    s.pool_max.value = 2;
+    return s;
+  }
+  std::string state_;
+  std::unique_ptr<worker::Worker> worker_;
+};
+
+std::string run_call(const std::string& state, const std::string& run, const std::string& script,
+                     int* exit_code) {
+  CliRun r = run_cli({"call", "--state-dir", state, "--project", "acme", "--run", run, "--",
+                      "/bin/sh", "-c", script});
+  *exit_code = r.exit_code;
+  return r.out + r.err;
+}
+
+TEST_P(DockerWorkerTest, ServesCalls) {
+  auto placement = worker::place(settings());
+  ASSERT_TRUE(placement.ok()) << placement.error().to_string();
+  EXPECT_EQ(placement->mode, GetParam());
+  if (GetParam() != worker::SandboxMode::kNone) {
+    EXPECT_EQ(placement->backend->name(), "docker");
+  }
+  worker::WorkerOptions o;
+  o.settings = settings();
+  o.concurrency = 2;
+  auto w = worker::Worker::start(std::move(o), std::move(*placement));
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  worker_ = std::move(*w);
+  int code = -1;
+  std::string out = run_call(state_, "r1", "echo one > /workspace/f; hostname", &code);
+  EXPECT_EQ(code, 0) << out;
+  std::string again = run_call(state_, "r1", "cat /workspace/f 2>/dev/null; exit 7", &code);
+  EXPECT_EQ(code, 7) << again;
+  const bool shared =
+      GetParam() == worker::SandboxMode::kPerRun || GetParam() == worker::SandboxMode::kPerWorker;
+  EXPECT_EQ(again.find("one\n") != std::string::npos, shared) << again;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, DockerWorkerTest,
+                         ::testing::Values(worker::SandboxMode::kNone,
+                                           worker::SandboxMode::kPerTool,
+                                           worker::SandboxMode::kPerRun,
+                                           worker::SandboxMode::kPerWorker),
+                         [](const auto& info) { return worker::to_string(info.param); });
+
+}  // namespace
+}  // namespace rf::testing
