@@ -114,52 +114,58 @@ int main(int argc, char** argv) {
   NullSink sink;
   std::map<std::string, std::chrono::nanoseconds> step_total;
   std::vector<double> timed;  // cases that time themselves put their figure here
-  std::vector<std::pair<std::string, std::function<bool()>>> cases;
+  struct Case {
+    std::string name;
+    std::function<bool()> fn;
+  };
+  std::vector<Case> cases;
 
-  cases.emplace_back("cold", [&] {
-    auto sb = (*backend)->create(spec);
-    if (!sb) {
-      std::fprintf(stderr, "%s\n", sb.error().to_string().c_str());
-      return false;
-    }
-    auto r = (*sb)->exec(call, sink);
-    if (steps) {
-      for (const auto& t : (*sb)->setup_timings()) step_total[t.step] += t.duration;
-    }
-    return r.ok() && r->exit_code == 0 && (*sb)->destroy().ok();
-  });
+  cases.push_back({"cold", [&] {
+                     auto sb = (*backend)->create(spec);
+                     if (!sb) {
+                       std::fprintf(stderr, "%s\n", sb.error().to_string().c_str());
+                       return false;
+                     }
+                     auto r = (*sb)->exec(call, sink);
+                     if (steps) {
+                       for (const auto& t : (*sb)->setup_timings())
+                         step_total[t.step] += t.duration;
+                     }
+                     return r.ok() && r->exit_code == 0 && (*sb)->destroy().ok();
+                   }});
   const std::vector<std::string> docker_run = {
       cli, "-H", host, "run", "--rm", "--network", "none", "--read-only", image, "/bin/true"};
-  cases.emplace_back("docker-run", [&] { return spawn_and_wait(docker_run); });
+  cases.push_back({"docker-run", [&] { return spawn_and_wait(docker_run); }});
   std::unique_ptr<rf::Sandbox> live;
-  cases.emplace_back("exec", [&] {
-    if (!live) {
-      auto sb = (*backend)->create(spec);
-      if (!sb) return false;
-      live = std::move(*sb);
-    }
-    auto r = live->exec(call, sink);
-    return r.ok() && r->exit_code == 0;
-  });
+  cases.push_back({"exec", [&] {
+                     if (!live) {
+                       auto sb = (*backend)->create(spec);
+                       if (!sb) return false;
+                       live = std::move(*sb);
+                     }
+                     auto r = live->exec(call, sink);
+                     return r.ok() && r->exit_code == 0;
+                   }});
   std::unique_ptr<rf::worker::WarmPool> pool;
   std::vector<std::unique_ptr<rf::Sandbox>> used;
-  cases.emplace_back("pooled-exec", [&] {
-    if (!pool) {
-      pool = std::make_unique<rf::worker::WarmPool>(**backend, spec, 2, 4);
-      pool->start();
-    }
-    for (auto& sb : used) (void)sb->destroy();
-    used.clear();
-    // A hit, not a refill: wait off the clock until the pool is full.
-    if (!pool->wait_ready(2, std::chrono::seconds(30))) return false;
-    const auto start = Clock::now();
-    auto sb = pool->acquire();
-    if (!sb) return false;
-    auto r = (*sb)->exec(call, sink);
-    timed.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-    used.push_back(std::move(*sb));
-    return r.ok() && r->exit_code == 0;
-  });
+  cases.push_back({"pooled-exec", [&] {
+                     if (!pool) {
+                       pool = std::make_unique<rf::worker::WarmPool>(**backend, spec, 2, 4);
+                       pool->start();
+                     }
+                     for (auto& sb : used) (void)sb->destroy();
+                     used.clear();
+                     // A hit, not a refill: wait off the clock until the pool is full.
+                     if (!pool->wait_ready(2, std::chrono::seconds(30))) return false;
+                     const auto start = Clock::now();
+                     auto sb = pool->acquire();
+                     if (!sb) return false;
+                     auto r = (*sb)->exec(call, sink);
+                     timed.push_back(
+                         std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+                     used.push_back(std::move(*sb));
+                     return r.ok() && r->exit_code == 0;
+                   }});
 
   std::printf("%-12s %8s %10s %10s %10s\n", "case", "n", "p50_us", "p99_us", "mean_us");
   std::map<std::string, Stats> results;

@@ -37,6 +37,9 @@ nlohmann::json host_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       {"ReadonlyRootfs", true},
       {"Tmpfs",
        {{"/tmp", tmpfs_options(l.disk_bytes, "mode=1777,")},
+        // Nothing of the host's /sys (Docker's default is a read-only sysfs,
+        // cgroupfs included): an empty read-only tmpfs covers it.
+        {"/sys", "ro,nosuid,nodev,noexec,size=4k,mode=0555"},
         {"/workspace",
          tmpfs_options(l.disk_bytes, "exec,mode=0755,uid=" + user + ",gid=" + user + ",")}}},
       {"CapDrop", {"ALL"}},
@@ -48,7 +51,9 @@ nlohmann::json host_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       {"PidsLimit", l.pids},
       {"Ulimits",
        {{{"Name", "nofile"}, {"Soft", l.nofile}, {"Hard", l.nofile}},
-        {{"Name", "core"}, {"Soft", 0}, {"Hard", 0}}}},
+        {{"Name", "core"}, {"Soft", 0}, {"Hard", 0}},
+        // One file stops at the disk size (EFBIG), as in native sandboxes.
+        {{"Name", "fsize"}, {"Soft", l.disk_bytes}, {"Hard", l.disk_bytes}}}},
       {"IpcMode", "private"},
       {"Mounts", mounts(plan)},
       // Nothing a sandbox writes (protocol frames, its output) goes to disk.

@@ -24,7 +24,7 @@ namespace rf::docker {
 // Where the tool runner's volume is mounted (read-only) inside every sandbox,
 // and the files in it.
 inline constexpr const char* kRunnerDir = "/.ringfence";
-inline constexpr const char* kInjectedRunner = "/.ringfence/ringfence-tool-runner";
+inline constexpr const char* kInjectedRunner = "/.ringfence/tool-runner";  // as in native
 inline constexpr const char* kSeccompFile = "/.ringfence/seccomp.bpf";
 // An image may ship its own runner here (docs/images.md).
 inline constexpr const char* kImageRunner = "/usr/local/bin/ringfence-tool-runner";

@@ -14,11 +14,15 @@ namespace {
 constexpr const char* kLabelRunnerVolume = "ringfence.runner-volume";
 constexpr const char* kReadyFile = "ready";
 
+// Part of the volume's name: a new file layout must never reuse an old volume.
+constexpr std::string_view kLayout = "layout 2: tool-runner seccomp.bpf ready\n";
+
 std::string sha256_hex(std::string_view a, std::string_view b) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  EVP_DigestUpdate(ctx, kLayout.data(), kLayout.size());
   EVP_DigestUpdate(ctx, a.data(), a.size());
   EVP_DigestUpdate(ctx, b.data(), b.size());
   EVP_DigestFinal_ex(ctx, md, &len);
@@ -68,8 +72,8 @@ Status ensure_runner_volume(ApiClient& api, const RunnerVolumeContents& contents
   if (ready->exists) return ok_status();
   // Root-owned and read-only: the sandbox user can run them, not change them.
   // The marker goes in a second archive, after the files it vouches for.
-  auto files = write_tar(
-      {{"ringfence-tool-runner", contents.runner, 0555}, {"seccomp.bpf", contents.seccomp, 0444}});
+  auto files =
+      write_tar({{"tool-runner", contents.runner, 0555}, {"seccomp.bpf", contents.seccomp, 0444}});
   if (!files) return files.take_error();
   auto marker = write_tar({{kReadyFile, name + "\n", 0444}});
   if (!marker) return marker.take_error();

@@ -1,10 +1,13 @@
 // rf-testprog: a tiny program with verbs that tests run inside sandboxes. Each
 // verb tries one thing and prints its exact outcome on one line: "ok ..." or
 // "errno NAME" (EPERM, EACCES, ...), so a test can assert it precisely.
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -31,29 +34,54 @@ namespace {
 
 const char* errno_name(int e) {
   switch (e) {
-    case EPERM: return "EPERM";
-    case ENOENT: return "ENOENT";
-    case ESRCH: return "ESRCH";
-    case EACCES: return "EACCES";
-    case EROFS: return "EROFS";
-    case ENOSYS: return "ENOSYS";
-    case EINVAL: return "EINVAL";
-    case EAGAIN: return "EAGAIN";
-    case ENOSPC: return "ENOSPC";
-    case ETXTBSY: return "ETXTBSY";
-    case EAFNOSUPPORT: return "EAFNOSUPPORT";
-    case ENETUNREACH: return "ENETUNREACH";
-    case EBADF: return "EBADF";
-    case EEXIST: return "EEXIST";
-    case EFBIG: return "EFBIG";
-    case ENOMEM: return "ENOMEM";
-    case EXDEV: return "EXDEV";
-    case ENODEV: return "ENODEV";
-    case EOPNOTSUPP: return "EOPNOTSUPP";
-    case EMFILE: return "EMFILE";
-    case ENOTTY: return "ENOTTY";
-    case EIO: return "EIO";
-    default: return "OTHER";
+    case EPERM:
+      return "EPERM";
+    case ENOENT:
+      return "ENOENT";
+    case ESRCH:
+      return "ESRCH";
+    case EACCES:
+      return "EACCES";
+    case EROFS:
+      return "EROFS";
+    case ENOSYS:
+      return "ENOSYS";
+    case EINVAL:
+      return "EINVAL";
+    case EAGAIN:
+      return "EAGAIN";
+    case ENOSPC:
+      return "ENOSPC";
+    case ETXTBSY:
+      return "ETXTBSY";
+    case EAFNOSUPPORT:
+      return "EAFNOSUPPORT";
+    case ENETUNREACH:
+      return "ENETUNREACH";
+    case ECONNREFUSED:
+      return "ECONNREFUSED";
+    case EBADF:
+      return "EBADF";
+    case EEXIST:
+      return "EEXIST";
+    case EFBIG:
+      return "EFBIG";
+    case ENOMEM:
+      return "ENOMEM";
+    case EXDEV:
+      return "EXDEV";
+    case ENODEV:
+      return "ENODEV";
+    case EOPNOTSUPP:
+      return "EOPNOTSUPP";
+    case EMFILE:
+      return "EMFILE";
+    case ENOTTY:
+      return "ENOTTY";
+    case EIO:
+      return "EIO";
+    default:
+      return "OTHER";
   }
 }
 
@@ -87,10 +115,12 @@ std::map<std::string, Verb> verbs() {
   v["write"] = [](int, char** argv) { return try_open(argv[0], O_WRONLY); };
   v["create"] = [](int, char** argv) { return try_open(argv[0], O_WRONLY | O_CREAT | O_TRUNC); };
   v["mkdir"] = [](int, char** argv) { return report(::mkdir(argv[0], 0755)); };
-  v["mknod"] = [](int, char** argv) { return report(::mknod(argv[0], S_IFCHR | 0666, makedev(1, 3))); };
+  v["mknod"] = [](int, char** argv) {
+    return report(::mknod(argv[0], S_IFCHR | 0666, makedev(1, 3)));
+  };
   v["chmod_suid"] = [](int, char** argv) { return report(::chmod(argv[0], 04755)); };
   v["exists"] = [](int, char** argv) {
-    struct stat st{};
+    struct stat st {};
     return report(::lstat(argv[0], &st));
   };
   // Fill a file until the disk (or file size limit) says no, or MAX_MIB
@@ -138,8 +168,28 @@ std::map<std::string, Verb> verbs() {
     std::printf("%s\n", out.c_str());
     return 0;
   };
+  // connect ADDR PORT: a TCP connection to an IPv4 address (tests: loopback only).
+  v["connect"] = [](int, char** argv) {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return report(s);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(std::atoi(argv[1])));
+    ::inet_pton(AF_INET, argv[0], &a.sin_addr);
+    return report(::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a));
+  };
+  // resolve NAME: "resolved" or "refused" (getaddrinfo, as any tool would).
+  v["resolve"] = [](int, char** argv) {
+    addrinfo* res = nullptr;
+    const int rc = ::getaddrinfo(argv[0], "80", nullptr, &res);
+    if (rc == 0) ::freeaddrinfo(res);
+    std::printf("%s\n", rc == 0 ? "resolved" : "refused");
+    return 0;
+  };
   v["setuid0"] = [](int, char**) { return report(::setuid(0)); };
-  v["kill"] = [](int, char** argv) { return report(::kill(std::atoi(argv[0]), std::atoi(argv[1]))); };
+  v["kill"] = [](int, char** argv) {
+    return report(::kill(std::atoi(argv[0]), std::atoi(argv[1])));
+  };
   v["getppid"] = [](int, char**) {
     std::printf("%d\n", getppid());
     return 0;
@@ -171,7 +221,8 @@ std::map<std::string, Verb> verbs() {
   v["membomb"] = [](int, char** argv) {
     const long mib = std::atol(argv[0]);
     for (long i = 0; i < mib; ++i) {
-      void* p = ::mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      void* p =
+          ::mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) return report(-1);
       std::memset(p, 1, 1 << 20);
     }
@@ -186,7 +237,9 @@ std::map<std::string, Verb> verbs() {
     }
   };
   v["coredump"] = [](int, char**) {
-    struct rlimit rl{RLIM_INFINITY, RLIM_INFINITY};
+    struct rlimit rl {
+      RLIM_INFINITY, RLIM_INFINITY
+    };
     std::printf("raise core limit: ");
     report(::setrlimit(RLIMIT_CORE, &rl));
     std::fflush(stdout);
@@ -200,10 +253,12 @@ std::map<std::string, Verb> verbs() {
     if (n == "keyctl") return report(::syscall(SYS_keyctl, 0, 0, 0, 0, 0));
     if (n == "add_key") return report(::syscall(SYS_add_key, "user", "x", "y", 1, 0));
     if (n == "userfaultfd") return report(::syscall(SYS_userfaultfd, 0));
-    if (n == "perf_event_open") return report(::syscall(SYS_perf_event_open, nullptr, 0, -1, -1, 0));
+    if (n == "perf_event_open")
+      return report(::syscall(SYS_perf_event_open, nullptr, 0, -1, -1, 0));
     if (n == "io_uring_setup") return report(::syscall(SYS_io_uring_setup, 1, nullptr));
     if (n == "ptrace") return report(::syscall(SYS_ptrace, 0 /*TRACEME*/, 0, 0, 0));
-    if (n == "process_vm_readv") return report(::syscall(SYS_process_vm_readv, 1, nullptr, 0, nullptr, 0, 0));
+    if (n == "process_vm_readv")
+      return report(::syscall(SYS_process_vm_readv, 1, nullptr, 0, nullptr, 0, 0));
     if (n == "mount_tmpfs") return report(::mount("tmpfs", "/tmp", "tmpfs", 0, nullptr));
     if (n == "mount_cgroup") return report(::mount("cgroup", "/tmp", "cgroup", 0, "memory"));
     if (n == "umount_proc") return report(::umount2("/proc", MNT_DETACH));
@@ -212,7 +267,8 @@ std::map<std::string, Verb> verbs() {
     if (n == "unshare_net") return report(::unshare(CLONE_NEWNET));
     if (n == "setns") return report(::setns(0, 0));
     if (n == "clone_newuser") {
-      const long rc = ::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+      const long rc =
+          ::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
       if (rc == 0) _exit(0);
       return report(rc);
     }
@@ -220,13 +276,15 @@ std::map<std::string, Verb> verbs() {
     if (n == "kexec_load") return report(::syscall(SYS_kexec_load, 0, 0, nullptr, 0));
     if (n == "init_module") return report(::syscall(SYS_init_module, nullptr, 0, ""));
     if (n == "open_by_handle_at") return report(::syscall(SYS_open_by_handle_at, 0, nullptr, 0));
-    if (n == "reboot") return report(::syscall(SYS_reboot, 0xfee1dead, 672274793, 0x1234567, nullptr));
+    if (n == "reboot")
+      return report(::syscall(SYS_reboot, 0xfee1dead, 672274793, 0x1234567, nullptr));
     if (n == "swapon") return report(::syscall(SYS_swapon, "/tmp/x", 0));
     if (n == "acct") return report(::syscall(SYS_acct, "/tmp/x"));
     if (n == "syslog") return report(::syscall(SYS_syslog, 3, nullptr, 0));
     if (n == "chroot") return report(::chroot("/tmp"));
     if (n == "sethostname") return report(::sethostname("evil", 4));
-    if (n == "personality") return report(::syscall(SYS_personality, 0x0040000 /*ADDR_NO_RANDOMIZE*/));
+    if (n == "personality")
+      return report(::syscall(SYS_personality, 0x0040000 /*ADDR_NO_RANDOMIZE*/));
     if (n == "tiocsti") {
       char c = 'x';
       return report(::ioctl(0, TIOCSTI, &c));

@@ -247,11 +247,17 @@ TEST_F(CliOperatorCommands, ReapCoversEveryBackendAndBackendNarrows) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "nothing to reap\n");
 
-  r = cli({"sandbox", "reap", "--older-than", "1h", "--backend", "docker"});
+  r = cli({"sandbox", "reap", "--older-than", "1h", "--backend", "k8s"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
-            "ringfence: sandbox reap: --backend: unknown backend \"docker\" (available: local, "
-            "native)\n");
+            "ringfence: sandbox reap: --backend: unknown backend \"k8s\" (available: docker, "
+            "local, native, remotedocker)\n");
+  // Asked for by name, a docker daemon that is not there is a failure, named.
+  r = cli({"sandbox", "reap", "--older-than", "1h", "--backend", "docker", "--docker-host",
+           "unix:///nonexistent/docker.sock"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("sandbox reap: docker: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/docker.sock"), std::string::npos) << r.err;
 }
 
 const std::string kOtherDir =

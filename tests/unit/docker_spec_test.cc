@@ -51,6 +51,9 @@ TEST(DockerSpec, EveryBoundIsOn) {
   EXPECT_EQ(hc["Ulimits"][0]["Hard"], 512);
   EXPECT_EQ(hc["Ulimits"][1]["Name"], "core");
   EXPECT_EQ(hc["Ulimits"][1]["Hard"], 0);
+  EXPECT_EQ(hc["Ulimits"][2]["Name"], "fsize");
+  EXPECT_EQ(hc["Ulimits"][2]["Hard"], 32ull << 20);
+  EXPECT_EQ(hc["Tmpfs"]["/sys"], "ro,nosuid,nodev,noexec,size=4k,mode=0555");
   EXPECT_EQ(hc["LogConfig"]["Type"], "none");
   EXPECT_EQ(hc["AutoRemove"], true);
   EXPECT_EQ(body["User"], "1073746920:1073746920");
@@ -63,7 +66,7 @@ TEST(DockerSpec, EveryBoundIsOn) {
 TEST(DockerSpec, TheRunnerIsPid1FromAReadOnlyVolumeWithOurSeccompFilters) {
   const auto body = container_create_body(spec(), plan());
   EXPECT_EQ(body["Entrypoint"],
-            nlohmann::json::array({"/.ringfence/ringfence-tool-runner", "--stdio", "--seccomp",
+            nlohmann::json::array({"/.ringfence/tool-runner", "--stdio", "--seccomp",
                                    "/.ringfence/seccomp.bpf"}));
   const auto& m = body["HostConfig"]["Mounts"];
   ASSERT_EQ(m.size(), 1u);
