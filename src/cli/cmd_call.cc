@@ -24,6 +24,7 @@ namespace {
 struct ClientFlags {
   std::string state_dir;  // empty: the worker's default
   std::string project, run, stdin_file, environment = "development", timeout = "30s";
+  std::string sandbox_image;  // an agent's own image; "" = the worker's
   bool json = false;
   std::vector<std::string> command;
 };
@@ -50,6 +51,7 @@ int run_call(const ClientFlags& f) {
   call.run = f.run;
   call.argv = f.command;
   call.timeout = *timeout;
+  call.sandbox_image = f.sandbox_image;
   if (!f.stdin_file.empty()) {
     auto data = read_file(f.stdin_file);
     if (!data) return fail("--stdin: " + data.error().to_string(), kExitUsage);
@@ -139,6 +141,9 @@ void add_call_commands(CLI::App& app, CommandResult* result) {
   call->add_option("--run", f->run, "Run (created on first use)")->required();
   call->add_option("--stdin", f->stdin_file, "File whose bytes are the call's stdin");
   call->add_option("--timeout", f->timeout, "Per-call timeout")->default_val("30s");
+  call->add_option("--sandbox-image", f->sandbox_image,
+                   "This agent's own sandbox image (docker backends); a run keeps its first "
+                   "call's image. Default: the worker's");
   call->add_option("--environment", f->environment, "Environment of a new project")
       ->default_val("development");
   call->add_option("--state-dir", f->state_dir,

@@ -103,8 +103,15 @@ CREATE INDEX events_by_run ON events (run_id, id);
 CREATE INDEX events_by_call ON events (call_id, id);
 )sql";
 
+// v2 (issue 5): a call may name the image of the sandbox it runs in (per
+// agent); empty means the worker's own image.
+constexpr std::string_view kV2 = R"sql(
+ALTER TABLE tool_calls ADD COLUMN sandbox_image TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1},
+    {2, kV2},
 };
 
 constexpr std::string_view kVersionTable =

@@ -86,6 +86,7 @@ Status check_call_text(const NewCall& c) {
     RF_TRY(check_utf8(key, "an env name"));
     RF_TRY(check_utf8(value, "env " + key));
   }
+  RF_TRY(check_utf8(c.sandbox_image, "sandbox_image"));
   return check_utf8(c.cwd, "cwd");
 }
 
@@ -327,7 +328,8 @@ Result<ClaimedCall> read_queued(const Statement& st) {
                    std::move(*env),
                    st.text(5),
                    st.blob(6),
-                   std::chrono::milliseconds(st.int64(7))};
+                   std::chrono::milliseconds(st.int64(7)),
+                   st.text(8)};
   return c;
 }
 
@@ -335,10 +337,10 @@ Result<ClaimedCall> read_queued(const Statement& st) {
 // decoded fail (so they do not block the queue) and the next is taken.
 Result<std::optional<ClaimedCall>> next_queued(Db& db, const ClaimFilter& filter, int64_t now) {
   constexpr std::string_view kAny =
-      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms "
+      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, sandbox_image "
       "FROM tool_calls WHERE state = 'queued' ORDER BY id LIMIT 1";
   constexpr std::string_view kOfProject =
-      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms "
+      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, sandbox_image "
       "FROM tool_calls WHERE state = 'queued' AND project_id = ?1 ORDER BY id LIMIT 1";
   while (true) {
     auto st = filter.project ? query(db, kOfProject, *filter.project) : query(db, kAny);
@@ -499,9 +501,10 @@ Result<int64_t> Store::enqueue_call(const NewCall& c) {
     RF_TRY(open_run(db_, c.run, c.project, at));
     RF_TRY(exec(db_,
                 "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, stdin, "
-                "timeout_ms, state, enqueued_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8)",
+                "timeout_ms, state, enqueued_at, sandbox_image) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9)",
                 c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
-                Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at));
+                Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at, c.sandbox_image));
     return db_.last_insert_rowid();
   };
   std::string operation = "enqueue call in run " + c.run;

@@ -61,6 +61,9 @@ struct NewCall {
   std::string cwd;  // "" = the sandbox's default
   std::string stdin_bytes;
   std::chrono::milliseconds timeout{30'000};
+  // The image of the sandbox this call runs in (an agent's own); "" = the
+  // worker's. Per run, the first call's image holds for the whole run.
+  std::string sandbox_image;
 };
 
 // Which queued calls a worker may take.

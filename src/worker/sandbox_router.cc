@@ -18,15 +18,19 @@ SandboxRouter::SandboxRouter(SandboxMode mode, Backend& backend, SandboxSpec spe
 SandboxRouter::~SandboxRouter() { destroy_all(); }
 
 Result<std::shared_ptr<Sandbox>> SandboxRouter::fresh(const std::string& project,
-                                                      const std::string& run) {
+                                                      const std::string& run,
+                                                      const std::string& image) {
   Result<std::unique_ptr<Sandbox>> sb = make_error("sandbox", "not made");
-  if (pool_) {
+  if (pool_ && image == spec_.image) {
     sb = pool_->acquire();  // made before its project was known: the store has it
   } else {
     SandboxSpec spec = spec_;
     spec.labels["project"] = project;
     if (!run.empty()) spec.labels["run"] = run;
+    spec.image = image;
     sb = backend_.create(spec);
+    if (!sb && image != spec_.image)
+      return make_error("sandbox_image " + image, sb.error().to_string());
   }
   if (!sb) return sb.take_error();
   std::shared_ptr<Sandbox> out(std::move(*sb));
@@ -40,9 +44,15 @@ void SandboxRouter::destroy(const std::shared_ptr<Sandbox>& sandbox) {
   if (ledger_) ledger_->destroyed(sandbox->id());
 }
 
-Result<SandboxLease> SandboxRouter::acquire(const std::string& project, const std::string& run) {
+Result<SandboxLease> SandboxRouter::acquire(const std::string& project, const std::string& run,
+                                            const std::string& requested_image) {
+  const std::string image = requested_image.empty() ? spec_.image : requested_image;
+  if (mode_ == SandboxMode::kNone && image != spec_.image) {
+    return make_error("sandbox_image " + image,
+                      "sandbox mode none runs calls in a local scratch directory, with no image");
+  }
   if (mode_ == SandboxMode::kNone || mode_ == SandboxMode::kPerTool) {
-    auto sb = fresh(project, run);
+    auto sb = fresh(project, run, image);
     if (!sb) return sb.take_error();
     std::lock_guard lock(mu_);
     lent_.push_back(*sb);
@@ -60,11 +70,17 @@ Result<SandboxLease> SandboxRouter::acquire(const std::string& project, const st
     return make_error("run " + run,
                       "belongs to project " + it->second.project + ", not " + project);
   }
+  if (it != runs_.end() && it->second.image != image) {
+    return make_error("sandbox_image " + image,
+                      (mode_ == SandboxMode::kPerWorker ? std::string("this worker's sandbox")
+                                                        : "run " + run + "'s sandbox") +
+                          " runs image " + it->second.image + "; one sandbox has one image");
+  }
   if (it == runs_.end()) {
     // Under the lock: two calls of a new run must not make two sandboxes.
-    auto sb = fresh(project, mode_ == SandboxMode::kPerWorker ? "" : run);
+    auto sb = fresh(project, mode_ == SandboxMode::kPerWorker ? "" : run, image);
     if (!sb) return sb.take_error();
-    it = runs_.emplace(key, RunSandbox{std::move(*sb), project, {}, 0}).first;
+    it = runs_.emplace(key, RunSandbox{std::move(*sb), project, image, {}, 0}).first;
   }
   it->second.in_use++;
   it->second.last_used = std::chrono::steady_clock::now();

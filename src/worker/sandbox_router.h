@@ -37,7 +37,11 @@ class SandboxRouter {
                 SandboxLedger* ledger = nullptr);
   ~SandboxRouter();
 
-  Result<SandboxLease> acquire(const std::string& project, const std::string& run);
+  // `image`: the call's own sandbox image (an agent's override); "" or the
+  // worker's image take the usual path (and the pool). A run keeps the image
+  // of its first call; a later call asking for another one is refused.
+  Result<SandboxLease> acquire(const std::string& project, const std::string& run,
+                               const std::string& image = "");
   void release(SandboxLease&& lease);
   // The run ended: its per_run sandbox goes.
   void end_run(const std::string& run);
@@ -49,12 +53,14 @@ class SandboxRouter {
 
  private:
   // A new sandbox (from the pool when there is one), bound to project/run.
-  Result<std::shared_ptr<Sandbox>> fresh(const std::string& project, const std::string& run);
+  Result<std::shared_ptr<Sandbox>> fresh(const std::string& project, const std::string& run,
+                                         const std::string& image);
   void destroy(const std::shared_ptr<Sandbox>& sandbox);
 
   struct RunSandbox {
     std::shared_ptr<Sandbox> sandbox;
     std::string project;
+    std::string image;
     std::chrono::steady_clock::time_point last_used;
     int in_use = 0;
   };

@@ -239,9 +239,10 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   if (cancelling_) return fail("cancelled: the worker stopped before the call started");
   // The call keeps this serving to its end, even if the worker falls back meanwhile.
   const auto with = serving();
-  auto lease = with->router->acquire(c.project, c.run);
+  auto lease = with->router->acquire(c.project, c.run, c.sandbox_image);
   if (!lease) {
-    ++with->call_path_failures;
+    // A client's own image that cannot be had says nothing of the backend's health.
+    if (c.sandbox_image.empty()) ++with->call_path_failures;
     return fail(lease.error().to_string());
   }
   with->call_path_failures = 0;

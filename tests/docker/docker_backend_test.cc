@@ -388,11 +388,57 @@ TEST_P(DockerWorkerTest, ServesCalls) {
   EXPECT_EQ(again.find("one\n") != std::string::npos, shared) << again;
 }
 
+// An agent's own image (`ringfence call --sandbox-image`): its calls run in a
+// sandbox of that image; a run keeps its first call's image.
+// per_tool and per_run: the modes that make a sandbox per call or run.
+class DockerWorkerImageTest : public DockerWorkerTest {};
+
+TEST_P(DockerWorkerImageTest, ACallMayNameItsOwnImage) {
+  auto placement = worker::place(settings());
+  ASSERT_TRUE(placement.ok()) << placement.error().to_string();
+  worker::WorkerOptions o;
+  o.settings = settings();
+  o.concurrency = 2;
+  auto w = worker::Worker::start(std::move(o), std::move(*placement));
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  worker_ = std::move(*w);
+  auto in_image = [&](const std::string& run, const std::string& image, int* code) {
+    CliRun r = run_cli({"call", "--state-dir", state_, "--project", "acme", "--run", run,
+                        "--sandbox-image", image, "--", "/bin/sh", "-c",
+                        "test -d /workspace && echo has-workspace-dir"});
+    *code = r.exit_code;
+    return r.out + r.err;
+  };
+  int code = -1;
+  // The image without /workspace still gets its tmpfs there: the call runs in it.
+  std::string out = in_image("img1", test_daemon().broken_image(), &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out, "has-workspace-dir\n");
+  // A missing image fails that call, naming it; the worker serves on.
+  out = in_image("img2", "rf-test/not-there:1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("sandbox_image rf-test/not-there:1"), std::string::npos) << out;
+  if (GetParam() == worker::SandboxMode::kPerRun) {
+    out = in_image("img1", test_daemon().image(), &code);
+    EXPECT_NE(code, 0);
+    EXPECT_NE(out.find("run img1's sandbox runs image " + test_daemon().broken_image()),
+              std::string::npos)
+        << out;
+  }
+  int ok = -1;
+  (void)run_call(state_, "after", "true", &ok);
+  EXPECT_EQ(ok, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, DockerWorkerTest,
                          ::testing::Values(worker::SandboxMode::kNone,
                                            worker::SandboxMode::kPerTool,
                                            worker::SandboxMode::kPerRun,
                                            worker::SandboxMode::kPerWorker),
+                         [](const auto& info) { return worker::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Modes, DockerWorkerImageTest,
+                         ::testing::Values(worker::SandboxMode::kPerTool,
+                                           worker::SandboxMode::kPerRun),
                          [](const auto& info) { return worker::to_string(info.param); });
 
 }  // namespace
