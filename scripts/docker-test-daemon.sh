@@ -7,7 +7,8 @@
 # so it creates no network and changes no firewall: containers get network
 # none or the host's. It also listens on tcp://127.0.0.1:PORT (the "remote"
 # daemon of the TCP tests) and, through an sshd of our own on 127.0.0.1,
-# over ssh (`ssh ... docker system dial-stdio`). Test images are built here
+# over ssh (`ssh ... docker system dial-stdio`), and through a TLS front
+# (socat, with certificates of a CA made here) for the tcp+TLS transport. Test images are built here
 # with `docker import` from Debian's busybox-static and bash-static; nothing
 # is ever pulled. DIR/env then tells the tests where everything is
 # (tests/support/docker_daemon.h). If dockerd cannot start on this machine,
@@ -123,6 +124,44 @@ CONF
   SSH_SKIP="ssh to 127.0.0.1:$port did not work: $(tail -n 1 "$ssh/sshd.log" 2>/dev/null)"
 }
 
+# A TLS front for the daemon (the tcp+TLS transport's test): socat terminates
+# TLS with a certificate of a CA made here and demands a client certificate of
+# the same CA, then relays to the daemon's socket. DOCKER_CERT_PATH-style files
+# (ca.pem, cert.pem, key.pem) for the client land in DIR/tls/client.
+start_tls() {
+  local tls=$dir/tls port
+  command -v socat >/dev/null || { TLS_SKIP="socat is not installed"; return 0; }
+  mkdir -p "$tls/client"
+  if [ ! -f "$tls/client/key.pem" ]; then
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=rf-test-ca \
+      -keyout "$tls/ca-key.pem" -out "$tls/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$tls/server-key.pem" \
+      -out "$tls/server.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\n' > "$tls/san.ext"
+    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca-key.pem" \
+      -CAcreateserial -days 3650 -extfile "$tls/san.ext" -out "$tls/server-cert.pem" 2>/dev/null
+    cat "$tls/server-cert.pem" "$tls/server-key.pem" > "$tls/server.pem"
+    openssl req -newkey rsa:2048 -nodes -subj /CN=rf-test-client -keyout "$tls/client/key.pem" \
+      -out "$tls/client.csr" 2>/dev/null
+    openssl x509 -req -in "$tls/client.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca-key.pem" \
+      -CAcreateserial -days 3650 -out "$tls/client/cert.pem" 2>/dev/null
+    cp "$tls/ca.pem" "$tls/client/ca.pem"
+  fi
+  port=$(free_port)
+  setsid socat "OPENSSL-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork,cert=$tls/server.pem,cafile=$tls/ca.pem,verify=1" \
+    "UNIX-CONNECT:$sock" >"$tls/socat.log" 2>&1 </dev/null &
+  echo $! > "$tls/socat.pid"
+  for _ in $(seq 50); do
+    if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
+      TLS_HOST=tcp://127.0.0.1:$port
+      TLS_CERTS=$tls/client
+      return 0
+    fi
+    sleep 0.1
+  done
+  TLS_SKIP="socat did not listen: $(tail -n 1 "$tls/socat.log" 2>/dev/null)"
+}
+
 case "$cmd" in
 start)
   command -v dockerd >/dev/null || { echo "docker-test-daemon: dockerd is not installed: run scripts/install-deps.sh" >&2; exit 1; }
@@ -160,6 +199,10 @@ start)
   SSH_HOST="" SSH_OPTIONS="" SSH_SKIP=""
   stop_pid "$dir/ssh/sshd.pid"
   start_sshd
+  TLS_HOST="" TLS_CERTS="" TLS_SKIP=""
+  [ -f "$dir/tls/socat.pid" ] && kill -TERM -- "-$(cat "$dir/tls/socat.pid")" 2>/dev/null || true
+  stop_pid "$dir/tls/socat.pid"
+  start_tls
   {
     echo "DOCKER_HOST=unix://$sock"
     echo "DOCKER_TCP_HOST=tcp://127.0.0.1:$port"
@@ -168,6 +211,12 @@ start)
       echo "RINGFENCE_SSH_OPTIONS=$SSH_OPTIONS"
     else
       echo "SSH_SKIP_REASON=$SSH_SKIP"
+    fi
+    if [ -n "$TLS_HOST" ]; then
+      echo "DOCKER_TLS_HOST=$TLS_HOST"
+      echo "DOCKER_TLS_CERT_PATH=$TLS_CERTS"
+    else
+      echo "TLS_SKIP_REASON=$TLS_SKIP"
     fi
     echo "IMAGE=rf-test/busybox:1"
     echo "BROKEN_IMAGE=rf-test/no-workspace:1"
@@ -182,6 +231,9 @@ stop)
     [ -z "$ids" ] || "$docker_cli" rm -f $ids >/dev/null 2>&1 || true
   fi
   stop_pid "$dir/ssh/sshd.pid"
+  # socat forks a child per connection: end its whole group.
+  [ -f "$dir/tls/socat.pid" ] && kill -TERM -- "-$(cat "$dir/tls/socat.pid")" 2>/dev/null || true
+  stop_pid "$dir/tls/socat.pid"
   stop_pid "$dir/dockerd.pid"
   rm -f "$dir/env"
   echo "docker-test-daemon: stopped"

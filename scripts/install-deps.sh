@@ -12,7 +12,7 @@ packages=(
   # The docker backend (issue 5): its TLS and tar, and what its tests start:
   # Debian's dockerd, test images from static busybox and bash, and an sshd
   # for the ssh:// transport.
-  libssl-dev libarchive-dev docker.io bash-static openssh-server openssh-client
+  libssl-dev libarchive-dev docker.io bash-static openssh-server openssh-client socat
 )
 
 missing=()

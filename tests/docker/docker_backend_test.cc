@@ -209,6 +209,34 @@ TEST_F(DockerBackendTest, RemoteDaemonOverTcp) {
   EXPECT_TRUE((*sb)->destroy().ok());
 }
 
+// tcp:// with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH, as the docker CLI reads
+// them: the daemon's certificate is checked against ca.pem, and ours is sent.
+TEST_F(DockerBackendTest, RemoteDaemonOverTls) {
+  if (test_daemon().get("DOCKER_TLS_HOST").empty()) {
+    GTEST_SKIP() << "no TLS front: " << test_daemon().get("TLS_SKIP_REASON");
+  }
+  ::setenv("DOCKER_TLS_VERIFY", "1", 1);
+  ::setenv("DOCKER_CERT_PATH", test_daemon().get("DOCKER_TLS_CERT_PATH").c_str(), 1);
+  auto b = backend(test_daemon().get("DOCKER_TLS_HOST"));
+  ASSERT_TRUE(b);
+  auto sb = b->create(spec());
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  Out r = SandboxTest::run(**sb, {"/bin/sh", "-c", "echo over tls"});
+  EXPECT_EQ(r.out, "over tls\n");
+  EXPECT_TRUE((*sb)->destroy().ok());
+  // Without our client certificate the TLS front refuses us, and says so.
+  ::setenv("DOCKER_CERT_PATH", "/nonexistent", 1);
+  docker::DockerOptions o;
+  o.host_url = test_daemon().get("DOCKER_TLS_HOST");
+  o.runner_path = RF_RUNNER_PATH;
+  auto refused = docker::make_docker_backend(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().to_string().find("/nonexistent/ca.pem"), std::string::npos)
+      << refused.error().to_string();
+  ::unsetenv("DOCKER_TLS_VERIFY");
+  ::unsetenv("DOCKER_CERT_PATH");
+}
+
 TEST_F(DockerBackendTest, RemoteDaemonOverSsh) {
   if (test_daemon().ssh_host().empty()) {
     GTEST_SKIP() << "no test sshd: " << test_daemon().get("SSH_SKIP_REASON");
