@@ -79,6 +79,18 @@ std::vector<Line> validate(Backend& backend, const ValidateFlags& f) {
   const auto t0 = Clock::now();
   auto sb = report ? backend.create(spec) : Result<std::unique_ptr<Sandbox>>(report.error());
   const long start_ms = ms_since(t0);
+  if (!sb && report && !report->runner_problem.empty()) {
+    lines.push_back({"container starts: not started, the image's own runner cannot serve", false,
+                     "see the next line"});
+    lines.push_back({"tool-runner --version: " + report->runner_problem, false,
+                     "update /usr/local/bin/ringfence-tool-runner in the image to one that "
+                     "speaks the host's protocol (>=0.1,<0.2), or remove it: ringfence then "
+                     "injects its own"});
+    lines.push_back({"bash echo round-trip", false, skipped});
+    lines.push_back({"/workspace writable", false, skipped});
+    lines.push_back({"env scrub: HOST_SECRET not visible", false, skipped});
+    return lines;
+  }
   if (!sb) {
     const std::string why = sb.error().to_string();
     const bool runner = why.find("ringfence-tool-runner") != std::string::npos ||

@@ -121,11 +121,15 @@ Status DockerBackend::runner_volume(const std::string& image_id) {
 }
 
 Result<ImageReport> DockerBackend::prepare_image(const std::string& ref) {
-  auto info = image(ref);
+  // Present (or pulled) first, then its runner: a bad runner is not a missing image.
+  auto info = inspect_image(*api_, ref, options_.allow_pull);
   if (!info) return info.take_error();
   ImageReport report;
   report.description = "digest " + info->digest();
   if (info->pulled) report.description += ", pulled";
+  if (auto runner = check_image_runner(*api_, *info); !runner) {
+    report.runner_problem = runner.error().to_string();
+  }
   report.runner = info->own_runner.empty() ? "injected" : info->own_runner;
   // The image contract: a /workspace directory in the image itself (at run
   // time a tmpfs covers it, which would hide its absence).

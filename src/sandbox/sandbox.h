@@ -119,6 +119,7 @@ struct ImageReport {
   std::string description;            // "digest sha256:...", "the host's /usr and /etc"
   std::optional<bool> has_workspace;  // the image has a /workspace directory, when it can tell
   std::string runner = "injected";    // or the --version line of the image's own runner
+  std::string runner_problem;         // the image's own runner cannot serve: why
 };
 
 class Backend {

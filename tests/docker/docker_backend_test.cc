@@ -330,6 +330,20 @@ TEST_F(DockerBackendTest, ValidateFailsOnAnImageWithoutWorkspaceAndSaysWhatToDo)
   EXPECT_NE(r.out.find("\nFAIL\n"), std::string::npos) << r.out;
 }
 
+TEST_F(DockerBackendTest, ValidateBlamesAnImagesOutOfRangeRunnerOnItsOwnLine) {
+  CliRun r = run_cli({"sandbox", "validate", test_daemon().old_runner_image(), "--docker-host",
+                      test_daemon().unix_host()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("\u2713 image present or pulled (digest sha256:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\u2717 tool-runner --version: image " + test_daemon().old_runner_image() +
+                       " ships /usr/local/bin/ringfence-tool-runner"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fix: update /usr/local/bin/ringfence-tool-runner in the image"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST_F(DockerBackendTest, ValidateFailsOnAMissingImage) {
   CliRun r = run_cli(
       {"sandbox", "validate", "rf-test/not-there:1", "--docker-host", test_daemon().unix_host()});
