@@ -1,5 +1,8 @@
 #include "docker/docker_host.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace rf::docker {
@@ -43,6 +46,20 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v != nullptr && *v != '\0' ? std::string(v) : fallback;
 }
 
+// $HOME, else the passwd entry's home directory.
+std::string home_dir() {
+  const std::string home = env_or("HOME", "");
+  if (!home.empty()) return home;
+  passwd pw{};
+  passwd* found = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(::getuid(), &pw, buf, sizeof buf, &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr) {
+    return found->pw_dir;
+  }
+  return "/";
+}
+
 }  // namespace
 
 Result<DockerHost> parse_docker_host(std::string_view url) {
@@ -70,14 +87,18 @@ Result<DockerHost> parse_docker_host(std::string_view url) {
     h.host = hp->first;
     if (h.host.empty()) return bad(url, "no host");
     if (hp->second.empty()) {
-      return bad(url, "needs a port, such as " + std::string(scheme) + "://" + h.host + ":2375");
+      const bool v6 = h.host.find(':') != std::string::npos;
+      return bad(url, "needs a port, such as " + std::string(scheme) + "://" +
+                          (v6 ? "[" + h.host + "]" : h.host) +
+                          (scheme == "https" ? ":2376" : ":2375"));
     }
     auto port = parse_port(url, hp->second);
     if (!port) return port.take_error();
     h.port = *port;
-    h.tls = scheme == "https" || !env_or("DOCKER_TLS_VERIFY", "").empty();
+    // As the docker CLI: $DOCKER_TLS_VERIFY (any non-empty value) turns TLS on for tcp://.
+    h.tls = scheme == "https" || (scheme == "tcp" && !env_or("DOCKER_TLS_VERIFY", "").empty());
     h.tls_verify = true;
-    h.cert_dir = env_or("DOCKER_CERT_PATH", env_or("HOME", "/root") + "/.docker");
+    h.cert_dir = env_or("DOCKER_CERT_PATH", home_dir() + "/.docker");
     return h;
   }
   if (scheme == "ssh") {
@@ -88,6 +109,9 @@ Result<DockerHost> parse_docker_host(std::string_view url) {
     if (at != std::string_view::npos) {
       h.user = std::string(rest.substr(0, at));
       if (h.user.empty()) return bad(url, "empty user before @");
+      if (h.user.find(':') != std::string::npos) {
+        return bad(url, "a password in the URL is not supported (use an ssh key)");
+      }
       rest = rest.substr(at + 1);
     }
     auto hp = split_host_port(url, rest);
