@@ -1,5 +1,7 @@
 #include "worker/serving.h"
 
+#include <spdlog/spdlog.h>
+
 namespace rf::worker {
 
 std::shared_ptr<Serving> Serving::make(Placement placement, const WorkerSettings& s,
@@ -12,6 +14,12 @@ std::shared_ptr<Serving> Serving::make(Placement placement, const WorkerSettings
   if (mode == SandboxMode::kNone) spec = SandboxSpec{.backend = "local"};
   // The backend that serves (a fallback may stand in for the configured one).
   if (mode != SandboxMode::kNone) spec.backend = backend.name();
+  // native has one image: a docker image cannot follow a fallback onto it.
+  if (spec.backend == "native" && spec.image != "host") {
+    spdlog::warn("backend native serves with its host image; image {} is not used here",
+                 spec.image);
+    spec.image = "host";
+  }
   spec.labels["mode"] = to_string(mode);
   if ((mode == SandboxMode::kPerTool || mode == SandboxMode::kPerRun) && s.pool_target.value > 0) {
     out->pool = std::make_unique<WarmPool>(backend, spec, s.pool_target.value, s.pool_max.value);

@@ -334,7 +334,8 @@ TEST_F(DockerBackendTest, ValidateBlamesAnImagesOutOfRangeRunnerOnItsOwnLine) {
   CliRun r = run_cli({"sandbox", "validate", test_daemon().old_runner_image(), "--docker-host",
                       test_daemon().unix_host()});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("\u2713 image present or pulled (digest sha256:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\u2713 image present or pulled (digest sha256:"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("\u2717 tool-runner --version: image " + test_daemon().old_runner_image() +
                        " ships /usr/local/bin/ringfence-tool-runner"),
             std::string::npos)
@@ -432,6 +433,38 @@ TEST_P(DockerWorkerTest, ServesCalls) {
 
 // An agent's own image (`ringfence call --sandbox-image`): its calls run in a
 // sandbox of that image; a run keeps its first call's image.
+// A docker daemon that is down: a non-production worker falls back to native,
+// loudly, and serves with native's host image (a docker image cannot follow).
+TEST_F(DockerBackendTest, WorkerFallsBackFromADownDaemonToNative) {
+  char tmpl[] = "/tmp/rf-dfallback-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string state = tmpl;
+  auto s = worker::default_settings("/nonexistent-home");
+  s.state_dir.value = state;
+  s.mode.value = worker::SandboxMode::kPerRun;
+  s.project_environment.value = worker::ProjectEnvironment::kDevelopment;
+  s.backend.value = "docker";
+  s.docker_host.value = "unix:///nonexistent/docker.sock";
+  s.fallback_backends.value = {"native"};
+  s.image.value = test_daemon().image();
+  auto placement = worker::place(s);
+  ASSERT_TRUE(placement.ok()) << placement.error().to_string();
+  EXPECT_EQ(placement->backend->name(), "native");
+  EXPECT_EQ(placement->mode, worker::SandboxMode::kPerRun);
+  ASSERT_FALSE(placement->warnings.empty());
+  EXPECT_NE(placement->warnings[0].find("backend docker is unhealthy"), std::string::npos);
+  worker::WorkerOptions o;
+  o.settings = s;
+  auto w = worker::Worker::start(std::move(o), std::move(*placement));
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  CliRun r = run_cli({"call", "--state-dir", state, "--project", "acme", "--run", "r1", "--",
+                      "/bin/sh", "-c", "echo served"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "served\n");
+  w->reset();
+  std::system(("rm -rf " + state).c_str());
+}
+
 // per_tool and per_run: the modes that make a sandbox per call or run.
 class DockerWorkerImageTest : public DockerWorkerTest {};
 
