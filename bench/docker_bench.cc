@@ -4,6 +4,7 @@
 //   cold        create + exec /bin/true + destroy, through the Engine API
 //   docker-run  `docker -H URL run --rm --network none --read-only IMAGE true`
 //   exec        one call's round trip in a live sandbox
+//   probe       a protocol round trip that starts no process
 //   pooled-exec take a warm sandbox from the pool + one call's round trip
 //
 // Usage: rf_docker_bench --docker-host URL --image IMAGE [--iterations N]
@@ -145,6 +146,14 @@ int main(int argc, char** argv) {
                      }
                      auto r = live->exec(call, sink);
                      return r.ok() && r->exit_code == 0;
+                   }});
+  cases.push_back({"probe", [&] {
+                     if (!live) {
+                       auto sb = (*backend)->create(spec);
+                       if (!sb) return false;
+                       live = std::move(*sb);
+                     }
+                     return live->probe().ok();
                    }});
   std::unique_ptr<rf::worker::WarmPool> pool;
   std::vector<std::unique_ptr<rf::Sandbox>> used;
