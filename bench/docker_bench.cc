@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.h"
 #include "docker/docker_backend.h"
 #include "worker/pool.h"
 
@@ -33,24 +34,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct NullSink : rf::OutputSink {
-  void on_stdout(std::string_view) override {}
-  void on_stderr(std::string_view) override {}
-};
-
-struct Stats {
-  double p50, p99, mean;
-};
-
-Stats summarise(std::vector<double> us) {
-  std::sort(us.begin(), us.end());
-  double sum = 0;
-  for (double v : us) sum += v;
-  auto pct = [&](double p) {
-    return us[std::min(us.size() - 1, static_cast<size_t>(p * us.size()))];
-  };
-  return {pct(0.50), pct(0.99), sum / us.size()};
-}
+using rf::bench::NullSink;
+using rf::bench::Stats;
+using rf::bench::summarise;
 
 bool spawn_and_wait(const std::vector<std::string>& args) {
   std::vector<char*> argv;

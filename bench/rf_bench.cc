@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.h"
 #include "native/native_backend.h"
 #include "worker/pool.h"
 
@@ -32,22 +33,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct NullSink : rf::OutputSink {
-  void on_stdout(std::string_view) override {}
-  void on_stderr(std::string_view) override {}
-};
-
-struct Stats {
-  double p50, p99, mean;
-};
-
-Stats summarise(std::vector<double> us) {
-  std::sort(us.begin(), us.end());
-  double sum = 0;
-  for (double v : us) sum += v;
-  auto pct = [&](double p) { return us[std::min(us.size() - 1, static_cast<size_t>(p * us.size()))]; };
-  return {pct(0.50), pct(0.99), sum / us.size()};
-}
+using rf::bench::NullSink;
+using rf::bench::Stats;
+using rf::bench::summarise;
 
 std::vector<double> measure(int n, const std::function<bool()>& once) {
   std::vector<double> us;
@@ -78,18 +66,40 @@ bool spawn_and_wait(const std::vector<std::string>& args) {
 std::vector<std::string> bwrap_args() {
   // As close to our host image as bwrap's flags allow: read-only /usr and
   // /etc pieces, new /proc and /dev, tmpfs /tmp and /workspace, every namespace.
-  std::vector<std::string> a = {"/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-                                "--ro-bind", "/usr", "/usr"};
+  std::vector<std::string> a = {
+      "/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind",
+      "/usr",           "/usr"};
   for (const char* l : {"bin", "sbin", "lib", "lib64"}) {
     char target[256];
     const std::string path = std::string("/") + l;
     const ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
     if (n > 0) a.insert(a.end(), {"--symlink", std::string(target, n), path});
   }
-  a.insert(a.end(), {"--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache", "--ro-bind", "/etc/ssl/certs",
-                     "/etc/ssl/certs", "--ro-bind", "/etc/alternatives", "/etc/alternatives", "--proc",
-                     "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/workspace", "--chdir",
-                     "/workspace", "--hostname", "bench", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+  a.insert(a.end(), {"--ro-bind",
+                     "/etc/ld.so.cache",
+                     "/etc/ld.so.cache",
+                     "--ro-bind",
+                     "/etc/ssl/certs",
+                     "/etc/ssl/certs",
+                     "--ro-bind",
+                     "/etc/alternatives",
+                     "/etc/alternatives",
+                     "--proc",
+                     "/proc",
+                     "--dev",
+                     "/dev",
+                     "--tmpfs",
+                     "/tmp",
+                     "--tmpfs",
+                     "/workspace",
+                     "--chdir",
+                     "/workspace",
+                     "--hostname",
+                     "bench",
+                     "--clearenv",
+                     "--setenv",
+                     "PATH",
+                     "/usr/bin:/bin",
                      "/bin/true"});
   return a;
 }
@@ -101,11 +111,15 @@ int main(int argc, char** argv) {
   std::string only;
   bool steps = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--iterations") && i + 1 < argc) n = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else if (!std::strcmp(argv[i], "--steps")) steps = true;
+    if (!std::strcmp(argv[i], "--iterations") && i + 1 < argc)
+      n = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
+    else if (!std::strcmp(argv[i], "--steps"))
+      steps = true;
   }
-  auto backend = rf::native::make_native_backend(rf::native::NativeOptions{RF_RUNNER_PATH, "ringfence-bench"});
+  auto backend =
+      rf::native::make_native_backend(rf::native::NativeOptions{RF_RUNNER_PATH, "ringfence-bench"});
   if (!backend) {
     std::fprintf(stderr, "%s\n", backend.error().to_string().c_str());
     return 1;
@@ -181,7 +195,8 @@ int main(int argc, char** argv) {
   cases.emplace_back("pooled", [&] { return pooled(false); });
   cases.emplace_back("pooled-exec", [&] { return pooled(true); });
   const auto bwrap = bwrap_args();
-  if (access("/usr/bin/bwrap", X_OK) == 0) cases.emplace_back("bwrap", [&] { return spawn_and_wait(bwrap); });
+  if (access("/usr/bin/bwrap", X_OK) == 0)
+    cases.emplace_back("bwrap", [&] { return spawn_and_wait(bwrap); });
   cases.emplace_back("fork+exec", [&] { return spawn_and_wait({"/bin/true"}); });
 
   std::printf("%-12s %8s %10s %10s %10s\n", "case", "n", "p50_us", "p99_us", "mean_us");
@@ -191,23 +206,27 @@ int main(int argc, char** argv) {
     pooled_us.clear();
     auto samples = measure(n, fn);
     // Pooled cases time themselves: waiting for the refill is not the caller's cost.
-    if (name.rfind("pooled", 0) == 0) samples.assign(pooled_us.end() - static_cast<long>(samples.size()), pooled_us.end());
+    if (name.rfind("pooled", 0) == 0)
+      samples.assign(pooled_us.end() - static_cast<long>(samples.size()), pooled_us.end());
     const Stats s = summarise(samples);
     results[name] = s;
     std::printf("%-12s %8d %10.0f %10.0f %10.0f\n", name.c_str(), n, s.p50, s.p99, s.mean);
     std::fflush(stdout);
   }
   if (!phase_create.empty()) {
-    std::printf("cold phases p50 (us): create %.0f, exec %.0f, destroy %.0f\n", summarise(phase_create).p50,
-                summarise(phase_exec).p50, summarise(phase_destroy).p50);
+    std::printf("cold phases p50 (us): create %.0f, exec %.0f, destroy %.0f\n",
+                summarise(phase_create).p50, summarise(phase_exec).p50,
+                summarise(phase_destroy).p50);
   }
   if (results.count("cold") && results.count("bwrap")) {
-    std::printf("cold/bwrap p50 ratio: %.2f (target <= 0.60)\n", results["cold"].p50 / results["bwrap"].p50);
+    std::printf("cold/bwrap p50 ratio: %.2f (target <= 0.60)\n",
+                results["cold"].p50 / results["bwrap"].p50);
   }
   if (steps && !step_total.empty()) {
     std::vector<std::pair<double, std::string>> by_time;
     for (const auto& [step, total] : step_total) {
-      by_time.emplace_back(std::chrono::duration<double, std::micro>(total).count() / (n + n / 10), step);
+      by_time.emplace_back(std::chrono::duration<double, std::micro>(total).count() / (n + n / 10),
+                           step);
     }
     std::sort(by_time.rbegin(), by_time.rend());
     std::printf("\nmean set-up time by step (us), slowest first:\n");

@@ -327,15 +327,18 @@ Result<std::unique_ptr<ApiClient>> ApiClient::connect(const DockerHost& host,
   return c;
 }
 
-Result<std::unique_ptr<Connection>> ApiClient::take_connection(milliseconds timeout) {
-  {
+Result<std::unique_ptr<Connection>> ApiClient::take_connection(bool fresh, bool* pooled,
+                                                               milliseconds timeout) {
+  if (!fresh) {
     std::lock_guard lock(mu_);
     if (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
+      *pooled = true;
       return c;
     }
   }
+  *pooled = false;
   return open_connection(host_, timeout);
 }
 
@@ -349,18 +352,8 @@ Result<HttpResponse> ApiClient::request(std::string_view method, std::string_vie
   const std::string full = (api_version_.empty() ? "" : "/v" + api_version_) + std::string(target);
   const std::string what = "docker " + std::string(method) + " " + std::string(target);
   const Deadline deadline(options.timeout);
-  TakeFn take = [&](bool fresh, bool* pooled) -> Result<std::unique_ptr<Connection>> {
-    if (!fresh) {
-      std::lock_guard lock(mu_);
-      if (!idle_.empty()) {
-        auto c = std::move(idle_.back());
-        idle_.pop_back();
-        *pooled = true;
-        return c;
-      }
-    }
-    *pooled = false;
-    return open_connection(host_, deadline.left());
+  TakeFn take = [&](bool fresh, bool* pooled) {
+    return take_connection(fresh, pooled, deadline.left());
   };
   GiveFn give = [this](std::unique_ptr<Connection> c) { give_back(std::move(c)); };
   return exchange(host_, method, full, what, body, options, take, give, nullptr);
@@ -467,18 +460,8 @@ Status ApiClient::stream_json_lines(std::string_view method, std::string_view ta
   };
   const std::string full = "/v" + api_version_ + std::string(target);
   const Deadline deadline(options.timeout);
-  TakeFn take = [&](bool fresh, bool* pooled) -> Result<std::unique_ptr<Connection>> {
-    if (!fresh) {
-      std::lock_guard lock(mu_);
-      if (!idle_.empty()) {
-        auto c = std::move(idle_.back());
-        idle_.pop_back();
-        *pooled = true;
-        return c;
-      }
-    }
-    *pooled = false;
-    return open_connection(host_, deadline.left());
+  TakeFn take = [&](bool fresh, bool* pooled) {
+    return take_connection(fresh, pooled, deadline.left());
   };
   GiveFn give = [this](std::unique_ptr<Connection> c) { give_back(std::move(c)); };
   auto r = exchange(host_, method, full, what, {}, options, take, give, hook);

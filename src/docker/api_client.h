@@ -78,7 +78,9 @@ class ApiClient {
 
  private:
   explicit ApiClient(DockerHost host) : host_(std::move(host)) {}
-  Result<std::unique_ptr<Connection>> take_connection(std::chrono::milliseconds timeout);
+  // A kept-alive connection (unless `fresh`), else a new one; `pooled` says which.
+  Result<std::unique_ptr<Connection>> take_connection(bool fresh, bool* pooled,
+                                                      std::chrono::milliseconds timeout);
   void give_back(std::unique_ptr<Connection> conn);
 
   DockerHost host_;

@@ -130,21 +130,7 @@ Result<ExecResult> DockerSandbox::exec(const ExecCall& call, OutputSink& sink) {
   }
   ExecResult r = to_exec_result(*status);
   if (!cgroup_) return r;
-  if (auto after = cgroup_->usage()) {
-    // As native: one read per call, compared with the last call's.
-    native::CgroupUsage before;
-    {
-      std::lock_guard lock(usage_mu_);
-      before = last_usage_;
-      last_usage_ = *after;
-    }
-    r.peak_memory_bytes = std::max(r.peak_memory_bytes, after->memory_peak_bytes);
-    if (after->oom_kills > before.oom_kills) {
-      r.oom_killed = true;
-      if (r.limit.empty() || r.limit == "disk") r.limit = "memory";
-    }
-    if (after->pids_max_hits > before.pids_max_hits && r.limit.empty()) r.limit = "pids";
-  }
+  if (auto after = cgroup_->usage()) usage_.fold(*after, r);
   return r;
 }
 

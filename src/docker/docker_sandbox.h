@@ -10,6 +10,7 @@
 #include "docker/api_client.h"
 #include "docker/attach_channel.h"
 #include "docker/container_spec.h"
+#include "native/call_usage.h"
 #include "native/cgroup.h"
 #include "native/egress.h"
 #include "native/uid_slots.h"
@@ -53,8 +54,7 @@ class DockerSandbox : public RunnerSandbox {
   std::unique_ptr<native::Cgroup> cgroup_;  // the daemon's; only read here
   std::mutex mu_;                           // serialises destroy()
   bool destroyed_ = false;
-  std::mutex usage_mu_;
-  native::CgroupUsage last_usage_;
+  native::CallUsage usage_;
 };
 
 }  // namespace rf::docker

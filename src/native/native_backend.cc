@@ -19,6 +19,7 @@
 
 #include "core/io.h"
 #include "core/log.h"
+#include "native/call_usage.h"
 #include "native/cgroup.h"
 #include "native/child_setup.h"
 #include "native/doctor.h"
@@ -168,8 +169,7 @@ class NativeSandbox : public RunnerSandbox {
   std::unique_ptr<EgressLease> egress_;  // network proxy: its socket at the proxy
   std::mutex mu_;                        // serialises destroy()
   bool destroyed_ = false;
-  std::mutex usage_mu_;
-  CgroupUsage last_usage_;  // the cgroup's counters after the last call
+  CallUsage usage_;  // the cgroup's counters after the last call
 };
 
 Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
@@ -317,22 +317,7 @@ Result<ExecResult> NativeSandbox::exec(const ExecCall& call, OutputSink& sink) {
     return status.take_error();
   }
   ExecResult r = to_exec_result(*status);
-  if (auto after = cgroup_->usage()) {
-    // One read per call: the counters are compared with the last call's (a new
-    // cgroup starts at zero), not read before and after.
-    CgroupUsage before;
-    {
-      std::lock_guard lock(usage_mu_);
-      before = last_usage_;
-      last_usage_ = *after;
-    }
-    r.peak_memory_bytes = std::max(r.peak_memory_bytes, after->memory_peak_bytes);
-    if (after->oom_kills > before.oom_kills) {
-      r.oom_killed = true;
-      if (r.limit.empty() || r.limit == "disk") r.limit = "memory";
-    }
-    if (after->pids_max_hits > before.pids_max_hits && r.limit.empty()) r.limit = "pids";
-  }
+  if (auto after = cgroup_->usage()) usage_.fold(*after, r);
   return r;
 }
 
