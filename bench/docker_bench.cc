@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   rf::SandboxSpec spec;
-  spec.backend = "docker";
+  spec.backend = rf::BackendKind::kDocker;
   spec.image = image;
   rf::ExecCall call;
   call.argv = {"/bin/true"};

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/backends.h"
 #include "worker/worker.h"
 
 using namespace std::chrono;
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
           mode == "per_tool" ? rf::worker::SandboxMode::kPerTool : rf::worker::SandboxMode::kPerRun;
       s.pool_target.value = 4;
       s.pool_max.value = 8;
-      auto placement = rf::worker::place(s);
+      auto placement = rf::cli::place_worker(s);
       if (!placement) {
         std::fprintf(stderr, "%s\n", placement.error().to_string().c_str());
         return 1;

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "docker/stream_demux.h"
+#include "docker_api/stream_demux.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "docker/tar_archive.h"
+#include "docker_api/tar_archive.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr uint64_t kLimit = 64 << 10;

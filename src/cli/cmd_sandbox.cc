@@ -8,15 +8,14 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cli/backends.h"
 #include "cli/commands.h"
 #include "cli/terminal.h"
 #include "core/io.h"
 #include "core/units.h"
-#include "local/local_backend.h"
-#include "native/native_backend.h"
+#include "net/resolve_override.h"
 #include "sandbox/result_json.h"
 #include "sandbox/sandbox.h"
-#include "worker/backends.h"
 
 namespace rf::cli {
 namespace {
@@ -27,17 +26,10 @@ struct SandboxFlags {
   std::string image = "host";
   std::string workspace;
   std::vector<std::string> env;
-  std::string cpu = "1";
-  std::string mem = "512m";
-  std::string pids = "256";
-  std::string disk = "1g";
-  std::string timeout = "30s";
-  std::string output_limit = "16m";
+  std::map<std::string, std::string, std::less<>> limits;  // text by limit name (sandbox/limits.h)
   std::string network = "none";
   std::vector<std::string> allow;
   std::vector<std::string> proxy_resolve;
-  std::string egress_connections = "64";
-  std::string egress_bytes = "0";
   bool json = false;
   std::vector<std::string> command;
 };
@@ -59,12 +51,13 @@ void add_sandbox_flags(CLI::App* cmd, SandboxFlags* f) {
   cmd->add_option("--env", f->env, "K=V added to the environment (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--cpu", f->cpu, "CPUs (cpu time per wall second)")->default_val("1");
-  cmd->add_option("--mem", f->mem, "Memory limit")->default_val("512m");
-  cmd->add_option("--pids", f->pids, "Process limit")->default_val("256");
-  cmd->add_option("--disk", f->disk, "Size of /workspace and of /tmp")->default_val("1g");
-  cmd->add_option("--timeout", f->timeout, "Per-call timeout")->default_val("30s");
-  cmd->add_option("--output-limit", f->output_limit, "stdout+stderr cap")->default_val("16m");
+  // One flag per limit, from the one table the worker and the spec JSON use too.
+  const Limits defaults;
+  for (const LimitField& l : limit_fields()) {
+    std::string& text = f->limits[std::string(l.name)];
+    text = l.get(defaults);
+    cmd->add_option(l.exec_flag(), text, std::string(l.help))->default_val(text);
+  }
   cmd->add_option(
          "--network", f->network,
          "Network policy: none (loopback only), proxy (egress to --allow rules only, through the "
@@ -75,27 +68,21 @@ void add_sandbox_flags(CLI::App* cmd, SandboxFlags* f) {
                   "'*.pkg.example.org:443', 10.0.0.5:8080 (repeatable; docs/network.md)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--proxy-resolve", f->proxy_resolve,
-                  "For tests: the proxy resolves NAME to ADDR without DNS (NAME=ADDR, repeatable)")
+  cmd->add_option(
+         "--proxy-resolve", f->proxy_resolve,
+         "With --network proxy: the proxy maps NAME to ADDR without DNS; ADDR still passes the "
+         "policy (NAME=ADDR, repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--egress-connections", f->egress_connections,
-                  "With --network proxy: connections open at once")
-      ->default_val("64");
-  cmd->add_option("--egress-bytes", f->egress_bytes,
-                  "With --network proxy: bytes the sandbox may send (0: no cap)")
-      ->default_val("0");
   cmd->add_flag("--json", f->json, "Print a JSON result object at the end");
-}
-
-Error flag_error(const std::string& flag, const Error& e) {
-  return make_error(flag, e.message.empty() ? e.to_string() : e.where + ": " + e.message);
 }
 
 // Turns flags into a spec; every error names the flag.
 Result<SandboxSpec> to_spec(const SandboxFlags& f) {
   SandboxSpec s;
-  s.backend = f.backend;
+  auto backend = parse_backend_kind(f.backend);
+  if (!backend) return make_error("--backend", backend.error().message);
+  s.backend = *backend;
   s.image = f.image;
   if (!f.workspace.empty()) {
     char buf[PATH_MAX];
@@ -109,53 +96,23 @@ Result<SandboxSpec> to_spec(const SandboxFlags& f) {
       return make_error("--env \"" + kv + "\"", "expected K=V");
     s.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  auto cpus = parse_decimal(f.cpu);
-  if (!cpus) return flag_error("--cpu", cpus.error());
-  s.limits.cpus = *cpus;
-  auto mem = parse_size(f.mem);
-  if (!mem) return flag_error("--mem", mem.error());
-  s.limits.memory_bytes = *mem;
-  auto pids = parse_decimal(f.pids);
-  if (!pids || *pids != static_cast<double>(static_cast<uint64_t>(*pids))) {
-    return make_error("--pids \"" + f.pids + "\"", "expected a whole number");
+  for (const LimitField& l : limit_fields()) {
+    const auto it = f.limits.find(l.name);
+    if (it == f.limits.end()) continue;
+    if (auto set = l.set(s.limits, it->second); !set) {
+      return make_error(l.exec_flag(), set.error().message);
+    }
   }
-  s.limits.pids = static_cast<uint64_t>(*pids);
-  auto disk = parse_size(f.disk);
-  if (!disk) return flag_error("--disk", disk.error());
-  s.limits.disk_bytes = *disk;
-  auto timeout = parse_duration(f.timeout);
-  if (!timeout) return flag_error("--timeout", timeout.error());
-  s.limits.timeout = *timeout;
-  auto out = parse_size(f.output_limit);
-  if (!out) return flag_error("--output-limit", out.error());
-  s.limits.output_bytes = *out;
-  s.network = f.network;
+  auto network = parse_network_policy(f.network);
+  if (!network) return make_error("--network", network.error().message);
+  s.network = *network;
   s.allow = f.allow;
-  auto conns = parse_decimal(f.egress_connections);
-  if (!conns || *conns != static_cast<double>(static_cast<uint64_t>(*conns))) {
-    return make_error("--egress-connections \"" + f.egress_connections + "\"",
-                      "expected a whole number");
-  }
-  s.limits.egress_connections = static_cast<uint64_t>(*conns);
-  auto egress_bytes = parse_size(f.egress_bytes);
-  if (!egress_bytes) return flag_error("--egress-bytes", egress_bytes.error());
-  s.limits.egress_bytes = *egress_bytes;
   if (auto v = validate_spec(s); !v) {
-    static const std::map<std::string, std::string> kFlagOf = {
-        {"limits.cpus", "--cpu"},
-        {"limits.memory", "--mem"},
-        {"limits.pids", "--pids"},
-        {"limits.disk", "--disk"},
-        {"limits.timeout", "--timeout"},
-        {"limits.output", "--output-limit"},
-        {"network", "--network"},
-        {"image", "--image"},
-        {"workspace", "--workspace"},
-        {"env", "--env"},
-        {"backend", "--backend"},
-        {"allow", "--allow"},
-        {"limits.egress_connections", "--egress-connections"}};
     Error e = v.error();
+    if (const LimitField* l = limit_of_spec_error(e)) return make_error(l->exec_flag(), e.message);
+    static const std::map<std::string, std::string> kFlagOf = {
+        {"network", "--network"}, {"image", "--image"},     {"workspace", "--workspace"},
+        {"env", "--env"},         {"backend", "--backend"}, {"allow", "--allow"}};
     for (const auto& [field, flag] : kFlagOf) {
       if (e.where.rfind(field, 0) == 0) e.where = flag + e.where.substr(field.size());
     }
@@ -221,13 +178,14 @@ std::string result_json(const Sandbox& sb, const ExecResult& r) {
 
 void report_limit(const SandboxSpec& spec, const ExecResult& r) {
   if (r.limit.empty()) return;
+  const Limits& l = spec.limits;
   std::string detail;
-  if (r.limit == "timeout") detail = "timed out after " + format_duration(spec.limits.timeout);
+  if (r.limit == "timeout") detail = "timed out after " + format_duration(l.timeout);
   if (r.limit == "memory")
-    detail = "killed: memory limit " + format_size(spec.limits.memory_bytes) + " reached";
-  if (r.limit == "pids") detail = "process limit " + std::to_string(spec.limits.pids) + " reached";
-  if (r.limit == "output") detail = "output truncated at " + format_size(spec.limits.output_bytes);
-  if (r.limit == "disk") detail = "disk limit " + format_size(spec.limits.disk_bytes) + " reached";
+    detail = "killed: memory limit " + format_size(l.memory_bytes) + " reached";
+  if (r.limit == "pids") detail = "process limit " + std::to_string(l.pids) + " reached";
+  if (r.limit == "output") detail = "output truncated at " + format_size(l.output_bytes);
+  if (r.limit == "disk") detail = "disk limit " + format_size(l.disk_bytes) + " reached";
   std::fprintf(stderr, "ringfence: %s (limit: %s)\n", detail.c_str(), r.limit.c_str());
 }
 
@@ -243,17 +201,18 @@ int run(const SandboxFlags& flags, bool shell) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH}) sigaddset(&set, sig);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
+  BackendConfig backends{flags.docker_host, {}};
   if (!flags.proxy_resolve.empty()) {
     std::string joined;
     for (const auto& r : flags.proxy_resolve) joined += (joined.empty() ? "" : ",") + r;
-    if (auto parsed = native::parse_resolve_override(joined); !parsed) {
+    auto parsed = net::parse_resolve_override(joined);
+    if (!parsed) {
       std::fprintf(stderr, "ringfence: --proxy-resolve: %s\n", parsed.error().to_string().c_str());
       return kExitUsage;
     }
-    ::setenv("RINGFENCE_PROXY_RESOLVE", joined.c_str(),
-             1);  // the proxy's own config (native/egress.h)
+    backends.proxy_resolve = std::move(*parsed);
   }
-  worker::register_backends({flags.docker_host});
+  register_backends(backends);
   auto backend = make_backend(spec->backend);
   if (!backend) {
     std::fprintf(stderr, "ringfence: %s\n", backend.error().to_string().c_str());

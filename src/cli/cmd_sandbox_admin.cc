@@ -9,17 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/backends.h"
 #include "cli/commands.h"
 #include "core/units.h"
-#include "docker/docker_backend.h"
-#include "local/doctor.h"
-#include "local/local_backend.h"
+#include "host/host_health.h"
 #include "local/scratch_dir.h"
-#include "native/native_backend.h"
-#include "sandbox/host_health.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
-#include "worker/backends.h"
 #include "worker/config_file.h"
 #include "worker/settings.h"
 #include "worker/worker.h"
@@ -48,39 +44,33 @@ std::string state_dir_or_default(const std::string& flag) {
   return flag.empty() ? worker::default_settings(worker::home_directory()).state_dir.value : flag;
 }
 
-std::vector<std::string> known_backends(const AdminFlags& f) {
-  worker::register_backends({f.docker_host});
-  return backend_names();
-}
-
 // Without --backend: native, local, and docker when a daemon is configured
 // (remotedocker is docker by another name). A docker daemon that does not
 // answer then is noted, not a failure: this host may simply not run one.
-std::vector<std::string> every_backend(const AdminFlags& f) {
-  std::vector<std::string> out;
-  for (const auto& n : known_backends(f)) {
-    if (n == "remotedocker") continue;
-    if (n == "docker" && !worker::docker_configured({f.docker_host})) continue;
-    out.push_back(n);
+std::vector<BackendKind> every_backend(const AdminFlags& f) {
+  std::vector<BackendKind> out;
+  for (BackendKind k : registered_backends()) {
+    if (k == BackendKind::kRemoteDocker) continue;
+    if (k == BackendKind::kDocker && !docker_configured({f.docker_host, {}})) continue;
+    out.push_back(k);
   }
   return out;
 }
 
-bool implicit_docker(const AdminFlags& f, const std::string& name) {
-  return f.backend.empty() && name == "docker";
+bool implicit_docker(const AdminFlags& f, BackendKind kind) {
+  return f.backend.empty() && kind == BackendKind::kDocker;
 }
 
 // `--backend NAME`, or every backend; an unknown name is a usage error.
-std::optional<std::vector<std::string>> backends_for(const AdminFlags& f, const char* verb) {
-  const std::string& flag = f.backend;
-  const auto all = known_backends(f);
-  if (flag.empty()) return every_backend(f);
-  if (std::find(all.begin(), all.end(), flag) != all.end()) return std::vector<std::string>{flag};
-  std::string names;
-  for (const auto& n : all) names += (names.empty() ? "" : ", ") + n;
-  complain(std::string("sandbox ") + verb + ": --backend: unknown backend \"" + flag +
-           "\" (available: " + names + ")");
-  return std::nullopt;
+std::optional<std::vector<BackendKind>> backends_for(const AdminFlags& f, const char* verb) {
+  register_backends({f.docker_host, {}});
+  if (f.backend.empty()) return every_backend(f);
+  auto kind = parse_backend_kind(f.backend);
+  if (!kind) {
+    complain(std::string("sandbox ") + verb + ": --backend: " + kind.error().message);
+    return std::nullopt;
+  }
+  return std::vector<BackendKind>{*kind};
 }
 
 // The store's live sandbox rows by id. No store file: none (nothing is
@@ -168,15 +158,15 @@ int run_list(const AdminFlags& f) {
   if (!names) return kExitUsage;
   std::vector<Listed> found;
   bool failed = false;
-  for (const auto& name : *names) {
-    auto backend = make_backend(name);
+  for (BackendKind kind : *names) {
+    auto backend = make_backend(kind);
     auto all = backend ? (*backend)->list() : Result<std::vector<SandboxInfo>>(backend.error());
-    if (!all && implicit_docker(f, name)) {
+    if (!all && implicit_docker(f, kind)) {
       complain("sandbox list: docker skipped: " + all.error().to_string());
       continue;
     }
     if (!all) {
-      complain("sandbox list: " + name + ": " + all.error().to_string());
+      complain("sandbox list: " + std::string(to_string(kind)) + ": " + all.error().to_string());
       failed = true;
       continue;
     }
@@ -209,11 +199,12 @@ int run_reap(const AdminFlags& f) {
   if (!names) return kExitUsage;
   const auto older_than = std::chrono::duration_cast<std::chrono::seconds>(*age);
   bool failed = false, any = false;
-  for (const auto& name : *names) {
-    auto backend = make_backend(name);
+  for (BackendKind kind : *names) {
+    const std::string name(to_string(kind));
+    auto backend = make_backend(kind);
     auto reaped = backend ? (*backend)->reap(older_than, f.dry_run)
                           : Result<std::vector<SandboxInfo>>(backend.error());
-    if (!reaped && implicit_docker(f, name)) {
+    if (!reaped && implicit_docker(f, kind)) {
       complain("sandbox reap: docker skipped: " + reaped.error().to_string());
       continue;
     }
@@ -246,26 +237,19 @@ bool print_checks(const std::vector<HealthCheck>& checks) {
 }
 
 int run_doctor(const AdminFlags& f) {
-  const std::string name = f.backend.empty() ? "native" : f.backend;
-  std::vector<HealthCheck> checks;
-  if (name == "native") {
-    checks = native::native_doctor(native::NativeOptions{});
-  } else if (name == "local") {
-    checks = local::local_doctor(local::LocalOptions{});
-  } else if (name == "docker" || name == "remotedocker") {
-    docker::DockerOptions options;
-    options.host_url = f.docker_host;
-    options.require_remote = name == "remotedocker";
-    checks = docker::docker_doctor(options);
-  } else {
-    complain("sandbox doctor: --backend: unknown backend \"" + name +
-             "\" (available: docker, local, native, remotedocker)");
+  auto kind = parse_backend_kind(f.backend.empty() ? "native" : f.backend);
+  if (!kind) {
+    complain("sandbox doctor: --backend: " + kind.error().message);
     return kExitUsage;
   }
+  const std::string name(to_string(*kind));
+  register_backends({f.docker_host, {}});
+  const std::vector<HealthCheck> checks = backend_doctor(*kind);
   const std::string state_dir = state_dir_or_default(f.state_dir);
   const std::vector<HealthCheck> host = {
-      check_state_dir_writable(state_dir), check_free_disk("free disk (state dir)", state_dir),
-      check_free_disk("free disk (scratch root)", local::default_scratch_root())};
+      host::check_state_dir_writable(state_dir),
+      host::check_free_disk("free disk (state dir)", state_dir),
+      host::check_free_disk("free disk (scratch root)", local::default_scratch_root())};
   const bool host_ok = print_checks(host);
   const bool backend_ok = print_checks(checks);
   const bool healthy = host_ok && backend_ok;

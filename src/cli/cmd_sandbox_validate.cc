@@ -7,9 +7,10 @@
 #include <cstdio>
 #include <random>
 
+#include "cli/backends.h"
 #include "cli/commands.h"
+#include "proto/messages.h"
 #include "sandbox/sandbox.h"
-#include "worker/backends.h"
 
 namespace rf::cli {
 namespace {
@@ -21,6 +22,26 @@ struct ValidateFlags {
   std::string backend = "docker";
   std::string docker_host;
 };
+
+// What to do when the image's own tool runner cannot serve.
+std::string runner_remedy() {
+  return "update /usr/local/bin/ringfence-tool-runner in the image to one that speaks the "
+         "host's protocol (" +
+         proto::compatible_range() + "), or remove it: ringfence then injects its own";
+}
+
+// What to do when the image cannot be had, by why.
+std::string image_remedy(const Error& e, const std::string& image) {
+  switch (e.code) {
+    case ErrorCode::kUnavailable:
+      return "start the Docker daemon, or point --docker-host / DOCKER_HOST at one that runs";
+    case ErrorCode::kNotFound:
+      return "build or load the image on that daemon (docker build -t " + image +
+             " . / docker load -i image.tar), or check its name";
+    default:
+      return "check the image's name and the daemon (ringfence sandbox doctor --backend docker)";
+  }
+}
 
 struct Line {
   std::string text;  // "container starts (312 ms)"
@@ -66,14 +87,13 @@ std::vector<Line> validate(Backend& backend, const ValidateFlags& f) {
   auto report = backend.prepare_image(f.image);
   if (!report) {
     lines.push_back({"image present or pulled: " + report.error().to_string(), false,
-                     "build or load the image on that daemon (docker build -t " + f.image +
-                         " . / docker load -i image.tar), or check its name"});
+                     image_remedy(report.error(), f.image)});
   } else {
     lines.push_back({"image present or pulled (" + report->description + ")", true, ""});
   }
   // 2. A sandbox starts from it, with every bound on.
   SandboxSpec spec;
-  spec.backend = f.backend;
+  spec.backend = backend.kind();
   spec.image = f.image;
   spec.limits.timeout = std::chrono::seconds(30);
   const auto t0 = Clock::now();
@@ -82,10 +102,7 @@ std::vector<Line> validate(Backend& backend, const ValidateFlags& f) {
   if (!sb && report && !report->runner_problem.empty()) {
     lines.push_back({"container starts: not started, the image's own runner cannot serve", false,
                      "see the next line"});
-    lines.push_back({"tool-runner --version: " + report->runner_problem, false,
-                     "update /usr/local/bin/ringfence-tool-runner in the image to one that "
-                     "speaks the host's protocol (>=0.1,<0.2), or remove it: ringfence then "
-                     "injects its own"});
+    lines.push_back({"tool-runner --version: " + report->runner_problem, false, runner_remedy()});
     lines.push_back({"bash echo round-trip", false, skipped});
     lines.push_back({"/workspace writable", false, skipped});
     lines.push_back({"env scrub: HOST_SECRET not visible", false, skipped});
@@ -93,18 +110,13 @@ std::vector<Line> validate(Backend& backend, const ValidateFlags& f) {
   }
   if (!sb) {
     const std::string why = sb.error().to_string();
-    const bool runner = why.find("ringfence-tool-runner") != std::string::npos ||
-                        why.find("tool runner") != std::string::npos ||
-                        why.find("protocol") != std::string::npos;
+    const bool runner = sb.error().code == ErrorCode::kIncompatible;
     lines.push_back({"container starts: " + (report ? why : "no image"), false,
-                     !report ? "fix the image first (above)"
-                     : runner
-                         ? "the image's own /usr/local/bin/ringfence-tool-runner must speak the "
-                           "host's protocol (>=0.1,<0.2): update it, or remove it and ringfence "
-                           "injects its own"
-                         : "run `ringfence sandbox doctor --backend " + f.backend +
-                               "`; the image needs a static-friendly Linux userland for the "
-                               "injected runner (x86_64)"});
+                     !report  ? "fix the image first (above)"
+                     : runner ? runner_remedy()
+                              : "run `ringfence sandbox doctor --backend " + f.backend +
+                                    "`; the image needs a static-friendly Linux userland for the "
+                                    "injected runner (x86_64)"});
     lines.push_back({"tool-runner --version", false, skipped});
     lines.push_back({"bash echo round-trip", false, skipped});
     lines.push_back({"/workspace writable", false, skipped});
@@ -177,20 +189,24 @@ std::vector<Line> validate(Backend& backend, const ValidateFlags& f) {
       lines.push_back({"env scrub: HOST_SECRET not visible", true, ""});
     }
   }
-  (void)box.destroy();
+  if (auto gone = box.destroy(); !gone) {
+    lines.push_back({"sandbox destroyed: " + gone.error().to_string(), false,
+                     "run `ringfence sandbox reap --older-than 0s --backend " + f.backend + "`"});
+  }
   return lines;
 }
 
 int run_validate(const ValidateFlags& f) {
-  if (f.backend != "docker" && f.backend != "remotedocker" && f.backend != "native") {
+  auto kind = parse_backend_kind(f.backend);
+  if (!kind || *kind == BackendKind::kLocal) {
     std::fprintf(stderr,
                  "ringfence: sandbox validate: --backend: expected docker, remotedocker or "
                  "native, got \"%s\"\n",
                  f.backend.c_str());
     return kExitUsage;
   }
-  worker::register_backends({f.docker_host});
-  auto backend = make_backend(f.backend);
+  register_backends({f.docker_host, {}});
+  auto backend = make_backend(*kind);
   if (!backend) {
     std::printf("\u2717 image present or pulled: %s\n", backend.error().to_string().c_str());
     std::printf("    fix: run `ringfence sandbox doctor --backend %s`\nFAIL\n", f.backend.c_str());

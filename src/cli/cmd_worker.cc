@@ -6,10 +6,11 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/backends.h"
 #include "cli/commands.h"
+#include "cli/worker_flags.h"
 #include "core/units.h"
 #include "worker/config_file.h"
-#include "worker/settings_flags.h"
 #include "worker/worker.h"
 
 namespace rf::cli {
@@ -52,7 +53,7 @@ int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
-  auto placement = worker::place(*settings);
+  auto placement = place_worker(*settings);
   if (!placement) {
     std::fprintf(stderr, "ringfence: %s\n", placement.error().to_string().c_str());
     return 1;
@@ -100,7 +101,7 @@ void add_worker_commands(CLI::App& app, CommandResult* result) {
       "Print the resolved worker settings (as worker.yaml, or with --explain their sources)");
   auto flags = std::make_shared<worker::WorkerFlags>();
   auto explain = std::make_shared<bool>(false);
-  worker::add_worker_settings_flags(config, flags.get());
+  add_worker_settings_flags(config, flags.get());
   config->add_flag("--explain", *explain, "Print each setting and where it came from");
   config->callback([flags, explain, result] { result->exit_code = run_config(*flags, *explain); });
 
@@ -108,7 +109,7 @@ void add_worker_commands(CLI::App& app, CommandResult* result) {
       worker->add_subcommand("start", "Serve tool calls from the store until SIGTERM or SIGINT");
   auto start_flags = std::make_shared<worker::WorkerFlags>();
   auto start_opts = std::make_shared<StartFlags>();
-  worker::add_worker_settings_flags(start, start_flags.get());
+  add_worker_settings_flags(start, start_flags.get());
   start->add_option("--concurrency", start_opts->concurrency, "Calls run at once")
       ->default_val(8)
       ->check(CLI::Range(1, 1024));

@@ -22,4 +22,8 @@ Error make_error(std::string where, std::string message) {
   return Error{std::move(where), std::move(message), 0};
 }
 
+Error make_error(ErrorCode code, std::string where, std::string message) {
+  return Error{std::move(where), std::move(message), 0, code};
+}
+
 }  // namespace rf

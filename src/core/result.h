@@ -10,10 +10,20 @@
 
 namespace rf {
 
+// What kind of failure, for callers that act on it (explain it, retry, fall
+// back) without searching the text.
+enum class ErrorCode {
+  kUnknown,
+  kNotFound,      // a named thing does not exist (an image, a container, a file)
+  kIncompatible,  // a peer speaks a version outside our range (the tool runner's protocol)
+  kUnavailable,   // a service did not answer (a Docker daemon that is down)
+};
+
 struct Error {
   std::string where;    // the step, field or path the error is about
   std::string message;  // human text; empty when errno alone says it
   int sys_errno = 0;    // 0 when not a syscall failure
+  ErrorCode code = ErrorCode::kUnknown;
 
   // "where: message: strerror" with the empty parts left out.
   std::string to_string() const;
@@ -22,12 +32,13 @@ struct Error {
 // An error from a failed syscall: errno is read at the call.
 Error sys_error(std::string where, int err = errno);
 Error make_error(std::string where, std::string message);
+Error make_error(ErrorCode code, std::string where, std::string message);
 
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
-  Result(Error error) : v_(std::move(error)) {}    // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -67,8 +78,8 @@ inline Status ok_status() { return Status(); }
 }  // namespace rf
 
 // Returns the error of `expr` (a Result) from the enclosing function.
-#define RF_TRY(expr)                                 \
-  do {                                               \
-    auto rf_try_result_ = (expr);                    \
+#define RF_TRY(expr)                                              \
+  do {                                                            \
+    auto rf_try_result_ = (expr);                                 \
     if (!rf_try_result_.ok()) return rf_try_result_.take_error(); \
   } while (0)

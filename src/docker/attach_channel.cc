@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "core/io.h"
-#include "docker/stream_demux.h"
+#include "docker_api/stream_demux.h"
 
 namespace rf::docker {
 namespace {

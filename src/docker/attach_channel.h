@@ -14,7 +14,7 @@
 
 #include "core/result.h"
 #include "core/unique_fd.h"
-#include "docker/connection.h"
+#include "docker_api/connection.h"
 
 namespace rf::docker {
 

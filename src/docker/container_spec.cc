@@ -33,7 +33,7 @@ nlohmann::json host_config(const SandboxSpec& spec, const ContainerPlan& plan) {
   const std::string user = std::to_string(plan.uid);
   nlohmann::json hc = {
       // network proxy has no route out either: the runner's bridge reaches the proxy.
-      {"NetworkMode", spec.network == "host" ? "host" : "none"},
+      {"NetworkMode", spec.network == NetworkPolicy::kHost ? "host" : "none"},
       {"ReadonlyRootfs", true},
       {"Tmpfs",
        {{"/tmp", tmpfs_options(l.disk_bytes, "mode=1777,")},
@@ -77,7 +77,7 @@ std::vector<std::string> runner_entrypoint(const SandboxSpec& spec, const Contai
     argv.push_back("--seccomp");
     argv.push_back(kSeccompFile);
   }
-  if (spec.network == "proxy") {
+  if (spec.network == NetworkPolicy::kProxy) {
     argv.push_back("--egress-bridge");
     argv.push_back(std::string(kEgressListen) + "=" + kProxySocketInContainer);
   }

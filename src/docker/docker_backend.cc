@@ -6,19 +6,19 @@
 #include <map>
 #include <mutex>
 
-#include "docker/api_client.h"
 #include "docker/container_spec.h"
-#include "docker/docker_host.h"
 #include "docker/docker_sandbox.h"
 #include "docker/helper_container.h"
 #include "docker/image_resolver.h"
 #include "docker/inventory.h"
 #include "docker/owner.h"
 #include "docker/runner_volume.h"
-#include "native/cgroup.h"
-#include "native/native_backend.h"
-#include "native/uid_slots.h"
-#include "sandbox/setup_step.h"
+#include "docker_api/api_client.h"
+#include "docker_api/docker_host.h"
+#include "host/cgroup.h"
+#include "host/runner_binary.h"
+#include "host/setup_step.h"
+#include "host/uid_slots.h"
 
 namespace rf::docker {
 namespace {
@@ -37,8 +37,8 @@ Result<DockerHost> resolve_host(const DockerOptions& options) {
 }
 
 Status check_docker_spec(const SandboxSpec& spec, const DockerHost& host) {
-  if (spec.backend != "docker" && spec.backend != "remotedocker") {
-    return make_error("backend", "the spec asks for \"" + spec.backend +
+  if (!is_docker(spec.backend)) {
+    return make_error("backend", "the spec asks for \"" + std::string(to_string(spec.backend)) +
                                      "\"; the docker backend makes only \"docker\" sandboxes");
   }
   if (spec.image.empty() || spec.image == "host") {
@@ -52,7 +52,7 @@ Status check_docker_spec(const SandboxSpec& spec, const DockerHost& host) {
                       "not supported by the docker backend (its /workspace is a "
                       "tmpfs in the container); copy files in with write_file");
   }
-  if (spec.network == "proxy" && !host.is_local()) {
+  if (spec.network == NetworkPolicy::kProxy && !host.is_local()) {
     return make_error("network",
                       "proxy needs a daemon on this host (the proxy's socket is bound "
                       "into the container); " +
@@ -64,14 +64,16 @@ Status check_docker_spec(const SandboxSpec& spec, const DockerHost& host) {
 class DockerBackend : public Backend {
  public:
   DockerBackend(DockerOptions options, std::shared_ptr<ApiClient> api, RunnerVolumeContents volume,
-                std::optional<native::CgroupLayout> cgroups)
+                std::optional<host::CgroupLayout> cgroups)
       : options_(std::move(options)),
         api_(std::move(api)),
         volume_(std::move(volume)),
         cgroups_(std::move(cgroups)),
         egress_(options_.egress) {}
 
-  std::string name() const override { return "docker"; }
+  BackendKind kind() const override {
+    return options_.require_remote ? BackendKind::kRemoteDocker : BackendKind::kDocker;
+  }
   Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
   Result<std::vector<SandboxInfo>> list() override { return list_docker_sandboxes(*api_); }
   Result<std::vector<SandboxInfo>> reap(std::chrono::seconds older_than, bool dry_run) override {
@@ -88,8 +90,8 @@ class DockerBackend : public Backend {
   DockerOptions options_;
   std::shared_ptr<ApiClient> api_;
   RunnerVolumeContents volume_;
-  std::optional<native::CgroupLayout> cgroups_;  // local daemons only
-  native::EgressHub egress_;
+  std::optional<host::CgroupLayout> cgroups_;  // local daemons only
+  host::EgressHub egress_;
   std::mutex mu_;
   std::map<std::string, ImageInfo> images_;
   bool volume_ready_ = false;
@@ -148,21 +150,21 @@ Result<std::unique_ptr<Sandbox>> DockerBackend::create(const SandboxSpec& in) {
   RF_TRY(validate_spec(spec));
   RF_TRY(check_docker_spec(spec, api_->host()));
   std::vector<StepTiming> steps;
-  StepTimer timer(&steps);
+  host::StepTimer timer(&steps);
   auto info = timer.run("resolve image", [&] { return image(spec.image); });
-  if (!info) return setup_error("resolve image", info.error());
+  if (!info) return host::setup_error("resolve image", info.error());
   if (auto s = timer.run("runner volume", [&] { return runner_volume(info->id); }); !s) {
-    return setup_error("runner volume", s.error());
+    return host::setup_error("runner volume", s.error());
   }
   // A host uid of the sandbox's own, from the same slots native sandboxes
   // use: no two sandboxes of this host, of either backend, share a uid.
-  auto slot = timer.run("allocate uid range", [] { return native::acquire_uid_slot(); });
-  if (!slot) return setup_error("allocate uid range", slot.error());
-  const uid_t uid = slot->host_base() + native::kSandboxUid;
-  std::unique_ptr<native::EgressLease> egress;
-  if (spec.network == "proxy") {
+  auto slot = timer.run("allocate uid range", [] { return host::acquire_uid_slot(); });
+  if (!slot) return host::setup_error("allocate uid range", slot.error());
+  const uid_t uid = slot->host_base() + host::kSandboxUid;
+  std::unique_ptr<host::EgressLease> egress;
+  if (spec.network == NetworkPolicy::kProxy) {
     auto lease = timer.run("listen at egress proxy", [&] { return egress_.add(spec, uid, uid); });
-    if (!lease) return setup_error("listen at egress proxy", lease.error());
+    if (!lease) return host::setup_error("listen at egress proxy", lease.error());
     egress = std::move(*lease);
   }
   ContainerPlan plan;
@@ -188,20 +190,18 @@ Result<std::unique_ptr<Sandbox>> DockerBackend::create(const SandboxSpec& in) {
 
 Result<std::unique_ptr<Backend>> make_docker_backend(const DockerOptions& in) {
   DockerOptions options = in;
-  auto host = resolve_host(options);
-  if (!host) return host.take_error();
-  if (options.runner_path.empty()) {
-    auto path = native::find_runner_binary();
-    if (!path) return path.take_error();
-    options.runner_path = *path;
-  }
+  auto docker_host = resolve_host(options);
+  if (!docker_host) return docker_host.take_error();
+  auto runner = host::resolve_runner_binary(options.runner_path);
+  if (!runner) return runner.take_error();
+  options.runner_path = *runner;
   auto volume = load_runner_volume_contents(options.runner_path);
   if (!volume) return volume.take_error();
-  auto api = ApiClient::connect(*host, options.connect_timeout);
+  auto api = ApiClient::connect(*docker_host, options.connect_timeout);
   if (!api) return make_error("docker backend", api.error().to_string());
-  std::optional<native::CgroupLayout> cgroups;
-  if (host->is_local()) {
-    if (auto layout = native::detect_cgroup_layout()) cgroups = *layout;
+  std::optional<host::CgroupLayout> cgroups;
+  if (docker_host->is_local()) {
+    if (auto layout = host::detect_cgroup_layout()) cgroups = *layout;
   }
   return std::unique_ptr<Backend>(std::make_unique<DockerBackend>(
       std::move(options), std::shared_ptr<ApiClient>(std::move(*api)), std::move(*volume),
@@ -209,12 +209,14 @@ Result<std::unique_ptr<Backend>> make_docker_backend(const DockerOptions& in) {
 }
 
 void register_docker_backend(const DockerOptions& options) {
-  register_backend("docker", [options] { return make_docker_backend(options); });
-  register_backend("remotedocker", [options] {
-    DockerOptions remote = options;
-    remote.require_remote = true;
-    return make_docker_backend(remote);
-  });
+  DockerOptions remote = options;
+  remote.require_remote = true;
+  register_backend(
+      BackendKind::kDocker, [options] { return make_docker_backend(options); },
+      [options] { return docker_doctor(options); });
+  register_backend(
+      BackendKind::kRemoteDocker, [remote] { return make_docker_backend(remote); },
+      [remote] { return docker_doctor(remote); });
 }
 
 }  // namespace rf::docker

@@ -10,17 +10,17 @@
 #include <string>
 #include <vector>
 
-#include "native/egress.h"
+#include "host/egress_hub.h"
 #include "sandbox/sandbox.h"
 
 namespace rf::docker {
 
 struct DockerOptions {
-  std::string host_url;          // empty: $DOCKER_HOST, else unix:///var/run/docker.sock
-  std::string runner_path;       // empty: native::find_runner_binary()
-  bool allow_pull = true;        // pull an image that is not on the daemon
-  bool require_remote = false;   // remotedocker: a tcp:// or ssh:// URL only
-  native::EgressOptions egress;  // network proxy (local daemons only)
+  std::string host_url;         // empty: $DOCKER_HOST, else unix:///var/run/docker.sock
+  std::string runner_path;      // empty: host::find_runner_binary()
+  bool allow_pull = true;       // pull an image that is not on the daemon
+  bool require_remote = false;  // remotedocker: a tcp:// or ssh:// URL only
+  host::EgressOptions egress;   // network proxy (local daemons only)
   std::chrono::milliseconds connect_timeout{10'000};
 };
 

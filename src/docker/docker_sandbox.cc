@@ -7,8 +7,7 @@
 
 #include "core/io.h"
 #include "docker/helper_container.h"
-#include "sandbox/exec_request.h"
-#include "sandbox/setup_step.h"
+#include "host/setup_step.h"
 
 namespace rf::docker {
 namespace {
@@ -17,7 +16,7 @@ constexpr std::chrono::milliseconds kHandshakeTimeout{30'000};
 
 // The cgroup path of `pid` in the hierarchy that holds the memory controller
 // (v1), or in the unified one (v2): "/docker/<id>".
-std::string cgroup_path_of(pid_t pid, native::CgroupVersion version) {
+std::string cgroup_path_of(pid_t pid, host::CgroupVersion version) {
   auto text = rf::read_file("/proc/" + std::to_string(pid) + "/cgroup");
   if (!text) return {};
   std::istringstream in(*text);
@@ -28,8 +27,8 @@ std::string cgroup_path_of(pid_t pid, native::CgroupVersion version) {
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1);
     const std::string path = line.substr(b + 1);
-    if (version == native::CgroupVersion::kV2 && line.compare(0, 3, "0::") == 0) return path;
-    if (version == native::CgroupVersion::kV1) {
+    if (version == host::CgroupVersion::kV2 && line.compare(0, 3, "0::") == 0) return path;
+    if (version == host::CgroupVersion::kV1) {
       std::istringstream cs(controllers);
       std::string c;
       while (std::getline(cs, c, ',')) {
@@ -43,17 +42,17 @@ std::string cgroup_path_of(pid_t pid, native::CgroupVersion version) {
 }  // namespace
 
 Status DockerSandbox::start(const ContainerPlan& plan, std::vector<StepTiming> host_steps,
-                            const native::CgroupLayout* cgroups) {
+                            const host::CgroupLayout* cgroups) {
   timings_ = std::move(host_steps);
-  StepTimer timer(&timings_);
+  host::StepTimer timer(&timings_);
   const nlohmann::json body = container_create_body(spec_, plan);
   auto made = timer.run("create container", [&] {
     return api_->call("POST", "/containers/create?name=" + url_encode(container_name(spec_)),
                       &body);
   });
-  if (!made) return setup_error("create container", made.error());
+  if (!made) return host::setup_error("create container", made.error());
   if (!made->contains("Id") || !(*made)["Id"].is_string()) {
-    return setup_error("create container", make_error("docker", "the reply has no Id"));
+    return host::setup_error("create container", make_error("docker", "the reply has no Id"));
   }
   container_id_ = (*made)["Id"].get<std::string>();
   // Attach before start, or the runner's hello could be missed.
@@ -61,14 +60,14 @@ Status DockerSandbox::start(const ContainerPlan& plan, std::vector<StepTiming> h
     return api_->hijack(
         "POST", "/containers/" + container_id_ + "/attach?stream=1&stdin=1&stdout=1&stderr=1");
   });
-  if (!conn) return setup_error("attach", conn.error());
+  if (!conn) return host::setup_error("attach", conn.error());
   auto channel = AttachChannel::start(std::move(*conn), spec_.id);
-  if (!channel) return setup_error("attach", channel.error());
+  if (!channel) return host::setup_error("attach", channel.error());
   channel_ = std::move(*channel);
   auto started = timer.run("start container", [&] {
     return api_->call("POST", "/containers/" + container_id_ + "/start");
   });
-  if (!started) return setup_error("start container", started.error());
+  if (!started) return host::setup_error("start container", started.error());
   if (cgroups) {
     // A local daemon: the runner's host pid, and the container's cgroup for
     // the per-call counters (OOM kills, pids limit hits, peak memory).
@@ -80,15 +79,15 @@ Status DockerSandbox::start(const ContainerPlan& plan, std::vector<StepTiming> h
     });
     if (!found) spdlog::warn("{}: no cgroup counters: {}", spec_.id, found.error().to_string());
   }
-  runner_ = std::make_unique<RunnerClient>(channel_->take_client_fd());
+  runner_ = std::make_unique<host::RunnerClient>(channel_->take_client_fd());
   if (auto s = timer.run("handshake", [&] { return runner_->handshake(kHandshakeTimeout); }); !s) {
-    if (auto why = ended_reason()) return setup_error("handshake", *why);
-    return setup_error("handshake", s.error());
+    if (auto why = ended_reason()) return host::setup_error("handshake", *why);
+    return host::setup_error("handshake", s.error());
   }
   return ok_status();
 }
 
-Status DockerSandbox::find_cgroup(const native::CgroupLayout& layout) {
+Status DockerSandbox::find_cgroup(const host::CgroupLayout& layout) {
   if (host_pid_ <= 0) return make_error("cgroup", "the container has no host pid");
   std::string path = cgroup_path_of(host_pid_, layout.version);
   while (!path.empty() && path.front() == '/') path.erase(0, 1);
@@ -96,7 +95,7 @@ Status DockerSandbox::find_cgroup(const native::CgroupLayout& layout) {
   if (path.empty() || slash == std::string::npos) {
     return make_error("cgroup", "pid " + std::to_string(host_pid_) + " is in no nested cgroup");
   }
-  auto cg = native::open_cgroup(layout, path.substr(0, slash), path.substr(slash + 1));
+  auto cg = host::open_cgroup(layout, path.substr(0, slash), path.substr(slash + 1));
   if (!cg) return cg.take_error();
   cgroup_ = std::move(*cg);
   return ok_status();
@@ -108,7 +107,7 @@ std::optional<Error> DockerSandbox::ended_reason() {
   std::string what;
   if (!info) {
     // AutoRemove: a container that ended may already be gone.
-    if (info.error().message.find("404") == std::string::npos) return std::nullopt;
+    if (info.error().code != ErrorCode::kNotFound) return std::nullopt;
     what = "container is gone";
   } else {
     const auto& state = (*info)["State"];
@@ -119,19 +118,6 @@ std::optional<Error> DockerSandbox::ended_reason() {
   const std::string tail = channel_ ? channel_->stderr_tail() : std::string();
   if (!tail.empty()) what += "; tool runner said: " + tail;
   return make_error("sandbox ended", what);
-}
-
-Result<ExecResult> DockerSandbox::exec(const ExecCall& call, OutputSink& sink) {
-  const proto::ExecRequest req = make_exec_request(call, spec_, base_environment(call.pty));
-  auto status = runner_->exec(req, call.stdin_data, !call.stdin_stream, sink);
-  if (!status) {
-    if (auto why = ended_reason()) return *why;
-    return status.take_error();
-  }
-  ExecResult r = to_exec_result(*status);
-  if (!cgroup_) return r;
-  if (auto after = cgroup_->usage()) usage_.fold(*after, r);
-  return r;
 }
 
 Status DockerSandbox::destroy() {

@@ -1,13 +1,11 @@
 // `sandbox doctor --backend docker` (host side): the daemon answers, speaks a
 // version we do, enforces seccomp, and the runner volume can be made.
-#include "native/doctor.h"
-
 #include <algorithm>
 
-#include "docker/api_client.h"
 #include "docker/docker_backend.h"
-#include "docker/docker_host.h"
-#include "native/native_backend.h"
+#include "docker_api/api_client.h"
+#include "docker_api/docker_host.h"
+#include "host/runner_binary.h"
 
 namespace rf::docker {
 namespace {
@@ -53,10 +51,10 @@ std::vector<HealthCheck> docker_doctor(const DockerOptions& options) {
   std::vector<HealthCheck> out;
   std::string runner = options.runner_path;
   if (runner.empty()) {
-    auto found = native::find_runner_binary();
+    auto found = host::find_runner_binary();
     runner = found ? *found : found.error().to_string();
   }
-  out.push_back(native::tool_runner(runner));
+  out.push_back(host::runner_health(runner));
   auto host =
       options.host_url.empty() ? default_docker_host() : parse_docker_host(options.host_url);
   if (!host) {
@@ -96,7 +94,7 @@ std::vector<HealthCheck> docker_doctor(const DockerOptions& options) {
         failed("docker seccomp", "the daemon reports no seccomp support (" + options_text + ")",
                "use a dockerd built with seccomp on a kernel with CONFIG_SECCOMP_FILTER"));
   }
-  const std::string cgroup = info->value("CgroupVersion", std::string("?"));
+  const std::string cgroup = info->value("host::CgroupVersion", std::string("?"));
   out.push_back(passed("docker cgroups",
                        "v" + cgroup + ", driver " + info->value("CgroupDriver", std::string("?"))));
   return out;

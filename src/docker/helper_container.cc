@@ -5,7 +5,7 @@
 #include "core/io.h"
 #include "docker/container_spec.h"
 #include "docker/owner.h"
-#include "docker/stream_demux.h"
+#include "docker_api/stream_demux.h"
 
 namespace rf::docker {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "docker/api_client.h"
+#include "docker_api/api_client.h"
 
 namespace rf::docker {
 

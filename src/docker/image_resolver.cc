@@ -56,14 +56,16 @@ Result<ImageInfo> inspect_image(ApiClient& api, const std::string& ref, bool all
   if (!r) return r.take_error();
   if (r->status == 404) {
     if (!allow_pull) {
-      return make_error("image " + ref, "not on the daemon at " + api.host().url +
-                                            " and pulling is off: build or load it there first "
-                                            "(docker build -t " +
-                                            ref + " . / docker load)");
+      return make_error(ErrorCode::kNotFound, "image " + ref,
+                        "not on the daemon at " + api.host().url +
+                            " and pulling is off: build or load it there first "
+                            "(docker build -t " +
+                            ref + " . / docker load)");
     }
     if (auto s = pull(api, ref); !s) {
-      return make_error("image " + ref, "not on the daemon at " + api.host().url +
-                                            " and the pull failed: " + s.error().to_string());
+      return make_error(ErrorCode::kNotFound, "image " + ref,
+                        "not on the daemon at " + api.host().url +
+                            " and the pull failed: " + s.error().to_string());
     }
     info.pulled = true;
     r = api.request("GET", "/images/" + url_encode(ref) + "/json");
@@ -95,7 +97,9 @@ Status check_image_runner(ApiClient& api, ImageInfo& info) {
   auto probe = create_helper(api, info.id, {"/bin/true"});
   if (!probe) return probe.take_error();
   auto st = stat_path(api, *probe, kImageRunner);
-  (void)remove_container(api, *probe);
+  if (auto gone = remove_container(api, *probe); !gone) {
+    spdlog::warn("docker: helper container {}: {}", *probe, gone.error().to_string());
+  }
   if (!st) return st.take_error();
   if (!st->exists) return ok_status();
   auto run = run_helper(api, info.id, {kImageRunner, "--version"}, kVersionTimeout);
@@ -104,12 +108,14 @@ Status check_image_runner(ApiClient& api, ImageInfo& info) {
   const std::string protocol = protocol_of(line);
   const std::string where = "image " + info.ref + " ships " + kImageRunner;
   if (run->exit_code != 0 || protocol.empty()) {
-    return make_error(where, "its --version failed (exit " + std::to_string(run->exit_code) +
-                                 "): remove it from the image, and ringfence injects its own");
+    return make_error(ErrorCode::kIncompatible, where,
+                      "its --version failed (exit " + std::to_string(run->exit_code) +
+                          "): remove it from the image, and ringfence injects its own");
   }
   if (auto ok = proto::check_compatible(protocol); !ok) {
-    return make_error(where, "\"" + line + "\" is outside the host's range (" + ok.error().message +
-                                 "): update it, or remove it and ringfence injects its own");
+    return make_error(ErrorCode::kIncompatible, where,
+                      "\"" + line + "\" is outside the host's range (" + ok.error().message +
+                          "): update it, or remove it and ringfence injects its own");
   }
   info.own_runner = line;
   info.runner_path = kImageRunner;

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <vector>
 
-#include "docker/api_client.h"
+#include "docker_api/api_client.h"
 #include "sandbox/sandbox.h"
 
 namespace rf::docker {

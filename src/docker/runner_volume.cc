@@ -5,8 +5,8 @@
 
 #include "core/io.h"
 #include "docker/helper_container.h"
-#include "docker/tar_archive.h"
-#include "native/seccomp_profile.h"
+#include "docker_api/tar_archive.h"
+#include "host/seccomp_profile.h"
 
 namespace rf::docker {
 namespace {
@@ -47,9 +47,9 @@ Result<RunnerVolumeContents> load_runner_volume_contents(const std::string& runn
   auto runner = rf::read_file(runner_path);
   if (!runner) return make_error("tool runner " + runner_path, runner.error().to_string());
   c.runner = std::move(*runner);
-  auto filters = native::build_seccomp_profile("default");
+  auto filters = host::build_seccomp_profile("default");
   if (!filters) return filters.take_error();
-  c.seccomp = native::encode_seccomp_filters(*filters);
+  c.seccomp = host::encode_seccomp_filters(*filters);
   return c;
 }
 

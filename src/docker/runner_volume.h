@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/result.h"
-#include "docker/api_client.h"
+#include "docker_api/api_client.h"
 
 namespace rf::docker {
 

@@ -1,8 +1,7 @@
 #include "local/doctor.h"
 
+#include "host/runner_binary.h"
 #include "local/scratch_dir.h"
-#include "native/doctor.h"
-#include "native/native_backend.h"
 
 namespace rf::local {
 namespace {
@@ -28,11 +27,11 @@ HealthCheck scratch_root(const std::string& root) {
 std::vector<HealthCheck> local_doctor(const LocalOptions& options) {
   std::string runner = options.runner_path;
   if (runner.empty()) {
-    auto found = native::find_runner_binary();
+    auto found = host::find_runner_binary();
     runner = found ? *found : found.error().to_string();
   }
   return {
-      native::tool_runner(runner),
+      host::runner_health(runner),
       scratch_root(options.scratch_root.empty() ? default_scratch_root() : options.scratch_root)};
 }
 

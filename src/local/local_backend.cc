@@ -10,18 +10,18 @@
 #include <optional>
 
 #include "core/log.h"
+#include "host/exec_request.h"
+#include "host/runner_binary.h"
+#include "host/runner_client.h"
+#include "host/runner_exit.h"
+#include "host/runner_sandbox.h"
+#include "host/setup_step.h"
 #include "local/doctor.h"
 #include "local/inventory.h"
 #include "local/owner_marker.h"
 #include "local/runner_spawn.h"
 #include "local/sandbox_paths.h"
 #include "local/scratch_dir.h"
-#include "native/native_backend.h"
-#include "sandbox/exec_request.h"
-#include "sandbox/runner_client.h"
-#include "sandbox/runner_sandbox.h"
-#include "sandbox/runner_exit.h"
-#include "sandbox/setup_step.h"
 
 namespace rf::local {
 namespace {
@@ -34,8 +34,8 @@ constexpr std::chrono::milliseconds kHandshakeTimeout{10'000};
 constexpr std::chrono::milliseconds kShutdownGrace{3'500};
 
 Status check_local_spec(const SandboxSpec& spec) {
-  if (spec.backend != "local") {
-    return make_error("backend", "the spec asks for \"" + spec.backend +
+  if (spec.backend != BackendKind::kLocal) {
+    return make_error("backend", "the spec asks for \"" + std::string(to_string(spec.backend)) +
                                      "\"; the local backend makes only \"local\" sandboxes");
   }
   if (!spec.workspace_dir.empty()) {
@@ -49,7 +49,7 @@ Status check_local_spec(const SandboxSpec& spec) {
 // setup_error keeps the message and errno; the path a scratch error names goes in the message.
 Error scratch_setup_error(const Error& e) {
   const std::string what = e.message.empty() ? e.where : e.where + ": " + e.message;
-  return setup_error("create scratch dir", Error{"", what, e.sys_errno});
+  return host::setup_error("create scratch dir", Error{"", what, e.sys_errno});
 }
 
 // Waits until `pidfd` is readable (the process ended) or `limit` passes.
@@ -74,67 +74,64 @@ void warn_once(const std::string& runner_path) {
   });
 }
 
-class LocalSandbox : public RunnerSandbox {
+class LocalSandbox : public host::RunnerSandbox {
  public:
   LocalSandbox(SandboxSpec spec, std::string scratch_root)
-      : RunnerSandbox(std::move(spec)), root_(std::move(scratch_root)), scratch_(root_ + "/" + spec_.id) {}
+      : host::RunnerSandbox(std::move(spec)),
+        root_(std::move(scratch_root)),
+        scratch_(root_ + "/" + spec_.id) {}
   ~LocalSandbox() override { (void)destroy(); }
 
-  Result<ExecResult> exec(const ExecCall& call, OutputSink& sink) override;
   Status destroy() override;
 
   // Set-up, called once by the backend. On error the backend destroys it.
   Status start(const std::string& runner_path);
 
  private:
+  // cwd and the environment are the scratch directory's.
+  Result<proto::ExecRequest> exec_request(const ExecCall& call) override;
   // SHUTDOWN, a grace period, then SIGKILL to the runner and its process group; reaps it.
   void stop_runner();
 
   std::string root_;     // the scratch root, canonical
   std::string scratch_;  // <root>/<id>: the sandbox's "/"
-  std::mutex mu_;  // serialises destroy()
+  std::mutex mu_;        // serialises destroy()
   bool stopped_ = false;
   bool scratch_created_ = false;  // ours to remove (a directory that existed is not)
   bool marker_written_ = false;   // <root>/<id>.owner, removed after the scratch directory
 };
 
 Status LocalSandbox::start(const std::string& runner_path) {
-  StepTimer timer(&timings_);
+  host::StepTimer timer(&timings_);
   auto made = timer.run("create scratch dir", [&] { return create_scratch_dir(root_, spec_.id); });
   if (!made) return scratch_setup_error(made.error());
   scratch_created_ = true;
   const RunnerLaunch launch{runner_path, scratch_, scratch_ + "/workspace", spec_.limits.nofile};
   auto spawned = timer.run("start tool runner", [&] { return spawn_runner(launch); });
-  if (!spawned) return setup_error(spawned.error().where, spawned.error());
+  if (!spawned) return host::setup_error(spawned.error().where, spawned.error());
   const pid_t runner_pid = spawned->pid;
   adopt_runner_process(spawned->pid, std::move(spawned->pidfd));
   // Lets `sandbox list` and `sandbox reap` find it, and tell whether we live.
   auto recorded = timer.run("record owner", [&] {
     return write_owner_marker(root_, spec_.id, marker_for_runner(runner_pid));
   });
-  if (!recorded) return setup_error("record owner", recorded.error());
+  if (!recorded) return host::setup_error("record owner", recorded.error());
   marker_written_ = true;
-  runner_ = std::make_unique<RunnerClient>(std::move(spawned->host_fd));
+  runner_ = std::make_unique<host::RunnerClient>(std::move(spawned->host_fd));
   if (auto s = timer.run("handshake", [&] { return runner_->handshake(kHandshakeTimeout); }); !s) {
-    if (auto why = death_reason()) return setup_error("handshake", *why);
-    return setup_error("handshake", s.error());
+    if (auto why = death_reason()) return host::setup_error("handshake", *why);
+    return host::setup_error("handshake", s.error());
   }
   return ok_status();
 }
 
-Result<ExecResult> LocalSandbox::exec(const ExecCall& call, OutputSink& sink) {
+Result<proto::ExecRequest> LocalSandbox::exec_request(const ExecCall& call) {
   auto cwd = host_cwd(scratch_, call.cwd);
   if (!cwd) return cwd.take_error();
-  proto::ExecRequest req = make_exec_request(call, spec_, local_environment(scratch_, call.pty));
+  proto::ExecRequest req =
+      host::make_exec_request(call, spec_, local_environment(scratch_, call.pty));
   req.cwd = *cwd;
-  auto status = runner_->exec(req, call.stdin_data, !call.stdin_stream, sink);
-  if (!status) {
-    // Give the kernel a moment to report why the runner went away.
-    for (int i = 0; i < 50 && !death_reason(); ++i) ::usleep(2000);
-    if (auto why = death_reason()) return *why;
-    return status.take_error();
-  }
-  return to_exec_result(*status);
+  return req;
 }
 
 void LocalSandbox::stop_runner() {
@@ -176,9 +173,11 @@ class LocalBackend : public Backend {
  public:
   explicit LocalBackend(LocalOptions options) : options_(std::move(options)) {}
 
-  std::string name() const override { return "local"; }
+  BackendKind kind() const override { return BackendKind::kLocal; }
   Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) override;
-  Result<std::vector<SandboxInfo>> list() override { return list_local_sandboxes(options_.scratch_root); }
+  Result<std::vector<SandboxInfo>> list() override {
+    return list_local_sandboxes(options_.scratch_root);
+  }
   Result<std::vector<SandboxInfo>> reap(std::chrono::seconds older_than, bool dry_run) override {
     return reap_local_sandboxes(options_.scratch_root, older_than, dry_run);
   }
@@ -206,14 +205,9 @@ Result<std::unique_ptr<Sandbox>> LocalBackend::create(const SandboxSpec& in) {
 
 Result<std::unique_ptr<Backend>> make_local_backend(const LocalOptions& in) {
   LocalOptions options = in;
-  if (options.runner_path.empty()) {
-    auto path = native::find_runner_binary();
-    if (!path) return path.take_error();
-    options.runner_path = *path;
-  }
-  if (options.runner_path[0] != '/') {
-    return make_error("tool runner", "path must be absolute: " + options.runner_path);
-  }
+  auto runner = host::resolve_runner_binary(options.runner_path);
+  if (!runner) return runner.take_error();
+  options.runner_path = *runner;
   if (::access(options.runner_path.c_str(), X_OK) != 0) {
     return sys_error("tool runner " + options.runner_path);
   }
@@ -225,7 +219,9 @@ Result<std::unique_ptr<Backend>> make_local_backend(const LocalOptions& in) {
 }
 
 void register_local_backend() {
-  register_backend("local", [] { return make_local_backend(LocalOptions{}); });
+  register_backend(
+      BackendKind::kLocal, [] { return make_local_backend(LocalOptions{}); },
+      [] { return local_doctor(LocalOptions{}); });
 }
 
 }  // namespace rf::local

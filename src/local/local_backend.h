@@ -25,7 +25,7 @@
 namespace rf::local {
 
 struct LocalOptions {
-  std::string runner_path;   // empty: native::find_runner_binary()
+  std::string runner_path;   // empty: host::find_runner_binary()
   std::string scratch_root;  // empty: default_scratch_root(), $TMPDIR or /tmp + /ringfence-local
 };
 

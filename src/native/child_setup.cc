@@ -388,7 +388,7 @@ void run_child(const ChildConfig& c) {
   s.run([&] { return check_host_lives(sync_fd); });
   // Required for an unprivileged seccomp filter, and blocks setuid binaries.
   s.run([] { return ok_or_errno(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)); });
-  s.run([&] { return load_seccomp_filters(*c.seccomp); });
+  s.run([&] { return host::load_seccomp_filters(*c.seccomp); });
   s.report_success();
   ::execve(kRunnerPathInSandbox, c.runner_argv.data(), c.runner_envp.data());
   s.fail(errno);

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "host/seccomp_profile.h"
 #include "native/mount_plan.h"
-#include "native/seccomp_profile.h"
 
 namespace rf::native {
 
@@ -22,7 +22,7 @@ inline constexpr int kMaxSteps = 160;
 
 struct ChildConfig {
   const MountPlan* plan = nullptr;
-  const SeccompFilters* seccomp = nullptr;
+  const host::SeccompFilters* seccomp = nullptr;
   int sync_fd = -1;   // SOCK_SEQPACKET to the parent, CLOEXEC
   int proto_fd = -1;  // becomes fd 3 of the tool runner
   // cgroup v1: open `tasks` files the child writes "0" to (see Cgroup::self_attach_files).

@@ -12,7 +12,8 @@
 #include <cstring>
 
 #include "core/io.h"
-#include "native/uid_slots.h"
+#include "host/runner_binary.h"
+#include "host/uid_slots.h"
 #include "proto/messages.h"
 
 namespace rf::native {
@@ -77,12 +78,12 @@ HealthCheck pid_net_namespaces() {
                "a kernel built with CONFIG_PID_NS, CONFIG_NET_NS, CONFIG_UTS_NS, CONFIG_IPC_NS");
 }
 
-HealthCheck seccomp(const SeccompFilters* filters) {
+HealthCheck seccomp(const host::SeccompFilters* filters) {
   if (!filters)
     return check("seccomp", EINVAL, "", "a kernel with CONFIG_SECCOMP_FILTER and libseccomp 2.5");
   const int err = in_child([filters] {
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
-    return load_seccomp_filters(*filters);
+    return host::load_seccomp_filters(*filters);
   });
   return check("seccomp", err,
                "default profile loads (" +
@@ -103,20 +104,21 @@ HealthCheck cgroups(const DoctorInputs& in) {
     return c;
   }
   std::string detail;
-  if (in.layout->version == CgroupVersion::kV2) {
+  if (in.layout->version == host::CgroupVersion::kV2) {
     detail = "v2 at " + in.layout->v2_root;
   } else {
     detail = "v1:";
     for (const auto& [ctl, _] : in.layout->v1_mounts) detail += " " + ctl;
   }
   // Create and remove a real cgroup: permissions and delegation are what fail in practice.
-  auto cg = create_cgroup(*in.layout, in.cgroup_parent, "doctor-" + std::to_string(::getpid()));
+  auto cg =
+      host::create_cgroup(*in.layout, in.cgroup_parent, "doctor-" + std::to_string(::getpid()));
   if (!cg) {
     c.detail = detail + "; " + cg.error().to_string();
     c.remedy = "run as root, or delegate a cgroup subtree to this user";
     return c;
   }
-  auto applied = (*cg)->apply(CgroupLimits{1.0, 64ull << 20, 16});
+  auto applied = (*cg)->apply(host::CgroupLimits{1.0, 64ull << 20, 16});
   (void)(*cg)->remove();
   c.ok = applied.ok();
   c.detail =
@@ -142,39 +144,14 @@ HealthCheck landlock() {
 
 }  // namespace
 
-HealthCheck tool_runner(const std::string& path) {
-  HealthCheck c;
-  c.name = "tool runner";
-  std::string out;
-  FILE* p = ::popen((path + " --version 2>&1").c_str(), "r");
-  if (p) {
-    char buf[256];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    ::pclose(p);
-  }
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  const auto at = out.rfind("protocol ");
-  if (at == std::string::npos) {
-    c.detail = path + ": " + (out.empty() ? "does not run" : out);
-    c.remedy =
-        "rebuild (make build) or set RINGFENCE_TOOL_RUNNER to the ringfence-tool-runner binary";
-    return c;
-  }
-  auto compatible = proto::check_compatible(out.substr(at + 9));
-  c.ok = compatible.ok();
-  c.detail = path + " → " + out + (c.ok ? " (compatible)" : "");
-  if (!c.ok) c.remedy = compatible.error().to_string() + "; install the matching runner";
-  return c;
-}
-
 // Each live sandbox holds one host uid range; a host at capacity creates none.
 HealthCheck uid_ranges() {
   HealthCheck c;
   c.name = "host uid ranges";
-  auto slot = acquire_uid_slot();
+  auto slot = host::acquire_uid_slot();
   c.ok = slot.ok();
-  c.detail = c.ok ? "a free range of " + std::to_string(kUidRangeSize) + " uids (" +
-                        std::to_string(kSlotCount) + " ranges in all, one per live sandbox)"
+  c.detail = c.ok ? "a free range of " + std::to_string(host::kUidRangeSize) + " uids (" +
+                        std::to_string(host::kSlotCount) + " ranges in all, one per live sandbox)"
                   : slot.error().to_string();
   if (!c.ok) {
     c.remedy =
@@ -190,7 +167,7 @@ std::vector<HealthCheck> native_health(const DoctorInputs& in) {
           pid_net_namespaces(),
           seccomp(in.seccomp),
           cgroups(in),
-          tool_runner(in.runner_path),
+          host::runner_health(in.runner_path),
           filesystem_support("overlayfs", "overlay"),
           landlock(),
           uid_ranges()};

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "native/uid_slots.h"
+#include "host/uid_slots.h"
 
 namespace rf::native {
 namespace {
@@ -88,7 +88,7 @@ void add_etc(MountPlan& plan, const HostImageOptions& o, const SandboxSpec& spec
   plan.ops.push_back(op(Kind::kDir, "/etc"));
   plan.ops.push_back(op(Kind::kDir, "/etc/ssl"));
   for (const auto& path : curated_etc_paths()) mirror(plan, o, path);
-  const std::string uid = std::to_string(kSandboxUid);
+  const std::string uid = std::to_string(host::kSandboxUid);
   plan.ops.push_back(
       write_file("/etc/passwd",
                  "root:x:0:0:root:/root:/usr/sbin/nologin\n"
@@ -98,7 +98,7 @@ void add_etc(MountPlan& plan, const HostImageOptions& o, const SandboxSpec& spec
                      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"));
   plan.ops.push_back(
       write_file("/etc/group", "root:x:0:\nsandbox:x:" + uid + ":\nnogroup:x:65534:\n"));
-  const bool host_network = spec.network == "host";
+  const bool host_network = spec.network == NetworkPolicy::kHost;
   plan.ops.push_back(write_file(
       "/etc/nsswitch.conf",
       std::string("passwd: files\ngroup: files\nhosts: files") + (host_network ? " dns\n" : "\n")));
@@ -175,7 +175,7 @@ void add_writable(MountPlan& plan, const SandboxSpec& spec) {
   plan.ops.push_back(tmpfs("/tmp", "mode=1777," + size + inodes));
   plan.ops.push_back(op(Kind::kDir, "/workspace"));
   if (spec.workspace_dir.empty()) {
-    const std::string uid = std::to_string(kSandboxUid);
+    const std::string uid = std::to_string(host::kSandboxUid);
     plan.ops.push_back(
         tmpfs("/workspace", "mode=0755," + size + inodes + ",uid=" + uid + ",gid=" + uid));
   } else {

@@ -35,13 +35,13 @@ pid_t parent_of(pid_t pid) {
 }
 
 std::chrono::seconds age_of(const std::string& dir) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return std::chrono::seconds(0);
   const auto now = std::time(nullptr);
   return std::chrono::seconds(std::max<int64_t>(0, now - st.st_ctim.tv_sec));
 }
 
-SandboxInfo describe(const std::string& name, const Cgroup& cg) {
+SandboxInfo describe(const std::string& name, const host::Cgroup& cg) {
   SandboxInfo info;
   info.id = name;
   info.backend = "native";
@@ -62,27 +62,28 @@ SandboxInfo describe(const std::string& name, const Cgroup& cg) {
 
 }  // namespace
 
-Result<std::vector<SandboxInfo>> list_native_sandboxes(const CgroupLayout& layout,
+Result<std::vector<SandboxInfo>> list_native_sandboxes(const host::CgroupLayout& layout,
                                                        const std::string& parent) {
-  auto names = list_cgroups(layout, parent);
+  auto names = host::list_cgroups(layout, parent);
   if (!names) return names.take_error();
   std::vector<SandboxInfo> out;
   for (const auto& name : *names) {
-    auto cg = open_cgroup(layout, parent, name);
+    auto cg = host::open_cgroup(layout, parent, name);
     if (!cg) continue;  // removed while we looked
     out.push_back(describe(name, **cg));
   }
   return out;
 }
 
-Result<std::vector<SandboxInfo>> reap_native_sandboxes(const CgroupLayout& layout,
+Result<std::vector<SandboxInfo>> reap_native_sandboxes(const host::CgroupLayout& layout,
                                                        const std::string& parent,
-                                                       std::chrono::seconds older_than, bool dry_run) {
-  auto names = list_cgroups(layout, parent);
+                                                       std::chrono::seconds older_than,
+                                                       bool dry_run) {
+  auto names = host::list_cgroups(layout, parent);
   if (!names) return names.take_error();
   std::vector<SandboxInfo> reaped;
   for (const auto& name : *names) {
-    auto cg = open_cgroup(layout, parent, name);
+    auto cg = host::open_cgroup(layout, parent, name);
     if (!cg) continue;
     SandboxInfo info = describe(name, **cg);
     // A cgroup without a PID 1 is either left over (janitor killed too) or a

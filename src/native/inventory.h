@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "native/cgroup.h"
+#include "host/cgroup.h"
 #include "sandbox/sandbox.h"
 
 namespace rf::native {
 
-Result<std::vector<SandboxInfo>> list_native_sandboxes(const CgroupLayout& layout,
+Result<std::vector<SandboxInfo>> list_native_sandboxes(const host::CgroupLayout& layout,
                                                        const std::string& parent);
 
 // Kills and removes the sandboxes that are orphaned (a PID 1 whose owner is
@@ -20,8 +20,9 @@ Result<std::vector<SandboxInfo>> list_native_sandboxes(const CgroupLayout& layou
 // killed too; a younger one may be a sandbox being set up) or at least
 // `older_than` old.
 // Idempotent. With dry_run, only reports them.
-Result<std::vector<SandboxInfo>> reap_native_sandboxes(const CgroupLayout& layout,
+Result<std::vector<SandboxInfo>> reap_native_sandboxes(const host::CgroupLayout& layout,
                                                        const std::string& parent,
-                                                       std::chrono::seconds older_than, bool dry_run);
+                                                       std::chrono::seconds older_than,
+                                                       bool dry_run);
 
 }  // namespace rf::native

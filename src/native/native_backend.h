@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "native/egress.h"
+#include "host/egress_hub.h"
 #include "sandbox/sandbox.h"
 
 namespace rf::native {
@@ -13,20 +13,16 @@ namespace rf::native {
 struct NativeOptions {
   std::string runner_path;  // empty: find_runner_binary()
   std::string cgroup_parent = "ringfence";
-  EgressOptions egress;  // network proxy
+  host::EgressOptions egress;  // network proxy
 };
 
 Result<std::unique_ptr<Backend>> make_native_backend(const NativeOptions& options);
-
-// $RINGFENCE_TOOL_RUNNER, else next to the running binary, else
-// /usr/libexec/ringfence/ringfence-tool-runner.
-Result<std::string> find_runner_binary();
 
 // `sandbox doctor` for native: works even when the backend cannot be built,
 // reporting what is missing as failed checks.
 std::vector<HealthCheck> native_doctor(const NativeOptions& options);
 
-// Adds "native" to the backend registry.
-void register_native_backend();
+// Adds "native" to the backend registry, made with `options`.
+void register_native_backend(const NativeOptions& options = {});
 
 }  // namespace rf::native

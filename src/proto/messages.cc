@@ -13,8 +13,10 @@ class Reader {
  public:
   Reader(const std::string& text, const char* msg) : msg_(msg) {
     j_ = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j_.is_discarded()) fail("", "not valid JSON");
-    else if (!j_.is_object()) fail("", "expected a JSON object");
+    if (j_.is_discarded())
+      fail("", "not valid JSON");
+    else if (!j_.is_object())
+      fail("", "expected a JSON object");
   }
 
   template <class T>
@@ -45,18 +47,20 @@ class Reader {
     *out = v.get<bool>();
   }
   template <class I>
-    requires std::is_integral_v<I>
+  requires std::is_integral_v<I>
   void read(const json& v, const std::string& path, I* out) {
     if (!v.is_number_integer()) return fail(path, "expected an integer");
     if (v.is_number_unsigned()) {
       const auto u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(std::numeric_limits<I>::max())) return fail(path, "out of range");
+      if (u > static_cast<uint64_t>(std::numeric_limits<I>::max()))
+        return fail(path, "out of range");
       *out = static_cast<I>(u);
       return;
     }
     const auto s = v.get<int64_t>();
     if (s < static_cast<int64_t>(std::numeric_limits<I>::min()) ||
-        (s > 0 && static_cast<uint64_t>(s) > static_cast<uint64_t>(std::numeric_limits<I>::max()))) {
+        (s > 0 &&
+         static_cast<uint64_t>(s) > static_cast<uint64_t>(std::numeric_limits<I>::max()))) {
       return fail(path, "out of range");
     }
     *out = static_cast<I>(s);
@@ -113,12 +117,18 @@ Result<Version> parse_version(const std::string& text) {
   return v;
 }
 
+std::string compatible_range() {
+  return ">=" + std::to_string(kProtocolMajor) + "." + std::to_string(kMinMinor) + ",<" +
+         std::to_string(kProtocolMajor) + "." + std::to_string(kMaxMinor + 1);
+}
+
 Status check_compatible(const std::string& peer) {
   auto v = parse_version(peer);
   if (!v) return v.take_error();
-  if (v->major != 0 || v->minor != 1) {
-    return make_error("protocol", "peer speaks " + peer + ", this build accepts >=0.1,<0.2 (" +
-                                      std::string(kProtocolVersion) + ")");
+  if (v->major != kProtocolMajor || v->minor < kMinMinor || v->minor > kMaxMinor) {
+    return make_error(ErrorCode::kIncompatible, "protocol",
+                      "peer speaks " + peer + ", this build accepts " + compatible_range() + " (" +
+                          std::string(kProtocolVersion) + ")");
   }
   return ok_status();
 }
@@ -128,20 +138,32 @@ std::string to_json(const Hello& m) {
       json{{"protocol", m.protocol}, {"role", m.role}, {"runner_version", m.runner_version}});
 }
 std::string to_json(const ExecRequest& m) {
-  return dump(json{{"argv", m.argv},         {"env", m.env},   {"cwd", m.cwd},
-              {"timeout_ms", m.timeout_ms}, {"output_limit", m.output_limit},
-              {"pty", m.pty},           {"rows", m.rows}, {"cols", m.cols}});
+  return dump(json{{"argv", m.argv},
+                   {"env", m.env},
+                   {"cwd", m.cwd},
+                   {"timeout_ms", m.timeout_ms},
+                   {"output_limit", m.output_limit},
+                   {"pty", m.pty},
+                   {"rows", m.rows},
+                   {"cols", m.cols}});
 }
 std::string to_json(const Started& m) { return dump(json{{"pid", m.pid}}); }
 std::string to_json(const ExitStatus& m) {
-  return dump(json{{"exit_code", m.exit_code}, {"signal", m.signal},     {"timed_out", m.timed_out},
-              {"output_truncated", m.output_truncated},             {"limit", m.limit},
-              {"exec_errno", m.exec_errno}, {"error", m.error},     {"wall_us", m.wall_us},
-              {"user_us", m.user_us},     {"sys_us", m.sys_us},     {"max_rss_kb", m.max_rss_kb}});
+  return dump(json{{"exit_code", m.exit_code},
+                   {"signal", m.signal},
+                   {"timed_out", m.timed_out},
+                   {"output_truncated", m.output_truncated},
+                   {"limit", m.limit},
+                   {"exec_errno", m.exec_errno},
+                   {"error", m.error},
+                   {"wall_us", m.wall_us},
+                   {"user_us", m.user_us},
+                   {"sys_us", m.sys_us},
+                   {"max_rss_kb", m.max_rss_kb}});
 }
 std::string to_json(const FileRequest& m) {
-  return dump(json{
-      {"path", m.path}, {"mode", m.mode}, {"parents", m.parents}, {"max_bytes", m.max_bytes}});
+  return dump(
+      json{{"path", m.path}, {"mode", m.mode}, {"parents", m.parents}, {"max_bytes", m.max_bytes}});
 }
 std::string to_json(const FileInfo& m) { return dump(file_info_json(m)); }
 std::string to_json(const std::vector<FileInfo>& entries) {
@@ -156,10 +178,17 @@ std::string to_json(const ErrorMsg& m) {
   return dump(json{{"where", m.where}, {"message", m.message}, {"errno", m.sys_errno}});
 }
 std::string to_json(const ProbeResult& m) {
-  return dump(json{{"pid", m.pid},         {"uid", m.uid},           {"gid", m.gid},
-              {"hostname", m.hostname}, {"no_new_privs", m.no_new_privs},
-              {"seccomp_mode", m.seccomp_mode}, {"cap_eff", m.cap_eff}, {"cap_prm", m.cap_prm},
-              {"cap_bnd", m.cap_bnd}, {"cap_amb", m.cap_amb}, {"open_fds", m.open_fds}});
+  return dump(json{{"pid", m.pid},
+                   {"uid", m.uid},
+                   {"gid", m.gid},
+                   {"hostname", m.hostname},
+                   {"no_new_privs", m.no_new_privs},
+                   {"seccomp_mode", m.seccomp_mode},
+                   {"cap_eff", m.cap_eff},
+                   {"cap_prm", m.cap_prm},
+                   {"cap_bnd", m.cap_bnd},
+                   {"cap_amb", m.cap_amb},
+                   {"open_fds", m.open_fds}});
 }
 
 Result<Hello> parse_hello(const std::string& s) {
@@ -193,7 +222,8 @@ Result<ExecRequest> parse_exec(const std::string& s) {
     if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
       return make_error("exec.env", "bad variable name \"" + k + "\"");
     }
-    if (v.find('\0') != std::string::npos) return make_error("exec.env." + k, "contains a NUL byte");
+    if (v.find('\0') != std::string::npos)
+      return make_error("exec.env." + k, "contains a NUL byte");
   }
   if (m.timeout_ms < 0) return make_error("exec.timeout_ms", "must not be negative");
   if (m.output_limit < 0) return make_error("exec.output_limit", "must not be negative");
@@ -288,7 +318,8 @@ Result<Signal> parse_signal(const std::string& s) {
   Reader r(s, "signal");
   Signal m;
   r.get("signal", &m.signal, true);
-  if (r.ok() && (m.signal <= 0 || m.signal >= 65)) return make_error("signal.signal", "out of range");
+  if (r.ok() && (m.signal <= 0 || m.signal >= 65))
+    return make_error("signal.signal", "out of range");
   return finish(r, m);
 }
 

@@ -14,14 +14,20 @@
 namespace rf::proto {
 
 // The protocol version this build speaks, and the range of peer versions it
-// accepts: same major, minor in [kMinMinor, kMaxMinor] (">=0.1,<0.2").
+// accepts: same major, minor in [kMinMinor, kMaxMinor]. The one place the
+// range is written; compatible_range() says it (">=0.1,<0.2").
 inline constexpr const char* kProtocolVersion = "0.1.0";
+inline constexpr int kProtocolMajor = 0;
+inline constexpr int kMinMinor = 1;
+inline constexpr int kMaxMinor = 1;
+std::string compatible_range();
 
 struct Version {
   int major = 0, minor = 0, patch = 0;
 };
 Result<Version> parse_version(const std::string& text);
-// Ok if `peer` satisfies ">=0.1,<0.2"; otherwise an error that names both.
+// Ok if `peer` is in compatible_range(); otherwise an error (code kIncompatible)
+// that names both.
 Status check_compatible(const std::string& peer);
 
 // Flag on kExec: the data bytes are the whole stdin (no kStdin frames follow).
@@ -34,12 +40,12 @@ struct Hello {
 };
 
 struct ExecRequest {
-  std::vector<std::string> argv;  // argv[0] looked up in PATH when it has no '/'
+  std::vector<std::string> argv;           // argv[0] looked up in PATH when it has no '/'
   std::map<std::string, std::string> env;  // the complete environment
   std::string cwd = "/workspace";
-  int64_t timeout_ms = 0;       // 0: none
-  int64_t output_limit = 0;     // bytes of stdout+stderr; 0: none
-  bool pty = false;             // run on a pty the runner owns (stdout carries both)
+  int64_t timeout_ms = 0;    // 0: none
+  int64_t output_limit = 0;  // bytes of stdout+stderr; 0: none
+  bool pty = false;          // run on a pty the runner owns (stdout carries both)
   int rows = 24, cols = 80;
 };
 
@@ -52,7 +58,7 @@ struct ExitStatus {
   int signal = 0;
   bool timed_out = false;
   bool output_truncated = false;
-  std::string limit;  // "", "timeout", "output", "disk"
+  std::string limit;   // "", "timeout", "output", "disk"
   int exec_errno = 0;  // set when the command could not be started
   std::string error;   // human text for exec failures
   int64_t wall_us = 0, user_us = 0, sys_us = 0;
@@ -61,9 +67,9 @@ struct ExitStatus {
 
 struct FileRequest {
   std::string path;
-  uint32_t mode = 0644;     // file_write only
-  bool parents = false;     // file_write: create missing parent directories
-  int64_t max_bytes = 0;    // file_read: 0 means kMaxData
+  uint32_t mode = 0644;   // file_write only
+  bool parents = false;   // file_write: create missing parent directories
+  int64_t max_bytes = 0;  // file_read: 0 means kMaxData
 };
 
 struct FileInfo {

@@ -29,10 +29,10 @@ struct ExecCall {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // added to the sandbox's environment
   std::string cwd = "/workspace";
-  std::string stdin_data;                  // sent before the call starts
-  bool stdin_stream = false;               // more stdin follows through write_stdin()
-  std::chrono::milliseconds timeout{0};    // 0: the spec's limit
-  uint64_t output_limit = 0;               // 0: the spec's limit
+  std::string stdin_data;                // sent before the call starts
+  bool stdin_stream = false;             // more stdin follows through write_stdin()
+  std::chrono::milliseconds timeout{0};  // 0: the spec's limit
+  uint64_t output_limit = 0;             // 0: the spec's limit
   bool pty = false;
   int rows = 24, cols = 80;
 };
@@ -82,7 +82,8 @@ class Sandbox {
 
   // Paths are the sandbox's own; symlinks resolve inside it.
   virtual Result<std::string> read_file(const std::string& path) = 0;
-  virtual Status write_file(const std::string& path, std::string_view data, uint32_t mode = 0644) = 0;
+  virtual Status write_file(const std::string& path, std::string_view data,
+                            uint32_t mode = 0644) = 0;
   virtual Result<std::vector<proto::FileInfo>> list_dir(const std::string& path) = 0;
   virtual Result<proto::FileInfo> stat(const std::string& path) = 0;
   // Adds variables to every later call's environment (credentials injected late).
@@ -98,8 +99,8 @@ class Sandbox {
 struct SandboxInfo {
   std::string id;
   std::string backend;
-  int pid = 0;                     // host pid of its PID 1; 0 when none is left
-  int owner_pid = 0;               // the process that created it; 0 when gone
+  int pid = 0;        // host pid of its PID 1; 0 when none is left
+  int owner_pid = 0;  // the process that created it; 0 when gone
   std::chrono::seconds age{0};
   std::optional<uint64_t> memory_bytes;  // peak; empty when the backend cannot tell (local)
   bool orphaned() const { return owner_pid == 0; }
@@ -109,8 +110,8 @@ struct SandboxInfo {
 struct HealthCheck {
   std::string name;
   bool ok = false;
-  std::string detail;   // what was found ("v1: memory, pids, cpu, cpuacct")
-  std::string remedy;   // how to fix it, when !ok
+  std::string detail;    // what was found ("v1: memory, pids, cpu, cpuacct")
+  std::string remedy;    // how to fix it, when !ok
   bool required = true;  // a failed required check makes the backend unhealthy
 };
 
@@ -125,7 +126,8 @@ struct ImageReport {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;
+  virtual BackendKind kind() const = 0;
+  std::string name() const { return std::string(to_string(kind())); }
   // Fails closed: if any bound cannot be set up, nothing runs and the error
   // names the step ("sandbox setup failed at step \"mount /proc\": ...").
   virtual Result<std::unique_ptr<Sandbox>> create(const SandboxSpec& spec) = 0;
@@ -133,7 +135,8 @@ class Backend {
   virtual Result<std::vector<SandboxInfo>> list() { return std::vector<SandboxInfo>{}; }
   // Ends and removes every trace of the sandboxes that are orphaned or older
   // than `older_than`; returns them. With dry_run, only returns them.
-  virtual Result<std::vector<SandboxInfo>> reap(std::chrono::seconds /*older_than*/, bool /*dry_run*/) {
+  virtual Result<std::vector<SandboxInfo>> reap(std::chrono::seconds /*older_than*/,
+                                                bool /*dry_run*/) {
     return std::vector<SandboxInfo>{};
   }
   // Everything this backend needs from the host, checked for real.
@@ -141,17 +144,24 @@ class Backend {
   // Makes `image` ready (pulled, inspected) and says what it is.
   virtual Result<ImageReport> prepare_image(const std::string& image) {
     if (image != "host") {
-      return make_error("image", "the " + name() + " backend has only the \"host\" image, not \"" +
-                                     image + "\"");
+      return make_error(
+          "image", "the " + name() + " backend has only the \"host\" image, not \"" + image + "\"");
     }
     return ImageReport{"the host's /usr and a curated /etc, read-only", std::nullopt, "injected"};
   }
 };
 
-// Backends register themselves by name; the CLI and the worker look them up.
+// The registry: the CLI (the composition root) registers each backend it
+// wires; the worker and the commands make backends from it by kind.
 using BackendFactory = std::function<Result<std::unique_ptr<Backend>>()>;
-void register_backend(const std::string& name, BackendFactory factory);
-Result<std::unique_ptr<Backend>> make_backend(const std::string& name);
-std::vector<std::string> backend_names();
+// A backend's `sandbox doctor` checks, which work even when the backend cannot
+// be made (and then say why as failed checks).
+using DoctorFactory = std::function<std::vector<HealthCheck>()>;
+// A later registration of the same kind replaces the earlier one. Without a
+// doctor, backend_doctor() makes the backend and asks its health().
+void register_backend(BackendKind kind, BackendFactory make, DoctorFactory doctor = {});
+Result<std::unique_ptr<Backend>> make_backend(BackendKind kind);
+std::vector<HealthCheck> backend_doctor(BackendKind kind);
+std::vector<BackendKind> registered_backends();
 
 }  // namespace rf

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -33,21 +34,70 @@ bool valid_id(const std::string& id) {
   return id.front() != '-' && id.back() != '-';
 }
 
+constexpr std::array<std::pair<BackendKind, std::string_view>, 4> kBackends = {{
+    {BackendKind::kNative, "native"},
+    {BackendKind::kDocker, "docker"},
+    {BackendKind::kRemoteDocker, "remotedocker"},
+    {BackendKind::kLocal, "local"},
+}};
+constexpr std::array<BackendKind, 4> kBackendKinds = {
+    BackendKind::kNative, BackendKind::kDocker, BackendKind::kRemoteDocker, BackendKind::kLocal};
+constexpr std::array<std::pair<NetworkPolicy, std::string_view>, 3> kNetworks = {{
+    {NetworkPolicy::kNone, "none"},
+    {NetworkPolicy::kProxy, "proxy"},
+    {NetworkPolicy::kHost, "host"},
+}};
+
+template <class Table>
+std::string names_of(const Table& table) {
+  std::string out;
+  for (const auto& [_, name] : table) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
+}
+
 }  // namespace
+
+std::string_view to_string(BackendKind kind) {
+  for (const auto& [k, name] : kBackends) {
+    if (k == kind) return name;
+  }
+  return "?";
+}
+
+Result<BackendKind> parse_backend_kind(std::string_view text) {
+  for (const auto& [k, name] : kBackends) {
+    if (text == name) return k;
+  }
+  return make_error(
+      "", "unknown backend \"" + std::string(text) + "\" (allowed: " + names_of(kBackends) + ")");
+}
+
+std::span<const BackendKind> all_backend_kinds() { return kBackendKinds; }
+
+std::string_view to_string(NetworkPolicy policy) {
+  for (const auto& [p, name] : kNetworks) {
+    if (p == policy) return name;
+  }
+  return "?";
+}
+
+Result<NetworkPolicy> parse_network_policy(std::string_view text) {
+  for (const auto& [p, name] : kNetworks) {
+    if (text == name) return p;
+  }
+  return make_error("", "unknown network policy \"" + std::string(text) +
+                            "\" (allowed: " + names_of(kNetworks) + ")");
+}
 
 Status validate_spec(const SandboxSpec& s) {
   if (!s.id.empty() && !valid_id(s.id)) {
     return make_error("id",
                       "\"" + s.id + "\" must be 1-63 of [a-z0-9-], not starting or ending with -");
   }
-  const bool docker = s.backend == "docker" || s.backend == "remotedocker";
-  if (s.backend != "local" && s.backend != "native" && !docker) {
-    return make_error("backend", "unknown backend \"" + s.backend +
-                                     "\" (available: docker, local, native, remotedocker)");
-  }
+  const bool docker = is_docker(s.backend);
   if (!docker && s.image != "host") {
-    return make_error("image", "unknown image \"" + s.image + "\" (the " + s.backend +
-                                   " backend has only: host)");
+    return make_error("image", "unknown image \"" + s.image + "\" (the " +
+                                   std::string(to_string(s.backend)) + " backend has only: host)");
   }
   // A docker reference: name[:tag][@digest], no spaces, no option-like start.
   const bool image_ok = !s.image.empty() && s.image.size() <= 255 && s.image[0] != '-' &&
@@ -70,39 +120,12 @@ Status validate_spec(const SandboxSpec& s) {
     if (!valid_env_name(k)) return make_error("env", "bad variable name \"" + k + "\"");
     if (v.find('\0') != std::string::npos) return make_error("env." + k, "contains a NUL byte");
   }
-  const Limits& l = s.limits;
-  if (!(l.cpus >= 0.01 && l.cpus <= 1024)) {
-    return make_error("limits.cpus",
-                      "must be between 0.01 and 1024, got " + std::to_string(l.cpus));
+  for (const LimitField& f : limit_fields()) {
+    if (auto bad = f.check(s.limits); !bad) return make_error(f.spec_field(), bad.error().message);
   }
-  if (l.memory_bytes < (8ull << 20)) {
-    return make_error("limits.memory", "must be at least 8m, got " + format_size(l.memory_bytes));
-  }
-  if (l.pids < 8 || l.pids > 1'000'000) {
-    return make_error("limits.pids",
-                      "must be between 8 and 1000000, got " + std::to_string(l.pids));
-  }
-  if (l.disk_bytes < (1ull << 20)) {
-    return make_error("limits.disk", "must be at least 1m, got " + format_size(l.disk_bytes));
-  }
-  if (l.timeout.count() <= 0) return make_error("limits.timeout", "must be positive");
-  if (l.output_bytes < 1024 || l.output_bytes > (1ull << 32)) {
-    return make_error("limits.output",
-                      "must be between 1k and 4g, got " + format_size(l.output_bytes));
-  }
-  if (l.nofile < 16 || l.nofile > (1u << 20)) {
-    return make_error("limits.nofile", "must be between 16 and 1048576");
-  }
-  if (l.egress_connections < 1 || l.egress_connections > 65536) {
-    return make_error("limits.egress_connections", "must be between 1 and 65536");
-  }
-  if (s.network != "none" && s.network != "proxy" && s.network != "host") {
-    return make_error(
-        "network", "unknown network policy \"" + s.network + "\" (available: none, proxy, host)");
-  }
-  if (!s.allow.empty() && s.network != "proxy") {
-    return make_error("allow",
-                      "rules apply only with network proxy (network is " + s.network + ")");
+  if (!s.allow.empty() && s.network != NetworkPolicy::kProxy) {
+    return make_error("allow", "rules apply only with network proxy (network is " +
+                                   std::string(to_string(s.network)) + ")");
   }
   if (auto policy = net::EgressPolicy::parse(s.allow); !policy) {
     return make_error("allow", policy.error().to_string());
@@ -148,10 +171,17 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
     return ok_status();
   };
   RF_TRY(str("id", &s.id));
-  RF_TRY(str("backend", &s.backend));
+  std::string backend(to_string(s.backend)), network(to_string(s.network));
+  RF_TRY(str("backend", &backend));
+  RF_TRY(str("network", &network));
+  auto kind = parse_backend_kind(backend);
+  if (!kind) return make_error("backend", kind.error().message);
+  s.backend = *kind;
+  auto policy = parse_network_policy(network);
+  if (!policy) return make_error("network", policy.error().message);
+  s.network = *policy;
   RF_TRY(str("image", &s.image));
   RF_TRY(str("workspace", &s.workspace_dir));
-  RF_TRY(str("network", &s.network));
   RF_TRY(str("seccomp", &s.seccomp));
   if (j.contains("allow")) {
     if (!j["allow"].is_array()) return make_error("allow", "expected an array of rules");
@@ -187,56 +217,35 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
       };
       auto t = as_text();
       if (!t) return t.take_error();
-      auto wrap = [&](const Error& e) { return make_error(field, e.to_string()); };
-      if (it.key() == "cpus") {
-        auto d = parse_decimal(*t);
-        if (!d) return wrap(d.error());
-        s.limits.cpus = *d;
-      } else if (it.key() == "memory" || it.key() == "disk" || it.key() == "output" ||
-                 it.key() == "egress_bytes") {
-        auto b = parse_size(*t);
-        if (!b) return wrap(b.error());
-        (it.key() == "memory"         ? s.limits.memory_bytes
-         : it.key() == "disk"         ? s.limits.disk_bytes
-         : it.key() == "egress_bytes" ? s.limits.egress_bytes
-                                      : s.limits.output_bytes) = *b;
-      } else if (it.key() == "pids" || it.key() == "nofile" || it.key() == "egress_connections") {
-        if (!v.is_number_unsigned()) return make_error(field, "expected a positive integer");
-        (it.key() == "pids"     ? s.limits.pids
-         : it.key() == "nofile" ? s.limits.nofile
-                                : s.limits.egress_connections) = v.get<uint64_t>();
-      } else if (it.key() == "timeout") {
-        auto d = parse_duration(*t);
-        if (!d) return wrap(d.error());
-        s.limits.timeout = *d;
-      } else {
-        return make_error(field, "unknown field");
+      const LimitField* f = find_limit_by_json(it.key());
+      if (f == nullptr) return make_error(field, "unknown field");
+      if (f->kind == LimitKind::kCount && !v.is_number_unsigned() && !v.is_string()) {
+        return make_error(field, "expected a positive integer");
       }
+      if (auto set = f->set(s.limits, *t); !set) return make_error(field, set.error().message);
     }
   }
   return s;
 }
 
 std::string spec_to_json(const SandboxSpec& s) {
-  nlohmann::json j = {{"id", s.id},
-                      {"backend", s.backend},
-                      {"image", s.image},
-                      {"workspace", s.workspace_dir},
-                      {"env", s.env},
-                      {"network", s.network},
-                      {"allow", s.allow},
-                      {"seccomp", s.seccomp},
-                      {"labels", s.labels},
-                      {"limits",
-                       {{"cpus", s.limits.cpus},
-                        {"memory", format_size(s.limits.memory_bytes)},
-                        {"pids", s.limits.pids},
-                        {"disk", format_size(s.limits.disk_bytes)},
-                        {"timeout", format_duration(s.limits.timeout)},
-                        {"output", format_size(s.limits.output_bytes)},
-                        {"nofile", s.limits.nofile},
-                        {"egress_connections", s.limits.egress_connections},
-                        {"egress_bytes", format_size(s.limits.egress_bytes)}}}};
+  nlohmann::json limits = nlohmann::json::object();
+  for (const LimitField& f : limit_fields()) {
+    const std::string text = f.get(s.limits);
+    // Counts and cpus as JSON numbers, sizes and durations as their text.
+    if (f.kind == LimitKind::kCount) {
+      limits[std::string(f.json_key)] = std::stoull(text);
+    } else if (f.kind == LimitKind::kCpus) {
+      limits[std::string(f.json_key)] = s.limits.cpus;
+    } else {
+      limits[std::string(f.json_key)] = text;
+    }
+  }
+  nlohmann::json j = {{"id", s.id},         {"backend", to_string(s.backend)},
+                      {"image", s.image},   {"workspace", s.workspace_dir},
+                      {"env", s.env},       {"network", to_string(s.network)},
+                      {"allow", s.allow},   {"seccomp", s.seccomp},
+                      {"labels", s.labels}, {"limits", limits}};
   return j.dump();
 }
 

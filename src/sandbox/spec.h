@@ -6,38 +6,49 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/result.h"
+#include "sandbox/limits.h"
 
 namespace rf {
 
-struct Limits {
-  double cpus = 1.0;                          // cpu time per wall second
-  uint64_t memory_bytes = 512ull << 20;       // cgroup memory limit
-  uint64_t pids = 256;                        // cgroup pids limit
-  uint64_t disk_bytes = 1ull << 30;           // size of /workspace and of /tmp (each)
-  std::chrono::milliseconds timeout{30'000};  // per call
-  uint64_t output_bytes = 16ull << 20;        // stdout+stderr per call
-  uint64_t nofile = 1024;                     // RLIMIT_NOFILE
-  // network proxy: connections open at once through the proxy, and bytes the
-  // sandbox may send through it over its life (0: unlimited).
-  uint64_t egress_connections = 64;
-  uint64_t egress_bytes = 0;
+// Where sandboxes come from. Typed, so a backend is never a string compared
+// in many places; to_string() gives the name flags and configs use.
+enum class BackendKind {
+  kNative,        // our own Linux namespaces engine
+  kDocker,        // a Docker daemon's containers (local or remote)
+  kRemoteDocker,  // docker, insisting on a remote daemon (tcp:// or ssh://)
+  kLocal,         // no isolation: a scratch dir and a scrubbed env (sandbox mode none)
 };
+std::string_view to_string(BackendKind kind);
+// "native", "docker", "remotedocker", "local"; the error has only a message
+// (`unknown backend "podman" (allowed: native, docker, remotedocker, local)`).
+Result<BackendKind> parse_backend_kind(std::string_view text);
+std::span<const BackendKind> all_backend_kinds();
+inline bool is_docker(BackendKind k) {
+  return k == BackendKind::kDocker || k == BackendKind::kRemoteDocker;
+}
+
+// What a sandbox may reach. Weaker than none only when spelled out.
+enum class NetworkPolicy {
+  kNone,   // loopback only
+  kProxy,  // loopback, plus egress to the allow rules through the host's proxy (docs/network.md)
+  kHost,   // the host's network: trusted steps only
+};
+std::string_view to_string(NetworkPolicy policy);
+Result<NetworkPolicy> parse_network_policy(std::string_view text);  // message-only error
 
 struct SandboxSpec {
   std::string id;  // empty: generated ("rf-" + 12 hex digits)
-  std::string backend = "native";
+  BackendKind backend = BackendKind::kNative;
   std::string image = "host";
   std::string workspace_dir;               // host directory bound at /workspace; empty: tmpfs
   std::map<std::string, std::string> env;  // added to PATH, HOME, LANG
   Limits limits;
-  // none: loopback only. proxy: loopback only, plus egress to the `allow`
-  // rules through the host's proxy (docs/network.md). host: the host's network
-  // (trusted steps only).
-  std::string network = "none";
+  NetworkPolicy network = NetworkPolicy::kNone;
   std::vector<std::string> allow;  // rules of src/net/egress_policy.h; network proxy only
   std::string seccomp = "default";
   // Who the sandbox serves ("project", "run", "mode"): the docker backend puts

@@ -75,19 +75,36 @@ Status set_allow(const YAML::Node& v, const Loc& loc, Maybe<std::vector<std::str
   return ok_status();
 }
 
-Status set_backends(const YAML::Node& v, const Loc& loc, Maybe<std::vector<std::string>>* out) {
+// sandbox.proxy_resolve: a list of NAME=ADDR.
+Status set_resolve(const YAML::Node& v, const Loc& loc, Maybe<std::vector<std::string>>* out) {
+  if (!v.IsSequence()) {
+    return make_error(loc.where(),
+                      "expected a list such as [api.test=127.0.0.1], got " + describe(v));
+  }
+  std::vector<std::string> entries;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Loc item{loc.path, line_of(v[i]), loc.key + "[" + std::to_string(i) + "]"};
+    Maybe<std::string> entry;
+    RF_TRY(set_scalar<std::string>(v[i], item, "NAME=ADDR", parse_proxy_resolve, &entry));
+    entries.push_back(entry->value);
+  }
+  *out = Resolved<std::vector<std::string>>{std::move(entries), loc.source()};
+  return ok_status();
+}
+
+Status set_backends(const YAML::Node& v, const Loc& loc, Maybe<std::vector<BackendKind>>* out) {
   if (!v.IsSequence()) {
     return make_error(loc.where(),
                       "expected a list of backends such as [native], got " + describe(v));
   }
-  std::vector<std::string> backends;
+  std::vector<BackendKind> backends;
   for (size_t i = 0; i < v.size(); ++i) {
     const Loc item{loc.path, line_of(v[i]), loc.key + "[" + std::to_string(i) + "]"};
-    Maybe<std::string> backend;
-    RF_TRY(set_scalar<std::string>(v[i], item, "a backend", parse_backend, &backend));
+    Maybe<BackendKind> backend;
+    RF_TRY(set_scalar<BackendKind>(v[i], item, "a backend", parse_backend, &backend));
     backends.push_back(backend->value);
   }
-  *out = Resolved<std::vector<std::string>>{std::move(backends), loc.source()};
+  *out = Resolved<std::vector<BackendKind>>{std::move(backends), loc.source()};
   return ok_status();
 }
 
@@ -178,8 +195,39 @@ Field section(std::string name, std::vector<Field> fields) {
           }};
 }
 
-const std::vector<Field>& sandbox_fields() {
-  static const std::vector<Field> fields = {
+// What each kind of limit reads, for "expected ..." when a value is not a scalar.
+std::string limit_shape(LimitKind kind) {
+  switch (kind) {
+    case LimitKind::kCpus:
+      return "a number of cpus such as 1.5";
+    case LimitKind::kSize:
+      return "a size such as 512m";
+    case LimitKind::kCount:
+      return "a whole number";
+    case LimitKind::kDuration:
+      return "a duration such as 30s";
+  }
+  return "a value";
+}
+
+// sandbox.<limit>, one per limit of sandbox/limits.h.
+Field limit_field(const LimitField& f) {
+  return {std::string(f.name),
+          [&f](const YAML::Node& v, const Loc& loc, SettingsLayer* layer) -> Status {
+            if (!v.IsScalar()) {
+              return make_error(loc.where(),
+                                "expected " + limit_shape(f.kind) + ", got " + describe(v));
+            }
+            if (auto bad = check_limit_text(f, v.Scalar()); !bad) {
+              return make_error(loc.where(), bad.error().message);
+            }
+            layer->limits[std::string(f.name)] = Resolved<std::string>{v.Scalar(), loc.source()};
+            return ok_status();
+          }};
+}
+
+std::vector<Field> make_sandbox_fields() {
+  std::vector<Field> fields = {
       field("mode", "a sandbox mode (none, per_tool, per_run, per_worker)", parse_sandbox_mode,
             &SettingsLayer::mode),
       field("backend", "a backend (native, docker, remotedocker, local)", parse_backend,
@@ -191,18 +239,24 @@ const std::vector<Field>& sandbox_fields() {
          return set_backends(v, loc, &layer->fallback_backends);
        }},
       field("image", "an image name", parse_text, &SettingsLayer::image),
-      field("network", "a network policy (none, proxy, host)", parse_text, &SettingsLayer::network),
+      field("network", "a network policy (none, proxy, host)", parse_network,
+            &SettingsLayer::network),
       {"allow", [](const YAML::Node& v, const Loc& loc,
                    SettingsLayer* layer) { return set_allow(v, loc, &layer->allow); }},
+      {"proxy_resolve",
+       [](const YAML::Node& v, const Loc& loc, SettingsLayer* layer) {
+         return set_resolve(v, loc, &layer->proxy_resolve);
+       }},
       field("allow_host_network", "true or false", parse_bool, &SettingsLayer::allow_host_network),
-      field("cpu", "a number of cpus such as 1.5", parse_cpu, &SettingsLayer::cpu),
-      field("mem", "a size such as 512m", parse_size_setting, &SettingsLayer::mem),
-      field("pids", "a whole number", parse_count, &SettingsLayer::pids),
-      field("disk", "a size such as 512m", parse_size_setting, &SettingsLayer::disk),
-      field("timeout", "a duration such as 30s", parse_duration_setting, &SettingsLayer::timeout),
-      field("idle_timeout", "a duration such as 30s", parse_duration_setting,
-            &SettingsLayer::idle_timeout),
   };
+  for (const LimitField& f : limit_fields()) fields.push_back(limit_field(f));
+  fields.push_back(field("idle_timeout", "a duration such as 30s", parse_duration_setting,
+                         &SettingsLayer::idle_timeout));
+  return fields;
+}
+
+const std::vector<Field>& sandbox_fields() {
+  static const std::vector<Field> fields = make_sandbox_fields();
   return fields;
 }
 
@@ -297,8 +351,8 @@ Result<SettingsLayer> load_config_file(const std::string& path) {
 }
 
 std::string settings_to_yaml(const WorkerSettings& s) {
-  std::ostringstream cpu;
-  cpu << s.cpu.value;
+  std::vector<std::string> backends;
+  for (BackendKind k : s.fallback_backends.value) backends.emplace_back(to_string(k));
   YAML::Emitter out;
   out << YAML::BeginMap;
   if (s.project_environment.value != ProjectEnvironment::kNone) {
@@ -309,21 +363,20 @@ std::string settings_to_yaml(const WorkerSettings& s) {
   out << YAML::Key << "state_dir" << YAML::Value << s.state_dir.value;
   out << YAML::Key << "sandbox" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "mode" << YAML::Value << to_string(s.mode.value);
-  out << YAML::Key << "backend" << YAML::Value << s.backend.value;
+  out << YAML::Key << "backend" << YAML::Value << std::string(to_string(s.backend.value));
   if (!s.docker_host.value.empty()) {
     out << YAML::Key << "docker_host" << YAML::Value << s.docker_host.value;
   }
-  out << YAML::Key << "fallback_backends" << YAML::Value << YAML::Flow << s.fallback_backends.value;
+  out << YAML::Key << "fallback_backends" << YAML::Value << YAML::Flow << backends;
   out << YAML::Key << "image" << YAML::Value << s.image.value;
-  out << YAML::Key << "network" << YAML::Value << s.network.value;
+  out << YAML::Key << "network" << YAML::Value << std::string(to_string(s.network.value));
   out << YAML::Key << "allow" << YAML::Value << YAML::Flow << s.allow.value;
+  out << YAML::Key << "proxy_resolve" << YAML::Value << YAML::Flow << s.proxy_resolve.value;
   out << YAML::Key << "allow_host_network" << YAML::Value
       << (s.allow_host_network.value ? "true" : "false");
-  out << YAML::Key << "cpu" << YAML::Value << cpu.str();
-  out << YAML::Key << "mem" << YAML::Value << format_size(s.mem.value);
-  out << YAML::Key << "pids" << YAML::Value << std::to_string(s.pids.value);
-  out << YAML::Key << "disk" << YAML::Value << format_size(s.disk.value);
-  out << YAML::Key << "timeout" << YAML::Value << format_duration(s.timeout.value);
+  for (const LimitField& f : limit_fields()) {
+    out << YAML::Key << std::string(f.name) << YAML::Value << f.get(s.limits.value);
+  }
   out << YAML::Key << "idle_timeout" << YAML::Value << format_duration(s.idle_timeout.value);
   out << YAML::EndMap;
   out << YAML::Key << "pool" << YAML::Value << YAML::BeginMap;

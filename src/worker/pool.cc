@@ -15,7 +15,7 @@ constexpr std::chrono::milliseconds kRefillPace{20};
 
 // A sandbox with other egress rules or caps is not interchangeable.
 static std::string allow_key(const SandboxSpec& s) {
-  if (s.network != "proxy") return "";
+  if (s.network != NetworkPolicy::kProxy) return "";
   std::string out = "/egress=" + std::to_string(s.limits.egress_connections) + "," +
                     format_size(s.limits.egress_bytes) + "/allow=";
   for (const auto& rule : s.allow) out += rule + ";";
@@ -24,7 +24,8 @@ static std::string allow_key(const SandboxSpec& s) {
 
 std::string pool_key(const SandboxSpec& s) {
   const Limits& l = s.limits;
-  return s.backend + "/" + s.image + "/net=" + s.network + "/cpu=" + std::to_string(l.cpus) +
+  return std::string(to_string(s.backend)) + "/" + s.image +
+         "/net=" + std::string(to_string(s.network)) + "/cpu=" + std::to_string(l.cpus) +
          "/mem=" + format_size(l.memory_bytes) + "/pids=" + std::to_string(l.pids) +
          "/disk=" + format_size(l.disk_bytes) + "/seccomp=" + s.seccomp + allow_key(s);
 }

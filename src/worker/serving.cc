@@ -11,11 +11,11 @@ std::shared_ptr<Serving> Serving::make(Placement placement, const WorkerSettings
   const SandboxMode mode = out->placement.mode;
   Backend& backend = *out->placement.backend;
   SandboxSpec spec = s.sandbox_spec();
-  if (mode == SandboxMode::kNone) spec = SandboxSpec{.backend = "local"};
+  if (mode == SandboxMode::kNone) spec = SandboxSpec{.backend = BackendKind::kLocal};
   // The backend that serves (a fallback may stand in for the configured one).
-  if (mode != SandboxMode::kNone) spec.backend = backend.name();
+  if (mode != SandboxMode::kNone) spec.backend = backend.kind();
   // native has one image: a docker image cannot follow a fallback onto it.
-  if (spec.backend == "native" && spec.image != "host") {
+  if (spec.backend == BackendKind::kNative && spec.image != "host") {
     spdlog::warn("backend native serves with its host image; image {} is not used here",
                  spec.image);
     spec.image = "host";
@@ -39,8 +39,8 @@ int Serving::failures_in_a_row() const {
   return call_path_failures.load() + (pool ? pool->failures_in_a_row() : 0);
 }
 
-bool Serving::serves(const std::string& backend, SandboxMode mode) const {
-  return placement.backend->name() == backend && placement.mode == mode;
+bool Serving::serves(BackendKind backend, SandboxMode mode) const {
+  return placement.backend->kind() == backend && placement.mode == mode;
 }
 
 }  // namespace rf::worker

@@ -32,7 +32,7 @@ struct Serving {
 
   // Sandbox creations that failed in a row, on the call path or in the pool.
   int failures_in_a_row() const;
-  bool serves(const std::string& backend, SandboxMode mode) const;
+  bool serves(BackendKind backend, SandboxMode mode) const;
 
   Placement placement;
   std::unique_ptr<WarmPool> pool;

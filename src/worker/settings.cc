@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/units.h"
+#include "net/resolve_override.h"
 
 namespace rf::worker {
 namespace {
@@ -23,21 +24,12 @@ constexpr std::array<std::pair<ProjectEnvironment, const char*>, 3> kEnvironment
     {ProjectEnvironment::kDevelopment, "development"},
 }};
 
-constexpr std::array<const char*, 4> kBackends = {"native", "docker", "remotedocker", "local"};
-
 std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 template <class Table>
 std::string allowed_names(const Table& table) {
   std::string out;
-  for (const auto& entry : table) {
-    if (!out.empty()) out += ", ";
-    if constexpr (std::is_same_v<std::decay_t<decltype(entry)>, const char*>) {
-      out += entry;
-    } else {
-      out += entry.second;
-    }
-  }
+  for (const auto& entry : table) out += (out.empty() ? "" : ", ") + std::string(entry.second);
   return out;
 }
 
@@ -75,16 +67,17 @@ std::string expand_home(const std::string& path, const std::string& home) {
   return path;
 }
 
-std::string format_cpu(double cpus) {
-  std::ostringstream out;
-  out << cpus;
-  return out.str();
+template <class T>
+std::string format_list(const std::vector<T>& items) {
+  std::string out = "[";
+  for (const auto& item : items) out += (out.size() > 1 ? ", " : "") + std::string(item);
+  return out + "]";
 }
 
-std::string format_list(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (const auto& item : items) out += (out.size() > 1 ? ", " : "") + item;
-  return out + "]";
+std::vector<std::string> names(const std::vector<BackendKind>& kinds) {
+  std::vector<std::string> out;
+  for (BackendKind k : kinds) out.emplace_back(to_string(k));
+  return out;
 }
 
 std::string or_none(const std::string& value) { return value.empty() ? "(none)" : value; }
@@ -99,11 +92,9 @@ Error spec_error(const WorkerSettings& s, const Error& e) {
   auto at = [&](const std::string& source, std::string_view key) {
     return make_error(where_of(source, key), e.message);
   };
-  if (e.where == "limits.cpus") return at(s.cpu.source, "sandbox.cpu");
-  if (e.where == "limits.memory") return at(s.mem.source, "sandbox.mem");
-  if (e.where == "limits.pids") return at(s.pids.source, "sandbox.pids");
-  if (e.where == "limits.disk") return at(s.disk.source, "sandbox.disk");
-  if (e.where == "limits.timeout") return at(s.timeout.source, "sandbox.timeout");
+  if (const LimitField* f = limit_of_spec_error(e)) {
+    return at(s.limits.source_of(f->name), f->config_key());
+  }
   if (e.where == "image") return at(s.image.source, "sandbox.image");
   if (e.where == "network") return at(s.network.source, "sandbox.network");
   if (e.where == "allow") return at(s.allow.source, "sandbox.allow");
@@ -114,21 +105,27 @@ Error spec_error(const WorkerSettings& s, const Error& e) {
 // backend's images are known here; other backends check their images themselves.
 Status validate_sandbox(const WorkerSettings& s) {
   SandboxSpec spec = s.sandbox_spec();
-  const bool docker = spec.backend == "docker" || spec.backend == "remotedocker";
-  if (docker && spec.image == "host") {
+  if (is_docker(spec.backend) && spec.image == "host") {
     return make_error(where_of(s.image.source, "sandbox.image"),
-                      "the " + spec.backend +
+                      "the " + std::string(to_string(spec.backend)) +
                           " backend needs a docker image (--sandbox-image NAME); \"host\" is the "
                           "native backend's");
   }
-  if (spec.backend == "remotedocker" && s.docker_host.value.empty()) {
+  if (spec.backend == BackendKind::kRemoteDocker && s.docker_host.value.empty()) {
     return make_error(where_of(s.backend.source, "sandbox.backend"),
                       "remotedocker needs --docker-host tcp://HOST:PORT or ssh://USER@HOST");
   }
-  if (spec.backend != "native") spec.image = SandboxSpec{}.image;
+  if (spec.backend != BackendKind::kNative) spec.image = SandboxSpec{}.image;
   spec.backend = SandboxSpec{}.backend;
   Status st = validate_spec(spec);
   if (!st.ok()) return spec_error(s, st.error());
+  for (size_t i = 0; i < s.proxy_resolve.value.size(); ++i) {
+    if (auto bad = parse_proxy_resolve(s.proxy_resolve.value[i]); !bad) {
+      return make_error(
+          where_of(s.proxy_resolve.source, "sandbox.proxy_resolve[" + std::to_string(i) + "]"),
+          bad.error().message);
+    }
+  }
   return ok_status();
 }
 
@@ -192,12 +189,23 @@ Result<ProjectEnvironment> parse_project_environment(std::string_view text) {
                             " (allowed: " + allowed_names(kEnvironments) + ")");
 }
 
-Result<std::string> parse_backend(std::string_view text) {
-  for (const char* name : kBackends) {
-    if (text == name) return std::string(text);
+Result<BackendKind> parse_backend(std::string_view text) { return parse_backend_kind(text); }
+
+Result<NetworkPolicy> parse_network(std::string_view text) { return parse_network_policy(text); }
+
+Result<std::string> parse_proxy_resolve(std::string_view text) {
+  if (text.find(',') != std::string_view::npos || text.find('=') == std::string_view::npos) {
+    return expected("NAME=ADDR such as api.test=127.0.0.1", text);
   }
-  return make_error(
-      "", "unknown backend " + quoted(text) + " (allowed: " + allowed_names(kBackends) + ")");
+  if (auto parsed = net::parse_resolve_override(text); !parsed) {
+    return make_error("", parsed.error().to_string());
+  }
+  return std::string(text);
+}
+
+Status check_limit_text(const LimitField& field, std::string_view text) {
+  Limits scratch;
+  return field.set(scratch, text);
 }
 
 Result<std::string> parse_text(std::string_view text) {
@@ -213,18 +221,6 @@ Result<std::string> parse_name(std::string_view text) {
   }
   if (!ok) return expected("a name of letters, digits, '.', '_' and '-'", text);
   return std::string(text);
-}
-
-Result<double> parse_cpu(std::string_view text) {
-  auto n = parse_decimal(text);
-  if (!n) return expected("a number of cpus such as 1.5", text);
-  return *n;
-}
-
-Result<uint64_t> parse_size_setting(std::string_view text) {
-  auto n = parse_size(text);
-  if (!n) return expected("a size such as 512m", text);
-  return *n;
 }
 
 Result<uint64_t> parse_count(std::string_view text) {
@@ -259,11 +255,7 @@ WorkerSettings default_settings(const std::string& home) {
   s.backend.value = spec.backend;
   s.image.value = spec.image;
   s.network.value = spec.network;
-  s.cpu.value = spec.limits.cpus;
-  s.mem.value = spec.limits.memory_bytes;
-  s.pids.value = spec.limits.pids;
-  s.disk.value = spec.limits.disk_bytes;
-  s.timeout.value = spec.limits.timeout;
+  s.limits.value = spec.limits;
   s.idle_timeout.value = std::chrono::minutes(10);
   s.pool_name.value = "default";
   s.pool_target.value = 0;
@@ -289,12 +281,18 @@ WorkerSettings merge_settings(const SettingsLayer& flags, const SettingsLayer& c
   pick(&s.image, flags.image, config.image);
   pick(&s.network, flags.network, config.network);
   pick(&s.allow, flags.allow, config.allow);
+  pick(&s.proxy_resolve, flags.proxy_resolve, config.proxy_resolve);
   pick(&s.allow_host_network, flags.allow_host_network, config.allow_host_network);
-  pick(&s.cpu, flags.cpu, config.cpu);
-  pick(&s.mem, flags.mem, config.mem);
-  pick(&s.pids, flags.pids, config.pids);
-  pick(&s.disk, flags.disk, config.disk);
-  pick(&s.timeout, flags.timeout, config.timeout);
+  for (const LimitField& f : limit_fields()) {
+    const auto given = flags.limits.find(f.name);
+    const auto written = config.limits.find(f.name);
+    const Resolved<std::string>* text = given != flags.limits.end()      ? &given->second
+                                        : written != config.limits.end() ? &written->second
+                                                                         : nullptr;
+    if (text == nullptr) continue;
+    // The layers hold only texts that parse (flag_layer, parse_config_yaml).
+    if (f.set(s.limits.value, text->value)) s.limits.sources[std::string(f.name)] = text->source;
+  }
   pick(&s.idle_timeout, flags.idle_timeout, config.idle_timeout);
   pick(&s.pool_name, flags.pool_name, config.pool_name);
   pick(&s.pool_target, flags.pool_target, config.pool_target);
@@ -315,7 +313,8 @@ Status validate_settings(const WorkerSettings& s) {
     return make_error(where_of(s.idle_timeout.source, "sandbox.idle_timeout"), "must be positive");
   }
   RF_TRY(validate_sandbox(s));
-  if (s.network.value == "host" && s.project_environment.value == ProjectEnvironment::kProduction &&
+  if (s.network.value == NetworkPolicy::kHost &&
+      s.project_environment.value == ProjectEnvironment::kProduction &&
       !s.allow_host_network.value) {
     return make_error(
         where_of(s.network.source, "sandbox.network"),
@@ -331,39 +330,45 @@ SandboxSpec WorkerSettings::sandbox_spec() const {
   spec.image = image.value;
   spec.network = network.value;
   spec.allow = allow.value;
-  spec.limits.cpus = cpu.value;
-  spec.limits.memory_bytes = mem.value;
-  spec.limits.pids = pids.value;
-  spec.limits.disk_bytes = disk.value;
-  spec.limits.timeout = timeout.value;
+  spec.limits = limits.value;
   return spec;
 }
 
+const std::string& ResolvedLimits::source_of(std::string_view name) const {
+  static const std::string kDefault(kDefaultSource);
+  const auto it = sources.find(name);
+  return it == sources.end() ? kDefault : it->second;
+}
+
 std::vector<std::string> WorkerSettings::explain() const {
-  return {
+  std::vector<std::string> out = {
       line("config file", or_none(config_file.value), config_file),
       line("project_environment", to_string(project_environment.value), project_environment),
       line("project", or_none(project.value), project),
       line("state_dir", state_dir.value, state_dir),
       line("sandbox.mode", to_string(mode.value), mode),
-      line("sandbox.backend", backend.value, backend),
+      line("sandbox.backend", std::string(to_string(backend.value)), backend),
       line("sandbox.docker_host", or_none(docker_host.value), docker_host),
-      line("sandbox.fallback_backends", format_list(fallback_backends.value), fallback_backends),
+      line("sandbox.fallback_backends", format_list(names(fallback_backends.value)),
+           fallback_backends),
       line("sandbox.image", image.value, image),
-      line("sandbox.network", network.value, network),
+      line("sandbox.network", std::string(to_string(network.value)), network),
       line("sandbox.allow", format_list(allow.value), allow),
+      line("sandbox.proxy_resolve", format_list(proxy_resolve.value), proxy_resolve),
       line("sandbox.allow_host_network", allow_host_network.value ? "true" : "false",
            allow_host_network),
-      line("sandbox.cpu", format_cpu(cpu.value), cpu),
-      line("sandbox.mem", format_size(mem.value), mem),
-      line("sandbox.pids", std::to_string(pids.value), pids),
-      line("sandbox.disk", format_size(disk.value), disk),
-      line("sandbox.timeout", format_duration(timeout.value), timeout),
-      line("sandbox.idle_timeout", format_duration(idle_timeout.value), idle_timeout),
-      line("pool.name", pool_name.value, pool_name),
-      line("pool.target", std::to_string(pool_target.value), pool_target),
-      line("pool.max", std::to_string(pool_max.value), pool_max),
   };
+  for (const LimitField& f : limit_fields()) {
+    out.push_back(f.config_key() + ": " + f.get(limits.value) + " (" + limits.source_of(f.name) +
+                  ")");
+  }
+  for (auto l : {line("sandbox.idle_timeout", format_duration(idle_timeout.value), idle_timeout),
+                 line("pool.name", pool_name.value, pool_name),
+                 line("pool.target", std::to_string(pool_target.value), pool_target),
+                 line("pool.max", std::to_string(pool_max.value), pool_max)}) {
+    out.push_back(std::move(l));
+  }
+  return out;
 }
 
 }  // namespace rf::worker

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,24 +47,29 @@ std::string environment_source(ProjectEnvironment env);      // "project environ
 // line and key ("/p/worker.yaml:7: sandbox.mem"), or the key alone.
 std::string where_of(std::string_view source, std::string_view key);
 
+// The sandbox limits (sandbox/limits.h) and where each came from.
+struct ResolvedLimits {
+  Limits value;
+  std::map<std::string, std::string, std::less<>> sources;  // by limit name; absent: default
+  const std::string& source_of(std::string_view name) const;
+};
+
 // One partial layer of settings: what the flags or the config file said.
 struct SettingsLayer {
   Maybe<ProjectEnvironment> project_environment;
   Maybe<std::string> project;
   Maybe<std::string> state_dir;
   Maybe<SandboxMode> mode;
-  Maybe<std::string> backend;
+  Maybe<BackendKind> backend;
   Maybe<std::string> docker_host;
-  Maybe<std::vector<std::string>> fallback_backends;
+  Maybe<std::vector<BackendKind>> fallback_backends;
   Maybe<std::string> image;
-  Maybe<std::string> network;
+  Maybe<NetworkPolicy> network;
   Maybe<std::vector<std::string>> allow;
+  Maybe<std::vector<std::string>> proxy_resolve;
   Maybe<bool> allow_host_network;
-  Maybe<double> cpu;
-  Maybe<uint64_t> mem;
-  Maybe<uint64_t> pids;
-  Maybe<uint64_t> disk;
-  Maybe<std::chrono::milliseconds> timeout;
+  // Limit texts by limit name, each already known to parse.
+  std::map<std::string, Resolved<std::string>, std::less<>> limits;
   Maybe<std::chrono::milliseconds> idle_timeout;
   Maybe<std::string> pool_name;
   Maybe<uint64_t> pool_target;
@@ -76,18 +82,17 @@ struct WorkerSettings {
   Resolved<std::string> project;  // per_worker: the one project this worker serves
   Resolved<std::string> state_dir;
   Resolved<SandboxMode> mode;
-  Resolved<std::string> backend;
+  Resolved<BackendKind> backend;
   Resolved<std::string> docker_host;  // docker backends: the daemon's URL; empty: $DOCKER_HOST
-  Resolved<std::vector<std::string>> fallback_backends;  // tried in order, keeping the mode
+  Resolved<std::vector<BackendKind>> fallback_backends;  // tried in order, keeping the mode
   Resolved<std::string> image;
-  Resolved<std::string> network;
+  Resolved<NetworkPolicy> network;
   Resolved<std::vector<std::string>> allow;  // network proxy: egress rules (net/egress_policy.h)
-  Resolved<bool> allow_host_network;         // lets a production project use network host
-  Resolved<double> cpu;
-  Resolved<uint64_t> mem;
-  Resolved<uint64_t> pids;
-  Resolved<uint64_t> disk;
-  Resolved<std::chrono::milliseconds> timeout;       // per call
+  // network proxy: NAME=ADDR, names the proxy maps to addresses without DNS
+  // (the addresses still pass the policy).
+  Resolved<std::vector<std::string>> proxy_resolve;
+  Resolved<bool> allow_host_network;                 // lets a production project use network host
+  ResolvedLimits limits;                             // per sandbox; timeout and output per call
   Resolved<std::chrono::milliseconds> idle_timeout;  // per_run sandboxes
   Resolved<std::string> pool_name;
   Resolved<uint64_t> pool_target;  // warm sandboxes kept ready
@@ -117,11 +122,14 @@ Status validate_settings(const WorkerSettings& settings);
 // the caller prefixes the flag or file:line: key.
 Result<SandboxMode> parse_sandbox_mode(std::string_view text);
 Result<ProjectEnvironment> parse_project_environment(std::string_view text);
-Result<std::string> parse_backend(std::string_view text);
+Result<BackendKind> parse_backend(std::string_view text);
+Result<NetworkPolicy> parse_network(std::string_view text);
+// NAME=ADDR, as the egress proxy's resolver override takes it.
+Result<std::string> parse_proxy_resolve(std::string_view text);
+// A limit's text, checked as the table's parser reads it.
+Status check_limit_text(const LimitField& field, std::string_view text);
 Result<std::string> parse_text(std::string_view text);  // any non-empty text (image, paths)
 Result<std::string> parse_name(std::string_view text);  // [A-Za-z0-9._-]+ (project, pool)
-Result<double> parse_cpu(std::string_view text);
-Result<uint64_t> parse_size_setting(std::string_view text);
 Result<uint64_t> parse_count(std::string_view text);
 Result<std::chrono::milliseconds> parse_duration_setting(std::string_view text);
 Result<bool> parse_bool(std::string_view text);  // true/false, yes/no, on/off

@@ -16,6 +16,7 @@ struct FlagDef {
   std::string flag;
   std::string help;
   Apply apply;
+  bool list = false;  // comma-separated, and repeatable (the CLI joins repeats with ',')
 };
 
 template <class T>
@@ -34,7 +35,7 @@ FlagDef def(std::string flag, std::string help, Parser<T> parse, Maybe<T> Settin
 
 // "a,b" → [a, b]; "" → [] (no fallbacks, overriding the config file).
 Status apply_backends(std::string_view text, const std::string& source, SettingsLayer* layer) {
-  std::vector<std::string> backends;
+  std::vector<BackendKind> backends;
   while (!text.empty()) {
     const size_t comma = text.find(',');
     auto backend = parse_backend(text.substr(0, comma));
@@ -42,8 +43,32 @@ Status apply_backends(std::string_view text, const std::string& source, Settings
     backends.push_back(*backend);
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
   }
-  layer->fallback_backends = Resolved<std::vector<std::string>>{std::move(backends), source};
+  layer->fallback_backends = Resolved<std::vector<BackendKind>>{std::move(backends), source};
   return ok_status();
+}
+
+// "a=1.2.3.4,b=::1" → [a=1.2.3.4, b=::1]; "" → [] (overriding the config file).
+Status apply_resolve(std::string_view text, const std::string& source, SettingsLayer* layer) {
+  std::vector<std::string> entries;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    auto entry = parse_proxy_resolve(text.substr(0, comma));
+    if (!entry) return entry.take_error();
+    entries.push_back(*entry);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+  }
+  layer->proxy_resolve = Resolved<std::vector<std::string>>{std::move(entries), source};
+  return ok_status();
+}
+
+// One flag per sandbox limit (sandbox/limits.h): --sandbox-mem and friends.
+FlagDef limit_flag(const LimitField& f) {
+  return {f.worker_flag(), std::string(f.help),
+          [&f](std::string_view text, const std::string& source, SettingsLayer* layer) -> Status {
+            RF_TRY(check_limit_text(f, text));
+            layer->limits[std::string(f.name)] = Resolved<std::string>{std::string(text), source};
+            return ok_status();
+          }};
 }
 
 // "a,b" → [a, b] egress rules; "" → [] (overriding the config file).
@@ -60,8 +85,8 @@ Status apply_allow(std::string_view text, const std::string& source, SettingsLay
   return ok_status();
 }
 
-const std::vector<FlagDef>& flag_defs() {
-  static const std::vector<FlagDef> defs = {
+std::vector<FlagDef> make_flag_defs() {
+  std::vector<FlagDef> defs = {
       def("--project-environment", "production, staging or development", parse_project_environment,
           &SettingsLayer::project_environment),
       def("--project", "The one project a per_worker worker serves", parse_name,
@@ -76,41 +101,44 @@ const std::vector<FlagDef>& flag_defs() {
           "docker backends: the daemon, unix:///path, tcp://HOST:PORT or ssh://USER@HOST",
           parse_text, &SettingsLayer::docker_host),
       {"--sandbox-fallback-backends", "Backends to try, in order, when the backend is unhealthy",
-       apply_backends},
+       apply_backends, true},
       def("--sandbox-image", "Image (host: the host's /usr, read-only)", parse_text,
           &SettingsLayer::image),
-      def("--sandbox-network", "Network policy: none, proxy or host", parse_text,
+      def("--sandbox-network", "Network policy: none, proxy or host", parse_network,
           &SettingsLayer::network),
       {"--sandbox-allow",
-       "With network proxy: hosts sandboxes may reach, comma-separated (docs/network.md)",
-       apply_allow},
-      def("--sandbox-cpu", "CPUs per sandbox", parse_cpu, &SettingsLayer::cpu),
-      def("--sandbox-mem", "Memory per sandbox", parse_size_setting, &SettingsLayer::mem),
-      def("--sandbox-pids", "Process limit per sandbox", parse_count, &SettingsLayer::pids),
-      def("--sandbox-disk", "Size of /workspace and of /tmp", parse_size_setting,
-          &SettingsLayer::disk),
-      def("--sandbox-timeout", "Per-call timeout", parse_duration_setting, &SettingsLayer::timeout),
-      def("--sandbox-idle-timeout", "Idle timeout of per_run sandboxes", parse_duration_setting,
-          &SettingsLayer::idle_timeout),
-      def("--pool", "Pool name", parse_name, &SettingsLayer::pool_name),
-      def("--pool-target", "Warm sandboxes to keep ready", parse_count,
-          &SettingsLayer::pool_target),
-      def("--pool-max", "Most sandboxes in the pool", parse_count, &SettingsLayer::pool_max),
+       "With network proxy: hosts sandboxes may reach (repeatable or comma-separated; "
+       "docs/network.md)",
+       apply_allow, true},
+      {"--proxy-resolve",
+       "With network proxy: the proxy maps NAME to ADDR without DNS; ADDR still passes the policy "
+       "(NAME=ADDR, repeatable or comma-separated)",
+       apply_resolve, true},
   };
+  for (const LimitField& f : limit_fields()) defs.push_back(limit_flag(f));
+  for (auto d :
+       {def("--sandbox-idle-timeout", "Idle timeout of per_run sandboxes", parse_duration_setting,
+            &SettingsLayer::idle_timeout),
+        def("--pool", "Pool name", parse_name, &SettingsLayer::pool_name),
+        def("--pool-target", "Warm sandboxes to keep ready", parse_count,
+            &SettingsLayer::pool_target),
+        def("--pool-max", "Most sandboxes in the pool", parse_count, &SettingsLayer::pool_max)}) {
+    defs.push_back(std::move(d));
+  }
+  return defs;
+}
+
+const std::vector<FlagDef>& flag_defs() {
+  static const std::vector<FlagDef> defs = make_flag_defs();
   return defs;
 }
 
 }  // namespace
 
-void add_worker_settings_flags(CLI::App* cmd, WorkerFlags* flags) {
-  cmd->add_option_function<std::string>(
-      "--config", [flags](const std::string& path) { flags->config = path; },
-      "Worker config file (default ~/.ringfence/worker.yaml when it exists)");
-  for (const FlagDef& d : flag_defs()) {
-    cmd->add_option_function<std::string>(
-        d.flag, [flags, flag = d.flag](const std::string& text) { flags->given[flag] = text; },
-        d.help);
-  }
+std::vector<SettingFlag> setting_flags() {
+  std::vector<SettingFlag> out;
+  for (const FlagDef& d : flag_defs()) out.push_back({d.flag, d.help, d.list});
+  return out;
 }
 
 Result<SettingsLayer> flag_layer(const WorkerFlags& flags) {

@@ -4,10 +4,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "local/local_backend.h"
-#include "native/native_backend.h"
 #include "sandbox/result_json.h"
-#include "worker/backends.h"
 
 namespace rf::worker {
 namespace {
@@ -19,8 +16,8 @@ std::string hostname() {
 }
 
 // Why a backend cannot serve: it cannot be built, or a required check fails.
-std::optional<std::string> unhealthy(const std::string& name, std::unique_ptr<Backend>* out) {
-  auto backend = make_backend(name);
+std::optional<std::string> unhealthy(BackendKind kind, std::unique_ptr<Backend>* out) {
+  auto backend = make_backend(kind);
   if (!backend) return backend.error().to_string();
   for (const auto& c : (*backend)->health()) {
     if (c.required && !c.ok) return c.name + ": " + c.detail;
@@ -45,21 +42,20 @@ SandboxMode step_down(SandboxMode m) {
 std::string store_path(const std::string& state_dir) { return state_dir + "/ringfence.db"; }
 
 Result<Placement> place(const WorkerSettings& s, bool at_start) {
-  register_backends({s.docker_host.value});
   Placement p;
   p.mode = s.mode.value;
   if (p.mode != SandboxMode::kNone) {
-    std::vector<std::string> candidates{s.backend.value};
-    for (const auto& b : s.fallback_backends.value) candidates.push_back(b);
+    std::vector<BackendKind> candidates{s.backend.value};
+    for (BackendKind b : s.fallback_backends.value) candidates.push_back(b);
     std::string first_reason;
-    for (const auto& name : candidates) {
+    for (BackendKind kind : candidates) {
       // Falling back "keeping the mode" onto no isolation would be a silent downgrade.
       auto why =
-          name == "local"
+          kind == BackendKind::kLocal
               ? std::optional<std::string>("it has no isolation and serves only sandbox mode none")
-              : unhealthy(name, &p.backend);
+              : unhealthy(kind, &p.backend);
       if (!why) return p;
-      const std::string line = "backend " + name + " is unhealthy: " + *why;
+      const std::string line = "backend " + std::string(to_string(kind)) + " is unhealthy: " + *why;
       if (first_reason.empty()) first_reason = line;
       p.warnings.push_back(line);
       spdlog::warn("{}", line);
@@ -79,7 +75,7 @@ Result<Placement> place(const WorkerSettings& s, bool at_start) {
       // per_run and per_tool need the same backend that just failed; only none is different.
     }
   }
-  auto local = make_backend("local");
+  auto local = make_backend(BackendKind::kLocal);
   if (!local) return local.take_error();
   p.backend = std::move(*local);
   return p;
@@ -164,15 +160,15 @@ void Worker::watch_health() {
     claimed_cv_.notify_all();
     return;
   }
-  if (now_serving->serves(next->backend->name(), next->mode)) {
+  if (now_serving->serves(next->backend->kind(), next->mode)) {
     if (failing)
       spdlog::warn("creating sandboxes keeps failing, yet backend {} passes its health checks",
                    next->backend->name());
     return;
   }
-  if (next->backend->name() == s.backend.value && next->mode == s.mode.value) {
-    spdlog::info("backend {} is healthy again: serving in sandbox mode {} again", s.backend.value,
-                 to_string(s.mode.value));
+  if (next->backend->kind() == s.backend.value && next->mode == s.mode.value) {
+    spdlog::info("backend {} is healthy again: serving in sandbox mode {} again",
+                 to_string(s.backend.value), to_string(s.mode.value));
   }
   auto replacement = Serving::make(std::move(*next), s, ledger_.get());
   std::lock_guard lock(serving_mu_);

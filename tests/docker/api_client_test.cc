@@ -2,7 +2,7 @@
 // version negotiation, the daemon's errors, an attach stream round trip, the
 // archive API; over the unix socket, and over TCP and SSH when the test daemon
 // offers them.
-#include "docker/api_client.h"
+#include "docker_api/api_client.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -12,9 +12,9 @@
 #include <optional>
 #include <thread>
 
-#include "docker/docker_host.h"
-#include "docker/stream_demux.h"
-#include "docker/tar_archive.h"
+#include "docker_api/docker_host.h"
+#include "docker_api/stream_demux.h"
+#include "docker_api/tar_archive.h"
 #include "support/docker_daemon.h"
 
 namespace rf::docker {

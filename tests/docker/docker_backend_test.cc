@@ -11,12 +11,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "docker/api_client.h"
-#include "docker/docker_host.h"
+#include "cli/backends.h"
+#include "docker_api/api_client.h"
+#include "docker_api/docker_host.h"
+#include "host/uid_slots.h"
 #include "integration/harness.h"
-#include "native/uid_slots.h"
 #include "support/docker_daemon.h"
-#include "worker/backends.h"
 #include "worker/worker.h"
 
 namespace rf::testing {
@@ -41,7 +41,7 @@ class DockerBackendTest : public ::testing::Test {
   }
   static SandboxSpec spec(const std::string& image = test_daemon().image()) {
     SandboxSpec s;
-    s.backend = "docker";
+    s.backend = BackendKind::kDocker;
     s.image = image;
     return s;
   }
@@ -117,8 +117,8 @@ TEST_F(DockerBackendTest, ContainersCarryLabelsAndDestroyRemovesThem) {
   const std::string user = c["Config"]["User"];
   const uid_t uid = static_cast<uid_t>(std::stoul(user.substr(0, user.find(':'))));
   uint32_t slot = 0;
-  EXPECT_TRUE(native::uid_slot_of(uid, &slot)) << user;
-  EXPECT_EQ(uid % native::kUidRangeSize, native::kSandboxUid) << user;
+  EXPECT_TRUE(host::uid_slot_of(uid, &slot)) << user;
+  EXPECT_EQ(uid % host::kUidRangeSize, host::kSandboxUid) << user;
   // list() finds it, alive and owned by us.
   auto listed = b->list();
   ASSERT_TRUE(listed.ok()) << listed.error().to_string();
@@ -389,7 +389,7 @@ class DockerWorkerTest : public DockerBackendTest,
     s.state_dir.value = state_;
     s.mode.value = GetParam();
     s.project.value = "acme";
-    s.backend.value = "docker";
+    s.backend.value = BackendKind::kDocker;
     s.docker_host.value = test_daemon().unix_host();
     s.image.value = test_daemon().image();
     s.pool_target.value = 1;
@@ -409,7 +409,7 @@ std::string run_call(const std::string& state, const std::string& run, const std
 }
 
 TEST_P(DockerWorkerTest, ServesCalls) {
-  auto placement = worker::place(settings());
+  auto placement = cli::place_worker(settings());
   ASSERT_TRUE(placement.ok()) << placement.error().to_string();
   EXPECT_EQ(placement->mode, GetParam());
   if (GetParam() != worker::SandboxMode::kNone) {
@@ -443,11 +443,11 @@ TEST_F(DockerBackendTest, WorkerFallsBackFromADownDaemonToNative) {
   s.state_dir.value = state;
   s.mode.value = worker::SandboxMode::kPerRun;
   s.project_environment.value = worker::ProjectEnvironment::kDevelopment;
-  s.backend.value = "docker";
+  s.backend.value = BackendKind::kDocker;
   s.docker_host.value = "unix:///nonexistent/docker.sock";
-  s.fallback_backends.value = {"native"};
+  s.fallback_backends.value = {BackendKind::kNative};
   s.image.value = test_daemon().image();
-  auto placement = worker::place(s);
+  auto placement = cli::place_worker(s);
   ASSERT_TRUE(placement.ok()) << placement.error().to_string();
   EXPECT_EQ(placement->backend->name(), "native");
   EXPECT_EQ(placement->mode, worker::SandboxMode::kPerRun);
@@ -469,7 +469,7 @@ TEST_F(DockerBackendTest, WorkerFallsBackFromADownDaemonToNative) {
 class DockerWorkerImageTest : public DockerWorkerTest {};
 
 TEST_P(DockerWorkerImageTest, ACallMayNameItsOwnImage) {
-  auto placement = worker::place(settings());
+  auto placement = cli::place_worker(settings());
   ASSERT_TRUE(placement.ok()) << placement.error().to_string();
   worker::WorkerOptions o;
   o.settings = settings();

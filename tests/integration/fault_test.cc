@@ -6,8 +6,8 @@
 
 #include <thread>
 
+#include "host/uid_slots.h"
 #include "integration/harness.h"
-#include "native/uid_slots.h"
 
 namespace rf::testing {
 namespace {
@@ -21,19 +21,20 @@ std::vector<int> processes_in_slot(uint32_t slot) {
   DIR* d = ::opendir("/proc");
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    struct stat st{};
+    struct stat st {};
     if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0) continue;
     uint32_t s;
-    if (native::uid_slot_of(st.st_uid, &s) && s == slot) out.push_back(std::atoi(e->d_name));
+    if (host::uid_slot_of(st.st_uid, &s) && s == slot) out.push_back(std::atoi(e->d_name));
   }
   ::closedir(d);
   return out;
 }
 
 uint32_t slot_of_pid(int pid) {
-  struct stat st{};
+  struct stat st {};
   uint32_t slot = UINT32_MAX;
-  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0) native::uid_slot_of(st.st_uid, &slot);
+  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0)
+    host::uid_slot_of(st.st_uid, &slot);
   return slot;
 }
 
@@ -47,7 +48,8 @@ int sandbox_child_of(int parent) {
     const auto close = stat.rfind(')');
     if (close == std::string::npos) continue;
     const int ppid = std::atoi(stat.c_str() + close + 4);
-    if (ppid == parent && slot_of_pid(std::atoi(e->d_name)) != UINT32_MAX) found = std::atoi(e->d_name);
+    if (ppid == parent && slot_of_pid(std::atoi(e->d_name)) != UINT32_MAX)
+      found = std::atoi(e->d_name);
   }
   ::closedir(d);
   return found;
@@ -69,8 +71,8 @@ TEST_F(Fault, KillNineOfTheCliMidCallLeavesNothingBehind) {
     dup2(devnull, 0);
     dup2(devnull, 1);
     dup2(devnull, 2);
-    execl(RF_CLI_PATH, RF_CLI_PATH, "sandbox", "exec", "--", "sh", "-c", "sleep 100 & setsid sleep 100 & sleep 100",
-          nullptr);
+    execl(RF_CLI_PATH, RF_CLI_PATH, "sandbox", "exec", "--", "sh", "-c",
+          "sleep 100 & setsid sleep 100 & sleep 100", nullptr);
     _exit(99);
   }
   // Wait until the sandbox's processes exist, then kill -9 the CLI.
@@ -88,7 +90,7 @@ TEST_F(Fault, KillNineOfTheCliMidCallLeavesNothingBehind) {
   const auto at = cg.find(":memory:/ringfence/");
   ASSERT_NE(at, std::string::npos) << cg;
   const std::string id = cg.substr(at + 19, cg.find('\n', at) - at - 19);
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(("/sys/fs/cgroup/memory/ringfence/" + id).c_str(), &st), 0);
 
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
@@ -98,7 +100,8 @@ TEST_F(Fault, KillNineOfTheCliMidCallLeavesNothingBehind) {
       << processes_in_slot(slot).size() << " sandbox processes left";
   for (const char* ctl : {"memory", "pids", "cpu", "cpuacct"}) {
     const std::string dir = std::string("/sys/fs/cgroup/") + ctl + "/ringfence/" + id;
-    EXPECT_TRUE(eventually([&] { return ::stat(dir.c_str(), &st) != 0; }, std::chrono::seconds(5))) << dir;
+    EXPECT_TRUE(eventually([&] { return ::stat(dir.c_str(), &st) != 0; }, std::chrono::seconds(5)))
+        << dir;
   }
 }
 
@@ -118,8 +121,8 @@ TEST_F(Fault, KillingPid1FromTheHostEndsTheSandboxAndIsReported) {
   auto r = sb->exec(call, c);
   killer.join();
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().to_string(),
-            "sandbox ended: tool runner (pid " + std::to_string(init) + ") killed by signal 9 (Killed)");
+  EXPECT_EQ(r.error().to_string(), "sandbox ended: tool runner (pid " + std::to_string(init) +
+                                       ") killed by signal 9 (Killed)");
   // Later calls fail the same way; destroy still cleans up.
   auto again = sb->exec(call, c);
   ASSERT_FALSE(again.ok());

@@ -67,7 +67,7 @@ class SandboxTest : public ::testing::Test {
  public:
   std::unique_ptr<Sandbox> make(SandboxSpec spec = {}) {
 #ifdef RF_TEST_DOCKER
-    spec.backend = "docker";
+    spec.backend = BackendKind::kDocker;
     if (spec.image == "host") spec.image = test_daemon().image();
 #endif
     auto sb = backend_->create(spec);

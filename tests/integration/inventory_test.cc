@@ -1,8 +1,8 @@
 // `sandbox list`, `sandbox reap` and `sandbox doctor` against real sandboxes.
 #include <sys/stat.h>
 
+#include "host/cgroup.h"
 #include "integration/harness.h"
-#include "native/cgroup.h"
 
 namespace rf::testing {
 namespace {
@@ -14,7 +14,8 @@ class Inventory : public SandboxTest {
   void SetUp() override {
     SandboxTest::SetUp();
     if (IsSkipped()) return;
-    parent_ = std::string("ringfence-inv-") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    parent_ = std::string("ringfence-inv-") +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name();
     auto b = native::make_native_backend(native::NativeOptions{RF_RUNNER_PATH, parent_});
     ASSERT_TRUE(b.ok()) << b.error().to_string();
     inv_ = std::move(*b);
@@ -31,7 +32,7 @@ class Inventory : public SandboxTest {
     return nullptr;
   }
   bool cgroup_exists(const std::string& id) {
-    struct stat st{};
+    struct stat st {};
     return ::stat(("/sys/fs/cgroup/memory/" + parent_ + "/" + id).c_str(), &st) == 0 ||
            ::stat(("/sys/fs/cgroup/" + parent_ + "/" + id).c_str(), &st) == 0;
   }
@@ -81,8 +82,8 @@ TEST_F(Inventory, ReapOlderThanKillsAndRemovesEveryTrace) {
   call.argv = {"true"};
   auto r = sb->exec(call, c);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().to_string(),
-            "sandbox ended: tool runner (pid " + std::to_string(init) + ") killed by signal 9 (Killed)");
+  EXPECT_EQ(r.error().to_string(), "sandbox ended: tool runner (pid " + std::to_string(init) +
+                                       ") killed by signal 9 (Killed)");
   auto again = inv_->reap(std::chrono::seconds(0), /*dry_run=*/false);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->empty());  // idempotent
@@ -91,9 +92,9 @@ TEST_F(Inventory, ReapOlderThanKillsAndRemovesEveryTrace) {
 
 TEST_F(Inventory, ReapRemovesACgroupLeftWithoutProcesses) {
   // What a janitor killed together with its owner leaves behind.
-  auto layout = native::detect_cgroup_layout();
+  auto layout = host::detect_cgroup_layout();
   ASSERT_TRUE(layout.ok());
-  auto stale = native::create_cgroup(*layout, parent_, "rf-stale0000000");
+  auto stale = host::create_cgroup(*layout, parent_, "rf-stale0000000");
   ASSERT_TRUE(stale.ok()) << stale.error().to_string();
   auto all = inv_->list();
   ASSERT_TRUE(all.ok());
@@ -120,7 +121,8 @@ TEST_F(Inventory, DoctorIsHealthyHereAndNamesWhatIsMissing) {
     }
   }
   bool runner_checked = false;
-  for (const auto& c : native::native_doctor(native::NativeOptions{"/nonexistent/runner", parent_})) {
+  for (const auto& c :
+       native::native_doctor(native::NativeOptions{"/nonexistent/runner", parent_})) {
     if (c.name != "tool runner") continue;
     runner_checked = true;
     EXPECT_FALSE(c.ok);
@@ -136,7 +138,8 @@ TEST_F(Inventory, CliListReapAndDoctor) {
   CliRun r = run_cli({"sandbox", "doctor", "--state-dir", std::string(state) + "/new"});
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("\u2713 seccomp"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\u2713 state dir writable: " + std::string(state) + "/new (created, synced and removed a file)\n"),
+  EXPECT_NE(r.out.find("\u2713 state dir writable: " + std::string(state) +
+                       "/new (created, synced and removed a file)\n"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("\u2713 free disk (state dir): "), std::string::npos) << r.out;

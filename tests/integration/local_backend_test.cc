@@ -1,7 +1,6 @@
 // The local backend (sandbox mode none): the real tool runner as a plain child
 // of the test process, in a scratch directory under a temporary scratch root.
 // Needs no root.
-#include "support/capture.h"
 #include "local/local_backend.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +28,7 @@
 #include "local/scratch_dir.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
+#include "support/capture.h"
 
 namespace rf::local {
 namespace {
@@ -86,9 +86,10 @@ Orphan make_orphan(Backend& backend) {
   if (child == 0) {
     ::close(p[0]);
     SandboxSpec spec;
-    spec.backend = "local";
+    spec.backend = BackendKind::kLocal;
     auto sb = backend.create(spec);
-    const std::string msg = sb.ok() ? (*sb)->id() + " " + std::to_string((*sb)->init_pid()) : "error";
+    const std::string msg =
+        sb.ok() ? (*sb)->id() + " " + std::to_string((*sb)->init_pid()) : "error";
     (void)!::write(p[1], msg.data(), msg.size());
     ::pause();
     ::_exit(0);
@@ -125,7 +126,7 @@ class LocalBackendTest : public ::testing::Test {
   }
 
   static std::unique_ptr<Sandbox> make(SandboxSpec spec = {}) {
-    spec.backend = "local";
+    spec.backend = BackendKind::kLocal;
     auto sb = backend_->create(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().to_string();
     if (!sb.ok()) return nullptr;
@@ -173,9 +174,8 @@ TEST_F(LocalBackendTest, ExecEchoAndExitCodes) {
 
   std::vector<std::string> steps;
   for (const auto& t : sb->setup_timings()) steps.push_back(t.step);
-  EXPECT_EQ(steps,
-            (std::vector<std::string>{"create scratch dir", "start tool runner", "record owner",
-                                      "handshake"}));
+  EXPECT_EQ(steps, (std::vector<std::string>{"create scratch dir", "start tool runner",
+                                             "record owner", "handshake"}));
 }
 
 TEST_F(LocalBackendTest, EnvironmentIsExactlyTheNamedVariables) {
@@ -430,17 +430,15 @@ TEST_F(LocalBackendTest, SpecsTheLocalBackendCannotHonourAreRefused) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().where, "backend");
   SandboxSpec bound;
-  bound.backend = "local";
+  bound.backend = BackendKind::kLocal;
   bound.workspace_dir = "/tmp";
   auto w = backend_->create(bound);
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.error().where, "workspace");
-  SandboxSpec unknown;
-  unknown.backend = "k8s";
-  auto v = validate_spec(unknown);
+  auto v = parse_spec_json(R"({"backend": "k8s"})");
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.error().to_string(),
-            "backend: unknown backend \"k8s\" (available: docker, local, native, remotedocker)");
+            "backend: unknown backend \"k8s\" (allowed: native, docker, remotedocker, local)");
 }
 
 TEST_F(LocalBackendTest, ScratchDirOfAnExistingIdIsNotTakenOver) {
@@ -448,7 +446,7 @@ TEST_F(LocalBackendTest, ScratchDirOfAnExistingIdIsNotTakenOver) {
   spec.id = "rf-taken";
   ASSERT_EQ(::mkdir((root_ + "/rf-taken").c_str(), 0700), 0);
   { std::ofstream(root_ + "/rf-taken/mine") << "x"; }
-  spec.backend = "local";
+  spec.backend = BackendKind::kLocal;
   auto r = backend_->create(spec);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().to_string(),
@@ -466,13 +464,13 @@ TEST_F(LocalBackendTest, RegistryFindsLocal) {
   ::setenv("TMPDIR", tmpdir.c_str(), 1);
   ::setenv("RINGFENCE_TOOL_RUNNER", RF_RUNNER_PATH, 1);
   register_local_backend();
-  const auto names = backend_names();
-  EXPECT_NE(std::find(names.begin(), names.end(), "local"), names.end());
-  auto b = make_backend("local");
+  const auto kinds = registered_backends();
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), BackendKind::kLocal), kinds.end());
+  auto b = make_backend(BackendKind::kLocal);
   ASSERT_TRUE(b.ok()) << b.error().to_string();
   EXPECT_EQ((*b)->name(), "local");
   SandboxSpec spec;
-  spec.backend = "local";
+  spec.backend = BackendKind::kLocal;
   auto sb = (*b)->create(spec);
   ASSERT_TRUE(sb.ok()) << sb.error().to_string();
   EXPECT_EQ(run(**sb, {"pwd", "-P"}).out,
@@ -522,7 +520,8 @@ TEST_F(LocalBackendTest, ReapRemovesWhatAKilledOwnerLeftBehind) {
   const Orphan o = make_orphan(*backend_);
   ASSERT_FALSE(o.id.empty());
   ASSERT_NE(o.id, "error");
-  EXPECT_TRUE(wait_gone(o.runner)) << "the parent-death signal should have ended runner " << o.runner;
+  EXPECT_TRUE(wait_gone(o.runner))
+      << "the parent-death signal should have ended runner " << o.runner;
   const std::string dir = root_ + "/" + o.id;
   ASSERT_TRUE(fs::is_directory(dir));
   ASSERT_TRUE(fs::exists(dir + ".owner"));
@@ -607,8 +606,8 @@ TEST_F(LocalBackendTest, ReapOlderThanEndsALiveSandboxAndEveryTrace) {
   Captured c;
   auto r = sb->exec(ExecCall{{"true"}}, c);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().to_string(),
-            "sandbox ended: tool runner (pid " + std::to_string(runner) + ") killed by signal 9 (Killed)");
+  EXPECT_EQ(r.error().to_string(), "sandbox ended: tool runner (pid " + std::to_string(runner) +
+                                       ") killed by signal 9 (Killed)");
 
   auto again = backend_->reap(std::chrono::seconds(0), /*dry_run=*/false);
   ASSERT_TRUE(again.ok());
@@ -683,7 +682,8 @@ TEST(LocalInventory, ReapKillsTheRunnerAndItsGroupButNeverAReusedPid) {
   const pid_t bystanders_child = read_pid(root + "/bystander.pid");
   ASSERT_GT(bystanders_child, 0);
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
-  for (const char* id : {"rf-orphan1", "rf-orphan2"}) ASSERT_EQ(::mkdir((root + "/" + id).c_str(), 0700), 0);
+  for (const char* id : {"rf-orphan1", "rf-orphan2"})
+    ASSERT_EQ(::mkdir((root + "/" + id).c_str(), 0700), 0);
   ASSERT_TRUE(write_owner_marker(root, "rf-orphan1",
                                  {owner, owner_start, runner, start_time_of(runner), now})
                   .ok());
@@ -719,7 +719,8 @@ TEST(LocalInventory, ReapKillsTheRunnerAndItsGroupButNeverAReusedPid) {
   EXPECT_TRUE(wait_gone(left_in_group)) << "the runner's process group was not ended";
   EXPECT_EQ(::waitpid(bystander, &status, WNOHANG), 0) << "a reused pid was killed";
   EXPECT_FALSE(gone(bystanders_child));
-  for (const char* name : {"rf-orphan1", "rf-orphan2", "rf-orphan1.owner", "rf-orphan2.owner", "rf-stray.owner"}) {
+  for (const char* name :
+       {"rf-orphan1", "rf-orphan2", "rf-orphan1.owner", "rf-orphan2.owner", "rf-stray.owner"}) {
     EXPECT_FALSE(fs::exists(root + "/" + name)) << name;
   }
   EXPECT_TRUE(fs::exists(root + "/notes.txt"));

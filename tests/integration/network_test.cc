@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/backends.h"
 #include "integration/harness.h"
 #include "native/native_backend.h"
 #include "proxy/proxy_test_support.h"
@@ -63,7 +64,7 @@ class Network : public SandboxTest {
   // A sandbox with network proxy and these rules; the origin's certificate at /workspace/cert.pem.
   std::unique_ptr<Sandbox> proxied(std::vector<std::string> allow, Limits limits = {}) {
     SandboxSpec spec;
-    spec.network = "proxy";
+    spec.network = NetworkPolicy::kProxy;
     spec.allow = std::move(allow);
     spec.limits = limits;
     auto sb = net_backend_->create(spec);
@@ -260,7 +261,7 @@ TEST_F(Network, NoneHasOnlyLoopbackAndHostSharesTheHostsNetwork) {
   ASSERT_TRUE(none);
   EXPECT_EQ(py(*none, probe).out, "111\n");  // ECONNREFUSED: its own loopback
   SandboxSpec host;
-  host.network = "host";
+  host.network = NetworkPolicy::kHost;
   auto shared = make(host);
   ASSERT_TRUE(shared);
   EXPECT_EQ(py(*shared, probe).out, "connected\n");  // the host's origin, no proxy
@@ -294,13 +295,13 @@ TEST_F(Network, AWorkerServesCallsWithItsAllowRules) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string state = tmpl;
   ::setenv("RINGFENCE_TOOL_RUNNER", RF_RUNNER_PATH, 1);
-  ::setenv("RINGFENCE_PROXY_RESOLVE", "allowed.test=127.0.0.1", 1);
   auto s = worker::default_settings("/nonexistent-home");
   s.state_dir.value = state;
   s.mode.value = worker::SandboxMode::kPerTool;
-  s.network.value = "proxy";
+  s.network.value = NetworkPolicy::kProxy;
   s.allow.value = allowed_origins();
-  auto placement = worker::place(s);
+  s.proxy_resolve.value = {"allowed.test=127.0.0.1"};
+  auto placement = cli::place_worker(s);
   ASSERT_TRUE(placement.ok()) << placement.error().to_string();
   worker::WorkerOptions o;
   o.settings = s;
@@ -335,7 +336,6 @@ TEST_F(Network, AWorkerServesCallsWithItsAllowRules) {
             "(to allow it, "
             "add --allow other.test:80)\n");
   (*w)->stop();
-  ::unsetenv("RINGFENCE_PROXY_RESOLVE");
   std::system(("rm -rf " + state).c_str());
 }
 

@@ -85,7 +85,7 @@ class CliOperatorCommands : public SandboxTest {
 
   std::unique_ptr<Sandbox> make_local() {
     SandboxSpec spec;
-    spec.backend = "local";
+    spec.backend = BackendKind::kLocal;
     auto sb = local_->create(spec);
     EXPECT_TRUE(sb.ok()) << sb.error().to_string();
     return sb.ok() ? std::move(*sb) : nullptr;
@@ -250,8 +250,8 @@ TEST_F(CliOperatorCommands, ReapCoversEveryBackendAndBackendNarrows) {
   r = cli({"sandbox", "reap", "--older-than", "1h", "--backend", "k8s"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
-            "ringfence: sandbox reap: --backend: unknown backend \"k8s\" (available: docker, "
-            "local, native, remotedocker)\n");
+            "ringfence: sandbox reap: --backend: unknown backend \"k8s\" (allowed: native, "
+            "docker, remotedocker, local)\n");
   // Asked for by name, a docker daemon that is not there is a failure, named.
   r = cli({"sandbox", "reap", "--older-than", "1h", "--backend", "docker", "--docker-host",
            "unix:///nonexistent/docker.sock"});

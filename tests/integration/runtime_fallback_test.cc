@@ -13,7 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "native/uid_slots.h"
+#include "cli/backends.h"
+#include "host/uid_slots.h"
 #include "worker/worker.h"
 
 namespace rf::testing {
@@ -25,10 +26,10 @@ using namespace std::chrono_literals;
 class HostAtCapacity {
  public:
   HostAtCapacity() {
-    rlimit r{native::kSlotCount + 1024, native::kSlotCount + 1024};
+    rlimit r{host::kSlotCount + 1024, host::kSlotCount + 1024};
     ok_ = ::setrlimit(RLIMIT_NOFILE, &r) == 0;
-    for (uint32_t i = 0; ok_ && i < native::kSlotCount; ++i) {
-      if (auto lock = native::try_lock_uid_slot(i))
+    for (uint32_t i = 0; ok_ && i < host::kSlotCount; ++i) {
+      if (auto lock = host::try_lock_uid_slot(i))
         held_.push_back(std::move(*lock));  // else a live sandbox has it
     }
     ok_ = ok_ && !held_.empty();
@@ -60,7 +61,7 @@ class RuntimeFallback : public ::testing::Test {
     s.mode.value = worker::SandboxMode::kPerRun;
     s.project_environment.value = env;
     s.pool_target.value = 0;  // every new run creates its sandbox on the call path
-    auto placement = worker::place(s);
+    auto placement = cli::place_worker(s);
     ASSERT_TRUE(placement.ok()) << placement.error().to_string();
     worker::WorkerOptions o;
     o.settings = s;

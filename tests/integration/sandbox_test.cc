@@ -298,7 +298,15 @@ TEST_F(SandboxExec, CliJsonResult) {
 TEST_F(SandboxExec, CliUsageErrorsExit2AndNameTheFlag) {
   CliRun r = run_cli({"sandbox", "exec", "--mem", "lots", "--", "true"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "ringfence: --mem: \"lots\": not a size (examples: 4096, 512k, 512m, 1g)\n");
+  EXPECT_EQ(r.err, "ringfence: --mem: expected a size such as 512m, got \"lots\"\n");
+  // Every limit of the table is a flag, with the table's bounds.
+  r = run_cli({"sandbox", "exec", "--nofile", "4", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "ringfence: --nofile: must be between 16 and 1048576, got 4\n");
+  r = run_cli({"sandbox", "exec", "--network", "wide", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "ringfence: --network: unknown network policy \"wide\" (allowed: none, proxy, host)\n");
   r = run_cli({"sandbox", "exec", "--pids", "2", "--", "true"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "ringfence: --pids: must be between 8 and 1000000, got 2\n");

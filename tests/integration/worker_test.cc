@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "cli/backends.h"
 #include "integration/harness.h"
 
 namespace rf::testing {
@@ -42,7 +43,7 @@ class WorkerTest : public SandboxTest {
     return s;
   }
   void start(worker::SandboxMode mode) {
-    auto placement = worker::place(settings(mode));
+    auto placement = cli::place_worker(settings(mode));
     ASSERT_TRUE(placement.ok()) << placement.error().to_string();
     worker::WorkerOptions o;
     o.settings = settings(mode);
@@ -282,14 +283,15 @@ TEST_F(WorkerTest, TwoHundredCallsFromSixteenClientsNoneLostNoneTwice) {
 TEST_F(WorkerTest, ProductionRefusesToFallBackInMode) {
   auto s = settings(worker::SandboxMode::kPerRun);
   // No daemon there: an unhealthy backend, for real.
-  s.backend.value = "docker";
+  s.backend.value = BackendKind::kDocker;
   s.docker_host.value = "unix:///nonexistent/docker.sock";
   s.project_environment.value = worker::ProjectEnvironment::kProduction;
-  auto p = worker::place(s);
+  auto p = cli::place_worker(s);
   ASSERT_FALSE(p.ok());
   const std::string e = p.error().to_string();
   EXPECT_EQ(e.rfind("worker: refusing to start: backend docker is unhealthy: docker backend: "
-                    "docker unix:///nonexistent/docker.sock: ", 0),
+                    "docker unix:///nonexistent/docker.sock: ",
+                    0),
             0u)
       << e;
   EXPECT_TRUE(e.ends_with("; production projects never fall back to a weaker sandbox mode")) << e;
@@ -297,9 +299,9 @@ TEST_F(WorkerTest, ProductionRefusesToFallBackInMode) {
 
 TEST_F(WorkerTest, NonProductionFallsBackLoudlyOneModeAtATime) {
   auto s = settings(worker::SandboxMode::kPerWorker);
-  s.backend.value = "docker";
+  s.backend.value = BackendKind::kDocker;
   s.project_environment.value = worker::ProjectEnvironment::kStaging;
-  auto p = worker::place(s);
+  auto p = cli::place_worker(s);
   ASSERT_TRUE(p.ok()) << p.error().to_string();
   EXPECT_EQ(p->mode, worker::SandboxMode::kNone);
   EXPECT_EQ(p->backend->name(), "local");
@@ -309,8 +311,8 @@ TEST_F(WorkerTest, NonProductionFallsBackLoudlyOneModeAtATime) {
             0u);
   EXPECT_EQ(p->warnings[3].rfind("falling back from sandbox mode per_tool to none: ", 0), 0u);
   // A healthy fallback backend keeps the mode.
-  s.fallback_backends.value = {"native"};
-  auto kept = worker::place(s);
+  s.fallback_backends.value = {BackendKind::kNative};
+  auto kept = cli::place_worker(s);
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ(kept->mode, worker::SandboxMode::kPerWorker);
   EXPECT_EQ(kept->backend->name(), "native");
@@ -318,18 +320,18 @@ TEST_F(WorkerTest, NonProductionFallsBackLoudlyOneModeAtATime) {
 
 TEST_F(WorkerTest, TheLocalBackendNeverServesAnIsolatingMode) {
   auto s = settings(worker::SandboxMode::kPerRun);
-  s.backend.value = "local";
+  s.backend.value = BackendKind::kLocal;
   s.project_environment.value = worker::ProjectEnvironment::kProduction;
-  auto p = worker::place(s);
+  auto p = cli::place_worker(s);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().to_string(),
             "worker: refusing to start: backend local is unhealthy: it has no isolation and serves "
             "only sandbox "
             "mode none; production projects never fall back to a weaker sandbox mode");
-  s.backend.value = "docker";
-  s.fallback_backends.value = {"local"};
+  s.backend.value = BackendKind::kDocker;
+  s.fallback_backends.value = {BackendKind::kLocal};
   s.project_environment.value = worker::ProjectEnvironment::kStaging;
-  auto staged = worker::place(s);
+  auto staged = cli::place_worker(s);
   ASSERT_TRUE(staged.ok());
   EXPECT_EQ(staged->mode, worker::SandboxMode::kNone);  // said loudly, step by step
   EXPECT_EQ(staged->warnings[1],

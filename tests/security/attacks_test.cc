@@ -9,8 +9,8 @@
 #include <set>
 #include <thread>
 
+#include "host/uid_slots.h"
 #include "integration/harness.h"
-#include "native/uid_slots.h"
 
 namespace rf::testing {
 namespace {
@@ -48,8 +48,8 @@ TEST_F(Attack, CommandsRunAsAnUnprivilegedUser) {
     const std::string ids = t({"ids"});
     const uid_t uid = static_cast<uid_t>(std::stoul(ids.substr(4)));
     uint32_t slot = 0;
-    EXPECT_TRUE(native::uid_slot_of(uid, &slot)) << ids;
-    EXPECT_EQ(uid % native::kUidRangeSize, native::kSandboxUid) << ids;
+    EXPECT_TRUE(host::uid_slot_of(uid, &slot)) << ids;
+    EXPECT_EQ(uid % host::kUidRangeSize, host::kSandboxUid) << ids;
     const std::string u = std::to_string(uid);
     EXPECT_EQ(ids, "uid=" + u + " gid=" + u + " euid=" + u);
   } else {
@@ -77,8 +77,8 @@ TEST_F(Attack, SandboxRootIsAnUnprivilegedHostUidOfItsOwn) {
   ASSERT_NE(pos, std::string::npos);
   const uid_t host_uid = static_cast<uid_t>(std::stoul(status.substr(pos + 5)));
   uint32_t slot = 0;
-  EXPECT_TRUE(native::uid_slot_of(host_uid, &slot)) << host_uid;
-  EXPECT_EQ(host_uid % native::kUidRangeSize, native::kSandboxUid);
+  EXPECT_TRUE(host::uid_slot_of(host_uid, &slot)) << host_uid;
+  EXPECT_EQ(host_uid % host::kUidRangeSize, host::kSandboxUid);
   auto other = make();
   ASSERT_TRUE(other);
   const std::string other_status = slurp("/proc/" + std::to_string(other->init_pid()) + "/status");
@@ -86,7 +86,7 @@ TEST_F(Attack, SandboxRootIsAnUnprivilegedHostUidOfItsOwn) {
       static_cast<uid_t>(std::stoul(other_status.substr(other_status.find("Uid:\t") + 5)));
   EXPECT_NE(other_uid, host_uid);
   uint32_t other_slot = 0;
-  EXPECT_TRUE(native::uid_slot_of(other_uid, &other_slot));
+  EXPECT_TRUE(host::uid_slot_of(other_uid, &other_slot));
   EXPECT_NE(other_slot, slot);
 }
 

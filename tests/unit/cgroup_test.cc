@@ -1,4 +1,4 @@
-#include "native/cgroup.h"
+#include "host/cgroup.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 
 #include "core/io.h"
 
-namespace rf::native {
+namespace rf::host {
 namespace {
 
 namespace fs = std::filesystem;
@@ -564,4 +564,4 @@ TEST_F(CgroupReal, PidsLimitMakesForkFailWithEagain) {
 }
 
 }  // namespace
-}  // namespace rf::native
+}  // namespace rf::host

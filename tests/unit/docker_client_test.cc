@@ -23,11 +23,11 @@
 #include <sstream>
 #include <thread>
 
-#include "docker/api_client.h"
-#include "docker/connection.h"
-#include "docker/docker_host.h"
-#include "docker/stream_demux.h"
-#include "docker/tar_archive.h"
+#include "docker_api/api_client.h"
+#include "docker_api/connection.h"
+#include "docker_api/docker_host.h"
+#include "docker_api/stream_demux.h"
+#include "docker_api/tar_archive.h"
 
 namespace rf::docker {
 namespace {

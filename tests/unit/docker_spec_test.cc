@@ -22,7 +22,7 @@ ContainerPlan plan() {
 SandboxSpec spec() {
   SandboxSpec s;
   s.id = "rf-0123456789ab";
-  s.backend = "docker";
+  s.backend = BackendKind::kDocker;
   s.image = "rf-test/busybox:1";
   s.limits.memory_bytes = 256ull << 20;
   s.limits.cpus = 1.5;
@@ -65,9 +65,8 @@ TEST(DockerSpec, EveryBoundIsOn) {
 
 TEST(DockerSpec, TheRunnerIsPid1FromAReadOnlyVolumeWithOurSeccompFilters) {
   const auto body = container_create_body(spec(), plan());
-  EXPECT_EQ(body["Entrypoint"],
-            nlohmann::json::array({"/.ringfence/tool-runner", "--stdio", "--seccomp",
-                                   "/.ringfence/seccomp.bpf"}));
+  EXPECT_EQ(body["Entrypoint"], nlohmann::json::array({"/.ringfence/tool-runner", "--stdio",
+                                                       "--seccomp", "/.ringfence/seccomp.bpf"}));
   const auto& m = body["HostConfig"]["Mounts"];
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0]["Type"], "volume");
@@ -84,7 +83,7 @@ TEST(DockerSpec, AnImagesOwnRunnerIsUsedWhenPlanned) {
 
 TEST(DockerSpec, NetworkProxyBindsTheProxySocketAndStartsTheBridge) {
   SandboxSpec s = spec();
-  s.network = "proxy";
+  s.network = NetworkPolicy::kProxy;
   ContainerPlan p = plan();
   p.proxy_socket = "/run/ringfence/egress/rf-0123456789ab.sock";
   const auto body = container_create_body(s, p);
@@ -100,7 +99,7 @@ TEST(DockerSpec, NetworkProxyBindsTheProxySocketAndStartsTheBridge) {
 
 TEST(DockerSpec, NetworkHostIsTheHostsNetwork) {
   SandboxSpec s = spec();
-  s.network = "host";
+  s.network = NetworkPolicy::kHost;
   EXPECT_EQ(container_create_body(s, plan())["HostConfig"]["NetworkMode"], "host");
 }
 

@@ -1,6 +1,6 @@
 // `sandbox doctor`'s host checks (src/sandbox/host_health.h), without root: the
 // free-disk verdict on given figures, and the state dir probe on real paths.
-#include "sandbox/host_health.h"
+#include "host/host_health.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -17,7 +17,7 @@ constexpr uint64_t kGiB = 1ull << 30;
 
 TEST(DoctorHostChecks, FreeDiskNeedsAGibibyteAndFivePercent) {
   const HealthCheck plenty =
-      free_disk_verdict("free disk (state dir)", "/var", {100 * kGiB, 30 * kGiB});
+      host::free_disk_verdict("free disk (state dir)", "/var", {100 * kGiB, 30 * kGiB});
   EXPECT_TRUE(plenty.ok);
   EXPECT_TRUE(plenty.required);
   EXPECT_EQ(plenty.name, "free disk (state dir)");
@@ -26,7 +26,7 @@ TEST(DoctorHostChecks, FreeDiskNeedsAGibibyteAndFivePercent) {
 
   // 4 GiB is plenty of bytes, but the file system is 98% full.
   const HealthCheck full =
-      free_disk_verdict("free disk (state dir)", "/var", {200 * kGiB, 4 * kGiB});
+      host::free_disk_verdict("free disk (state dir)", "/var", {200 * kGiB, 4 * kGiB});
   EXPECT_FALSE(full.ok);
   EXPECT_TRUE(full.required);
   EXPECT_EQ(full.detail, "4.0 GiB free of 200.0 GiB (2%) in /var");
@@ -36,11 +36,13 @@ TEST(DoctorHostChecks, FreeDiskNeedsAGibibyteAndFivePercent) {
             "removes orphaned sandboxes' scratch dirs; then look for large files (du -xsh /var/*)");
 
   // Half free, but under a gibibyte.
-  const HealthCheck small = free_disk_verdict("free disk (scratch root)", "/tmp", {kGiB, kGiB / 2});
+  const HealthCheck small =
+      host::free_disk_verdict("free disk (scratch root)", "/tmp", {kGiB, kGiB / 2});
   EXPECT_FALSE(small.ok);
   EXPECT_EQ(small.detail, "512.0 MiB free of 1.0 GiB (50%) in /tmp");
 
-  const HealthCheck edge = free_disk_verdict("free disk (state dir)", "/x", {20 * kGiB, kGiB});
+  const HealthCheck edge =
+      host::free_disk_verdict("free disk (state dir)", "/x", {20 * kGiB, kGiB});
   EXPECT_TRUE(edge.ok) << edge.detail;  // exactly 1 GiB and 5%
 }
 
@@ -49,7 +51,7 @@ TEST(DoctorHostChecks, StateDirUnderAFileFailsNamingPathAndErrno) {
   ASSERT_NE(::mkdtemp(base), nullptr);
   const std::string file = std::string(base) + "/file";
   { std::ofstream(file) << "x"; }
-  const HealthCheck c = check_state_dir_writable(file + "/state");
+  const HealthCheck c = host::check_state_dir_writable(file + "/state");
   EXPECT_FALSE(c.ok);
   EXPECT_TRUE(c.required);
   EXPECT_EQ(c.name, "state dir writable");
@@ -59,7 +61,7 @@ TEST(DoctorHostChecks, StateDirUnderAFileFailsNamingPathAndErrno) {
                 "/state is not a directory: move that file away; or point the worker elsewhere "
                 "(--state-dir, or state_dir in the worker config)");
   // Free disk measures the nearest path that exists.
-  const HealthCheck disk = check_free_disk("free disk (state dir)", file + "/state");
+  const HealthCheck disk = host::check_free_disk("free disk (state dir)", file + "/state");
   EXPECT_NE(disk.detail.find(" in " + file), std::string::npos) << disk.detail;
   fs::remove_all(base);
 }
@@ -68,7 +70,7 @@ TEST(DoctorHostChecks, StateDirIsCreatedAndTheProbeRemoved) {
   char base[] = "/tmp/rf-health-XXXXXX";
   ASSERT_NE(::mkdtemp(base), nullptr);
   const std::string state = std::string(base) + "/a/b";
-  const HealthCheck c = check_state_dir_writable(state);
+  const HealthCheck c = host::check_state_dir_writable(state);
   EXPECT_TRUE(c.ok) << c.detail;
   EXPECT_EQ(c.detail, state + " (created, synced and removed a file)");
   EXPECT_TRUE(fs::is_directory(state));

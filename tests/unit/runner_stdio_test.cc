@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "core/io.h"
-#include "native/seccomp_profile.h"
+#include "host/runner_client.h"
+#include "host/seccomp_profile.h"
 #include "proto/seccomp_blob.h"
-#include "sandbox/runner_client.h"
 #include "support/capture.h"
 
 namespace rf {
@@ -112,7 +112,7 @@ proto::ExecRequest sh(const std::string& script) {
 
 TEST(RunnerStdio, ServesOverPipesAndKeepsTheChannelFromCommands) {
   StdioRunner r({});
-  RunnerClient client{UniqueFd(r.client_fd)};
+  host::RunnerClient client{UniqueFd(r.client_fd)};
   ASSERT_TRUE(client.handshake(5000ms).ok());
   testing::Captured c;
   auto st = client.exec(sh("echo hi; echo err >&2; exit 3"), "", true, c);
@@ -143,7 +143,7 @@ TEST(RunnerStdio, ServesOverPipesAndKeepsTheChannelFromCommands) {
 
 TEST(RunnerStdio, EndOfInputEndsTheRunner) {
   StdioRunner r({});
-  RunnerClient client{UniqueFd(r.client_fd)};
+  host::RunnerClient client{UniqueFd(r.client_fd)};
   ASSERT_TRUE(client.handshake(5000ms).ok());
   ::shutdown(r.relay_fd, SHUT_RD);  // the relay stops: the runner's stdin closes
   ::shutdown(r.client_fd, SHUT_WR);
@@ -161,11 +161,11 @@ std::string write_temp(const std::string& content) {
 }
 
 TEST(RunnerStdio, SeccompFileFiltersTheRunnerAndEveryCall) {
-  auto filters = native::build_seccomp_profile("default");
+  auto filters = host::build_seccomp_profile("default");
   ASSERT_TRUE(filters.ok());
-  const std::string path = write_temp(native::encode_seccomp_filters(*filters));
+  const std::string path = write_temp(host::encode_seccomp_filters(*filters));
   StdioRunner r({"--seccomp", path});
-  RunnerClient client{UniqueFd(r.client_fd)};
+  host::RunnerClient client{UniqueFd(r.client_fd)};
   ASSERT_TRUE(client.handshake(5000ms).ok());
   auto probe = client.probe();
   ASSERT_TRUE(probe.ok());
@@ -195,9 +195,9 @@ TEST(RunnerStdio, ACorruptSeccompFileStopsTheRunnerBeforeItServes) {
 }
 
 TEST(SeccompBlob, RoundTripsAndRejectsEveryTruncation) {
-  auto filters = native::build_seccomp_profile("default");
+  auto filters = host::build_seccomp_profile("default");
   ASSERT_TRUE(filters.ok());
-  const std::string bytes = native::encode_seccomp_filters(*filters);
+  const std::string bytes = host::encode_seccomp_filters(*filters);
   auto back = proto::decode_bpf_programs(bytes);
   ASSERT_TRUE(back.ok()) << back.error().to_string();
   ASSERT_EQ(back->size(), 2u);

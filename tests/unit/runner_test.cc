@@ -24,9 +24,9 @@
 #include <random>
 #include <thread>
 
+#include "host/runner_client.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
-#include "sandbox/runner_client.h"
 #include "support/capture.h"
 
 namespace rf {
@@ -103,7 +103,7 @@ class RunnerTest : public ::testing::Test {
     int fd = -1;
     pid_ = spawn_runner(root_, &fd);
     ASSERT_GT(pid_, 0);
-    client_ = std::make_unique<RunnerClient>(UniqueFd(fd));
+    client_ = std::make_unique<host::RunnerClient>(UniqueFd(fd));
     auto s = client_->handshake(5000ms);
     ASSERT_TRUE(s.ok()) << s.error().to_string();
   }
@@ -142,7 +142,7 @@ class RunnerTest : public ::testing::Test {
 
   std::string root_;
   pid_t pid_ = -1;
-  std::unique_ptr<RunnerClient> client_;
+  std::unique_ptr<host::RunnerClient> client_;
 };
 
 // ---- handshake and version ----
@@ -422,7 +422,7 @@ TEST_F(RunnerTest, StdinGivenWhole) {
 
 TEST_F(RunnerTest, StdinStreamedInPieces) {
   struct Feeder : Captured {
-    RunnerClient* client = nullptr;
+    host::RunnerClient* client = nullptr;
     std::thread th;
     void on_started(uint32_t id, int p) override {
       Captured::on_started(id, p);
@@ -475,7 +475,7 @@ TEST_F(RunnerTest, OnlyStdioReachesTheCommand) {
 
 TEST_F(RunnerTest, SignalReachesTheCommand) {
   struct Signaller : Captured {
-    RunnerClient* client = nullptr;
+    host::RunnerClient* client = nullptr;
     std::thread th;
     void on_started(uint32_t id, int p) override {
       Captured::on_started(id, p);
@@ -509,7 +509,7 @@ TEST_F(RunnerTest, LargeStdinDoesNotBlockOtherCalls) {
 
 TEST_F(RunnerTest, ResizeChangesThePtySize) {
   struct Resizer : Captured {
-    RunnerClient* client = nullptr;
+    host::RunnerClient* client = nullptr;
     std::thread th;
     void on_started(uint32_t id, int p) override {
       Captured::on_started(id, p);
@@ -1034,7 +1034,7 @@ class BridgeRunner {
     int fd = -1;
     pid_ = spawn_runner(root, &fd, {"--egress-bridge", spec}, nofile);
     if (pid_ <= 0) return;
-    client_ = std::make_unique<RunnerClient>(UniqueFd(fd));
+    client_ = std::make_unique<host::RunnerClient>(UniqueFd(fd));
     if (auto s = client_->handshake(5000ms); !s) error_ = s.error().to_string();
   }
   ~BridgeRunner() {
@@ -1048,11 +1048,11 @@ class BridgeRunner {
   }
   bool ok() const { return pid_ > 0 && error_.empty(); }
   const std::string& error() const { return error_; }
-  RunnerClient& client() { return *client_; }
+  host::RunnerClient& client() { return *client_; }
 
  private:
   pid_t pid_ = -1;
-  std::unique_ptr<RunnerClient> client_;
+  std::unique_ptr<host::RunnerClient> client_;
   std::string error_;
 };
 

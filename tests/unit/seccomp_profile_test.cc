@@ -4,7 +4,7 @@
 //
 // Probe arguments are chosen so that, if the filter let the call through, the
 // kernel would refuse it harmlessly (bad magic, bad fd, missing path) even as root.
-#include "native/seccomp_profile.h"
+#include "host/seccomp_profile.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -61,11 +61,11 @@ void PrintTo(const Outcome& o, std::ostream* os) {
   }
 }
 
-const SeccompFilters& default_filters() {
-  static const SeccompFilters filters = [] {
-    auto built = build_seccomp_profile("default");
+const host::SeccompFilters& default_filters() {
+  static const host::SeccompFilters filters = [] {
+    auto built = host::build_seccomp_profile("default");
     if (!built) ADD_FAILURE() << built.error().to_string();
-    return built ? std::move(*built) : SeccompFilters{};
+    return built ? std::move(*built) : host::SeccompFilters{};
   }();
   return filters;
 }
@@ -74,7 +74,7 @@ const SeccompFilters& default_filters() {
 int confine_self() {
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return errno;
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
-  return load_seccomp_filters(default_filters());
+  return host::load_seccomp_filters(default_filters());
 }
 
 // Forks; the child (confined if asked) runs `probe` and writes its result to a pipe.
@@ -152,7 +152,7 @@ int i386_getpid() {
 // --- What the profile compiles to -------------------------------------------------
 
 TEST(SeccompProfile, BuildsTwoNonEmptyFilters) {
-  auto built = build_seccomp_profile("default");
+  auto built = host::build_seccomp_profile("default");
   ASSERT_TRUE(built.ok()) << built.error().to_string();
   for (const auto* prog : {&built->allowlist, &built->arg_rules}) {
     ASSERT_FALSE(prog->empty());
@@ -164,16 +164,16 @@ TEST(SeccompProfile, BuildsTwoNonEmptyFilters) {
 }
 
 TEST(SeccompProfile, RejectsUnknownProfileNames) {
-  auto built = build_seccomp_profile("x");
+  auto built = host::build_seccomp_profile("x");
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.error().to_string(), "seccomp: unknown profile \"x\" (available: default)");
-  auto text = seccomp_profile_text("x");
+  auto text = host::seccomp_profile_text("x");
   ASSERT_FALSE(text.ok());
   EXPECT_EQ(text.error().to_string(), "seccomp: unknown profile \"x\" (available: default)");
 }
 
 TEST(SeccompProfile, TextShowsBothFiltersAndTheirActions) {
-  auto text = seccomp_profile_text("default");
+  auto text = host::seccomp_profile_text("default");
   ASSERT_TRUE(text.ok()) << text.error().to_string();
   for (const char* expected :
        {"# filter 1: allowlist", "# filter 2: argument rules",
@@ -189,7 +189,7 @@ TEST(SeccompProfile, TextShowsBothFiltersAndTheirActions) {
 }
 
 TEST(SeccompProfile, AllowlistKeepsEverydaySyscalls) {
-  auto text = seccomp_profile_text("default");
+  auto text = host::seccomp_profile_text("default");
   ASSERT_TRUE(text.ok()) << text.error().to_string();
   for (const char* name : {"read",
                            "execve",
@@ -218,7 +218,7 @@ TEST(SeccompProfile, AllowlistKeepsEverydaySyscalls) {
 }
 
 TEST(SeccompProfile, AllowlistOmitsEveryDangerousSyscall) {
-  auto text = seccomp_profile_text("default");
+  auto text = host::seccomp_profile_text("default");
   ASSERT_TRUE(text.ok()) << text.error().to_string();
   for (const char* name : {"bpf",
                            "keyctl",

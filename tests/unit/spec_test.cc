@@ -17,20 +17,18 @@ TEST(Spec, ValidationNamesTheField) {
   s = {};
   s.limits.cpus = 0;
   EXPECT_EQ(validate_spec(s).error().where, "limits.cpus");
-  s = {};
-  s.network = "everything";
-  EXPECT_EQ(validate_spec(s).error().to_string(),
-            "network: unknown network policy \"everything\" (available: none, proxy, host)");
+  EXPECT_EQ(parse_spec_json(R"({"network": "everything"})").error().to_string(),
+            "network: unknown network policy \"everything\" (allowed: none, proxy, host)");
   s = {};
   s.allow = {"api.example.com"};
   EXPECT_EQ(validate_spec(s).error().to_string(),
             "allow: rules apply only with network proxy (network is none)");
-  s.network = "proxy";
+  s.network = NetworkPolicy::kProxy;
   EXPECT_TRUE(validate_spec(s).ok());
   s.allow = {"*.com"};
   EXPECT_EQ(validate_spec(s).error().where, "allow");
   s = {};
-  s.network = "proxy";
+  s.network = NetworkPolicy::kProxy;
   s.limits.egress_connections = 0;
   EXPECT_EQ(validate_spec(s).error().where, "limits.egress_connections");
   s = {};

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli/worker_flags.h"
 #include "worker/config_file.h"
 #include "worker/settings.h"
-#include "worker/settings_flags.h"
 
 namespace rf::worker {
 namespace {
@@ -21,7 +21,7 @@ const std::string kHome = "/home/u";
 WorkerFlags parse_flags(std::vector<std::string> args) {
   WorkerFlags flags;
   CLI::App app;
-  add_worker_settings_flags(&app, &flags);
+  cli::add_worker_settings_flags(&app, &flags);
   args.insert(args.begin(), "ringfence");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -131,33 +131,33 @@ TEST(WorkerSettings, ModeDefaultsToNone) {
 TEST(WorkerSettings, CpuAndMemPrecedence) {
   const std::string yaml = "sandbox:\n  cpu: 3\n  mem: 2g\n";
   WorkerSettings s = merged({"--sandbox-cpu", "2", "--sandbox-mem", "4g"}, yaml);
-  EXPECT_EQ(s.cpu.value, 2.0);
-  EXPECT_EQ(s.cpu.source, "flag --sandbox-cpu");
-  EXPECT_EQ(s.mem.value, 4ull << 30);
-  EXPECT_EQ(s.mem.source, "flag --sandbox-mem");
+  EXPECT_EQ(s.limits.value.cpus, 2.0);
+  EXPECT_EQ(s.limits.source_of("cpu"), "flag --sandbox-cpu");
+  EXPECT_EQ(s.limits.value.memory_bytes, 4ull << 30);
+  EXPECT_EQ(s.limits.source_of("mem"), "flag --sandbox-mem");
 
   s = merged({}, yaml);
-  EXPECT_EQ(s.cpu.value, 3.0);
-  EXPECT_EQ(s.cpu.source, "config /etc/rf/worker.yaml:2");
-  EXPECT_EQ(s.mem.value, 2ull << 30);
-  EXPECT_EQ(s.mem.source, "config /etc/rf/worker.yaml:3");
+  EXPECT_EQ(s.limits.value.cpus, 3.0);
+  EXPECT_EQ(s.limits.source_of("cpu"), "config /etc/rf/worker.yaml:2");
+  EXPECT_EQ(s.limits.value.memory_bytes, 2ull << 30);
+  EXPECT_EQ(s.limits.source_of("mem"), "config /etc/rf/worker.yaml:3");
 
   // A project environment has a default for the mode only.
   s = merged({"--project-environment", "production"}, "");
-  EXPECT_EQ(s.cpu.value, 1.0);
-  EXPECT_EQ(s.cpu.source, "default");
-  EXPECT_EQ(s.mem.value, 512ull << 20);
-  EXPECT_EQ(s.mem.source, "default");
+  EXPECT_EQ(s.limits.value.cpus, 1.0);
+  EXPECT_EQ(s.limits.source_of("cpu"), "default");
+  EXPECT_EQ(s.limits.value.memory_bytes, 512ull << 20);
+  EXPECT_EQ(s.limits.source_of("mem"), "default");
 }
 
 TEST(WorkerSettings, BuiltInDefaults) {
   const WorkerSettings s = merged({}, "");
-  EXPECT_EQ(s.backend.value, "native");
+  EXPECT_EQ(s.backend.value, BackendKind::kNative);
   EXPECT_EQ(s.image.value, "host");
-  EXPECT_EQ(s.network.value, "none");
-  EXPECT_EQ(s.pids.value, 256u);
-  EXPECT_EQ(s.disk.value, 1ull << 30);
-  EXPECT_EQ(s.timeout.value, std::chrono::seconds(30));
+  EXPECT_EQ(s.network.value, NetworkPolicy::kNone);
+  EXPECT_EQ(s.limits.value.pids, 256u);
+  EXPECT_EQ(s.limits.value.disk_bytes, 1ull << 30);
+  EXPECT_EQ(s.limits.value.timeout, std::chrono::seconds(30));
   EXPECT_EQ(s.idle_timeout.value, std::chrono::minutes(10));
   EXPECT_TRUE(s.fallback_backends.value.empty());
   EXPECT_EQ(s.pool_name.value, "default");
@@ -173,15 +173,15 @@ TEST(WorkerSettings, OnlyGivenFlagsCountAsFlags) {
   EXPECT_EQ(flags.given.at("--sandbox-mem"), "1g");
   EXPECT_FALSE(flags.config.has_value());
   const SettingsLayer layer = flag_layer_of({"--sandbox-mem", "1g"});
-  EXPECT_TRUE(layer.mem.has_value());
-  EXPECT_FALSE(layer.cpu.has_value());
+  EXPECT_TRUE(layer.limits.count("mem"));
+  EXPECT_FALSE(layer.limits.count("cpu"));
   EXPECT_FALSE(layer.mode.has_value());
   EXPECT_FALSE(layer.pool_name.has_value());
   const WorkerSettings s = merged({"--sandbox-mem", "1g"}, "");
-  EXPECT_EQ(s.mem.source, "flag --sandbox-mem");
-  EXPECT_EQ(s.cpu.source, "default");
+  EXPECT_EQ(s.limits.source_of("mem"), "flag --sandbox-mem");
+  EXPECT_EQ(s.limits.source_of("cpu"), "default");
   // A flag given with the default's value is still a flag.
-  EXPECT_EQ(merged({"--sandbox-cpu", "1"}, "").cpu.source, "flag --sandbox-cpu");
+  EXPECT_EQ(merged({"--sandbox-cpu", "1"}, "").limits.source_of("cpu"), "flag --sandbox-cpu");
 }
 
 TEST(WorkerSettings, ExplainLines) {
@@ -200,12 +200,17 @@ TEST(WorkerSettings, ExplainLines) {
       "sandbox.image: host (default)",
       "sandbox.network: none (default)",
       "sandbox.allow: [] (default)",
+      "sandbox.proxy_resolve: [] (default)",
       "sandbox.allow_host_network: false (default)",
       "sandbox.cpu: 2 (config /etc/rf/worker.yaml:2)",
       "sandbox.mem: 4g (flag --sandbox-mem)",
       "sandbox.pids: 256 (default)",
       "sandbox.disk: 1g (default)",
       "sandbox.timeout: 30s (default)",
+      "sandbox.output_limit: 16m (default)",
+      "sandbox.nofile: 1024 (default)",
+      "sandbox.egress_connections: 64 (default)",
+      "sandbox.egress_bytes: 0 (default)",
       "sandbox.idle_timeout: 10m (default)",
       "pool.name: gpu (flag --pool)",
       "pool.target: 2 (config /etc/rf/worker.yaml:5)",
@@ -241,12 +246,13 @@ pool:
   EXPECT_EQ(s.state_dir.value, "/var/lib/ringfence");
   EXPECT_EQ(s.mode.value, SandboxMode::kPerWorker);
   EXPECT_EQ(s.mode.source, "config /etc/rf/worker.yaml:5");
-  EXPECT_EQ(s.fallback_backends.value, (std::vector<std::string>{"native", "local"}));
+  EXPECT_EQ(s.fallback_backends.value,
+            (std::vector<BackendKind>{BackendKind::kNative, BackendKind::kLocal}));
   EXPECT_EQ(s.pool_max.source, "config /etc/rf/worker.yaml:19");
   const SandboxSpec spec = s.sandbox_spec();
-  EXPECT_EQ(spec.backend, "docker");
+  EXPECT_EQ(spec.backend, BackendKind::kDocker);
   EXPECT_EQ(spec.image, "python:3.12-slim");
-  EXPECT_EQ(spec.network, "none");
+  EXPECT_EQ(spec.network, NetworkPolicy::kNone);
   EXPECT_EQ(spec.limits.cpus, 1.5);
   EXPECT_EQ(spec.limits.memory_bytes, 4ull << 30);
   EXPECT_EQ(spec.limits.pids, 512u);
@@ -347,7 +353,7 @@ TEST(WorkerConfig, YamlSyntaxErrorWithLine) {
 TEST(WorkerConfig, EmptyFileIsNoSettings) {
   const SettingsLayer layer = config_layer_of("# nothing yet\n");
   EXPECT_FALSE(layer.mode.has_value());
-  EXPECT_FALSE(layer.mem.has_value());
+  EXPECT_FALSE(layer.limits.count("mem"));
   EXPECT_TRUE(config_layer_of("").project.value_or(Resolved<std::string>{"unset"}).value ==
               "unset");
 }
@@ -375,12 +381,25 @@ TEST(WorkerSettings, LimitsValidatedLikeSandboxSpec) {
   EXPECT_EQ(validation_error({}, "sandbox:\n  pids: 2\n"),
             "/etc/rf/worker.yaml:2: sandbox.pids: must be between 8 and 1000000, got 2");
   EXPECT_EQ(validation_error({"--sandbox-cpu", "0"}, ""),
-            "--sandbox-cpu: must be between 0.01 and 1024, got 0.000000");
+            "--sandbox-cpu: must be between 0.01 and 1024, got 0");
   EXPECT_EQ(validation_error({"--sandbox-disk", "1k"}, ""),
             "--sandbox-disk: must be at least 1m, got 1k");
-  EXPECT_EQ(validation_error({}, "sandbox:\n  network: wide\n"),
-            "/etc/rf/worker.yaml:2: sandbox.network: unknown network policy \"wide\" (available: "
+  EXPECT_EQ(config_error("sandbox:\n  network: wide\n"),
+            "/etc/rf/worker.yaml:2: sandbox.network: unknown network policy \"wide\" (allowed: "
             "none, proxy, host)");
+  // The limits the worker could not set before the one table: output, nofile, egress caps.
+  EXPECT_EQ(validation_error({"--sandbox-output-limit", "10"}, ""),
+            "--sandbox-output-limit: must be between 1k and 4g, got 10");
+  EXPECT_EQ(validation_error({}, "sandbox:\n  nofile: 4\n"),
+            "/etc/rf/worker.yaml:2: sandbox.nofile: must be between 16 and 1048576, got 4");
+  EXPECT_EQ(validation_error({"--sandbox-egress-connections", "0"}, ""),
+            "--sandbox-egress-connections: must be between 1 and 65536, got 0");
+  EXPECT_EQ(config_error("sandbox:\n  egress_bytes: lots\n"),
+            "/etc/rf/worker.yaml:2: sandbox.egress_bytes: expected a size such as 512m, got "
+            "\"lots\"");
+  EXPECT_EQ(config_error("sandbox:\n  proxy_resolve: [api.test]\n"),
+            "/etc/rf/worker.yaml:2: sandbox.proxy_resolve[0]: expected NAME=ADDR such as "
+            "api.test=127.0.0.1, got \"api.test\"");
   // network host: trusted steps only; production needs the config to say so.
   EXPECT_EQ(validation_error({}, "sandbox:\n  network: host\n"), "(no error)");
   EXPECT_EQ(
@@ -456,7 +475,8 @@ TEST(WorkerFlags, UnknownFlagIsAParseError) {
 TEST(WorkerFlags, FallbackBackendsFlagOverridesConfig) {
   const std::string yaml = "sandbox:\n  fallback_backends: [docker]\n";
   WorkerSettings s = merged({"--sandbox-fallback-backends", "native,local"}, yaml);
-  EXPECT_EQ(s.fallback_backends.value, (std::vector<std::string>{"native", "local"}));
+  EXPECT_EQ(s.fallback_backends.value,
+            (std::vector<BackendKind>{BackendKind::kNative, BackendKind::kLocal}));
   s = merged({"--sandbox-fallback-backends", ""}, yaml);
   EXPECT_TRUE(s.fallback_backends.value.empty());
   EXPECT_EQ(s.fallback_backends.source, "flag --sandbox-fallback-backends");
@@ -489,8 +509,8 @@ TEST(WorkerConfigFile, DefaultFileIsRead) {
   ASSERT_TRUE(s.ok()) << s.error().to_string();
   EXPECT_EQ(s->config_file.value, path);
   EXPECT_EQ(s->config_file.source, "default");
-  EXPECT_EQ(s->mem.value, 2ull << 30);
-  EXPECT_EQ(s->mem.source, "config " + path + ":2");
+  EXPECT_EQ(s->limits.value.memory_bytes, 2ull << 30);
+  EXPECT_EQ(s->limits.source_of("mem"), "config " + path + ":2");
 }
 
 TEST(WorkerConfigFile, ConfigFlagBeatsDefaultFile) {
@@ -500,8 +520,8 @@ TEST(WorkerConfigFile, ConfigFlagBeatsDefaultFile) {
   auto s = resolve_worker_settings(parse_flags({"--config", other}), home.path());
   ASSERT_TRUE(s.ok()) << s.error().to_string();
   EXPECT_EQ(s->config_file.source, "flag --config");
-  EXPECT_EQ(s->mem.source, "default");
-  EXPECT_EQ(s->cpu.source, "config " + other + ":2");
+  EXPECT_EQ(s->limits.source_of("mem"), "default");
+  EXPECT_EQ(s->limits.source_of("cpu"), "config " + other + ":2");
 }
 
 TEST(WorkerConfigFile, ErrorsInTheFileNameIt) {

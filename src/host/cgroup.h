@@ -1,0 +1,98 @@
+// cgroup v1 and v2 behind one interface (host side). A sandbox gets one cgroup
+// (on v1: one directory per controller) named after its id, under a parent
+// ("ringfence") at the root of each hierarchy. Tested on a fake cgroupfs
+// directory (tests/unit/cgroup_test.cc) as well as the real one.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace rf::host {
+
+enum class CgroupVersion { kV1, kV2 };
+
+struct CgroupLayout {
+  CgroupVersion version = CgroupVersion::kV2;
+  std::string v2_root;                           // v2: the unified mount, e.g. /sys/fs/cgroup
+  std::map<std::string, std::string> v1_mounts;  // v1: controller -> mount point
+  // Tests only: the tree is a plain directory, so files are created on write.
+  bool fake = false;
+};
+
+// Finds the cgroup mounts in /proc/self/mountinfo text. Picks v2 when the
+// unified hierarchy offers memory, pids and cpu; else v1 when memory, pids, cpu
+// and cpuacct are mounted; else an error naming what is missing.
+// The text-only form cannot read the unified mount, so it assumes v2 offers
+// each controller that no v1 hierarchy holds (on a v2-only host: all of them).
+Result<CgroupLayout> detect_cgroup_layout(std::string_view mountinfo);
+Result<CgroupLayout> detect_cgroup_layout();
+
+// Returns the text of `<v2_root>/cgroup.controllers` ("" when unreadable).
+using V2ControllersReader = std::function<std::string(const std::string& v2_root)>;
+// The pure core of detection, for tests: `v2_controllers` answers for the
+// unified mount instead of the file system.
+Result<CgroupLayout> detect_cgroup_layout(std::string_view mountinfo,
+                                          const V2ControllersReader& v2_controllers);
+
+// A zero memory_bytes or pids, or cpus <= 0, means no limit.
+struct CgroupLimits {
+  double cpus = 1.0;
+  uint64_t memory_bytes = 0;
+  uint64_t pids = 0;
+};
+
+struct CgroupUsage {
+  uint64_t cpu_ns = 0;
+  uint64_t memory_peak_bytes = 0;
+  uint64_t oom_kills = 0;      // memory.events oom_kill (v2) / memory.oom_control oom_kill (v1)
+  uint64_t pids_max_hits = 0;  // pids.events max
+};
+
+class Cgroup {
+ public:
+  virtual ~Cgroup() = default;
+  virtual Status apply(const CgroupLimits& limits) = 0;
+  virtual Status add_process(pid_t pid) = 0;
+  // v2: an O_DIRECTORY fd for clone3(CLONE_INTO_CGROUP); -1 on v1.
+  virtual int clone_into_fd() const = 0;
+  // v1: the `tasks` files a new single-threaded process writes "0" to, to move
+  // itself in. A thread moving itself skips the global threadgroup rwsem that a
+  // write of another pid to cgroup.procs takes (an RCU grace period, ~10 ms).
+  // Empty on v2, where clone_into_fd() does the job.
+  virtual std::vector<std::string> self_attach_files() const = 0;
+  virtual Result<CgroupUsage> usage() const = 0;
+  virtual Result<std::vector<pid_t>> pids() const = 0;
+  // SIGKILL every process in it (cgroup.kill on v2 where present), repeated
+  // until cgroup.procs is empty or ~1s passed.
+  virtual Status kill_all() = 0;
+  // rmdir of every directory; retries briefly on EBUSY; ok if already gone.
+  virtual Status remove() = 0;
+  // Every directory this cgroup owns (for the janitor and `sandbox reap`).
+  virtual std::vector<std::string> paths() const = 0;
+};
+
+// Creates `<parent>/<name>` in every needed hierarchy (creating the parent
+// and, on v2, enabling the memory, pids and cpu controllers for it).
+// On failure nothing is left behind.
+Result<std::unique_ptr<Cgroup>> create_cgroup(const CgroupLayout& layout, const std::string& parent,
+                                              const std::string& name);
+
+// An existing sandbox cgroup, for `sandbox list` and `sandbox reap`: the
+// directories of `<parent>/<name>` that exist, created by no one. Error if none does.
+Result<std::unique_ptr<Cgroup>> open_cgroup(const CgroupLayout& layout, const std::string& parent,
+                                            const std::string& name);
+
+// Names of existing sandbox cgroups under `parent` (for reaping).
+Result<std::vector<std::string>> list_cgroups(const CgroupLayout& layout,
+                                              const std::string& parent);
+
+}  // namespace rf::host

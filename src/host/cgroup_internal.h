@@ -1,0 +1,68 @@
+// Shared by cgroup.cc, cgroup_v1.cc and cgroup_v2.cc; not part of the API.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "host/cgroup.h"
+
+namespace rf::host::cgroup_internal {
+
+inline constexpr int64_t kCpuPeriodUs = 100000;
+// What a v1 sandbox needs, each a hierarchy (possibly shared with another).
+inline constexpr const char* kV1Controllers[] = {"memory", "pids", "cpu", "cpuacct"};
+
+Result<std::unique_ptr<Cgroup>> create_cgroup_v1(const CgroupLayout& layout,
+                                                 const std::string& parent,
+                                                 const std::string& name);
+Result<std::unique_ptr<Cgroup>> open_cgroup_v1(const CgroupLayout& layout,
+                                               const std::string& parent, const std::string& name);
+Result<std::unique_ptr<Cgroup>> open_cgroup_v2(const CgroupLayout& layout,
+                                               const std::string& parent, const std::string& name);
+Result<std::unique_ptr<Cgroup>> create_cgroup_v2(const CgroupLayout& layout,
+                                                 const std::string& parent,
+                                                 const std::string& name);
+
+// The whitespace-separated words of `text` (cgroup.controllers and the like).
+std::set<std::string> words(std::string_view text);
+
+// Writes `value` to a cgroup file. Only on a fake tree is the file created.
+Status write_value(const std::string& path, std::string_view value, bool fake);
+bool exists(const std::string& path);
+// A file holding one number ("max" is UINT64_MAX).
+Result<uint64_t> read_number(const std::string& path);
+// The number after `key` in a file of "key N" lines; 0 when the key is absent.
+Result<uint64_t> read_keyed(const std::string& path, std::string_view key);
+// Stores a read value (times `scale`) into `*out`, or passes its error on.
+Status store(uint64_t* out, Result<uint64_t> value, uint64_t scale = 1);
+
+// Processes listed in any of the dirs' cgroup.procs, sorted; a dir that is
+// gone has none.
+Result<std::vector<pid_t>> read_procs(const std::vector<std::string>& dirs);
+// Signals what `dirs` list (by writing "1" to `kill_file` when not empty, else
+// SIGKILL per pid) until cgroup.procs is empty or ~1s passed.
+Status kill_until_empty(const std::vector<std::string>& dirs, const std::string& kill_file,
+                        bool fake);
+
+// mkdir -p of `rel` (slash-separated) under the existing directory `root`.
+Status make_dirs(const std::string& root, const std::string& rel);
+// mkdir that fails if the directory exists.
+Status make_dir(const std::string& path);
+// rmdir, retried on EBUSY for ~1s; ENOENT is success. On a fake tree the
+// files inside are deleted first.
+Status remove_dir(const std::string& dir, bool fake);
+// Removes all `dirs`, last first; returns the first error.
+Status remove_dirs(const std::vector<std::string>& dirs, bool fake);
+
+// cpus * period, or nullopt for no limit (cpus <= 0).
+std::optional<int64_t> cpu_quota_us(double cpus);
+
+}  // namespace rf::host::cgroup_internal

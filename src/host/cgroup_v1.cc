@@ -1,0 +1,146 @@
+// cgroup v1: one directory per controller hierarchy (co-mounted controllers,
+// e.g. "cpu,cpuacct", share one).
+#include <algorithm>
+#include <map>
+
+#include "host/cgroup.h"
+#include "host/cgroup_internal.h"
+
+namespace rf::host::cgroup_internal {
+
+namespace {
+
+class CgroupV1 final : public Cgroup {
+ public:
+  // `dir_of`: controller -> its directory; `dirs`: the distinct ones, in creation order.
+  CgroupV1(std::map<std::string, std::string> dir_of, std::vector<std::string> dirs, bool fake)
+      : dir_of_(std::move(dir_of)), dirs_(std::move(dirs)), fake_(fake) {}
+
+  Status apply(const CgroupLimits& limits) override {
+    RF_TRY(apply_memory(limits.memory_bytes));
+    RF_TRY(set("pids", "pids.max", limits.pids == 0 ? "max" : std::to_string(limits.pids)));
+    RF_TRY(set("cpu", "cpu.cfs_period_us", std::to_string(kCpuPeriodUs)));
+    const auto quota = cpu_quota_us(limits.cpus);
+    return set("cpu", "cpu.cfs_quota_us", std::to_string(quota ? *quota : -1));
+  }
+
+  Status add_process(pid_t pid) override {
+    for (const auto& dir : dirs_) {
+      RF_TRY(write_value(dir + "/cgroup.procs", std::to_string(pid), fake_));
+    }
+    return ok_status();
+  }
+
+  int clone_into_fd() const override { return -1; }
+
+  std::vector<std::string> self_attach_files() const override {
+    std::vector<std::string> files;
+    for (const auto& dir : dirs_) files.push_back(dir + "/tasks");
+    return files;
+  }
+
+  Result<CgroupUsage> usage() const override {
+    CgroupUsage u;
+    RF_TRY(store(&u.cpu_ns, read_number(file("cpuacct", "cpuacct.usage"))));
+    RF_TRY(store(&u.memory_peak_bytes, read_number(file("memory", "memory.max_usage_in_bytes"))));
+    RF_TRY(store(&u.oom_kills, read_keyed(file("memory", "memory.oom_control"), "oom_kill")));
+    RF_TRY(store(&u.pids_max_hits, read_keyed(file("pids", "pids.events"), "max")));
+    return u;
+  }
+
+  Result<std::vector<pid_t>> pids() const override { return read_procs(dirs_); }
+
+  Status kill_all() override { return kill_until_empty(dirs_, "", fake_); }
+
+  Status remove() override { return remove_dirs(dirs_, fake_); }
+
+  std::vector<std::string> paths() const override { return dirs_; }
+
+ private:
+  std::string file(const std::string& controller, const std::string& name) const {
+    return dir_of_.at(controller) + "/" + name;
+  }
+  Status set(const std::string& controller, const std::string& name, std::string_view value) const {
+    return write_value(file(controller, name), value, fake_);
+  }
+
+  // memory.memsw.limit_in_bytes (memory + swap) may never be below
+  // memory.limit_in_bytes, so it is written both before the memory limit (where
+  // a raise gets through) and after it (where a cut does). Without swap
+  // accounting the file is missing.
+  Status apply_memory(uint64_t bytes) const {
+    const std::string value = bytes == 0 ? "-1" : std::to_string(bytes);
+    const std::string memsw = "memory.memsw.limit_in_bytes";
+    const bool has_memsw = exists(file("memory", memsw));
+    if (has_memsw) RF_TRY(set_memsw(value));
+    RF_TRY(set("memory", "memory.limit_in_bytes", value));
+    if (has_memsw) RF_TRY(set_memsw(value));
+    return ok_status();
+  }
+
+  Status set_memsw(const std::string& value) const {
+    auto s = set("memory", "memory.memsw.limit_in_bytes", value);
+    if (!s && (s.error().sys_errno == EINVAL || s.error().sys_errno == ENOENT)) {
+      return ok_status();
+    }
+    return s;
+  }
+
+  std::map<std::string, std::string> dir_of_;
+  std::vector<std::string> dirs_;
+  bool fake_;
+};
+
+// Creates `<mount>/<parent>/<name>` for `controller` unless a co-mounted
+// controller already did; appends what it made to `made`.
+Result<std::string> make_controller_dir(const CgroupLayout& layout, const char* controller,
+                                        const std::string& parent, const std::string& name,
+                                        std::vector<std::string>* made) {
+  const auto mount = layout.v1_mounts.find(controller);
+  if (mount == layout.v1_mounts.end()) {
+    return make_error("cgroup v1", std::string(controller) + " not mounted");
+  }
+  const std::string dir = mount->second + "/" + parent + "/" + name;
+  if (std::find(made->begin(), made->end(), dir) != made->end()) return dir;
+  RF_TRY(make_dirs(mount->second, parent));
+  RF_TRY(make_dir(dir));
+  made->push_back(dir);
+  return dir;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Cgroup>> open_cgroup_v1(const CgroupLayout& layout,
+                                               const std::string& parent, const std::string& name) {
+  std::map<std::string, std::string> dir_of;
+  std::vector<std::string> dirs;
+  for (const char* controller : kV1Controllers) {
+    const auto mount = layout.v1_mounts.find(controller);
+    if (mount == layout.v1_mounts.end()) continue;
+    const std::string dir = mount->second + "/" + parent + "/" + name;
+    dir_of[controller] = dir;
+    if (exists(dir) && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+  }
+  if (dirs.empty()) return make_error("cgroup " + parent + "/" + name, "does not exist");
+  return std::unique_ptr<Cgroup>(
+      std::make_unique<CgroupV1>(std::move(dir_of), std::move(dirs), layout.fake));
+}
+
+Result<std::unique_ptr<Cgroup>> create_cgroup_v1(const CgroupLayout& layout,
+                                                 const std::string& parent,
+                                                 const std::string& name) {
+  std::map<std::string, std::string> dir_of;
+  std::vector<std::string> made;
+  for (const char* controller : kV1Controllers) {
+    auto dir = make_controller_dir(layout, controller, parent, name, &made);
+    if (!dir) {
+      (void)remove_dirs(made, layout.fake);
+      return dir.take_error();
+    }
+    dir_of[controller] = *dir;
+  }
+  return std::unique_ptr<Cgroup>(
+      std::make_unique<CgroupV1>(std::move(dir_of), std::move(made), layout.fake));
+}
+
+}  // namespace rf::host::cgroup_internal

@@ -1,0 +1,124 @@
+// cgroup v2: one directory in the unified hierarchy.
+#include <fcntl.h>
+
+#include <sstream>
+
+#include "core/io.h"
+#include "core/unique_fd.h"
+#include "host/cgroup.h"
+#include "host/cgroup_internal.h"
+
+namespace rf::host::cgroup_internal {
+
+namespace {
+
+constexpr char kControllers[] = "+memory +pids +cpu";
+
+std::string limit_or_max(uint64_t value) { return value == 0 ? "max" : std::to_string(value); }
+
+class CgroupV2 final : public Cgroup {
+ public:
+  CgroupV2(std::string dir, bool fake, UniqueFd fd)
+      : dir_(std::move(dir)), fake_(fake), fd_(std::move(fd)) {}
+
+  Status apply(const CgroupLimits& limits) override {
+    RF_TRY(set("memory.max", limit_or_max(limits.memory_bytes)));
+    if (exists(file("memory.swap.max"))) RF_TRY(set("memory.swap.max", "0"));
+    RF_TRY(set("pids.max", limit_or_max(limits.pids)));
+    const auto quota = cpu_quota_us(limits.cpus);
+    const std::string max = quota ? std::to_string(*quota) : "max";
+    return set("cpu.max", max + " " + std::to_string(kCpuPeriodUs));
+  }
+
+  Status add_process(pid_t pid) override { return set("cgroup.procs", std::to_string(pid)); }
+
+  int clone_into_fd() const override { return fd_.get(); }
+
+  std::vector<std::string> self_attach_files() const override { return {}; }
+
+  Result<CgroupUsage> usage() const override {
+    CgroupUsage u;
+    RF_TRY(store(&u.cpu_ns, read_keyed(file("cpu.stat"), "usage_usec"), 1000));
+    // memory.peak appeared in Linux 5.19.
+    const std::string peak = exists(file("memory.peak")) ? "memory.peak" : "memory.current";
+    RF_TRY(store(&u.memory_peak_bytes, read_number(file(peak))));
+    RF_TRY(store(&u.oom_kills, read_keyed(file("memory.events"), "oom_kill")));
+    RF_TRY(store(&u.pids_max_hits, read_keyed(file("pids.events"), "max")));
+    return u;
+  }
+
+  Result<std::vector<pid_t>> pids() const override { return read_procs({dir_}); }
+
+  Status kill_all() override {
+    // cgroup.kill (Linux 5.14) also catches processes forked while we kill.
+    const std::string kill_file = exists(file("cgroup.kill")) ? file("cgroup.kill") : "";
+    return kill_until_empty({dir_}, kill_file, fake_);
+  }
+
+  Status remove() override { return remove_dir(dir_, fake_); }
+
+  std::vector<std::string> paths() const override { return {dir_}; }
+
+ private:
+  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+  Status set(const std::string& name, std::string_view value) const {
+    return write_value(file(name), value, fake_);
+  }
+
+  std::string dir_;
+  bool fake_;
+  UniqueFd fd_;
+};
+
+bool has_controllers(const std::string& subtree_control) {
+  const std::set<std::string> on = words(subtree_control);
+  return on.contains("memory") && on.contains("pids") && on.contains("cpu");
+}
+
+Status enable_controllers(const std::string& dir, bool fake) {
+  const std::string path = dir + "/cgroup.subtree_control";
+  if (auto current = read_file(path); current && has_controllers(*current)) return ok_status();
+  return write_value(path, kControllers, fake);
+}
+
+// Enables the controllers at the root and at each level of `parent`, so that
+// the sandbox directory gets the memory, pids and cpu files.
+Status prepare_parent(const std::string& root, const std::string& parent, bool fake) {
+  RF_TRY(make_dirs(root, parent));
+  RF_TRY(enable_controllers(root, fake));
+  std::string dir = root;
+  std::istringstream parts(parent);
+  for (std::string part; std::getline(parts, part, '/');) {
+    if (part.empty()) continue;
+    dir += "/" + part;
+    RF_TRY(enable_controllers(dir, fake));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Cgroup>> open_cgroup_v2(const CgroupLayout& layout,
+                                               const std::string& parent, const std::string& name) {
+  const std::string dir = layout.v2_root + "/" + parent + "/" + name;
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return sys_error("open " + dir);
+  return std::unique_ptr<Cgroup>(std::make_unique<CgroupV2>(dir, layout.fake, std::move(fd)));
+}
+
+Result<std::unique_ptr<Cgroup>> create_cgroup_v2(const CgroupLayout& layout,
+                                                 const std::string& parent,
+                                                 const std::string& name) {
+  RF_TRY(prepare_parent(layout.v2_root, parent, layout.fake));
+  const std::string dir = layout.v2_root + "/" + parent + "/" + name;
+  RF_TRY(make_dir(dir));
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
+    Error err = sys_error("open " + dir);
+    (void)remove_dir(dir, layout.fake);
+    return err;
+  }
+  return std::unique_ptr<Cgroup>(std::make_unique<CgroupV2>(dir, layout.fake, std::move(fd)));
+}
+
+}  // namespace rf::host::cgroup_internal

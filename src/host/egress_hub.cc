@@ -1,0 +1,47 @@
+#include "host/egress_hub.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "core/log.h"
+
+namespace rf::host {
+
+Result<std::shared_ptr<proxy::EgressProxy>> EgressHub::proxy() {
+  if (proxy_) return proxy_;
+  std::error_code ec;
+  std::filesystem::create_directories(options_.socket_dir, ec);
+  if (ec) return sys_error("create " + options_.socket_dir, ec.value());
+  // Searchable (the sandbox's bind mount is made through it), writable by root only.
+  if (::chmod(options_.socket_dir.c_str(), 0711) != 0)
+    return sys_error("chmod " + options_.socket_dir);
+  proxy::ProxyOptions o;
+  o.resolve_override = options_.resolve;
+  o.on_event = [](const proxy::ConnectionEvent& e) {
+    spdlog::info("egress {}", proxy::to_json(e));
+  };
+  auto started = proxy::EgressProxy::start(std::move(o));
+  if (!started) return started.take_error();
+  proxy_ = std::shared_ptr<proxy::EgressProxy>(std::move(*started));
+  return proxy_;
+}
+
+Result<std::unique_ptr<EgressLease>> EgressHub::add(const SandboxSpec& spec, uid_t uid, gid_t gid) {
+  auto policy = net::EgressPolicy::parse(spec.allow);
+  if (!policy) return make_error("allow", policy.error().to_string());
+  std::lock_guard lock(mu_);
+  auto px = proxy();
+  if (!px) return make_error("start egress proxy", px.error().to_string());
+  const std::string path = options_.socket_dir + "/" + spec.id + ".sock";
+  proxy::SandboxEgress egress;
+  egress.sandbox_id = spec.id;
+  egress.policy = std::move(*policy);
+  egress.max_connections = static_cast<int>(spec.limits.egress_connections);
+  egress.max_bytes_sent = spec.limits.egress_bytes;
+  RF_TRY((*px)->add_sandbox(std::move(egress), path, proxy::SocketOwner{uid, gid}));
+  return std::make_unique<EgressLease>(*px, spec.id, path);
+}
+
+}  // namespace rf::host

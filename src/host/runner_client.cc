@@ -1,0 +1,325 @@
+#include "host/runner_client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <functional>
+
+namespace rf::host {
+namespace {
+
+using proto::Frame;
+using proto::MsgType;
+
+constexpr size_t kReadChunk = 256u << 10;
+
+Error from_error_frame(const Frame& f) {
+  auto m = proto::parse_error(f.json);
+  if (!m) return make_error("tool runner", "unreadable error reply: " + m.error().to_string());
+  return Error{m->where, m->message, m->sys_errno};
+}
+
+Error unexpected(const Frame& f, const char* request) {
+  return make_error("tool runner",
+                    std::string("unexpected reply ") + proto::type_name(f.type) + " to " + request);
+}
+
+}  // namespace
+
+// One call waiting for frames. The reader thread queues frames here; the
+// owning thread handles them outside the lock (so a sink may call back into
+// the client) until `handle` says the last one came.
+struct RunnerClient::Pending {
+  uint32_t id = 0;
+  std::deque<Frame> frames;
+  std::function<bool(Frame&)> handle;  // true: this was the final frame
+};
+
+RunnerClient::RunnerClient(UniqueFd fd) : fd_(std::move(fd)) {}
+
+RunnerClient::~RunnerClient() = default;
+
+Error RunnerClient::closed_error(int err) {
+  Error e{"tool runner connection closed", "", err};
+  if (last_error_) e.message = "last error: " + last_error_->to_string();
+  return e;
+}
+
+Status RunnerClient::handshake(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string buf(kReadChunk, '\0');
+  while (!decoder_.has_frame()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd_.get(), POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return sys_error("handshake: poll");
+    if (r == 0) {
+      return make_error("handshake", "tool runner did not say hello within " +
+                                         std::to_string(timeout.count()) + " ms");
+    }
+    const ssize_t n = ::read(fd_.get(), buf.data(), buf.size());
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return closed_error(n < 0 ? errno : 0);
+    RF_TRY(decoder_.feed(std::string_view(buf.data(), static_cast<size_t>(n))));
+  }
+  Frame f = decoder_.pop();
+  if (f.type == MsgType::kError) return from_error_frame(f);
+  if (f.type != MsgType::kHello) {
+    return make_error("handshake", std::string("expected hello, got ") + proto::type_name(f.type));
+  }
+  auto hello = proto::parse_hello(f.json);
+  if (!hello) return hello.take_error();
+  if (auto s = proto::check_compatible(hello->protocol); !s) {
+    // Tell the runner too, so it exits instead of waiting for our hello.
+    (void)send(MsgType::kError, 0,
+               proto::to_json(proto::ErrorMsg{s.error().where, s.error().message, 0}));
+    return s;
+  }
+  runner_version_ = hello->runner_version;
+  proto::Hello ours;
+  ours.role = "host";
+  return send(MsgType::kHello, 0, proto::to_json(ours));
+}
+
+Status RunnerClient::send(MsgType type, uint32_t id, std::string_view json, std::string_view data,
+                          uint8_t flags) {
+  {
+    std::lock_guard lock(mu_);
+    if (broken_) return *broken_;
+  }
+  std::string frame;
+  proto::append_frame(&frame, type, id, json, data, flags);
+  std::lock_guard lock(send_mu_);  // frames from several threads must not interleave
+  size_t off = 0;
+  while (off < frame.size()) {
+    // MSG_NOSIGNAL: a runner that died is an error to return, not a SIGPIPE.
+    const ssize_t n = ::send(fd_.get(), frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return closed_error(errno);
+    off += static_cast<size_t>(n);
+  }
+  return ok_status();
+}
+
+void RunnerClient::add_pending(Pending& p) {
+  std::lock_guard lock(mu_);
+  do {
+    p.id = next_id_++;
+  } while (p.id == 0 || pending_.count(p.id) != 0);
+  pending_[p.id] = &p;
+}
+
+void RunnerClient::remove_pending(Pending& p) {
+  std::lock_guard lock(mu_);
+  pending_.erase(p.id);
+}
+
+void RunnerClient::dispatch(Frame&& f) {
+  auto it = pending_.find(f.call_id);
+  if (it == pending_.end()) {
+    // Errors about no waiting call (a running call's stdin/signal, the stream):
+    // kept to explain a later close.
+    if (f.type == MsgType::kError) last_error_ = from_error_frame(f);
+    return;  // output of a call whose waiter gave up
+  }
+  it->second->frames.push_back(std::move(f));
+}
+
+Status RunnerClient::read_some() {
+  {
+    std::lock_guard lock(mu_);
+    if (decoder_.has_frame()) {
+      while (decoder_.has_frame()) dispatch(decoder_.pop());
+      return ok_status();
+    }
+  }
+  if (read_buf_.size() != kReadChunk) read_buf_.assign(kReadChunk, '\0');
+  pollfd p{fd_.get(), POLLIN, 0};
+  if (::poll(&p, 1, -1) < 0) return errno == EINTR ? ok_status() : closed_error(errno);
+  const ssize_t n = ::read(fd_.get(), read_buf_.data(), read_buf_.size());
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return ok_status();
+  std::lock_guard lock(mu_);
+  if (n <= 0) return closed_error(n < 0 ? errno : 0);
+  RF_TRY(decoder_.feed(std::string_view(read_buf_.data(), static_cast<size_t>(n))));
+  while (decoder_.has_frame()) dispatch(decoder_.pop());
+  return ok_status();
+}
+
+Status RunnerClient::wait(Pending& p) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    while (!p.frames.empty()) {
+      Frame f = std::move(p.frames.front());
+      p.frames.pop_front();
+      lock.unlock();
+      const bool last = p.handle(f);  // sink callbacks run here, on the call's own thread
+      lock.lock();
+      if (last) return ok_status();
+    }
+    if (broken_) return *broken_;
+    if (reading_) {
+      cv_.wait(lock);
+      continue;
+    }
+    reading_ = true;
+    lock.unlock();
+    Status s = read_some();
+    lock.lock();
+    reading_ = false;
+    if (!s && !broken_) broken_ = s.error();
+    cv_.notify_all();  // frames for others, a free reader role, or a broken connection
+  }
+}
+
+Result<proto::ExitStatus> RunnerClient::exec(const proto::ExecRequest& req,
+                                             std::string_view stdin_data, bool stdin_complete,
+                                             OutputSink& sink) {
+  Pending p;
+  add_pending(p);
+  std::optional<proto::ExitStatus> exit;
+  std::optional<Error> error;
+  p.handle = [&](Frame& f) {
+    switch (f.type) {
+      case MsgType::kStarted:
+        if (auto s = proto::parse_started(f.json)) sink.on_started(p.id, s->pid);
+        return false;
+      case MsgType::kStdout:
+        sink.on_stdout(f.data);
+        return false;
+      case MsgType::kStderr:
+        sink.on_stderr(f.data);
+        return false;
+      case MsgType::kExit:
+        if (auto e = proto::parse_exit(f.json)) {
+          exit = std::move(*e);
+        } else {
+          error = e.take_error();
+        }
+        return true;
+      case MsgType::kError:
+        error = from_error_frame(f);
+        return true;
+      default:
+        return false;
+    }
+  };
+  // Stdin that fits goes inside the exec frame; more follows as stdin frames.
+  const bool fits = stdin_data.size() <= proto::kMaxData;
+  Status s = send(MsgType::kExec, p.id, proto::to_json(req), fits ? stdin_data : std::string_view{},
+                  fits && stdin_complete ? proto::kFlagStdinComplete : 0);
+  if (s && !fits) s = write_stdin(p.id, stdin_data);
+  if (s && !fits && stdin_complete) s = close_stdin(p.id);
+  if (s) s = wait(p);
+  remove_pending(p);
+  if (!s) return s.take_error();
+  if (error) return *error;
+  return *exit;
+}
+
+Status RunnerClient::write_stdin(uint32_t call_id, std::string_view data) {
+  while (!data.empty()) {
+    const size_t n = std::min<size_t>(data.size(), proto::kMaxData);
+    RF_TRY(send(MsgType::kStdin, call_id, {}, data.substr(0, n)));
+    data.remove_prefix(n);
+  }
+  return ok_status();
+}
+
+Status RunnerClient::close_stdin(uint32_t call_id) {
+  return send(MsgType::kStdinClose, call_id, {});
+}
+
+Status RunnerClient::send_signal(uint32_t call_id, int sig) {
+  return send(MsgType::kSignal, call_id, proto::to_json(proto::Signal{sig}));
+}
+
+Status RunnerClient::resize(uint32_t call_id, int rows, int cols) {
+  return send(MsgType::kResize, call_id, proto::to_json(proto::Resize{rows, cols}));
+}
+
+Result<Frame> RunnerClient::request(MsgType type, std::string_view json, std::string_view data) {
+  Pending p;
+  add_pending(p);
+  std::optional<Frame> reply;
+  p.handle = [&](Frame& f) {
+    reply = std::move(f);
+    return true;
+  };
+  Status s = send(type, p.id, json, data);
+  if (s) s = wait(p);
+  remove_pending(p);
+  if (!s) return s.take_error();
+  if (reply->type == MsgType::kError) return from_error_frame(*reply);
+  return std::move(*reply);
+}
+
+Result<std::string> RunnerClient::read_file(const std::string& path, int64_t max_bytes) {
+  proto::FileRequest req;
+  req.path = path;
+  req.max_bytes = max_bytes;
+  auto f = request(MsgType::kFileRead, proto::to_json(req), {});
+  if (!f) return f.take_error();
+  if (f->type != MsgType::kFileData) return unexpected(*f, "file_read");
+  return std::move(f->data);
+}
+
+Status RunnerClient::write_file(const std::string& path, std::string_view data, uint32_t mode) {
+  if (data.size() > proto::kMaxData) return make_error("file_write " + path, "file too large");
+  proto::FileRequest req;
+  req.path = path;
+  req.mode = mode;
+  req.parents = true;  // like an editor's save-as: missing directories are made
+  auto f = request(MsgType::kFileWrite, proto::to_json(req), data);
+  if (!f) return f.take_error();
+  if (f->type != MsgType::kOk) return unexpected(*f, "file_write");
+  return ok_status();
+}
+
+Result<std::vector<proto::FileInfo>> RunnerClient::list_dir(const std::string& path) {
+  proto::FileRequest req;
+  req.path = path;
+  auto f = request(MsgType::kFileList, proto::to_json(req), {});
+  if (!f) return f.take_error();
+  if (f->type != MsgType::kFileEntries) return unexpected(*f, "file_list");
+  return proto::parse_file_entries(f->json);
+}
+
+Result<proto::FileInfo> RunnerClient::stat(const std::string& path) {
+  proto::FileRequest req;
+  req.path = path;
+  auto f = request(MsgType::kFileStat, proto::to_json(req), {});
+  if (!f) return f.take_error();
+  if (f->type != MsgType::kFileInfo) return unexpected(*f, "file_stat");
+  return proto::parse_file_info(f->json);
+}
+
+Status RunnerClient::set_env(const proto::SetEnv& vars) {
+  auto f = request(MsgType::kSetEnv, proto::to_json(vars), {});
+  if (!f) return f.take_error();
+  if (f->type != MsgType::kOk) return unexpected(*f, "set_env");
+  return ok_status();
+}
+
+Result<proto::ProbeResult> RunnerClient::probe() {
+  auto f = request(MsgType::kProbe, "{}", {});
+  if (!f) return f.take_error();
+  if (f->type != MsgType::kProbeResult) return unexpected(*f, "probe");
+  return proto::parse_probe_result(f->json);
+}
+
+Status RunnerClient::shutdown() { return send(MsgType::kShutdown, 0, "{}"); }
+
+void RunnerClient::fail_all(const Error& reason) {
+  {
+    std::lock_guard lock(mu_);
+    if (!broken_) broken_ = reason;
+    cv_.notify_all();
+  }
+  // Wakes a reader blocked in poll; the runner sees EOF and ends its calls.
+  ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+}  // namespace rf::host

@@ -1,0 +1,88 @@
+// The host side of the tool runner protocol (docs/protocol.md): one client per
+// sandbox, over a connected stream socket to the runner (a socketpair end for
+// native, an attach stream for docker). Thread-safe: several execs may run at
+// once; whichever thread waits reads frames and hands each to its call.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+#include "proto/frame.h"
+#include "proto/messages.h"
+#include "sandbox/sandbox.h"
+
+namespace rf::host {
+
+class RunnerClient {
+ public:
+  explicit RunnerClient(UniqueFd fd);
+  ~RunnerClient();
+
+  // Reads the runner's hello, checks its version is in range, sends ours.
+  Status handshake(std::chrono::milliseconds timeout);
+  const std::string& runner_version() const { return runner_version_; }
+
+  // Runs one call to its end, streaming output into `sink` (sink.on_started gets
+  // the call id first, so another thread can feed stdin). `stdin_complete`:
+  // `stdin_data` is all of stdin; otherwise more follows via write_stdin().
+  Result<proto::ExitStatus> exec(const proto::ExecRequest& req, std::string_view stdin_data,
+                                 bool stdin_complete, OutputSink& sink);
+  Status write_stdin(uint32_t call_id, std::string_view data);
+  Status close_stdin(uint32_t call_id);
+  Status send_signal(uint32_t call_id, int sig);
+  Status resize(uint32_t call_id, int rows, int cols);
+
+  Result<std::string> read_file(const std::string& path, int64_t max_bytes = 0);
+  Status write_file(const std::string& path, std::string_view data, uint32_t mode);
+  Result<std::vector<proto::FileInfo>> list_dir(const std::string& path);
+  Result<proto::FileInfo> stat(const std::string& path);
+  Status set_env(const proto::SetEnv& vars);
+  Result<proto::ProbeResult> probe();
+
+  // Asks the runner to end every call and exit; does not wait.
+  Status shutdown();
+  // Ends every waiting call with `reason` (the sandbox died underneath).
+  void fail_all(const Error& reason);
+  int fd() const { return fd_.get(); }
+
+ private:
+  struct Pending;
+  Status send(proto::MsgType type, uint32_t id, std::string_view json, std::string_view data = {},
+              uint8_t flags = 0);
+  // Sends a request and waits for its single reply frame.
+  Result<proto::Frame> request(proto::MsgType type, std::string_view json, std::string_view data);
+  // Waits until `p` is done, reading and dispatching frames while no one else does.
+  Status wait(Pending& p);
+  Status read_some();  // called with reader role held; reads and dispatches
+  void dispatch(proto::Frame&& frame);
+
+  UniqueFd fd_;
+  std::string runner_version_;
+  std::mutex send_mu_;
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  bool reading_ = false;
+  std::optional<Error> broken_;
+  uint32_t next_id_ = 1;
+  std::map<uint32_t, Pending*> pending_;
+  proto::FrameDecoder decoder_;
+  std::string read_buf_;             // used by the reader only
+  std::optional<Error> last_error_;  // the latest ERROR about no call (id 0)
+  // Registers a call id for `p` (under mu_), and removes it again.
+  void add_pending(Pending& p);
+  void remove_pending(Pending& p);
+  Error closed_error(int err);
+};
+
+}  // namespace rf::host

@@ -1,0 +1,102 @@
+#include "host/runner_sandbox.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "host/exec_request.h"
+#include "host/runner_exit.h"
+
+namespace rf::host {
+
+Result<ExecResult> RunnerSandbox::exec(const ExecCall& call, OutputSink& sink) {
+  auto req = exec_request(call);
+  if (!req) return req.take_error();
+  auto status = runner_->exec(*req, call.stdin_data, !call.stdin_stream, sink);
+  if (!status) {
+    if (auto why = ended_reason()) return *why;
+    return status.take_error();
+  }
+  ExecResult r = to_exec_result(*status);
+  if (const Cgroup* cg = usage_cgroup()) {
+    if (auto after = cg->usage()) usage_.fold(*after, r);
+  }
+  return r;
+}
+
+Result<proto::ExecRequest> RunnerSandbox::exec_request(const ExecCall& call) {
+  return make_exec_request(call, spec_, base_environment(call.pty));
+}
+
+std::optional<Error> RunnerSandbox::ended_reason() {
+  // Give the kernel a moment to report why the runner went away.
+  for (int i = 0; i < 50 && !death_reason(); ++i) ::usleep(2000);
+  return death_reason();
+}
+
+Status RunnerSandbox::write_stdin(uint32_t id, std::string_view data) {
+  return runner_->write_stdin(id, data);
+}
+Status RunnerSandbox::close_stdin(uint32_t id) { return runner_->close_stdin(id); }
+Status RunnerSandbox::send_signal(uint32_t id, int sig) { return runner_->send_signal(id, sig); }
+Status RunnerSandbox::resize(uint32_t id, int rows, int cols) {
+  return runner_->resize(id, rows, cols);
+}
+
+Result<std::string> RunnerSandbox::read_file(const std::string& path) {
+  return checked(runner_->read_file(path));
+}
+
+Status RunnerSandbox::write_file(const std::string& path, std::string_view data, uint32_t mode) {
+  return checked(runner_->write_file(path, data, mode));
+}
+
+Result<std::vector<proto::FileInfo>> RunnerSandbox::list_dir(const std::string& path) {
+  return checked(runner_->list_dir(path));
+}
+
+Result<proto::FileInfo> RunnerSandbox::stat(const std::string& path) {
+  return checked(runner_->stat(path));
+}
+
+Status RunnerSandbox::set_env(const std::map<std::string, std::string>& vars) {
+  proto::SetEnv m;
+  m.set = vars;
+  return checked(runner_->set_env(m));
+}
+
+Result<proto::ProbeResult> RunnerSandbox::probe() { return checked(runner_->probe()); }
+
+void RunnerSandbox::adopt_runner_process(pid_t pid, UniqueFd pidfd) {
+  std::lock_guard lock(runner_mu_);
+  pid_ = pid;
+  pidfd_ = std::move(pidfd);
+}
+
+std::optional<Error> RunnerSandbox::death_reason() {
+  std::lock_guard lock(runner_mu_);
+  if (!exit_info_ && pidfd_) {
+    siginfo_t si{};
+    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si,
+                 WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        si.si_pid != 0) {
+      exit_info_ = si;
+    }
+  }
+  if (!exit_info_) return std::nullopt;
+  return runner_ended_error(pid_, *exit_info_);
+}
+
+void RunnerSandbox::end_runner(const std::function<void(int pidfd, pid_t pid)>& stop) {
+  std::lock_guard lock(runner_mu_);
+  if (!pidfd_) return;
+  stop(pidfd_.get(), pid_);
+  siginfo_t si{};
+  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &si, WEXITED) !=
+             0 &&
+         errno == EINTR) {
+  }
+  if (!exit_info_) exit_info_ = si;
+  pidfd_.reset();
+}
+
+}  // namespace rf::host

@@ -1,0 +1,89 @@
+// The runner-facing half of a Sandbox, shared by every backend whose sandbox
+// is served by the tool runner over the protocol (native, local, docker): the
+// protocol calls, exec() itself, and why the sandbox ended once the runner's
+// process is gone. A backend adds how its sandbox is made and destroyed, and
+// may adjust a call through the hooks below.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "core/unique_fd.h"
+#include "host/call_usage.h"
+#include "host/cgroup.h"
+#include "host/runner_client.h"
+#include "sandbox/sandbox.h"
+
+namespace rf::host {
+
+class RunnerSandbox : public Sandbox {
+ public:
+  explicit RunnerSandbox(SandboxSpec spec) : spec_(std::move(spec)) {}
+
+  const std::string& id() const override { return spec_.id; }
+  const SandboxSpec& spec() const override { return spec_; }
+  int init_pid() const override { return pid_; }
+  const std::vector<StepTiming>& setup_timings() const override { return timings_; }
+  std::string runner_version() const override {
+    return runner_ ? runner_->runner_version() : std::string();
+  }
+
+  // Final: every backend runs a call the same way; the hooks below differ.
+  Result<ExecResult> exec(const ExecCall& call, OutputSink& sink) final;
+  Status write_stdin(uint32_t id, std::string_view data) override;
+  Status close_stdin(uint32_t id) override;
+  Status send_signal(uint32_t id, int sig) override;
+  Status resize(uint32_t id, int rows, int cols) override;
+  Result<std::string> read_file(const std::string& path) override;
+  Status write_file(const std::string& path, std::string_view data, uint32_t mode) override;
+  Result<std::vector<proto::FileInfo>> list_dir(const std::string& path) override;
+  Result<proto::FileInfo> stat(const std::string& path) override;
+  Status set_env(const std::map<std::string, std::string>& vars) override;
+  Result<proto::ProbeResult> probe() override;
+
+ protected:
+  // The request for `call`: by default the spec's limits and the base
+  // environment, cwd as given. The local backend maps cwd into its scratch dir.
+  virtual Result<proto::ExecRequest> exec_request(const ExecCall& call);
+  // Why the sandbox ended, asked when a call's connection to the runner broke.
+  // By default the runner's process, given the kernel a moment to report it.
+  virtual std::optional<Error> ended_reason();
+  // The cgroup whose counters say how a call ended (OOM kill, pids limit, peak
+  // memory); null when the backend cannot read one.
+  virtual const Cgroup* usage_cgroup() const { return nullptr; }
+
+  // The runner's process (host pid and pidfd), once it exists.
+  void adopt_runner_process(pid_t pid, UniqueFd pidfd);
+  // "sandbox ended: tool runner (pid N) killed by signal 9 (Killed)" once the
+  // runner's process is gone; it stays a zombie (WNOWAIT) until end_runner()
+  // reaps it, so its pid cannot name anyone else meanwhile.
+  std::optional<Error> death_reason();
+  // A failed protocol call says why the sandbox ended, if it did.
+  template <class T>
+  T checked(T result) {
+    if (!result.ok()) {
+      if (auto why = death_reason()) return *why;
+    }
+    return result;
+  }
+  // Calls `stop(pidfd, pid)` to end the runner, then reaps it. Idempotent.
+  void end_runner(const std::function<void(int pidfd, pid_t pid)>& stop);
+
+  SandboxSpec spec_;
+  std::unique_ptr<RunnerClient> runner_;
+  std::vector<StepTiming> timings_;
+
+ private:
+  CallUsage usage_;  // the cgroup's counters after the last call
+  pid_t pid_ = 0;
+  std::mutex runner_mu_;  // guards pidfd_ and exit_info_: exec threads ask why the runner died
+  UniqueFd pidfd_;
+  std::optional<siginfo_t> exit_info_;
+};
+
+}  // namespace rf::host
