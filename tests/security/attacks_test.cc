@@ -19,7 +19,7 @@ class Attack : public SandboxTest {
  protected:
   void SetUp() override {
     SandboxTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     sb_ = make(spec_);
     ASSERT_TRUE(sb_);
     install_testprog(*sb_);
