@@ -4,9 +4,12 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "integration/harness.h"
+#include "native/cgroup.h"
 #include "native/uid_slots.h"
 
 namespace rf::testing {
@@ -21,7 +24,7 @@ std::vector<int> processes_in_slot(uint32_t slot) {
   DIR* d = ::opendir("/proc");
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    struct stat st{};
+    struct stat st {};
     if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0) continue;
     uint32_t s;
     if (native::uid_slot_of(st.st_uid, &s) && s == slot) out.push_back(std::atoi(e->d_name));
@@ -31,9 +34,10 @@ std::vector<int> processes_in_slot(uint32_t slot) {
 }
 
 uint32_t slot_of_pid(int pid) {
-  struct stat st{};
+  struct stat st {};
   uint32_t slot = UINT32_MAX;
-  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0) native::uid_slot_of(st.st_uid, &slot);
+  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0)
+    native::uid_slot_of(st.st_uid, &slot);
   return slot;
 }
 
@@ -47,10 +51,24 @@ int sandbox_child_of(int parent) {
     const auto close = stat.rfind(')');
     if (close == std::string::npos) continue;
     const int ppid = std::atoi(stat.c_str() + close + 4);
-    if (ppid == parent && slot_of_pid(std::atoi(e->d_name)) != UINT32_MAX) found = std::atoi(e->d_name);
+    if (ppid == parent && slot_of_pid(std::atoi(e->d_name)) != UINT32_MAX)
+      found = std::atoi(e->d_name);
   }
   ::closedir(d);
   return found;
+}
+
+// The name of the sandbox cgroup `pid` is in (under the "ringfence" parent),
+// read from /proc/PID/cgroup lines "ID:CONTROLLERS:PATH"; "" when none.
+std::string sandbox_cgroup_of(int pid) {
+  std::istringstream lines(slurp("/proc/" + std::to_string(pid) + "/cgroup"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto at = line.find("/ringfence/");
+    if (at == std::string::npos) continue;
+    return line.substr(at + std::string_view("/ringfence/").size());
+  }
+  return "";
 }
 
 bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds within) {
@@ -69,8 +87,8 @@ TEST_F(Fault, KillNineOfTheCliMidCallLeavesNothingBehind) {
     dup2(devnull, 0);
     dup2(devnull, 1);
     dup2(devnull, 2);
-    execl(RF_CLI_PATH, RF_CLI_PATH, "sandbox", "exec", "--", "sh", "-c", "sleep 100 & setsid sleep 100 & sleep 100",
-          nullptr);
+    execl(RF_CLI_PATH, RF_CLI_PATH, "sandbox", "exec", "--", "sh", "-c",
+          "sleep 100 & setsid sleep 100 & sleep 100", nullptr);
     _exit(99);
   }
   // Wait until the sandbox's processes exist, then kill -9 the CLI.
@@ -83,22 +101,33 @@ TEST_F(Fault, KillNineOfTheCliMidCallLeavesNothingBehind) {
         return init != 0 && processes_in_slot(slot).size() >= 5;
       },
       std::chrono::seconds(10)));
-  // The sandbox's cgroup, as the host sees it: "4:memory:/ringfence/rf-...".
-  const std::string cg = slurp("/proc/" + std::to_string(init) + "/cgroup");
-  const auto at = cg.find(":memory:/ringfence/");
-  ASSERT_NE(at, std::string::npos) << cg;
-  const std::string id = cg.substr(at + 19, cg.find('\n', at) - at - 19);
-  struct stat st{};
-  ASSERT_EQ(::stat(("/sys/fs/cgroup/memory/ringfence/" + id).c_str(), &st), 0);
+  // The sandbox's cgroup, as the host sees it ("4:memory:/ringfence/rf-..." on
+  // v1, "0::/ringfence/rf-..." on v2), and its directories in this host's layout.
+  const std::string id = sandbox_cgroup_of(init);
+  ASSERT_FALSE(id.empty()) << slurp("/proc/" + std::to_string(init) + "/cgroup");
+  auto layout = native::detect_cgroup_layout();
+  ASSERT_TRUE(layout.ok()) << layout.error().to_string();
+  auto cg = native::open_cgroup(*layout, "ringfence", id);
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  const std::vector<std::string> dirs = (*cg)->paths();
+  // One directory on v2; on v1 one per hierarchy of memory, pids, cpu, cpuacct.
+  std::set<std::string> hierarchies;
+  for (const char* ctl : {"memory", "pids", "cpu", "cpuacct"}) {
+    if (layout->version == native::CgroupVersion::kV1)
+      hierarchies.insert(layout->v1_mounts.at(ctl));
+  }
+  EXPECT_EQ(dirs.size(), layout->version == native::CgroupVersion::kV2 ? 1u : hierarchies.size());
+  struct stat st {};
+  for (const auto& dir : dirs) ASSERT_EQ(::stat(dir.c_str(), &st), 0) << dir;
 
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(eventually([&] { return processes_in_slot(slot).empty(); }, std::chrono::seconds(5)))
       << processes_in_slot(slot).size() << " sandbox processes left";
-  for (const char* ctl : {"memory", "pids", "cpu", "cpuacct"}) {
-    const std::string dir = std::string("/sys/fs/cgroup/") + ctl + "/ringfence/" + id;
-    EXPECT_TRUE(eventually([&] { return ::stat(dir.c_str(), &st) != 0; }, std::chrono::seconds(5))) << dir;
+  for (const auto& dir : dirs) {
+    EXPECT_TRUE(eventually([&] { return ::stat(dir.c_str(), &st) != 0; }, std::chrono::seconds(5)))
+        << dir;
   }
 }
 
@@ -118,8 +147,8 @@ TEST_F(Fault, KillingPid1FromTheHostEndsTheSandboxAndIsReported) {
   auto r = sb->exec(call, c);
   killer.join();
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().to_string(),
-            "sandbox ended: tool runner (pid " + std::to_string(init) + ") killed by signal 9 (Killed)");
+  EXPECT_EQ(r.error().to_string(), "sandbox ended: tool runner (pid " + std::to_string(init) +
+                                       ") killed by signal 9 (Killed)");
   // Later calls fail the same way; destroy still cleans up.
   auto again = sb->exec(call, c);
   ASSERT_FALSE(again.ok());
