@@ -24,11 +24,12 @@ demo: build
 test: build asan-test fuzz
 	ctest --test-dir $(BUILD) --output-on-failure -j 2 --timeout 300
 
+# ctest labels are the test folders: unit, integration, security, docker, proxy.
 unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -L unit
 
 sandbox-test: build
-	ctest --test-dir $(BUILD) --output-on-failure -L sandbox
+	ctest --test-dir $(BUILD) --output-on-failure -L 'integration|security'
 
 asan-test: deps
 	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null

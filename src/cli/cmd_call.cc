@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/call_wait.h"
 #include "cli/commands.h"
 #include "core/io.h"
 #include "core/units.h"
@@ -25,15 +26,18 @@ struct ClientFlags {
   std::string state_dir;  // empty: the worker's default
   std::string project, run, stdin_file, environment = "development", timeout = "30s";
   std::string sandbox_image;  // an agent's own image; "" = the worker's
+  std::string wait_timeout;   // "" = wait for a worker as long as it takes
   bool json = false;
   std::vector<std::string> command;
 };
 
+std::string state_dir_of(const ClientFlags& f) {
+  return f.state_dir.empty() ? worker::default_settings(worker::home_directory()).state_dir.value
+                             : f.state_dir;
+}
+
 Result<std::unique_ptr<store::Store>> open_store(const ClientFlags& f) {
-  const std::string dir = f.state_dir.empty()
-                              ? worker::default_settings(worker::home_directory()).state_dir.value
-                              : f.state_dir;
-  return store::Store::open(worker::store_path(dir));
+  return store::Store::open(worker::store_path(state_dir_of(f)));
 }
 
 int fail(const std::string& what, int code) {
@@ -46,6 +50,12 @@ int run_call(const ClientFlags& f) {
   if (!timeout) return fail("--timeout: " + timeout.error().to_string(), kExitUsage);
   auto env = store::parse_environment(f.environment);
   if (!env) return fail("--environment: " + env.error().to_string(), kExitUsage);
+  std::optional<std::chrono::milliseconds> wait_timeout;
+  if (!f.wait_timeout.empty()) {
+    auto d = parse_duration(f.wait_timeout);
+    if (!d) return fail("--wait-timeout: " + d.error().to_string(), kExitUsage);
+    wait_timeout = *d;
+  }
   store::NewCall call;
   call.project = f.project;
   call.run = f.run;
@@ -61,12 +71,20 @@ int run_call(const ClientFlags& f) {
   if (!st) return fail(st.error().to_string(), kExitRuntime);
   store::Store& s = **st;
   // A new project takes --environment; an existing one keeps its own.
-  if (!s.project(f.project)) {
+  auto project = s.project(f.project);
+  if (!project) {
     if (auto e = s.ensure_project(f.project, *env); !e)
       return fail(e.error().to_string(), kExitRuntime);
   }
   auto id = s.enqueue_call(call);
   if (!id) return fail(id.error().to_string(), kExitUsage);
+  QueueWatch watch({.call_id = *id,
+                    .project = f.project,
+                    .store_path = worker::store_path(state_dir_of(f)),
+                    .state_dir = state_dir_of(f),
+                    .environment = project ? project->environment : *env,
+                    .wait_timeout = wait_timeout,
+                    .wait_timeout_text = f.wait_timeout});
   int64_t seq = 0;
   for (;;) {
     const uint32_t seen = s.call_version(*id);  // before looking: a later change rings it
@@ -86,7 +104,17 @@ int run_call(const ClientFlags& f) {
                       ": " + view->error.value_or(""),
                   kExitRuntime);
     }
-    s.wait_for_call(*id, seen, std::chrono::milliseconds(200));
+    if (view->state == store::CallState::cancelled) {
+      return fail("call " + std::to_string(*id) + " cancelled: " + view->error.value_or("") +
+                      "; it never runs",
+                  kExitWaitTimeout);
+    }
+    if (view->state != store::CallState::queued) {
+      watch.claimed();
+    } else if (watch.still_queued(s) == QueueWatch::Verdict::cancelled) {
+      continue;  // the next look reads the cancelled state and says so
+    }
+    s.wait_for_call(*id, seen, watch.next_look(std::chrono::milliseconds(200)));
   }
 }
 
@@ -148,7 +176,17 @@ void add_call_commands(CLI::App& app, CommandResult* result) {
       ->default_val("development");
   call->add_option("--state-dir", f->state_dir,
                    "The workers' state dir (default ~/.ringfence/state)");
+  call->add_option("--wait-timeout", f->wait_timeout,
+                   "Give up when no worker has claimed the call within this long (e.g. 30s): "
+                   "the call is cancelled, never runs, and the exit code is 124. "
+                   "Default: wait as long as it takes");
   call->add_option("command", f->command, "The command and its arguments (after --)");
+  call->footer(
+      "Exit codes: the command's own (128+N when killed by signal N); 124: no worker claimed "
+      "the call within --wait-timeout, so it was cancelled and never runs; 125: the call "
+      "failed or was interrupted, or the store cannot be used; 2: usage errors.\n"
+      "With no live worker serving the project, a notice on stderr says so within about 2 s "
+      "and names the command that starts one; the call keeps waiting.");
   call->callback([f, result] {
     f->command = command_words(f->command, *result);
     if (f->command.empty()) {

@@ -7,8 +7,10 @@
 namespace rf::cli {
 
 // Exit codes: the command's own; 125 runtime failure; 126/127 not executable /
-// not found; 2 usage errors.
+// not found; 2 usage errors; 124 (`call`) no worker claimed the call within
+// --wait-timeout, so it was cancelled.
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitWaitTimeout = 124;
 inline constexpr int kExitRuntime = 125;
 
 struct CommandResult {

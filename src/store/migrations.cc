@@ -109,9 +109,60 @@ constexpr std::string_view kV2 = R"sql(
 ALTER TABLE tool_calls ADD COLUMN sandbox_image TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v3 (issue 10): a call the client gave up on before any worker claimed it is
+// `cancelled` (the CHECK of tool_calls.state admits it: SQLite changes a CHECK
+// only by rebuilding the table, here with foreign keys off, see Migration), and
+// a worker records the one project it is pinned to (per_worker; NULL: any),
+// so a waiting client can tell whether any live worker serves its project.
+constexpr std::string_view kV3 = R"sql(
+CREATE TABLE tool_calls_v3 (
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  project_id TEXT NOT NULL REFERENCES projects (id),
+  argv_json TEXT NOT NULL,
+  env_json TEXT NOT NULL,
+  cwd TEXT NOT NULL,
+  stdin BLOB NOT NULL,
+  timeout_ms INTEGER NOT NULL CHECK (timeout_ms > 0),
+  state TEXT NOT NULL
+    CHECK (state IN ('queued', 'claimed', 'running', 'done', 'interrupted', 'failed',
+                     'cancelled')),
+  worker_id TEXT,
+  lease_expires_at INTEGER,
+  exit_code INTEGER,
+  result_json TEXT,
+  error TEXT,
+  enqueued_at INTEGER NOT NULL,
+  claimed_at INTEGER,
+  finished_at INTEGER,
+  sandbox_image TEXT NOT NULL DEFAULT '',
+  CHECK (state NOT IN ('claimed', 'running')
+         OR (worker_id IS NOT NULL AND lease_expires_at IS NOT NULL))
+) STRICT;
+INSERT INTO tool_calls_v3 (id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms,
+                           state, worker_id, lease_expires_at, exit_code, result_json, error,
+                           enqueued_at, claimed_at, finished_at, sandbox_image)
+  SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, state, worker_id,
+         lease_expires_at, exit_code, result_json, error, enqueued_at, claimed_at, finished_at,
+         sandbox_image
+  FROM tool_calls;
+DROP TABLE tool_calls;
+ALTER TABLE tool_calls_v3 RENAME TO tool_calls;
+CREATE INDEX tool_calls_queued ON tool_calls (id) WHERE state = 'queued';
+CREATE INDEX tool_calls_queued_by_project ON tool_calls (project_id, id) WHERE state = 'queued';
+CREATE INDEX tool_calls_by_run ON tool_calls (run_id, id);
+CREATE INDEX tool_calls_held_by_worker ON tool_calls (worker_id)
+  WHERE state IN ('claimed', 'running');
+CREATE INDEX tool_calls_held_by_expiry ON tool_calls (lease_expires_at)
+  WHERE state IN ('claimed', 'running');
+
+ALTER TABLE workers ADD COLUMN project TEXT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1},
     {2, kV2},
+    {3, kV3, /*rebuilds_tables=*/true},
 };
 
 constexpr std::string_view kVersionTable =
@@ -148,6 +199,18 @@ Status record(Db& db, int version) {
   return insert->bind(1, int64_t{version}).bind(2, now_ms()).run();
 }
 
+// After a table rebuild: every reference still finds its row.
+Status check_foreign_keys(Db& db) {
+  auto check = db.prepare("PRAGMA foreign_key_check");
+  if (!check.ok()) return check.take_error();
+  auto row = check->step();
+  if (!row.ok()) return row.take_error();
+  if (!*row) return ok_status();
+  return make_error("", "a row of table " + check->text(0) + " (rowid " +
+                            std::to_string(check->int64(1)) + ") refers to a missing row of " +
+                            check->text(2));
+}
+
 // One migration in one write transaction; the version is read under the lock,
 // so of two processes migrating at once the second finds it done.
 Status apply(Db& db, const Migration& m, int known) {
@@ -158,11 +221,24 @@ Status apply(Db& db, const Migration& m, int known) {
     RF_TRY(refuse_newer(*current, known));
     if (*current >= m.version) return ok_status();
     auto applied = db.exec(m.sql);
+    if (applied.ok() && m.rebuilds_tables) applied = check_foreign_keys(db);
     if (!applied.ok()) {
       return make_error("migration " + std::to_string(m.version), applied.error().to_string());
     }
     return record(db, m.version);
   });
+}
+
+// A rebuild drops a table that others refer to: with foreign keys on, the drop
+// would delete through them. The pragma is per connection and is a no-op inside
+// a transaction, so it is switched around the migration's transaction.
+Status apply_one(Db& db, const Migration& m, int known) {
+  if (!m.rebuilds_tables) return apply(db, m, known);
+  RF_TRY(db.exec("PRAGMA foreign_keys = OFF"));
+  Status applied = apply(db, m, known);
+  Status restored = db.exec("PRAGMA foreign_keys = ON");
+  if (!applied.ok()) return applied;
+  return restored;
 }
 
 Status migrate_all(Db& db, std::span<const Migration> list) {
@@ -172,7 +248,7 @@ Status migrate_all(Db& db, std::span<const Migration> list) {
   if (!current.ok()) return current.take_error();
   RF_TRY(refuse_newer(*current, known));
   for (const Migration& m : list) {
-    if (m.version > *current) RF_TRY(apply(db, m, known));
+    if (m.version > *current) RF_TRY(apply_one(db, m, known));
   }
   return ok_status();
 }

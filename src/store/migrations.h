@@ -16,6 +16,9 @@ namespace rf::store {
 struct Migration {
   int version;           // 1, 2, 3...: strictly increasing
   std::string_view sql;  // one or more statements
+  // The migration rebuilds a table others refer to (create new, copy, drop,
+  // rename): it runs with foreign keys off, which are checked before commit.
+  bool rebuilds_tables = false;
 };
 
 // The migrations this build knows, in order.

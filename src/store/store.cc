@@ -43,7 +43,8 @@ constexpr Name<RunState> kRunStates[] = {{RunState::open, "open"}, {RunState::en
 constexpr Name<CallState> kCallStates[] = {
     {CallState::queued, "queued"},           {CallState::claimed, "claimed"},
     {CallState::running, "running"},         {CallState::done, "done"},
-    {CallState::interrupted, "interrupted"}, {CallState::failed, "failed"}};
+    {CallState::interrupted, "interrupted"}, {CallState::failed, "failed"},
+    {CallState::cancelled, "cancelled"}};
 constexpr Name<SandboxState> kSandboxStates[] = {{SandboxState::pooled, "pooled"},
                                                  {SandboxState::active, "active"},
                                                  {SandboxState::destroyed, "destroyed"}};
@@ -211,10 +212,14 @@ Result<OutputChunk> read_chunk(const Statement& st) {
   return OutputChunk{st.int64(0), static_cast<Stream>(st.int64(1)), st.blob(2)};
 }
 
+constexpr std::string_view kWorkerColumns =
+    "id, pid, hostname, started_at, heartbeat_at, state, project";
+
 Result<WorkerRow> read_worker(const Statement& st) {
   auto state = parse_name(kWorkerStates, st.text(5), "worker state");
   if (!state.ok()) return state.take_error();
-  return WorkerRow{st.text(0), st.int64(1), st.text(2), st.int64(3), st.int64(4), *state};
+  return WorkerRow{st.text(0),  st.int64(1), st.text(2),    st.int64(3),
+                   st.int64(4), *state,      st.opt_text(6)};
 }
 
 constexpr std::string_view kSandboxColumns =
@@ -357,6 +362,19 @@ Result<std::optional<ClaimedCall>> next_queued(Db& db, const ClaimFilter& filter
 }
 
 Result<int64_t> read_int0(const Statement& st) { return st.int64(0); }
+
+// A worker takes a queued call (claimed, or straight to running). Only a call
+// still queued is taken, as cancel_queued_call cancels only a call still
+// queued: whichever commits first wins, and the other changes nothing.
+Status take_queued(Db& db, int64_t call_id, std::string_view state, const std::string& worker,
+                   int64_t lease_expires_at, int64_t at) {
+  RF_TRY(exec(db,
+              "UPDATE tool_calls SET state = ?5, worker_id = ?2, lease_expires_at = ?3, "
+              "claimed_at = ?4 WHERE id = ?1 AND state = 'queued'",
+              call_id, worker, lease_expires_at, at, state));
+  if (db.changes() == 1) return ok_status();
+  return fail(call_name(call_id) + " is no longer queued");
+}
 
 // Calls held (claimed or running) that match `condition` become interrupted
 // with `error`; returns their ids.
@@ -542,6 +560,24 @@ Result<std::vector<OutputChunk>> Store::output(int64_t call_id, int64_t after_se
   return within("read output of " + call_name(call_id), read_transaction(db_, read));
 }
 
+Result<bool> Store::cancel_queued_call(int64_t call_id, const std::string& error) {
+  std::lock_guard lock(mu_);
+  auto cancel = [&]() -> Result<bool> {
+    auto found = first_row<std::string>(db_, read_text0,
+                                        "SELECT state FROM tool_calls WHERE id = ?1", call_id);
+    if (!found.ok()) return found.take_error();
+    if (!*found) return fail(call_name(call_id) + " does not exist");
+    RF_TRY(exec(db_,
+                "UPDATE tool_calls SET state = 'cancelled', error = ?2, finished_at = ?3 "
+                "WHERE id = ?1 AND state = 'queued'",
+                call_id, error, now()));
+    return db_.changes() == 1;
+  };
+  auto cancelled = within("cancel " + call_name(call_id), write_transaction(db_, cancel));
+  if (cancelled.ok() && *cancelled) ring_call(call_id);
+  return cancelled;
+}
+
 // ---- tool calls, worker side
 
 Result<std::optional<ClaimedCall>> Store::claim_next(const std::string& worker_id,
@@ -556,10 +592,7 @@ Result<std::optional<ClaimedCall>> Store::claim_next(const std::string& worker_i
     if (!next.ok() || !*next) return next;
     ClaimedCall& c = **next;
     c.lease_expires_at = at + lease.count();
-    RF_TRY(exec(db_,
-                "UPDATE tool_calls SET state = 'claimed', worker_id = ?2, lease_expires_at = ?3, "
-                "claimed_at = ?4 WHERE id = ?1",
-                c.id, worker_id, c.lease_expires_at, at));
+    RF_TRY(take_queued(db_, c.id, "claimed", worker_id, c.lease_expires_at, at));
     return next;
   };
   return within("claim a call for worker " + worker_id, write_transaction(db_, claim));
@@ -580,10 +613,7 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
       if (!*next) break;
       ClaimedCall& c = **next;
       c.lease_expires_at = at + lease.count();
-      RF_TRY(exec(db_,
-                  "UPDATE tool_calls SET state = 'running', worker_id = ?2, lease_expires_at = ?3, "
-                  "claimed_at = ?4 WHERE id = ?1",
-                  c.id, worker_id, c.lease_expires_at, at));
+      RF_TRY(take_queued(db_, c.id, "running", worker_id, c.lease_expires_at, at));
       out.push_back(std::move(c));
     }
     return out;
@@ -798,19 +828,30 @@ Result<RunView> Store::run(const std::string& run_id) {
 
 // ---- workers
 
-Status Store::register_worker(const std::string& id, int64_t pid, const std::string& hostname) {
+Status Store::register_worker(const std::string& id, int64_t pid, const std::string& hostname,
+                              const std::optional<std::string>& project) {
   std::lock_guard lock(mu_);
   auto upsert = [&]() -> Status {
     if (id.empty()) return fail("the worker id is empty");
     return exec(db_,
-                "INSERT INTO workers (id, pid, hostname, started_at, heartbeat_at, state) "
-                "VALUES (?1, ?2, ?3, ?4, ?4, 'running') "
+                "INSERT INTO workers (id, pid, hostname, started_at, heartbeat_at, state, project) "
+                "VALUES (?1, ?2, ?3, ?4, ?4, 'running', ?5) "
                 "ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, hostname = excluded.hostname, "
                 "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, "
-                "state = 'running'",
-                id, pid, hostname, now());
+                "state = 'running', project = excluded.project",
+                id, pid, hostname, now(), project);
   };
   return within("register worker " + id, write_transaction(db_, upsert));
+}
+
+Status Store::set_worker_project(const std::string& id, const std::optional<std::string>& project) {
+  std::lock_guard lock(mu_);
+  auto set = [&]() -> Status {
+    RF_TRY(exec(db_, "UPDATE workers SET project = ?2 WHERE id = ?1", id, project));
+    if (db_.changes() == 0) return fail("worker " + id + " is not registered");
+    return ok_status();
+  };
+  return within("set the project of worker " + id, write_transaction(db_, set));
 }
 
 Status Store::stop_worker(const std::string& id) {
@@ -833,8 +874,19 @@ Status Store::stop_worker(const std::string& id) {
 Result<std::vector<WorkerRow>> Store::workers() {
   std::lock_guard lock(mu_);
   return within("list workers", rows<WorkerRow>(db_, read_worker,
-                                                "SELECT id, pid, hostname, started_at, "
-                                                "heartbeat_at, state FROM workers ORDER BY id"));
+                                                "SELECT " + std::string(kWorkerColumns) +
+                                                    " FROM workers ORDER BY id"));
+}
+
+Result<std::vector<WorkerRow>> Store::workers_serving(const std::string& project,
+                                                      int64_t heartbeat_since) {
+  std::lock_guard lock(mu_);
+  return within("list the workers serving project " + project,
+                rows<WorkerRow>(db_, read_worker,
+                                "SELECT " + std::string(kWorkerColumns) +
+                                    " FROM workers WHERE state = 'running' AND heartbeat_at >= ?2 "
+                                    "AND (project IS NULL OR project = ?1) ORDER BY id",
+                                project, heartbeat_since));
 }
 
 // ---- sandboxes

@@ -32,7 +32,9 @@ namespace rf::store {
 
 enum class Environment { production, staging, development };
 enum class RunState { open, ended };
-enum class CallState { queued, claimed, running, done, interrupted, failed };
+// cancelled: the client gave up before any worker claimed it (call
+// --wait-timeout); like failed and interrupted it never runs.
+enum class CallState { queued, claimed, running, done, interrupted, failed, cancelled };
 enum class Stream : int { out = 1, err = 2 };
 enum class SandboxState { pooled, active, destroyed };
 enum class WorkerState { running, stopped };
@@ -120,6 +122,8 @@ struct WorkerRow {
   int64_t started_at = 0;
   int64_t heartbeat_at = 0;
   WorkerState state = WorkerState::running;
+  // The one project it serves (a per_worker worker); empty: every project.
+  std::optional<std::string> project;
 };
 
 struct SandboxRow {
@@ -178,6 +182,11 @@ class Store {
   Result<CallView> call(int64_t call_id);
   // The output chunks with seq > after_seq, in order (at most `limit`).
   Result<std::vector<OutputChunk>> output(int64_t call_id, int64_t after_seq = 0, int limit = 1000);
+  // Cancels the call if it is still queued: it becomes cancelled with `error`
+  // and never runs. Returns false, changing nothing, when a worker claimed it
+  // first (or it already ended). Claims and cancels take the write lock in
+  // turn, and each acts only on a call still queued, so exactly one wins.
+  Result<bool> cancel_queued_call(int64_t call_id, const std::string& error);
 
   // ---- waiting without polling (see doorbell.h). Read the version, look at
   // the store, then wait with that version: a change in between is not missed.
@@ -241,11 +250,19 @@ class Store {
   // Registers the worker as running (again, if the id is known: new pid,
   // hostname, started_at). A worker reusing its id calls
   // interrupt_calls_of_worker first.
-  Status register_worker(const std::string& id, int64_t pid, const std::string& hostname);
+  // `project`: the one project it serves (per_worker); nullopt: every project.
+  Status register_worker(const std::string& id, int64_t pid, const std::string& hostname,
+                         const std::optional<std::string>& project = std::nullopt);
+  // What it serves changed (a per_worker worker fell back to another mode).
+  Status set_worker_project(const std::string& id, const std::optional<std::string>& project);
   // Marks it stopped; the calls it still holds become interrupted ("worker W
   // stopped").
   Status stop_worker(const std::string& id);
   Result<std::vector<WorkerRow>> workers();
+  // Running workers that serve `project` (pinned to it or to none) and
+  // heartbeat at or after `heartbeat_since`: those that may claim its calls.
+  Result<std::vector<WorkerRow>> workers_serving(const std::string& project,
+                                                 int64_t heartbeat_since);
 
   // ---- sandboxes
   Status record_sandbox(const SandboxRow& row);

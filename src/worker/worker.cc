@@ -110,7 +110,8 @@ Status Worker::init() {
       spdlog::warn("worker {} (pid {}) died; its calls are marked interrupted", w.id, w.pid);
     }
   }
-  RF_TRY(store_->register_worker(id_, ::getpid(), hostname()));
+  RF_TRY(
+      store_->register_worker(id_, ::getpid(), hostname(), pinned_project(first_placement_.mode)));
   (void)store_->interrupt_calls_of_worker(id_);
   (void)store_->destroy_sandboxes_of_worker(id_);
   (void)store_->interrupt_orphaned_calls(store::now_ms());
@@ -170,11 +171,22 @@ void Worker::watch_health() {
     spdlog::info("backend {} is healthy again: serving in sandbox mode {} again",
                  to_string(s.backend.value), to_string(s.mode.value));
   }
+  const auto pinned = pinned_project(next->mode);
   auto replacement = Serving::make(std::move(*next), s, ledger_.get());
-  std::lock_guard lock(serving_mu_);
-  retired_.push_back(serving_);
-  std::erase_if(retired_, [](const auto& w) { return w.expired(); });
-  serving_ = std::move(replacement);
+  {
+    std::lock_guard lock(serving_mu_);
+    retired_.push_back(serving_);
+    std::erase_if(retired_, [](const auto& w) { return w.expired(); });
+    serving_ = std::move(replacement);
+  }
+  // Clients waiting for a worker read which projects it serves now.
+  if (auto st = store_->set_worker_project(id_, pinned); !st)
+    spdlog::warn("{}", st.error().to_string());
+}
+
+std::optional<std::string> Worker::pinned_project(SandboxMode mode) const {
+  if (mode != SandboxMode::kPerWorker) return std::nullopt;
+  return options_.settings.project.value;
 }
 
 Worker::~Worker() { stop(); }
@@ -206,7 +218,7 @@ void Worker::executor_loop() {
     // Read the doorbell before looking: a call enqueued after the look rings it.
     const uint32_t seen = store_->queue_version();
     store::ClaimFilter filter;
-    if (mode() == SandboxMode::kPerWorker) filter.project = options_.settings.project.value;
+    filter.project = pinned_project(mode());
     auto batch =
         store_->claim_running(id_, options_.lease, static_cast<size_t>(std::max(free, 1)), filter);
     if (!batch) spdlog::warn("claim: {}", batch.error().to_string());  // a busy store: look again

@@ -86,6 +86,9 @@ class Worker {
   void executor_loop();
   void housekeeping_loop();
   void run_call(const store::ClaimedCall& call);
+  // The one project a per_worker worker serves (what it claims, and what the
+  // store says it serves); nullopt for every other mode.
+  std::optional<std::string> pinned_project(SandboxMode mode) const;
 
   WorkerOptions options_;
   Placement first_placement_;  // moved into serving_ by init()

@@ -250,7 +250,7 @@ TEST(DockerApi, AttachStreamAndArchiveOverTheUnixSocket) {
 
 TEST(DockerApi, AttachStreamAndArchiveOverTcp) {
   RF_REQUIRE_DOCKER();
-  if (test_daemon().tcp_host().empty()) GTEST_SKIP() << "the test daemon has no TCP listener";
+  if (test_daemon().tcp_host().empty()) RF_SKIP() << "the test daemon has no TCP listener";
   auto c = connect(test_daemon().tcp_host());
   ASSERT_TRUE(c);
   EXPECT_TRUE(c->version_info().contains("Version"));
@@ -261,7 +261,7 @@ TEST(DockerApi, AttachStreamAndArchiveOverTcp) {
 TEST(DockerApi, AttachStreamAndArchiveOverSsh) {
   RF_REQUIRE_DOCKER();
   if (test_daemon().ssh_host().empty()) {
-    GTEST_SKIP() << "the test daemon has no ssh access"
+    RF_SKIP() << "the test daemon has no ssh access"
                  << (test_daemon().get("SSH_SKIP_REASON").empty()
                          ? std::string()
                          : ": " + test_daemon().get("SSH_SKIP_REASON"));
@@ -275,7 +275,7 @@ TEST(DockerApi, AttachStreamAndArchiveOverSsh) {
 
 TEST(DockerApi, SshThatCannotLogInSaysWhy) {
   RF_REQUIRE_DOCKER();
-  if (test_daemon().ssh_host().empty()) GTEST_SKIP() << "the test daemon has no ssh access";
+  if (test_daemon().ssh_host().empty()) RF_SKIP() << "the test daemon has no ssh access";
   SshOptions ssh;
   auto host = parse_docker_host(test_daemon().ssh_host());
   ASSERT_TRUE(host.ok());

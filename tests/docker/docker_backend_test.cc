@@ -197,7 +197,7 @@ TEST_F(DockerBackendTest, AKilledOwnerLeavesNoContainerBehind) {
 }
 
 TEST_F(DockerBackendTest, RemoteDaemonOverTcp) {
-  if (test_daemon().tcp_host().empty()) GTEST_SKIP() << "the test daemon has no TCP listener";
+  if (test_daemon().tcp_host().empty()) RF_SKIP() << "the test daemon has no TCP listener";
   auto b = backend(test_daemon().tcp_host());
   ASSERT_TRUE(b);
   auto sb = b->create(spec());
@@ -213,7 +213,7 @@ TEST_F(DockerBackendTest, RemoteDaemonOverTcp) {
 // them: the daemon's certificate is checked against ca.pem, and ours is sent.
 TEST_F(DockerBackendTest, RemoteDaemonOverTls) {
   if (test_daemon().get("DOCKER_TLS_HOST").empty()) {
-    GTEST_SKIP() << "no TLS front: " << test_daemon().get("TLS_SKIP_REASON");
+    RF_SKIP() << "no TLS front: " << test_daemon().get("TLS_SKIP_REASON");
   }
   ::setenv("DOCKER_TLS_VERIFY", "1", 1);
   ::setenv("DOCKER_CERT_PATH", test_daemon().get("DOCKER_TLS_CERT_PATH").c_str(), 1);
@@ -239,7 +239,7 @@ TEST_F(DockerBackendTest, RemoteDaemonOverTls) {
 
 TEST_F(DockerBackendTest, RemoteDaemonOverSsh) {
   if (test_daemon().ssh_host().empty()) {
-    GTEST_SKIP() << "no test sshd: " << test_daemon().get("SSH_SKIP_REASON");
+    RF_SKIP() << "no test sshd: " << test_daemon().get("SSH_SKIP_REASON");
   }
   ::setenv("RINGFENCE_SSH_OPTIONS", test_daemon().ssh_options().c_str(), 1);
   auto b = backend(test_daemon().ssh_host());
@@ -375,7 +375,7 @@ class DockerWorkerTest : public DockerBackendTest,
  protected:
   void SetUp() override {
     DockerBackendTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     char tmpl[] = "/tmp/rf-dworker-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     state_ = tmpl;

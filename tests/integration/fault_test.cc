@@ -4,8 +4,11 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <set>
+#include <sstream>
 #include <thread>
 
+#include "host/cgroup.h"
 #include "host/uid_slots.h"
 #include "integration/harness.h"
 
@@ -55,6 +58,19 @@ int sandbox_child_of(int parent) {
   return found;
 }
 
+// The name of the sandbox cgroup `pid` is in (under the "ringfence" parent),
+// read from /proc/PID/cgroup lines "ID:CONTROLLERS:PATH"; "" when none.
+std::string sandbox_cgroup_of(int pid) {
+  std::istringstream lines(slurp("/proc/" + std::to_string(pid) + "/cgroup"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto at = line.find("/ringfence/");
+    if (at == std::string::npos) continue;
+    return line.substr(at + std::string_view("/ringfence/").size());
+  }
+  return "";
+}
+
 bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds within) {
   const auto end = std::chrono::steady_clock::now() + within;
   while (std::chrono::steady_clock::now() < end) {
@@ -85,21 +101,30 @@ TEST_F(Fault, KillNineOfTheCliMidCallLeavesNothingBehind) {
         return init != 0 && processes_in_slot(slot).size() >= 5;
       },
       std::chrono::seconds(10)));
-  // The sandbox's cgroup, as the host sees it: "4:memory:/ringfence/rf-...".
-  const std::string cg = slurp("/proc/" + std::to_string(init) + "/cgroup");
-  const auto at = cg.find(":memory:/ringfence/");
-  ASSERT_NE(at, std::string::npos) << cg;
-  const std::string id = cg.substr(at + 19, cg.find('\n', at) - at - 19);
+  // The sandbox's cgroup, as the host sees it ("4:memory:/ringfence/rf-..." on
+  // v1, "0::/ringfence/rf-..." on v2), and its directories in this host's layout.
+  const std::string id = sandbox_cgroup_of(init);
+  ASSERT_FALSE(id.empty()) << slurp("/proc/" + std::to_string(init) + "/cgroup");
+  auto layout = host::detect_cgroup_layout();
+  ASSERT_TRUE(layout.ok()) << layout.error().to_string();
+  auto cg = host::open_cgroup(*layout, "ringfence", id);
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  const std::vector<std::string> dirs = (*cg)->paths();
+  // One directory on v2; on v1 one per hierarchy of memory, pids, cpu, cpuacct.
+  std::set<std::string> hierarchies;
+  for (const char* ctl : {"memory", "pids", "cpu", "cpuacct"}) {
+    if (layout->version == host::CgroupVersion::kV1) hierarchies.insert(layout->v1_mounts.at(ctl));
+  }
+  EXPECT_EQ(dirs.size(), layout->version == host::CgroupVersion::kV2 ? 1u : hierarchies.size());
   struct stat st {};
-  ASSERT_EQ(::stat(("/sys/fs/cgroup/memory/ringfence/" + id).c_str(), &st), 0);
+  for (const auto& dir : dirs) ASSERT_EQ(::stat(dir.c_str(), &st), 0) << dir;
 
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(eventually([&] { return processes_in_slot(slot).empty(); }, std::chrono::seconds(5)))
       << processes_in_slot(slot).size() << " sandbox processes left";
-  for (const char* ctl : {"memory", "pids", "cpu", "cpuacct"}) {
-    const std::string dir = std::string("/sys/fs/cgroup/") + ctl + "/ringfence/" + id;
+  for (const auto& dir : dirs) {
     EXPECT_TRUE(eventually([&] { return ::stat(dir.c_str(), &st) != 0; }, std::chrono::seconds(5)))
         << dir;
   }

@@ -17,6 +17,7 @@
 #include "native/native_backend.h"
 #include "sandbox/sandbox.h"
 #include "support/capture.h"
+#include "support/ci_skip.h"
 #ifdef RF_TEST_DOCKER
 #include "docker/docker_backend.h"
 #include "support/docker_daemon.h"
@@ -58,7 +59,7 @@ class SandboxTest : public ::testing::Test {
 
   void SetUp() override {
     if (::geteuid() != 0)
-      GTEST_SKIP() << "real sandboxes need root (the project's machines are root)";
+      RF_SKIP() << "real sandboxes need root (the project's machines are root)";
 #ifdef RF_TEST_DOCKER
     RF_REQUIRE_DOCKER();
 #endif

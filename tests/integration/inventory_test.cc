@@ -13,7 +13,7 @@ class Inventory : public SandboxTest {
  protected:
   void SetUp() override {
     SandboxTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     parent_ = std::string("ringfence-inv-") +
               ::testing::UnitTest::GetInstance()->current_test_info()->name();
     auto b = native::make_native_backend(native::NativeOptions{RF_RUNNER_PATH, parent_});

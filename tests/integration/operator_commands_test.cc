@@ -63,7 +63,7 @@ class CliOperatorCommands : public SandboxTest {
  protected:
   void SetUp() override {
     SandboxTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     // The CLI's local scratch root is $TMPDIR/ringfence-local: give it its own.
     tmp_ = temp_dir("rf-cli-tmp");
     ASSERT_FALSE(tmp_.empty());

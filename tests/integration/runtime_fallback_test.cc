@@ -15,6 +15,7 @@
 
 #include "cli/backends.h"
 #include "host/uid_slots.h"
+#include "support/ci_skip.h"
 #include "worker/worker.h"
 
 namespace rf::testing {
@@ -45,7 +46,7 @@ class HostAtCapacity {
 class RuntimeFallback : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch user namespaces off";
+    if (::geteuid() != 0) RF_SKIP() << "needs root to switch user namespaces off";
     ::setenv("RINGFENCE_TOOL_RUNNER", RF_RUNNER_PATH, 1);
     char tmpl[] = "/tmp/rf-fallback-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);

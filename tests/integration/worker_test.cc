@@ -22,7 +22,7 @@ class WorkerTest : public SandboxTest {
  protected:
   void SetUp() override {
     SandboxTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     // The worker finds the runner next to its binary; this test binary lives elsewhere.
     ::setenv("RINGFENCE_TOOL_RUNNER", RF_RUNNER_PATH, 1);
     char tmpl[] = "/tmp/rf-worker-XXXXXX";

@@ -16,6 +16,7 @@
 #include "proxy/proxy_test_support.h"
 #include "proxy/request_head.h"
 #include "proxy/responses.h"
+#include "support/ci_skip.h"
 
 namespace rf::proxy {
 namespace {
@@ -623,7 +624,7 @@ TEST_F(EgressProxyTest, AStaleSocketIsReplacedAndAnyOtherFileRefused) {
 // The relay in a sandbox runs as an unprivileged host uid: the socket can be
 // given to it, and then it alone (besides root) may connect.
 TEST_F(EgressProxyTest, TheSocketCanBeOwnedByTheRelaysUser) {
-  if (::geteuid() != 0) GTEST_SKIP() << "chown needs root";
+  if (::geteuid() != 0) RF_SKIP() << "chown needs root";
   start({"allowed.test"});
   ASSERT_EQ(::chmod(dir_->path().c_str(), 0711), 0);  // let others reach the socket's name
   const std::string path = dir_path("owned.sock");

@@ -1,10 +1,16 @@
 // Attacks that must fail. Each test names one attack and asserts its exact
 // outcome: the errno, the signal, or the limit the result reports.
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
+#include <condition_variable>
 #include <iterator>
 #include <set>
 #include <thread>
@@ -19,7 +25,7 @@ class Attack : public SandboxTest {
  protected:
   void SetUp() override {
     SandboxTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     sb_ = make(spec_);
     ASSERT_TRUE(sb_);
     install_testprog(*sb_);
@@ -263,9 +269,97 @@ TEST_F(Attack, NoHostProcessIsVisible) {
   EXPECT_EQ(sh("cat /proc/1/comm").out, "tool-runner\n");
 }
 
+// A host process running as the sandbox user's own host uid: without a pid
+// namespace, kill(-1) from inside would reach it (same uid). It reports each
+// SIGCHLD ('c') and SIGURG ('u') it receives on a pipe, and 'r' once ready.
+class SameUidVictim {
+ public:
+  explicit SameUidVictim(uid_t uid) : uid_(uid) {
+    int fds[2];
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {  // async-signal-safe calls only from here
+      report_fd = fds[1];
+      struct sigaction sa {};
+      sa.sa_handler = [](int sig) {
+        const char c = sig == SIGCHLD ? 'c' : 'u';
+        (void)!::write(report_fd, &c, 1);
+      };
+      ::sigaction(SIGCHLD, &sa, nullptr);
+      ::sigaction(SIGURG, &sa, nullptr);
+      if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 ||
+          ::setresuid(uid, uid, uid) != 0)
+        ::_exit(1);
+      (void)!::write(report_fd, "r", 1);
+      for (;;) ::pause();
+    }
+    ::close(fds[1]);
+    read_fd_ = fds[0];
+  }
+  ~SameUidVictim() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    ::close(read_fd_);
+  }
+  pid_t pid() const { return pid_; }
+  // What it reported, up to and including `until` ("" + EOF when it died).
+  std::string read_until(char until) {
+    std::string got;
+    char c;
+    pollfd p{read_fd_, POLLIN, 0};
+    while (::poll(&p, 1, 10'000) == 1 && ::read(read_fd_, &c, 1) == 1) {
+      got += c;
+      if (c == until) break;
+    }
+    return got;
+  }
+  // Whether that uid may signal it: kill(pid, 0) from a process of that uid.
+  bool signalable_by_its_uid() const {
+    const pid_t checker = ::fork();
+    if (checker == 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setresgid(uid_, uid_, uid_) != 0 ||
+          ::setresuid(uid_, uid_, uid_) != 0)
+        ::_exit(2);
+      ::_exit(::kill(pid_, 0) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(checker, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+
+  static inline int report_fd = -1;
+
+ private:
+  uid_t uid_;
+  pid_t pid_ = -1;
+  int read_fd_ = -1;
+};
+
 TEST_F(Attack, KillMinusOneSparesTheHostAndOtherSandboxes) {
   auto other = make();
   ASSERT_TRUE(other);
+  // The host uid commands of this sandbox run as: its slot's sandbox user.
+  ASSERT_GT(sb_->init_pid(), 0);
+  struct stat init {};
+  ASSERT_EQ(::stat(("/proc/" + std::to_string(sb_->init_pid())).c_str(), &init), 0);
+  uint32_t slot = 0;
+  ASSERT_TRUE(host::uid_slot_of(init.st_uid, &slot)) << init.st_uid;
+  const uid_t sandbox_user =
+      host::kFirstHostUid + slot * host::kUidRangeSize + host::kSandboxUid;
+  SameUidVictim victim(sandbox_user);
+  ASSERT_EQ(victim.read_until('r'), "r");
+  ASSERT_TRUE(victim.signalable_by_its_uid());  // so only the pid namespace can spare it
+
+  // The victim got nothing yet: a SIGURG sent now is the first thing it
+  // reports (a pending SIGCHLD would come first; after a SIGKILL it is gone: EOF).
+  auto untouched = [&] {
+    EXPECT_EQ(::kill(victim.pid(), SIGURG), 0);
+    return victim.read_until('u') == "u";
+  };
+  // A signal that ends nothing inside, so the verdict is read for sure: kill(-1)
+  // reaches the sandbox's own processes (the call's supervisor) and returns 0.
+  EXPECT_EQ(t({"kill", "-1", std::to_string(SIGCHLD)}), "ok");
+  EXPECT_TRUE(untouched()) << "kill(-1, SIGCHLD) inside reached a host process";
   // Inside, -1 reaches everything of this sandbox but PID 1, the call's own
   // supervisor included, so the call may end before "ok" is read: assert what
   // must hold either way.
@@ -273,7 +367,8 @@ TEST_F(Attack, KillMinusOneSparesTheHostAndOtherSandboxes) {
   ExecCall call;
   call.argv = {"/workspace/t", "kill", "-1", "9"};
   auto r = sb_->exec(call, c);
-  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_TRUE(untouched()) << "kill(-1, SIGKILL) inside reached a host process";
   EXPECT_EQ(::kill(::getpid(), 0), 0);
   EXPECT_EQ(SandboxTest::sh(*other, "echo alive").out, "alive\n");
   EXPECT_EQ(sh("echo still here").out, "still here\n");
@@ -288,14 +383,36 @@ TEST_F(Attack, ConcurrentSandboxesCannotSeeEachOther) {
   auto other = make();
   ASSERT_TRUE(other);
   ASSERT_EQ(sh("echo secret > /tmp/mine; echo secret > /workspace/mine").result.exit_code, 0);
-  Captured c;
+  // A sleeper that says when it runs, and lives until it is killed.
+  struct Sleeper : Captured {
+    std::condition_variable cv;
+    void on_stdout(std::string_view d) override {
+      Captured::on_stdout(d);
+      cv.notify_all();
+    }
+  } sleeper;
   ExecCall bg;
-  bg.argv = {"sleep", "2"};
-  std::thread sleeper([&] { (void)sb_->exec(bg, c); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  bg.argv = {"/bin/sh", "-c", "echo started; exec sleep 60"};
+  Result<ExecResult> slept = make_error("sleeper", "did not run");
+  std::thread thread([&] { slept = sb_->exec(bg, sleeper); });
+  {
+    std::unique_lock lock(sleeper.mu);
+    ASSERT_TRUE(sleeper.cv.wait_for(lock, std::chrono::seconds(10), [&] {
+      return sleeper.out == "started\n";
+    })) << sleeper.out;
+  }
+  // Seen from its own sandbox, the sleeper and the files are there...
+  EXPECT_EQ(sh("ls /tmp /workspace; ps -e -o comm= | grep -c sleep").out,
+            "/tmp:\nmine\n\n/workspace:\nmine\nt\n1\n");
+  // ...and from the other, none of them.
   Out r = SandboxTest::sh(*other, "ls /tmp /workspace; ps -e -o comm= | grep -c sleep");
-  sleeper.join();
   EXPECT_EQ(r.out, "/tmp:\n\n/workspace:\n0\n");
+  // The sleeper lived through both looks: it ends only now, by our signal.
+  ASSERT_TRUE(sb_->send_signal(sleeper.call_id, SIGKILL).ok());
+  thread.join();
+  ASSERT_TRUE(slept.ok()) << slept.error().to_string();
+  EXPECT_EQ(slept->signal, SIGKILL);
+  EXPECT_EQ(slept->exit_code, 128 + SIGKILL);
 }
 
 TEST_F(Attack, ForkBombHitsThePidsLimit) {

@@ -17,6 +17,8 @@
 #include <map>
 #include <string>
 
+#include "support/ci_skip.h"
+
 namespace rf::testing {
 
 struct TestDaemon {
@@ -59,8 +61,8 @@ inline const TestDaemon& test_daemon() {
 
 }  // namespace rf::testing
 
-// Skips the test, visibly, when the test dockerd could not start.
-#define RF_REQUIRE_DOCKER()                                                                       \
-  do {                                                                                            \
-    if (auto why = ::rf::testing::test_daemon().skip_reason(); !why.empty()) GTEST_SKIP() << why; \
+// Skips the test, visibly, when the test dockerd could not start (fails in CI).
+#define RF_REQUIRE_DOCKER()                                                                    \
+  do {                                                                                         \
+    if (auto why = ::rf::testing::test_daemon().skip_reason(); !why.empty()) RF_SKIP() << why; \
   } while (0)

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/io.h"
+#include "support/ci_skip.h"
 
 namespace rf::host {
 namespace {
@@ -396,9 +397,9 @@ TEST_F(CgroupFakeV1, UnmountedControllerIsAnErrorNamingIt) {
 class CgroupReal : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create cgroups";
+    if (::geteuid() != 0) RF_SKIP() << "needs root to create cgroups";
     auto layout = detect_cgroup_layout();
-    if (!layout) GTEST_SKIP() << "no usable cgroups: " << layout.error().to_string();
+    if (!layout) RF_SKIP() << "no usable cgroups: " << layout.error().to_string();
     layout_ = *layout;
     const std::string name = "unit-" + std::to_string(::getpid()) + "-" +
                              ::testing::UnitTest::GetInstance()->current_test_info()->name();

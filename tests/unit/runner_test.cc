@@ -28,6 +28,7 @@
 #include "proto/frame.h"
 #include "proto/messages.h"
 #include "support/capture.h"
+#include "support/ci_skip.h"
 
 namespace rf {
 namespace {
@@ -1278,7 +1279,7 @@ TEST_F(RunnerBridgeTest, ClientResetClosesTheProxySide) {
 }
 
 TEST_F(RunnerBridgeTest, ACommandReachesTheProxyThroughTheBridge) {
-  if (::access("/bin/bash", X_OK) != 0) GTEST_SKIP() << "no /bin/bash (for /dev/tcp)";
+  if (::access("/bin/bash", X_OK) != 0) RF_SKIP() << "no /bin/bash (for /dev/tcp)";
   std::string heard;
   std::thread proxy([&] {
     UniqueFd up = accept_within(proxy_.get(), 5000ms);
@@ -1330,7 +1331,7 @@ TEST_F(RunnerRawTest, EgressBridgeListensBeforeTheHandshake) {
 
 TEST_F(RunnerRawTest, EgressBridgeListensOnIpv6Loopback) {
   const uint16_t port = free_port(AF_INET6);
-  if (port == 0) GTEST_SKIP() << "no IPv6 loopback here";
+  if (port == 0) RF_SKIP() << "no IPv6 loopback here";
   const std::string sock = root_ + "/proxy.sock";
   UniqueFd proxy = unix_socket_at(sock);
   ASSERT_TRUE(proxy);

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "core/unique_fd.h"
+#include "support/ci_skip.h"
 
 namespace rf::native {
 namespace {
@@ -340,7 +341,7 @@ TEST(SeccompEnforcement, OpenReadWriteAndExecveStillWork) {
 }
 
 TEST(SeccompEnforcement, ShellPipelineStillRuns) {
-  if (::access("/bin/sh", X_OK) != 0) GTEST_SKIP() << "no /bin/sh";
+  if (::access("/bin/sh", X_OK) != 0) RF_SKIP() << "no /bin/sh";
   EXPECT_EQ(confined([] {
               return run_program("/bin/sh", "-c",
                                  "echo hi | cat >/dev/null && ls / >/dev/null && "
@@ -350,7 +351,7 @@ TEST(SeccompEnforcement, ShellPipelineStillRuns) {
 }
 
 TEST(SeccompEnforcement, Python3StillRuns) {
-  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  if (::access("/usr/bin/python3", X_OK) != 0) RF_SKIP() << "no /usr/bin/python3";
   EXPECT_EQ(confined([] {
               return run_program("/usr/bin/python3", "-c",
                                  "import os, socket, subprocess, threading, tempfile\n"
@@ -534,7 +535,7 @@ TEST(SeccompEnforcement, SyslogIsRefused) {
 }
 
 TEST(SeccompEnforcement, I386EntryPointKillsTheProcess) {
-  if (unconfined(i386_getpid) != reported(0)) GTEST_SKIP() << "kernel has no i386 entry point";
+  if (unconfined(i386_getpid) != reported(0)) RF_SKIP() << "kernel has no i386 entry point";
   EXPECT_EQ(confined(i386_getpid), killed_by(SIGSYS));
 }
 

@@ -95,7 +95,7 @@ class StoreTest : public ::testing::Test {
 
 TEST_F(StoreTest, OpenCreatesTheSchemaAndReopenIsANoOp) {
   ASSERT_NE(open(), nullptr);
-  EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), 2);
+  EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), 3);
   for (const char* table :
        {"projects", "runs", "tool_calls", "call_output", "sandboxes", "workers", "events"}) {
     EXPECT_EQ(
@@ -105,7 +105,7 @@ TEST_F(StoreTest, OpenCreatesTheSchemaAndReopenIsANoOp) {
   ASSERT_NE(open(), nullptr);
   Db db = raw();
   ASSERT_TRUE(migrate(db).ok());
-  EXPECT_EQ(count("schema_version"), 2);
+  EXPECT_EQ(count("schema_version"), 3);
   auto mode = db.prepare("PRAGMA journal_mode");
   ASSERT_TRUE(mode.ok() && *mode->step());
   EXPECT_EQ(mode->text(0), "wal");
@@ -128,28 +128,30 @@ TEST_F(StoreTest, ConnectionsOpeningANewFileAtOnceMigrateItOnce) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(count("schema_version"), 2);
+  EXPECT_EQ(count("schema_version"), 3);
 }
 
 TEST_F(StoreTest, NewerSchemaIsRefusedNamingBothVersions) {
   ASSERT_NE(open(), nullptr);
-  ASSERT_TRUE(raw().exec("INSERT INTO schema_version VALUES (3, 0)").ok());
+  ASSERT_TRUE(raw().exec("INSERT INTO schema_version VALUES (4, 0)").ok());
   auto s = Store::open(path_);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().to_string(), HasSubstr(path_));
-  EXPECT_THAT(s.error().to_string(), HasSubstr("schema version 3 is newer than this build's "
-                                               "(version 2)"));
+  EXPECT_THAT(s.error().to_string(), HasSubstr("schema version 4 is newer than this build's "
+                                               "(version 3)"));
 }
 
 TEST_F(StoreTest, FailedMigrationLeavesNoTrace) {
   ASSERT_NE(open(), nullptr);
-  const Migration list[] = {migrations()[0], migrations()[1],
-                            {3, "CREATE TABLE half (x INTEGER); INSERT INTO nowhere VALUES (1);"}};
+  const Migration list[] = {migrations()[0],
+                            migrations()[1],
+                            migrations()[2],
+                            {4, "CREATE TABLE half (x INTEGER); INSERT INTO nowhere VALUES (1);"}};
   Db db = raw();
   auto migrated = migrate(db, list);
   ASSERT_FALSE(migrated.ok());
-  EXPECT_THAT(migrated.error().to_string(), HasSubstr("migration 3"));
-  EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), 2);
+  EXPECT_THAT(migrated.error().to_string(), HasSubstr("migration 4"));
+  EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), 3);
   EXPECT_EQ(scalar("SELECT count(*) FROM sqlite_master WHERE name = 'half'"), 0);
 }
 

@@ -1,0 +1,259 @@
+// `ringfence call` with no worker, a busy worker, a worker pinned to another
+// project, and --wait-timeout: the real binary against a store in a temp
+// state dir, with real `ringfence worker start` processes (mode none needs no
+// root; the per_worker case runs native sandboxes).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/store.h"
+#include "support/ci_skip.h"
+#include "worker/worker.h"
+
+namespace rf::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A `ringfence` process whose stdout and stderr the test reads as they come.
+class Cli {
+ public:
+  explicit Cli(const std::vector<std::string>& args) {
+    int out[2], err[2];
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      const int devnull = ::open("/dev/null", O_RDONLY);
+      ::dup2(devnull, 0);
+      std::vector<char*> argv{const_cast<char*>(RF_CLI_PATH)};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(RF_CLI_PATH, argv.data());
+      ::_exit(99);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+  }
+  ~Cli() {
+    if (pid_ > 0 && status_ < 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::close(out_fd_);
+    ::close(err_fd_);
+  }
+  // Reads stderr until it holds `text` or `within` passes; true when it does.
+  bool stderr_shows(const std::string& text, std::chrono::milliseconds within) {
+    const auto end = Clock::now() + within;
+    while (err_.find(text) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
+      if (left <= 0ms || !read_some(left)) break;
+    }
+    return err_.find(text) != std::string::npos;
+  }
+  bool running() { return status_ < 0 && ::waitpid(pid_, &status_, WNOHANG) == 0; }
+  // Waits for the exit (reading everything); returns the exit code, -1 on timeout.
+  int wait(std::chrono::milliseconds within = 30s) {
+    const auto end = Clock::now() + within;
+    while (Clock::now() < end) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
+      if (!read_some(std::min(left, std::chrono::milliseconds(100))) && eof_out_ && eof_err_) break;
+    }
+    if (status_ < 0 && ::waitpid(pid_, &status_, 0) != pid_) return -1;
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+  }
+  void signal(int sig) { ::kill(pid_, sig); }
+  const std::string& out() const { return out_; }
+  const std::string& err() const { return err_; }
+
+ private:
+  // Reads what is there within `timeout`; false when nothing was read.
+  bool read_some(std::chrono::milliseconds timeout) {
+    pollfd fds[2] = {{eof_out_ ? -1 : out_fd_, POLLIN, 0}, {eof_err_ ? -1 : err_fd_, POLLIN, 0}};
+    if (eof_out_ && eof_err_) return false;
+    if (::poll(fds, 2, static_cast<int>(timeout.count())) <= 0) return false;
+    bool got = false;
+    char buf[4096];
+    for (int i = 0; i < 2; ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        (i == 0 ? eof_out_ : eof_err_) = true;
+        continue;
+      }
+      (i == 0 ? out_ : err_).append(buf, static_cast<size_t>(n));
+      got = true;
+    }
+    return got || (eof_out_ && eof_err_);
+  }
+
+  pid_t pid_ = -1;
+  int status_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+  bool eof_out_ = false, eof_err_ = false;
+  std::string out_, err_;
+};
+
+class CallCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rf-call-cli-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    for (auto& w : workers_) {
+      w->signal(SIGTERM);
+      w->wait();
+    }
+    workers_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+  std::vector<std::string> call_args(const std::string& run, std::vector<std::string> extra,
+                                     std::vector<std::string> command,
+                                     const std::string& project = "p") {
+    std::vector<std::string> a{"call", "--state-dir", dir_, "--project", project, "--run", run};
+    a.insert(a.end(), extra.begin(), extra.end());
+    a.push_back("--");
+    a.insert(a.end(), command.begin(), command.end());
+    return a;
+  }
+  std::unique_ptr<store::Store> store() {
+    auto s = store::Store::open(worker::store_path(dir_));
+    EXPECT_TRUE(s.ok()) << s.error().to_string();
+    return std::move(*s);
+  }
+  // `worker start` with these flags; returns once the store lists it as serving `project`.
+  Cli& start_worker(std::vector<std::string> flags, const std::string& project = "p") {
+    std::vector<std::string> a{"worker", "start", "--state-dir", dir_};
+    a.insert(a.end(), flags.begin(), flags.end());
+    workers_.push_back(std::make_unique<Cli>(a));
+    auto s = store();
+    const auto end = Clock::now() + 20s;
+    while (Clock::now() < end) {
+      auto w = s->workers_serving(project, store::now_ms() - 10'000);
+      if (w && !w->empty()) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    return *workers_.back();
+  }
+  // The call's state; nullopt while it does not exist yet.
+  std::optional<store::CallState> state_of(int64_t call) {
+    auto v = store()->call(call);
+    return v ? std::optional(v->state) : std::nullopt;
+  }
+  std::string notice(int64_t call, const std::string& project = "p") {
+    return "ringfence: call " + std::to_string(call) + " waits: no live worker serves project " +
+           project + " in store " + dir_ + "/ringfence.db; it runs when one starts";
+  }
+  std::string start_line() {
+    return "ringfence: start one with: ringfence worker start --state-dir " + dir_ +
+           " --project-environment development\n";
+  }
+
+  std::string dir_;
+  std::vector<std::unique_ptr<Cli>> workers_;
+};
+
+TEST_F(CallCli, WithNoWorkerANoticeNamesTheStoreAndTheFixThenTheCallRunsWhenOneStarts) {
+  Cli call(call_args("r1", {}, {"echo", "served late"}));
+  // Due after 1 s of waiting; "about 2 s" is the promise.
+  ASSERT_TRUE(call.stderr_shows(start_line(), 3s)) << call.err();
+  EXPECT_EQ(call.err(), notice(1) + " (no --wait-timeout: it waits until then)\n" + start_line());
+  EXPECT_TRUE(call.running());  // it keeps waiting after the notice
+  EXPECT_EQ(state_of(1), store::CallState::queued);
+  start_worker({});
+  EXPECT_EQ(call.wait(), 0) << call.err();
+  EXPECT_EQ(call.out(), "served late\n");
+  EXPECT_EQ(state_of(1), store::CallState::done);
+}
+
+TEST_F(CallCli, ABusyWorkerServingTheProjectGetsNoNotice) {
+  start_worker({"--concurrency", "1"});
+  // The one executor is busy for 3 s: the next call waits queued that long.
+  Cli busy(call_args("r1", {}, {"sleep", "3"}));
+  auto s = store();
+  const auto end = Clock::now() + 10s;
+  while (state_of(1) != store::CallState::running && Clock::now() < end)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(state_of(1), store::CallState::running);
+  Cli queued(call_args("r2", {"--wait-timeout", "20s"}, {"echo", "b"}));
+  EXPECT_EQ(queued.wait(), 0) << queued.err();
+  EXPECT_EQ(queued.out(), "b\n");
+  EXPECT_EQ(queued.err(), "");  // no notice: a live worker serves the project
+  // It did wait queued past the moment the notice would have come.
+  auto v = s->call(2);
+  ASSERT_TRUE(v.ok() && v->claimed_at.has_value());
+  EXPECT_GE(*v->claimed_at - v->enqueued_at, 1'000);
+  EXPECT_EQ(busy.wait(), 0) << busy.err();
+}
+
+TEST_F(CallCli, WaitTimeoutCancelsTheCallWhichNeverRunsLater) {
+  const std::string marker = dir_ + "/ran";
+  Cli call(call_args("r1", {"--wait-timeout", "2s"}, {"touch", marker}));
+  EXPECT_EQ(call.wait(), 124);
+  // The notice at 1 s, then the give-up at 2 s.
+  EXPECT_EQ(call.err(), notice(1) + " (or is cancelled after --wait-timeout 2s)\n" + start_line() +
+                            "ringfence: call 1 cancelled: no worker claimed it within "
+                            "--wait-timeout 2s; it never runs\n");
+  Cli show({"run", "show", "r1", "--state-dir", dir_, "--json"});
+  ASSERT_EQ(show.wait(), 0) << show.err();
+  auto j = nlohmann::json::parse(show.out());
+  ASSERT_EQ(j["calls"].size(), 1u);
+  EXPECT_EQ(j["calls"][0]["state"], "cancelled");
+  EXPECT_EQ(j["calls"][0]["error"], "no worker claimed it within --wait-timeout 2s");
+  // A worker that starts afterwards serves the run's next call, never the cancelled one.
+  start_worker({});
+  Cli next(call_args("r1", {}, {"echo", "next"}));
+  EXPECT_EQ(next.wait(), 0) << next.err();
+  EXPECT_EQ(next.out(), "next\n");
+  EXPECT_EQ(state_of(1), store::CallState::cancelled);
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  // A worker that claims first wins: the timeout then no longer applies.
+  Cli slow(call_args("r1", {"--wait-timeout", "1s"}, {"sh", "-c", "sleep 2; echo slow"}));
+  EXPECT_EQ(slow.wait(), 0) << slow.err();
+  EXPECT_EQ(slow.out(), "slow\n");
+  // A malformed timeout is a usage error.
+  Cli bad(call_args("r1", {"--wait-timeout", "soon"}, {"true"}));
+  EXPECT_EQ(bad.wait(), 2);
+}
+
+// A per_worker worker claims only its own project's calls: for another
+// project it is no live worker, and the notice says so before the worker
+// fails the call it will not take.
+TEST_F(CallCli, AWorkerPinnedToAnotherProjectDoesNotServe) {
+  if (::geteuid() != 0) RF_SKIP() << "per_worker runs native sandboxes, which need root";
+  start_worker({"--sandbox-mode", "per_worker", "--project", "acme"}, "acme");
+  Cli call(call_args("r1", {}, {"echo", "never"}, "intruder"));
+  ASSERT_TRUE(call.stderr_shows(start_line(), 3s)) << call.err();
+  EXPECT_EQ(call.wait(), 125);
+  EXPECT_EQ(call.out(), "");
+  EXPECT_EQ(call.err().rfind(notice(1, "intruder"), 0), 0u) << call.err();
+  EXPECT_NE(call.err().find("call 1 failed: project intruder: no worker took this call"),
+            std::string::npos)
+      << call.err();
+  // Its own project's calls are served, without a notice.
+  Cli own(call_args("r2", {}, {"echo", "mine"}, "acme"));
+  EXPECT_EQ(own.wait(), 0) << own.err();
+  EXPECT_EQ(own.out(), "mine\n");
+  EXPECT_EQ(own.err(), "");
+}
+
+}  // namespace
+}  // namespace rf::testing
