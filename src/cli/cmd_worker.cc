@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "core/fd_limit.h"
 #include "core/units.h"
 #include "worker/config_file.h"
 #include "worker/settings_flags.h"
@@ -37,6 +38,10 @@ struct StartFlags {
 
 // Runs until SIGTERM or SIGINT, then drains (see Worker::stop) and exits 0.
 int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
+  // A few fds per live sandbox: thousands of sandboxes need the hard limit.
+  if (auto limit = raise_fd_limit(); !limit) {
+    std::fprintf(stderr, "ringfence: warning: %s\n", limit.error().to_string().c_str());
+  }
   auto settings = worker::resolve_worker_settings(flags, worker::home_directory());
   if (!settings) {
     std::fprintf(stderr, "ringfence: %s\n", settings.error().to_string().c_str());

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "core/fd_limit.h"
 #include "core/log.h"
 #include "local/local_backend.h"
 #include "native/native_backend.h"
@@ -86,6 +87,8 @@ Result<Placement> place(const WorkerSettings& s, bool at_start) {
 }
 
 Result<std::unique_ptr<Worker>> Worker::start(WorkerOptions options, Placement placement) {
+  // Also for workers embedded in other programs (`worker start` raised it already).
+  if (auto limit = raise_fd_limit(); !limit) spdlog::warn("{}", limit.error().to_string());
   std::unique_ptr<Worker> w(new Worker(std::move(options), std::move(placement)));
   RF_TRY(w->init());
   for (int i = 0; i < w->options_.concurrency; ++i)
