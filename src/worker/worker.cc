@@ -295,9 +295,12 @@ void Worker::housekeeping_loop() {
     }
     SandboxRouter& router = *serving()->router;
     router.reap_idle();
-    for (const auto& run : router.live_runs()) {
-      auto view = store_->run(run);
-      if (view && view->state == store::RunState::ended) router.end_run(run);
+    // One query for all live runs: a per-run read, calls and all, cost an idle
+    // worker with 2,000 live sandboxes 57 ms of CPU a second.
+    if (auto ended = store_->ended_runs(router.live_runs())) {
+      for (const auto& run : *ended) router.end_run(run);
+    } else {
+      spdlog::warn("{}", ended.error().to_string());
     }
     for (auto waited = std::chrono::milliseconds(0); waited < period && !stopped_;
          waited += std::chrono::milliseconds(50)) {
