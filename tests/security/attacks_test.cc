@@ -49,7 +49,7 @@ TEST_F(Attack, CommandsRunAsAnUnprivilegedUser) {
     const uid_t uid = static_cast<uid_t>(std::stoul(ids.substr(4)));
     uint32_t slot = 0;
     EXPECT_TRUE(native::uid_slot_of(uid, &slot)) << ids;
-    EXPECT_EQ(uid % native::kUidRangeSize, native::kSandboxUid) << ids;
+    EXPECT_EQ(uid, native::slot_host_base(slot) + native::kSandboxUid) << ids;
     const std::string u = std::to_string(uid);
     EXPECT_EQ(ids, "uid=" + u + " gid=" + u + " euid=" + u);
   } else {
@@ -78,7 +78,7 @@ TEST_F(Attack, SandboxRootIsAnUnprivilegedHostUidOfItsOwn) {
   const uid_t host_uid = static_cast<uid_t>(std::stoul(status.substr(pos + 5)));
   uint32_t slot = 0;
   EXPECT_TRUE(native::uid_slot_of(host_uid, &slot)) << host_uid;
-  EXPECT_EQ(host_uid % native::kUidRangeSize, native::kSandboxUid);
+  EXPECT_EQ(host_uid, native::slot_host_base(slot) + native::kSandboxUid);
   auto other = make();
   ASSERT_TRUE(other);
   const std::string other_status = slurp("/proc/" + std::to_string(other->init_pid()) + "/status");
