@@ -9,6 +9,7 @@
 #include "cli/backends.h"
 #include "cli/commands.h"
 #include "cli/worker_flags.h"
+#include "core/fd_limit.h"
 #include "core/units.h"
 #include "worker/config_file.h"
 #include "worker/worker.h"
@@ -38,6 +39,17 @@ struct StartFlags {
 
 // Runs until SIGTERM or SIGINT, then drains (see Worker::stop) and exits 0.
 int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
+  // Three fds per live native sandbox (protocol socket, pidfd, uid-slot lock):
+  // thousands of sandboxes need the hard limit, and a low one is said at start.
+  if (auto limit = raise_fd_limit(); !limit) {
+    std::fprintf(stderr, "ringfence: warning: %s\n", limit.error().to_string().c_str());
+  } else if (*limit < 8192) {
+    std::fprintf(stderr,
+                 "ringfence: note: the open-file limit is %llu, enough for about %llu live "
+                 "sandboxes; raise the hard limit (ulimit -Hn, systemd LimitNOFILE=) for more\n",
+                 static_cast<unsigned long long>(*limit),
+                 static_cast<unsigned long long>(*limit > 64 ? (*limit - 64) / 3 : 0));
+  }
   auto settings = worker::resolve_worker_settings(flags, worker::home_directory());
   if (!settings) {
     std::fprintf(stderr, "ringfence: %s\n", settings.error().to_string().c_str());

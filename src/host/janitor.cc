@@ -7,34 +7,77 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <mutex>
+
+#include "host/uid_slots.h"
 
 namespace rf::host {
 namespace {
 
-constexpr int kMaxTracked = 4096;
+// Every cgroup directory of every live sandbox: up to four per sandbox (one
+// per v1 hierarchy) for as many sandboxes as there are uid slots.
+constexpr int kMaxTracked = 4 * static_cast<int>(kSlotCount);
 constexpr int kMaxPath = 256;
+constexpr uint32_t kTableSize = 2 * kMaxTracked;  // a power of two, at most half full
+static_assert((kTableSize & (kTableSize - 1)) == 0);
 
 // The janitor's whole state: static, so the forked child never allocates.
+// Entries are used densely (pages are touched only as sandboxes come), found
+// through an open-addressing table: thousands of live sandboxes stay cheap.
 char g_paths[kMaxTracked][kMaxPath];
-bool g_used[kMaxTracked];
+int g_free[kMaxTracked];  // entries given back, reused first
+int g_free_count = 0;
+int g_high = 0;                // entries [0, g_high) have been used
+uint32_t g_table[kTableSize];  // 0: empty; else an entry index + 1 (linear probing)
+
+uint32_t hash(const char* p) {
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 16777619u;
+  return h & (kTableSize - 1);
+}
+
+// Where `p` is in the table, or the empty place where it would go.
+uint32_t find(const char* p) {
+  uint32_t i = hash(p);
+  while (g_table[i] != 0 && std::strncmp(g_paths[g_table[i] - 1], p, kMaxPath) != 0)
+    i = (i + 1) & (kTableSize - 1);
+  return i;
+}
 
 void add_path(const char* p) {
-  for (int i = 0; i < kMaxTracked; ++i) {
-    if (!g_used[i]) {
-      const size_t n = ::strnlen(p, kMaxPath - 1);
-      std::memcpy(g_paths[i], p, n);
-      g_paths[i][n] = 0;
-      g_used[i] = true;
-      return;
-    }
+  const uint32_t at = find(p);
+  if (g_table[at] != 0) return;  // tracked already
+  int entry = -1;
+  if (g_free_count > 0) {
+    entry = g_free[--g_free_count];
+  } else if (g_high < kMaxTracked) {
+    entry = g_high++;
+  } else {
+    return;  // more than the uid slots allow
   }
+  const size_t n = ::strnlen(p, kMaxPath - 1);
+  std::memcpy(g_paths[entry], p, n);
+  g_paths[entry][n] = 0;
+  g_table[at] = static_cast<uint32_t>(entry) + 1;
 }
 
 void remove_path(const char* p) {
-  for (int i = 0; i < kMaxTracked; ++i) {
-    if (g_used[i] && std::strncmp(g_paths[i], p, kMaxPath) == 0) g_used[i] = false;
+  uint32_t hole = find(p);
+  if (g_table[hole] == 0) return;
+  g_free[g_free_count++] = static_cast<int>(g_table[hole] - 1);
+  g_table[hole] = 0;
+  // Backward-shift deletion: later members of the probe run move up into the
+  // hole unless their home lies cyclically in (hole, j].
+  for (uint32_t j = (hole + 1) & (kTableSize - 1); g_table[j] != 0;
+       j = (j + 1) & (kTableSize - 1)) {
+    const uint32_t home = hash(g_paths[g_table[j] - 1]);
+    const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    g_table[hole] = g_table[j];
+    g_table[j] = 0;
+    hole = j;
   }
 }
 
@@ -101,8 +144,8 @@ void clean(const char* dir) {
       len = 0;
     }
   }
-  for (int i = 0; i < kMaxTracked; ++i) {
-    if (g_used[i]) clean(g_paths[i]);
+  for (uint32_t i = 0; i < kTableSize; ++i) {
+    if (g_table[i] != 0) clean(g_paths[g_table[i] - 1]);
   }
   _exit(0);
 }

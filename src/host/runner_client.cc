@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <functional>
+#include <memory>
 
 namespace rf::host {
 namespace {
@@ -13,6 +14,15 @@ using proto::Frame;
 using proto::MsgType;
 
 constexpr size_t kReadChunk = 256u << 10;
+
+// One read buffer per thread, not per client: a worker holds thousands of
+// idle clients (one per live sandbox) but reads with a few threads at a time.
+// Only the thread holding a client's reader role reads into it.
+char* thread_read_buffer() {
+  static thread_local std::unique_ptr<char[]> buf;
+  if (!buf) buf.reset(new char[kReadChunk]);
+  return buf.get();
+}
 
 Error from_error_frame(const Frame& f) {
   auto m = proto::parse_error(f.json);
@@ -48,7 +58,7 @@ Error RunnerClient::closed_error(int err) {
 
 Status RunnerClient::handshake(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string buf(kReadChunk, '\0');
+  char buf[4096];  // the hello is small; more comes on later reads
   while (!decoder_.has_frame()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -60,10 +70,10 @@ Status RunnerClient::handshake(std::chrono::milliseconds timeout) {
       return make_error("handshake", "tool runner did not say hello within " +
                                          std::to_string(timeout.count()) + " ms");
     }
-    const ssize_t n = ::read(fd_.get(), buf.data(), buf.size());
+    const ssize_t n = ::read(fd_.get(), buf, sizeof buf);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) return closed_error(n < 0 ? errno : 0);
-    RF_TRY(decoder_.feed(std::string_view(buf.data(), static_cast<size_t>(n))));
+    RF_TRY(decoder_.feed(std::string_view(buf, static_cast<size_t>(n))));
   }
   Frame f = decoder_.pop();
   if (f.type == MsgType::kError) return from_error_frame(f);
@@ -136,14 +146,14 @@ Status RunnerClient::read_some() {
       return ok_status();
     }
   }
-  if (read_buf_.size() != kReadChunk) read_buf_.assign(kReadChunk, '\0');
+  char* buf = thread_read_buffer();
   pollfd p{fd_.get(), POLLIN, 0};
   if (::poll(&p, 1, -1) < 0) return errno == EINTR ? ok_status() : closed_error(errno);
-  const ssize_t n = ::read(fd_.get(), read_buf_.data(), read_buf_.size());
+  const ssize_t n = ::read(fd_.get(), buf, kReadChunk);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return ok_status();
   std::lock_guard lock(mu_);
   if (n <= 0) return closed_error(n < 0 ? errno : 0);
-  RF_TRY(decoder_.feed(std::string_view(read_buf_.data(), static_cast<size_t>(n))));
+  RF_TRY(decoder_.feed(std::string_view(buf, static_cast<size_t>(n))));
   while (decoder_.has_frame()) dispatch(decoder_.pop());
   return ok_status();
 }

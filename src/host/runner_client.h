@@ -77,7 +77,6 @@ class RunnerClient {
   uint32_t next_id_ = 1;
   std::map<uint32_t, Pending*> pending_;
   proto::FrameDecoder decoder_;
-  std::string read_buf_;             // used by the reader only
   std::optional<Error> last_error_;  // the latest ERROR about no call (id 0)
   // Registers a call id for `p` (under mu_), and removes it again.
   void add_pending(Pending& p);

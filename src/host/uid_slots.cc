@@ -38,8 +38,10 @@ Result<UidSlot> acquire_uid_slot() {
 
 bool uid_slot_of(uid_t uid, uint32_t* index) {
   if (uid < kFirstHostUid) return false;
-  const uint64_t i = (uint64_t{uid} - kFirstHostUid) / kUidRangeSize;
-  if (i >= kSlotCount) return false;
+  const uint64_t i = (uint64_t{uid} - kFirstHostUid) / kSlotStride;
+  if (i >= kSlotCount || uid - slot_host_base(static_cast<uint32_t>(i)) >= kUidRangeSize) {
+    return false;  // past the last slot, or in the gap between two
+  }
   *index = static_cast<uint32_t>(i);
   return true;
 }

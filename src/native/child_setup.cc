@@ -33,6 +33,7 @@ using Kind = MountOp::Kind;
 // The steps before and after the mount plan; their order here is the order they run.
 constexpr const char* kPreSteps[] = {
     "join cgroup",
+    "close inherited fds",
     "wait for parent",
     "become root in user namespace",
     "unshare cgroup namespace",
@@ -43,7 +44,7 @@ constexpr const char* kPreSteps[] = {
 constexpr const char* kPostSteps[] = {
     "detach old root",    "remount root read-only",
     "set hostname",       "bring up lo",
-    "set rlimits",        "set up fds",
+    "set up fds",         "set rlimits",
     "lock securebits",    "drop capability bounding set",
     "set groups",         "switch to sandbox user",
     "clear capabilities", "check the host lives",
@@ -112,6 +113,34 @@ class Steps {
 };
 
 // ---- pre steps ----
+
+// The clone copied the host's whole fd table: a worker's several fds per live
+// sandbox (protocol sockets, pidfds, uid-slot locks), thousands of them in a
+// busy worker. All go now, before any limit is lowered (a RLIMIT_NOFILE below
+// the highest open fd made "set up fds" fail with EMFILE at ~340 sandboxes),
+// and so that no other sandbox's socket stays open in this one. Kept: the
+// sync and protocol sockets and the workspace tree, which later steps use.
+int close_inherited_fds(const ChildConfig& c) {
+  int keep[3] = {c.sync_fd, c.proto_fd, c.workspace_tree_fd};
+  // Ascending, negatives (absent) first: an insertion sort of three.
+  for (int i = 1; i < 3; ++i) {
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) {
+      const int t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
+  }
+  unsigned int from = 0;  // the first fd not yet handled
+  for (int fd : keep) {
+    if (fd < 0 || static_cast<unsigned int>(fd) < from) continue;
+    if (static_cast<unsigned int>(fd) > from &&
+        ::syscall(SYS_close_range, from, static_cast<unsigned int>(fd) - 1, 0) != 0) {
+      return errno;
+    }
+    from = static_cast<unsigned int>(fd) + 1;
+  }
+  return ok_or_errno(::syscall(SYS_close_range, from, ~0U, 0));
+}
 
 int wait_for_parent(int sync_fd) {
   char go = 0;
@@ -297,7 +326,13 @@ int set_up_fds(const ChildConfig& c, int* sync_fd) {
   const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull < 0) return errno;
   for (int fd = 0; fd <= 2; ++fd) {
-    if (::dup2(devnull, fd) < 0) return errno;
+    // 0-2 may be free (closed with the inherited fds): /dev/null can land on
+    // one, and dup2 onto itself would leave its CLOEXEC set.
+    if (fd == devnull) {
+      if (::fcntl(fd, F_SETFD, 0) != 0) return errno;
+    } else if (::dup2(devnull, fd) < 0) {
+      return errno;
+    }
   }
   if (devnull > 3 && devnull != sync) ::close(devnull);
   if (::syscall(SYS_close_range, 4, sync - 1, 0) != 0) return errno;
@@ -357,7 +392,7 @@ std::vector<std::string> child_step_names(const MountPlan& plan) {
 }
 
 void run_child(const ChildConfig& c) {
-  static_assert(kPreCount == 7, "keep kPreSteps in step with the calls below");
+  static_assert(kPreCount == 8, "keep kPreSteps in step with the calls below");
   int sync_fd = c.sync_fd;
   // Die with the host during set-up (the cloning thread waits in create() until
   // it is done, so its end means the host's end); cleared with the credentials.
@@ -365,6 +400,7 @@ void run_child(const ChildConfig& c) {
   Steps s(&sync_fd);
   // Before anything is charged or counted, and before the cgroup namespace.
   s.run([&] { return join_cgroup(c); });
+  s.run([&] { return close_inherited_fds(c); });
   s.run([&] { return wait_for_parent(sync_fd); });
   s.run([] { return become_root(); });
   // After the parent put us in our cgroup, so the namespace's root is that cgroup.
@@ -378,8 +414,9 @@ void run_child(const ChildConfig& c) {
   s.run([] { return remount_root_readonly(); });
   s.run([&] { return set_hostname(c); });
   s.run([&] { return c.own_network ? bring_up_lo() : 0; });
-  s.run([&] { return set_rlimits(c); });
+  // fds before limits: nofile may be lower than the fds the child still holds.
   s.run([&] { return set_up_fds(c, &sync_fd); });
+  s.run([&] { return set_rlimits(c); });
   s.run([] { return lock_securebits(); });
   s.run([&] { return drop_bounding_set(c); });
   s.run([&] { return set_groups(c); });

@@ -3,6 +3,8 @@
 namespace rf::proto {
 namespace {
 
+constexpr size_t kKeptCapacity = 4096;
+
 void put_u32(std::string* out, uint32_t v) {
   const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
                      static_cast<char>(v >> 8), static_cast<char>(v)};
@@ -141,6 +143,17 @@ Status FrameDecoder::feed(std::string_view bytes) {
     f.data.assign(h + kHeaderSize + json_len, data_len);
     frames_.push_back(std::move(f));
     pos_ += total;
+  }
+  if (pos_ == buf_.size()) {
+    // All decoded: an idle stream holds no buffer (a worker has one stream per
+    // live sandbox, and one large output would otherwise stay reserved).
+    offset_ += pos_;
+    pos_ = 0;
+    if (buf_.capacity() > kKeptCapacity) {
+      std::string().swap(buf_);
+    } else {
+      buf_.clear();
+    }
   }
   return ok_status();
 }

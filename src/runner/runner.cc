@@ -137,18 +137,18 @@ Runner::~Runner() {
 // ---- handshake ----
 
 Status Runner::read_frames_blocking() {
-  std::string buf(kReadChunk, '\0');
+  char buf[4096];  // the host's hello is small; the rest comes on later reads
   while (!decoder_.has_frame()) {
     pollfd p{sock_.get(), POLLIN, 0};
     if (::poll(&p, 1, -1) < 0) {
       if (errno == EINTR) continue;
       return sys_error("poll");
     }
-    const ssize_t n = ::read(sock_.get(), buf.data(), buf.size());
+    const ssize_t n = ::read(sock_.get(), buf, sizeof buf);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return sys_error("read");
     if (n == 0) return make_error("handshake", "the host closed the connection");
-    RF_TRY(decoder_.feed(std::string_view(buf.data(), static_cast<size_t>(n))));
+    RF_TRY(decoder_.feed(std::string_view(buf, static_cast<size_t>(n))));
   }
   return ok_status();
 }
@@ -299,14 +299,16 @@ void Runner::watch_output(bool want) {
 void Runner::on_socket(uint32_t events) {
   if (events & EPOLLOUT) flush_out();
   if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
-  static std::string buf(kReadChunk, '\0');
-  const ssize_t n = ::read(sock_.get(), buf.data(), buf.size());
+  // Not zero-filled: a page of it is resident only once a read reaches it, and
+  // an idle sandbox's runner has read only small frames (thousands of them live).
+  static char buf[kReadChunk];
+  const ssize_t n = ::read(sock_.get(), buf, sizeof buf);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0) {
     exit_code_ = 0;  // EOF (or a reset): the host is done with this sandbox
     return;
   }
-  if (auto s = decoder_.feed(std::string_view(buf.data(), static_cast<size_t>(n))); !s) {
+  if (auto s = decoder_.feed(std::string_view(buf, static_cast<size_t>(n))); !s) {
     // The stream cannot be resynchronised: say why and stop.
     reply_error(0, s.error());
     exit_code_ = 2;

@@ -826,6 +826,19 @@ Result<RunView> Store::run(const std::string& run_id) {
   return within("read run " + run_id, read_transaction(db_, read));
 }
 
+Result<std::vector<std::string>> Store::ended_runs(const std::vector<std::string>& run_ids) {
+  if (run_ids.empty()) return std::vector<std::string>{};
+  std::lock_guard lock(mu_);
+  const std::string ids = json(run_ids).dump();
+  auto read = [&] {
+    return rows<std::string>(db_, read_text0,
+                             "SELECT id FROM runs WHERE state = 'ended' "
+                             "AND id IN (SELECT value FROM json_each(?1))",
+                             ids);
+  };
+  return within("read ended runs", read_transaction(db_, read));
+}
+
 // ---- workers
 
 Status Store::register_worker(const std::string& id, int64_t pid, const std::string& hostname,

@@ -245,6 +245,9 @@ class Store {
   // ended before the call started". Claimed and running calls go on.
   Status end_run(const std::string& run_id);
   Result<RunView> run(const std::string& run_id);
+  // Those of `run_ids` that have ended, in one query: a worker asks this of
+  // its live runs every second, thousands of them.
+  Result<std::vector<std::string>> ended_runs(const std::vector<std::string>& run_ids);
 
   // ---- workers
   // Registers the worker as running (again, if the id is known: new pid,

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "core/fd_limit.h"
 #include "core/log.h"
 #include "sandbox/result_json.h"
 
@@ -82,6 +83,8 @@ Result<Placement> place(const WorkerSettings& s, bool at_start) {
 }
 
 Result<std::unique_ptr<Worker>> Worker::start(WorkerOptions options, Placement placement) {
+  // Also for workers embedded in other programs (`worker start` raised it already).
+  if (auto limit = raise_fd_limit(); !limit) spdlog::warn("{}", limit.error().to_string());
   std::unique_ptr<Worker> w(new Worker(std::move(options), std::move(placement)));
   RF_TRY(w->init());
   for (int i = 0; i < w->options_.concurrency; ++i)
@@ -300,9 +303,12 @@ void Worker::housekeeping_loop() {
     }
     SandboxRouter& router = *serving()->router;
     router.reap_idle();
-    for (const auto& run : router.live_runs()) {
-      auto view = store_->run(run);
-      if (view && view->state == store::RunState::ended) router.end_run(run);
+    // One query for all live runs: a per-run read, calls and all, cost an idle
+    // worker with 2,000 live sandboxes 57 ms of CPU a second.
+    if (auto ended = store_->ended_runs(router.live_runs())) {
+      for (const auto& run : *ended) router.end_run(run);
+    } else {
+      spdlog::warn("{}", ended.error().to_string());
     }
     for (auto waited = std::chrono::milliseconds(0); waited < period && !stopped_;
          waited += std::chrono::milliseconds(50)) {

@@ -118,7 +118,7 @@ TEST_F(DockerBackendTest, ContainersCarryLabelsAndDestroyRemovesThem) {
   const uid_t uid = static_cast<uid_t>(std::stoul(user.substr(0, user.find(':'))));
   uint32_t slot = 0;
   EXPECT_TRUE(host::uid_slot_of(uid, &slot)) << user;
-  EXPECT_EQ(uid % host::kUidRangeSize, host::kSandboxUid) << user;
+  EXPECT_EQ(uid, host::slot_host_base(slot) + host::kSandboxUid) << user;
   // list() finds it, alive and owned by us.
   auto listed = b->list();
   ASSERT_TRUE(listed.ok()) << listed.error().to_string();

@@ -55,7 +55,7 @@ TEST_F(Attack, CommandsRunAsAnUnprivilegedUser) {
     const uid_t uid = static_cast<uid_t>(std::stoul(ids.substr(4)));
     uint32_t slot = 0;
     EXPECT_TRUE(host::uid_slot_of(uid, &slot)) << ids;
-    EXPECT_EQ(uid % host::kUidRangeSize, host::kSandboxUid) << ids;
+    EXPECT_EQ(uid, host::slot_host_base(slot) + host::kSandboxUid) << ids;
     const std::string u = std::to_string(uid);
     EXPECT_EQ(ids, "uid=" + u + " gid=" + u + " euid=" + u);
   } else {
@@ -84,7 +84,7 @@ TEST_F(Attack, SandboxRootIsAnUnprivilegedHostUidOfItsOwn) {
   const uid_t host_uid = static_cast<uid_t>(std::stoul(status.substr(pos + 5)));
   uint32_t slot = 0;
   EXPECT_TRUE(host::uid_slot_of(host_uid, &slot)) << host_uid;
-  EXPECT_EQ(host_uid % host::kUidRangeSize, host::kSandboxUid);
+  EXPECT_EQ(host_uid, host::slot_host_base(slot) + host::kSandboxUid);
   auto other = make();
   ASSERT_TRUE(other);
   const std::string other_status = slurp("/proc/" + std::to_string(other->init_pid()) + "/status");
@@ -344,8 +344,7 @@ TEST_F(Attack, KillMinusOneSparesTheHostAndOtherSandboxes) {
   ASSERT_EQ(::stat(("/proc/" + std::to_string(sb_->init_pid())).c_str(), &init), 0);
   uint32_t slot = 0;
   ASSERT_TRUE(host::uid_slot_of(init.st_uid, &slot)) << init.st_uid;
-  const uid_t sandbox_user =
-      host::kFirstHostUid + slot * host::kUidRangeSize + host::kSandboxUid;
+  const uid_t sandbox_user = host::kFirstHostUid + slot * host::kUidRangeSize + host::kSandboxUid;
   SameUidVictim victim(sandbox_user);
   ASSERT_EQ(victim.read_until('r'), "r");
   ASSERT_TRUE(victim.signalable_by_its_uid());  // so only the pid namespace can spare it

@@ -608,6 +608,28 @@ TEST_F(StoreTest, EndRunFailsItsQueuedCalls) {
   EXPECT_THAT(s->run("nope").error().to_string(), HasSubstr("run nope does not exist"));
 }
 
+TEST_F(StoreTest, EndedRunsAreFoundAmongManyInOneQuery) {
+  auto s = ready();
+  std::vector<std::string> asked;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string run = "run-" + std::to_string(i);
+    if (i < 30) {
+      ASSERT_TRUE(s->enqueue_call(make_call("p", run)).ok());
+    }
+    asked.push_back(run);
+  }
+  ASSERT_TRUE(s->end_run("run-3").ok());
+  ASSERT_TRUE(s->end_run("run-17").ok());
+  ASSERT_TRUE(s->enqueue_call(make_call("p", "not-asked")).ok());
+  ASSERT_TRUE(s->end_run("not-asked").ok());
+  asked.push_back("it's \"odd\"");  // unknown, and quoted: not an error
+  auto ended = s->ended_runs(asked);
+  ASSERT_TRUE(ended.ok()) << ended.error().to_string();
+  std::sort(ended->begin(), ended->end());
+  EXPECT_EQ(*ended, (std::vector<std::string>{"run-17", "run-3"}));
+  EXPECT_TRUE(s->ended_runs({})->empty());
+}
+
 // ---- sandboxes and events
 
 TEST_F(StoreTest, SandboxesLiveUntilDestroyed) {
