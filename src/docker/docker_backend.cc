@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/log.h"
 #include "docker/container_spec.h"
 #include "docker/docker_sandbox.h"
 #include "docker/helper_container.h"
@@ -138,7 +139,7 @@ Result<ImageReport> DockerBackend::prepare_image(const std::string& ref) {
   auto probe = create_helper(*api_, info->id, {"/bin/true"});
   if (!probe) return probe.take_error();
   auto st = stat_path(*api_, *probe, "/workspace");
-  (void)remove_container(*api_, *probe);
+  warn_unless_ok(remove_container(*api_, *probe), "docker: removing helper container " + *probe);
   if (!st) return st.take_error();
   report.has_workspace = st->exists && st->directory;
   return report;
@@ -180,7 +181,7 @@ Result<std::unique_ptr<Sandbox>> DockerBackend::create(const SandboxSpec& in) {
   plan.created_unix = ::time(nullptr);
   auto sandbox = std::make_unique<DockerSandbox>(spec, api_, std::move(*slot), std::move(egress));
   if (auto s = sandbox->start(plan, std::move(steps), cgroups_ ? &*cgroups_ : nullptr); !s) {
-    (void)sandbox->destroy();
+    warn_unless_ok(sandbox->destroy(), spec.id + ": cleaning up after a failed set-up");
     return s.take_error();
   }
   return std::unique_ptr<Sandbox>(std::move(sandbox));

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/io.h"
+#include "core/log.h"
 #include "docker/helper_container.h"
 #include "host/setup_step.h"
 
@@ -119,6 +120,8 @@ std::optional<Error> DockerSandbox::ended_reason() {
   if (!tail.empty()) what += "; tool runner said: " + tail;
   return make_error("sandbox ended", what);
 }
+
+DockerSandbox::~DockerSandbox() { warn_unless_ok(destroy(), "destroying " + spec_.id); }
 
 Status DockerSandbox::destroy() {
   std::lock_guard lock(mu_);

@@ -25,7 +25,7 @@ class DockerSandbox : public host::RunnerSandbox {
         api_(std::move(api)),
         slot_(std::move(slot)),
         egress_(std::move(egress)) {}
-  ~DockerSandbox() override { (void)destroy(); }
+  ~DockerSandbox() override;
 
   int init_pid() const override { return host_pid_; }
   Status destroy() override;

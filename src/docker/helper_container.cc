@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "core/io.h"
+#include "core/log.h"
 #include "docker/container_spec.h"
 #include "docker/owner.h"
 #include "docker_api/stream_demux.h"
@@ -122,7 +123,9 @@ Result<HelperRun> run_helper(ApiClient& api, const std::string& image,
   struct Remove {
     ApiClient& api;
     std::string id;
-    ~Remove() { (void)remove_container(api, id); }
+    ~Remove() {
+      warn_unless_ok(remove_container(api, id), "docker: removing helper container " + id);
+    }
   } remove{api, *id};
   auto conn = api.hijack("POST", "/containers/" + *id + "/attach?stream=1&stdout=1&stderr=1");
   if (!conn) return conn.take_error();

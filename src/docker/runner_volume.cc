@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/io.h"
+#include "core/log.h"
 #include "docker/helper_container.h"
 #include "docker_api/tar_archive.h"
 #include "host/seccomp_profile.h"
@@ -65,7 +66,9 @@ Status ensure_runner_volume(ApiClient& api, const RunnerVolumeContents& contents
   struct Remove {
     ApiClient& api;
     std::string id;
-    ~Remove() { (void)remove_container(api, id); }
+    ~Remove() {
+      warn_unless_ok(remove_container(api, id), "docker: removing helper container " + id);
+    }
   } remove{api, *helper};
   auto ready = stat_path(api, *helper, std::string("/.ringfence/") + kReadyFile);
   if (!ready) return ready.take_error();

@@ -80,7 +80,7 @@ class LocalSandbox : public host::RunnerSandbox {
       : host::RunnerSandbox(std::move(spec)),
         root_(std::move(scratch_root)),
         scratch_(root_ + "/" + spec_.id) {}
-  ~LocalSandbox() override { (void)destroy(); }
+  ~LocalSandbox() override { warn_unless_ok(destroy(), "destroying " + spec_.id); }
 
   Status destroy() override;
 
@@ -195,7 +195,7 @@ Result<std::unique_ptr<Sandbox>> LocalBackend::create(const SandboxSpec& in) {
   warn_once(options_.runner_path);
   auto sandbox = std::make_unique<LocalSandbox>(spec, options_.scratch_root);
   if (auto s = sandbox->start(options_.runner_path); !s) {
-    (void)sandbox->destroy();
+    warn_unless_ok(sandbox->destroy(), spec.id + ": cleaning up after a failed set-up");
     return s.take_error();
   }
   return std::unique_ptr<Sandbox>(std::move(sandbox));

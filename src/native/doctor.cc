@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/io.h"
+#include "core/log.h"
 #include "host/runner_binary.h"
 #include "host/uid_slots.h"
 #include "proto/messages.h"
@@ -119,7 +120,11 @@ HealthCheck cgroups(const DoctorInputs& in) {
     return c;
   }
   auto applied = (*cg)->apply(host::CgroupLimits{1.0, 64ull << 20, 16});
-  (void)(*cg)->remove();
+  if (auto gone = (*cg)->remove(); !gone) {
+    c.detail = "the test cgroup could not be removed: " + gone.error().to_string();
+    c.remedy = "look for leftover cgroups under " + in.cgroup_parent;
+    return c;
+  }
   c.ok = applied.ok();
   c.detail =
       applied ? detail + "; limits apply under " + in.cgroup_parent : applied.error().to_string();

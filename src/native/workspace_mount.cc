@@ -20,7 +20,8 @@ Result<UniqueFd> mapping_userns(uid_t owner, gid_t group, uid_t to_uid, gid_t to
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return sys_error("pipe");
   UniqueFd wait_read(pipefd[0]), wait_write(pipefd[1]);
-  const long pid = ::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  const long pid =
+      ::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid < 0) return sys_error("clone user namespace");
   if (pid == 0) {
     ::close(wait_write.get());  // or our own copy would keep the pipe open forever
@@ -32,12 +33,15 @@ Result<UniqueFd> mapping_userns(uid_t owner, gid_t group, uid_t to_uid, gid_t to
   const std::string proc = "/proc/" + std::to_string(pid);
   Result<UniqueFd> out = make_error("idmap", "unset");
   auto maps = [&]() -> Status {
-    RF_TRY(write_file(proc + "/uid_map", std::to_string(owner) + " " + std::to_string(to_uid) + " 1\n"));
-    return write_file(proc + "/gid_map", std::to_string(group) + " " + std::to_string(to_gid) + " 1\n");
+    RF_TRY(write_file(proc + "/uid_map",
+                      std::to_string(owner) + " " + std::to_string(to_uid) + " 1\n"));
+    return write_file(proc + "/gid_map",
+                      std::to_string(group) + " " + std::to_string(to_gid) + " 1\n");
   }();
   if (maps) {
     UniqueFd ns(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
-    out = ns ? Result<UniqueFd>(std::move(ns)) : Result<UniqueFd>(sys_error("open " + proc + "/ns/user"));
+    out = ns ? Result<UniqueFd>(std::move(ns))
+             : Result<UniqueFd>(sys_error("open " + proc + "/ns/user"));
   } else {
     out = maps.take_error();
   }
@@ -51,21 +55,25 @@ int set_attrs(int tree, uint64_t attrs, int userns) {
   mount_attr attr{};
   attr.attr_set = attrs;
   attr.userns_fd = static_cast<uint64_t>(userns);
-  return static_cast<int>(::syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr));
+  return static_cast<int>(
+      ::syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr));
 }
 
 }  // namespace
 
-Result<WorkspaceTree> make_workspace_tree(const std::string& dir, uid_t sandbox_uid, gid_t sandbox_gid) {
-  struct stat st{};
+Result<WorkspaceTree> make_workspace_tree(const std::string& dir, uid_t sandbox_uid,
+                                          gid_t sandbox_gid) {
+  struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return sys_error("workspace " + dir);
   WorkspaceTree out;
   // Only the directory's own mount: submounts below it stay out.
-  out.fd.reset(static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
+  out.fd.reset(static_cast<int>(
+      ::syscall(SYS_open_tree, AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
   if (!out.fd) return sys_error("open_tree " + dir);
   auto userns = mapping_userns(st.st_uid, st.st_gid, sandbox_uid, sandbox_gid);
   if (!userns) return make_error("idmap workspace " + dir, userns.error().to_string());
-  if (set_attrs(out.fd.get(), MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, userns->get()) == 0) {
+  if (set_attrs(out.fd.get(), MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                userns->get()) == 0) {
     out.idmapped = true;
     return out;
   }

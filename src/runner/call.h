@@ -26,6 +26,7 @@
 #include "core/unique_fd.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
+#include "runner/supervisor.h"
 
 namespace rf::runner {
 
@@ -55,11 +56,6 @@ struct CallPlan {
   bool searched = false;                // argv[0] was looked up in PATH
   std::vector<std::string> disk_paths;  // checked for a full disk after the call
 };
-
-// The children of `pid` (every thread's), appended to `out`; false if /proc cannot say.
-bool children_of(pid_t pid, std::vector<pid_t>* out);
-// SIGKILLs `pid` and every process below it.
-void kill_tree(pid_t pid);
 
 // The EXIT of a command that was not found in PATH: 127, and no process was made.
 proto::ExitStatus command_not_found(const std::string& name);

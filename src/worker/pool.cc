@@ -44,7 +44,7 @@ WarmPool::~WarmPool() {
   }
   cv_.notify_all();
   if (refill_.joinable()) refill_.join();
-  for (auto& sb : ready_) (void)sb->destroy();
+  for (auto& sb : ready_) warn_unless_ok(sb->destroy(), "destroying pooled sandbox " + sb->id());
 }
 
 void WarmPool::start() {
@@ -126,7 +126,8 @@ void WarmPool::refill_loop() {
     ++stats_.created;
     if (stopping_) {
       lock.unlock();
-      (void)(*sb)->destroy();
+      warn_unless_ok((*sb)->destroy(),
+                     "destroying sandbox " + (*sb)->id() + " made while stopping");
       lock.lock();
       break;
     }

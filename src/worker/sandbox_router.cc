@@ -40,7 +40,7 @@ Result<std::shared_ptr<Sandbox>> SandboxRouter::fresh(const std::string& project
 }
 
 void SandboxRouter::destroy(const std::shared_ptr<Sandbox>& sandbox) {
-  (void)sandbox->destroy();
+  warn_unless_ok(sandbox->destroy(), "destroying sandbox " + sandbox->id());
   if (ledger_) ledger_->destroyed(sandbox->id());
 }
 

@@ -107,19 +107,25 @@ Status Worker::init() {
       if (w.state != store::WorkerState::running || w.hostname != hostname() || w.id == id_)
         continue;
       if (::kill(static_cast<pid_t>(w.pid), 0) == 0 || errno != ESRCH) continue;
-      (void)store_->interrupt_calls_of_worker(w.id);
-      (void)store_->destroy_sandboxes_of_worker(w.id);  // reaped below
-      (void)store_->stop_worker(w.id);
-      spdlog::warn("worker {} (pid {}) died; its calls are marked interrupted", w.id, w.pid);
+      const std::string dead = "worker " + w.id + " (pid " + std::to_string(w.pid) + ") died";
+      warn_unless_ok(store_->interrupt_calls_of_worker(w.id), dead + ": interrupting its calls");
+      // Its sandboxes are reaped below; the store forgets them now.
+      warn_unless_ok(store_->destroy_sandboxes_of_worker(w.id),
+                     dead + ": forgetting its sandboxes");
+      warn_unless_ok(store_->stop_worker(w.id), dead + ": marking it stopped");
+      spdlog::warn("{}; its calls are marked interrupted", dead);
     }
   }
   RF_TRY(
       store_->register_worker(id_, ::getpid(), hostname(), pinned_project(first_placement_.mode)));
-  (void)store_->interrupt_calls_of_worker(id_);
-  (void)store_->destroy_sandboxes_of_worker(id_);
-  (void)store_->interrupt_orphaned_calls(store::now_ms());
-  if (auto reaped = first_placement_.backend->reap(std::chrono::hours(24 * 365), false);
-      reaped && !reaped->empty()) {
+  // A worker of the same id that died (a restart with --worker-id) left these.
+  warn_unless_ok(store_->interrupt_calls_of_worker(id_), "interrupting this worker's old calls");
+  warn_unless_ok(store_->destroy_sandboxes_of_worker(id_),
+                 "forgetting this worker's old sandboxes");
+  warn_unless_ok(store_->interrupt_orphaned_calls(store::now_ms()),
+                 "interrupting calls whose worker's lease ran out");
+  auto reaped = first_placement_.backend->reap(std::chrono::hours(24 * 365), false);
+  if (warn_unless_ok(reaped, "reaping orphaned sandboxes") && !reaped->empty()) {
     spdlog::warn("reaped {} orphaned sandboxes", reaped->size());
   }
   flusher_ = std::make_unique<OutputFlusher>(options_.output_delay);
@@ -292,14 +298,16 @@ void Worker::housekeeping_loop() {
   while (!stopped_) {
     if (auto s = store_->heartbeat(id_, options_.lease); !s)
       spdlog::warn("heartbeat: {}", s.error().to_string());
-    (void)store_->interrupt_orphaned_calls(store::now_ms());
+    warn_unless_ok(store_->interrupt_orphaned_calls(store::now_ms()),
+                   "interrupting calls whose worker's lease ran out");
     watch_health();
     if (mode() == SandboxMode::kPerWorker) {
       const std::string& project = options_.settings.project.value;
-      (void)store_->fail_unserved_calls(project, store::now_ms() - options_.unserved_after.count(),
-                                        "no worker took this call; worker " + id_ +
-                                            " is per_worker for project " + project +
-                                            " and serves no other");
+      warn_unless_ok(store_->fail_unserved_calls(
+                         project, store::now_ms() - options_.unserved_after.count(),
+                         "no worker took this call; worker " + id_ + " is per_worker for project " +
+                             project + " and serves no other"),
+                     "failing calls of other projects");
     }
     SandboxRouter& router = *serving()->router;
     router.reap_idle();
@@ -350,7 +358,7 @@ void Worker::stop() {
   if (auto sv = serving()) sv->shutdown();
   flusher_.reset();
   if (ledger_) ledger_->flush();  // the last destroys
-  if (store_) (void)store_->stop_worker(id_);
+  if (store_) warn_unless_ok(store_->stop_worker(id_), "marking this worker stopped");
 }
 
 }  // namespace rf::worker

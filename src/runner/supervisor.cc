@@ -1,0 +1,240 @@
+#include "runner/supervisor.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace rf::runner {
+
+// Children of `pid` (every thread's), from /proc/<pid>/task/<tid>/children.
+bool children_of(pid_t pid, std::vector<pid_t>* out) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(task.c_str());
+  if (d == nullptr) return false;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const std::string path = task + "/" + e->d_name + "/children";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    const char* p = text.c_str();
+    while (*p != '\0') {
+      char* end = nullptr;
+      const long child = std::strtol(p, &end, 10);
+      if (end == p) break;
+      if (child > 0) out->push_back(static_cast<pid_t>(child));
+      p = end;
+    }
+  }
+  ::closedir(d);
+  return true;
+}
+
+// Parents before their children: a killed parent forks no more, and children
+// it had reparent to a subreaper and are found on its next round.
+void kill_tree(pid_t pid) {
+  std::vector<pid_t> todo{pid};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    ::kill(p, SIGKILL);
+    children_of(p, &todo);
+  }
+}
+
+namespace {
+
+int64_t micros(const timeval& tv) { return int64_t{tv.tv_sec} * 1'000'000 + tv.tv_usec; }
+
+int64_t now_us() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000 + ts.tv_nsec / 1000;
+}
+
+// ---- the command child ----
+
+[[noreturn]] void fail_exec(int errfd, int32_t stage) {
+  const ExecFailure f{stage, errno};
+  (void)!::write(errfd, &f, sizeof f);
+  ::_exit(127);
+}
+
+[[noreturn]] void run_command(const ChildArgs& a, int errfd) {
+  // A new session: the call's own process group, and a pty can be its controlling tty.
+  if (::setsid() < 0) fail_exec(errfd, kStageSetup);
+  if (a.pty && ::ioctl(a.in, TIOCSCTTY, 0) != 0) fail_exec(errfd, kStageSetup);
+  if (::dup2(a.in, 0) < 0 || ::dup2(a.out, 1) < 0 || ::dup2(a.err, 2) < 0) {
+    fail_exec(errfd, kStageSetup);
+  }
+  // The runner ignores SIGPIPE and blocks SIGCHLD/SIGTERM: a command starts clean.
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Only 0, 1 and 2 reach the command (errfd is close-on-exec and goes at exec).
+  if ((errfd > 3 && ::close_range(3, static_cast<unsigned>(errfd) - 1, 0) != 0) ||
+      ::close_range(static_cast<unsigned>(errfd) + 1, ~0U, 0) != 0) {
+    fail_exec(errfd, kStageSetup);
+  }
+  if (::chdir(a.cwd) != 0) fail_exec(errfd, kStageCwd);
+  int err = ENOENT;
+  for (const char* path : a.candidates) {
+    ::execve(path, a.argv.data(), a.envp.data());
+    if (errno == EACCES) {
+      err = EACCES;  // like execvp: remember it, but try the rest of PATH
+    } else if (errno != ENOENT && errno != ENOTDIR) {
+      err = errno;
+      break;
+    }
+  }
+  errno = err;
+  fail_exec(errfd, kStageExec);
+}
+
+// ---- the supervisor ----
+
+void close_all_but(std::vector<int> keep) {
+  std::sort(keep.begin(), keep.end());
+  unsigned next = 3;
+  for (int fd : keep) {
+    const auto u = static_cast<unsigned>(fd);
+    if (fd < 0 || u < next) continue;
+    if (u > next) ::close_range(next, u - 1, 0);
+    next = u + 1;
+  }
+  ::close_range(next, ~0U, 0);
+}
+
+// SIGKILLs every process below the supervisor (see kill_tree).
+void kill_descendants(pid_t command) {
+  std::vector<pid_t> children;
+  if (!children_of(::getpid(), &children)) {
+    // No /proc: the command's process group is the best we can reach.
+    if (command > 0) ::kill(-command, SIGKILL);
+    return;
+  }
+  for (pid_t child : children) kill_tree(child);
+}
+
+void record_command(Report* r, int status, const rusage& ru, int64_t start_us) {
+  r->wait_status = status;
+  r->wall_us = now_us() - start_us;
+  r->user_us = micros(ru.ru_utime);
+  r->sys_us = micros(ru.ru_stime);
+  r->max_rss_kb = ru.ru_maxrss;
+}
+
+// Waits for the command, killing the tree early if the control pipe closes.
+void supervise(pid_t command, int ctl, int64_t start_us, Report* r) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  const int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  for (bool done = false; !done;) {
+    pollfd fds[2] = {{sigfd, POLLIN, 0}, {ctl, POLLIN, 0}};
+    if (::poll(fds, 2, sigfd < 0 ? 50 : -1) < 0 && errno != EINTR) break;
+    if (fds[1].revents != 0) {
+      // The runner asked (timeout, output cap, shutdown) or died: end the call now.
+      r->killed = 1;
+      kill_descendants(command);
+      ctl = -1;  // poll ignores negative fds
+    }
+    signalfd_siginfo si;
+    while (sigfd >= 0 && ::read(sigfd, &si, sizeof si) == sizeof si) {
+    }
+    int status = 0;
+    rusage ru{};
+    pid_t pid;
+    while ((pid = ::wait4(-1, &status, WNOHANG, &ru)) > 0) {
+      if (pid == command) {
+        record_command(r, status, ru, start_us);
+        done = true;
+      }
+    }
+    if (pid < 0 && errno == ECHILD) done = true;
+  }
+}
+
+// Kills and reaps until nothing is left below the supervisor.
+void reap_everything(pid_t command) {
+  for (;;) {
+    kill_descendants(command);
+    if (::wait4(-1, nullptr, 0, nullptr) < 0 && errno != EINTR) return;  // ECHILD: all gone
+  }
+}
+
+// Forks the command and waits until it has exec'd; returns its pid, or -1 with
+// the failure in `r`.
+pid_t start_command(const ChildArgs& a, Report* r) {
+  int errpipe[2];
+  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
+    r->exec_stage = kStageSetup;
+    r->exec_errno = errno;
+    return -1;
+  }
+  // vfork: no page-table copy; run_command makes only syscalls and then execs or _exits.
+  const pid_t command = ::vfork();
+  if (command == 0) {
+    ::close(errpipe[0]);
+    run_command(a, errpipe[1]);
+  }
+  const int fork_errno = errno;
+  ::close(errpipe[1]);
+  ::close(a.in);  // the command holds its own copies now
+  if (a.out != a.in) ::close(a.out);
+  if (a.err != a.in) ::close(a.err);
+  ExecFailure f{kStageSetup, fork_errno};
+  ssize_t n = command < 0 ? sizeof f : 0;
+  while (command > 0 && (n = ::read(errpipe[0], &f, sizeof f)) < 0 && errno == EINTR) {
+  }
+  ::close(errpipe[0]);
+  if (n != static_cast<ssize_t>(sizeof f)) return command;  // EOF: exec succeeded
+  r->exec_stage = f.stage;
+  r->exec_errno = f.err;
+  return command;
+}
+
+}  // namespace
+
+[[noreturn]] void run_supervisor(const ChildArgs& a) {
+  close_all_but({a.in, a.out, a.err, a.report, a.ctl});
+  // Subreaper: whatever the command leaves behind (daemonised, setsid) reparents to
+  // us instead of PID 1, so it can be found and killed before the call ends.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  Report r;
+  r.kind = kDone;
+  const int64_t start_us = now_us();
+  const pid_t command = start_command(a, &r);
+  if (command > 0 && r.exec_stage == kStageNone) {
+    Report started;
+    started.kind = kStarted;
+    started.pid = command;
+    (void)!::write(a.report, &started, sizeof started);
+  }
+  if (command > 0) supervise(command, a.ctl, start_us, &r);
+  reap_everything(command);
+  (void)!::write(a.report, &r, sizeof r);
+  ::_exit(0);
+}
+
+}  // namespace rf::runner
