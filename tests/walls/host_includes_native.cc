@@ -1,0 +1,2 @@
+// Must not compile: host/ is the kit every backend shares and knows no backend.
+#include "native/native_backend.h"
