@@ -165,6 +165,31 @@ TEST_F(DockerBackendTest, ReapRemovesOldSandboxes) {
 
 // A worker killed with SIGKILL leaves nothing: its attach stream closes, the
 // runner sees EOF and exits, and the daemon removes the container.
+// A container killed behind the sandbox's back (an operator's reap, the OOM
+// killer) between calls: the next call fails at once, saying why, and never
+// waits on a stream nobody will answer.
+TEST_F(DockerBackendTest, ACallAfterTheContainerWasKilledFailsPromptly) {
+  auto b = backend(test_daemon().unix_host());
+  ASSERT_TRUE(b);
+  auto sb = b->create(spec());
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  const std::string name = (*sb)->id();
+  auto killed = api()->request("POST", "/containers/" + name + "/kill?signal=KILL");
+  ASSERT_TRUE(killed.ok()) << killed.error().to_string();
+  ASSERT_EQ(killed->status, 204u) << killed->body;
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    Captured c;
+    ExecCall call;
+    call.argv = {"true"};
+    auto r = (*sb)->exec(call, c);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().to_string().find("sandbox ended"), std::string::npos)
+        << r.error().to_string();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  }
+}
+
 TEST_F(DockerBackendTest, AKilledOwnerLeavesNoContainerBehind) {
   int pipefd[2];
   ASSERT_EQ(::pipe(pipefd), 0);
