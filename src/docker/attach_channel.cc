@@ -37,10 +37,19 @@ void AttachChannel::pump_up() {
     const ssize_t n = ::read(pump_fd_.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the client closed (or close() shut us down)
-    if (!conn_->write_all(std::string_view(buf.data(), static_cast<size_t>(n)))) break;
+    if (!conn_->write_all(std::string_view(buf.data(), static_cast<size_t>(n)))) {
+      // The daemon's end is gone (the container was killed or removed), and
+      // dockerd may never close the stream's other direction: the client's
+      // writes must fail (EPIPE) and its reads see EOF, or a large write
+      // blocks forever on a socket nobody drains.
+      ::shutdown(pump_fd_.get(), SHUT_RDWR);
+      return;
+    }
   }
   // The runner sees EOF on its stdin and exits.
-  (void)conn_->shutdown_write();
+  if (auto s = conn_->shutdown_write(); !s) {
+    spdlog::debug("{}: attach stream: {}", name_, s.error().to_string());
+  }
 }
 
 void AttachChannel::pump_down() {

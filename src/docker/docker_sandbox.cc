@@ -14,6 +14,7 @@ namespace rf::docker {
 namespace {
 
 constexpr std::chrono::milliseconds kHandshakeTimeout{30'000};
+constexpr std::chrono::milliseconds kLivenessEvery{3'000};
 
 // The cgroup path of `pid` in the hierarchy that holds the memory controller
 // (v1), or in the unified one (v2): "/docker/<id>".
@@ -81,6 +82,9 @@ Status DockerSandbox::start(const ContainerPlan& plan, std::vector<StepTiming> h
     if (!found) spdlog::warn("{}: no cgroup counters: {}", spec_.id, found.error().to_string());
   }
   runner_ = std::make_unique<host::RunnerClient>(channel_->take_client_fd());
+  // dockerd can keep the attach stream open after the container died (killed
+  // while it started): a call waiting on silence asks the daemon every few seconds.
+  runner_->set_liveness_check([this] { return ended_reason(); }, kLivenessEvery);
   if (auto s = timer.run("handshake", [&] { return runner_->handshake(kHandshakeTimeout); }); !s) {
     if (auto why = ended_reason()) return host::setup_error("handshake", *why);
     return host::setup_error("handshake", s.error());

@@ -56,6 +56,12 @@ Error RunnerClient::closed_error(int err) {
   return e;
 }
 
+void RunnerClient::set_liveness_check(std::function<std::optional<Error>()> check,
+                                      std::chrono::milliseconds every) {
+  liveness_ = std::move(check);
+  liveness_every_ = every;
+}
+
 Status RunnerClient::handshake(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char buf[4096];  // the hello is small; more comes on later reads
@@ -148,7 +154,14 @@ Status RunnerClient::read_some() {
   }
   char* buf = thread_read_buffer();
   pollfd p{fd_.get(), POLLIN, 0};
-  if (::poll(&p, 1, -1) < 0) return errno == EINTR ? ok_status() : closed_error(errno);
+  const int wait_ms = liveness_ ? static_cast<int>(liveness_every_.count()) : -1;
+  const int ready = ::poll(&p, 1, wait_ms);
+  if (ready < 0) return errno == EINTR ? ok_status() : closed_error(errno);
+  if (ready == 0) {
+    // Silence while someone waits: is the runner's side still there at all?
+    if (auto gone = liveness_()) return *gone;
+    return ok_status();
+  }
   const ssize_t n = ::read(fd_.get(), buf, kReadChunk);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return ok_status();
   std::lock_guard lock(mu_);

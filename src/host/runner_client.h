@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,12 @@ class RunnerClient {
   Status shutdown();
   // Ends every waiting call with `reason` (the sandbox died underneath).
   void fail_all(const Error& reason);
+  // For transports whose end is not always told (a Docker daemon may keep an
+  // attach stream open after the container died): while a call waits and the
+  // stream stays silent for `every`, `check` is asked whether the runner's side
+  // is gone; an error from it ends every waiting call. Set before any call.
+  void set_liveness_check(std::function<std::optional<Error>()> check,
+                          std::chrono::milliseconds every);
   int fd() const { return fd_.get(); }
 
  private:
@@ -78,6 +85,8 @@ class RunnerClient {
   std::map<uint32_t, Pending*> pending_;
   proto::FrameDecoder decoder_;
   std::optional<Error> last_error_;  // the latest ERROR about no call (id 0)
+  std::function<std::optional<Error>()> liveness_;
+  std::chrono::milliseconds liveness_every_{0};
   // Registers a call id for `p` (under mu_), and removes it again.
   void add_pending(Pending& p);
   void remove_pending(Pending& p);
