@@ -9,6 +9,8 @@
 //     up the exit, since stop() wakes the poll.
 //   - SIGINT, SIGTERM, SIGHUP and SIGQUIT go to the command (those that came
 //     before it started are sent once it has); with a pty, SIGWINCH resizes it.
+//     One thread does both, signals first: input typed after a resize reaches
+//     the command after the resize does.
 //
 // Reads stdin with plain blocking read(2) once poll says it is readable: the
 // forwarder must be the only reader of our stdin while it runs.
