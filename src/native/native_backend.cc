@@ -44,6 +44,15 @@ constexpr uint64_t kNamespaceFlags =
     CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
 constexpr std::chrono::milliseconds kSetupTimeout{10'000};
 
+// ThreadSanitizer keeps its per-thread state behind the thread pointer: a
+// CLONE_VM child would run on the cloning thread's state while that thread
+// goes on, and both crash. Under TSAN the child always gets a copy of memory.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kCloneVmAllowed = false;
+#else
+constexpr bool kCloneVmAllowed = true;
+#endif
+
 int read_cap_last_cap() {
   auto text = read_file("/proc/sys/kernel/cap_last_cap");
   return text ? std::atoi(text->c_str()) : 40;
@@ -220,7 +229,8 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
   int pidfd = -1;
   ChildStack
       stack;  // after everything the child reads: destroyed first, once it has exec'd or died
-  const bool share_memory = cgroup_->clone_into_fd() < 0 && stack.top() != nullptr;
+  const bool share_memory =
+      kCloneVmAllowed && cgroup_->clone_into_fd() < 0 && stack.top() != nullptr;
   const pid_t pid = timer.run("clone", [&] {
     return share_memory ? clone_sandbox_vm(config.own_network, config, stack.top(), &pidfd)
                         : clone_sandbox(cgroup_->clone_into_fd(), config.own_network, &pidfd);
