@@ -3,9 +3,10 @@
 #   make test   set up, build, and run every test (what CI runs)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test unit-test sandbox-test asan-test bench fuzz format clean
+.PHONY: all deps build demo test unit-test sandbox-test asan-test tsan-test bench fuzz format clean
 
 all: build
 
@@ -20,8 +21,9 @@ demo: build
 	./scripts/demo.sh $(BUILD)
 
 # Every test: unit, integration, security and fault tests against real
-# sandboxes, then the unit tests again under ASAN/UBSAN, then a short fuzz run.
-test: build asan-test fuzz
+# sandboxes, then the unit tests again under ASAN/UBSAN, the tests of code that
+# runs threads under TSAN, then a short fuzz run.
+test: build asan-test tsan-test fuzz
 	ctest --test-dir $(BUILD) --output-on-failure -j 2 --timeout 300
 
 # ctest labels are the test folders: unit, integration, security, docker, proxy.
@@ -35,6 +37,15 @@ asan-test: deps
 	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_unit_tests
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -L unit -j 2 --timeout 300
+
+# The tests labelled tsan (tests/CMakeLists.txt): unit, local, proxy, and the
+# sandbox tests of the CLI, worker, fallback, pool and proxy, under
+# ThreadSanitizer. ctest runs each without ASLR and with tests/tsan.supp; any
+# report fails the test (exit 66).
+tsan-test: deps
+	cmake -S . -B $(TSAN_BUILD) -DRF_TSAN=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_local_tests rf_proxy_tests rf_sandbox_tests rf_fallback_tests
+	ctest --test-dir $(TSAN_BUILD) --output-on-failure -L tsan -j 2 --timeout 300
 
 # Each fuzzer for a short while; longer runs: make fuzz FUZZ_SECONDS=600
 FUZZ_SECONDS ?= 30
@@ -50,4 +61,4 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz

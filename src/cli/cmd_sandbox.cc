@@ -1,15 +1,12 @@
 // `ringfence sandbox exec | shell`; doctor, list and reap are in cmd_sandbox_admin.cc.
-#include <poll.h>
-#include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "cli/backends.h"
 #include "cli/commands.h"
+#include "cli/stdio_forwarder.h"
 #include "cli/terminal.h"
 #include "core/io.h"
 #include "core/units.h"
@@ -121,50 +118,6 @@ Result<SandboxSpec> to_spec(const SandboxFlags& f) {
   return s;
 }
 
-// Streams output to our stdout/stderr and remembers the call id for stdin.
-class StdioSink : public OutputSink {
- public:
-  void on_started(uint32_t call_id, int) override { call_id_.store(call_id); }
-  void on_stdout(std::string_view d) override { (void)write_all(STDOUT_FILENO, d); }
-  void on_stderr(std::string_view d) override { (void)write_all(STDERR_FILENO, d); }
-  uint32_t call_id() const { return call_id_.load(); }
-
- private:
-  std::atomic<uint32_t> call_id_{0};
-};
-
-// Forwards our stdin to the call until EOF. Runs detached: a read blocked on a
-// terminal must not hold up the exit.
-void forward_stdin(Sandbox* sandbox, const StdioSink* sink) {
-  while (sink->call_id() == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  const uint32_t id = sink->call_id();
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (!sandbox->write_stdin(id, std::string_view(buf, static_cast<size_t>(n)))) return;
-  }
-  (void)sandbox->close_stdin(id);
-}
-
-// SIGINT, SIGTERM, SIGHUP and SIGQUIT go to the command; SIGWINCH resizes its pty.
-void forward_signals(Sandbox* sandbox, const StdioSink* sink, sigset_t set) {
-  for (;;) {
-    int sig = 0;
-    if (sigwait(&set, &sig) != 0) return;
-    const uint32_t id = sink->call_id();
-    if (id == 0) continue;
-    if (sig == SIGWINCH) {
-      int rows, cols;
-      terminal_size(STDIN_FILENO, &rows, &cols);
-      (void)sandbox->resize(id, rows, cols);
-    } else {
-      (void)sandbox->send_signal(id, sig);
-    }
-  }
-}
-
 std::string result_json(const Sandbox& sb, const ExecResult& r) {
   nlohmann::json setup = nlohmann::json::array();
   for (const auto& t : sb.setup_timings()) {
@@ -189,17 +142,22 @@ void report_limit(const SandboxSpec& spec, const ExecResult& r) {
   std::fprintf(stderr, "ringfence: %s (limit: %s)\n", detail.c_str(), r.limit.c_str());
 }
 
+// A sandbox that could not be torn down leaves a trace `sandbox reap` removes: say so.
+void report_destroy(const Status& destroyed) {
+  if (destroyed) return;
+  std::fprintf(stderr,
+               "ringfence: destroy: %s (`ringfence sandbox reap --older-than 1h` removes it)\n",
+               destroyed.error().to_string().c_str());
+}
+
 int run(const SandboxFlags& flags, bool shell) {
   auto spec = to_spec(flags);
   if (!spec) {
     std::fprintf(stderr, "ringfence: %s\n", spec.error().to_string().c_str());
     return kExitUsage;
   }
-  // Signals are taken by a thread with sigwait; block them before any thread starts.
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH}) sigaddset(&set, sig);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // The forwarder takes the signals through a signalfd: blocked before any thread starts.
+  StdioForwarder::block_signals();
 
   BackendConfig backends{flags.docker_host, {}};
   if (!flags.proxy_resolve.empty()) {
@@ -231,25 +189,28 @@ int run(const SandboxFlags& flags, bool shell) {
     terminal_size(STDIN_FILENO, &call.rows, &call.cols);
   }
   call.stdin_stream = true;
-  StdioSink sink;
-  std::thread(forward_signals, sandbox->get(), &sink, set).detach();
-  std::thread(forward_stdin, sandbox->get(), &sink).detach();
+  // Joined before the sandbox goes: stopped below, or destroyed first (declared after it).
+  auto forwarder = StdioForwarder::start(**sandbox, call.pty);
+  if (!forwarder) {
+    std::fprintf(stderr, "ringfence: %s\n", forwarder.error().to_string().c_str());
+    report_destroy((*sandbox)->destroy());
+    return kExitRuntime;
+  }
 
   std::optional<RawTerminal> raw;
   if (shell) raw.emplace(STDIN_FILENO);
-  auto result = (*sandbox)->exec(call, sink);
+  auto result = (*sandbox)->exec(call, **forwarder);
+  (*forwarder)->stop();
   raw.reset();
   if (!result) {
     std::fprintf(stderr, "ringfence: %s\n", result.error().to_string().c_str());
-    (void)(*sandbox)->destroy();
+    report_destroy((*sandbox)->destroy());
     return kExitRuntime;
   }
   if (result->exec_errno != 0) std::fprintf(stderr, "ringfence: %s\n", result->error.c_str());
   report_limit(*spec, *result);
   if (flags.json) (void)write_all(STDOUT_FILENO, result_json(**sandbox, *result));
-  if (auto s = (*sandbox)->destroy(); !s) {
-    std::fprintf(stderr, "ringfence: destroy: %s\n", s.error().to_string().c_str());
-  }
+  report_destroy((*sandbox)->destroy());
   return result->exit_code;
 }
 

@@ -4,7 +4,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/io.h"
 #include "docker_api/stream_demux.h"
 
 namespace rf::docker {
@@ -12,6 +11,19 @@ namespace {
 
 constexpr size_t kChunk = 64 * 1024;
 constexpr size_t kTailBytes = 2048;
+
+// To the client's socket. MSG_NOSIGNAL: once the client is gone or shut down
+// (RunnerClient::fail_all, on destroy), writing is an EPIPE to note, not a
+// SIGPIPE that ends the whole process.
+bool send_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -58,7 +70,7 @@ void AttachChannel::pump_down() {
     if (stream == 2) {
       on_stderr(payload);
     } else if (stream == 1 && client_open) {
-      if (!write_all(pump_fd_.get(), payload)) client_open = false;
+      if (!send_all(pump_fd_.get(), payload)) client_open = false;  // keep draining the stream
     }
   });
   std::string buf(kChunk, '\0');

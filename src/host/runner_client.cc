@@ -52,6 +52,7 @@ RunnerClient::~RunnerClient() = default;
 
 Error RunnerClient::closed_error(int err) {
   Error e{"tool runner connection closed", "", err};
+  std::lock_guard lock(mu_);  // the reader sets last_error_ while others send
   if (last_error_) e.message = "last error: " + last_error_->to_string();
   return e;
 }
@@ -164,8 +165,8 @@ Status RunnerClient::read_some() {
   }
   const ssize_t n = ::read(fd_.get(), buf, kReadChunk);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return ok_status();
-  std::lock_guard lock(mu_);
   if (n <= 0) return closed_error(n < 0 ? errno : 0);
+  std::lock_guard lock(mu_);
   RF_TRY(decoder_.feed(std::string_view(buf, static_cast<size_t>(n))));
   while (decoder_.has_frame()) dispatch(decoder_.pop());
   return ok_status();

@@ -90,7 +90,7 @@ class RunnerClient {
   // Registers a call id for `p` (under mu_), and removes it again.
   void add_pending(Pending& p);
   void remove_pending(Pending& p);
-  Error closed_error(int err);
+  Error closed_error(int err);  // takes mu_: never call it holding mu_
 };
 
 }  // namespace rf::host

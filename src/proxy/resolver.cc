@@ -52,61 +52,48 @@ Result<Resolver::Addresses> system_lookup(const std::string& name) {
 
 }  // namespace
 
-struct Resolver::Shared {
-  struct Job {
-    boost::asio::io_context* io;
-    std::string name;
-    Callback done;
-  };
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Job> jobs;
-  bool stopping = false;
-  int threads = 0;
-  int idle = 0;
-
-  // A lookup thread: detached, owns the state, so shutdown never waits for a
-  // getaddrinfo that hangs.
-  static void run(std::shared_ptr<Shared> self) {
-    std::unique_lock lock(self->mu);
-    for (;;) {
-      ++self->idle;
-      self->cv.wait(lock, [&] { return self->stopping || !self->jobs.empty(); });
-      --self->idle;
-      if (self->stopping) break;
-      Job job = std::move(self->jobs.front());
-      self->jobs.pop_front();
-      lock.unlock();
-      auto result = system_lookup(job.name);
-      lock.lock();
-      if (self->stopping) break;  // `job.io` may be gone
-      boost::asio::post(*job.io, [done = std::move(job.done), r = std::move(result)]() mutable {
-        done(std::move(r));
-      });
-    }
-    --self->threads;
-  }
-};
-
 Resolver::Resolver(std::map<std::string, Addresses> overrides, bool system_dns,
                    std::function<void(const std::string&)> on_lookup, int threads)
     : system_dns_(system_dns),
       on_lookup_(std::move(on_lookup)),
-      max_threads_(std::max(1, threads)),
-      shared_(std::make_shared<Shared>()) {
+      max_threads_(static_cast<size_t>(std::max(1, threads))) {
   for (auto& [name, addrs] : overrides) overrides_[normalise(name)] = std::move(addrs);
 }
 
-Resolver::~Resolver() { shutdown(); }
+Resolver::~Resolver() {
+  shutdown();
+  // No thread starts once stopping_ is set: the list is final.
+  for (auto& t : threads_) t.join();
+}
 
 void Resolver::shutdown() {
-  std::deque<Shared::Job> dropped;
+  std::deque<Job> dropped;  // destroyed outside the lock
   {
-    std::lock_guard lock(shared_->mu);
-    shared_->stopping = true;
-    dropped.swap(shared_->jobs);
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    dropped.swap(jobs_);
   }
-  shared_->cv.notify_all();
+  cv_.notify_all();
+}
+
+void Resolver::lookup_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    ++idle_;
+    cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+    --idle_;
+    if (stopping_) return;
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    auto result = system_lookup(job.name);
+    lock.lock();
+    // Posted under the lock: shutdown() sets stopping_ before `job.io` goes.
+    if (stopping_) return;
+    boost::asio::post(*job.io, [done = std::move(job.done), r = std::move(result)]() mutable {
+      done(std::move(r));
+    });
+  }
 }
 
 void Resolver::resolve(boost::asio::io_context& io, const std::string& name, Callback done) {
@@ -123,19 +110,17 @@ void Resolver::resolve(boost::asio::io_context& io, const std::string& name, Cal
                       [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
     return;
   }
-  std::lock_guard lock(shared_->mu);
-  if (shared_->stopping) return;
-  shared_->jobs.push_back({&io, key, std::move(done)});
-  if (shared_->jobs.size() > static_cast<size_t>(shared_->idle) &&
-      shared_->threads < max_threads_) {
+  std::lock_guard lock(mu_);
+  if (stopping_) return;
+  jobs_.push_back({&io, key, std::move(done)});
+  if (jobs_.size() > idle_ && threads_.size() < max_threads_) {
     try {
-      std::thread(&Shared::run, shared_).detach();
-      ++shared_->threads;
+      threads_.emplace_back([this] { lookup_loop(); });
     } catch (const std::system_error&) {
       // Out of threads: the lookup waits for a running one (or the connect timeout).
     }
   }
-  shared_->cv.notify_one();
+  cv_.notify_one();
 }
 
 }  // namespace rf::proxy

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
-#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/result.h"
@@ -26,7 +29,11 @@ class Resolver {
   // lookup; it must be thread-safe.
   Resolver(std::map<std::string, Addresses> overrides, bool system_dns,
            std::function<void(const std::string&)> on_lookup, int threads = 4);
-  ~Resolver();  // does not wait for system lookups in flight; their results are dropped
+  // Drops what is queued and joins the lookup threads, so none outlives the
+  // resolver: it waits for the lookups in flight, which getaddrinfo's own
+  // timeouts bound (resolv.conf's timeout and attempts); their results are dropped.
+  // Never called on a lookup thread (`done` runs on `io`).
+  ~Resolver();
   Resolver(const Resolver&) = delete;
   Resolver& operator=(const Resolver&) = delete;
 
@@ -36,16 +43,28 @@ class Resolver {
   // weak_ptr).
   void resolve(boost::asio::io_context& io, const std::string& name, Callback done);
 
-  // Drops queued lookups and results still to come. Call before `io` goes.
+  // Drops queued lookups and results still to come; does not wait. Call
+  // before `io` goes.
   void shutdown();
 
  private:
-  struct Shared;
+  struct Job {
+    boost::asio::io_context* io;
+    std::string name;
+    Callback done;
+  };
+  void lookup_loop();  // one lookup thread, until shutdown
+
   std::map<std::string, Addresses> overrides_;
-  bool system_dns_;
-  std::function<void(const std::string&)> on_lookup_;
-  int max_threads_;
-  std::shared_ptr<Shared> shared_;
+  const bool system_dns_;
+  const std::function<void(const std::string&)> on_lookup_;
+  const size_t max_threads_;
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  size_t idle_ = 0;
+  std::vector<std::thread> threads_;  // only grows until stopping_, then is joined
 };
 
 }  // namespace rf::proxy

@@ -87,18 +87,22 @@ TEST_F(SandboxExec, StreamedStdin) {
   ExecCall call;
   call.argv = {"wc", "-c"};
   call.stdin_stream = true;
+  // The feeding thread is joined before the sandbox goes: it may still be
+  // returning from close_stdin when exec() has returned.
   struct Feeder : Captured {
     Sandbox* sb;
+    std::thread thread;
     void on_started(uint32_t id, int) override {
       call_id = id;
-      std::thread([sb = sb, id] {
+      thread = std::thread([sb = sb, id] {
         for (int i = 0; i < 10; ++i) (void)sb->write_stdin(id, std::string(1000, 'a'));
         (void)sb->close_stdin(id);
-      }).detach();
+      });
     }
   } feeder;
   feeder.sb = sb.get();
   auto r = sb->exec(call, feeder);
+  if (feeder.thread.joinable()) feeder.thread.join();
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(feeder.out, "10000\n");
 }

@@ -30,6 +30,7 @@ struct StdioRunner {
   pid_t pid = -1;
   int to_runner = -1, from_runner = -1, err_read = -1;
   int client_fd = -1, relay_fd = -1;
+  ino_t to_runner_ino = 0, from_runner_ino = 0;  // read before the relay may close them
   std::thread up, down;
 
   explicit StdioRunner(std::vector<std::string> extra) {
@@ -60,6 +61,9 @@ struct StdioRunner {
     err_read = err[0];
     client_fd = sv[0];
     relay_fd = sv[1];
+    struct stat st {};
+    if (::fstat(to_runner, &st) == 0) to_runner_ino = st.st_ino;
+    if (::fstat(from_runner, &st) == 0) from_runner_ino = st.st_ino;
     up = std::thread([this] {
       char buf[65536];
       for (;;) {
@@ -131,11 +135,10 @@ TEST(RunnerStdio, ServesOverPipesAndKeepsTheChannelFromCommands) {
   testing::Captured fds;
   auto listed = client.exec(sh("ls -l /proc/self/fd/"), "", true, fds);
   ASSERT_TRUE(listed.ok());
-  struct stat in {
-  }, out{};
-  ASSERT_EQ(::fstat(r.to_runner, &in), 0);
-  ASSERT_EQ(::fstat(r.from_runner, &out), 0);
-  for (ino_t ino : {in.st_ino, out.st_ino}) {
+  // Not fstat on them here: the relay threads own them now, and close them.
+  ASSERT_NE(r.to_runner_ino, 0u);
+  ASSERT_NE(r.from_runner_ino, 0u);
+  for (ino_t ino : {r.to_runner_ino, r.from_runner_ino}) {
     EXPECT_EQ(fds.out.find("pipe:[" + std::to_string(ino) + "]"), std::string::npos) << fds.out;
   }
   EXPECT_NE(fds.out.find("pipe:["), std::string::npos) << fds.out;  // its own pipes, seen
