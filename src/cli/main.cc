@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "cli/commands.h"
+#include "cli/name_services.h"
 #include "core/log.h"
 
 namespace {
@@ -27,6 +28,9 @@ std::string_view command_word(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef RF_STATIC_CLI
+  rf::cli::use_builtin_name_services();  // a static binary cannot load NSS modules
+#endif
   CLI::App app{"ringfence: run AI agents' tool calls in disposable sandboxes"};
   app.name("ringfence");
   app.set_version_flag("--version", std::string("ringfence ") + RF_VERSION);
