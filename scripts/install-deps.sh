@@ -13,9 +13,6 @@ packages=(
   # Debian's dockerd, test images from static busybox and bash, and an sshd
   # for the ssh:// transport.
   libssl-dev libarchive-dev docker.io bash-static openssh-server openssh-client socat
-  # The static `ringfence` (cmake/static_cli.cmake): the static archives that
-  # libarchive.a needs, which libarchive-dev does not pull in.
-  libxml2-dev libicu-dev nettle-dev liblzma-dev libbz2-dev zlib1g-dev
 )
 
 missing=()
