@@ -7,7 +7,10 @@
 //            itself (its own state dir and HOME, stopped by pid at the end)
 // The cases of a group run in turn, one iteration each, so a change in the
 // machine's load reaches all of them alike. Percentiles of wall time.
-// Usage: rf_cli_bench [--iterations N] [--only version|exec|call]
+// --baseline PATH adds the same commands run by another `ringfence` binary (an
+// older build, with its tool runner beside it) to each group: before and after
+// in one run.
+// Usage: rf_cli_bench [--iterations N] [--only version|exec|call] [--baseline PATH]
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -170,16 +173,24 @@ bool executable(const std::string& path) { return access(path.c_str(), X_OK) == 
 
 int main(int argc, char** argv) {
   int n = 300;
-  std::string only;
+  std::string only, baseline;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iterations") && i + 1 < argc) {
       n = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
       only = argv[++i];
+    } else if (!std::strcmp(argv[i], "--baseline") && i + 1 < argc) {
+      baseline = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: rf_cli_bench [--iterations N] [--only version|exec|call]\n");
+      std::fprintf(stderr,
+                   "usage: rf_cli_bench [--iterations N] [--only version|exec|call] "
+                   "[--baseline PATH]\n");
       return 2;
     }
+  }
+  if (!baseline.empty() && !executable(baseline)) {
+    std::fprintf(stderr, "rf_cli_bench: --baseline %s: not executable\n", baseline.c_str());
+    return 2;
   }
   const std::string cli = RF_CLI_PATH;
   const std::string runner = RF_RUNNER_PATH;
@@ -199,6 +210,8 @@ int main(int argc, char** argv) {
     if (executable("/usr/bin/bwrap"))
       cases.push_back({"bwrap --version", {"/usr/bin/bwrap", "--version"}, {}});
     cases.push_back({"ringfence-tool-runner --version (static floor)", {runner, "--version"}, {}});
+    if (!baseline.empty())
+      cases.push_back({"baseline: ringfence --version", {baseline, "--version"}, {}});
     run_group(cases, n);
     const auto rf = report("version", cases[0]);
     for (size_t i = 1; i < cases.size(); ++i) report("version", cases[i]);
@@ -208,13 +221,19 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "exec") {
     std::vector<Case> cases = {
         {"ringfence sandbox exec -- /bin/true", {cli, "sandbox", "exec", "--", "/bin/true"}, {}}};
-    if (executable("/usr/bin/bwrap"))
-      cases.push_back({"bwrap (rf_bench's peer) /bin/true", rf::bench::bwrap_args(), {}});
+    const bool bwrap = executable("/usr/bin/bwrap");
+    if (bwrap) cases.push_back({"bwrap (rf_bench's peer) /bin/true", rf::bench::bwrap_args(), {}});
+    if (!baseline.empty()) {
+      cases.push_back({"baseline: ringfence sandbox exec -- /bin/true",
+                       {baseline, "sandbox", "exec", "--", "/bin/true"},
+                       {}});
+    }
     run_group(cases, n);
     const auto rf = report("exec", cases[0]);
-    if (cases.size() > 1) {
-      const auto bwrap = report("exec", cases[1]);
-      std::printf("exec: ringfence/bwrap p50 ratio %.2f (target <= 1.00)\n", rf.p50 / bwrap.p50);
+    for (size_t i = 1; i < cases.size(); ++i) {
+      const auto s = report("exec", cases[i]);
+      if (bwrap && i == 1)
+        std::printf("exec: ringfence/bwrap p50 ratio %.2f (target <= 1.00)\n", rf.p50 / s.p50);
     }
   }
 
@@ -231,10 +250,16 @@ int main(int argc, char** argv) {
          {cli, "call", "--state-dir", state, "--project", "bench", "--run", "bench", "--", "true"},
          {}},
         {"ringfence --version (process start)", {cli, "--version"}, {}}};
+    if (!baseline.empty()) {
+      cases.push_back({"baseline: ringfence call -- true",
+                       {baseline, "call", "--state-dir", state, "--project", "bench", "--run",
+                        "bench", "--", "true"},
+                       {}});
+    }
     run_once(cases[0], worker.env());  // creates the run's sandbox: every call after is warm
     run_group(cases, n, worker.env());
     const auto call = report("call", cases[0]);
-    report("call", cases[1]);
+    for (size_t i = 1; i < cases.size(); ++i) report("call", cases[i]);
     std::printf("call: p50 %.2f ms (target <= 3.00 ms)\n", call.p50 / 1000);
   }
   return 0;
