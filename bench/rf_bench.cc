@@ -33,6 +33,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+using rf::bench::bwrap_args;
 using rf::bench::NullSink;
 using rf::bench::Stats;
 using rf::bench::summarise;
@@ -61,47 +62,6 @@ bool spawn_and_wait(const std::vector<std::string>& args) {
   int status;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-std::vector<std::string> bwrap_args() {
-  // As close to our host image as bwrap's flags allow: read-only /usr and
-  // /etc pieces, new /proc and /dev, tmpfs /tmp and /workspace, every namespace.
-  std::vector<std::string> a = {
-      "/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind",
-      "/usr",           "/usr"};
-  for (const char* l : {"bin", "sbin", "lib", "lib64"}) {
-    char target[256];
-    const std::string path = std::string("/") + l;
-    const ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
-    if (n > 0) a.insert(a.end(), {"--symlink", std::string(target, n), path});
-  }
-  a.insert(a.end(), {"--ro-bind",
-                     "/etc/ld.so.cache",
-                     "/etc/ld.so.cache",
-                     "--ro-bind",
-                     "/etc/ssl/certs",
-                     "/etc/ssl/certs",
-                     "--ro-bind",
-                     "/etc/alternatives",
-                     "/etc/alternatives",
-                     "--proc",
-                     "/proc",
-                     "--dev",
-                     "/dev",
-                     "--tmpfs",
-                     "/tmp",
-                     "--tmpfs",
-                     "/workspace",
-                     "--chdir",
-                     "/workspace",
-                     "--hostname",
-                     "bench",
-                     "--clearenv",
-                     "--setenv",
-                     "PATH",
-                     "/usr/bin:/bin",
-                     "/bin/true"});
-  return a;
 }
 
 }  // namespace

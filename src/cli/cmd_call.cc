@@ -160,11 +160,8 @@ int run_show(const ClientFlags& f) {
 
 }  // namespace
 
-void add_call_commands(CLI::App& app, CommandResult* result) {
+void add_call_command(CLI::App* call, CommandResult* result) {
   auto f = std::make_shared<ClientFlags>();
-  auto* call = app.add_subcommand(
-      "call",
-      "Send a tool call to the workers and wait for it: call --project P --run R -- CMD...");
   call->add_option("--project", f->project, "Project")->required();
   call->add_option("--run", f->run, "Run (created on first use)")->required();
   call->add_option("--stdin", f->stdin_file, "File whose bytes are the call's stdin");
@@ -198,8 +195,10 @@ void add_call_commands(CLI::App& app, CommandResult* result) {
     }
     result->exit_code = run_call(*f);
   });
+}
 
-  auto* run = app.add_subcommand("run", "Runs: end, show");
+void add_run_commands(CLI::App* run, CommandResult* result) {
+  auto f = std::make_shared<ClientFlags>();
   run->require_subcommand(1);
   auto* end = run->add_subcommand("end", "End a run: its sandbox goes, queued calls fail");
   end->add_option("run", f->run, "Run id")->required();

@@ -223,8 +223,7 @@ std::vector<std::string> command_words(const std::vector<std::string>& positiona
   return words;
 }
 
-void add_sandbox_commands(CLI::App& app, CommandResult* result) {
-  auto* sandbox = app.add_subcommand("sandbox", "Run commands in sandboxes");
+void add_sandbox_commands(CLI::App* sandbox, CommandResult* result) {
   sandbox->require_subcommand(1);
 
   auto exec_flags = std::make_shared<SandboxFlags>();

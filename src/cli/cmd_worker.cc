@@ -105,8 +105,7 @@ int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
 
 }  // namespace
 
-void add_worker_commands(CLI::App& app, CommandResult* result) {
-  auto* worker = app.add_subcommand("worker", "Worker settings");
+void add_worker_commands(CLI::App* worker, CommandResult* result) {
   worker->require_subcommand(1);
   auto* config = worker->add_subcommand(
       "config",

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,12 +26,24 @@ struct CommandResult {
 std::vector<std::string> command_words(const std::vector<std::string>& positional,
                                        const CommandResult& result);
 
-void add_sandbox_commands(CLI::App& app, CommandResult* result);
+// The top-level commands. main() adds each one by name and description, and
+// builds the options and subcommands of the one on the command line only, so a
+// command never pays for the others' (issue 10: the CLI's start).
+struct TopCommand {
+  const char* name;
+  const char* description;
+  void (*build)(CLI::App* command, CommandResult* result);
+};
+std::span<const TopCommand> top_commands();
+
+// The builders: each fills in its top-level command, made by the caller.
+void add_sandbox_commands(CLI::App* sandbox, CommandResult* result);
 // `sandbox doctor | list | reap`, under the `sandbox` command.
 void add_sandbox_admin_commands(CLI::App* sandbox, CommandResult* result);
 // `sandbox validate IMAGE`: does an image meet the contract (docs/images.md)?
 void add_sandbox_validate_command(CLI::App* sandbox, CommandResult* result);
-void add_call_commands(CLI::App& app, CommandResult* result);
-void add_worker_commands(CLI::App& app, CommandResult* result);
+void add_call_command(CLI::App* call, CommandResult* result);
+void add_run_commands(CLI::App* run, CommandResult* result);
+void add_worker_commands(CLI::App* worker, CommandResult* result);
 
 }  // namespace rf::cli

@@ -5,9 +5,32 @@
 #include <string_view>
 
 #include "cli/commands.h"
+#include "cli/name_services.h"
 #include "core/log.h"
 
+namespace {
+
+// The top-level command named on the command line: the first word that is
+// neither an option nor the value of --log-level (the one global option that
+// takes a value). Empty when there is none (`ringfence --version`).
+std::string_view command_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg[0] != '-') return arg;
+  }
+  return {};
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+#ifdef RF_STATIC_CLI
+  rf::cli::use_builtin_name_services();  // a static binary cannot load NSS modules
+#endif
   CLI::App app{"ringfence: run AI agents' tool calls in disposable sandboxes"};
   app.name("ringfence");
   app.set_version_flag("--version", std::string("ringfence ") + RF_VERSION);
@@ -29,12 +52,20 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  rf::cli::add_sandbox_commands(app, &result);
-  rf::cli::add_call_commands(app, &result);
-  rf::cli::add_worker_commands(app, &result);
+  // Every top-level command is listed (for the help and for CLI11's errors),
+  // but only the one on the command line gets its options and subcommands.
+  const std::string_view word = command_word(cli_argc, argv);
+  for (const rf::cli::TopCommand& c : rf::cli::top_commands()) {
+    CLI::App* command = app.add_subcommand(c.name, c.description);
+    if (word == c.name) c.build(command, &result);
+  }
   auto* help = app.add_subcommand("help", "Show this help");
-  const std::string usage = app.help();  // before parsing picks a subcommand to describe
-  help->callback([&] { std::fputs(usage.c_str(), stdout); });
+  help->callback([&] {
+    // The formatter, not app.help(): that would describe the parsed subcommand, `help`.
+    const std::string usage =
+        app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal);
+    std::fputs(usage.c_str(), stdout);
+  });
 
   try {
     app.parse(cli_argc, argv);

@@ -1,3 +1,4 @@
+// read_tar, with libarchive (write_tar is tar_write.cc).
 #include "docker_api/tar_archive.h"
 
 #include <archive.h>
@@ -8,9 +9,6 @@
 namespace rf::docker {
 namespace {
 
-struct ArchiveWriteFree {
-  void operator()(archive* a) const { archive_write_free(a); }
-};
 struct ArchiveReadFree {
   void operator()(archive* a) const { archive_read_free(a); }
 };
@@ -24,50 +22,7 @@ std::string why(archive* a, const char* fallback = "failed") {
   return m != nullptr && *m != '\0' ? std::string(m) : std::string(fallback);
 }
 
-la_ssize_t append(archive*, void* out, const void* buf, size_t n) {
-  static_cast<std::string*>(out)->append(static_cast<const char*>(buf), n);
-  return static_cast<la_ssize_t>(n);
-}
-
 }  // namespace
-
-Result<std::string> write_tar(const std::vector<TarEntry>& entries) {
-  std::string out;
-  std::unique_ptr<archive, ArchiveWriteFree> a(archive_write_new());
-  if (!a) return make_error("tar", "archive_write_new failed");
-  if (archive_write_set_format_pax_restricted(a.get()) != ARCHIVE_OK ||
-      archive_write_add_filter_none(a.get()) != ARCHIVE_OK ||
-      archive_write_set_bytes_in_last_block(a.get(), 1) != ARCHIVE_OK) {
-    return make_error("tar", why(a.get()));
-  }
-  if (archive_write_open(a.get(), &out, nullptr, append, nullptr) != ARCHIVE_OK) {
-    return make_error("tar", why(a.get()));
-  }
-  for (const auto& e : entries) {
-    const std::string where = "tar entry \"" + e.path + "\"";
-    if (e.path.empty()) return make_error("tar entry", "empty path");
-    std::unique_ptr<archive_entry, EntryFree> entry(archive_entry_new());
-    if (!entry) return make_error(where, "archive_entry_new failed");
-    archive_entry_set_pathname(entry.get(), e.path.c_str());
-    archive_entry_set_filetype(entry.get(), e.directory ? AE_IFDIR : AE_IFREG);
-    archive_entry_set_perm(entry.get(), e.mode & 07777);
-    archive_entry_set_uid(entry.get(), e.uid);
-    archive_entry_set_gid(entry.get(), e.gid);
-    archive_entry_set_size(entry.get(),
-                           e.directory ? 0 : static_cast<la_int64_t>(e.content.size()));
-    archive_entry_set_mtime(entry.get(), 0, 0);
-    if (archive_write_header(a.get(), entry.get()) < ARCHIVE_WARN) {
-      return make_error(where, why(a.get()));
-    }
-    if (!e.directory && !e.content.empty() &&
-        archive_write_data(a.get(), e.content.data(), e.content.size()) !=
-            static_cast<la_ssize_t>(e.content.size())) {
-      return make_error(where, why(a.get(), "short write"));
-    }
-  }
-  if (archive_write_close(a.get()) != ARCHIVE_OK) return make_error("tar", why(a.get()));
-  return out;
-}
 
 Result<std::vector<TarEntry>> read_tar(const std::string& data, uint64_t max_bytes) {
   std::unique_ptr<archive, ArchiveReadFree> a(archive_read_new());

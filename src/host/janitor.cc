@@ -66,7 +66,9 @@ void add_path(const char* p) {
 void remove_path(const char* p) {
   uint32_t hole = find(p);
   if (g_table[hole] == 0) return;
-  g_free[g_free_count++] = static_cast<int>(g_table[hole] - 1);
+  const int entry = static_cast<int>(g_table[hole] - 1);
+  g_paths[entry][0] = 0;  // no longer tracked (add_path never stores an empty path)
+  g_free[g_free_count++] = entry;
   g_table[hole] = 0;
   // Backward-shift deletion: later members of the probe run move up into the
   // hole unless their home lies cyclically in (hole, j].
@@ -144,8 +146,11 @@ void clean(const char* dir) {
       len = 0;
     }
   }
-  for (uint32_t i = 0; i < kTableSize; ++i) {
-    if (g_table[i] != 0) clean(g_paths[g_table[i] - 1]);
+  // The entries used, not the whole table: a host process that tracked four
+  // directories costs four looks here, not 131,072 (issue 10: every `sandbox
+  // exec` ends its janitor).
+  for (int e = 0; e < g_high; ++e) {
+    if (g_paths[e][0] != 0) clean(g_paths[e]);
   }
   _exit(0);
 }

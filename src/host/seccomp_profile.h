@@ -25,11 +25,18 @@ struct SeccompFilters {
   std::vector<sock_filter> arg_rules;
 };
 
-// Compiles the profile named `name` ("default") to BPF. Cheap to call once and
-// reuse: the result is plain data.
+// The profile named `name` ("default") as BPF. It was compiled at build time
+// (seccomp_prebuilt.h): libseccomp takes ~2 ms for it, which every
+// `ringfence sandbox exec` paid at start. This only copies the programs.
 Result<SeccompFilters> build_seccomp_profile(const std::string& name);
 
+// The same profile compiled now, by libseccomp, from the rules in
+// seccomp_compiler.cc: what rf-seccomp-gen writes out at build time, and what
+// the tests compare the prebuilt programs with. Needs rf_seccomp_compiler.
+Result<SeccompFilters> compile_seccomp_profile(const std::string& name);
+
 // libseccomp's pseudo-filter-code text of both filters (for tests and audits).
+// Needs rf_seccomp_compiler.
 Result<std::string> seccomp_profile_text(const std::string& name);
 
 // Installs both filters in the calling thread's process. Async-signal-safe:

@@ -241,7 +241,10 @@ void Worker::executor_loop() {
     leader_ = false;
     in_flight_ += static_cast<int>(batch->size());
     for (auto& c : *batch) claimed_.push_back(std::move(c));
-    claimed_cv_.notify_all();  // followers take the rest; one of them leads next
+    // This executor runs the first call: one follower each for the rest, and one
+    // to lead next. Waking them all (notify_all) had every idle executor contend
+    // for the lock on the cores the call runs on, on every call (issue 10).
+    for (size_t i = 0; i < batch->size(); ++i) claimed_cv_.notify_one();
   }
 }
 

@@ -289,6 +289,20 @@ TEST_F(Network, CliExecWithAllowWorksAndOtherNamesGetTheReason) {
       << bad.err;
 }
 
+// Without --proxy-resolve the CLI's proxy looks names up with getaddrinfo: in
+// the static binary, through the /etc/hosts and DNS services built into glibc
+// (cli/name_services.h). localhost comes from /etc/hosts; --noproxy '' sends it
+// to the proxy all the same.
+TEST_F(Network, CliExecResolvesAnAllowedNameFromEtcHosts) {
+  const std::string port = std::to_string(http_port_);
+  auto r = run_cli(
+      {"sandbox", "exec", "--network", "proxy", "--allow", "localhost:" + port, "--allow",
+       "127.0.0.1/32", "--", "curl", "-sS", "--noproxy", "", "http://localhost:" + port + "/hosts"},
+      "", [] { ::setenv("RINGFENCE_TOOL_RUNNER", RF_RUNNER_PATH, 1); });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, 20), "GET /hosts HTTP/1.1\n");
+}
+
 // The worker takes the policy from its settings (flag > config > default).
 TEST_F(Network, AWorkerServesCallsWithItsAllowRules) {
   char tmpl[] = "/tmp/rf-net-worker-XXXXXX";

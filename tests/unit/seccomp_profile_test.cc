@@ -164,10 +164,32 @@ TEST(SeccompProfile, BuildsTwoNonEmptyFilters) {
   }
 }
 
+// rf_host carries the programs compiled at build time (seccomp_prebuilt.h);
+// the rules compiled now, by this libseccomp, are the same instructions.
+TEST(SeccompProfile, PrebuiltProgramsAreWhatLibseccompCompilesNow) {
+  auto prebuilt = host::build_seccomp_profile("default");
+  ASSERT_TRUE(prebuilt.ok()) << prebuilt.error().to_string();
+  auto now = host::compile_seccomp_profile("default");
+  ASSERT_TRUE(now.ok()) << now.error().to_string();
+  for (const auto& [a, b] : {std::pair{&prebuilt->allowlist, &now->allowlist},
+                             std::pair{&prebuilt->arg_rules, &now->arg_rules}}) {
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i) {
+      const sock_filter& x = (*a)[i];
+      const sock_filter& y = (*b)[i];
+      EXPECT_TRUE(x.code == y.code && x.jt == y.jt && x.jf == y.jf && x.k == y.k)
+          << "instruction " << i;
+    }
+  }
+}
+
 TEST(SeccompProfile, RejectsUnknownProfileNames) {
   auto built = host::build_seccomp_profile("x");
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.error().to_string(), "seccomp: unknown profile \"x\" (available: default)");
+  auto compiled = host::compile_seccomp_profile("x");
+  ASSERT_FALSE(compiled.ok());
+  EXPECT_EQ(compiled.error().to_string(), "seccomp: unknown profile \"x\" (available: default)");
   auto text = host::seccomp_profile_text("x");
   ASSERT_FALSE(text.ok());
   EXPECT_EQ(text.error().to_string(), "seccomp: unknown profile \"x\" (available: default)");
