@@ -13,6 +13,8 @@ packages=(
   # Debian's dockerd, test images from static busybox and bash, and an sshd
   # for the ssh:// transport.
   libssl-dev libarchive-dev docker.io bash-static openssh-server openssh-client socat
+  # Hashes now, secrets with identity (libsodium)
+  libsodium-dev
 )
 
 missing=()

@@ -1,6 +1,6 @@
 #include "docker/runner_volume.h"
 
-#include <openssl/evp.h>
+#include <sodium.h>
 #include <spdlog/spdlog.h>
 
 #include "core/io.h"
@@ -19,20 +19,19 @@ constexpr const char* kReadyFile = "ready";
 constexpr std::string_view kLayout = "layout 2: tool-runner seccomp.bpf ready\n";
 
 std::string sha256_hex(std::string_view a, std::string_view b) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  EVP_DigestUpdate(ctx, kLayout.data(), kLayout.size());
-  EVP_DigestUpdate(ctx, a.data(), a.size());
-  EVP_DigestUpdate(ctx, b.data(), b.size());
-  EVP_DigestFinal_ex(ctx, md, &len);
-  EVP_MD_CTX_free(ctx);
+  unsigned char md[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_state st;
+  crypto_hash_sha256_init(&st);
+  for (std::string_view part : {kLayout, a, b}) {
+    crypto_hash_sha256_update(&st, reinterpret_cast<const unsigned char*>(part.data()),
+                              part.size());
+  }
+  crypto_hash_sha256_final(&st, md);
   static const char* kHex = "0123456789abcdef";
   std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out.push_back(kHex[md[i] >> 4]);
-    out.push_back(kHex[md[i] & 15]);
+  for (unsigned char c : md) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
   }
   return out;
 }

@@ -5,7 +5,7 @@
 
 #include "docker_api/socket_connection.h"
 #include "docker_api/ssh_connection.h"
-#include "docker_api/tls_connection.h"
+#include "docker_api/tls_relay.h"
 
 namespace rf::docker {
 namespace {
@@ -51,9 +51,10 @@ Result<std::unique_ptr<Connection>> open_connection(const DockerHost& host, mill
       return std::unique_ptr<Connection>(std::make_unique<FdConnection>(std::move(*fd)));
     }
     case DockerHost::Kind::kTcp: {
+      // TLS in a relay process (src/docker_tls): OpenSSL stays out of this one.
+      if (host.tls) return spawn_tls_relay(host, timeout);
       auto fd = connect_tcp(host, timeout);
       if (!fd) return fd.take_error();
-      if (host.tls) return wrap_tls(std::move(*fd), host, timeout);
       return std::unique_ptr<Connection>(std::make_unique<FdConnection>(std::move(*fd)));
     }
     case DockerHost::Kind::kSsh:

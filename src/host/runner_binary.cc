@@ -6,26 +6,15 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/helper_binary.h"
 #include "proto/messages.h"
 
 namespace rf::host {
 
 Result<std::string> find_runner_binary() {
-  if (const char* env = std::getenv("RINGFENCE_TOOL_RUNNER"); env && *env) return std::string(env);
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  std::vector<std::string> candidates;
-  if (n > 0) {
-    std::string dir(self, static_cast<size_t>(n));
-    dir.resize(dir.rfind('/'));
-    candidates.push_back(dir + "/ringfence-tool-runner");
-  }
-  candidates.push_back("/usr/libexec/ringfence/ringfence-tool-runner");
-  for (const auto& c : candidates) {
-    if (::access(c.c_str(), X_OK) == 0) return c;
-  }
-  return make_error("tool runner", "ringfence-tool-runner not found (looked in " + candidates[0] +
-                                       "; set RINGFENCE_TOOL_RUNNER)");
+  auto found = find_helper_binary("ringfence-tool-runner", "RINGFENCE_TOOL_RUNNER");
+  if (!found) return make_error("tool runner", found.error().message);
+  return found;
 }
 
 Result<std::string> resolve_runner_binary(const std::string& given) {

@@ -242,6 +242,7 @@ TEST_F(DockerBackendTest, RemoteDaemonOverTls) {
   }
   ::setenv("DOCKER_TLS_VERIFY", "1", 1);
   ::setenv("DOCKER_CERT_PATH", test_daemon().get("DOCKER_TLS_CERT_PATH").c_str(), 1);
+  ::setenv("RINGFENCE_DOCKER_TLS", RF_DOCKER_TLS_PATH, 1);  // next to ringfence, not this test
   auto b = backend(test_daemon().get("DOCKER_TLS_HOST"));
   ASSERT_TRUE(b);
   auto sb = b->create(spec());

@@ -1077,6 +1077,14 @@ class TlsServer {
   std::atomic<int> handshakes_{0};
 };
 
+// TLS runs in ringfence-docker-tls, found next to the running binary in an
+// install; the test binaries live elsewhere.
+class DockerTlsRelay : public ::testing::Environment {
+ public:
+  void SetUp() override { ::setenv("RINGFENCE_DOCKER_TLS", RF_DOCKER_TLS_PATH, 1); }
+};
+const auto* const kTlsRelay = ::testing::AddGlobalTestEnvironment(new DockerTlsRelay);
+
 TEST(DockerTls, VerifiesTheDaemonAndShowsOurCertificate) {
   TlsFiles files;
   TlsServer server(files);

@@ -1,4 +1,4 @@
-#include "docker_api/tls_connection.h"
+#include "docker_tls/tls_connection.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
