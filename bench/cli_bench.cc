@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench_support.h"
+#include "host/seccomp_profile.h"
 
 extern char** environ;
 
@@ -40,30 +41,24 @@ struct Case {
   std::string name;
   std::vector<std::string> argv;
   std::vector<double> us;
+  std::vector<std::pair<int, std::string>> opens = {};  // fd -> file opened for it in the child
 };
 
-// Every process's stdin: a pipe nobody writes to, kept open for the whole
-// run (an agent's idle pipe). Not /dev/null: at EOF on stdin, `sandbox exec`
-// can crash (issue 10 part 1, the stdin thread outliving the sandbox) until
-// that fix is in.
-int idle_stdin() {
-  static int fd = [] {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return -1;
-    return p[0];  // p[1] stays open: reads block, never EOF
-  }();
-  return fd;
-}
-
-// Spawns argv with stdin on an idle pipe, stdout and stderr on /dev/null (or
-// stdout on `out_fd`), and env `env` (null: ours); returns the pid, or -1.
-pid_t spawn(const std::vector<std::string>& args, char** env, int out_fd = -1) {
+// Spawns argv with stdin at EOF (/dev/null, as agents call the CLI), stdout
+// and stderr on /dev/null (or stdout on `out_fd`), and env `env` (null:
+// ours); `opens` are opened read-only at their fds in the child. Returns the
+// pid, or -1.
+pid_t spawn(const std::vector<std::string>& args, char** env, int out_fd = -1,
+            const std::vector<std::pair<int, std::string>>& opens = {}) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, idle_stdin(), 0);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  for (const auto& [fd, path] : opens) {
+    posix_spawn_file_actions_addopen(&fa, fd, path.c_str(), O_RDONLY, 0);
+  }
   if (out_fd >= 0) {
     posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
   } else {
@@ -80,7 +75,7 @@ pid_t spawn(const std::vector<std::string>& args, char** env, int out_fd = -1) {
 // Microseconds from spawn to the exit of a process that must exit 0.
 double run_once(const Case& c, char** env) {
   const auto start = Clock::now();
-  const pid_t pid = spawn(c.argv, env);
+  const pid_t pid = spawn(c.argv, env, -1, c.opens);
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
       WEXITSTATUS(status) != 0) {
@@ -169,6 +164,24 @@ class BenchWorker {
 
 bool executable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
 
+// ringfence's default seccomp programs, one file each, for bwrap's
+// --add-seccomp-fd (raw struct sock_filter arrays, as bwrap reads them).
+std::vector<std::string> seccomp_files() {
+  auto filters = rf::host::build_seccomp_profile("default");
+  if (!filters) return {};
+  char tmpl[] = "/tmp/rf-cli-bench-bpf-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return {};
+  std::vector<std::string> out;
+  for (const auto* prog : {&filters->allowlist, &filters->arg_rules}) {
+    const std::string path = std::string(tmpl) + "/" + std::to_string(out.size()) + ".bpf";
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(prog->data()),
+            static_cast<std::streamsize>(prog->size() * sizeof(sock_filter)));
+    out.push_back(path);
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -223,6 +236,16 @@ int main(int argc, char** argv) {
         {"ringfence sandbox exec -- /bin/true", {cli, "sandbox", "exec", "--", "/bin/true"}, {}}};
     const bool bwrap = executable("/usr/bin/bwrap");
     if (bwrap) cases.push_back({"bwrap (rf_bench's peer) /bin/true", rf::bench::bwrap_args(), {}});
+    // The same peer with ringfence's own two seccomp filters stacked
+    // (--add-seccomp-fd): one bound of ours that bwrap's peer lacks, priced.
+    if (bwrap) {
+      if (auto files = seccomp_files(); !files.empty()) {
+        Case c{"bwrap + ringfence's seccomp filters /bin/true", rf::bench::bwrap_args(), {}};
+        c.argv.insert(c.argv.end() - 1, {"--add-seccomp-fd", "10", "--add-seccomp-fd", "11"});
+        c.opens = {{10, files[0]}, {11, files[1]}};
+        cases.push_back(std::move(c));
+      }
+    }
     if (!baseline.empty()) {
       cases.push_back({"baseline: ringfence sandbox exec -- /bin/true",
                        {baseline, "sandbox", "exec", "--", "/bin/true"},
