@@ -159,10 +159,156 @@ CREATE INDEX tool_calls_held_by_expiry ON tool_calls (lease_expires_at)
 ALTER TABLE workers ADD COLUMN project TEXT;
 )sql";
 
+// v4 (issue 11): identity and audit.
+// - secrets: one row per name, its state (revoked: refused from now on;
+//   hard_revoked: also ends what received it); secret_versions hold the sealed
+//   values (builtin: nonce || XChaCha20-Poly1305 ciphertext, sealed by the key
+//   whose id is key_id; vault: no value here, only where it lives).
+// - identity_profiles attach at one level (system, project, workflow, user) and
+//   scope ('' = any); profile_entries map environment keys to a secret or a
+//   plain value. A key is defined once per level and scope.
+// - tool_calls: identity_json (NULL: not identity-scoped; else the workflow and
+//   user the cascade is resolved for) and the state `revoked`.
+// - injections: which keys of which secret versions went into which sandbox for
+//   which call, never values; ended_at once the call ended.
+// - audit_events: append-only, hash-chained (hash = SHA-256 over prev_hash and
+//   the event's fields); audit_head holds the last seq and hash, so deleting the
+//   newest events is noticed too.
+constexpr std::string_view kV4 = R"sql(
+CREATE TABLE secrets (
+  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),
+  backend TEXT NOT NULL CHECK (backend IN ('builtin', 'vault')),
+  vault_addr TEXT,
+  vault_mount TEXT,
+  vault_path TEXT,
+  state TEXT NOT NULL CHECK (state IN ('active', 'revoked', 'hard_revoked')),
+  current_version INTEGER NOT NULL CHECK (current_version > 0),
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  revoked_at INTEGER,
+  CHECK (backend <> 'vault' OR (vault_addr IS NOT NULL AND vault_path IS NOT NULL))
+) STRICT;
+
+CREATE TABLE secret_versions (
+  name TEXT NOT NULL REFERENCES secrets (name),
+  version INTEGER NOT NULL CHECK (version > 0),
+  sealed BLOB,
+  key_id TEXT,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (name, version),
+  CHECK ((sealed IS NULL) = (key_id IS NULL))
+) STRICT;
+
+CREATE TABLE identity_profiles (
+  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),
+  level TEXT NOT NULL CHECK (level IN ('system', 'project', 'workflow', 'user')),
+  project_id TEXT NOT NULL DEFAULT '',
+  workflow TEXT NOT NULL DEFAULT '',
+  user_id TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  CHECK (level <> 'system' OR (project_id = '' AND workflow = '' AND user_id = '')),
+  CHECK (level <> 'project' OR (project_id <> '' AND workflow = '' AND user_id = '')),
+  CHECK (level <> 'workflow' OR (workflow <> '' AND user_id = '')),
+  CHECK (level <> 'user' OR (user_id <> '' AND workflow = ''))
+) STRICT;
+CREATE INDEX identity_profiles_by_scope ON identity_profiles (level, project_id, workflow, user_id);
+
+CREATE TABLE profile_entries (
+  profile TEXT NOT NULL REFERENCES identity_profiles (name) ON DELETE CASCADE,
+  key TEXT NOT NULL CHECK (key <> ''),
+  kind TEXT NOT NULL CHECK (kind IN ('secret', 'value')),
+  ref TEXT NOT NULL,
+  PRIMARY KEY (profile, key)
+) STRICT;
+CREATE INDEX profile_entries_by_secret ON profile_entries (ref) WHERE kind = 'secret';
+
+CREATE TABLE tool_calls_v4 (
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  project_id TEXT NOT NULL REFERENCES projects (id),
+  argv_json TEXT NOT NULL,
+  env_json TEXT NOT NULL,
+  cwd TEXT NOT NULL,
+  stdin BLOB NOT NULL,
+  timeout_ms INTEGER NOT NULL CHECK (timeout_ms > 0),
+  state TEXT NOT NULL
+    CHECK (state IN ('queued', 'claimed', 'running', 'done', 'interrupted', 'failed',
+                     'cancelled', 'revoked')),
+  worker_id TEXT,
+  lease_expires_at INTEGER,
+  exit_code INTEGER,
+  result_json TEXT,
+  error TEXT,
+  enqueued_at INTEGER NOT NULL,
+  claimed_at INTEGER,
+  finished_at INTEGER,
+  sandbox_image TEXT NOT NULL DEFAULT '',
+  identity_json TEXT,
+  CHECK (state NOT IN ('claimed', 'running')
+         OR (worker_id IS NOT NULL AND lease_expires_at IS NOT NULL))
+) STRICT;
+INSERT INTO tool_calls_v4 (id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms,
+                           state, worker_id, lease_expires_at, exit_code, result_json, error,
+                           enqueued_at, claimed_at, finished_at, sandbox_image)
+  SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, state, worker_id,
+         lease_expires_at, exit_code, result_json, error, enqueued_at, claimed_at, finished_at,
+         sandbox_image
+  FROM tool_calls;
+DROP TABLE tool_calls;
+ALTER TABLE tool_calls_v4 RENAME TO tool_calls;
+CREATE INDEX tool_calls_queued ON tool_calls (id) WHERE state = 'queued';
+CREATE INDEX tool_calls_queued_by_project ON tool_calls (project_id, id) WHERE state = 'queued';
+CREATE INDEX tool_calls_by_run ON tool_calls (run_id, id);
+CREATE INDEX tool_calls_held_by_worker ON tool_calls (worker_id)
+  WHERE state IN ('claimed', 'running');
+CREATE INDEX tool_calls_held_by_expiry ON tool_calls (lease_expires_at)
+  WHERE state IN ('claimed', 'running');
+
+CREATE TABLE injections (
+  id INTEGER PRIMARY KEY,
+  call_id INTEGER REFERENCES tool_calls (id),
+  sandbox_id TEXT NOT NULL,
+  worker_id TEXT,
+  project_id TEXT NOT NULL,
+  run_id TEXT,
+  key TEXT NOT NULL,
+  secret TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  at INTEGER NOT NULL,
+  ended_at INTEGER
+) STRICT;
+CREATE INDEX injections_live_by_worker ON injections (worker_id) WHERE ended_at IS NULL;
+CREATE INDEX injections_by_secret ON injections (secret, id);
+
+CREATE TABLE audit_events (
+  seq INTEGER PRIMARY KEY CHECK (seq > 0),
+  at INTEGER NOT NULL,
+  kind TEXT NOT NULL CHECK (kind <> ''),
+  actor TEXT NOT NULL DEFAULT '',
+  project_id TEXT,
+  run_id TEXT,
+  call_id INTEGER,
+  sandbox_id TEXT,
+  detail_json TEXT NOT NULL,
+  prev_hash TEXT NOT NULL,
+  hash TEXT NOT NULL
+) STRICT;
+CREATE INDEX audit_events_by_run ON audit_events (run_id, seq);
+CREATE INDEX audit_events_by_project ON audit_events (project_id, seq);
+
+CREATE TABLE audit_head (
+  one INTEGER PRIMARY KEY CHECK (one = 1),
+  seq INTEGER NOT NULL,
+  hash TEXT NOT NULL
+) STRICT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1},
     {2, kV2},
     {3, kV3, /*rebuilds_tables=*/true},
+    {4, kV4, /*rebuilds_tables=*/true},
 };
 
 constexpr std::string_view kVersionTable =

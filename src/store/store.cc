@@ -8,23 +8,14 @@
 #include <utility>
 
 #include "store/migrations.h"
+#include "store/sql.h"
 
 namespace rf::store {
 namespace {
 
+using namespace sql;
+
 using json = nlohmann::json;
-
-// ---- errors
-
-// An error whose message is the whole sentence ("run R has ended").
-Error fail(std::string message) { return make_error("", std::move(message)); }
-
-// Puts the operation in front of an error: "enqueue call in run R: run R has ended".
-template <class T>
-Result<T> within(const std::string& operation, Result<T> result) {
-  if (result.ok()) return result;
-  return make_error(operation, result.error().to_string());
-}
 
 std::string call_name(int64_t id) { return "call " + std::to_string(id); }
 
@@ -44,7 +35,7 @@ constexpr Name<CallState> kCallStates[] = {
     {CallState::queued, "queued"},           {CallState::claimed, "claimed"},
     {CallState::running, "running"},         {CallState::done, "done"},
     {CallState::interrupted, "interrupted"}, {CallState::failed, "failed"},
-    {CallState::cancelled, "cancelled"}};
+    {CallState::cancelled, "cancelled"},     {CallState::revoked, "revoked"}};
 constexpr Name<SandboxState> kSandboxStates[] = {{SandboxState::pooled, "pooled"},
                                                  {SandboxState::active, "active"},
                                                  {SandboxState::destroyed, "destroyed"}};
@@ -112,68 +103,6 @@ Result<std::map<std::string, std::string>> env_from_json(const std::string& text
   }
   return env;
 }
-
-// ---- statements with their parameters bound in order (?1, ?2, ...)
-
-struct Blob {
-  std::string_view bytes;
-};
-
-template <class T>
-void bind_one(Statement& st, int index, const T& value) {
-  st.bind(index, value);
-}
-void bind_one(Statement& st, int index, Blob blob) { st.bind_blob(index, blob.bytes); }
-void bind_one(Statement& st, int index, int value) { st.bind(index, int64_t{value}); }
-
-template <class... Args>
-Result<Statement> query(Db& db, std::string_view sql, const Args&... args) {
-  auto st = db.prepare(sql);
-  if (!st.ok()) return st;
-  int index = 0;
-  (bind_one(*st, ++index, args), ...);
-  return st;
-}
-
-template <class... Args>
-Status exec(Db& db, std::string_view sql, const Args&... args) {
-  auto st = query(db, sql, args...);
-  if (!st.ok()) return st.take_error();
-  return st->run();
-}
-
-// Steps through the rows of a bound statement, reading each with `read`
-// (Statement -> Result<T>).
-template <class T, class Read>
-Result<std::vector<T>> read_rows(Statement& st, Read read) {
-  std::vector<T> out;
-  while (true) {
-    auto row = st.step();
-    if (!row.ok()) return row.take_error();
-    if (!*row) return out;
-    auto item = read(st);
-    if (!item.ok()) return item.take_error();
-    out.push_back(std::move(*item));
-  }
-}
-
-template <class T, class Read, class... Args>
-Result<std::vector<T>> rows(Db& db, Read read, std::string_view sql, const Args&... args) {
-  auto st = query(db, sql, args...);
-  if (!st.ok()) return st.take_error();
-  return read_rows<T>(*st, read);
-}
-
-// The first row read with `read`, or nullopt.
-template <class T, class Read, class... Args>
-Result<std::optional<T>> first_row(Db& db, Read read, std::string_view sql, const Args&... args) {
-  auto all = rows<T>(db, read, sql, args...);
-  if (!all.ok()) return all.take_error();
-  if (all->empty()) return std::optional<T>();
-  return std::optional<T>(std::move(all->front()));
-}
-
-Result<std::string> read_text0(const Statement& st) { return st.text(0); }
 
 // ---- rows
 
@@ -318,6 +247,11 @@ Status validate_call(const NewCall& c) {
   return check_call_text(c);
 }
 
+std::optional<std::string> identity_json(const std::optional<IdentityScope>& scope) {
+  if (!scope) return std::nullopt;
+  return json{{"workflow", scope->workflow}, {"user", scope->user}}.dump();
+}
+
 // Reads the queued call in the current row; a row that cannot be decoded is
 // marked failed by the caller and skipped.
 Result<ClaimedCall> read_queued(const Statement& st) {
@@ -335,6 +269,14 @@ Result<ClaimedCall> read_queued(const Statement& st) {
                    st.blob(6),
                    std::chrono::milliseconds(st.int64(7)),
                    st.text(8)};
+  if (!st.is_null(9)) {
+    json id = json::parse(st.text(9), nullptr, false);
+    if (!id.is_object() || !id.value("workflow", json()).is_string() ||
+        !id.value("user", json()).is_string())
+      return fail("its stored identity is not {\"workflow\": \"...\", \"user\": \"...\"}");
+    c.call.identity =
+        IdentityScope{id["workflow"].get<std::string>(), id["user"].get<std::string>()};
+  }
   return c;
 }
 
@@ -342,10 +284,12 @@ Result<ClaimedCall> read_queued(const Statement& st) {
 // decoded fail (so they do not block the queue) and the next is taken.
 Result<std::optional<ClaimedCall>> next_queued(Db& db, const ClaimFilter& filter, int64_t now) {
   constexpr std::string_view kAny =
-      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, sandbox_image "
+      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, sandbox_image, "
+      "identity_json "
       "FROM tool_calls WHERE state = 'queued' ORDER BY id LIMIT 1";
   constexpr std::string_view kOfProject =
-      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, sandbox_image "
+      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, sandbox_image, "
+      "identity_json "
       "FROM tool_calls WHERE state = 'queued' AND project_id = ?1 ORDER BY id LIMIT 1";
   while (true) {
     auto st = filter.project ? query(db, kOfProject, *filter.project) : query(db, kAny);
@@ -519,10 +463,11 @@ Result<int64_t> Store::enqueue_call(const NewCall& c) {
     RF_TRY(open_run(db_, c.run, c.project, at));
     RF_TRY(exec(db_,
                 "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, stdin, "
-                "timeout_ms, state, enqueued_at, sandbox_image) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9)",
+                "timeout_ms, state, enqueued_at, sandbox_image, identity_json) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10)",
                 c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
-                Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at, c.sandbox_image));
+                Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at, c.sandbox_image,
+                identity_json(c.identity)));
     return db_.last_insert_rowid();
   };
   std::string operation = "enqueue call in run " + c.run;
@@ -697,19 +642,29 @@ Status Store::finish_call(int64_t call_id, const std::string& worker_id, int exi
 
 Status Store::fail_call(int64_t call_id, const std::string& worker_id, const std::string& error,
                         const std::vector<PendingChunk>& output) {
+  return end_held_call(call_id, worker_id, "failed", error, output);
+}
+
+Status Store::revoke_call(int64_t call_id, const std::string& worker_id, const std::string& error,
+                          const std::vector<PendingChunk>& output) {
+  return end_held_call(call_id, worker_id, "revoked", error, output);
+}
+
+Status Store::end_held_call(int64_t call_id, const std::string& worker_id, std::string_view state,
+                            const std::string& error, const std::vector<PendingChunk>& output) {
   std::lock_guard lock(mu_);
-  auto fail_it = [&]() -> Status {
+  auto end_it = [&]() -> Status {
     int64_t at = now();
     RF_TRY(require_held(db_, call_id, worker_id, at));
     auto appended = insert_chunks(db_, call_id, output);
     if (!appended.ok()) return appended.take_error();
-    return exec(
-        db_, "UPDATE tool_calls SET state = 'failed', error = ?2, finished_at = ?3 WHERE id = ?1",
-        call_id, error, at);
+    return exec(db_, "UPDATE tool_calls SET state = ?4, error = ?2, finished_at = ?3 WHERE id = ?1",
+                call_id, error, at, state);
   };
-  auto failed = within("fail " + call_name(call_id), write_transaction(db_, fail_it));
-  if (failed.ok()) ring_call(call_id);
-  return failed;
+  const std::string verb = state == "failed" ? "fail " : "revoke ";
+  auto ended = within(verb + call_name(call_id), write_transaction(db_, end_it));
+  if (ended.ok()) ring_call(call_id);
+  return ended;
 }
 
 Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds lease) {

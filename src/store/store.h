@@ -33,8 +33,9 @@ namespace rf::store {
 enum class Environment { production, staging, development };
 enum class RunState { open, ended };
 // cancelled: the client gave up before any worker claimed it (call
-// --wait-timeout); like failed and interrupted it never runs.
-enum class CallState { queued, claimed, running, done, interrupted, failed, cancelled };
+// --wait-timeout); like failed and interrupted it never runs. revoked: a
+// secret the call received was hard-revoked while it ran, which ended it.
+enum class CallState { queued, claimed, running, done, interrupted, failed, cancelled, revoked };
 enum class Stream : int { out = 1, err = 2 };
 enum class SandboxState { pooled, active, destroyed };
 enum class WorkerState { running, stopped };
@@ -54,6 +55,14 @@ struct Project {
   int64_t created_at = 0;
 };
 
+// An identity-scoped call: the cascade is resolved for its project and these
+// (empty: that level is not used) when its sandbox starts (issue 11).
+struct IdentityScope {
+  std::string workflow;
+  std::string user;
+  bool operator==(const IdentityScope&) const = default;
+};
+
 // A tool call as a client submits it.
 struct NewCall {
   std::string project;
@@ -66,6 +75,8 @@ struct NewCall {
   // The image of the sandbox this call runs in (an agent's own); "" = the
   // worker's. Per run, the first call's image holds for the whole run.
   std::string sandbox_image;
+  // Set: the call runs identity-scoped (`call --identity`).
+  std::optional<IdentityScope> identity;
 };
 
 // Which queued calls a worker may take.
@@ -223,6 +234,10 @@ class Store {
                      const std::string& result_json, const std::vector<PendingChunk>& output = {});
   Status fail_call(int64_t call_id, const std::string& worker_id, const std::string& error,
                    const std::vector<PendingChunk>& output = {});
+  // The call ends as revoked (a secret it received was hard-revoked): like
+  // fail_call, with state revoked.
+  Status revoke_call(int64_t call_id, const std::string& worker_id, const std::string& error,
+                     const std::vector<PendingChunk>& output = {});
   // Moves heartbeat_at to now and the lease of every call the worker holds to
   // now + lease.
   Status heartbeat(const std::string& worker_id, std::chrono::milliseconds lease);
@@ -287,10 +302,22 @@ class Store {
   Result<int64_t> append_event(const Event& event);
   Result<std::vector<Event>> events(const EventFilter& filter);
 
+  // For the store's other tables (identity_store.h, audit_log.h): runs
+  // fn(Db&) under this store's lock, as the Store's own methods do.
+  template <class F>
+  auto locked(F&& fn) -> decltype(fn(std::declval<Db&>())) {
+    std::lock_guard lock(mu_);
+    return fn(db_);
+  }
+  int64_t clock_now() const { return now(); }
+
  private:
   Store(Db db, std::unique_ptr<Doorbell> bell) : db_(std::move(db)), bell_(std::move(bell)) {}
 
   int64_t now() const { return clock_(); }
+  // fail_call and revoke_call: the held call ends in `state` (failed, revoked).
+  Status end_held_call(int64_t call_id, const std::string& worker_id, std::string_view state,
+                       const std::string& error, const std::vector<PendingChunk>& output);
   void ring_queue();
   void ring_call(int64_t call_id);
   // Rings each call's slot; returns how many.

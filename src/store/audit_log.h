@@ -1,0 +1,72 @@
+// The audit log (issue 11): append-only, hash-chained events in the store.
+// Each event carries the hash of the one before it:
+//   hash = hex(SHA-256(prev_hash "\n" seq "\n" at "\n" kind "\n" actor "\n"
+//                      project "\n" run "\n" call "\n" sandbox "\n" detail_json))
+// (absent fields are empty; the first event's prev_hash is 64 zeros), and
+// audit_head keeps the last seq and hash, so an edit, a deletion (even of the
+// newest events) or a reordering made directly in the database file is found
+// by verify(), which names the first bad event.
+//
+// Events never hold a secret's value: keys, secret names and versions only.
+// Threads: as the Store it uses (each call takes the store's lock).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "store/store.h"
+
+namespace rf::store {
+
+struct AuditEvent {
+  int64_t seq = 0;  // assigned by append: 1, 2, 3...
+  int64_t at = 0;   // 0: now (the store's clock)
+  // e.g. identity.resolve, identity.inject, identity.refuse, secret.set,
+  // secret.revoke, secret.rotate_key, profile.set, redaction, sandbox.create,
+  // sandbox.destroy, call.revoked
+  std::string kind;
+  std::string actor;  // who: "cli", "worker <id>"
+  std::optional<std::string> project_id;
+  std::optional<std::string> run_id;
+  std::optional<int64_t> call_id;
+  std::optional<std::string> sandbox_id;
+  std::string detail_json = "{}";  // must be a JSON object
+  std::string prev_hash;           // filled in by append / read back by list
+  std::string hash;
+};
+
+struct AuditFilter {
+  std::optional<std::string> run_id;
+  std::optional<std::string> project_id;
+  int64_t after_seq = 0;
+  int limit = 1000;
+};
+
+struct AuditVerdict {
+  bool intact = true;
+  int64_t events = 0;                // how many were checked
+  std::optional<int64_t> first_bad;  // the seq of the first bad event
+  std::string reason;                // "event 7: its hash does not match its fields"
+};
+
+class AuditLog {
+ public:
+  explicit AuditLog(Store& store) : store_(store) {}
+
+  // Appends in one write transaction; returns the event's seq.
+  Result<int64_t> append(const AuditEvent& event);
+  // Appends several in one write transaction (in order); returns the last seq.
+  Result<int64_t> append_all(const std::vector<AuditEvent>& events);
+  // Events in seq order.
+  Result<std::vector<AuditEvent>> list(const AuditFilter& filter);
+  // Walks the whole chain.
+  Result<AuditVerdict> verify();
+
+ private:
+  Store& store_;
+};
+
+}  // namespace rf::store
