@@ -30,6 +30,16 @@ run "$rf" call --state-dir "$state" --project demo --run r1 -- sh -c 'cat /works
 run "$rf" call --state-dir "$state" --project demo --run r2 -- sh -c 'ls /workspace; hostname'
 run "$rf" sandbox list
 run "$rf" run show r1 --state-dir "$state"
+echo
+echo "Credentials per customer: a secret, a project profile, an identity-scoped call."
+step "printf %s sk-demo-0123456789abcdef | $rf secret set demo-key --state-dir $state"
+printf %s sk-demo-0123456789abcdef | "$rf" secret set demo-key --state-dir "$state"; echo "(exit $?)"
+run "$rf" identity profile set demo --level project --project demo API_KEY=secret:demo-key --state-dir "$state"
+run "$rf" identity resolve --project demo --state-dir "$state"
+run "$rf" call --state-dir "$state" --project demo --run r3 --identity -- sh -c 'echo "key: $API_KEY"; printf %s "$API_KEY" | base64'
+run "$rf" secret revoke demo-key --state-dir "$state"
+run "$rf" call --state-dir "$state" --project demo --run r4 --identity -- true
+run "$rf" audit verify --state-dir "$state"
 kill -TERM "$worker"; wait "$worker"
 rm -rf "$state"
 echo

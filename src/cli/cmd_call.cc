@@ -13,6 +13,9 @@
 #include "cli/commands.h"
 #include "core/io.h"
 #include "core/units.h"
+#include "identity/audit_events.h"
+#include "identity/cascade.h"
+#include "store/identity_store.h"
 #include "store/store.h"
 #include "worker/config_file.h"
 #include "worker/settings.h"
@@ -27,6 +30,8 @@ struct ClientFlags {
   std::string project, run, stdin_file, environment = "development", timeout = "30s";
   std::string sandbox_image;  // an agent's own image; "" = the worker's
   std::string wait_timeout;   // "" = wait for a worker as long as it takes
+  bool identity = false;      // identity-scoped: the cascade of project, workflow, user
+  std::string workflow, user;
   bool json = false;
   std::vector<std::string> command;
 };
@@ -76,6 +81,20 @@ int run_call(const ClientFlags& f) {
     if (auto e = s.ensure_project(f.project, *env); !e)
       return fail(e.error().to_string(), kExitRuntime);
   }
+  if (f.identity) {
+    // Checked now (fail closed, naming the key and the secret) and again when
+    // the sandbox starts: what is revoked in between never reaches it.
+    call.identity = store::IdentityScope{f.workflow, f.user};
+    store::IdentityStore rows(s);
+    const identity::CascadeRequest request{f.project, f.workflow, f.user};
+    auto plan = identity::plan_cascade(rows, request);
+    if (!plan) {
+      identity::audit_refusal(s, "cli", request, plan.error().to_string(), {f.run, {}, {}});
+      return fail("call refused: " + plan.error().to_string(), kExitRuntime);
+    }
+  } else if (!f.workflow.empty() || !f.user.empty()) {
+    return fail("--workflow and --user go with --identity", kExitUsage);
+  }
   auto id = s.enqueue_call(call);
   if (!id) return fail(id.error().to_string(), kExitUsage);
   QueueWatch watch({.call_id = *id,
@@ -99,7 +118,8 @@ int run_call(const ClientFlags& f) {
     }
     if (!view) return fail(view.error().to_string(), kExitRuntime);
     if (view->state == store::CallState::done) return static_cast<int>(view->exit_code.value_or(0));
-    if (view->state == store::CallState::failed || view->state == store::CallState::interrupted) {
+    if (view->state == store::CallState::failed || view->state == store::CallState::interrupted ||
+        view->state == store::CallState::revoked) {
       return fail("call " + std::to_string(*id) + " " + std::string(store::to_string(view->state)) +
                       ": " + view->error.value_or(""),
                   kExitRuntime);
@@ -177,11 +197,17 @@ void add_call_command(CLI::App* call, CommandResult* result) {
                    "Give up when no worker has claimed the call within this long (e.g. 30s): "
                    "the call is cancelled, never runs, and the exit code is 124. "
                    "Default: wait as long as it takes");
+  call->add_flag("--identity", f->identity,
+                 "Run identity-scoped: the keys of the project's profile cascade (and of "
+                 "--workflow, --user) go into this call's environment, redacted from its output");
+  call->add_option("--workflow", f->workflow, "With --identity: the workflow level");
+  call->add_option("--user", f->user, "With --identity: the user level");
   call->add_option("command", f->command, "The command and its arguments (after --)");
   call->footer(
       "Exit codes: the command's own (128+N when killed by signal N); 124: no worker claimed "
       "the call within --wait-timeout, so it was cancelled and never runs; 125: the call "
-      "failed or was interrupted, or the store cannot be used; 2: usage errors.\n"
+      "failed, was interrupted or revoked (a secret it received was hard-revoked), was refused "
+      "(identity), or the store cannot be used; 2: usage errors.\n"
       "With no live worker serving the project, a notice on stderr says so within about 2 s "
       "and names the command that starts one; the call keeps waiting.");
   call->callback([f, result] {

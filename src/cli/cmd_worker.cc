@@ -8,6 +8,7 @@
 
 #include "cli/backends.h"
 #include "cli/commands.h"
+#include "cli/vault_wiring.h"
 #include "cli/worker_flags.h"
 #include "core/fd_limit.h"
 #include "core/units.h"
@@ -76,6 +77,9 @@ int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
   options.worker_id = start.worker_id;
   options.concurrency = start.concurrency;
   options.grace = *grace;
+  // Identity-scoped calls read Vault secrets with VAULT_TOKEN (never argv).
+  auto vault = make_vault_access();
+  options.vault = vault.get();
   auto w = worker::Worker::start(std::move(options), std::move(*placement));
   if (!w) {
     std::fprintf(stderr, "ringfence: worker: %s\n", w.error().to_string().c_str());

@@ -45,5 +45,9 @@ void add_sandbox_validate_command(CLI::App* sandbox, CommandResult* result);
 void add_call_command(CLI::App* call, CommandResult* result);
 void add_run_commands(CLI::App* run, CommandResult* result);
 void add_worker_commands(CLI::App* worker, CommandResult* result);
+// `secret ...` and `identity ...` (issue 11).
+void add_secret_commands(CLI::App* secret, CommandResult* result);
+void add_identity_commands(CLI::App* identity, CommandResult* result);
+void add_audit_commands(CLI::App* audit, CommandResult* result);
 
 }  // namespace rf::cli

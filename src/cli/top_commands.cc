@@ -10,6 +10,10 @@ std::span<const TopCommand> top_commands() {
        add_call_command},
       {"run", "Runs: end, show", add_run_commands},
       {"worker", "Worker settings", add_worker_commands},
+      {"secret", "Secrets: set (value from stdin), list, revoke, rotate-key", add_secret_commands},
+      {"identity", "Identity profiles and their cascade: profile set|show|list, resolve",
+       add_identity_commands},
+      {"audit", "The hash-chained audit log: show, verify", add_audit_commands},
   };
   return kCommands;
 }

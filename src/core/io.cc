@@ -51,6 +51,11 @@ Status write_file_atomic(const std::string& path, std::string_view data, int mod
   {
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
     if (!fd) return sys_error("open " + tmp);
+    // A stale tmp file of an earlier run keeps its mode through O_CREAT.
+    if (::fchmod(fd.get(), static_cast<mode_t>(mode)) != 0) {
+      ::unlink(tmp.c_str());
+      return sys_error("chmod " + tmp);
+    }
     if (auto s = write_all(fd.get(), data); !s) {
       ::unlink(tmp.c_str());
       return make_error("write " + tmp, s.error().to_string());

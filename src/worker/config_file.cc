@@ -248,6 +248,8 @@ std::vector<Field> make_sandbox_fields() {
          return set_resolve(v, loc, &layer->proxy_resolve);
        }},
       field("allow_host_network", "true or false", parse_bool, &SettingsLayer::allow_host_network),
+      field("allow_identity_without_sandbox", "true or false", parse_bool,
+            &SettingsLayer::allow_identity_without_sandbox),
   };
   for (const LimitField& f : limit_fields()) fields.push_back(limit_field(f));
   fields.push_back(field("idle_timeout", "a duration such as 30s", parse_duration_setting,
@@ -374,6 +376,8 @@ std::string settings_to_yaml(const WorkerSettings& s) {
   out << YAML::Key << "proxy_resolve" << YAML::Value << YAML::Flow << s.proxy_resolve.value;
   out << YAML::Key << "allow_host_network" << YAML::Value
       << (s.allow_host_network.value ? "true" : "false");
+  out << YAML::Key << "allow_identity_without_sandbox" << YAML::Value
+      << (s.allow_identity_without_sandbox.value ? "true" : "false");
   for (const LimitField& f : limit_fields()) {
     out << YAML::Key << std::string(f.name) << YAML::Value << f.get(s.limits.value);
   }

@@ -45,22 +45,22 @@ void SandboxRouter::destroy(const std::shared_ptr<Sandbox>& sandbox) {
 }
 
 Result<SandboxLease> SandboxRouter::acquire(const std::string& project, const std::string& run,
-                                            const std::string& requested_image) {
+                                            const std::string& requested_image, bool dedicated) {
   const std::string image = requested_image.empty() ? spec_.image : requested_image;
   if (mode_ == SandboxMode::kNone && image != spec_.image) {
     return make_error("sandbox_image " + image,
                       "sandbox mode none runs calls in a local scratch directory, with no image");
   }
-  if (mode_ == SandboxMode::kNone || mode_ == SandboxMode::kPerTool) {
+  if (mode_ == SandboxMode::kPerWorker && project != pinned_project_) {
+    return make_error("project " + project, "this worker is per_worker for project " +
+                                                pinned_project_ + " and serves no other");
+  }
+  if (mode_ == SandboxMode::kNone || mode_ == SandboxMode::kPerTool || dedicated) {
     auto sb = fresh(project, run, image);
     if (!sb) return sb.take_error();
     std::lock_guard lock(mu_);
     lent_.push_back(*sb);
     return SandboxLease{std::move(*sb), /*destroy_after=*/true};
-  }
-  if (mode_ == SandboxMode::kPerWorker && project != pinned_project_) {
-    return make_error("project " + project, "this worker is per_worker for project " +
-                                                pinned_project_ + " and serves no other");
   }
   const std::string key = mode_ == SandboxMode::kPerWorker ? "" : run;
   std::lock_guard lock(mu_);
@@ -103,6 +103,23 @@ void SandboxRouter::release(SandboxLease&& lease) {
       rs.last_used = std::chrono::steady_clock::now();
     }
   }
+}
+
+void SandboxRouter::discard(const std::shared_ptr<Sandbox>& sandbox) {
+  std::shared_ptr<Sandbox> gone;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = runs_.begin(); it != runs_.end(); ++it) {
+      if (it->second.sandbox == sandbox) {
+        gone = std::move(it->second.sandbox);
+        runs_.erase(it);
+        break;
+      }
+    }
+  }
+  if (gone) return destroy(gone);
+  // Lent to a call: ended now; release() reports it destroyed (destroy is idempotent).
+  warn_unless_ok(sandbox->destroy(), "destroying sandbox " + sandbox->id());
 }
 
 void SandboxRouter::end_run(const std::string& run) {

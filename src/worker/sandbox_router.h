@@ -40,9 +40,15 @@ class SandboxRouter {
   // `image`: the call's own sandbox image (an agent's override); "" or the
   // worker's image take the usual path (and the pool). A run keeps the image
   // of its first call; a later call asking for another one is refused.
+  // `dedicated`: a sandbox of this call's own, destroyed after it, whatever
+  // the mode (a per_worker worker's identity-scoped call: its values must not
+  // stay in a sandbox other runs share).
   Result<SandboxLease> acquire(const std::string& project, const std::string& run,
-                               const std::string& image = "");
+                               const std::string& image = "", bool dedicated = false);
   void release(SandboxLease&& lease);
+  // Ends the sandbox now (a hard revocation): the calls in it end; a run's
+  // sandbox is forgotten, so the run's next call gets a new one.
+  void discard(const std::shared_ptr<Sandbox>& sandbox);
   // The run ended: its per_run sandbox goes.
   void end_run(const std::string& run);
   // per_run sandboxes idle past the timeout go. Returns the runs whose sandbox went.

@@ -283,6 +283,8 @@ WorkerSettings merge_settings(const SettingsLayer& flags, const SettingsLayer& c
   pick(&s.allow, flags.allow, config.allow);
   pick(&s.proxy_resolve, flags.proxy_resolve, config.proxy_resolve);
   pick(&s.allow_host_network, flags.allow_host_network, config.allow_host_network);
+  pick(&s.allow_identity_without_sandbox, flags.allow_identity_without_sandbox,
+       config.allow_identity_without_sandbox);
   for (const LimitField& f : limit_fields()) {
     const auto given = flags.limits.find(f.name);
     const auto written = config.limits.find(f.name);
@@ -357,6 +359,8 @@ std::vector<std::string> WorkerSettings::explain() const {
       line("sandbox.proxy_resolve", format_list(proxy_resolve.value), proxy_resolve),
       line("sandbox.allow_host_network", allow_host_network.value ? "true" : "false",
            allow_host_network),
+      line("sandbox.allow_identity_without_sandbox",
+           allow_identity_without_sandbox.value ? "true" : "false", allow_identity_without_sandbox),
   };
   for (const LimitField& f : limit_fields()) {
     out.push_back(f.config_key() + ": " + f.get(limits.value) + " (" + limits.source_of(f.name) +

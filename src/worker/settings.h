@@ -68,6 +68,7 @@ struct SettingsLayer {
   Maybe<std::vector<std::string>> allow;
   Maybe<std::vector<std::string>> proxy_resolve;
   Maybe<bool> allow_host_network;
+  Maybe<bool> allow_identity_without_sandbox;
   // Limit texts by limit name, each already known to parse.
   std::map<std::string, Resolved<std::string>, std::less<>> limits;
   Maybe<std::chrono::milliseconds> idle_timeout;
@@ -91,7 +92,9 @@ struct WorkerSettings {
   // network proxy: NAME=ADDR, names the proxy maps to addresses without DNS
   // (the addresses still pass the policy).
   Resolved<std::vector<std::string>> proxy_resolve;
-  Resolved<bool> allow_host_network;                 // lets a production project use network host
+  Resolved<bool> allow_host_network;  // lets a production project use network host
+  // lets identity-scoped calls run in sandbox mode none (never for production)
+  Resolved<bool> allow_identity_without_sandbox;
   ResolvedLimits limits;                             // per sandbox; timeout and output per call
   Resolved<std::chrono::milliseconds> idle_timeout;  // per_run sandboxes
   Resolved<std::string> pool_name;

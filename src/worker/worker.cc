@@ -1,11 +1,15 @@
 #include "worker/worker.h"
 
 #include <signal.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include "core/fd_limit.h"
 #include "core/log.h"
+#include "identity/audit_events.h"
+#include "redact/stream_redactor.h"
 #include "sandbox/result_json.h"
+#include "worker/redacting_sink.h"
 
 namespace rf::worker {
 namespace {
@@ -129,6 +133,11 @@ Status Worker::init() {
     spdlog::warn("reaped {} orphaned sandboxes", reaped->size());
   }
   flusher_ = std::make_unique<OutputFlusher>(options_.output_delay);
+  identity_ = std::make_unique<IdentityCalls>(
+      *store_,
+      IdentityCalls::Options{id_, s.state_dir.value, options_.vault,
+                             s.allow_identity_without_sandbox.value, options_.revocation_period},
+      [this](const std::shared_ptr<Sandbox>& sandbox) { serving()->router->discard(sandbox); });
   ledger_ = std::make_unique<SandboxLedger>(*store_, id_, options_.ledger_period);
   serving_ = Serving::make(std::move(first_placement_), s, ledger_.get());
   return ok_status();
@@ -251,32 +260,74 @@ void Worker::executor_loop() {
 void Worker::run_call(const store::ClaimedCall& claimed) {
   const store::NewCall& c = claimed.call;
   auto output = std::make_shared<CallOutput>(*store_, claimed.id, id_, flusher_.get());
+  // Error texts of a call whose sandbox holds identity values are redacted too.
+  std::shared_ptr<const redact::Patterns> patterns;
+  auto clean = [&](const std::string& text) {
+    return patterns ? redact::redact_all(*patterns, text) : text;
+  };
   auto fail = [&](const std::string& why) {
     auto s = output->close(
-        [&](const auto& rest) { return store_->fail_call(claimed.id, id_, why, rest); });
+        [&](const auto& rest) { return store_->fail_call(claimed.id, id_, clean(why), rest); });
     if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
   };
   if (cancelling_) return fail("cancelled: the worker stopped before the call started");
   // The call keeps this serving to its end, even if the worker falls back meanwhile.
   const auto with = serving();
-  auto lease = with->router->acquire(c.project, c.run, c.sandbox_image);
+  std::optional<PreparedIdentity> prepared;
+  std::string notice;
+  if (c.identity) {
+    auto p = identity_->prepare(claimed, with->placement.mode, &notice);
+    if (!p) return fail(p.error().to_string());
+    prepared = std::move(*p);
+  }
+  // A per_worker sandbox serves every run of its project: identity values get
+  // a sandbox of their own instead.
+  const bool dedicated = prepared && with->placement.mode == SandboxMode::kPerWorker;
+  auto lease = with->router->acquire(c.project, c.run, c.sandbox_image, dedicated);
   if (!lease) {
     // A client's own image that cannot be had says nothing of the backend's health.
     if (c.sandbox_image.empty()) ++with->call_path_failures;
     return fail(lease.error().to_string());
   }
   with->call_path_failures = 0;
+  const std::string sandbox_id = lease->sandbox->id();
+  auto release = [&] {
+    const bool gone = lease->destroy_after;
+    with->router->release(std::move(*lease));
+    if (gone) identity_->sandbox_gone(sandbox_id);
+  };
   ExecCall call;
   call.argv = c.argv;
   call.env = c.env;
+  if (prepared) {
+    if (auto s = identity_->inject(claimed, *prepared, lease->sandbox); !s) {
+      fail(s.error().to_string());
+      return release();
+    }
+    for (const auto& [key, value] : prepared->resolved.env) call.env[key] = value.reveal();
+  }
+  patterns = identity_->patterns_for(*lease->sandbox);
   if (!c.cwd.empty()) call.cwd = c.cwd;
   call.stdin_data = c.stdin_bytes;
   call.timeout = c.timeout;
+  std::optional<RedactingSink> redacting;
+  if (patterns) redacting.emplace(*output, patterns);
+  OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : *output;
+  if (!notice.empty()) output->on_stderr(notice);
   flusher_->add(output);
-  auto result = lease->sandbox->exec(call, *output);
+  auto result = lease->sandbox->exec(call, sink);
+  if (redacting) redacting->finish();
   flusher_->remove(output);
-  const std::string sandbox_id = lease->sandbox->id();
-  if (!result) {
+  for (auto& [key, value] : call.env) sodium_memzero(value.data(), value.size());
+  if (redacting) {
+    identity::audit_redactions(*store_, "worker " + id_, c.project, redacting->counts(),
+                               {c.run, claimed.id, sandbox_id});
+  }
+  if (auto revoked = identity_->call_ended(claimed.id)) {
+    auto s = output->close(
+        [&](const auto& rest) { return store_->revoke_call(claimed.id, id_, *revoked, rest); });
+    if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
+  } else if (!result) {
     fail(cancelling_ ? "cancelled: the worker stopped and the grace period passed (" +
                            result.error().to_string() + ")"
                      : result.error().to_string());
@@ -285,12 +336,12 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
     j["mode"] = to_string(with->placement.mode);
     j["backend"] = with->placement.backend->name();
     auto s = output->close([&](const auto& rest) {
-      return store_->finish_call(claimed.id, id_, result->exit_code, j.dump(), rest);
+      return store_->finish_call(claimed.id, id_, result->exit_code, clean(j.dump()), rest);
     });
     if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
   }
   // After the result is written: a per_tool sandbox's teardown is not on the client's path.
-  with->router->release(std::move(*lease));
+  release();
 }
 
 void Worker::housekeeping_loop() {

@@ -18,6 +18,7 @@
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "worker/call_output.h"
+#include "worker/identity_calls.h"
 #include "worker/pool.h"
 #include "worker/sandbox_router.h"
 #include "worker/serving.h"
@@ -46,6 +47,10 @@ struct WorkerOptions {
   std::chrono::milliseconds output_delay{20};
   // How often the sandboxes made and destroyed are written to the store.
   std::chrono::milliseconds ledger_period{200};
+  // Where identity-scoped calls read Vault secrets (null: vault secrets fail closed).
+  identity::VaultAccess* vault = nullptr;
+  // How often hard revocations are looked for (they end sandboxes within it).
+  std::chrono::milliseconds revocation_period{200};
 };
 
 // Tries the configured backend, then each fallback backend (keeping the mode);
@@ -101,6 +106,7 @@ class Worker {
   std::optional<std::string> fatal_;
   std::chrono::steady_clock::time_point last_recovery_try_{};
   std::unique_ptr<OutputFlusher> flusher_;
+  std::unique_ptr<IdentityCalls> identity_;  // after store_: it uses it
   std::atomic<bool> claiming_{true};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> cancelling_{false};  // the grace period passed

@@ -18,6 +18,7 @@
 
 #include "store/store.h"
 #include "support/ci_skip.h"
+#include "support/cli_process.h"
 #include "worker/worker.h"
 
 namespace rf::testing {
@@ -25,90 +26,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-// A `ringfence` process whose stdout and stderr the test reads as they come.
-class Cli {
- public:
-  explicit Cli(const std::vector<std::string>& args) {
-    int out[2], err[2];
-    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
-    EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      ::dup2(err[1], 2);
-      const int devnull = ::open("/dev/null", O_RDONLY);
-      ::dup2(devnull, 0);
-      std::vector<char*> argv{const_cast<char*>(RF_CLI_PATH)};
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(RF_CLI_PATH, argv.data());
-      ::_exit(99);
-    }
-    ::close(out[1]);
-    ::close(err[1]);
-    out_fd_ = out[0];
-    err_fd_ = err[0];
-  }
-  ~Cli() {
-    if (pid_ > 0 && status_ < 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    ::close(out_fd_);
-    ::close(err_fd_);
-  }
-  // Reads stderr until it holds `text` or `within` passes; true when it does.
-  bool stderr_shows(const std::string& text, std::chrono::milliseconds within) {
-    const auto end = Clock::now() + within;
-    while (err_.find(text) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
-      if (left <= 0ms || !read_some(left)) break;
-    }
-    return err_.find(text) != std::string::npos;
-  }
-  bool running() { return status_ < 0 && ::waitpid(pid_, &status_, WNOHANG) == 0; }
-  // Waits for the exit (reading everything); returns the exit code, -1 on timeout.
-  int wait(std::chrono::milliseconds within = 30s) {
-    const auto end = Clock::now() + within;
-    while (Clock::now() < end) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
-      if (!read_some(std::min(left, std::chrono::milliseconds(100))) && eof_out_ && eof_err_) break;
-    }
-    if (status_ < 0 && ::waitpid(pid_, &status_, 0) != pid_) return -1;
-    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
-  }
-  void signal(int sig) { ::kill(pid_, sig); }
-  const std::string& out() const { return out_; }
-  const std::string& err() const { return err_; }
-
- private:
-  // Reads what is there within `timeout`; false when nothing was read.
-  bool read_some(std::chrono::milliseconds timeout) {
-    pollfd fds[2] = {{eof_out_ ? -1 : out_fd_, POLLIN, 0}, {eof_err_ ? -1 : err_fd_, POLLIN, 0}};
-    if (eof_out_ && eof_err_) return false;
-    if (::poll(fds, 2, static_cast<int>(timeout.count())) <= 0) return false;
-    bool got = false;
-    char buf[4096];
-    for (int i = 0; i < 2; ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-      if (n <= 0) {
-        (i == 0 ? eof_out_ : eof_err_) = true;
-        continue;
-      }
-      (i == 0 ? out_ : err_).append(buf, static_cast<size_t>(n));
-      got = true;
-    }
-    return got || (eof_out_ && eof_err_);
-  }
-
-  pid_t pid_ = -1;
-  int status_ = -1;
-  int out_fd_ = -1, err_fd_ = -1;
-  bool eof_out_ = false, eof_err_ = false;
-  std::string out_, err_;
-};
 
 class CallCli : public ::testing::Test {
  protected:

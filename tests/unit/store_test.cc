@@ -93,11 +93,17 @@ class StoreTest : public ::testing::Test {
 
 // ---- migrations
 
+// The newest schema version this build knows.
+int latest() { return migrations().back().version; }
+
 TEST_F(StoreTest, OpenCreatesTheSchemaAndReopenIsANoOp) {
   ASSERT_NE(open(), nullptr);
-  EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), 3);
+  EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), latest());
+  EXPECT_EQ(latest(), static_cast<int>(migrations().size()));
   for (const char* table :
-       {"projects", "runs", "tool_calls", "call_output", "sandboxes", "workers", "events"}) {
+       {"projects", "runs", "tool_calls", "call_output", "sandboxes", "workers", "events",
+        "secrets", "secret_versions", "identity_profiles", "profile_entries", "injections",
+        "audit_events", "audit_head"}) {
     EXPECT_EQ(
         scalar(std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + table + "'"), 1)
         << table;
@@ -105,7 +111,7 @@ TEST_F(StoreTest, OpenCreatesTheSchemaAndReopenIsANoOp) {
   ASSERT_NE(open(), nullptr);
   Db db = raw();
   ASSERT_TRUE(migrate(db).ok());
-  EXPECT_EQ(count("schema_version"), 3);
+  EXPECT_EQ(count("schema_version"), latest());
   auto mode = db.prepare("PRAGMA journal_mode");
   ASSERT_TRUE(mode.ok() && *mode->step());
   EXPECT_EQ(mode->text(0), "wal");
@@ -128,30 +134,32 @@ TEST_F(StoreTest, ConnectionsOpeningANewFileAtOnceMigrateItOnce) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(count("schema_version"), 3);
+  EXPECT_EQ(count("schema_version"), latest());
 }
 
 TEST_F(StoreTest, NewerSchemaIsRefusedNamingBothVersions) {
   ASSERT_NE(open(), nullptr);
-  ASSERT_TRUE(raw().exec("INSERT INTO schema_version VALUES (4, 0)").ok());
+  const std::string next = std::to_string(latest() + 1);
+  ASSERT_TRUE(raw().exec("INSERT INTO schema_version VALUES (" + next + ", 0)").ok());
   auto s = Store::open(path_);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().to_string(), HasSubstr(path_));
-  EXPECT_THAT(s.error().to_string(), HasSubstr("schema version 4 is newer than this build's "
-                                               "(version 3)"));
+  EXPECT_THAT(s.error().to_string(),
+              HasSubstr("schema version " + next + " is newer than this build's (version " +
+                        std::to_string(latest()) + ")"));
 }
 
 TEST_F(StoreTest, FailedMigrationLeavesNoTrace) {
   ASSERT_NE(open(), nullptr);
-  const Migration list[] = {migrations()[0],
-                            migrations()[1],
-                            migrations()[2],
-                            {4, "CREATE TABLE half (x INTEGER); INSERT INTO nowhere VALUES (1);"}};
+  std::vector<Migration> list(migrations().begin(), migrations().end());
+  list.push_back(
+      {latest() + 1, "CREATE TABLE half (x INTEGER); INSERT INTO nowhere VALUES (1);"});
   Db db = raw();
   auto migrated = migrate(db, list);
   ASSERT_FALSE(migrated.ok());
-  EXPECT_THAT(migrated.error().to_string(), HasSubstr("migration 4"));
-  EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), 3);
+  EXPECT_THAT(migrated.error().to_string(),
+              HasSubstr("migration " + std::to_string(latest() + 1)));
+  EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), latest());
   EXPECT_EQ(scalar("SELECT count(*) FROM sqlite_master WHERE name = 'half'"), 0);
 }
 

@@ -202,6 +202,7 @@ TEST(WorkerSettings, ExplainLines) {
       "sandbox.allow: [] (default)",
       "sandbox.proxy_resolve: [] (default)",
       "sandbox.allow_host_network: false (default)",
+      "sandbox.allow_identity_without_sandbox: false (default)",
       "sandbox.cpu: 2 (config /etc/rf/worker.yaml:2)",
       "sandbox.mem: 4g (flag --sandbox-mem)",
       "sandbox.pids: 256 (default)",

@@ -1,0 +1,223 @@
+// `ringfence identity profile set | show | list` and `identity resolve`
+// (issue 11). Profiles map environment keys to secrets or plain values and
+// attach at one level; resolve shows which level each key comes from and the
+// secret version it would give, never a value.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/client_store.h"
+#include "cli/commands.h"
+#include "cli/vault_wiring.h"
+#include "identity/audit_events.h"
+#include "identity/cascade.h"
+#include "store/identity_store.h"
+
+namespace rf::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct IdentityFlags {
+  std::string state_dir, name, level, project, workflow, user;
+  std::vector<std::string> entries;
+  bool json = false, explain = false;
+};
+
+int fail(const std::string& what, int code) {
+  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
+  return code;
+}
+
+// KEY=secret:NAME or KEY=value:TEXT
+Result<store::ProfileEntry> parse_entry(const std::string& word) {
+  const std::string where = "entry \"" + word.substr(0, word.find('=')) + "\"";
+  const size_t eq = word.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return make_error(where, "expected KEY=secret:SECRET or KEY=value:TEXT");
+  }
+  std::string key = word.substr(0, eq);
+  std::string rest = word.substr(eq + 1);
+  for (char c : key) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) {
+      return make_error(where, "a key is letters, digits and '_' (an environment name)");
+    }
+  }
+  if (std::isdigit(static_cast<unsigned char>(key[0])))
+    return make_error(where, "a key does not start with a digit");
+  if (rest.starts_with("secret:")) {
+    std::string name = rest.substr(7);
+    if (name.empty()) return make_error(where, "the secret name is empty");
+    return store::ProfileEntry{key, store::ProfileEntry::Kind::secret, name};
+  }
+  if (rest.starts_with("value:")) {
+    std::string text = rest.substr(6);
+    if (text.empty()) return make_error(where, "the value is empty");
+    return store::ProfileEntry{key, store::ProfileEntry::Kind::value, text};
+  }
+  return make_error(where, "expected KEY=secret:SECRET or KEY=value:TEXT");
+}
+
+json profile_json(const store::ProfileRow& p) {
+  json entries = json::array();
+  for (const auto& e : p.entries) {
+    // Plain values are behaviour knobs, not secrets: shown. Secrets by name.
+    entries.push_back({{"key", e.key},
+                       {"kind", e.kind == store::ProfileEntry::Kind::secret ? "secret" : "value"},
+                       {e.kind == store::ProfileEntry::Kind::secret ? "secret" : "value", e.ref}});
+  }
+  json j = {{"name", p.name}, {"level", store::to_string(p.level)}, {"entries", entries}};
+  if (!p.project.empty()) j["project"] = p.project;
+  if (!p.workflow.empty()) j["workflow"] = p.workflow;
+  if (!p.user.empty()) j["user"] = p.user;
+  return j;
+}
+
+std::string scope_text(const store::ProfileRow& p) {
+  std::string s;
+  if (!p.project.empty()) s += " project=" + p.project;
+  if (!p.workflow.empty()) s += " workflow=" + p.workflow;
+  if (!p.user.empty()) s += " user=" + p.user;
+  return s;
+}
+
+int run_profile_set(const IdentityFlags& f) {
+  auto level = store::parse_profile_level(f.level);
+  if (!level.ok())
+    return fail("identity profile set: --level: " + level.error().to_string(), kExitUsage);
+  store::ProfileRow p;
+  p.name = f.name;
+  p.level = *level;
+  p.project = f.project;
+  p.workflow = f.workflow;
+  p.user = f.user;
+  for (const auto& word : f.entries) {
+    auto e = parse_entry(word);
+    if (!e.ok())
+      return fail("identity profile set " + f.name + ": " + e.error().to_string(), kExitUsage);
+    p.entries.push_back(std::move(*e));
+  }
+  auto st = open_client_store(state_dir_or_default(f.state_dir));
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  store::IdentityStore rows(**st);
+  if (auto s = rows.put_profile(p); !s) return fail(s.error().to_string(), kExitUsage);
+  identity::audit_profile_set(**st, "cli", p);
+  std::fprintf(stderr, "profile %s: %zu keys at level %s%s\n", p.name.c_str(), p.entries.size(),
+               f.level.c_str(), scope_text(p).c_str());
+  return 0;
+}
+
+int run_profile_show(const IdentityFlags& f) {
+  auto st = open_client_store(state_dir_or_default(f.state_dir));
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  store::IdentityStore rows(**st);
+  auto p = rows.profile(f.name);
+  if (!p.ok()) return fail(p.error().to_string(), kExitRuntime);
+  if (!*p) return fail("identity profile show: there is no profile " + f.name, kExitUsage);
+  if (f.json) {
+    std::printf("%s\n", profile_json(**p).dump().c_str());
+    return 0;
+  }
+  std::printf("profile %s  level %s%s\n", (*p)->name.c_str(),
+              std::string(store::to_string((*p)->level)).c_str(), scope_text(**p).c_str());
+  for (const auto& e : (*p)->entries) {
+    std::printf("  %-32s %s:%s\n", e.key.c_str(),
+                e.kind == store::ProfileEntry::Kind::secret ? "secret" : "value", e.ref.c_str());
+  }
+  return 0;
+}
+
+int run_profile_list(const IdentityFlags& f) {
+  auto st = open_client_store(state_dir_or_default(f.state_dir));
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  store::IdentityStore rows(**st);
+  auto all = rows.profiles();
+  if (!all.ok()) return fail(all.error().to_string(), kExitRuntime);
+  if (f.json) {
+    json out = json::array();
+    for (const auto& p : *all) out.push_back(profile_json(p));
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf("%-24s %-9s %-5s %s\n", "NAME", "LEVEL", "KEYS", "SCOPE");
+  for (const auto& p : *all) {
+    std::printf("%-24s %-9s %-5zu%s\n", p.name.c_str(),
+                std::string(store::to_string(p.level)).c_str(), p.entries.size(),
+                scope_text(p).c_str());
+  }
+  return 0;
+}
+
+int run_resolve(const IdentityFlags& f) {
+  const std::string dir = state_dir_or_default(f.state_dir);
+  auto st = open_client_store(dir);
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  store::IdentityStore rows(**st);
+  auto vault = make_vault_access();
+  identity::Secrets secrets(**st, {dir, vault.get(), "cli"});
+  const identity::CascadeRequest request{f.project, f.workflow, f.user};
+  // Resolved in full (every secret opened, then dropped): what fails here
+  // would fail when a sandbox starts.
+  auto resolved = identity::resolve_cascade(rows, secrets, request);
+  if (!resolved.ok()) {
+    identity::audit_refusal(**st, "cli", request, resolved.error().to_string(), {});
+    return fail(resolved.error().to_string(), kExitRuntime);
+  }
+  identity::audit_resolution(**st, "cli", resolved->plan, {});
+  if (f.json) {
+    std::printf("%s\n", identity::plan_json(resolved->plan, f.explain).c_str());
+    return 0;
+  }
+  std::printf("%-32s %-9s %-20s %s\n", "KEY", "LEVEL", "PROFILE", "FROM");
+  for (const auto& e : resolved->plan.entries) {
+    const std::string from = e.kind == store::ProfileEntry::Kind::secret
+                                 ? "secret " + e.secret + " v" + std::to_string(e.version)
+                                 : "plain value";
+    std::printf("%-32s %-9s %-20s %s\n", e.key.c_str(),
+                std::string(store::to_string(e.level)).c_str(), e.profile.c_str(), from.c_str());
+    if (f.explain && !e.overridden.empty()) {
+      std::string over;
+      for (const auto& o : e.overridden) over += (over.empty() ? "" : ", ") + o;
+      std::printf("%-32s overrides profile %s\n", "", over.c_str());
+    }
+  }
+  if (resolved->plan.entries.empty()) std::printf("(no profile applies)\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_identity_commands(CLI::App* identity, CommandResult* result) {
+  auto f = std::make_shared<IdentityFlags>();
+  identity->require_subcommand(1);
+  auto* profile = identity->add_subcommand("profile", "Identity profiles: set, show, list");
+  profile->require_subcommand(1);
+  auto* set = profile->add_subcommand("set", "Create or replace a profile");
+  set->add_option("name", f->name, "Profile name")->required();
+  set->add_option("--level", f->level, "system, project, workflow or user")->required();
+  set->add_option("--project", f->project, "The project (level project; narrows workflow, user)");
+  set->add_option("--workflow", f->workflow, "The workflow (level workflow)");
+  set->add_option("--user", f->user, "The user (level user)");
+  set->add_option("entries", f->entries, "KEY=secret:SECRET or KEY=value:TEXT ...")->required();
+  set->add_option("--state-dir", f->state_dir, "The state dir (default ~/.ringfence/state)");
+  set->callback([f, result] { result->exit_code = run_profile_set(*f); });
+  auto* show = profile->add_subcommand("show", "A profile's level, scope and entries");
+  show->add_option("name", f->name, "Profile name")->required();
+  show->add_flag("--json", f->json, "As JSON");
+  show->add_option("--state-dir", f->state_dir, "The state dir");
+  show->callback([f, result] { result->exit_code = run_profile_show(*f); });
+  auto* list = profile->add_subcommand("list", "Every profile");
+  list->add_flag("--json", f->json, "As JSON");
+  list->add_option("--state-dir", f->state_dir, "The state dir");
+  list->callback([f, result] { result->exit_code = run_profile_list(*f); });
+  auto* resolve = identity->add_subcommand(
+      "resolve", "Which key comes from which level and secret version (never a value)");
+  resolve->add_option("--project", f->project, "Project")->required();
+  resolve->add_option("--workflow", f->workflow, "Workflow");
+  resolve->add_option("--user", f->user, "User");
+  resolve->add_flag("--explain", f->explain, "Also the profiles each key overrides");
+  resolve->add_flag("--json", f->json, "As JSON");
+  resolve->add_option("--state-dir", f->state_dir, "The state dir");
+  resolve->callback([f, result] { result->exit_code = run_resolve(*f); });
+}
+
+}  // namespace rf::cli

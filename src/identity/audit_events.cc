@@ -1,0 +1,88 @@
+#include "identity/audit_events.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+#include "store/audit_log.h"
+
+namespace rf::identity {
+namespace {
+
+using json = nlohmann::json;
+
+void append(store::Store& store, const std::string& actor, std::string kind,
+            const std::string& project, const AuditContext& where, const json& detail) {
+  store::AuditEvent e;
+  e.kind = std::move(kind);
+  e.actor = actor;
+  if (!project.empty()) e.project_id = project;
+  e.run_id = where.run_id;
+  e.call_id = where.call_id;
+  e.sandbox_id = where.sandbox_id;
+  e.detail_json = detail.dump();
+  warn_unless_ok(store::AuditLog(store).append(e), "audit " + e.kind);
+}
+
+json request_json(const CascadeRequest& r) {
+  json j = {{"project", r.project}};
+  if (!r.workflow.empty()) j["workflow"] = r.workflow;
+  if (!r.user.empty()) j["user"] = r.user;
+  return j;
+}
+
+}  // namespace
+
+void audit_profile_set(store::Store& store, const std::string& actor, const store::ProfileRow& p) {
+  json keys = json::array();
+  for (const auto& e : p.entries) {
+    json k = {{"key", e.key}};
+    if (e.kind == store::ProfileEntry::Kind::secret) k["secret"] = e.ref;
+    keys.push_back(std::move(k));
+  }
+  json detail = {{"profile", p.name}, {"level", store::to_string(p.level)}, {"keys", keys}};
+  if (!p.workflow.empty()) detail["workflow"] = p.workflow;
+  if (!p.user.empty()) detail["user"] = p.user;
+  append(store, actor, "profile.set", p.project, {}, detail);
+}
+
+void audit_resolution(store::Store& store, const std::string& actor, const CascadePlan& plan,
+                      const AuditContext& where) {
+  append(store, actor, "identity.resolve", plan.request.project, where,
+         json::parse(plan_json(plan, /*explain=*/false)));
+}
+
+void audit_refusal(store::Store& store, const std::string& actor, const CascadeRequest& request,
+                   const std::string& reason, const AuditContext& where) {
+  json detail = request_json(request);
+  detail["reason"] = reason;
+  append(store, actor, "identity.refuse", request.project, where, detail);
+}
+
+void audit_injection(store::Store& store, const std::string& actor, const CascadePlan& plan,
+                     const AuditContext& where) {
+  json keys = json::array();
+  for (const auto& e : plan.entries) {
+    json k = {{"key", e.key}, {"level", store::to_string(e.level)}};
+    if (e.kind == store::ProfileEntry::Kind::secret) {
+      k["secret"] = e.secret;
+      k["version"] = e.version;
+    }
+    keys.push_back(std::move(k));
+  }
+  json detail = request_json(plan.request);
+  detail["keys"] = keys;
+  append(store, actor, "identity.inject", plan.request.project, where, detail);
+}
+
+void audit_redactions(store::Store& store, const std::string& actor, const std::string& project,
+                      const std::map<std::pair<std::string, std::string>, uint64_t>& counts,
+                      const AuditContext& where) {
+  if (counts.empty()) return;
+  json list = json::array();
+  for (const auto& [what, n] : counts) {
+    list.push_back({{"key", what.first}, {"form", what.second}, {"count", n}});
+  }
+  append(store, actor, "redaction", project, where, {{"redactions", list}});
+}
+
+}  // namespace rf::identity

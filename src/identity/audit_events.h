@@ -1,0 +1,39 @@
+// The identity layer's audit events (host side): profile changes, cascade
+// resolutions, refusals, injections and redaction counts. Keys, secret names
+// and versions only, never a value. An event that cannot be written is logged
+// as a warning; the action it records has already happened or been refused.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "identity/cascade.h"
+#include "store/identity_store.h"
+#include "store/store.h"
+
+namespace rf::identity {
+
+// Where an event happened, beyond the project the request names.
+struct AuditContext {
+  std::optional<std::string> run_id;
+  std::optional<int64_t> call_id;
+  std::optional<std::string> sandbox_id;
+};
+
+void audit_profile_set(store::Store& store, const std::string& actor,
+                       const store::ProfileRow& profile);
+void audit_resolution(store::Store& store, const std::string& actor, const CascadePlan& plan,
+                      const AuditContext& where);
+void audit_refusal(store::Store& store, const std::string& actor, const CascadeRequest& request,
+                   const std::string& reason, const AuditContext& where);
+void audit_injection(store::Store& store, const std::string& actor, const CascadePlan& plan,
+                     const AuditContext& where);
+// counts: (key, form) -> matches redacted.
+void audit_redactions(store::Store& store, const std::string& actor, const std::string& project,
+                      const std::map<std::pair<std::string, std::string>, uint64_t>& counts,
+                      const AuditContext& where);
+
+}  // namespace rf::identity

@@ -1,0 +1,62 @@
+// The identity cascade (host side): the profiles that apply to a project,
+// workflow and user, merged key by key, the most specific level winning
+// (system < project < workflow < user; within workflow and user, one scoped
+// to the project beats one for any project). Planning reads no values and
+// refuses a cascade that references a revoked secret, naming the key and the
+// secret; resolving opens the values of the plan's secrets.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "identity/secret_value.h"
+#include "identity/secrets.h"
+#include "store/identity_store.h"
+
+namespace rf::identity {
+
+struct CascadeRequest {
+  std::string project;
+  std::string workflow;  // "" = no workflow level
+  std::string user;      // "" = no user level
+};
+
+struct CascadeEntry {
+  std::string key;
+  store::ProfileLevel level = store::ProfileLevel::system;
+  std::string profile;
+  store::ProfileEntry::Kind kind = store::ProfileEntry::Kind::value;
+  std::string secret;   // kind secret: its name
+  int64_t version = 0;  // kind secret: the version that will be given
+  std::string plain;    // kind value: the value (not a secret)
+  // Profiles whose entry for this key lost to this one, least specific first.
+  std::vector<std::string> overridden;
+};
+
+struct CascadePlan {
+  CascadeRequest request;
+  std::vector<CascadeEntry> entries;         // by key
+  std::vector<std::string> secrets() const;  // the secret names it references
+  // The rows planning read (sealed values only), so resolving reads nothing again.
+  std::map<std::string, std::pair<store::SecretRow, store::SealedVersion>> rows;
+};
+
+struct ResolvedIdentity {
+  CascadePlan plan;
+  std::map<std::string, SecretValue> env;  // key -> value (secrets and plain values)
+};
+
+// Refused: an unknown project is fine (no project profiles), but a secret
+// that is missing, revoked or hard-revoked is an error naming key and secret.
+Result<CascadePlan> plan_cascade(store::IdentityStore& rows, const CascadeRequest& request);
+// Plans, then opens every secret of the plan (fail closed).
+Result<ResolvedIdentity> resolve_cascade(store::IdentityStore& rows, Secrets& secrets,
+                                         const CascadeRequest& request);
+
+// The plan as JSON for `identity resolve --json` and the audit log: keys,
+// levels, profiles, secret names and versions; never a secret's value.
+std::string plan_json(const CascadePlan& plan, bool explain);
+
+}  // namespace rf::identity

@@ -1,0 +1,35 @@
+// The key that seals builtin secrets at rest (host side): 32 random bytes in
+// <state dir>/secrets.key, mode 0600, owned by the user running ringfence.
+// A missing, unreadable, short or too-open key file fails closed, and the
+// error names the file. Its id (the first 16 hex digits of SHA-256 of the key)
+// is stored with every sealed version, so a wrong key is named as such.
+#pragma once
+
+#include <string>
+
+#include "core/result.h"
+#include "identity/secret_value.h"
+
+namespace rf::identity {
+
+constexpr size_t kKeyBytes = 32;
+
+struct SealingKey {
+  std::string path;
+  SecretValue key;  // kKeyBytes
+  std::string id;   // 16 hex digits
+};
+
+std::string key_file_path(const std::string& state_dir);
+
+// Reads the key file.
+Result<SealingKey> load_key(const std::string& path);
+// Reads it, or creates a new one when there is none (first secret): written
+// atomically with mode 0600.
+Result<SealingKey> load_or_create_key(const std::string& path);
+// A new random key, not yet written anywhere.
+SealingKey new_key(const std::string& path);
+// Writes the key to `path` atomically (mode 0600).
+Status write_key(const SealingKey& key, const std::string& path);
+
+}  // namespace rf::identity

@@ -1,0 +1,198 @@
+#include "identity/secrets.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+#include "identity/secret_box.h"
+#include "store/audit_log.h"
+
+namespace rf::identity {
+namespace {
+
+using json = nlohmann::json;
+
+std::string next_key_path(const std::string& key_path) { return key_path + ".next"; }
+
+Status check_value(const NewSecret& s) {
+  if (s.name.empty()) return make_error("secret", "the name is empty");
+  for (char c : s.name) {
+    if (c == '/' || c == '\n' || c == '\0' || c == ' ')
+      return make_error("secret " + s.name, "a name holds no '/', spaces or newlines");
+  }
+  if (s.value.empty()) return make_error("secret " + s.name, "the value is empty");
+  if (s.value.size() > kMaxSecretBytes) {
+    return make_error("secret " + s.name, "the value is " + std::to_string(s.value.size()) +
+                                              " bytes; at most 65536 (64 KiB)");
+  }
+  if (s.backend != "builtin" && s.backend != "vault") {
+    return make_error("secret " + s.name,
+                      "unknown backend \"" + s.backend + "\" (expected builtin or vault)");
+  }
+  if (s.backend == "vault" && (!s.vault || s.vault->addr.empty())) {
+    return make_error("secret " + s.name, "a vault secret needs --vault-addr");
+  }
+  return ok_status();
+}
+
+void audit(store::Store& store, const std::string& actor, std::string kind, json detail) {
+  store::AuditEvent e;
+  e.kind = std::move(kind);
+  e.actor = actor;
+  e.detail_json = detail.dump();
+  warn_unless_ok(store::AuditLog(store).append(e), "audit " + e.kind);
+}
+
+}  // namespace
+
+Secrets::Secrets(store::Store& store, SecretsOptions options)
+    : store_(store),
+      rows_(store),
+      options_(std::move(options)),
+      key_path_(key_file_path(options_.state_dir)) {}
+
+Status Secrets::finish_rotation() {
+  const std::string next = next_key_path(key_path_);
+  if (::access(next.c_str(), F_OK) != 0) return ok_status();
+  auto next_key = load_key(next);
+  if (!next_key.ok()) return next_key.take_error();
+  auto versions = rows_.sealed_versions();
+  if (!versions.ok()) return versions.take_error();
+  const bool committed = !versions->empty() && versions->front().key_id == next_key->id;
+  if (committed) {
+    if (::rename(next.c_str(), key_path_.c_str()) != 0) return sys_error("rename " + next);
+  } else {
+    ::unlink(next.c_str());  // the rotation did not commit: the old key holds
+  }
+  return ok_status();
+}
+
+Result<SealingKey> Secrets::key_for_sealing() {
+  RF_TRY(finish_rotation());
+  auto versions = rows_.sealed_versions();
+  if (!versions.ok()) return versions.take_error();
+  // With sealed secrets, a missing key file is an error, not a new key: a new
+  // one would seal new values while the old ones could no longer be opened.
+  if (!versions->empty()) return load_key(key_path_);
+  return load_or_create_key(key_path_);
+}
+
+Result<int64_t> Secrets::set(const NewSecret& s) {
+  RF_TRY(check_value(s));
+  int64_t version = 0;
+  if (s.backend == "builtin") {
+    auto key = key_for_sealing();
+    if (!key.ok()) return make_error("set secret " + s.name, key.error().to_string());
+    auto current = rows_.secret(s.name);
+    if (!current.ok()) return current.take_error();
+    const int64_t next = *current ? (*current)->current_version + 1 : 1;
+    auto put = rows_.put_secret_version(s.name, "builtin", std::nullopt,
+                                        seal(*key, s.name, next, s.value.reveal()), key->id);
+    if (!put.ok()) return put.take_error();
+    version = *put;
+  } else {
+    if (!options_.vault) return make_error("set secret " + s.name, "no Vault client is set up");
+    auto written = options_.vault->write(*s.vault, s.value.reveal());
+    if (!written.ok()) return make_error("set secret " + s.name, written.error().to_string());
+    auto put = rows_.put_secret_version(s.name, "vault", s.vault, "", "");
+    if (!put.ok()) return put.take_error();
+    version = *put;
+  }
+  json detail = {{"secret", s.name}, {"version", version}, {"backend", s.backend}};
+  if (s.vault) detail["vault"] = s.vault->addr + "/" + s.vault->mount + "/" + s.vault->path;
+  audit(store_, options_.actor, "secret.set", detail);
+  return version;
+}
+
+Result<std::vector<store::SecretRow>> Secrets::list() { return rows_.secrets(); }
+
+Status Secrets::revoke(const std::string& name, bool hard) {
+  RF_TRY(rows_.revoke_secret(name, hard));
+  json received = json::array();
+  if (auto inj = rows_.injections_of_secret(name)) {
+    for (const auto& i : *inj) {
+      if (i.ended_at) continue;
+      received.push_back({{"call", i.call_id ? json(*i.call_id) : json()},
+                          {"sandbox", i.sandbox_id},
+                          {"key", i.key},
+                          {"version", i.version}});
+    }
+  }
+  audit(store_, options_.actor, hard ? "secret.hard_revoke" : "secret.revoke",
+        {{"secret", name}, {"live_injections", received}});
+  return ok_status();
+}
+
+Result<size_t> Secrets::rotate_key() {
+  RF_TRY(finish_rotation());
+  auto versions = rows_.sealed_versions();
+  if (!versions.ok()) return versions.take_error();
+  auto old_key = versions->empty() ? load_or_create_key(key_path_) : load_key(key_path_);
+  if (!old_key.ok()) return make_error("rotate key", old_key.error().to_string());
+  SealingKey fresh = new_key(key_path_);
+  const std::string next = next_key_path(key_path_);
+  // The new key is on disk before any value is sealed with it.
+  RF_TRY(write_key(fresh, next));
+  size_t count = 0;
+  auto resealed = rows_.reseal_all(
+      [&](const store::SealedVersion& v) -> Result<std::pair<std::string, std::string>> {
+        auto plain = open_sealed(*old_key, v.name, v.version, v.sealed, v.key_id);
+        if (!plain.ok()) return plain.take_error();
+        ++count;
+        return std::make_pair(seal(fresh, v.name, v.version, plain->reveal()), fresh.id);
+      });
+  if (!resealed.ok()) {
+    ::unlink(next.c_str());
+    return make_error("rotate key", resealed.error().to_string());
+  }
+  if (::rename(next.c_str(), key_path_.c_str()) != 0) return sys_error("rename " + next);
+  audit(store_, options_.actor, "secret.rotate_key",
+        {{"versions", count}, {"old_key", old_key->id}, {"new_key", fresh.id}});
+  return count;
+}
+
+Result<std::map<std::string, OpenedSecret>> Secrets::open_current(
+    const std::vector<std::string>& names) {
+  if (names.empty()) return std::map<std::string, OpenedSecret>{};
+  auto rows = rows_.current_versions(names);
+  if (!rows.ok()) return rows.take_error();
+  return open_rows(*rows);
+}
+
+Result<std::map<std::string, OpenedSecret>> Secrets::open_rows(
+    const std::map<std::string, std::pair<store::SecretRow, store::SealedVersion>>& rows) {
+  std::map<std::string, OpenedSecret> out;
+  std::optional<SealingKey> key;
+  for (const auto& [name, pair] : rows) {
+    const auto& [row, sealed] = pair;
+    if (row.state != store::SecretState::active) {
+      return make_error("secret " + name, "is " + std::string(store::to_string(row.state)) +
+                                              "; it is given to no one");
+    }
+    OpenedSecret opened{row, sealed.version, SecretValue()};
+    if (row.backend == "builtin") {
+      if (!key) {
+        RF_TRY(finish_rotation());
+        auto k = load_key(key_path_);
+        if (!k.ok()) return k.take_error();
+        key = std::move(*k);
+      }
+      auto value = open_sealed(*key, name, sealed.version, sealed.sealed, sealed.key_id);
+      if (!value.ok()) return value.take_error();
+      opened.value = std::move(*value);
+    } else {
+      if (!options_.vault || !row.vault) {
+        return make_error("secret " + name, "lives in Vault, and no Vault client is set up");
+      }
+      auto value = options_.vault->read(*row.vault);
+      if (!value.ok()) return make_error("secret " + name, value.error().to_string());
+      opened.value = std::move(*value);
+    }
+    out.emplace(name, std::move(opened));
+  }
+  return out;
+}
+
+}  // namespace rf::identity

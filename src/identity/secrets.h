@@ -1,0 +1,79 @@
+// Secrets (host side): set, list, revoke, rotate the sealing key, and open the
+// current versions of named secrets. Builtin values are sealed in the store
+// (secret_box.h); vault values live in Vault (vault_access.h). Values never
+// appear in errors, logs or the audit log; each change is audited.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "identity/key_file.h"
+#include "identity/secret_value.h"
+#include "identity/vault_access.h"
+#include "store/identity_store.h"
+#include "store/store.h"
+
+namespace rf::identity {
+
+constexpr size_t kMaxSecretBytes = 64 * 1024;
+
+struct SecretsOptions {
+  std::string state_dir;         // where secrets.key lives
+  VaultAccess* vault = nullptr;  // null: vault secrets cannot be set or read
+  std::string actor = "cli";     // who, in the audit log
+};
+
+struct NewSecret {
+  std::string name;
+  SecretValue value;
+  std::string backend = "builtin";            // builtin, vault
+  std::optional<store::VaultLocation> vault;  // for vault: where
+};
+
+struct OpenedSecret {
+  store::SecretRow row;
+  int64_t version = 0;
+  SecretValue value;
+};
+
+class Secrets {
+ public:
+  Secrets(store::Store& store, SecretsOptions options);
+
+  // Adds a version (creating the secret). Refused, writing nothing: an empty
+  // name or value, a value over 64 KiB, an unknown backend, a key file that is
+  // missing while sealed secrets exist, or Vault's error. Returns the version.
+  Result<int64_t> set(const NewSecret& secret);
+  Result<std::vector<store::SecretRow>> list();
+  // Soft: refused from now on. Hard: also ends every running call and sandbox
+  // that received it (the workers watch for it). Audited with the calls and
+  // sandboxes that received it.
+  Status revoke(const std::string& name, bool hard);
+  // Re-seals every builtin secret with a new key, then replaces the key file.
+  // A crash in between is finished on the next open. Returns how many versions.
+  Result<size_t> rotate_key();
+  // The current versions of `names`, opened. Fails closed on the first one
+  // that cannot be had, naming it (never its value). Revoked ones are refused.
+  Result<std::map<std::string, OpenedSecret>> open_current(const std::vector<std::string>& names);
+  // The same for rows already read (the cascade's plan read them).
+  Result<std::map<std::string, OpenedSecret>> open_rows(
+      const std::map<std::string, std::pair<store::SecretRow, store::SealedVersion>>& rows);
+
+  const std::string& key_path() const { return key_path_; }
+
+ private:
+  // A rotation that committed its re-sealed values but not yet its key file.
+  Status finish_rotation();
+  Result<SealingKey> key_for_sealing();
+
+  store::Store& store_;
+  store::IdentityStore rows_;
+  SecretsOptions options_;
+  std::string key_path_;
+};
+
+}  // namespace rf::identity

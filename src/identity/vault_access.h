@@ -1,0 +1,25 @@
+// What the identity layer needs of a Vault server (host side): write and read
+// one secret's value at a KV v2 location. The composition root hands in a
+// client (vault_api/); tests may hand in their own.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/result.h"
+#include "identity/secret_value.h"
+#include "store/identity_store.h"
+
+namespace rf::identity {
+
+class VaultAccess {
+ public:
+  virtual ~VaultAccess() = default;
+  // Writes a new version; returns Vault's version number.
+  virtual Result<int64_t> write(const store::VaultLocation& at, std::string_view value) = 0;
+  // The latest version's value. Fails closed: an unreachable server, a refused
+  // token, a deleted version are errors, never a stale value.
+  virtual Result<SecretValue> read(const store::VaultLocation& at) = 0;
+};
+
+}  // namespace rf::identity

@@ -1,0 +1,26 @@
+// The forms a secret value takes when a tool prints it (host side): raw,
+// base64 and base64url at each of the three alignments it can have inside a
+// longer encoded stream, hex in both cases, URL-encoded and JSON-escaped.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace rf::redact {
+
+enum class Form { raw, base64, base64url, hex_lower, hex_upper, url, json };
+
+std::string_view to_string(Form f);
+
+// A derived form shorter than this is dropped: it would match ordinary text
+// (the raw value is always kept).
+constexpr size_t kMinDerivedForm = 4;
+
+// Every distinct form of `value`. The base64 forms hold only the characters
+// fully determined by the value's own bytes (those around it depend on its
+// neighbours), so they match wherever the value falls in an encoded stream.
+std::vector<std::pair<Form, std::string>> forms_of(std::string_view value);
+
+}  // namespace rf::redact

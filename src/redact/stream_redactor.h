@@ -1,0 +1,53 @@
+// The streaming redactor (host side): one per output stream of a sandbox that
+// holds secrets. Every occurrence of every form of every value becomes
+// [REDACTED:KEY], wherever it falls, split across chunks at any byte
+// (leftmost, then longest, never overlapping). Only the bytes of a live
+// partial match are held back; finish() lets them go at the stream's end.
+// Not thread-safe: one per stream.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "redact/patterns.h"
+
+namespace rf::redact {
+
+// (key, form) -> matches redacted.
+using RedactionCounts = std::map<std::pair<std::string, std::string>, uint64_t>;
+
+class StreamRedactor {
+ public:
+  explicit StreamRedactor(std::shared_ptr<const Patterns> patterns);
+  ~StreamRedactor();
+  StreamRedactor(const StreamRedactor&) = delete;
+  StreamRedactor& operator=(const StreamRedactor&) = delete;
+
+  // What may leave now.
+  std::string feed(std::string_view chunk);
+  // The end of the stream: what was held back, redacted.
+  std::string finish();
+  const RedactionCounts& counts() const { return counts_; }
+  size_t held() const { return pending_.size(); }
+
+ private:
+  // Emits text[0..end) with its matches replaced; returns where it stopped
+  // (past `end` when a match ran past it).
+  size_t emit(std::string_view text, size_t end, std::string* out);
+
+  std::shared_ptr<const Patterns> patterns_;
+  std::string pending_;
+  std::vector<Match> matches_;  // reused
+  RedactionCounts counts_;
+};
+
+// A whole text at once (error texts, stored strings).
+std::string redact_all(const Patterns& patterns, std::string_view text,
+                       RedactionCounts* counts = nullptr);
+
+}  // namespace rf::redact

@@ -1,0 +1,223 @@
+#include "worker/identity_calls.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+#include "identity/audit_events.h"
+#include "store/audit_log.h"
+
+namespace rf::worker {
+namespace {
+
+std::string scope_of(const store::ClaimedCall& call) {
+  const auto& id = *call.call.identity;
+  return call.call.project + "\n" + id.workflow + "\n" + id.user;
+}
+
+std::string describe_scope(const std::string& scope) {
+  const size_t a = scope.find('\n'), b = scope.rfind('\n');
+  std::string out = "project " + scope.substr(0, a);
+  const std::string workflow = scope.substr(a + 1, b - a - 1), user = scope.substr(b + 1);
+  if (!workflow.empty()) out += ", workflow " + workflow;
+  if (!user.empty()) out += ", user " + user;
+  return out;
+}
+
+identity::AuditContext context_of(const store::ClaimedCall& call,
+                                  std::optional<std::string> sandbox = std::nullopt) {
+  return {call.call.run, call.id, std::move(sandbox)};
+}
+
+}  // namespace
+
+IdentityCalls::IdentityCalls(store::Store& store, Options options,
+                             std::function<void(const std::shared_ptr<Sandbox>&)> discard)
+    : store_(store),
+      rows_(store),
+      options_(std::move(options)),
+      discard_(std::move(discard)),
+      secrets_(store, {options_.state_dir, options_.vault, "worker " + options_.worker_id}) {
+  watcher_ = std::thread([this] { watch_loop(); });
+}
+
+IdentityCalls::~IdentityCalls() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  watcher_.join();
+}
+
+Result<PreparedIdentity> IdentityCalls::prepare(const store::ClaimedCall& call, SandboxMode mode,
+                                                std::string* notice) {
+  const std::string actor = "worker " + options_.worker_id;
+  const identity::CascadeRequest request{call.call.project, call.call.identity->workflow,
+                                         call.call.identity->user};
+  auto refuse = [&](std::string why) -> Error {
+    identity::audit_refusal(store_, actor, request, why, context_of(call));
+    return make_error("", std::move(why));
+  };
+  if (mode == SandboxMode::kNone) {
+    auto project = store_.project(call.call.project);
+    if (!project.ok()) return refuse(project.error().to_string());
+    if (project->environment == store::Environment::production) {
+      return refuse("identity refused: project " + call.call.project +
+                    " is production, and this worker runs calls without a sandbox (mode none); "
+                    "production identity needs a sandbox");
+    }
+    if (!options_.allow_without_sandbox) {
+      return refuse(
+          "identity refused: this worker runs calls without a sandbox (mode none); set "
+          "sandbox.allow_identity_without_sandbox: true in its config file to allow it "
+          "outside production");
+    }
+    *notice =
+        "ringfence: WARNING: identity values given to a call with no sandbox (mode none, "
+        "opted in by sandbox.allow_identity_without_sandbox); they are redacted from its "
+        "output only\n";
+    spdlog::warn("call {}: identity values given without a sandbox (mode none, opted in)", call.id);
+  }
+  // Resolved again now, not at enqueue: a secret revoked since never gets here.
+  auto resolved = identity::resolve_cascade(rows_, secrets_, request);
+  if (!resolved.ok()) return refuse(resolved.error().to_string());
+  identity::audit_resolution(store_, actor, resolved->plan, context_of(call));
+  std::vector<redact::SecretToRedact> values;
+  for (const auto& e : resolved->plan.entries) {
+    if (e.kind != store::ProfileEntry::Kind::secret) continue;
+    values.push_back({e.key, std::string(resolved->env.at(e.key).reveal())});
+  }
+  auto patterns = redact::compile_patterns(values);
+  PreparedIdentity out{std::move(*resolved), std::move(values), std::move(patterns),
+                       scope_of(call)};
+  return out;
+}
+
+Status IdentityCalls::inject(const store::ClaimedCall& call, const PreparedIdentity& prepared,
+                             const std::shared_ptr<Sandbox>& sandbox) {
+  {
+    // The first identity call in a sandbox claims it for its scope, under the lock.
+    std::lock_guard lock(mu_);
+    auto it = marked_.find(sandbox->id());
+    if (it != marked_.end() && it->second.mark.scope != prepared.scope) {
+      return make_error("", "identity refused: run " + call.call.run +
+                                "'s sandbox received identity for " +
+                                describe_scope(it->second.mark.scope) + "; a call for " +
+                                describe_scope(prepared.scope) + " needs a run of its own");
+    }
+    if (it == marked_.end())
+      marked_[sandbox->id()] = Marked{{prepared.scope, {}, nullptr}, sandbox};
+  }
+  std::vector<store::InjectionRow> rows;
+  for (const auto& e : prepared.resolved.plan.entries) {
+    if (e.kind != store::ProfileEntry::Kind::secret) continue;
+    store::InjectionRow r;
+    r.call_id = call.id;
+    r.sandbox_id = sandbox->id();
+    r.worker_id = options_.worker_id;
+    r.project_id = call.call.project;
+    r.run_id = call.call.run;
+    r.key = e.key;
+    r.secret = e.secret;
+    r.version = e.version;
+    rows.push_back(std::move(r));
+  }
+  // Recorded before the values go in: revocation finds every sandbox that has them.
+  RF_TRY(rows_.record_injections(rows));
+  identity::audit_injection(store_, "worker " + options_.worker_id, prepared.resolved.plan,
+                            context_of(call, sandbox->id()));
+  std::lock_guard lock(mu_);
+  auto& m = marked_[sandbox->id()];
+  if (m.mark.patterns) {
+    // The same scope again (a per_run sandbox): redact every value it ever got.
+    m.mark.values.insert(m.mark.values.end(), prepared.values.begin(), prepared.values.end());
+    m.mark.patterns = redact::compile_patterns(m.mark.values);
+  } else {
+    m.mark.values = prepared.values;
+    m.mark.patterns = prepared.patterns;
+  }
+  return ok_status();
+}
+
+std::shared_ptr<const redact::Patterns> IdentityCalls::patterns_for(const Sandbox& sandbox) {
+  std::lock_guard lock(mu_);
+  auto it = marked_.find(sandbox.id());
+  return it == marked_.end() ? nullptr : it->second.mark.patterns;
+}
+
+std::optional<std::string> IdentityCalls::call_ended(int64_t call_id) {
+  std::lock_guard lock(mu_);
+  auto it = revoked_calls_.find(call_id);
+  if (it == revoked_calls_.end()) return std::nullopt;
+  std::string why = std::move(it->second);
+  revoked_calls_.erase(it);
+  return why;
+}
+
+void IdentityCalls::sandbox_gone(const std::string& sandbox_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (marked_.erase(sandbox_id) == 0) return;
+  }
+  warn_unless_ok(rows_.end_injections_of_sandbox(sandbox_id),
+                 "ending the injections of sandbox " + sandbox_id);
+}
+
+void IdentityCalls::end_revoked() {
+  {
+    std::lock_guard lock(mu_);
+    if (marked_.empty()) return;  // nothing received identity: no query
+  }
+  auto revoked = rows_.revoked_live_injections(options_.worker_id);
+  if (!warn_unless_ok(revoked, "looking for hard-revoked secrets")) return;
+  struct ToEnd {
+    std::string sandbox_id, secret;
+    std::shared_ptr<Sandbox> sandbox;
+  };
+  std::vector<ToEnd> to_end;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& r : *revoked) {
+      const std::string why = "secret " + r.secret +
+                              " was hard-revoked while the call ran; its sandbox " + r.sandbox_id +
+                              " was ended";
+      if (r.call_id) revoked_calls_.emplace(*r.call_id, why);
+      auto it = marked_.find(r.sandbox_id);
+      std::shared_ptr<Sandbox> sb = it == marked_.end() ? nullptr : it->second.sandbox.lock();
+      to_end.push_back({r.sandbox_id, r.secret, std::move(sb)});
+    }
+  }
+  for (auto& [id, secret, sb] : to_end) {
+    spdlog::warn("ending sandbox {}: it received secret {}, which was hard-revoked", id, secret);
+    if (sb) discard_(sb);
+    sandbox_gone(id);
+    store::AuditEvent e;
+    e.kind = "sandbox.revoked";
+    e.actor = "worker " + options_.worker_id;
+    e.sandbox_id = id;
+    e.detail_json = nlohmann::json{{"secret", secret}}.dump();
+    warn_unless_ok(store::AuditLog(store_).append(e), "audit sandbox.revoked");
+  }
+}
+
+void IdentityCalls::watch_loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, options_.watch_period, [&] { return stopping_; });
+    if (stopping_) return;
+    lock.unlock();
+    end_revoked();
+    // Sandboxes whose owner let go of them without telling (a run's end).
+    std::vector<std::string> gone;
+    {
+      std::lock_guard l(mu_);
+      for (const auto& [id, m] : marked_) {
+        if (m.sandbox.expired()) gone.push_back(id);
+      }
+    }
+    for (const auto& id : gone) sandbox_gone(id);
+    lock.lock();
+  }
+}
+
+}  // namespace rf::worker

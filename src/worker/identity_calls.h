@@ -1,0 +1,103 @@
+// Identity-scoped calls (worker side, issue 11). For a call made with
+// `call --identity`, the worker:
+//  - refuses sandbox mode none for production projects, and elsewhere unless
+//    the operator opted in (sandbox.allow_identity_without_sandbox), loudly;
+//  - resolves the cascade again when the sandbox starts (fail closed: a
+//    secret revoked after enqueue never reaches it);
+//  - puts the values into that call's environment only, records the
+//    injection (store and audit log, never values), and marks the sandbox:
+//    it never goes back to a pool, never serves another run, and every later
+//    call in it (a per_run sandbox) is redacted too, a call for another user
+//    or workflow is refused;
+//  - watches for hard revocations: within a second, the sandboxes that
+//    received a hard-revoked secret are ended, and their calls end revoked.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "identity/cascade.h"
+#include "identity/secrets.h"
+#include "redact/patterns.h"
+#include "sandbox/sandbox.h"
+#include "store/identity_store.h"
+#include "store/store.h"
+#include "worker/settings.h"
+
+namespace rf::worker {
+
+// What a sandbox received: for whom, and what to redact from it from now on.
+struct IdentityMark {
+  std::string scope;                           // "project\nworkflow\nuser"
+  std::vector<redact::SecretToRedact> values;  // every value it received
+  std::shared_ptr<const redact::Patterns> patterns;
+};
+
+struct PreparedIdentity {
+  identity::ResolvedIdentity resolved;
+  std::vector<redact::SecretToRedact> values;
+  std::shared_ptr<const redact::Patterns> patterns;
+  std::string scope;
+};
+
+class IdentityCalls {
+ public:
+  struct Options {
+    std::string worker_id;
+    std::string state_dir;
+    identity::VaultAccess* vault = nullptr;
+    bool allow_without_sandbox = false;
+    std::chrono::milliseconds watch_period{200};
+  };
+  // `discard` ends a sandbox now (the router's discard).
+  IdentityCalls(store::Store& store, Options options,
+                std::function<void(const std::shared_ptr<Sandbox>&)> discard);
+  ~IdentityCalls();
+
+  // Before the sandbox: may identity go where this worker runs calls, and
+  // what does the cascade give now. `notice` gets a line for the call's
+  // stderr when identity runs without a sandbox (opted in).
+  Result<PreparedIdentity> prepare(const store::ClaimedCall& call, SandboxMode mode,
+                                   std::string* notice);
+  // The sandbox is known: refuses one marked for another scope; else records
+  // the injection and marks the sandbox. Call before exec.
+  Status inject(const store::ClaimedCall& call, const PreparedIdentity& prepared,
+                const std::shared_ptr<Sandbox>& sandbox);
+  // What to redact from a call without identity in `sandbox`: a per_run
+  // sandbox that received identity for an earlier call of its run may still
+  // hold the values (in files, in processes), so its later calls are redacted
+  // too. Null: nothing to redact.
+  std::shared_ptr<const redact::Patterns> patterns_for(const Sandbox& sandbox);
+  // The call ended. Returns the reason when a hard revocation ended it.
+  std::optional<std::string> call_ended(int64_t call_id);
+  // The sandbox is gone (after the call, or its run ended).
+  void sandbox_gone(const std::string& sandbox_id);
+
+ private:
+  void watch_loop();
+  void end_revoked();
+
+  store::Store& store_;
+  store::IdentityStore rows_;
+  Options options_;
+  std::function<void(const std::shared_ptr<Sandbox>&)> discard_;
+  identity::Secrets secrets_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  struct Marked {
+    IdentityMark mark;
+    std::weak_ptr<Sandbox> sandbox;
+  };
+  std::map<std::string, Marked> marked_;          // by sandbox id
+  std::map<int64_t, std::string> revoked_calls_;  // call id -> why it was ended
+  std::thread watcher_;
+};
+
+}  // namespace rf::worker

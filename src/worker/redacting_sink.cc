@@ -1,0 +1,38 @@
+#include "worker/redacting_sink.h"
+
+namespace rf::worker {
+
+RedactingSink::RedactingSink(OutputSink& next, std::shared_ptr<const redact::Patterns> patterns)
+    : next_(next), out_(patterns), err_(patterns) {}
+
+// Under the lock to the end: chunks reach `next` in the order they came.
+void RedactingSink::on_stdout(std::string_view data) {
+  std::lock_guard lock(mu_);
+  const std::string clean = out_.feed(data);
+  if (!clean.empty()) next_.on_stdout(clean);
+}
+
+void RedactingSink::on_stderr(std::string_view data) {
+  std::lock_guard lock(mu_);
+  const std::string clean = err_.feed(data);
+  if (!clean.empty()) next_.on_stderr(clean);
+}
+
+void RedactingSink::finish() {
+  std::lock_guard lock(mu_);
+  const std::string out = out_.finish();
+  const std::string err = err_.finish();
+  if (!out.empty()) next_.on_stdout(out);
+  if (!err.empty()) next_.on_stderr(err);
+}
+
+std::map<std::pair<std::string, std::string>, uint64_t> RedactingSink::counts() const {
+  std::lock_guard lock(mu_);
+  std::map<std::pair<std::string, std::string>, uint64_t> all;
+  for (const auto* r : {&out_, &err_}) {
+    for (const auto& [what, n] : r->counts()) all[what] += n;
+  }
+  return all;
+}
+
+}  // namespace rf::worker

@@ -1,0 +1,433 @@
+// Identity end to end (issue 11), as a new user tries it: the real
+// `ringfence` binary sets a secret and a project profile, a real worker runs
+// identity-scoped calls in native sandboxes, and the tests try to leak the
+// value every way they know: output in every form, argv, /proc/<pid>/environ
+// from another user, the store file, the worker's log, the audit log; then
+// revocation, soft (refused at enqueue and at sandbox start) and hard (a
+// running call ends revoked within a second).
+#include <gtest/gtest.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/db.h"
+#include "store/store.h"
+#include "support/ci_skip.h"
+#include "support/cli_process.h"
+#include "worker/worker.h"
+
+namespace rf::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A value no command line or file of the test machine holds by chance.
+std::string random_secret() {
+  unsigned char raw[18];
+  randombytes_buf(raw, sizeof raw);
+  char b64[64];
+  sodium_bin2base64(b64, sizeof b64, raw, sizeof raw, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+  return std::string("sk-") + b64;
+}
+
+std::string sha256_hex(const std::string& s) {
+  unsigned char md[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(md, reinterpret_cast<const unsigned char*>(s.data()), s.size());
+  char hex[2 * sizeof md + 1];
+  sodium_bin2hex(hex, sizeof hex, md, sizeof md);
+  return hex;
+}
+
+std::string base64(const std::string& s, int variant) {
+  std::string out(sodium_base64_ENCODED_LEN(s.size(), variant), '\0');
+  sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(s.data()),
+                    s.size(), variant);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+std::string hex(const std::string& s) {
+  std::string out(2 * s.size() + 1, '\0');
+  sodium_bin2hex(out.data(), out.size(), reinterpret_cast<const unsigned char*>(s.data()),
+                 s.size());
+  out.pop_back();
+  return out;
+}
+
+std::string slurp_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class IdentityCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) RF_SKIP() << "identity calls run in native sandboxes, which need root";
+    ASSERT_GE(sodium_init(), 0);
+    char tmpl[] = "/tmp/rf-identity-cli-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    secret_ = random_secret();
+  }
+  void TearDown() override {
+    for (auto& w : workers_) {
+      w->signal(SIGTERM);
+      w->wait(30s);
+    }
+    workers_.clear();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::vector<std::string> with_state(std::vector<std::string> args) {
+    args.push_back("--state-dir");
+    args.push_back(dir_);
+    return args;
+  }
+  // Runs a command to its end; returns its exit code.
+  int run(std::vector<std::string> args, std::optional<std::string> in = std::nullopt,
+          std::string* out = nullptr, std::string* err = nullptr) {
+    Cli c(with_state(std::move(args)), std::move(in));
+    const int code = c.wait(60s);
+    if (out) *out = c.out();
+    if (err) *err = c.err();
+    return code;
+  }
+  std::vector<std::string> call(const std::string& project, const std::string& run_id,
+                                std::vector<std::string> extra, std::vector<std::string> cmd) {
+    std::vector<std::string> a{"call", "--project", project, "--run", run_id, "--state-dir", dir_};
+    a.insert(a.end(), extra.begin(), extra.end());
+    a.push_back("--");
+    a.insert(a.end(), cmd.begin(), cmd.end());
+    return a;
+  }
+  Cli& start_worker(std::vector<std::string> flags) {
+    std::vector<std::string> a{"worker", "start", "--state-dir", dir_};
+    a.insert(a.end(), flags.begin(), flags.end());
+    workers_.push_back(std::make_unique<Cli>(a));
+    auto s = store::Store::open(worker::store_path(dir_));
+    EXPECT_TRUE(s.ok());
+    const auto end = Clock::now() + 20s;
+    while (Clock::now() < end) {
+      auto w = (*s)->workers_serving("acme", store::now_ms() - 10'000);
+      if (w && !w->empty()) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    return *workers_.back();
+  }
+  void set_secret_and_profile() {
+    std::string err;
+    ASSERT_EQ(run({"secret", "set", "acme-anthropic"}, secret_ + "\n", nullptr, &err), 0) << err;
+    ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                   "ANTHROPIC_API_KEY=secret:acme-anthropic", "MODEL=value:small"},
+                  std::nullopt, nullptr, &err),
+              0)
+        << err;
+  }
+  // Every form of the value the redactor promises to catch.
+  std::vector<std::string> forms() const {
+    return {secret_,
+            base64(secret_, sodium_base64_VARIANT_ORIGINAL),
+            base64(secret_, sodium_base64_VARIANT_URLSAFE),
+            base64("x" + secret_, sodium_base64_VARIANT_ORIGINAL).substr(4),
+            base64("xy" + secret_, sodium_base64_VARIANT_ORIGINAL).substr(4),
+            hex(secret_)};
+  }
+  void expect_no_form_in(const std::string& text, const std::string& where) const {
+    for (const auto& f : forms()) {
+      // The encoded forms' last characters depend on what follows: compare
+      // all but the last 4, which is still far longer than chance allows.
+      const std::string core = f.size() > 12 ? f.substr(0, f.size() - 4) : f;
+      EXPECT_EQ(text.find(core), std::string::npos) << "a form of the secret in " << where;
+    }
+  }
+
+  std::string dir_;
+  std::string secret_;
+  std::vector<std::unique_ptr<Cli>> workers_;
+};
+
+// Done when 1-2: a secret and a project profile; the call sees the key (the
+// test compares a hash), and its output never shows the value in any form.
+TEST_F(IdentityCli, ACallSeesTheKeyAndItsOutputNeverShowsTheValue) {
+  set_secret_and_profile();
+  Cli& worker = start_worker({"--sandbox-mode", "per_run"});
+  std::string out, err;
+  ASSERT_EQ(run(call("acme", "r1", {"--identity"},
+                     {"sh", "-c", "printf %s \"$ANTHROPIC_API_KEY\" | sha256sum; echo $MODEL"}),
+                std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, sha256_hex(secret_) + "  -\nsmall\n");
+  // Printed raw, base64 (whole environment, so at some alignment), hex, and
+  // byte by byte: each redacted.
+  ASSERT_EQ(run(call("acme", "r1", {"--identity"},
+                     {"sh", "-c",
+                      "echo \"raw:$ANTHROPIC_API_KEY\"; env | base64 -w0; echo; "
+                      "printf %s \"$ANTHROPIC_API_KEY\" | od -An -tx1 | tr -d ' \\n'; echo; "
+                      "printf %s \"$ANTHROPIC_API_KEY\" | base64 -w0; echo; "
+                      "printf 'x%s' \"$ANTHROPIC_API_KEY\" | base64 -w0; echo; "
+                      "printf %s \"$ANTHROPIC_API_KEY\" >&2"}),
+                std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("raw:[REDACTED:ANTHROPIC_API_KEY]"), std::string::npos) << out;
+  EXPECT_EQ(err, "[REDACTED:ANTHROPIC_API_KEY]");
+  expect_no_form_in(out, "stdout");
+  expect_no_form_in(err, "stderr");
+  // A later call of the same run without --identity, in the same sandbox, is redacted too.
+  ASSERT_EQ(run(call("acme", "r1", {}, {"sh", "-c", "echo $ANTHROPIC_API_KEY; echo plain"}),
+                std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "\nplain\n");  // its environment does not have it
+  // Nowhere outside: the store file (and its WAL), the worker's log, the audit log.
+  worker.signal(SIGTERM);
+  worker.wait(30s);
+  workers_.clear();
+  for (const char* f : {"/ringfence.db", "/ringfence.db-wal"}) {
+    if (std::filesystem::exists(dir_ + f)) expect_no_form_in(slurp_bytes(dir_ + f), f);
+  }
+  expect_no_form_in(worker.out() + worker.err(), "the worker's log");
+  ASSERT_EQ(run({"audit", "show", "--json"}, std::nullopt, &out, &err), 0) << err;
+  expect_no_form_in(out, "the audit log");
+  EXPECT_NE(out.find("identity.inject"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"redaction\""), std::string::npos) << out;
+  // Done when 4: the chain verifies, then fails after an edit of the file.
+  ASSERT_EQ(run({"audit", "verify"}, std::nullopt, &out, &err), 0) << out << err;
+  EXPECT_EQ(out.rfind("audit log intact: ", 0), 0u) << out;
+  {
+    auto db = store::Db::open(worker::store_path(dir_));
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(db->exec("UPDATE audit_events SET actor = 'someone else' WHERE seq = 2").ok());
+  }
+  EXPECT_EQ(run({"audit", "verify"}, std::nullopt, &out, &err), 1);
+  EXPECT_EQ(out, "audit log NOT intact: event 2: its hash does not match its fields (edited?)\n");
+}
+
+// The value is in no argv and, from outside the sandbox's user, in no
+// /proc/<pid>/environ.
+TEST_F(IdentityCli, TheValueIsInNoArgvAndNoEnvironReadableFromOutside) {
+  set_secret_and_profile();
+  start_worker({"--sandbox-mode", "per_tool"});
+  Cli sleeper(call("acme", "r1", {"--identity"}, {"sleep", "31.25"}));
+  // Find the sandboxed sleep.
+  pid_t pid = 0;
+  const auto end = Clock::now() + 20s;
+  while (pid == 0 && Clock::now() < end) {
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmd = slurp_bytes(e.path().string() + "/cmdline");
+      if (cmd == std::string("sleep\0"
+                             "31.25\0",
+                             12))
+        pid = std::stoi(name);
+    }
+    if (pid == 0) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(pid, 0) << "the sandboxed sleep never showed up";
+  // argv of every process on the host.
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    EXPECT_EQ(slurp_bytes(e.path().string() + "/cmdline").find(secret_), std::string::npos)
+        << "argv of pid " << name;
+  }
+  // Root can read it (it is that sandbox's environment); nobody else can.
+  EXPECT_NE(slurp_bytes("/proc/" + std::to_string(pid) + "/environ").find(secret_),
+            std::string::npos);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    const int fd = ::open(("/proc/" + std::to_string(pid) + "/environ").c_str(), O_RDONLY);
+    ::_exit(fd < 0 && errno == EACCES ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "another user could open /proc/<pid>/environ of the sandboxed process";
+  sleeper.signal(SIGKILL);
+}
+
+// Done when 3: after `secret revoke` the next call is refused, naming the key
+// and the secret; after `--hard`, a running call ends as revoked within a second.
+TEST_F(IdentityCli, RevokedIsRefusedAndHardRevokedEndsARunningCall) {
+  set_secret_and_profile();
+  start_worker({"--sandbox-mode", "per_run", "--pool-target", "2"});
+  std::string out, err;
+  ASSERT_EQ(run(call("acme", "r1", {"--identity"}, {"true"}), std::nullopt, &out, &err), 0) << err;
+  // Hard: a running call ends revoked.
+  Cli sleeper(call("acme", "r2", {"--identity"}, {"sleep", "30"}));
+  auto s = store::Store::open(worker::store_path(dir_));
+  ASSERT_TRUE(s.ok());
+  const auto end = Clock::now() + 20s;
+  while (Clock::now() < end) {
+    auto v = (*s)->call(2);
+    if (v && v->state == store::CallState::running) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ((*s)->call(2)->state, store::CallState::running);
+  const auto revoked_at = Clock::now();
+  ASSERT_EQ(run({"secret", "revoke", "acme-anthropic", "--hard"}, std::nullopt, &out, &err), 0)
+      << err;
+  EXPECT_EQ(sleeper.wait(10s), 125);
+  const auto took = Clock::now() - revoked_at;
+  EXPECT_LT(took, 1500ms) << "ended after "
+                          << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                          << " ms (1 s to notice, plus the client's own wait)";
+  EXPECT_EQ((*s)->call(2)->state, store::CallState::revoked);
+  EXPECT_NE(sleeper.err().find("acme-anthropic was hard-revoked"), std::string::npos)
+      << sleeper.err();
+  // Refused at enqueue, naming the key and the secret.
+  EXPECT_EQ(run(call("acme", "r3", {"--identity"}, {"true"}), std::nullopt, &out, &err), 125);
+  EXPECT_NE(err.find("key ANTHROPIC_API_KEY"), std::string::npos) << err;
+  EXPECT_NE(err.find("secret acme-anthropic"), std::string::npos) << err;
+  // A new version makes it active again; a soft revoke then refuses again.
+  ASSERT_EQ(run({"secret", "set", "acme-anthropic"}, secret_ + "2", nullptr, &err), 0) << err;
+  ASSERT_EQ(run(call("acme", "r4", {"--identity"}, {"true"}), std::nullopt, &out, &err), 0) << err;
+  ASSERT_EQ(run({"secret", "revoke", "acme-anthropic"}, std::nullopt, &out, &err), 0) << err;
+  EXPECT_EQ(run(call("acme", "r5", {"--identity"}, {"true"}), std::nullopt, &out, &err), 125);
+  EXPECT_NE(err.find("revoked"), std::string::npos) << err;
+}
+
+// Checked again at sandbox start: a call enqueued before the revocation, and
+// served from a pool warmed before it, never receives the value.
+TEST_F(IdentityCli, ARevocationAfterEnqueueIsCaughtAtSandboxStart) {
+  set_secret_and_profile();
+  std::string out, err;
+  Cli queued(call("acme", "r1", {"--identity"}, {"sh", "-c", "echo got:$ANTHROPIC_API_KEY"}));
+  auto s = store::Store::open(worker::store_path(dir_));
+  ASSERT_TRUE(s.ok());
+  const auto end = Clock::now() + 20s;
+  while (!(*s)->call(1).ok() && Clock::now() < end) std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(run({"secret", "revoke", "acme-anthropic"}, std::nullopt, &out, &err), 0) << err;
+  start_worker({"--sandbox-mode", "per_tool", "--pool-target", "2"});
+  EXPECT_EQ(queued.wait(30s), 125);
+  EXPECT_EQ(queued.out(), "");
+  EXPECT_NE(queued.err().find("key ANTHROPIC_API_KEY"), std::string::npos) << queued.err();
+  EXPECT_NE(queued.err().find("acme-anthropic, which is revoked"), std::string::npos)
+      << queued.err();
+}
+
+// Project B's calls and resolutions never see project A's secrets.
+TEST_F(IdentityCli, AnotherProjectNeverSeesTheSecret) {
+  set_secret_and_profile();
+  start_worker({"--sandbox-mode", "per_tool"});
+  std::string out, err;
+  ASSERT_EQ(run(call("acme", "r1", {"--identity"}, {"sh", "-c", "echo ${#ANTHROPIC_API_KEY}"}),
+                std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, std::to_string(secret_.size()) + "\n");
+  ASSERT_EQ(run(call("globex", "r2", {"--identity"}, {"sh", "-c", "echo ${#ANTHROPIC_API_KEY}"}),
+                std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "0\n");
+  ASSERT_EQ(run({"identity", "resolve", "--project", "globex", "--json"}, std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["keys"].size(), 0u) << out;
+}
+
+// Sandbox mode none: refused for production, refused elsewhere without the
+// operator's opt-in, and loud with it.
+TEST_F(IdentityCli, ModeNoneRefusesIdentityUnlessOptedInAndNeverForProduction) {
+  set_secret_and_profile();
+  std::string out, err;
+  ASSERT_EQ(run({"identity", "profile", "set", "everyone", "--level", "system",
+                 "ANTHROPIC_API_KEY=secret:acme-anthropic"},
+                std::nullopt, nullptr, &err),
+            0)
+      << err;
+  start_worker({"--sandbox-mode", "none"});
+  EXPECT_EQ(run(call("dev", "r1", {"--identity"}, {"true"}), std::nullopt, &out, &err), 125);
+  EXPECT_NE(err.find("set sandbox.allow_identity_without_sandbox: true"), std::string::npos) << err;
+  EXPECT_EQ(run(call("prod", "r2", {"--identity", "--environment", "production"}, {"true"}),
+                std::nullopt, &out, &err),
+            125);
+  EXPECT_NE(err.find("project prod is production"), std::string::npos) << err;
+  // Opted in: development runs, with a warning on the call's stderr; production still refused.
+  for (auto& w : workers_) {
+    w->signal(SIGTERM);
+    w->wait(30s);
+  }
+  workers_.clear();
+  const std::string config = dir_ + "/worker.yaml";
+  std::ofstream(config) << "sandbox:\n  allow_identity_without_sandbox: true\n";
+  start_worker({"--sandbox-mode", "none", "--config", config});
+  ASSERT_EQ(run(call("dev", "r3", {"--identity"}, {"sh", "-c", "echo ${#ANTHROPIC_API_KEY}"}),
+                std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, std::to_string(secret_.size()) + "\n");
+  EXPECT_NE(err.find("WARNING: identity values given to a call with no sandbox"), std::string::npos)
+      << err;
+  EXPECT_EQ(run(call("prod", "r4", {"--identity"}, {"true"}), std::nullopt, &out, &err), 125);
+  EXPECT_NE(err.find("project prod is production"), std::string::npos) << err;
+}
+
+// Bad input: each refused with a clear error that names it, writing nothing.
+TEST_F(IdentityCli, BadInputIsRefusedByName) {
+  std::string out, err;
+  EXPECT_EQ(run({"secret", "set", "empty"}, "", nullptr, &err), 2);
+  EXPECT_NE(err.find("secret empty: the value is empty"), std::string::npos) << err;
+  EXPECT_EQ(run({"secret", "set", "huge"}, std::string(65 * 1024, 'x'), nullptr, &err), 2);
+  EXPECT_NE(err.find("secret huge: the value is 66560 bytes; at most 65536"), std::string::npos)
+      << err;
+  EXPECT_EQ(run({"identity", "profile", "set", "p", "--level", "project", "--project", "acme",
+                 "KEY=secret:nope"},
+                std::nullopt, nullptr, &err),
+            2);
+  EXPECT_NE(err.find("key KEY names secret nope, which does not exist"), std::string::npos) << err;
+  EXPECT_EQ(run({"identity", "profile", "set", "p", "--level", "galaxy", "KEY=value:x"},
+                std::nullopt, nullptr, &err),
+            2);
+  EXPECT_NE(err.find("unknown level \"galaxy\""), std::string::npos) << err;
+  EXPECT_EQ(run({"identity", "profile", "set", "p", "--level", "project", "--project", "acme",
+                 "KEY=value:"},
+                std::nullopt, nullptr, &err),
+            2);
+  EXPECT_NE(err.find("the value is empty"), std::string::npos) << err;
+  ASSERT_EQ(run({"identity", "profile", "set", "a", "--level", "project", "--project", "acme",
+                 "KEY=value:x"},
+                std::nullopt, nullptr, &err),
+            0)
+      << err;
+  EXPECT_EQ(run({"identity", "profile", "set", "b", "--level", "project", "--project", "acme",
+                 "KEY=value:y"},
+                std::nullopt, nullptr, &err),
+            2);
+  EXPECT_NE(err.find("key KEY is already defined at level project for this scope by profile a"),
+            std::string::npos)
+      << err;
+  // Nothing half-written: b does not exist.
+  EXPECT_EQ(run({"identity", "profile", "show", "b"}, std::nullopt, nullptr, &err), 2);
+  // A corrupt key file fails closed, naming the file.
+  ASSERT_EQ(run({"secret", "set", "s"}, "value", nullptr, &err), 0) << err;
+  ASSERT_EQ(run({"identity", "profile", "set", "c", "--level", "project", "--project", "acme2",
+                 "K=secret:s"},
+                std::nullopt, nullptr, &err),
+            0)
+      << err;
+  std::ofstream(dir_ + "/secrets.key", std::ios::trunc) << "short";
+  EXPECT_EQ(run({"identity", "resolve", "--project", "acme2"}, std::nullopt, &out, &err), 125);
+  EXPECT_NE(err.find("key file " + dir_ + "/secrets.key: is corrupt"), std::string::npos) << err;
+  EXPECT_EQ(run({"secret", "set", "s"}, "v2", nullptr, &err), 2);
+  EXPECT_NE(err.find("key file " + dir_ + "/secrets.key"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace rf::testing

@@ -1,0 +1,313 @@
+// Secrets, the sealing key, profiles and the cascade (issue 11), against a
+// real store in a temp dir. Values must never show up in errors or in the
+// store file; every bad input is refused by name, writing nothing.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "identity/cascade.h"
+#include "identity/key_file.h"
+#include "identity/secret_box.h"
+#include "identity/secrets.h"
+#include "store/identity_store.h"
+#include "store/store.h"
+
+namespace rf::identity {
+namespace {
+
+using store::ProfileEntry;
+using store::ProfileLevel;
+using store::ProfileRow;
+
+constexpr char kValue[] = "sk-live-5f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class IdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rf-identity-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto s = store::Store::open(dir_ + "/ringfence.db");
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    store_ = std::move(*s);
+    rows_ = std::make_unique<store::IdentityStore>(*store_);
+    secrets_ = std::make_unique<Secrets>(*store_, SecretsOptions{dir_, nullptr, "test"});
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  int64_t set(const std::string& name, const std::string& value) {
+    auto v = secrets_->set({name, SecretValue(value), "builtin", std::nullopt});
+    EXPECT_TRUE(v.ok()) << v.error().to_string();
+    return v.ok() ? *v : 0;
+  }
+  Status profile(const std::string& name, ProfileLevel level, std::vector<ProfileEntry> entries,
+                 const std::string& project = "", const std::string& workflow = "",
+                 const std::string& user = "") {
+    ProfileRow p;
+    p.name = name;
+    p.level = level;
+    p.project = project;
+    p.workflow = workflow;
+    p.user = user;
+    p.entries = std::move(entries);
+    return rows_->put_profile(p);
+  }
+  static ProfileEntry secret(const std::string& key, const std::string& name) {
+    return {key, ProfileEntry::Kind::secret, name};
+  }
+  static ProfileEntry plain(const std::string& key, const std::string& value) {
+    return {key, ProfileEntry::Kind::value, value};
+  }
+
+  std::string dir_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::IdentityStore> rows_;
+  std::unique_ptr<Secrets> secrets_;
+};
+
+TEST_F(IdentityTest, ASecretIsSealedAtRestAndOpensWithItsKeyFile) {
+  EXPECT_EQ(set("acme", kValue), 1);
+  EXPECT_EQ(set("acme", std::string(kValue) + "-2"), 2);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ + "/secrets.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto opened = secrets_->open_current({"acme"});
+  ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+  EXPECT_EQ(opened->at("acme").version, 2);
+  EXPECT_EQ(opened->at("acme").value.reveal(), std::string(kValue) + "-2");
+  // Neither version is in the store file or its WAL in plaintext.
+  for (const char* f : {"/ringfence.db", "/ringfence.db-wal"}) {
+    EXPECT_EQ(slurp(dir_ + f).find("sk-live-5f1e2d3c"), std::string::npos) << f;
+  }
+}
+
+TEST_F(IdentityTest, AMissingCorruptOpenOrWrongKeyFileFailsClosedNamingTheFile) {
+  set("acme", kValue);
+  const std::string key = dir_ + "/secrets.key";
+  const std::string saved = slurp(key);
+  // Missing: never a new key while sealed secrets exist.
+  ASSERT_EQ(::unlink(key.c_str()), 0);
+  auto opened = secrets_->open_current({"acme"});
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.error().to_string(),
+            "key file " + key +
+                ": is missing: the builtin secrets sealed with it cannot be opened (restore the "
+                "file, or set the secrets again)");
+  auto again = secrets_->set({"other", SecretValue("v"), "builtin", std::nullopt});
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.error().to_string().find("key file " + key + ": is missing"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(key));
+  // Corrupt (short).
+  std::ofstream(key) << "short";
+  ::chmod(key.c_str(), 0600);
+  opened = secrets_->open_current({"acme"});
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.error().to_string(),
+            "key file " + key + ": is corrupt: it holds 5 bytes, a key is 32");
+  // Readable by others.
+  std::ofstream(key, std::ios::trunc) << saved;
+  ::chmod(key.c_str(), 0644);
+  opened = secrets_->open_current({"acme"});
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.error().to_string(),
+            "key file " + key + ": is readable by others (mode 644); it must be 0600");
+  // Another key (replaced file).
+  ASSERT_TRUE(write_key(new_key(key), key).ok());
+  opened = secrets_->open_current({"acme"});
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.error().to_string().find("secret acme version 1: was sealed by key"),
+            std::string::npos)
+      << opened.error().to_string();
+  EXPECT_NE(opened.error().to_string().find("but key file " + key + " holds key"),
+            std::string::npos);
+  // The right key again.
+  std::ofstream(key, std::ios::trunc) << saved;
+  ::chmod(key.c_str(), 0600);
+  EXPECT_TRUE(secrets_->open_current({"acme"}).ok());
+}
+
+TEST_F(IdentityTest, ASealedValueMovedToAnotherNameOrEditedDoesNotOpen) {
+  auto key = load_or_create_key(dir_ + "/k");
+  ASSERT_TRUE(key.ok());
+  const std::string sealed = seal(*key, "a", 1, kValue);
+  EXPECT_EQ(sealed.find(kValue), std::string::npos);
+  EXPECT_EQ(open_sealed(*key, "a", 1, sealed, key->id)->reveal(), kValue);
+  auto moved = open_sealed(*key, "b", 1, sealed, key->id);
+  ASSERT_FALSE(moved.ok());
+  EXPECT_EQ(moved.error().to_string(), "secret b version 1: does not open with key file " + dir_ +
+                                           "/k (the stored value or the key file was changed)");
+  EXPECT_FALSE(open_sealed(*key, "a", 2, sealed, key->id).ok());
+  std::string edited = sealed;
+  edited[30] ^= 1;
+  EXPECT_FALSE(open_sealed(*key, "a", 1, edited, key->id).ok());
+}
+
+TEST_F(IdentityTest, RotateKeyReSealsEverySecretAndTheOldKeyIsGone) {
+  set("a", "value-a");
+  set("b", "value-b");
+  set("b", "value-b2");
+  const std::string old_key = slurp(dir_ + "/secrets.key");
+  auto n = secrets_->rotate_key();
+  ASSERT_TRUE(n.ok()) << n.error().to_string();
+  EXPECT_EQ(*n, 3u);
+  EXPECT_NE(slurp(dir_ + "/secrets.key"), old_key);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/secrets.key.next"));
+  auto opened = secrets_->open_current({"a", "b"});
+  ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+  EXPECT_EQ(opened->at("a").value.reveal(), "value-a");
+  EXPECT_EQ(opened->at("b").value.reveal(), "value-b2");
+  // Every version, not only the current ones, was re-sealed with the new key.
+  auto key = load_key(dir_ + "/secrets.key");
+  ASSERT_TRUE(key.ok());
+  auto versions = rows_->sealed_versions();
+  ASSERT_TRUE(versions.ok());
+  for (const auto& v : *versions) EXPECT_EQ(v.key_id, key->id) << v.name;
+}
+
+TEST_F(IdentityTest, ARotationInterruptedAfterItsCommitIsFinishedOnTheNextOpen) {
+  set("a", "value-a");
+  const std::string path = dir_ + "/secrets.key";
+  auto old_key = load_key(path);
+  ASSERT_TRUE(old_key.ok());
+  // The crash: the new key written as .next, the values re-sealed, no rename.
+  SealingKey fresh = new_key(path);
+  ASSERT_TRUE(write_key(fresh, path + ".next").ok());
+  ASSERT_TRUE(
+      rows_
+          ->reseal_all(
+              [&](const store::SealedVersion& v) -> Result<std::pair<std::string, std::string>> {
+                auto plain = open_sealed(*old_key, v.name, v.version, v.sealed, v.key_id);
+                if (!plain.ok()) return plain.take_error();
+                return std::make_pair(seal(fresh, v.name, v.version, plain->reveal()), fresh.id);
+              })
+          .ok());
+  auto opened = secrets_->open_current({"a"});
+  ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+  EXPECT_EQ(opened->at("a").value.reveal(), "value-a");
+  EXPECT_FALSE(std::filesystem::exists(path + ".next"));
+}
+
+TEST_F(IdentityTest, BadSecretsAreRefusedByNameWithoutTheirValue) {
+  auto empty = secrets_->set({"e", SecretValue(""), "builtin", std::nullopt});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().to_string(), "secret e: the value is empty");
+  auto huge = secrets_->set({"h", SecretValue(std::string(64 * 1024 + 1, 'z')), "builtin", {}});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().to_string(), "secret h: the value is 65537 bytes; at most 65536 (64 KiB)");
+  EXPECT_TRUE(secrets_->set({"max", SecretValue(std::string(64 * 1024, 'z')), "builtin", {}}).ok());
+  auto backend = secrets_->set({"b", SecretValue(kValue), "s3", std::nullopt});
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.error().to_string(),
+            "secret b: unknown backend \"s3\" (expected builtin or vault)");
+  auto vault = secrets_->set({"v", SecretValue(kValue), "vault",
+                              store::VaultLocation{"http://127.0.0.1:1", "secret", "v"}});
+  ASSERT_FALSE(vault.ok());
+  EXPECT_EQ(vault.error().to_string().find(kValue), std::string::npos);
+  EXPECT_FALSE(rows_->secret("e")->has_value());
+  EXPECT_FALSE(rows_->secret("h")->has_value());
+  EXPECT_FALSE(rows_->secret("v")->has_value());
+}
+
+TEST_F(IdentityTest, ProfilesRefuseUnknownSecretsBadScopesAndDuplicateKeys) {
+  set("s", kValue);
+  auto unknown = profile("p", ProfileLevel::project, {secret("K", "nope")}, "acme");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().to_string(),
+            "set profile p: key K names secret nope, which does not exist (set it first: "
+            "ringfence secret set nope)");
+  auto scope = profile("p", ProfileLevel::project, {plain("K", "v")});
+  ASSERT_FALSE(scope.ok());
+  EXPECT_EQ(scope.error().to_string(), "set profile p: profile p at level project needs --project");
+  auto system_scoped = profile("p", ProfileLevel::system, {plain("K", "v")}, "acme");
+  ASSERT_FALSE(system_scoped.ok());
+  auto twice = profile("p", ProfileLevel::project, {plain("K", "v"), plain("K", "w")}, "acme");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.error().to_string(), "set profile p: profile p defines key K twice");
+  auto empty = profile("p", ProfileLevel::project, {plain("K", "")}, "acme");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().to_string(), "set profile p: profile p key K: the value is empty");
+  ASSERT_TRUE(profile("a", ProfileLevel::project, {plain("K", "v")}, "acme").ok());
+  auto dup = profile("b", ProfileLevel::project, {plain("J", "v"), plain("K", "w")}, "acme");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.error().to_string(),
+            "set profile b: key K is already defined at level project for this scope by profile "
+            "a (a key is defined once per level and scope)");
+  EXPECT_FALSE(rows_->profile("b")->has_value());  // nothing half-written
+  // Same key, another project: fine. Replacing a profile keeps one copy.
+  EXPECT_TRUE(profile("b", ProfileLevel::project, {plain("K", "w")}, "globex").ok());
+  EXPECT_TRUE(profile("a", ProfileLevel::project, {plain("K", "v2")}, "acme").ok());
+  EXPECT_EQ((*rows_->profile("a"))->entries, std::vector<ProfileEntry>{plain("K", "v2")});
+}
+
+TEST_F(IdentityTest, TheMostSpecificLevelWinsKeyByKey) {
+  set("sys", "v-sys");
+  set("proj", "v-proj");
+  set("user", "v-user");
+  ASSERT_TRUE(
+      profile("system", ProfileLevel::system,
+              {secret("A", "sys"), secret("B", "sys"), plain("C", "c-sys"), plain("D", "d-sys")})
+          .ok());
+  ASSERT_TRUE(
+      profile("acme", ProfileLevel::project, {secret("B", "proj"), plain("C", "c-proj")}, "acme")
+          .ok());
+  ASSERT_TRUE(profile("wf", ProfileLevel::workflow, {plain("C", "c-wf")}, "acme", "deploy").ok());
+  ASSERT_TRUE(profile("wf-any", ProfileLevel::workflow, {plain("D", "d-wf")}, "", "deploy").ok());
+  ASSERT_TRUE(profile("alice", ProfileLevel::user, {secret("B", "user")}, "", "", "alice").ok());
+  auto r = resolve_cascade(*rows_, *secrets_, {"acme", "deploy", "alice"});
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->env.at("A").reveal(), "v-sys");
+  EXPECT_EQ(r->env.at("B").reveal(), "v-user");
+  EXPECT_EQ(r->env.at("C").reveal(), "c-wf");
+  EXPECT_EQ(r->env.at("D").reveal(), "d-wf");
+  const auto& b = r->plan.entries[1];
+  EXPECT_EQ(b.key, "B");
+  EXPECT_EQ(b.level, ProfileLevel::user);
+  EXPECT_EQ(b.overridden, (std::vector<std::string>{"system", "acme"}));
+  // Without the user and workflow: the project's.
+  r = resolve_cascade(*rows_, *secrets_, {"acme", "", ""});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->env.at("B").reveal(), "v-proj");
+  EXPECT_EQ(r->env.at("C").reveal(), "c-proj");
+  // Another project sees the system level only.
+  r = resolve_cascade(*rows_, *secrets_, {"globex", "", ""});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->env.at("B").reveal(), "v-sys");
+  // The plan as JSON never holds a secret's value.
+  const std::string j = plan_json(r->plan, true);
+  EXPECT_EQ(j.find("v-sys"), std::string::npos);
+  EXPECT_NE(j.find("\"secret\":\"sys\""), std::string::npos);
+}
+
+TEST_F(IdentityTest, ARevokedSecretRefusesTheCascadeNamingKeyAndSecret) {
+  set("s", kValue);
+  ASSERT_TRUE(profile("acme", ProfileLevel::project, {secret("TOKEN", "s")}, "acme").ok());
+  ASSERT_TRUE(secrets_->revoke("s", false).ok());
+  auto plan = plan_cascade(*rows_, {"acme", "", ""});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.error().to_string(),
+            "resolve identity for project acme: key TOKEN (profile acme) names secret s, which "
+            "is revoked; refused (fail closed)");
+  ASSERT_TRUE(secrets_->revoke("s", true).ok());
+  EXPECT_NE(plan_cascade(*rows_, {"acme", "", ""}).error().to_string().find("hard_revoked"),
+            std::string::npos);
+  // A soft revoke does not undo a hard one.
+  ASSERT_TRUE(secrets_->revoke("s", false).ok());
+  EXPECT_EQ((*rows_->secret("s"))->state, store::SecretState::hard_revoked);
+  // A new version is active again.
+  set("s", "fresh");
+  EXPECT_TRUE(resolve_cascade(*rows_, *secrets_, {"acme", "", ""}).ok());
+}
+
+}  // namespace
+}  // namespace rf::identity
