@@ -33,10 +33,10 @@ Patterns::Patterns(const std::vector<SecretToRedact>& secrets) {
     } else {
       key = static_cast<uint32_t>(it - keys_.begin());
     }
-    for (auto& [form, text] : forms_of(s.value)) {
+    for (auto& form : forms_of(s.value)) {
       const bool seen = std::any_of(patterns_.begin(), patterns_.end(),
-                                    [&](const Pattern& p) { return p.bytes == text; });
-      if (!seen) patterns_.push_back({std::move(text), key, form});
+                                    [&](const Pattern& p) { return p.bytes == form.second; });
+      if (!seen) patterns_.push_back({std::move(form.second), key, form.first});
     }
   }
   if (patterns_.empty()) return;

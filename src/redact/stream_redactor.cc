@@ -13,17 +13,21 @@ StreamRedactor::~StreamRedactor() {
   if (!pending_.empty()) sodium_memzero(pending_.data(), pending_.size());
 }
 
-size_t StreamRedactor::emit(std::string_view text, size_t end, std::string* out) {
+void StreamRedactor::find(std::string_view text) {
   matches_.clear();
   patterns_->find_all(text, &matches_);
   // Leftmost first, then longest.
   std::sort(matches_.begin(), matches_.end(), [](const Match& a, const Match& b) {
     return a.start != b.start ? a.start < b.start : a.length > b.length;
   });
-  size_t cursor = 0;
-  for (const Match& m : matches_) {
-    if (m.start < cursor) continue;  // overlaps the one taken
-    if (m.start >= end) break;       // starts in what is held back
+  next_match_ = 0;
+}
+
+size_t StreamRedactor::emit(std::string_view text, size_t cursor, size_t end, std::string* out) {
+  for (; next_match_ < matches_.size(); ++next_match_) {
+    const Match& m = matches_[next_match_];
+    if (m.start < cursor) continue;  // overlaps one taken
+    if (m.start >= end) break;       // starts in what is held back: looked at again later
     out->append(text.data() + cursor, m.start - cursor);
     const auto& p = patterns_->patterns()[m.pattern];
     const std::string& key = patterns_->keys()[p.key];
@@ -54,15 +58,16 @@ std::string StreamRedactor::feed(std::string_view chunk) {
     text = buf;
   }
   out.reserve(text.size());
-  // Hold back from the longest suffix that may still grow into a match.
-  const size_t hold = patterns_->live_partial_start(text, 0);
-  size_t done = emit(text, hold, &out);
-  // A match that ran into the held part moved the cursor past it: what is
-  // held is then the live partial after that match.
-  const size_t keep = done > hold ? patterns_->live_partial_start(text, done) : hold;
-  if (keep > done) {
-    out.append(text.data() + done, keep - done);
-    done = keep;
+  find(text);
+  // Hold back from the longest suffix that may still grow into a match. A
+  // match that runs into the held part moves the cursor past its start: what
+  // is held is then the live partial after that match, and the matches before
+  // it go out too.
+  size_t hold = patterns_->live_partial_start(text, 0);
+  size_t done = emit(text, 0, hold, &out);
+  while (done > hold) {
+    hold = patterns_->live_partial_start(text, done);
+    done = emit(text, done, hold, &out);
   }
   pending_.assign(text.substr(done));
   if (!buf.empty()) sodium_memzero(buf.data(), buf.size());
@@ -74,7 +79,8 @@ std::string StreamRedactor::finish() {
   if (pending_.empty()) return out;
   std::string text = std::move(pending_);
   pending_.clear();
-  emit(text, text.size(), &out);
+  find(text);
+  emit(text, 0, text.size(), &out);
   sodium_memzero(text.data(), text.size());
   return out;
 }

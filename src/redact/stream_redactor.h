@@ -36,13 +36,16 @@ class StreamRedactor {
   size_t held() const { return pending_.size(); }
 
  private:
-  // Emits text[0..end) with its matches replaced; returns where it stopped
-  // (past `end` when a match ran past it).
-  size_t emit(std::string_view text, size_t end, std::string* out);
+  // Finds the matches of `text`, leftmost then longest, for emit().
+  void find(std::string_view text);
+  // Emits text[cursor..end) with its matches replaced; returns where it
+  // stopped (past `end` when a match ran past it).
+  size_t emit(std::string_view text, size_t cursor, size_t end, std::string* out);
 
   std::shared_ptr<const Patterns> patterns_;
   std::string pending_;
   std::vector<Match> matches_;  // reused
+  size_t next_match_ = 0;
   RedactionCounts counts_;
 };
 
