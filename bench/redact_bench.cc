@@ -47,8 +47,8 @@ double mb_per_s(size_t bytes, Clock::duration d) {
   return static_cast<double>(bytes) / 1e6 / std::chrono::duration<double>(d).count();
 }
 
-double redact_rate(const std::shared_ptr<const Patterns>& p, const std::string& text,
-                   size_t chunk, int rounds, size_t* redacted) {
+double redact_rate(const std::shared_ptr<const Patterns>& p, const std::string& text, size_t chunk,
+                   int rounds, size_t* redacted) {
   size_t out_bytes = 0;
   const auto t0 = Clock::now();
   for (int r = 0; r < rounds; ++r) {
@@ -111,8 +111,8 @@ int main() {
     for (size_t chunk : {size_t{4096}, size_t{65536}}) {
       size_t redacted = 0;
       char label[96];
-      std::snprintf(label, sizeof label, "%3d secrets (%4zu patterns), %2zu KiB chunks, no match", n,
-                    p->patterns().size(), chunk / 1024);
+      std::snprintf(label, sizeof label, "%3d secrets (%4zu patterns), %2zu KiB chunks, no match",
+                    n, p->patterns().size(), chunk / 1024);
       std::printf("%-58s %8.0f MB/s\n", label, redact_rate(p, clean, chunk, 3, &redacted));
       if (n > 0) {
         std::snprintf(label, sizeof label, "%3d secrets, %2zu KiB chunks, a match per 64 KiB", n,

@@ -82,8 +82,8 @@ TEST(Redact, EachFormIsReplacedByItsKey) {
   auto p = one("TOKEN", kSecret);
   const std::string s = kSecret;
   for (const std::string& form :
-       {s, b64(s), b64(s, true), b64("x" + s), b64("yz" + s), hex(s, false),
-        hex(s, true), std::string("sk-test-4f2a9c1e7b3d5a8f")}) {
+       {s, b64(s), b64(s, true), b64("x" + s), b64("yz" + s), hex(s, false), hex(s, true),
+        std::string("sk-test-4f2a9c1e7b3d5a8f")}) {
     const std::string out = redact_all(*p, "<" + form + ">");
     EXPECT_NE(out.find("[REDACTED:TOKEN]"), std::string::npos) << form << " -> " << out;
     EXPECT_EQ(out.find(s.substr(0, 12)), std::string::npos) << out;
@@ -117,7 +117,8 @@ TEST(Redact, TextWithoutASecretPassesByteForByteAndNothingIsHeldWithoutAPartial)
 }
 
 TEST(Redact, LeftmostThenLongestWhenPatternsOverlap) {
-  auto p = compile_patterns({{"SHORT", "abcdefgh"}, {"LONG", "abcdefghijkl"}, {"MID", "efghijklmn"}});
+  auto p =
+      compile_patterns({{"SHORT", "abcdefgh"}, {"LONG", "abcdefghijkl"}, {"MID", "efghijklmn"}});
   EXPECT_EQ(redact_all(*p, "xabcdefghijklmnz"), "x[REDACTED:LONG]mnz");
   StreamRedactor r(p);
   EXPECT_EQ(feed_in_chunks(r, "xabcdefghijklmnz", {5, 9, 10}), "x[REDACTED:LONG]mnz");
@@ -130,7 +131,8 @@ TEST(Redact, LeftmostThenLongestWhenPatternsOverlap) {
 TEST(Redact, PropertyNoFormSurvivesAnyChunking) {
   std::mt19937_64 rng(20261124);
   auto rand_text = [&](size_t n) {
-    static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \n=+/-_%\"";
+    static const char chars[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \n=+/-_%\"";
     std::string s;
     for (size_t i = 0; i < n; ++i) s.push_back(chars[rng() % (sizeof chars - 1)]);
     return s;

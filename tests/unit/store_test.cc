@@ -100,10 +100,9 @@ TEST_F(StoreTest, OpenCreatesTheSchemaAndReopenIsANoOp) {
   ASSERT_NE(open(), nullptr);
   EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), latest());
   EXPECT_EQ(latest(), static_cast<int>(migrations().size()));
-  for (const char* table :
-       {"projects", "runs", "tool_calls", "call_output", "sandboxes", "workers", "events",
-        "secrets", "secret_versions", "identity_profiles", "profile_entries", "injections",
-        "audit_events", "audit_head"}) {
+  for (const char* table : {"projects", "runs", "tool_calls", "call_output", "sandboxes", "workers",
+                            "events", "secrets", "secret_versions", "identity_profiles",
+                            "profile_entries", "injections", "audit_events", "audit_head"}) {
     EXPECT_EQ(
         scalar(std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + table + "'"), 1)
         << table;
@@ -152,13 +151,11 @@ TEST_F(StoreTest, NewerSchemaIsRefusedNamingBothVersions) {
 TEST_F(StoreTest, FailedMigrationLeavesNoTrace) {
   ASSERT_NE(open(), nullptr);
   std::vector<Migration> list(migrations().begin(), migrations().end());
-  list.push_back(
-      {latest() + 1, "CREATE TABLE half (x INTEGER); INSERT INTO nowhere VALUES (1);"});
+  list.push_back({latest() + 1, "CREATE TABLE half (x INTEGER); INSERT INTO nowhere VALUES (1);"});
   Db db = raw();
   auto migrated = migrate(db, list);
   ASSERT_FALSE(migrated.ok());
-  EXPECT_THAT(migrated.error().to_string(),
-              HasSubstr("migration " + std::to_string(latest() + 1)));
+  EXPECT_THAT(migrated.error().to_string(), HasSubstr("migration " + std::to_string(latest() + 1)));
   EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), latest());
   EXPECT_EQ(scalar("SELECT count(*) FROM sqlite_master WHERE name = 'half'"), 0);
 }
