@@ -26,7 +26,7 @@ demo: build
 test: build asan-test tsan-test fuzz
 	ctest --test-dir $(BUILD) --output-on-failure -j 2 --timeout 300
 
-# ctest labels are the test folders: unit, integration, security, docker, proxy.
+# ctest labels are the test folders: unit, integration, security, docker, proxy, identity.
 unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -L unit
 
@@ -35,8 +35,8 @@ sandbox-test: build
 
 asan-test: deps
 	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_unit_tests
-	ctest --test-dir $(ASAN_BUILD) --output-on-failure -L unit -j 2 --timeout 300
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_identity_tests
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure -L 'unit|identity' -j 2 --timeout 300
 
 # The tests labelled tsan (tests/CMakeLists.txt): unit, local, proxy, and the
 # sandbox tests of the CLI, worker, fallback, pool and proxy, under
@@ -44,7 +44,8 @@ asan-test: deps
 # report fails the test (exit 66).
 tsan-test: deps
 	cmake -S . -B $(TSAN_BUILD) -DRF_TSAN=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_local_tests rf_proxy_tests rf_sandbox_tests rf_fallback_tests
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_local_tests rf_proxy_tests rf_sandbox_tests rf_fallback_tests \
+	  rf_identity_tests
 	ctest --test-dir $(TSAN_BUILD) --output-on-failure -L tsan -j 2 --timeout 300
 
 # Each fuzzer for a short while; longer runs: make fuzz FUZZ_SECONDS=600

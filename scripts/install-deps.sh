@@ -13,8 +13,9 @@ packages=(
   # Debian's dockerd, test images from static busybox and bash, and an sshd
   # for the ssh:// transport.
   libssl-dev libarchive-dev docker.io bash-static openssh-server openssh-client socat
-  # Hashes now, secrets with identity (libsodium)
-  libsodium-dev
+  # Hashes now, secrets with identity (libsodium); the Vault KV v2 fixture's
+  # real client, which pins it to Vault's API (issue 11)
+  libsodium-dev python3-hvac
 )
 
 missing=()

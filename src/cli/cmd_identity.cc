@@ -153,7 +153,8 @@ int run_resolve(const IdentityFlags& f) {
   if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
   store::IdentityStore rows(**st);
   auto vault = make_vault_access();
-  identity::Secrets secrets(**st, {dir, vault.get(), "cli"});
+  if (!vault.ok()) return fail(vault.error().to_string(), kExitUsage);
+  identity::Secrets secrets(**st, {dir, vault->get(), "cli"});
   const identity::CascadeRequest request{f.project, f.workflow, f.user};
   // Resolved in full (every secret opened, then dropped): what fails here
   // would fail when a sandbox starts.

@@ -56,7 +56,9 @@ Result<Opened> open_secrets(const SecretFlags& f) {
   const std::string dir = state_dir_or_default(f.state_dir);
   auto st = open_client_store(dir);
   if (!st.ok()) return st.take_error();
-  Opened o{std::move(*st), make_vault_access(), nullptr};
+  auto vault = make_vault_access();
+  if (!vault.ok()) return vault.take_error();
+  Opened o{std::move(*st), std::move(*vault), nullptr};
   o.secrets = std::make_unique<identity::Secrets>(
       *o.store, identity::SecretsOptions{dir, o.vault.get(), "cli"});
   return o;

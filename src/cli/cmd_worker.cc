@@ -79,7 +79,11 @@ int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
   options.grace = *grace;
   // Identity-scoped calls read Vault secrets with VAULT_TOKEN (never argv).
   auto vault = make_vault_access();
-  options.vault = vault.get();
+  if (!vault.ok()) {
+    std::fprintf(stderr, "ringfence: worker: %s\n", vault.error().to_string().c_str());
+    return kExitUsage;
+  }
+  options.vault = vault->get();
   auto w = worker::Worker::start(std::move(options), std::move(*placement));
   if (!w) {
     std::fprintf(stderr, "ringfence: worker: %s\n", w.error().to_string().c_str());

@@ -25,6 +25,8 @@ struct DockerHost {
   bool tls = false;        // kTcp: TLS to the daemon
   bool tls_verify = true;  // kTcp+tls: check the daemon's certificate against ca.pem
   std::string cert_dir;    // kTcp+tls: ca.pem, cert.pem, key.pem ($DOCKER_CERT_PATH)
+  std::string ca_file;     // kTcp+tls: the CA to verify against instead of cert_dir's ca.pem
+                           // (Vault's VAULT_CACERT); empty with no cert_dir: the system's CAs
 
   // A daemon on this host, whose containers' processes and cgroups we can see.
   bool is_local() const { return kind == Kind::kUnix; }

@@ -20,6 +20,10 @@ Result<std::unique_ptr<Connection>> spawn_tls_relay(const DockerHost& h,
     args.push_back("--cert-dir");
     args.push_back(h.cert_dir);
   }
+  if (!h.ca_file.empty()) {
+    args.push_back("--ca-file");
+    args.push_back(h.ca_file);
+  }
   if (!h.tls_verify) args.push_back("--no-verify");
   args.push_back(h.url);
   args.push_back(h.host);

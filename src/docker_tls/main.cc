@@ -6,7 +6,8 @@
 // slowed by its relocated tables), and TLS parsing of a remote peer's bytes
 // does not run in the worker.
 //
-//   ringfence-docker-tls [--cert-dir DIR] [--no-verify] [--timeout-ms N] URL HOST PORT
+//   ringfence-docker-tls [--cert-dir DIR] [--ca-file F] [--no-verify] [--timeout-ms N] URL HOST
+//   PORT
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,9 +31,10 @@ namespace {
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: ringfence-docker-tls [--cert-dir DIR] [--no-verify] [--timeout-ms N] "
-               "URL HOST PORT\n");
+  std::fprintf(
+      stderr,
+      "usage: ringfence-docker-tls [--cert-dir DIR] [--ca-file F] [--no-verify] [--timeout-ms N] "
+      "URL HOST PORT\n");
   return 2;
 }
 
@@ -50,6 +52,8 @@ int main(int argc, char** argv) {
       h.tls_verify = false;
     } else if (flag == "--cert-dir" && i + 1 < argc) {
       h.cert_dir = argv[++i];
+    } else if (flag == "--ca-file" && i + 1 < argc) {
+      h.ca_file = argv[++i];
     } else if (flag == "--timeout-ms" && i + 1 < argc) {
       timeout = std::chrono::milliseconds(std::atol(argv[++i]));
     } else {

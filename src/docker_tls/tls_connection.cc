@@ -195,7 +195,13 @@ Result<std::unique_ptr<Connection>> wrap_tls(UniqueFd fd, const DockerHost& h,
 #endif
   const std::string dir = h.cert_dir.empty() ? "." : h.cert_dir;
   if (h.tls_verify) {
-    if (SSL_CTX_load_verify_locations(ctx, (dir + "/ca.pem").c_str(), nullptr) != 1) {
+    if (!h.ca_file.empty()) {
+      if (SSL_CTX_load_verify_locations(ctx, h.ca_file.c_str(), nullptr) != 1) {
+        return fail("load " + h.ca_file);
+      }
+    } else if (h.cert_dir.empty()) {
+      if (SSL_CTX_set_default_verify_paths(ctx) != 1) return fail("load the system's CAs");
+    } else if (SSL_CTX_load_verify_locations(ctx, (dir + "/ca.pem").c_str(), nullptr) != 1) {
       return fail("load " + dir + "/ca.pem");
     }
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
@@ -204,7 +210,7 @@ Result<std::unique_ptr<Connection>> wrap_tls(UniqueFd fd, const DockerHost& h,
   }
   // The client certificate: optional, as with the docker CLI (a daemon with
   // --tlsverify refuses us without one, and says so in the handshake).
-  if (::access((dir + "/cert.pem").c_str(), R_OK) == 0) {
+  if (!h.cert_dir.empty() && ::access((dir + "/cert.pem").c_str(), R_OK) == 0) {
     if (SSL_CTX_use_certificate_chain_file(ctx, (dir + "/cert.pem").c_str()) != 1) {
       return fail("load " + dir + "/cert.pem");
     }
@@ -246,7 +252,7 @@ Result<std::unique_ptr<Connection>> wrap_tls(UniqueFd fd, const DockerHost& h,
     }
     const long verify = SSL_get_verify_result(ssl);
     if (verify != X509_V_OK) {
-      return make_error("docker TLS " + h.url, std::string("the daemon's certificate: ") +
+      return make_error("docker TLS " + h.url, std::string("the server's certificate: ") +
                                                    X509_verify_cert_error_string(verify));
     }
     if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {

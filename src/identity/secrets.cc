@@ -165,6 +165,10 @@ Result<std::map<std::string, OpenedSecret>> Secrets::open_rows(
     const std::map<std::string, std::pair<store::SecretRow, store::SealedVersion>>& rows) {
   std::map<std::string, OpenedSecret> out;
   std::optional<SealingKey> key;
+  // Vault secrets are read together once every row has passed its checks
+  // (a revoked one refuses the whole resolution before Vault is asked).
+  std::vector<std::string> vault_names;
+  std::vector<store::VaultLocation> vault_at;
   for (const auto& [name, pair] : rows) {
     const auto& [row, sealed] = pair;
     if (row.state != store::SecretState::active) {
@@ -186,11 +190,19 @@ Result<std::map<std::string, OpenedSecret>> Secrets::open_rows(
       if (!options_.vault || !row.vault) {
         return make_error("secret " + name, "lives in Vault, and no Vault client is set up");
       }
-      auto value = options_.vault->read(*row.vault);
-      if (!value.ok()) return make_error("secret " + name, value.error().to_string());
-      opened.value = std::move(*value);
+      vault_names.push_back(name);
+      vault_at.push_back(*row.vault);
     }
     out.emplace(name, std::move(opened));
+  }
+  if (!vault_at.empty()) {
+    auto values = options_.vault->read_all(vault_at);
+    for (size_t i = 0; i < vault_names.size(); ++i) {
+      if (!values[i].ok()) {
+        return make_error("secret " + vault_names[i], values[i].error().to_string());
+      }
+      out.at(vault_names[i]).value = std::move(*values[i]);
+    }
   }
   return out;
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 #include "identity/secret_value.h"
@@ -20,6 +21,14 @@ class VaultAccess {
   // The latest version's value. Fails closed: an unreachable server, a refused
   // token, a deleted version are errors, never a stale value.
   virtual Result<SecretValue> read(const store::VaultLocation& at) = 0;
+  // Several at once (a cascade's Vault secrets), each as read() would give
+  // it, in the order asked. A backend may fetch them concurrently.
+  virtual std::vector<Result<SecretValue>> read_all(const std::vector<store::VaultLocation>& at) {
+    std::vector<Result<SecretValue>> out;
+    out.reserve(at.size());
+    for (const auto& a : at) out.push_back(read(a));
+    return out;
+  }
 };
 
 }  // namespace rf::identity

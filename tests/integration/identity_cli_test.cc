@@ -24,6 +24,7 @@
 #include "store/store.h"
 #include "support/ci_skip.h"
 #include "support/cli_process.h"
+#include "support/vault_server.h"
 #include "worker/worker.h"
 
 namespace rf::testing {
@@ -97,8 +98,9 @@ class IdentityCli : public ::testing::Test {
   }
   // Runs a command to its end; returns its exit code.
   int run(std::vector<std::string> args, std::optional<std::string> in = std::nullopt,
-          std::string* out = nullptr, std::string* err = nullptr) {
-    Cli c(with_state(std::move(args)), std::move(in));
+          std::string* out = nullptr, std::string* err = nullptr,
+          const std::vector<std::string>& env = {}) {
+    Cli c(with_state(std::move(args)), std::move(in), env);
     const int code = c.wait(60s);
     if (out) *out = c.out();
     if (err) *err = c.err();
@@ -112,10 +114,10 @@ class IdentityCli : public ::testing::Test {
     a.insert(a.end(), cmd.begin(), cmd.end());
     return a;
   }
-  Cli& start_worker(std::vector<std::string> flags) {
+  Cli& start_worker(std::vector<std::string> flags, const std::vector<std::string>& env = {}) {
     std::vector<std::string> a{"worker", "start", "--state-dir", dir_};
     a.insert(a.end(), flags.begin(), flags.end());
-    workers_.push_back(std::make_unique<Cli>(a));
+    workers_.push_back(std::make_unique<Cli>(a, std::nullopt, env));
     auto s = store::Store::open(worker::store_path(dir_));
     EXPECT_TRUE(s.ok());
     const auto end = Clock::now() + 20s;
@@ -319,6 +321,54 @@ TEST_F(IdentityCli, ARevocationAfterEnqueueIsCaughtAtSandboxStart) {
   EXPECT_NE(queued.err().find("key ANTHROPIC_API_KEY"), std::string::npos) << queued.err();
   EXPECT_NE(queued.err().find("acme-anthropic, which is revoked"), std::string::npos)
       << queued.err();
+}
+
+// A Vault secret (the KV v2 fixture on loopback): set through ringfence, read
+// back by hvac, injected by a worker that has VAULT_TOKEN, redacted in the
+// output; and when Vault goes down, the next call is refused, never given a
+// value it read before.
+TEST_F(IdentityCli, AVaultSecretIsInjectedAndFailsClosedWhenVaultGoesDown) {
+  const std::string token = "hvs." + random_secret();
+  VaultServer vault(dir_, token);
+  const std::vector<std::string> env = {"VAULT_TOKEN=" + token, "RINGFENCE_VAULT_CACHE_TTL_MS=0"};
+  std::string out, err;
+  ASSERT_EQ(run({"secret", "set", "acme-vault", "--backend", "vault", "--vault-addr", vault.addr(),
+                 "--vault-path", "acme/anthropic"},
+                secret_, &out, &err, env),
+            0)
+      << err;
+  const auto seen = vault.hvac({"read", "acme/anthropic"});
+  EXPECT_EQ(seen["value"], secret_);
+  EXPECT_EQ(seen["version"], 1);
+  // Without the token, the CLI cannot write to Vault, and says why.
+  EXPECT_NE(run({"secret", "set", "acme-vault", "--backend", "vault", "--vault-addr", vault.addr()},
+                secret_, &out, &err, {"VAULT_TOKEN="}),
+            0);
+  EXPECT_NE(err.find("VAULT_TOKEN"), std::string::npos) << err;
+  ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                 "ANTHROPIC_API_KEY=secret:acme-vault"},
+                std::nullopt, nullptr, &err),
+            0)
+      << err;
+  start_worker({"--sandbox-mode", "per_tool"}, env);
+  ASSERT_EQ(run(call("acme", "r1", {"--identity"},
+                     {"sh", "-c",
+                      "printf %s \"$ANTHROPIC_API_KEY\" | sha256sum; "
+                      "echo \"raw:$ANTHROPIC_API_KEY\""}),
+                std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, sha256_hex(secret_) + "  -\nraw:[REDACTED:ANTHROPIC_API_KEY]\n");
+  expect_no_form_in(err, "the CLI's stderr");
+
+  vault.stop();
+  EXPECT_NE(run(call("acme", "r2", {"--identity"}, {"sh", "-c", "echo got:$ANTHROPIC_API_KEY"}),
+                std::nullopt, &out, &err),
+            0);
+  EXPECT_EQ(out.find("got:"), std::string::npos) << out;
+  EXPECT_NE(err.find("Vault is unreachable"), std::string::npos) << err;
+  expect_no_form_in(out + err, "the refused call's output");
+  EXPECT_EQ(err.find(token), std::string::npos);
 }
 
 // Project B's calls and resolutions never see project A's secrets.
