@@ -1,6 +1,7 @@
 #include "worker/sandbox_ledger.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "core/log.h"
 
@@ -38,8 +39,17 @@ void SandboxLedger::bound(const std::string& id, const std::string& backend,
   // A run's or worker's sandbox lives long and comes once per run: written at
   // once, so `sandbox list` shows whose it is right away.
   const bool soon = mode == "per_run" || mode == "per_worker";
+  store::AuditEvent e;
+  e.at = store::now_ms();
+  e.kind = "sandbox.create";
+  e.actor = "worker " + worker_id_;
+  e.project_id = project;
+  if (!run.empty()) e.run_id = run;
+  e.sandbox_id = id;
+  e.detail_json = nlohmann::json{{"backend", backend}, {"mode", mode}}.dump();
   {
     std::lock_guard lock(mu_);
+    lifecycle_.push_back(std::move(e));
     created_.push_back(std::move(row));
     urgent_ = urgent_ || soon;
   }
@@ -47,7 +57,13 @@ void SandboxLedger::bound(const std::string& id, const std::string& backend,
 }
 
 void SandboxLedger::destroyed(const std::string& id) {
+  store::AuditEvent e;
+  e.at = store::now_ms();
+  e.kind = "sandbox.destroy";
+  e.actor = "worker " + worker_id_;
+  e.sandbox_id = id;
   std::lock_guard lock(mu_);
+  lifecycle_.push_back(std::move(e));
   // Created since the last flush: it was never written, and never will be.
   auto it =
       std::find_if(created_.begin(), created_.end(), [&](const auto& r) { return r.id == id; });
@@ -62,14 +78,24 @@ void SandboxLedger::flush() {
   std::lock_guard flushing(flush_mu_);
   std::vector<store::SandboxRow> created;
   std::vector<std::string> destroyed;
+  std::vector<store::AuditEvent> lifecycle;
   {
     std::lock_guard lock(mu_);
     created.swap(created_);
     destroyed.swap(destroyed_);
+    lifecycle.swap(lifecycle_);
   }
-  if (auto s = store_.record_sandboxes(created, destroyed); !s) {
-    spdlog::warn("recording {} new and {} destroyed sandboxes: {}", created.size(),
-                 destroyed.size(), s.error().to_string());
+  if (!created.empty() || !destroyed.empty()) {
+    if (auto s = store_.record_sandboxes(created, destroyed); !s) {
+      spdlog::warn("recording {} new and {} destroyed sandboxes: {}", created.size(),
+                   destroyed.size(), s.error().to_string());
+    }
+  }
+  if (!lifecycle.empty()) {
+    if (auto s = store::AuditLog(store_).append_all(lifecycle); !s) {
+      spdlog::warn("auditing {} sandbox lifecycle events: {}", lifecycle.size(),
+                   s.error().to_string());
+    }
   }
 }
 
@@ -79,7 +105,7 @@ void SandboxLedger::loop() {
     cv_.wait_for(lock, period_, [&] { return stopping_ || urgent_; });
     if (stopping_) break;
     urgent_ = false;
-    if (created_.empty() && destroyed_.empty()) continue;
+    if (created_.empty() && destroyed_.empty() && lifecycle_.empty()) continue;
     lock.unlock();
     flush();
     lock.lock();

@@ -5,6 +5,11 @@
 // A flush every `period` writes what changed in one transaction; a sandbox
 // created and destroyed between two flushes was never listable and is not
 // written at all. A per_run or per_worker sandbox is written at once.
+//
+// Every create and destroy also goes to the audit log (sandbox.create,
+// sandbox.destroy, with the time it happened), per_tool ones included: the
+// lifecycle record is complete even where the listing is not. Appended in
+// the same flush, one transaction for the lot.
 #pragma once
 
 #include <chrono>
@@ -14,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/audit_log.h"
 #include "store/store.h"
 
 namespace rf::worker {
@@ -40,6 +46,7 @@ class SandboxLedger {
   std::condition_variable cv_;
   std::vector<store::SandboxRow> created_;
   std::vector<std::string> destroyed_;
+  std::vector<store::AuditEvent> lifecycle_;
   bool stopping_ = false;
   bool urgent_ = false;  // a long-lived sandbox waits to be written
   std::mutex flush_mu_;  // one flush at a time, so a destroy never precedes its create

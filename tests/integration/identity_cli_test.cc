@@ -197,15 +197,19 @@ TEST_F(IdentityCli, ACallSeesTheKeyAndItsOutputNeverShowsTheValue) {
   // Nowhere outside: the store file (and its WAL), the worker's log, the audit log.
   worker.signal(SIGTERM);
   worker.wait(30s);
-  workers_.clear();
+  const std::string worker_log = worker.out() + worker.err();
+  workers_.clear();  // `worker` is gone from here on
   for (const char* f : {"/ringfence.db", "/ringfence.db-wal"}) {
     if (std::filesystem::exists(dir_ + f)) expect_no_form_in(slurp_bytes(dir_ + f), f);
   }
-  expect_no_form_in(worker.out() + worker.err(), "the worker's log");
+  expect_no_form_in(worker_log, "the worker's log");
   ASSERT_EQ(run({"audit", "show", "--json"}, std::nullopt, &out, &err), 0) << err;
   expect_no_form_in(out, "the audit log");
   EXPECT_NE(out.find("identity.inject"), std::string::npos) << out;
   EXPECT_NE(out.find("\"redaction\""), std::string::npos) << out;
+  // The sandbox's lifecycle: created for run r1, destroyed when the worker stopped.
+  EXPECT_NE(out.find("\"sandbox.create\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"sandbox.destroy\""), std::string::npos) << out;
   // Done when 4: the chain verifies, then fails after an edit of the file.
   ASSERT_EQ(run({"audit", "verify"}, std::nullopt, &out, &err), 0) << out << err;
   EXPECT_EQ(out.rfind("audit log intact: ", 0), 0u) << out;
