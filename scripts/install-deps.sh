@@ -16,6 +16,10 @@ packages=(
   # Hashes now, secrets with identity (libsodium); the Vault KV v2 fixture's
   # real client, which pins it to Vault's API (issue 11)
   libsodium-dev python3-hvac
+  # Workflows (issue 12): mustache templates; the tests' git server (git
+  # http-backend), S3 signatures checked against botocore, and the npm registry
+  # for s3rver and the agent CLIs (scripts/install-agents.sh)
+  libkainjow-mustache-dev git python3-botocore nodejs npm
 )
 
 missing=()
