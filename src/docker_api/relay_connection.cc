@@ -145,7 +145,7 @@ class RelayConnection : public FdConnection {
 }  // namespace
 
 Result<std::unique_ptr<Connection>> spawn_relay(const std::vector<std::string>& args_in,
-                                                const std::string& label) {
+                                                const std::string& label, int pass_fd) {
   std::vector<std::string> args = args_in;
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return sys_error("socketpair");
@@ -170,6 +170,7 @@ Result<std::unique_ptr<Connection>> spawn_relay(const std::vector<std::string>& 
   posix_spawn_file_actions_adddup2(&fa, theirs.get(), 0);
   posix_spawn_file_actions_adddup2(&fa, theirs.get(), 1);
   posix_spawn_file_actions_adddup2(&fa, err_write.get(), 2);
+  if (pass_fd >= 0) posix_spawn_file_actions_adddup2(&fa, pass_fd, 3);  // dup2 clears CLOEXEC
   sigset_t none, defaults;
   sigemptyset(&none);
   sigemptyset(&defaults);

@@ -17,7 +17,9 @@ namespace rf::docker {
 
 // Spawns args[0] (looked up in PATH when it has no '/') with args. `label`
 // names the relay in errors ("ssh host", "docker TLS tcp://h:2376").
+// `pass_fd` (>= 0): the relay gets it as its fd 3 (a socket we connected,
+// for ringfence-docker-tls --fd 3).
 Result<std::unique_ptr<Connection>> spawn_relay(const std::vector<std::string>& args,
-                                                const std::string& label);
+                                                const std::string& label, int pass_fd = -1);
 
 }  // namespace rf::docker

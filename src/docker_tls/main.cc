@@ -6,8 +6,12 @@
 // slowed by its relocated tables), and TLS parsing of a remote peer's bytes
 // does not run in the worker.
 //
-//   ringfence-docker-tls [--cert-dir DIR] [--ca-file F] [--no-verify] [--timeout-ms N] URL HOST
-//   PORT
+//   ringfence-docker-tls [--cert-dir DIR] [--ca-file F] [--no-verify] [--timeout-ms N]
+//   [--fd N] URL HOST PORT
+//
+// --fd N: the TCP connection is fd N, already connected by the parent (the
+// workflow http client checks each address against an egress policy before
+// it connects); HOST is then only the name to verify and send as SNI.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,7 +38,7 @@ int usage() {
   std::fprintf(
       stderr,
       "usage: ringfence-docker-tls [--cert-dir DIR] [--ca-file F] [--no-verify] [--timeout-ms N] "
-      "URL HOST PORT\n");
+      "[--fd N] URL HOST PORT\n");
   return 2;
 }
 
@@ -45,6 +49,7 @@ int main(int argc, char** argv) {
   h.kind = rf::docker::DockerHost::Kind::kTcp;
   h.tls = true;
   std::chrono::milliseconds timeout{10'000};
+  int connected_fd = -1;
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; ++i) {
     const std::string flag = argv[i];
@@ -56,6 +61,9 @@ int main(int argc, char** argv) {
       h.ca_file = argv[++i];
     } else if (flag == "--timeout-ms" && i + 1 < argc) {
       timeout = std::chrono::milliseconds(std::atol(argv[++i]));
+    } else if (flag == "--fd" && i + 1 < argc) {
+      connected_fd = std::atoi(argv[++i]);
+      if (connected_fd < 3) return usage();
     } else {
       return usage();
     }
@@ -65,7 +73,8 @@ int main(int argc, char** argv) {
   h.host = argv[i + 1];
   h.port = std::atoi(argv[i + 2]);
 
-  auto fd = rf::docker::connect_tcp(h, timeout);
+  auto fd = connected_fd >= 0 ? rf::Result<rf::UniqueFd>(rf::UniqueFd(connected_fd))
+                              : rf::docker::connect_tcp(h, timeout);
   if (!fd) die(fd.error(), h.url);
   auto tls = rf::docker::wrap_tls(std::move(*fd), h, timeout);
   if (!tls) die(tls.error(), h.url);

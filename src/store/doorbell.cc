@@ -46,6 +46,12 @@ uint32_t Doorbell::call_slot(int64_t call_id) {
   return 1 + static_cast<uint32_t>(static_cast<uint64_t>(call_id) % (kSlots - 1));
 }
 
+uint32_t Doorbell::run_slot(std::string_view run_id) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : run_id) h = (h ^ c) * 1099511628211ull;
+  return 1 + static_cast<uint32_t>(h % (kSlots - 1));
+}
+
 uint32_t Doorbell::version(uint32_t slot) const {
   return slots_[slot % kSlots].version.load(std::memory_order_acquire);
 }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/result.h"
 
@@ -37,6 +38,8 @@ class Doorbell {
   Doorbell& operator=(const Doorbell&) = delete;
 
   static uint32_t call_slot(int64_t call_id);
+  // A run's slot (a hash of its id), shared with call slots like they share.
+  static uint32_t run_slot(std::string_view run_id);
 
   // The slot's counter now; pass it to wait() after looking at the database.
   uint32_t version(uint32_t slot) const;

@@ -304,11 +304,102 @@ CREATE TABLE audit_head (
 ) STRICT;
 )sql";
 
+// v5 (issue 12): workflows.
+// - workflow_runs: a workflow run is a run (runs.id) with its definition (the
+//   file's text, kept so the run reads the same file whatever happens to it
+//   since), inputs, user, state and lease (a worker holds a running run, as a
+//   call); deadline_at is the run's wall clock, fixed when it first starts.
+// - step_attempts: every attempt of every step, with what replay and the
+//   proof need: a digest of its inputs, the identity versions as fingerprints
+//   (never values), the image digest, the exchanges of in_process http/llm
+//   steps, its outputs, and why it failed. call_id is the tool call that
+//   carried its sandbox output (streamed like any call's).
+// - approvals: requests a human answers (approval steps; JIT credentials later).
+// - artifacts: what each step sent, and for dest none the workspace itself.
+constexpr std::string_view kV5 = R"sql(
+CREATE TABLE workflow_runs (
+  run_id TEXT PRIMARY KEY NOT NULL REFERENCES runs (id),
+  project_id TEXT NOT NULL REFERENCES projects (id),
+  workflow TEXT NOT NULL CHECK (workflow <> ''),
+  file TEXT NOT NULL,
+  definition TEXT NOT NULL,
+  inputs_json TEXT NOT NULL,
+  user_id TEXT NOT NULL DEFAULT '',
+  timeout_ms INTEGER NOT NULL CHECK (timeout_ms > 0),
+  state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+  worker_id TEXT,
+  lease_expires_at INTEGER,
+  error TEXT,
+  replay_of TEXT,
+  cancel_requested INTEGER NOT NULL DEFAULT 0,
+  claims INTEGER NOT NULL DEFAULT 0,
+  enqueued_at INTEGER NOT NULL,
+  started_at INTEGER,
+  finished_at INTEGER,
+  deadline_at INTEGER,
+  CHECK (state <> 'running' OR (worker_id IS NOT NULL AND lease_expires_at IS NOT NULL))
+) STRICT;
+CREATE INDEX workflow_runs_queued ON workflow_runs (enqueued_at) WHERE state = 'queued';
+CREATE INDEX workflow_runs_held ON workflow_runs (worker_id) WHERE state = 'running';
+CREATE INDEX workflow_runs_by_project ON workflow_runs (project_id, enqueued_at);
+
+CREATE TABLE step_attempts (
+  run_id TEXT NOT NULL REFERENCES workflow_runs (run_id),
+  step_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL CHECK (attempt > 0),
+  mode TEXT NOT NULL,
+  kind TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL
+    CHECK (state IN ('running', 'succeeded', 'failed', 'interrupted', 'skipped', 'cancelled')),
+  worker_id TEXT,
+  sandbox_id TEXT,
+  call_id INTEGER,
+  inputs_digest TEXT NOT NULL DEFAULT '',
+  identity_json TEXT,
+  image_digest TEXT,
+  exchanges_json TEXT,
+  outputs_json TEXT,
+  error TEXT,
+  error_kind TEXT,
+  started_at INTEGER NOT NULL,
+  finished_at INTEGER,
+  PRIMARY KEY (run_id, step_id, attempt)
+) STRICT;
+
+CREATE TABLE approvals (
+  id INTEGER PRIMARY KEY,
+  project_id TEXT NOT NULL,
+  run_id TEXT,
+  step_id TEXT,
+  kind TEXT NOT NULL CHECK (kind IN ('step', 'credential')),
+  request_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'expired')),
+  decided_by TEXT,
+  reason TEXT,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER,
+  decided_at INTEGER
+) STRICT;
+CREATE INDEX approvals_pending ON approvals (id) WHERE state = 'pending';
+CREATE INDEX approvals_by_run ON approvals (run_id, step_id);
+
+CREATE TABLE artifacts (
+  run_id TEXT NOT NULL REFERENCES workflow_runs (run_id),
+  step_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  dest TEXT NOT NULL,
+  ref_json TEXT NOT NULL,
+  data BLOB,
+  size INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, step_id, attempt)
+) STRICT;
+)sql";
+
 constexpr Migration kMigrations[] = {
-    {1, kV1},
-    {2, kV2},
-    {3, kV3, /*rebuilds_tables=*/true},
-    {4, kV4, /*rebuilds_tables=*/true},
+    {1, kV1}, {2, kV2}, {3, kV3, /*rebuilds_tables=*/true}, {4, kV4, /*rebuilds_tables=*/true},
+    {5, kV5},
 };
 
 constexpr std::string_view kVersionTable =

@@ -422,6 +422,20 @@ void Store::wait_for_call(int64_t call_id, uint32_t seen, std::chrono::microseco
   bell_->wait(Doorbell::call_slot(call_id), seen, timeout);
 }
 
+uint32_t Store::run_version(const std::string& run_id) const {
+  return bell_ ? bell_->version(Doorbell::run_slot(run_id)) : 0;
+}
+
+void Store::wait_for_run(const std::string& run_id, uint32_t seen,
+                         std::chrono::microseconds timeout) const {
+  if (!bell_) return sleep_instead(timeout);
+  bell_->wait(Doorbell::run_slot(run_id), seen, timeout);
+}
+
+void Store::ring_run(const std::string& run_id) {
+  if (bell_) bell_->ring(Doorbell::run_slot(run_id));
+}
+
 void Store::set_clock(std::function<int64_t()> clock) {
   std::lock_guard lock(mu_);
   clock_ = std::move(clock);
@@ -475,6 +489,31 @@ Result<int64_t> Store::enqueue_call(const NewCall& c) {
   auto id = within(operation, write_transaction(db_, insert));
   if (id.ok()) ring_queue();
   return id;
+}
+
+Result<int64_t> Store::start_call(const NewCall& c, const std::string& worker_id,
+                                  std::chrono::milliseconds lease) {
+  std::lock_guard lock(mu_);
+  auto insert = [&]() -> Result<int64_t> {
+    RF_TRY(check_lease(lease));
+    RF_TRY(require_running_worker(db_, worker_id));
+    const int64_t at = now();
+    auto project = require_project(db_, c.project);
+    if (!project.ok()) return project.take_error();
+    RF_TRY(open_run(db_, c.run, c.project, at));
+    RF_TRY(exec(db_,
+                "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, stdin, "
+                "timeout_ms, state, worker_id, lease_expires_at, enqueued_at, claimed_at, "
+                "sandbox_image, identity_json) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?10, ?11, ?12)",
+                c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
+                Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, worker_id, at + lease.count(), at,
+                c.sandbox_image, identity_json(c.identity)));
+    return db_.last_insert_rowid();
+  };
+  const std::string operation = "start call in run " + c.run;
+  RF_TRY(within(operation, validate_call(c)));
+  return within(operation, write_transaction(db_, insert));
 }
 
 Result<CallView> Store::call(int64_t call_id) {
@@ -676,9 +715,14 @@ Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds 
     RF_TRY(exec(db_, "UPDATE workers SET heartbeat_at = ?2 WHERE id = ?1", worker_id, at));
     // A lease that already expired stays lost: the sweep may interrupt the call
     // any moment, and finish_call already refuses it.
-    return exec(db_,
+    RF_TRY(exec(db_,
                 "UPDATE tool_calls SET lease_expires_at = ?2 WHERE worker_id = ?1 "
                 "AND state IN ('claimed', 'running') AND lease_expires_at >= ?3",
+                worker_id, at + lease.count(), at));
+    // The workflow runs it holds (workflow_store.h) keep their leases the same way.
+    return exec(db_,
+                "UPDATE workflow_runs SET lease_expires_at = ?2 WHERE worker_id = ?1 "
+                "AND state = 'running' AND lease_expires_at >= ?3",
                 worker_id, at + lease.count(), at);
   };
   return within("heartbeat of worker " + worker_id, write_transaction(db_, beat));
@@ -959,7 +1003,9 @@ Result<int64_t> Store::append_event(const Event& e) {
                 e.worker_id, e.detail_json));
     return db_.last_insert_rowid();
   };
-  return within("append event " + e.kind, write_transaction(db_, append));
+  auto id = within("append event " + e.kind, write_transaction(db_, append));
+  if (id.ok() && e.run_id) ring_run(*e.run_id);
+  return id;
 }
 
 Result<std::vector<Event>> Store::events(const EventFilter& filter) {

@@ -208,6 +208,12 @@ class Store {
   void wait_for_call(int64_t call_id, uint32_t seen, std::chrono::microseconds timeout) const;
   // Wakes every process waiting on the queue (a worker stopping its claimer).
   void wake_queue_waiters() { ring_queue(); }
+  // A run's slot: rung by every event of the run and every change of a
+  // workflow run (workflow_store.h), so `workflow run --follow` sleeps too.
+  uint32_t run_version(const std::string& run_id) const;
+  void wait_for_run(const std::string& run_id, uint32_t seen,
+                    std::chrono::microseconds timeout) const;
+  void ring_run(const std::string& run_id);
 
   // ---- tool calls, worker side. "Held" = claimed or running by that worker,
   // its lease not expired; a call not held is refused ("lease lost").
@@ -222,6 +228,11 @@ class Store {
                                                  std::chrono::milliseconds lease, size_t max,
                                                  const ClaimFilter& filter = {});
   Status mark_running(int64_t call_id, const std::string& worker_id);
+  // A call the worker makes itself and runs at once (a workflow step's
+  // command): inserted running, held by the worker until now + lease, never
+  // queued. Its output and end go as any held call's. The run must be open.
+  Result<int64_t> start_call(const NewCall& call, const std::string& worker_id,
+                             std::chrono::milliseconds lease);
   // Appends a chunk and returns its seq (1, 2, 3... per call).
   Result<int64_t> append_output(int64_t call_id, const std::string& worker_id, Stream stream,
                                 std::string_view bytes);
