@@ -1,0 +1,106 @@
+// Agent adapters (issue 12): how to run a CLI coding agent headless in a
+// sandbox, as a data file (agents/claude-code.yaml, agents/codex.yaml, or a
+// custom one given by path). An adapter says:
+//   argv        the command, headless and without prompts; {{prompt}},
+//               {{home}}, {{tmp}}, {{workdir}} and {{endpoint}} are filled in
+//   env         variables to set (same placeholders; {{env.NAME}} reads the
+//               step's environment)
+//   keys        environment keys the agent needs from identity (its API key)
+//   endpoint    the variable naming where its model is, and the default
+//   files       config files written under HOME before it runs
+//   result      where its answer is (stdout or a file), in which format
+//               (json, jsonl, text), and JSON Pointers to the answer and to
+//               an error flag
+//   unreachable output texts that mean its model could not be reached
+//   memory_floor  the least memory its sandbox gets (>= 1 GiB)
+// Parsing errors name the file, the line and the key. Pure data: nothing runs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace rf::agents {
+
+struct AdapterFile {
+  std::string path;     // under HOME
+  std::string content;  // a template
+  uint32_t mode = 0600;
+};
+
+struct AgentAdapter {
+  std::string name;
+  std::string file;  // where it was read from
+  std::string description;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::vector<std::string> keys;
+  std::string endpoint_env;
+  std::string endpoint_default;
+  std::vector<AdapterFile> files;
+  std::string result_from = "stdout";  // stdout | file
+  std::string result_file;             // with from: file, a template
+  std::string result_format = "text";  // json | jsonl | text
+  std::string answer_pointer;          // json: a JSON Pointer; jsonl: a rule (below)
+  std::string error_pointer;           // json: true at this pointer means the agent failed
+  // jsonl: the answer is the text of the last event whose `type_pointer`
+  // equals `type_value` (codex: /item/type == agent_message, text at /item/text).
+  std::string jsonl_type_pointer, jsonl_type_value;
+  std::vector<std::string> unreachable;
+  uint64_t memory_floor = 1ull << 30;
+  std::string workdir = "/workspace";
+  bool stdin_closed = true;
+};
+
+Result<AgentAdapter> parse_adapter(const std::string& text, const std::string& file);
+
+// `name`: claude-code, codex (files in `agents_dir`), or a path to an
+// adapter file (it contains a '/' or ends in .yaml/.yml).
+Result<AgentAdapter> load_adapter(const std::string& name, const std::string& agents_dir);
+
+// Where the adapters that ship with ringfence are: $RINGFENCE_AGENTS_DIR, else
+// agents/ next to the binary's source tree (build/../agents), else
+// /usr/share/ringfence/agents.
+std::string default_agents_dir();
+
+// What to run, for one prompt.
+struct AgentPlan {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // the adapter's, filled in
+  std::vector<AdapterFile> files;          // paths absolute, content filled in
+  std::string endpoint;                    // where its model is
+  std::string result_file;                 // absolute, when the answer is in a file
+};
+
+struct PlanInput {
+  std::string prompt;
+  std::string home = "/tmp/rf-agent/home";
+  std::string tmp = "/tmp/rf-agent";
+  // The environment the agent gets from identity and the step (values of
+  // secrets included: they fill {{env.NAME}} and {{endpoint}} only, never argv).
+  std::map<std::string, std::string> env;
+};
+
+// Fills in the placeholders. Refused: a key the adapter needs that `env`
+// lacks (the error names the agent and the key), a placeholder it does not know.
+Result<AgentPlan> plan_agent(const AgentAdapter& adapter, const PlanInput& input);
+
+struct AgentAnswer {
+  std::string answer;
+  bool is_error = false;
+  std::optional<nlohmann::json> json;  // the parsed result (json), or the last event (jsonl)
+};
+
+// Reads the answer from what the agent printed (or wrote to its result file).
+Result<AgentAnswer> read_answer(const AgentAdapter& adapter, const std::string& text);
+
+// When the run failed: was its model unreachable (one of the adapter's
+// `unreachable` texts in what it printed)?
+bool model_unreachable(const AgentAdapter& adapter, const std::string& output);
+
+}  // namespace rf::agents
