@@ -1,4 +1,4 @@
-// `ringfence call`, `ringfence run end|show`: the client side of the worker.
+// `ringfence call`: the client side of the worker.
 // A call is enqueued in the store; a worker claims it; this process streams its
 // output from the store and exits with its exit code.
 #include <unistd.h>
@@ -138,46 +138,6 @@ int run_call(const ClientFlags& f) {
   }
 }
 
-int run_end(const ClientFlags& f) {
-  auto st = open_store(f);
-  if (!st) return fail(st.error().to_string(), kExitRuntime);
-  if (auto e = (*st)->end_run(f.run); !e) return fail(e.error().to_string(), kExitRuntime);
-  return 0;
-}
-
-int run_show(const ClientFlags& f) {
-  auto st = open_store(f);
-  if (!st) return fail(st.error().to_string(), kExitRuntime);
-  auto run = (*st)->run(f.run);
-  if (!run) return fail(run.error().to_string(), kExitRuntime);
-  nlohmann::json calls = nlohmann::json::array();
-  for (const auto& c : run->calls) {
-    nlohmann::json j = {{"id", c.id}, {"argv", c.argv}, {"state", store::to_string(c.state)}};
-    if (c.exit_code) j["exit_code"] = *c.exit_code;
-    if (c.error) j["error"] = *c.error;
-    if (c.result_json) j["result"] = nlohmann::json::parse(*c.result_json, nullptr, false);
-    calls.push_back(j);
-  }
-  if (f.json) {
-    nlohmann::json j = {{"id", run->id},
-                        {"project", run->project_id},
-                        {"state", store::to_string(run->state)},
-                        {"calls", calls}};
-    std::printf("%s\n", j.dump().c_str());
-    return 0;
-  }
-  std::printf("run %s  project %s  %s  %zu calls\n", run->id.c_str(), run->project_id.c_str(),
-              std::string(store::to_string(run->state)).c_str(), run->calls.size());
-  for (const auto& c : run->calls) {
-    std::string argv;
-    for (const auto& a : c.argv) argv += (argv.empty() ? "" : " ") + a;
-    std::printf("  %-6lld %-12s %-5s %s\n", static_cast<long long>(c.id),
-                std::string(store::to_string(c.state)).c_str(),
-                c.exit_code ? std::to_string(*c.exit_code).c_str() : "-", argv.c_str());
-  }
-  return 0;
-}
-
 }  // namespace
 
 void add_call_command(CLI::App* call, CommandResult* result) {
@@ -221,20 +181,6 @@ void add_call_command(CLI::App* call, CommandResult* result) {
     }
     result->exit_code = run_call(*f);
   });
-}
-
-void add_run_commands(CLI::App* run, CommandResult* result) {
-  auto f = std::make_shared<ClientFlags>();
-  run->require_subcommand(1);
-  auto* end = run->add_subcommand("end", "End a run: its sandbox goes, queued calls fail");
-  end->add_option("run", f->run, "Run id")->required();
-  end->add_option("--state-dir", f->state_dir, "The workers' state dir");
-  end->callback([f, result] { result->exit_code = run_end(*f); });
-  auto* show = run->add_subcommand("show", "A run and its calls");
-  show->add_option("run", f->run, "Run id")->required();
-  show->add_option("--state-dir", f->state_dir, "The workers' state dir");
-  show->add_flag("--json", f->json, "As JSON");
-  show->callback([f, result] { result->exit_code = run_show(*f); });
 }
 
 }  // namespace rf::cli

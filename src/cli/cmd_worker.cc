@@ -4,8 +4,10 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
+#include "agents/adapter.h"
 #include "cli/backends.h"
 #include "cli/commands.h"
 #include "cli/vault_wiring.h"
@@ -36,6 +38,9 @@ struct StartFlags {
   int concurrency = 8;
   std::string grace = "10s";
   std::string worker_id;
+  int max_workflow_runs = 4;
+  std::string artifact_root;
+  std::string agents_dir;
 };
 
 // Runs until SIGTERM or SIGINT, then drains (see Worker::stop) and exits 0.
@@ -77,6 +82,18 @@ int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
   options.worker_id = start.worker_id;
   options.concurrency = start.concurrency;
   options.grace = *grace;
+  options.max_workflow_runs = start.max_workflow_runs;
+  options.agents_dir = start.agents_dir.empty() ? agents::default_agents_dir() : start.agents_dir;
+  if (!start.artifact_root.empty()) {
+    std::error_code ec;
+    const auto root = std::filesystem::canonical(start.artifact_root, ec);
+    if (ec || !std::filesystem::is_directory(root)) {
+      std::fprintf(stderr, "ringfence: --artifact-root %s: %s\n", start.artifact_root.c_str(),
+                   ec ? ec.message().c_str() : "not a directory");
+      return kExitUsage;
+    }
+    options.artifact_root = root.string();
+  }
   // Identity-scoped calls read Vault secrets with VAULT_TOKEN (never argv).
   auto vault = make_vault_access();
   if (!vault.ok()) {
@@ -135,6 +152,15 @@ void add_worker_commands(CLI::App* worker, CommandResult* result) {
   start->add_option("--grace", start_opts->grace, "How long in-flight calls may finish on SIGTERM")
       ->default_val("10s");
   start->add_option("--worker-id", start_opts->worker_id, "Default: <hostname>-<pid>");
+  start
+      ->add_option("--max-workflow-runs", start_opts->max_workflow_runs,
+                   "Workflow runs executed at once")
+      ->default_val(4)
+      ->check(CLI::Range(1, 256));
+  start->add_option("--artifact-root", start_opts->artifact_root,
+                    "Where workflow artifacts with dest local are copied (confined there)");
+  start->add_option("--agents-dir", start_opts->agents_dir,
+                    "Where agent adapters are (default: the agents/ that ships with ringfence)");
   start->callback([start_flags, start_opts, result] {
     result->exit_code = run_start(*start_flags, *start_opts);
   });

@@ -49,5 +49,8 @@ void add_worker_commands(CLI::App* worker, CommandResult* result);
 void add_secret_commands(CLI::App* secret, CommandResult* result);
 void add_identity_commands(CLI::App* identity, CommandResult* result);
 void add_audit_commands(CLI::App* audit, CommandResult* result);
+// `workflow validate | run` (issue 12).
+void add_workflow_commands(CLI::App* workflow, CommandResult* result);
+void add_approvals_commands(CLI::App* approvals, CommandResult* result);
 
 }  // namespace rf::cli

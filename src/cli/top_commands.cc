@@ -8,12 +8,15 @@ std::span<const TopCommand> top_commands() {
       {"call",
        "Send a tool call to the workers and wait for it: call --project P --run R -- CMD...",
        add_call_command},
-      {"run", "Runs: end, show", add_run_commands},
+      {"run", "Runs: show, end, cancel, replay, artifact", add_run_commands},
       {"worker", "Worker settings", add_worker_commands},
       {"secret", "Secrets: set (value from stdin), list, revoke, rotate-key", add_secret_commands},
       {"identity", "Identity profiles and their cascade: profile set|show|list, resolve",
        add_identity_commands},
       {"audit", "The hash-chained audit log: show, verify", add_audit_commands},
+      {"workflow", "Workflows: validate FILE, run FILE", add_workflow_commands},
+      {"approvals", "Requests waiting for a human: list, approve ID, deny ID --reason TEXT",
+       add_approvals_commands},
   };
   return kCommands;
 }

@@ -9,9 +9,8 @@
 namespace rf::worker {
 namespace {
 
-std::string scope_of(const store::ClaimedCall& call) {
-  const auto& id = *call.call.identity;
-  return call.call.project + "\n" + id.workflow + "\n" + id.user;
+std::string scope_text(const IdentityUse& use) {
+  return use.project + "\n" + use.scope.workflow + "\n" + use.scope.user;
 }
 
 std::string describe_scope(const std::string& scope) {
@@ -23,12 +22,18 @@ std::string describe_scope(const std::string& scope) {
   return out;
 }
 
-identity::AuditContext context_of(const store::ClaimedCall& call,
+identity::AuditContext context_of(const IdentityUse& use,
                                   std::optional<std::string> sandbox = std::nullopt) {
-  return {call.call.run, call.id, std::move(sandbox)};
+  std::optional<int64_t> call;
+  if (use.call_id != 0) call = use.call_id;
+  return {use.run, call, std::move(sandbox)};
 }
 
 }  // namespace
+
+IdentityUse IdentityUse::of(const store::ClaimedCall& call) {
+  return {call.id, call.call.project, call.call.run, *call.call.identity};
+}
 
 IdentityCalls::IdentityCalls(store::Store& store, Options options,
                              std::function<void(const std::shared_ptr<Sandbox>&)> discard)
@@ -49,20 +54,19 @@ IdentityCalls::~IdentityCalls() {
   watcher_.join();
 }
 
-Result<PreparedIdentity> IdentityCalls::prepare(const store::ClaimedCall& call, SandboxMode mode,
+Result<PreparedIdentity> IdentityCalls::prepare(const IdentityUse& call, SandboxMode mode,
                                                 std::string* notice) {
   const std::string actor = "worker " + options_.worker_id;
-  const identity::CascadeRequest request{call.call.project, call.call.identity->workflow,
-                                         call.call.identity->user};
+  const identity::CascadeRequest request{call.project, call.scope.workflow, call.scope.user};
   auto refuse = [&](std::string why) -> Error {
     identity::audit_refusal(store_, actor, request, why, context_of(call));
     return make_error("", std::move(why));
   };
   if (mode == SandboxMode::kNone) {
-    auto project = store_.project(call.call.project);
+    auto project = store_.project(call.project);
     if (!project.ok()) return refuse(project.error().to_string());
     if (project->environment == store::Environment::production) {
-      return refuse("identity refused: project " + call.call.project +
+      return refuse("identity refused: project " + call.project +
                     " is production, and this worker runs calls without a sandbox (mode none); "
                     "production identity needs a sandbox");
     }
@@ -76,7 +80,8 @@ Result<PreparedIdentity> IdentityCalls::prepare(const store::ClaimedCall& call, 
         "ringfence: WARNING: identity values given to a call with no sandbox (mode none, "
         "opted in by sandbox.allow_identity_without_sandbox); they are redacted from its "
         "output only\n";
-    spdlog::warn("call {}: identity values given without a sandbox (mode none, opted in)", call.id);
+    spdlog::warn("call {}: identity values given without a sandbox (mode none, opted in)",
+                 call.call_id);
   }
   // Resolved again now, not at enqueue: a secret revoked since never gets here.
   auto resolved = identity::resolve_cascade(rows_, secrets_, request);
@@ -89,18 +94,18 @@ Result<PreparedIdentity> IdentityCalls::prepare(const store::ClaimedCall& call, 
   }
   auto patterns = redact::compile_patterns(values);
   PreparedIdentity out{std::move(*resolved), std::move(values), std::move(patterns),
-                       scope_of(call)};
+                       scope_text(call)};
   return out;
 }
 
-Status IdentityCalls::inject(const store::ClaimedCall& call, const PreparedIdentity& prepared,
+Status IdentityCalls::inject(const IdentityUse& call, const PreparedIdentity& prepared,
                              const std::shared_ptr<Sandbox>& sandbox) {
   {
     // The first identity call in a sandbox claims it for its scope, under the lock.
     std::lock_guard lock(mu_);
     auto it = marked_.find(sandbox->id());
     if (it != marked_.end() && it->second.mark.scope != prepared.scope) {
-      return make_error("", "identity refused: run " + call.call.run +
+      return make_error("", "identity refused: run " + call.run +
                                 "'s sandbox received identity for " +
                                 describe_scope(it->second.mark.scope) + "; a call for " +
                                 describe_scope(prepared.scope) + " needs a run of its own");
@@ -112,11 +117,11 @@ Status IdentityCalls::inject(const store::ClaimedCall& call, const PreparedIdent
   for (const auto& e : prepared.resolved.plan.entries) {
     if (e.kind != store::ProfileEntry::Kind::secret) continue;
     store::InjectionRow r;
-    r.call_id = call.id;
+    if (call.call_id != 0) r.call_id = call.call_id;
     r.sandbox_id = sandbox->id();
     r.worker_id = options_.worker_id;
-    r.project_id = call.call.project;
-    r.run_id = call.call.run;
+    r.project_id = call.project;
+    r.run_id = call.run;
     r.key = e.key;
     r.secret = e.secret;
     r.version = e.version;
@@ -137,6 +142,12 @@ Status IdentityCalls::inject(const store::ClaimedCall& call, const PreparedIdent
     m.mark.patterns = prepared.patterns;
   }
   return ok_status();
+}
+
+std::string IdentityCalls::scope_of(const Sandbox& sandbox) {
+  std::lock_guard lock(mu_);
+  auto it = marked_.find(sandbox.id());
+  return it == marked_.end() ? std::string() : it->second.mark.scope;
 }
 
 std::shared_ptr<const redact::Patterns> IdentityCalls::patterns_for(const Sandbox& sandbox) {

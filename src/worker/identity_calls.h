@@ -39,6 +39,16 @@ struct IdentityMark {
   std::shared_ptr<const redact::Patterns> patterns;
 };
 
+// Who receives identity: a call (`call --identity`) or a workflow step's
+// call; the cascade is resolved for its project and scope.
+struct IdentityUse {
+  int64_t call_id = 0;
+  std::string project;
+  std::string run;
+  store::IdentityScope scope;
+  static IdentityUse of(const store::ClaimedCall& call);
+};
+
 struct PreparedIdentity {
   identity::ResolvedIdentity resolved;
   std::vector<redact::SecretToRedact> values;
@@ -63,12 +73,14 @@ class IdentityCalls {
   // Before the sandbox: may identity go where this worker runs calls, and
   // what does the cascade give now. `notice` gets a line for the call's
   // stderr when identity runs without a sandbox (opted in).
-  Result<PreparedIdentity> prepare(const store::ClaimedCall& call, SandboxMode mode,
-                                   std::string* notice);
+  Result<PreparedIdentity> prepare(const IdentityUse& use, SandboxMode mode, std::string* notice);
   // The sandbox is known: refuses one marked for another scope; else records
   // the injection and marks the sandbox. Call before exec.
-  Status inject(const store::ClaimedCall& call, const PreparedIdentity& prepared,
+  Status inject(const IdentityUse& use, const PreparedIdentity& prepared,
                 const std::shared_ptr<Sandbox>& sandbox);
+  // The scope a sandbox received identity for ("" = none): a workflow run
+  // keeps a per_run sandbox per scope.
+  std::string scope_of(const Sandbox& sandbox);
   // What to redact from a call without identity in `sandbox`: a per_run
   // sandbox that received identity for an earlier call of its run may still
   // hold the values (in files, in processes), so its later calls are redacted

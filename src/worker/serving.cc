@@ -21,6 +21,7 @@ std::shared_ptr<Serving> Serving::make(Placement placement, const WorkerSettings
     spec.image = "host";
   }
   spec.labels["mode"] = to_string(mode);
+  out->spec = spec;
   if ((mode == SandboxMode::kPerTool || mode == SandboxMode::kPerRun) && s.pool_target.value > 0) {
     out->pool = std::make_unique<WarmPool>(backend, spec, s.pool_target.value, s.pool_max.value);
     out->pool->start();

@@ -35,6 +35,7 @@ struct Serving {
   bool serves(BackendKind backend, SandboxMode mode) const;
 
   Placement placement;
+  SandboxSpec spec;  // what its sandboxes are made from (workflow steps start from it)
   std::unique_ptr<WarmPool> pool;
   std::unique_ptr<SandboxRouter> router;
   std::atomic<int> call_path_failures{0};

@@ -9,6 +9,7 @@
 #include "identity/audit_events.h"
 #include "redact/stream_redactor.h"
 #include "sandbox/result_json.h"
+#include "store/workflow_store.h"
 #include "worker/redacting_sink.h"
 
 namespace rf::worker {
@@ -94,6 +95,7 @@ Result<std::unique_ptr<Worker>> Worker::start(WorkerOptions options, Placement p
   for (int i = 0; i < w->options_.concurrency; ++i)
     w->threads_.emplace_back([p = w.get()] { p->executor_loop(); });
   w->threads_.emplace_back([p = w.get()] { p->housekeeping_loop(); });
+  w->workflows_->start();
   return w;
 }
 
@@ -113,6 +115,9 @@ Status Worker::init() {
       if (::kill(static_cast<pid_t>(w.pid), 0) == 0 || errno != ESRCH) continue;
       const std::string dead = "worker " + w.id + " (pid " + std::to_string(w.pid) + ") died";
       warn_unless_ok(store_->interrupt_calls_of_worker(w.id), dead + ": interrupting its calls");
+      // Its workflow runs go back to the queue, the steps it ran interrupted.
+      warn_unless_ok(store::WorkflowStore(*store_).requeue_runs_of_worker(w.id, dead),
+                     dead + ": requeueing its workflow runs");
       // Its sandboxes are reaped below; the store forgets them now.
       warn_unless_ok(store_->destroy_sandboxes_of_worker(w.id),
                      dead + ": forgetting its sandboxes");
@@ -124,6 +129,9 @@ Status Worker::init() {
       store_->register_worker(id_, ::getpid(), hostname(), pinned_project(first_placement_.mode)));
   // A worker of the same id that died (a restart with --worker-id) left these.
   warn_unless_ok(store_->interrupt_calls_of_worker(id_), "interrupting this worker's old calls");
+  warn_unless_ok(store::WorkflowStore(*store_).requeue_runs_of_worker(
+                     id_, "worker " + id_ + " restarted while the step ran"),
+                 "requeueing this worker's old workflow runs");
   warn_unless_ok(store_->destroy_sandboxes_of_worker(id_),
                  "forgetting this worker's old sandboxes");
   warn_unless_ok(store_->interrupt_orphaned_calls(store::now_ms()),
@@ -140,6 +148,19 @@ Status Worker::init() {
       [this](const std::shared_ptr<Sandbox>& sandbox) { serving()->router->discard(sandbox); });
   ledger_ = std::make_unique<SandboxLedger>(*store_, id_, options_.ledger_period);
   serving_ = Serving::make(std::move(first_placement_), s, ledger_.get());
+  WorkflowServices services;
+  services.store = store_.get();
+  services.worker_id = id_;
+  services.lease = options_.lease;
+  services.serving = [this] { return serving(); };
+  services.settings = &options_.settings;
+  services.identity = identity_.get();
+  services.ledger = ledger_.get();
+  services.flusher = flusher_.get();
+  services.artifact_root = options_.artifact_root;
+  services.agents_dir = options_.agents_dir;
+  services.max_runs = options_.max_workflow_runs;
+  workflows_ = std::make_unique<WorkflowRuns>(std::move(services));
   return ok_status();
 }
 
@@ -276,7 +297,7 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   std::optional<PreparedIdentity> prepared;
   std::string notice;
   if (c.identity) {
-    auto p = identity_->prepare(claimed, with->placement.mode, &notice);
+    auto p = identity_->prepare(IdentityUse::of(claimed), with->placement.mode, &notice);
     if (!p) return fail(p.error().to_string());
     prepared = std::move(*p);
   }
@@ -300,7 +321,7 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   call.argv = c.argv;
   call.env = c.env;
   if (prepared) {
-    if (auto s = identity_->inject(claimed, *prepared, lease->sandbox); !s) {
+    if (auto s = identity_->inject(IdentityUse::of(claimed), *prepared, lease->sandbox); !s) {
       fail(s.error().to_string());
       return release();
     }
@@ -354,6 +375,8 @@ void Worker::housekeeping_loop() {
       spdlog::warn("heartbeat: {}", s.error().to_string());
     warn_unless_ok(store_->interrupt_orphaned_calls(store::now_ms()),
                    "interrupting calls whose worker's lease ran out");
+    warn_unless_ok(store::WorkflowStore(*store_).requeue_orphaned_runs(store::now_ms()),
+                   "requeueing workflow runs whose worker's lease ran out");
     watch_health();
     if (mode() == SandboxMode::kPerWorker) {
       const std::string& project = options_.settings.project.value;
@@ -387,6 +410,8 @@ void Worker::stop() {
   }
   claimed_cv_.notify_all();
   if (store_) store_->wake_queue_waiters();  // the claimer may sleep on the doorbell
+  // Workflow steps get the same grace; what is left of their runs is requeued.
+  if (workflows_) workflows_->stop(options_.grace);
   const auto deadline = std::chrono::steady_clock::now() + options_.grace;
   while (in_flight_ > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -23,6 +23,7 @@
 #include "worker/sandbox_router.h"
 #include "worker/serving.h"
 #include "worker/settings.h"
+#include "worker/workflow_runs.h"
 
 namespace rf::worker {
 
@@ -51,6 +52,11 @@ struct WorkerOptions {
   identity::VaultAccess* vault = nullptr;
   // How often hard revocations are looked for (they end sandboxes within it).
   std::chrono::milliseconds revocation_period{200};
+  // Workflow runs (issue 12): how many run at once, where `local` artifacts
+  // go (--artifact-root; "" refuses them), where the agent adapters are.
+  int max_workflow_runs = 4;
+  std::string artifact_root;
+  std::string agents_dir;
 };
 
 // Tries the configured backend, then each fallback backend (keeping the mode);
@@ -107,6 +113,7 @@ class Worker {
   std::chrono::steady_clock::time_point last_recovery_try_{};
   std::unique_ptr<OutputFlusher> flusher_;
   std::unique_ptr<IdentityCalls> identity_;  // after store_: it uses it
+  std::unique_ptr<WorkflowRuns> workflows_;  // after identity_ and ledger_: it uses them
   std::atomic<bool> claiming_{true};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> cancelling_{false};  // the grace period passed

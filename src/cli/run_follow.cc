@@ -1,0 +1,297 @@
+#include "cli/run_follow.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/call_wait.h"
+#include "core/io.h"
+#include "core/units.h"
+
+namespace rf::cli {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+std::string one_line(std::string s, size_t max = 160) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  if (s.size() > max) s = s.substr(0, max) + "...";
+  return s;
+}
+
+std::string seconds(int64_t ms) {
+  char buf[32];
+  if (ms < 1000) {
+    std::snprintf(buf, sizeof buf, "%lld ms", static_cast<long long>(ms));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms) / 1000.0);
+  }
+  return buf;
+}
+
+std::string artifact_text(const json& a) {
+  const std::string dest = a.value("dest", "");
+  if (dest == "git") {
+    return "git " + a.value("url", "") + " " + a.value("branch", "") + " @ " +
+           a.value("commit", "").substr(0, 12);
+  }
+  if (dest == "s3") return "s3 " + a.value("url", "") + " (" + a.value("etag", "") + ")";
+  if (dest == "local") return "local " + a.value("path", "");
+  return "in the store (" + std::to_string(a.value("size", 0)) + " bytes; ringfence run artifact)";
+}
+
+// Prints a step's output lines as they come, each with the step's name.
+class CallPrinter {
+ public:
+  CallPrinter(std::string step, int64_t call) : step_(std::move(step)), call_(call) {}
+  // Prints what arrived; returns whether anything did.
+  bool pump(store::Store& s) {
+    auto chunks = s.output(call_, seq_);
+    if (!chunks || chunks->empty()) return false;
+    for (const auto& c : *chunks) {
+      seq_ = c.seq;
+      std::string& pending = c.stream == store::Stream::out ? out_ : err_;
+      pending += c.data;
+      size_t nl;
+      while ((nl = pending.find('\n')) != std::string::npos) {
+        emit(c.stream, pending.substr(0, nl));
+        pending.erase(0, nl + 1);
+      }
+    }
+    return true;
+  }
+  void flush() {
+    if (!out_.empty()) emit(store::Stream::out, out_);
+    if (!err_.empty()) emit(store::Stream::err, err_);
+    out_.clear();
+    err_.clear();
+  }
+
+ private:
+  void emit(store::Stream stream, const std::string& line) {
+    const std::string text = "  " + step_ + " | " + line + "\n";
+    (void)write_all(stream == store::Stream::out ? STDOUT_FILENO : STDERR_FILENO, text);
+  }
+  std::string step_;
+  int64_t call_;
+  int64_t seq_ = 0;
+  std::string out_, err_;
+};
+
+void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
+                 std::map<std::string, int64_t>* call_of_step) {
+  const json d = json::parse(e.detail_json.value_or("{}"), nullptr, false);
+  const std::string step = d.value("step", "");
+  if (e.kind == "run.start") {
+    if (d.value("claims", 1) > 1) {
+      std::printf("run resumed by worker %s (claim %d): finished steps are not run again\n",
+                  d.value("worker", "?").c_str(), d.value("claims", 1));
+    }
+  } else if (e.kind == "step.start") {
+    const std::string kind = d.value("kind", "");
+    std::printf("> %-14s %s%s  attempt %lld\n", step.c_str(), d.value("mode", "").c_str(),
+                kind.empty() ? "" : ("/" + kind).c_str(),
+                static_cast<long long>(d.value("attempt", 1)));
+  } else if (e.kind == "step.sandbox") {
+    std::printf("  %-14s sandbox %s (%s)\n", step.c_str(), d.value("sandbox", "-").c_str(),
+                d.value("backend", "").c_str());
+    if (d.contains("call")) {
+      const int64_t call = d["call"].get<int64_t>();
+      calls->emplace(call, CallPrinter(step, call));
+      (*call_of_step)[step] = call;
+    }
+  } else if (e.kind == "step.approval") {
+    std::printf(
+        "  %-14s waiting for approval %lld: %s\n"
+        "  %-14s (ringfence approvals approve %lld, or deny %lld --reason TEXT)\n",
+        step.c_str(), static_cast<long long>(d.value("approval", 0)),
+        one_line(d.value("message", "")).c_str(), "",
+        static_cast<long long>(d.value("approval", 0)),
+        static_cast<long long>(d.value("approval", 0)));
+  } else if (e.kind == "step.retry") {
+    std::printf("  %-14s retrying (%s) in %s: attempt %lld\n", step.c_str(),
+                d.value("because", "").c_str(), seconds(d.value("after_ms", 0)).c_str(),
+                static_cast<long long>(d.value("next_attempt", 2)));
+  } else if (e.kind == "step.resume") {
+    std::printf("  %-14s %s\n", step.c_str(), d.value("why", "").c_str());
+  } else if (e.kind == "step.end") {
+    if (auto it = call_of_step->find(step); it != call_of_step->end()) {
+      auto c = calls->find(it->second);
+      if (c != calls->end()) c->second.flush();
+    }
+    const std::string status = d.value("status", "");
+    const char* mark = status == "succeeded" ? "ok" : status == "skipped" ? "--" : "!!";
+    std::string tail;
+    if (d.contains("duration_ms")) tail += " " + seconds(d["duration_ms"].get<int64_t>());
+    if (d.contains("exit_code")) tail += "  exit " + std::to_string(d["exit_code"].get<int>());
+    if (status == "succeeded" && !d.value("output", "").empty()) {
+      tail += ": " + one_line(d.value("output", ""), 100);
+    }
+    if (d.contains("error")) tail += ": " + one_line(d.value("error", ""), 300);
+    std::printf("%s %-14s %s%s\n", mark, step.c_str(), status.c_str(), tail.c_str());
+    if (d.contains("artifact")) {
+      std::printf("  %-14s artifact: %s\n", step.c_str(), artifact_text(d["artifact"]).c_str());
+    }
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+Result<store::WorkflowRunRow> wait_for_run(store::Store& s, const std::string& run_id,
+                                           const FollowOptions& o) {
+  store::WorkflowStore wf(s);
+  std::map<int64_t, CallPrinter> calls;
+  std::map<std::string, int64_t> call_of_step;
+  int64_t after = 0;
+  const auto started = std::chrono::steady_clock::now();
+  bool told_no_worker = false;
+  for (;;) {
+    const uint32_t seen = s.run_version(run_id);
+    auto run = wf.run(run_id);
+    if (!run) return run.take_error();
+    bool any = false;
+    if (o.follow) {
+      for (auto& [id, printer] : calls) any = printer.pump(s) || any;
+      store::EventFilter filter;
+      filter.run_id = run_id;
+      filter.after_id = after;
+      filter.limit = 200;
+      auto events = s.events(filter);
+      if (events) {
+        for (const auto& e : *events) {
+          after = e.id;
+          print_event(e, &calls, &call_of_step);
+          any = true;
+        }
+      }
+    }
+    if (run->ended() && !any) {
+      for (auto& [id, printer] : calls) printer.flush();
+      return run;
+    }
+    if (any) continue;
+    if (run->state == store::WorkflowRunState::queued && !told_no_worker &&
+        std::chrono::steady_clock::now() - started > milliseconds(2000)) {
+      auto live = live_worker_serves(s, run->project_id, store::now_ms());
+      if (live && !*live) {
+        std::fprintf(stderr,
+                     "ringfence: workflow run %s waits: no live worker serves project %s; it "
+                     "runs when one starts\nringfence: start one with: ringfence worker start "
+                     "--state-dir %s\n",
+                     run_id.c_str(), run->project_id.c_str(), o.state_dir.c_str());
+        told_no_worker = true;
+      }
+    }
+    s.wait_for_run(run_id, seen, milliseconds(200));
+  }
+}
+
+json workflow_run_json(store::Store& s, const store::WorkflowRunRow& r) {
+  store::WorkflowStore wf(s);
+  json out = {{"id", r.run_id},
+              {"workflow", r.workflow},
+              {"file", r.file},
+              {"project", r.project_id},
+              {"user", r.user},
+              {"state", std::string(store::to_string(r.state))},
+              {"inputs", json::parse(r.inputs_json, nullptr, false)},
+              {"claims", r.claims},
+              {"enqueued_at", r.enqueued_at}};
+  if (r.error) out["error"] = *r.error;
+  if (r.replay_of) out["replay_of"] = *r.replay_of;
+  if (r.started_at) out["started_at"] = *r.started_at;
+  if (r.finished_at) out["finished_at"] = *r.finished_at;
+  json steps = json::array();
+  std::map<std::string, size_t> index;
+  auto attempts = wf.attempts(r.run_id);
+  if (attempts) {
+    for (const auto& a : *attempts) {
+      auto it = index.find(a.step_id);
+      if (it == index.end()) {
+        index[a.step_id] = steps.size();
+        steps.push_back({{"id", a.step_id}, {"attempts", json::array()}});
+        it = index.find(a.step_id);
+      }
+      json j = {{"attempt", a.attempt},
+                {"mode", a.mode},
+                {"state", std::string(store::to_string(a.state))},
+                {"inputs_digest", a.inputs_digest},
+                {"started_at", a.started_at}};
+      if (!a.kind.empty()) j["kind"] = a.kind;
+      if (a.sandbox_id) j["sandbox"] = *a.sandbox_id;
+      if (a.call_id) j["call"] = *a.call_id;
+      if (a.finished_at) j["duration_ms"] = *a.finished_at - a.started_at;
+      if (a.outputs_json) j["outputs"] = json::parse(*a.outputs_json, nullptr, false);
+      if (a.error) j["error"] = *a.error;
+      if (a.error_kind) j["error_kind"] = *a.error_kind;
+      if (a.identity_json) j["identity"] = json::parse(*a.identity_json, nullptr, false);
+      if (a.image_digest) j["image"] = *a.image_digest;
+      if (a.exchanges_json) j["exchanges"] = json::parse(*a.exchanges_json, nullptr, false);
+      json& step = steps[it->second];
+      step["attempts"].push_back(j);
+      step["state"] = j["state"];
+      step["mode"] = a.mode.empty() && step.contains("mode") ? step["mode"] : json(a.mode);
+    }
+  }
+  out["steps"] = std::move(steps);
+  return out;
+}
+
+int follow_to_end(store::Store& s, const std::string& run_id, const FollowOptions& o,
+                  bool as_json) {
+  auto end = wait_for_run(s, run_id, o);
+  if (!end) {
+    std::fprintf(stderr, "ringfence: %s\n", end.error().to_string().c_str());
+    return 125;
+  }
+  if (as_json) {
+    std::printf("%s\n", workflow_run_json(s, *end).dump().c_str());
+  } else if (!o.follow) {
+    print_workflow_run(s, *end);
+  } else {
+    std::printf("run %s %s%s\n", run_id.c_str(), std::string(store::to_string(end->state)).c_str(),
+                end->error ? (": " + *end->error).c_str() : "");
+  }
+  return end->state == store::WorkflowRunState::succeeded ? 0 : 1;
+}
+
+void print_workflow_run(store::Store& s, const store::WorkflowRunRow& r) {
+  const json j = workflow_run_json(s, r);
+  std::printf("run %s  workflow %s  project %s  %s%s\n", r.run_id.c_str(), r.workflow.c_str(),
+              r.project_id.c_str(), std::string(store::to_string(r.state)).c_str(),
+              r.error ? (": " + one_line(*r.error, 300)).c_str() : "");
+  if (r.replay_of) std::printf("  a replay of %s\n", r.replay_of->c_str());
+  if (r.claims > 1) std::printf("  resumed: taken %lld times\n", static_cast<long long>(r.claims));
+  std::printf("  %-14s %-20s %-7s %-12s %-16s %-9s %s\n", "STEP", "MODE", "ATTEMPT", "STATUS",
+              "SANDBOX", "TIME", "OUTPUT / ERROR");
+  for (const auto& step : j["steps"]) {
+    for (const auto& a : step["attempts"]) {
+      std::string mode = a.value("mode", "");
+      if (a.contains("kind")) mode += "/" + a["kind"].get<std::string>();
+      std::string text;
+      if (a.contains("error")) {
+        text = a["error"].get<std::string>();
+      } else if (a.contains("outputs") && a["outputs"].contains("output") &&
+                 a["outputs"]["output"].is_string()) {
+        text = a["outputs"]["output"].get<std::string>();
+      }
+      std::printf(
+          "  %-14s %-20s %-7lld %-12s %-16s %-9s %s\n", step["id"].get<std::string>().c_str(),
+          mode.c_str(), static_cast<long long>(a.value("attempt", 1)), a.value("state", "").c_str(),
+          a.value("sandbox", "-").c_str(),
+          a.contains("duration_ms") ? seconds(a["duration_ms"].get<int64_t>()).c_str() : "-",
+          one_line(text, 80).c_str());
+      if (a.contains("outputs") && a["outputs"].contains("artifact")) {
+        std::printf("  %-14s artifact: %s\n", "", artifact_text(a["outputs"]["artifact"]).c_str());
+      }
+    }
+  }
+}
+
+}  // namespace rf::cli

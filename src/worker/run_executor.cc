@@ -1,0 +1,571 @@
+#include "worker/run_executor.h"
+
+#include <sodium.h>
+
+#include <cmath>
+
+#include "core/log.h"
+#include "core/units.h"
+#include "worker/in_process_steps.h"
+#include "worker/sandbox_steps.h"
+#include "workflow/parse.h"
+
+namespace rf::worker {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+using workflow::ErrorKind;
+using workflow::ExecutionMode;
+using workflow::StepKind;
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char h[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(h, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : h) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+std::string excerpt(const json& outputs) {
+  if (!outputs.contains("output") || !outputs["output"].is_string()) return "";
+  std::string s = outputs["output"].get<std::string>();
+  if (s.size() > 200) s = s.substr(0, 200) + "...";
+  return s;
+}
+
+// The outputs later steps read: the attempt's, with its status.
+json step_view(const json& outputs, const std::string& status, const std::string& error) {
+  json v = outputs.is_object() ? outputs : json::object();
+  v["status"] = status;
+  if (!error.empty()) v["error"] = error;
+  for (const char* k : {"output", "stdout", "stderr"}) {
+    if (!v.contains(k)) v[k] = "";
+  }
+  return v;
+}
+
+}  // namespace
+
+RunExecutor::RunExecutor(const WorkflowServices& services, store::WorkflowRunRow row)
+    : s_(services), row_(std::move(row)), wf_(*services.store) {}
+
+RunExecutor::~RunExecutor() {
+  stop_all("the worker stopped");
+  join_done();
+  for (auto& [id, s] : steps_) {
+    if (s.thread.joinable()) s.thread.join();
+  }
+}
+
+void RunExecutor::event(const std::string& kind, json detail) {
+  store::Event e;
+  e.kind = kind;
+  e.project_id = row_.project_id;
+  e.run_id = row_.run_id;
+  e.worker_id = s_.worker_id;
+  e.detail_json = detail.dump();
+  warn_unless_ok(s_.store->append_event(e), "recording " + kind + " of run " + row_.run_id);
+}
+
+bool RunExecutor::load() {
+  auto def = workflow::load_workflow_text(row_.definition, row_.file);
+  if (!def) {
+    finish(store::WorkflowRunState::failed,
+           "the workflow cannot be read: " + def.error().to_string());
+    return false;
+  }
+  def_ = std::move(*def);
+  json inputs = json::parse(row_.inputs_json, nullptr, false);
+  if (!inputs.is_object()) inputs = json::object();
+  context_ = {{"inputs", inputs},
+              {"steps", json::object()},
+              {"run", {{"id", row_.run_id}, {"project", row_.project_id}, {"user", row_.user}}},
+              {"workflow", {{"name", def_.name}}}};
+  for (const auto& step : def_.steps) steps_[step.id].def = &step;
+  if (row_.replay_of) {
+    // A replay answers its in_process steps as the original run did.
+    auto original = wf_.attempts(*row_.replay_of);
+    if (!original) {
+      finish(store::WorkflowRunState::failed,
+             "replay of " + *row_.replay_of + ": " + original.error().to_string());
+      return false;
+    }
+    for (const auto& a : *original) {
+      const workflow::StepDef* d = def_.step(a.step_id);
+      if (d == nullptr || d->mode != ExecutionMode::kInProcess) continue;
+      if (a.state != store::AttemptState::succeeded || !a.outputs_json) continue;
+      recorded_[a.step_id] = {
+          {"outputs", json::parse(*a.outputs_json, nullptr, false)},
+          {"exchanges",
+           a.exchanges_json ? json::parse(*a.exchanges_json, nullptr, false) : json()}};
+    }
+  }
+  sandboxes_ =
+      std::make_unique<StepSandboxes>(s_.serving(), s_.ledger, row_.project_id, row_.run_id);
+  return true;
+}
+
+// What earlier claims of this run did: finished steps stay done.
+void RunExecutor::restore_from_store() {
+  auto attempts = wf_.attempts(row_.run_id);
+  if (!attempts) {
+    spdlog::warn("run {}: reading its steps: {}", row_.run_id, attempts.error().to_string());
+    return;
+  }
+  std::map<std::string, const store::AttemptRow*> last;
+  for (const auto& a : *attempts) {
+    auto it = steps_.find(a.step_id);
+    if (it == steps_.end()) continue;
+    it->second.attempts = std::max(it->second.attempts, a.attempt);
+    const store::AttemptRow*& l = last[a.step_id];
+    if (l == nullptr || a.attempt >= l->attempt) l = &a;
+  }
+  for (auto& [id, a] : last) {
+    StepState& s = steps_[id];
+    const workflow::RetryPolicy& retry = s.def->retry;
+    const bool more = s.attempts < retry.attempts;
+    const ErrorKind kind = a->error_kind ? workflow::parse_error_kind(*a->error_kind).ok()
+                                               ? *workflow::parse_error_kind(*a->error_kind)
+                                           : *a->error_kind == "interrupted"
+                                               ? ErrorKind::kInterrupted
+                                               : ErrorKind::kInternal
+                                         : ErrorKind::kNone;
+    switch (a->state) {
+      case store::AttemptState::succeeded:
+        s.status = Status::kSucceeded;
+        context_["steps"][id] =
+            step_view(a->outputs_json ? json::parse(*a->outputs_json, nullptr, false) : json(),
+                      "succeeded", "");
+        break;
+      case store::AttemptState::interrupted:
+      case store::AttemptState::running:
+        if (retry.on_interrupt && more) {
+          s.status = Status::kPending;
+          event("step.resume", {{"step", id},
+                                {"attempt", s.attempts + 1},
+                                {"why", "attempt " + std::to_string(a->attempt) +
+                                            " was interrupted; retry.on_interrupt is true"}});
+        } else {
+          s.status = Status::kFailed;
+          s.error_kind = ErrorKind::kInterrupted;
+          s.error = "interrupted: " + a->error.value_or("its worker stopped") +
+                    " (not run again: set retry.on_interrupt: true to allow it)";
+          context_["steps"][id] = step_view(json(), "interrupted", s.error);
+        }
+        break;
+      case store::AttemptState::failed:
+        if (retry.retries(kind) && more && kind != ErrorKind::kIdentity) {
+          s.status = Status::kPending;
+        } else {
+          s.status = Status::kFailed;
+          s.error_kind = kind;
+          s.error = a->error.value_or("failed");
+          context_["steps"][id] =
+              step_view(a->outputs_json ? json::parse(*a->outputs_json, nullptr, false) : json(),
+                        "failed", s.error);
+        }
+        break;
+      case store::AttemptState::skipped:
+      case store::AttemptState::cancelled:
+        s.status = Status::kPending;
+        break;
+    }
+  }
+}
+
+milliseconds RunExecutor::timeout_of(const workflow::StepDef& step) const {
+  if (step.timeout.count() > 0) return step.timeout;
+  if (step.mode == ExecutionMode::kInProcess) {
+    switch (step.kind) {
+      case StepKind::kApproval:
+        return std::chrono::hours(1);
+      case StepKind::kSleep:
+        return step.duration + milliseconds(10'000);
+      case StepKind::kHttp:
+      case StepKind::kLlm:
+        return milliseconds(120'000);
+      default:
+        return milliseconds(10'000);
+    }
+  }
+  return workflow::runs_agent(step.mode) || !step.agent.empty() ? std::chrono::minutes(30)
+                                                                : std::chrono::minutes(10);
+}
+
+bool RunExecutor::needs_met(const StepState& s, bool* blocked) const {
+  *blocked = false;
+  for (const auto& n : s.def->needs) {
+    const StepState& dep = steps_.at(n);
+    switch (dep.status) {
+      case Status::kSucceeded:
+        continue;
+      case Status::kFailed:
+        if (dep.def->allow_failure) continue;
+        *blocked = true;
+        return false;
+      case Status::kSkipped:
+      case Status::kCancelled:
+        *blocked = true;
+        return false;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+void RunExecutor::launch(StepState& s) {
+  const int64_t number = ++s.attempts;
+  s.status = Status::kRunning;
+  s.done = false;
+  s.outcome.reset();
+  s.control = std::make_unique<StepControl>();
+  StepControl* control = s.control.get();
+  s.thread = std::thread([this, &s, number, control] { attempt(s, number, control); });
+}
+
+// One attempt, on the step's own thread.
+void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
+  const workflow::StepDef& step = *s.def;
+  json context;
+  {
+    std::lock_guard lock(mu_);
+    context = context_;
+  }
+  store::AttemptRow row;
+  row.run_id = row_.run_id;
+  row.step_id = step.id;
+  row.attempt = number;
+  row.mode = std::string(to_string(step.mode));
+  row.kind = std::string(to_string(step.kind));
+  row.worker_id = s_.worker_id;
+  row.inputs_digest =
+      sha256_hex(sha256_hex(row_.definition) + "\n" + step.id + "\n" + context.dump());
+  const auto started = Clock::now();
+  StepOutcome outcome;
+  if (auto st = wf_.start_attempt(row); !st) {
+    outcome = StepOutcome::failed(ErrorKind::kInternal, st.error().to_string());
+  } else {
+    event("step.start", {{"step", step.id},
+                         {"attempt", number},
+                         {"mode", row.mode},
+                         {"kind", row.kind},
+                         {"inputs_digest", row.inputs_digest}});
+    StepRequest req;
+    req.def = &def_;
+    req.step = &step;
+    req.project = row_.project_id;
+    req.run_id = row_.run_id;
+    req.user = row_.user;
+    req.attempt = number;
+    req.context = &context;
+    req.timeout = timeout_of(step);
+    req.control = control;
+    req.placed = [&](const std::optional<std::string>& sandbox,
+                     const std::optional<int64_t>& call) {
+      warn_unless_ok(wf_.attempt_placed(row_.run_id, step.id, number, sandbox, call),
+                     "recording where step " + step.id + " runs");
+      json d = {{"step", step.id}, {"attempt", number}};
+      if (sandbox) d["sandbox"] = *sandbox;
+      if (call) d["call"] = *call;
+      d["backend"] = sandboxes_->backend_name();
+      event("step.sandbox", d);
+    };
+    auto rec = recorded_.find(step.id);
+    if (rec != recorded_.end()) {
+      // A replay: the original's in_process result, nothing asked again.
+      outcome.outputs = rec->second["outputs"];
+      if (!rec->second["exchanges"].is_null()) outcome.exchanges = rec->second["exchanges"];
+      outcome.outputs["replayed_from"] = *row_.replay_of;
+    } else if (step.mode == ExecutionMode::kInProcess) {
+      outcome = run_in_process(s_, req);
+    } else {
+      outcome = run_sandbox_step(s_, req, *sandboxes_);
+    }
+  }
+  if (control->stopped() && outcome.state == store::AttemptState::succeeded) {
+    // Finished as it was being stopped: what it did stands.
+  } else if (control->stopped() && stopping_) {
+    outcome.state = store::AttemptState::interrupted;
+    outcome.error_kind = ErrorKind::kInterrupted;
+    outcome.error = control->why();
+  }
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - started);
+  store::AttemptEnd end;
+  end.state = outcome.state;
+  end.outputs_json = outcome.outputs.dump();
+  if (!outcome.error.empty()) end.error = outcome.error;
+  if (outcome.error_kind != ErrorKind::kNone) {
+    end.error_kind = std::string(to_string(outcome.error_kind));
+  }
+  if (outcome.exchanges) end.exchanges_json = outcome.exchanges->dump();
+  if (outcome.identity) end.identity_json = outcome.identity->dump();
+  end.image_digest = outcome.image_digest;
+  if (auto st = wf_.finish_attempt(row_.run_id, step.id, number, s_.worker_id, end); !st) {
+    spdlog::warn("run {}: {}", row_.run_id, st.error().to_string());
+    std::lock_guard lock(mu_);
+    if (st.error().message.find("lease lost") != std::string::npos) lease_lost_ = true;
+  }
+  json d = {{"step", step.id},
+            {"attempt", number},
+            {"status", std::string(store::to_string(outcome.state))},
+            {"duration_ms", took.count()},
+            {"output", excerpt(outcome.outputs)}};
+  if (!outcome.error.empty()) d["error"] = outcome.error;
+  if (outcome.error_kind != ErrorKind::kNone) {
+    d["error_kind"] = std::string(to_string(outcome.error_kind));
+  }
+  if (outcome.outputs.contains("exit_code")) d["exit_code"] = outcome.outputs["exit_code"];
+  if (outcome.outputs.contains("artifact")) d["artifact"] = outcome.outputs["artifact"];
+  event("step.end", d);
+  {
+    std::lock_guard lock(mu_);
+    s.outcome = std::move(outcome);
+    s.done = true;
+  }
+  cv_.notify_all();
+}
+
+// A finished attempt moves its step on (under mu_).
+void RunExecutor::settle(StepState& s) {
+  if (s.thread.joinable()) s.thread.join();
+  s.done = false;
+  StepOutcome o = std::move(*s.outcome);
+  s.outcome.reset();
+  const std::string id = s.def->id;
+  switch (o.state) {
+    case store::AttemptState::succeeded:
+      s.status = Status::kSucceeded;
+      context_["steps"][id] = step_view(o.outputs, "succeeded", "");
+      return;
+    case store::AttemptState::cancelled:
+      s.status = Status::kCancelled;
+      s.error = o.error;
+      return;
+    case store::AttemptState::interrupted:
+      s.status = Status::kPending;  // the run goes back to the queue
+      return;
+    default:
+      break;
+  }
+  const workflow::RetryPolicy& retry = s.def->retry;
+  if (!stopping_ && retry.retries(o.error_kind) && s.attempts < retry.attempts &&
+      o.error_kind != ErrorKind::kIdentity) {
+    const double wait = static_cast<double>(retry.backoff.count()) *
+                        std::pow(retry.factor, static_cast<double>(s.attempts - 1));
+    s.status = Status::kPending;
+    s.not_before = Clock::now() + milliseconds(static_cast<int64_t>(wait));
+    event("step.retry", {{"step", id},
+                         {"next_attempt", s.attempts + 1},
+                         {"after_ms", static_cast<int64_t>(wait)},
+                         {"because", std::string(to_string(o.error_kind))}});
+    return;
+  }
+  s.status = Status::kFailed;
+  s.error = o.error;
+  s.error_kind = o.error_kind;
+  context_["steps"][id] = step_view(o.outputs, "failed", o.error);
+}
+
+void RunExecutor::stop_all(const std::string& why) {
+  std::vector<StepControl*> controls;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, s] : steps_) {
+      if (s.status == Status::kRunning && s.control) controls.push_back(s.control.get());
+    }
+  }
+  for (StepControl* c : controls) c->stop(why);
+}
+
+void RunExecutor::join_done() {
+  std::unique_lock lock(mu_);
+  for (auto& [id, s] : steps_) {
+    if (s.done) settle(s);
+  }
+}
+
+void RunExecutor::skip_rest(const std::string& why) {
+  for (auto& [id, s] : steps_) {
+    if (s.status != Status::kPending) continue;
+    s.status = Status::kSkipped;
+    store::AttemptEnd end;
+    end.state = store::AttemptState::skipped;
+    end.error = why;
+    warn_unless_ok(wf_.finish_attempt(row_.run_id, id, s.attempts + 1, s_.worker_id, end),
+                   "recording step " + id + " skipped");
+    event("step.end",
+          {{"step", id}, {"attempt", s.attempts + 1}, {"status", "skipped"}, {"error", why}});
+  }
+}
+
+void RunExecutor::finish(store::WorkflowRunState state, const std::optional<std::string>& error) {
+  if (sandboxes_) {
+    for (const auto& id : sandboxes_->destroy_all()) s_.identity->sandbox_gone(id);
+  }
+  if (auto st = wf_.finish_run(row_.run_id, s_.worker_id, state, error); !st) {
+    spdlog::warn("run {}: {}", row_.run_id, st.error().to_string());
+    return;
+  }
+  json d = {{"state", std::string(store::to_string(state))}};
+  if (error) d["error"] = *error;
+  event("run.end", d);
+}
+
+void RunExecutor::stop(const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    stop_why_ = why;
+  }
+  cv_.notify_all();
+  stop_all(why);
+}
+
+void RunExecutor::drain() {
+  draining_ = true;
+  cv_.notify_all();
+}
+
+void RunExecutor::run() {
+  if (!load()) return;
+  restore_from_store();
+  event("run.start", {{"workflow", def_.name},
+                      {"claims", row_.claims},
+                      {"worker", s_.worker_id},
+                      {"steps", def_.steps.size()}});
+  const auto deadline_ms = row_.deadline_at.value_or(s_.store->clock_now() + def_.timeout.count());
+  std::optional<std::string> failure;  // the first failure: no new step starts
+  std::optional<std::string> cancelled;
+  auto last_look = Clock::now() - std::chrono::seconds(1);
+  std::unique_lock lock(mu_);
+  for (;;) {
+    for (auto& [id, s] : steps_) {
+      if (s.done) settle(s);
+    }
+    if (stopping_ || lease_lost_) break;
+    // The store: a cancel request, the lease (once every 250 ms).
+    if (Clock::now() - last_look >= milliseconds(250)) {
+      last_look = Clock::now();
+      lock.unlock();
+      auto r = wf_.run(row_.run_id);
+      auto held = wf_.holds(row_.run_id, s_.worker_id);
+      lock.lock();
+      if (held && !*held) {
+        lease_lost_ = true;
+        break;
+      }
+      if (r && r->cancel_requested && !cancelled) {
+        cancelled = "cancelled: " + r->error.value_or("by request");
+        lock.unlock();
+        stop_all(*cancelled);
+        lock.lock();
+      }
+    }
+    if (!failure && !cancelled && s_.store->clock_now() >= deadline_ms) {
+      failure = "the run's wall clock (" + format_duration(def_.timeout) + ") passed";
+      lock.unlock();
+      stop_all(*failure);
+      lock.lock();
+    }
+    // Failures decide what may still start.
+    for (auto& [id, s] : steps_) {
+      if (s.status == Status::kFailed && !s.def->allow_failure && !failure) {
+        failure = "step " + id + " failed: " + s.error;
+      }
+    }
+    int running = 0;
+    for (auto& [id, s] : steps_) running += s.status == Status::kRunning ? 1 : 0;
+    bool waiting = false;  // a step that may still start later (backoff)
+    if (draining_) {
+      if (running == 0) break;
+    } else if (!failure && !cancelled) {
+      for (const auto& step : def_.steps) {
+        StepState& s = steps_.at(step.id);
+        if (s.status != Status::kPending) continue;
+        bool blocked = false;
+        if (!needs_met(s, &blocked)) {
+          if (blocked) {
+            s.status = Status::kSkipped;
+            store::AttemptEnd end;
+            end.state = store::AttemptState::skipped;
+            end.error = "a step it needs did not succeed";
+            lock.unlock();
+            warn_unless_ok(
+                wf_.finish_attempt(row_.run_id, step.id, s.attempts + 1, s_.worker_id, end),
+                "recording step " + step.id + " skipped");
+            event("step.end", {{"step", step.id}, {"status", "skipped"}, {"error", *end.error}});
+            lock.lock();
+          }
+          continue;
+        }
+        if (Clock::now() < s.not_before) {
+          waiting = true;
+          continue;
+        }
+        if (running >= def_.max_parallel) {
+          waiting = true;
+          continue;
+        }
+        launch(s);
+        ++running;
+      }
+    }
+    if (running == 0 && !waiting) {
+      bool pending = false;
+      for (auto& [id, s] : steps_) pending = pending || s.status == Status::kPending;
+      if (!pending || failure || cancelled) break;
+    }
+    if (running == 0 && (failure || cancelled)) break;
+    const uint32_t seen = s_.store->run_version(row_.run_id);
+    (void)seen;
+    cv_.wait_for(lock, milliseconds(running > 0 ? 250 : 50));
+  }
+  // Every step thread ends before the run does.
+  for (;;) {
+    bool any = false;
+    for (auto& [id, s] : steps_) {
+      if (s.status == Status::kRunning && !s.done) any = true;
+      if (s.done) settle(s);
+    }
+    if (!any) break;
+    cv_.wait_for(lock, milliseconds(50));
+  }
+  if (stopping_ || lease_lost_ || (draining_ && !failure && !cancelled)) {
+    lock.unlock();
+    if (sandboxes_) {
+      for (const auto& id : sandboxes_->destroy_all()) s_.identity->sandbox_gone(id);
+    }
+    if (lease_lost_) spdlog::warn("run {}: this worker lost its lease; it stops here", row_.run_id);
+    return;  // the worker requeues it (or another worker holds it now)
+  }
+  if (cancelled) {
+    skip_rest(*cancelled);
+    lock.unlock();
+    finish(store::WorkflowRunState::cancelled, *cancelled);
+    return;
+  }
+  if (!failure) {
+    for (auto& [id, s] : steps_) {
+      if (s.status == Status::kFailed && !s.def->allow_failure) {
+        failure = "step " + id + " failed: " + s.error;
+      }
+    }
+  }
+  if (failure) {
+    skip_rest(*failure);
+    lock.unlock();
+    finish(store::WorkflowRunState::failed, *failure);
+    return;
+  }
+  lock.unlock();
+  finish(store::WorkflowRunState::succeeded, std::nullopt);
+}
+
+}  // namespace rf::worker

@@ -1,0 +1,105 @@
+// One workflow run on the worker that claimed it (worker side, issue 12).
+//
+// The run's steps form a DAG; a step starts once every step it needs has
+// succeeded (or failed with allow_failure), up to max_parallel at once, each
+// on a thread of its own, in the execution mode it names. Every attempt is
+// recorded (step_attempts) with a digest of its inputs, its identity versions,
+// image, exchanges, outputs and error; events (step.start, step.sandbox,
+// step.end, run.end) let `workflow run --follow` tell the story as it happens.
+//
+// Retries: an attempt that failed with an error kind in retry.on starts
+// again after the backoff, up to retry.attempts in all.
+//
+// Crash safety: the executor starts from what the store says. A run taken
+// again after its worker died finds its finished steps done (never re-run)
+// and the attempt that was running marked interrupted; that step runs again
+// only with retry.on_interrupt: true, otherwise it failed, and the run
+// continues or fails as for any failure.
+//
+// Ends: succeeded when every step succeeded (or failed with allow_failure);
+// failed at the first failure (running steps finish, the rest are skipped),
+// when its wall clock passes, or when its definition cannot be read;
+// cancelled on `run cancel`. A run whose lease was lost stops without
+// writing (another worker holds it now). When the worker stops, running
+// steps are ended and the run goes back to the queue.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "store/workflow_store.h"
+#include "worker/step_context.h"
+#include "worker/step_sandboxes.h"
+#include "workflow/definition.h"
+
+namespace rf::worker {
+
+class RunExecutor {
+ public:
+  RunExecutor(const WorkflowServices& services, store::WorkflowRunRow row);
+  ~RunExecutor();
+  RunExecutor(const RunExecutor&) = delete;
+  RunExecutor& operator=(const RunExecutor&) = delete;
+
+  // To the run's end (or a lost lease, or stop()).
+  void run();
+  // The worker stops: running steps end (their attempts become interrupted)
+  // and the run is left for the queue.
+  void stop(const std::string& why);
+  // The worker drains: no step starts; run() returns once the running ones
+  // ended, leaving the run for the queue (its next steps run elsewhere).
+  void drain();
+  const std::string& run_id() const { return row_.run_id; }
+
+ private:
+  enum class Status { kPending, kRunning, kSucceeded, kFailed, kSkipped, kCancelled };
+  struct StepState {
+    const workflow::StepDef* def = nullptr;
+    Status status = Status::kPending;
+    int64_t attempts = 0;  // made so far
+    std::chrono::steady_clock::time_point not_before{};
+    std::string error;
+    workflow::ErrorKind error_kind = workflow::ErrorKind::kNone;
+    std::unique_ptr<StepControl> control;
+    std::thread thread;
+    bool done = false;  // the thread finished; join it
+    std::optional<StepOutcome> outcome;
+  };
+
+  bool load();
+  void restore_from_store();
+  void launch(StepState& s);
+  void attempt(StepState& s, int64_t number, StepControl* control);
+  void settle(StepState& s);
+  bool needs_met(const StepState& s, bool* blocked) const;
+  std::chrono::milliseconds timeout_of(const workflow::StepDef& step) const;
+  void stop_all(const std::string& why);
+  void skip_rest(const std::string& why);
+  void finish(store::WorkflowRunState state, const std::optional<std::string>& error);
+  void event(const std::string& kind, nlohmann::json detail);
+  void join_done();
+
+  const WorkflowServices& s_;
+  store::WorkflowRunRow row_;
+  store::WorkflowStore wf_;
+  workflow::WorkflowDef def_;
+  std::unique_ptr<StepSandboxes> sandboxes_;
+  std::map<std::string, StepState> steps_;
+  std::map<std::string, nlohmann::json> recorded_;  // replay: in_process results of the original
+  nlohmann::json context_;
+  std::mutex mu_;  // steps_' status and outcome, context_
+  std::condition_variable cv_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> draining_{false};
+  std::string stop_why_;
+  bool lease_lost_ = false;
+};
+
+}  // namespace rf::worker
