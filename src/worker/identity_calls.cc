@@ -98,6 +98,12 @@ Result<PreparedIdentity> IdentityCalls::prepare(const IdentityUse& call, Sandbox
   return out;
 }
 
+Result<PreparedIdentity> IdentityCalls::resolve_for_worker(const IdentityUse& use) {
+  std::string notice;
+  // Mode per_tool: no "without a sandbox" refusal; nothing is injected anywhere.
+  return prepare(use, SandboxMode::kPerTool, &notice);
+}
+
 Status IdentityCalls::inject(const IdentityUse& call, const PreparedIdentity& prepared,
                              const std::shared_ptr<Sandbox>& sandbox) {
   {

@@ -74,6 +74,10 @@ class IdentityCalls {
   // what does the cascade give now. `notice` gets a line for the call's
   // stderr when identity runs without a sandbox (opted in).
   Result<PreparedIdentity> prepare(const IdentityUse& use, SandboxMode mode, std::string* notice);
+  // The cascade for the worker's own use (an in_process llm step's key):
+  // resolved and audited as for a sandbox, but the values go into no sandbox,
+  // so the sandbox mode does not matter.
+  Result<PreparedIdentity> resolve_for_worker(const IdentityUse& use);
   // The sandbox is known: refuses one marked for another scope; else records
   // the injection and marks the sandbox. Call before exec.
   Status inject(const IdentityUse& use, const PreparedIdentity& prepared,

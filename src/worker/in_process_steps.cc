@@ -1,10 +1,14 @@
 #include "worker/in_process_steps.h"
 
+#include <sodium.h>
+
 #include <thread>
 
 #include "core/log.h"
 #include "core/units.h"
+#include "in_process/http_step.h"
 #include "in_process/json_step.h"
+#include "redact/stream_redactor.h"
 #include "store/workflow_store.h"
 
 namespace rf::worker {
@@ -132,6 +136,141 @@ StepOutcome approval_step(const WorkflowServices& s, const StepRequest& r) {
   }
 }
 
+std::map<std::string, std::string> resolve_overrides(const WorkflowServices& s) {
+  std::map<std::string, std::string> out;
+  for (const auto& r : s.settings->proxy_resolve.value) {
+    const size_t eq = r.find('=');
+    if (eq != std::string::npos) out[r.substr(0, eq)] = r.substr(eq + 1);
+  }
+  return out;
+}
+
+// The outputs of an http or llm answer.
+StepOutcome answered(const in_process::StepAnswer& a) {
+  StepOutcome o;
+  o.outputs["output"] = a.output;
+  if (a.json) o.outputs["json"] = *a.json;
+  if (a.status != 0) o.outputs["status_code"] = a.status;
+  o.exchanges = json::array({a.exchange});
+  return o;
+}
+
+Result<std::string> rendered(const StepRequest& r, const json& spec, const char* key) {
+  if (!spec.contains(key)) return std::string();
+  return r.render(spec[key].get<std::string>());
+}
+
+// Every string in a JSON value, rendered.
+Result<json> render_json(const StepRequest& r, const json& v) {
+  if (v.is_string()) {
+    auto s = r.render(v.get<std::string>());
+    if (!s) return s.take_error();
+    return json(*s);
+  }
+  if (v.is_array() || v.is_object()) {
+    json out = v;
+    for (auto it = out.begin(); it != out.end(); ++it) {
+      auto sub = render_json(r, *it);
+      if (!sub) return sub.take_error();
+      *it = std::move(*sub);
+    }
+    return out;
+  }
+  return v;
+}
+
+StepOutcome http_step(const WorkflowServices& s, const StepRequest& r) {
+  const json& spec = r.step->http_spec;
+  in_process::HttpStepSpec h;
+  h.method = spec.value("method", "GET");
+  auto url = rendered(r, spec, "url");
+  if (!url) return StepOutcome::failed(ErrorKind::kTemplate, "url: " + url.error().to_string());
+  h.url = *url;
+  if (spec.contains("headers")) {
+    for (const auto& [k, v] : spec["headers"].items()) {
+      auto value = r.render(v.get<std::string>());
+      if (!value) return StepOutcome::failed(ErrorKind::kTemplate, "headers." + k + ": " + value.error().to_string());
+      h.headers.emplace_back(k, *value);
+    }
+  }
+  if (spec.contains("body")) {
+    auto body = rendered(r, spec, "body");
+    if (!body) return StepOutcome::failed(ErrorKind::kTemplate, "body: " + body.error().to_string());
+    h.body = *body;
+  } else if (spec.contains("body_json")) {
+    auto body = render_json(r, spec["body_json"]);
+    if (!body) return StepOutcome::failed(ErrorKind::kTemplate, "body: " + body.error().to_string());
+    h.body = body->dump();
+    h.headers.emplace_back("Content-Type", "application/json");
+  }
+  if (spec.contains("allow")) h.allow = spec["allow"].get<std::vector<std::string>>();
+  h.resolve = resolve_overrides(s);
+  h.timeout = r.timeout;
+  bool retryable = false;
+  auto a = in_process::run_http_step(h, &retryable);
+  if (!a) {
+    return StepOutcome::failed(retryable ? ErrorKind::kNetwork : ErrorKind::kHttp,
+                               a.error().to_string());
+  }
+  return answered(*a);
+}
+
+StepOutcome llm_step(const WorkflowServices& s, const StepRequest& r) {
+  const workflow::ModelDef& m = *r.step->model;
+  in_process::LlmStepSpec l;
+  l.api = m.api;
+  l.base_url = m.base_url;
+  l.model = m.model;
+  l.max_tokens = m.max_tokens;
+  l.temperature = m.temperature;
+  auto prompt = r.render(r.step->prompt);
+  if (!prompt) return StepOutcome::failed(ErrorKind::kTemplate, "prompt: " + prompt.error().to_string());
+  l.prompt = *prompt;
+  auto system = r.render(r.step->system_prompt);
+  if (!system) return StepOutcome::failed(ErrorKind::kTemplate, "system: " + system.error().to_string());
+  l.system = *system;
+  // The key: from the step's identity when it names one, else the worker's environment.
+  std::optional<json> identity;
+  if (!m.key_env.empty()) {
+    if (r.step->identity) {
+      store::IdentityScope scope{r.step->identity->workflow,
+                                 r.step->identity->user.empty() ? r.user : r.step->identity->user};
+      auto p = s.identity->resolve_for_worker(IdentityUse{0, r.project, r.run_id, scope});
+      if (!p) return StepOutcome::failed(ErrorKind::kIdentity, p.error().to_string());
+      auto it = p->resolved.env.find(m.key_env);
+      if (it == p->resolved.env.end()) {
+        return StepOutcome::failed(ErrorKind::kIdentity,
+                                   "model.key_env " + m.key_env + " is not in the step's identity");
+      }
+      l.key = std::string(it->second.reveal());
+      json keys = json::array();
+      for (const auto& e : p->resolved.plan.entries) {
+        if (e.key == m.key_env) keys.push_back({{"key", e.key}, {"secret", e.secret}, {"version", e.version}});
+      }
+      identity = json{{"keys", keys}};
+    } else if (const char* v = std::getenv(m.key_env.c_str()); v != nullptr && *v != '\0') {
+      l.key = v;
+    } else {
+      return StepOutcome::failed(ErrorKind::kIdentity,
+                                 "model.key_env " + m.key_env +
+                                     " is not set in the worker's environment (or give the step "
+                                     "identity: to take it from a profile)");
+    }
+  }
+  l.resolve = resolve_overrides(s);
+  l.timeout = r.timeout;
+  bool retryable = false;
+  auto a = in_process::run_llm_step(l, &retryable);
+  sodium_memzero(l.key.data(), l.key.size());
+  if (!a) {
+    return StepOutcome::failed(retryable ? ErrorKind::kNetwork : ErrorKind::kModel,
+                               a.error().to_string());
+  }
+  StepOutcome o = answered(*a);
+  o.identity = std::move(identity);
+  return o;
+}
+
 }  // namespace
 
 bool StepControl::sleep_for(std::chrono::milliseconds d) {
@@ -157,10 +296,9 @@ StepOutcome run_in_process(const WorkflowServices& services, const StepRequest& 
     case StepKind::kApproval:
       return approval_step(services, request);
     case StepKind::kHttp:
+      return http_step(services, request);
     case StepKind::kLlm:
-      return StepOutcome::failed(
-          ErrorKind::kInternal,
-          std::string(to_string(request.step->kind)) + " steps are not available in this build");
+      return llm_step(services, request);
     case StepKind::kNone:
       break;
   }
