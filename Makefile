@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test unit-test sandbox-test asan-test tsan-test bench fuzz format clean
+.PHONY: all deps agents build demo demo-workflow test unit-test sandbox-test workflow-test asan-test tsan-test bench fuzz format clean
 
 all: build
 
@@ -20,18 +20,30 @@ build: deps
 demo: build
 	./scripts/demo.sh $(BUILD)
 
+# The real agent CLIs (Claude Code, Codex) that cli_agent steps run, pinned
+# in agents/npm, from the npm registry.
+agents: deps
+	./scripts/install-agents.sh
+
+# The portfolio workflow end to end: fake model, git server, worker, Claude Code.
+demo-workflow: build agents
+	./scripts/demo-workflow.sh $(BUILD)
+
 # Every test: unit, integration, security and fault tests against real
 # sandboxes, then the unit tests again under ASAN/UBSAN, the tests of code that
 # runs threads under TSAN, then a short fuzz run.
-test: build asan-test tsan-test fuzz
+test: build agents asan-test tsan-test fuzz
 	ctest --test-dir $(BUILD) --output-on-failure -j 2 --timeout 300
 
-# ctest labels are the test folders: unit, integration, security, docker, proxy, identity.
+# ctest labels are the test folders: unit, integration, security, docker, proxy, identity, workflow.
 unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -L unit
 
 sandbox-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -L 'integration|security'
+
+workflow-test: build agents
+	ctest --test-dir $(BUILD) --output-on-failure -L workflow
 
 asan-test: deps
 	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null

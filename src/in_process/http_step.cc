@@ -15,8 +15,10 @@ std::string clip(const std::string& s) {
 
 std::string scrub(std::string text, const std::string& secret) {
   if (secret.empty()) return text;
-  for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
-    text.replace(at, secret.size(), "[REDACTED:key]");
+  static const std::string mark = "[REDACTED:key]";
+  for (size_t at = text.find(secret); at != std::string::npos;
+       at = text.find(secret, at + mark.size())) {
+    text.replace(at, secret.size(), mark);
   }
   return text;
 }
@@ -54,8 +56,8 @@ Result<StepAnswer> exchange(const http::Request& req, const http::Options& optio
       if (static_cast<unsigned char>(c) < 0x20) c = ' ';
     }
     if (body.size() > 300) body = body.substr(0, 300) + "...";
-    return make_error(req.method + " " + req.url,
-                      "answered " + std::to_string(resp->status) + (body.empty() ? "" : ": " + body));
+    return make_error(req.method + " " + req.url, "answered " + std::to_string(resp->status) +
+                                                      (body.empty() ? "" : ": " + body));
   }
   out.output = scrub(resp->body, hide);
   json parsed = json::parse(out.output, nullptr, false);

@@ -78,8 +78,10 @@ std::string vault_errors(const std::string& body) {
 // What the server says never carries the token back out, even if it echoes it.
 std::string scrub(std::string text, std::string_view token) {
   if (token.empty()) return text;
-  for (size_t at = text.find(token); at != std::string::npos; at = text.find(token, at)) {
-    text.replace(at, token.size(), "[token]");
+  static const std::string mark = "[token]";
+  for (size_t at = text.find(token); at != std::string::npos;
+       at = text.find(token, at + mark.size())) {
+    text.replace(at, token.size(), mark);
   }
   return text;
 }

@@ -722,7 +722,8 @@ Loaded parse_workflow(std::string_view text, const std::string& file) {
 
 Result<WorkflowDef> load_workflow_text(std::string_view text, const std::string& file) {
   Loaded loaded = parse_workflow(text, file);
-  if (loaded.ok()) validate_workflow(loaded);
+  // The shape's problems and the rest, all at once (a file that is not YAML has no steps).
+  validate_workflow(loaded);
   if (!loaded.ok()) {
     std::string all;
     for (const auto& p : loaded.problems) all += (all.empty() ? "" : "\n") + p;

@@ -21,8 +21,9 @@ class Checker {
   explicit Checker(Loaded& loaded) : def_(loaded.def), problems_(loaded.problems) {}
 
   void run() {
+    const size_t before = problems_.size();
     ids();
-    if (!problems_.empty()) return;  // the rest reads ids and needs
+    if (problems_.size() != before) return;  // the rest reads ids and needs
     needs();
     cycles();
     for (const auto& s : def_.steps) {

@@ -4,6 +4,7 @@
 // same server. Debian's /usr/bin/python3 (where python3-hvac is installed).
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -34,7 +35,9 @@ struct Ran {
 inline Ran run_capture(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                        const std::string& stdin_text = {}) {
   int out[2], in[2];
-  if (::pipe(out) != 0 || ::pipe(in) != 0) return {};
+  // CLOEXEC: only fds 0 and 1 (dup2'd) reach the child, so a daemon it starts
+  // never holds our pipe open (we read to EOF).
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0) return {};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);

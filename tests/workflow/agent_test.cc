@@ -1,0 +1,401 @@
+// cli_agent steps with the REAL agent binaries (issue 12): Claude Code and
+// Codex from the npm registry (scripts/install-agents.sh), in native
+// sandboxes with --network proxy, against the scripted fake model on the
+// host's loopback (reached through the egress proxy by an allow rule). The
+// tests assert on the files the agent wrote, the run's outputs, the requests
+// the model received, and the artifacts: a git push to the test git server
+// (token from identity), and S3 through s3rver with our SigV4 checked
+// against botocore's.
+#include <filesystem>
+
+#include "artifact/sigv4.h"
+#include "workflow/workflow_harness.h"
+
+namespace rf::testing {
+namespace {
+
+constexpr const char* kWriteSite = R"({"turns": [
+  {"tool": {"name": "Bash", "input": {"command": "printf '<h1>hi</h1>\n' > index.html && printf '#!/bin/sh\necho build ok\n' > build.sh && chmod +x build.sh && ls", "description": "write the site"}}},
+  {"text": "done: index.html and build.sh"}
+]})";
+
+class AgentTest : public WorkflowTest {
+ protected:
+  void SetUp() override {
+    WorkflowTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    for (const char* bin : {"/usr/local/bin/claude", "/usr/local/bin/codex"}) {
+      if (!std::filesystem::exists(bin)) {
+        RF_SKIP() << bin << " is not installed: run scripts/install-agents.sh (make test does)";
+      }
+    }
+  }
+
+  // The project's identity: the agent's key and endpoint, and the push token.
+  void identity(const std::string& anthropic_key, const std::string& github_token,
+                const std::string& base_url) {
+    std::string out, err;
+    ASSERT_EQ(run({"secret", "set", "acme-anthropic"}, &out, &err, anthropic_key), 0) << err;
+    ASSERT_EQ(run({"secret", "set", "acme-github"}, &out, &err, github_token), 0) << err;
+    ASSERT_EQ(
+        run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+             "ANTHROPIC_API_KEY=secret:acme-anthropic", "ANTHROPIC_BASE_URL=value:" + base_url},
+            &out, &err),
+        0)
+        << err;
+    ASSERT_EQ(run({"identity", "profile", "set", "site", "--level", "workflow", "--workflow",
+                   "site", "GITHUB_TOKEN=secret:acme-github"},
+                  &out, &err),
+              0)
+        << err;
+  }
+  std::string model_rule() const { return "model.test:" + std::to_string(model_.port()); }
+  std::string git_url() const {
+    return "http://git.test:" + std::to_string(git_.port()) + "/site.git";
+  }
+  std::vector<std::string> resolving() const {
+    return {"--proxy-resolve",    "model.test=127.0.0.1", "--proxy-resolve",
+            "git.test=127.0.0.1", "--proxy-resolve",      "s3.test=127.0.0.1"};
+  }
+  std::string git(const std::string& args) {
+    return run_capture({"/bin/sh", "-c", "git --git-dir=" + dir_ + "/git/site.git " + args}, {})
+        .out;
+  }
+};
+
+// The agent writes the files, its key comes from identity (the model saw it;
+// no output, no store row holds it), and the git artifact lands with the
+// token from identity; the commit comes back as the step's output.
+TEST_F(AgentTest, ClaudeCodeBuildsInASandboxAndPushesTheArtifactWithTheTokenFromIdentity) {
+  start_model(kWriteSite);
+  const std::string key = random_token("sk-ant-");
+  const std::string token = random_token("ghp_");
+  start_git(token);
+  identity(key, token, "http://" + model_rule());
+  start_worker(resolving());
+  const std::string wf = file("site.yaml", R"(name: site
+steps:
+  - id: build
+    mode: cli_agent
+    agent: claude-code
+    identity: {workflow: site}
+    sandbox: {network: {allow: [")" + model_rule() +
+                                               R"(", "git.test:)" + std::to_string(git_.port()) +
+                                               R"(", "127.0.0.1/32"]}}
+    prompt: "Build a one-page site"
+    artifact: {dest: git, url: ")" + git_url() +
+                                               R"(", branch: main, token_key: GITHUB_TOKEN}
+)");
+  std::string out, err;
+  ASSERT_EQ(
+      run({"workflow", "run", wf, "--project", "acme", "--run-id", "a1", "--follow"}, &out, &err),
+      0)
+      << out << err << slurp(dir_ + "/model.log");
+  const json r = show("a1");
+  const json build = step(r, "build");
+  EXPECT_EQ(build["mode"], "cli_agent");
+  EXPECT_EQ(build["outputs"]["output"], "done: index.html and build.sh");
+  EXPECT_EQ(build["outputs"]["agent"], "claude-code");
+  const json artifact = build["outputs"]["artifact"];
+  EXPECT_EQ(artifact["dest"], "git");
+  EXPECT_EQ(artifact["url"], git_url());
+  const std::string commit = artifact["commit"];
+  ASSERT_EQ(commit.size(), 40u);
+  // The commit is on the server, with what the agent wrote.
+  EXPECT_EQ(git("rev-parse main"), commit + "\n");
+  EXPECT_EQ(git("show main:index.html"), "<h1>hi</h1>\n");
+  EXPECT_EQ(git("show main:build.sh"), "#!/bin/sh\necho build ok\n");
+  // The model got the key from identity, the prompt, and the tool's result.
+  const auto requests = model_requests();
+  int messages = 0;
+  for (const auto& q : requests) {
+    if (q.value("api", "") != "anthropic") continue;
+    ++messages;
+    EXPECT_EQ(q["headers"]["x-api-key"], key);
+  }
+  EXPECT_GE(messages, 2);
+  EXPECT_NE(requests.back().dump().find("index.html"), std::string::npos);
+  EXPECT_NE(requests.back().dump().find("build.sh"), std::string::npos);
+  // Neither value is anywhere outside the sandbox.
+  EXPECT_EQ(out.find(key), std::string::npos);
+  EXPECT_EQ(out.find(token), std::string::npos);
+  EXPECT_EQ(r.dump().find(key), std::string::npos);
+  EXPECT_EQ(r.dump().find(token), std::string::npos);
+  EXPECT_EQ(slurp(dir_ + "/git.log").find(token), std::string::npos);
+  stop_workers();
+  EXPECT_EQ(slurp(worker::store_path(state_)).find(key), std::string::npos);
+  EXPECT_EQ(slurp(worker::store_path(state_)).find(token), std::string::npos);
+  // The identity versions are recorded, never the values.
+  EXPECT_NE(build["identity"].dump().find("acme-github"), std::string::npos);
+}
+
+TEST_F(AgentTest, AWrongTokenIsRefusedByTheGitServer) {
+  start_model(kWriteSite);
+  start_git(random_token("ghp_"));
+  identity(random_token("sk-ant-"), "not-the-token", "http://" + model_rule());
+  start_worker(resolving());
+  const std::string wf = file("site.yaml", R"(name: site
+steps:
+  - id: build
+    mode: cli_agent
+    agent: claude-code
+    identity: {workflow: site}
+    sandbox: {network: {allow: [")" + model_rule() +
+                                               R"(", "git.test:)" + std::to_string(git_.port()) +
+                                               R"(", "127.0.0.1/32"]}}
+    prompt: "Build"
+    artifact: {dest: git, url: ")" + git_url() +
+                                               R"(", token_key: GITHUB_TOKEN}
+)");
+  std::string out, err;
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "a2"}, &out, &err), 1);
+  const json build = step(show("a2"), "build");
+  EXPECT_EQ(build["error_kind"], "artifact");
+  EXPECT_NE(
+      build["error"].get<std::string>().find("git artifact " + git_url() + ": the push exited 128"),
+      std::string::npos)
+      << build;
+  EXPECT_NE(slurp(dir_ + "/git.log").find("\" 401 "), std::string::npos);
+  EXPECT_EQ(git("rev-parse --verify -q main"), "");  // nothing landed
+}
+
+TEST_F(AgentTest, NoModelReachableFailsNamingTheAgentAndTheEndpoint) {
+  start_model(kWriteSite);
+  const int closed = model_.port();
+  model_.stop();  // nothing listens there now
+  identity(random_token("sk-ant-"), "t", "http://model.test:" + std::to_string(closed));
+  start_worker(resolving());
+  const std::string wf = file("down.yaml", R"(name: down
+steps:
+  - id: build
+    mode: cli_agent
+    agent: claude-code
+    sandbox: {network: {allow: ["model.test:)" +
+                                               std::to_string(closed) + R"(", "127.0.0.1/32"]}}
+    prompt: "Build"
+)");
+  std::string out, err;
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "a3"}, &out, &err), 1);
+  const json build = step(show("a3"), "build");
+  EXPECT_EQ(build["error_kind"], "network");
+  EXPECT_NE(build["error"].get<std::string>().find(
+                "agent claude-code could not reach its model at http://model.test:" +
+                std::to_string(closed) + " (ANTHROPIC_BASE_URL)"),
+            std::string::npos)
+      << build;
+}
+
+TEST_F(AgentTest, CodexRunsFromItsAdapterToo) {
+  start_model(kWriteSite);
+  const std::string key = random_token("sk-openai-");
+  std::string out, err;
+  ASSERT_EQ(run({"secret", "set", "acme-openai"}, &out, &err, key), 0) << err;
+  ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                 "OPENAI_API_KEY=secret:acme-openai",
+                 "OPENAI_BASE_URL=value:http://" + model_rule() + "/v1"},
+                &out, &err),
+            0)
+      << err;
+  start_worker(resolving());
+  const std::string wf = file("codex.yaml", R"(name: codex
+steps:
+  - id: build
+    mode: cli_agent
+    agent: codex
+    sandbox: {network: {allow: [")" + model_rule() +
+                                                R"(", "127.0.0.1/32"]}}
+    prompt: "Build a one-page site"
+    artifact: {dest: none}
+)");
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "a4"}, &out, &err), 0)
+      << out << err;
+  const json build = step(show("a4"), "build");
+  EXPECT_EQ(build["outputs"]["output"], "done: index.html and build.sh");
+  EXPECT_EQ(build["outputs"]["artifact"]["files"], 2);
+  ASSERT_EQ(run({"run", "artifact", "a4", "build", "-o", dir_ + "/a4.tar"}, &out, &err), 0) << err;
+  EXPECT_EQ(run_capture({"/bin/tar", "-xOf", dir_ + "/a4.tar", "index.html"}, {}).out,
+            "<h1>hi</h1>\n");
+  bool keyed = false;
+  for (const auto& q : model_requests()) {
+    if (q.value("api", "") == "responses") {
+      EXPECT_EQ(q["headers"]["authorization"], "Bearer " + key);
+      keyed = true;
+    }
+  }
+  EXPECT_TRUE(keyed);
+}
+
+// The README's example: plan (llm) -> scaffold (Claude Code, git) -> verify
+// (a sandbox clones and builds it) -> summarise (template).
+TEST_F(AgentTest, ThePortfolioExampleRunsEndToEnd) {
+  start_model(slurp(std::string(RF_SOURCE_DIR) + "/examples/portfolio-model.json"));
+  const std::string token = random_token("ghp_");
+  std::filesystem::create_directories(dir_ + "/git");
+  git_.start({"/usr/bin/python3", RF_GIT_SERVER_PY, "--root", dir_ + "/git", "--port", "0",
+              "--port-file", dir_ + "/git-port", "--token", token, "--anonymous-read", "--log",
+              dir_ + "/git.log", "--init", "site"},
+             dir_ + "/git-port", dir_ + "/git-server.log");
+  std::string out, err;
+  ASSERT_EQ(run({"secret", "set", "demo-anthropic"}, &out, &err, random_token("sk-ant-")), 0);
+  ASSERT_EQ(run({"secret", "set", "demo-github"}, &out, &err, token), 0);
+  ASSERT_EQ(
+      run({"identity", "profile", "set", "portfolio", "--level", "workflow", "--workflow",
+           "portfolio", "ANTHROPIC_API_KEY=secret:demo-anthropic",
+           "ANTHROPIC_BASE_URL=value:http://" + model_rule(), "GITHUB_TOKEN=secret:demo-github"},
+          &out, &err),
+      0)
+      << err;
+  std::string example = slurp(std::string(RF_SOURCE_DIR) + "/examples/portfolio.yaml");
+  for (const auto& [from, to] :
+       {std::pair<std::string, int>{"18080", model_.port()}, {"18081", git_.port()}}) {
+    for (size_t at = example.find(from); at != std::string::npos; at = example.find(from, at)) {
+      example.replace(at, from.size(), std::to_string(to));
+    }
+  }
+  const std::string wf = file("portfolio.yaml", example);
+  start_worker(resolving(), {"PLANNER_KEY=" + random_token("sk-planner-")});
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "port1", "--follow"}, &out,
+                &err),
+            0)
+      << out << err;
+  EXPECT_NE(out.find("> scaffold       cli_agent  attempt 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("verify | build ok: "), std::string::npos) << out;
+  const json r = show("port1");
+  const std::string commit = step(r, "scaffold")["outputs"]["artifact"]["commit"];
+  EXPECT_EQ(git("rev-parse main"), commit + "\n");
+  EXPECT_EQ(step(r, "summarise")["outputs"]["output"], "Built " + commit + ": 0");
+  EXPECT_EQ(step(r, "plan")["outputs"]["output"],
+            "Requirements: one page, a gallery of three photos, an about section, minimal style.");
+  // The agent got the plan in its prompt.
+  bool planned = false;
+  for (const auto& q : model_requests()) {
+    planned = planned || (q.value("api", "") == "anthropic" &&
+                          q.dump().find("Scaffold the site described in Requirements: one page") !=
+                              std::string::npos);
+  }
+  EXPECT_TRUE(planned);
+  ASSERT_EQ(run({"run", "show", "port1"}, &out, &err), 0);
+  EXPECT_NE(out.find("scaffold       cli_agent"), std::string::npos) << out;
+  EXPECT_NE(out.find("artifact: git " + git_url()), std::string::npos) << out;
+}
+
+// S3: the workspace as a tar, uploaded (one PUT, and multipart when large) to
+// s3rver, with keys from identity; our SigV4 equals botocore's for the same
+// requests.
+TEST_F(AgentTest, S3ArtifactsUploadAndSignAsBotocoreDoes) {
+  // The signatures, against botocore on requests like ours.
+  for (const json& req :
+       {json{{"method", "PUT"},
+             {"host", "s3.test:9000"},
+             {"path", "/site/runs/a%20b.tar"},
+             {"query", json::array()},
+             {"headers", json::array({json::array({"Content-Type", "application/x-tar"})})},
+             {"payload_sha256", artifact::sha256_hex("tar bytes")},
+             {"access_key", "AKIDEXAMPLE"},
+             {"secret_key", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"},
+             {"region", "eu-west-1"},
+             {"service", "s3"},
+             {"amz_date", "20261125T101010Z"}},
+        json{{"method", "POST"},
+             {"host", "s3.test:9000"},
+             {"path", "/site/big.tar"},
+             {"query", json::array({json::array({"uploadId", "abc/123"}),
+                                    json::array({"partNumber", "2"})})},
+             {"headers", json::array()},
+             {"payload_sha256", artifact::sha256_hex("")},
+             {"access_key", "AKIDEXAMPLE"},
+             {"secret_key", "secret"},
+             {"session_token", "FwoGZXIvYXdzE-token"},
+             {"region", "us-east-1"},
+             {"service", "s3"},
+             {"amz_date", "20261125T000001Z"}}}) {
+    const Ran golden = run_capture({"/usr/bin/python3", RF_SIGV4_GOLDEN_PY}, {}, req.dump());
+    ASSERT_EQ(golden.status, 0) << golden.out;
+    const json g = json::parse(golden.out);
+    artifact::SigV4Request r;
+    r.method = req["method"];
+    r.host = req["host"];
+    r.path = req["path"];
+    for (const auto& q : req["query"]) r.query.emplace_back(q[0], q[1]);
+    for (const auto& h : req["headers"]) r.headers.emplace_back(h[0], h[1]);
+    r.payload_sha256 = req["payload_sha256"];
+    artifact::AwsCredentials c{req["access_key"], req["secret_key"],
+                               req.value("session_token", "")};
+    const auto ours = artifact::sign_v4(r, c, req["region"], "s3", req["amz_date"]);
+    EXPECT_EQ(ours.canonical_request, g["canonical_request"]) << req;
+    std::string auth;
+    for (const auto& [k, v] : ours.headers) {
+      if (k == "Authorization") auth = v;
+    }
+    EXPECT_EQ(auth, g["authorization"]) << req;
+  }
+  // The upload, through s3rver.
+  const std::string s3dir = dir_ + "/s3";
+  std::filesystem::create_directories(s3dir);
+  const Ran started =
+      run_capture({"/bin/bash", RF_S3_SERVER_SH, "start", s3dir, "--bucket", "site"}, {});
+  ASSERT_EQ(started.status, 0) << started.out << slurp(s3dir + "/log");
+  const std::string port = slurp(s3dir + "/port").substr(0, slurp(s3dir + "/port").find('\n'));
+  std::string out, err;
+  ASSERT_EQ(run({"secret", "set", "acme-s3-secret"}, &out, &err, "S3RVER"), 0);
+  ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                 "AWS_ACCESS_KEY_ID=value:S3RVER", "AWS_SECRET_ACCESS_KEY=secret:acme-s3-secret"},
+                &out, &err),
+            0)
+      << err;
+  const std::string adapter = file("maker.yaml", R"(name: maker
+argv: [sh, -c, "head -c {{prompt}} /dev/urandom > blob.bin && echo made", x]
+result: {from: stdout, format: text}
+)");
+  start_worker(resolving());
+  const std::string wf = file("s3.yaml", R"(name: s3
+steps:
+  - id: small
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: "1000"
+    sandbox: {network: {allow: ["s3.test:)" + port +
+                                             R"(", "127.0.0.1/32"]}}
+    artifact: {dest: s3, endpoint: "http://s3.test:)" +
+                                             port + R"(", bucket: site, key: "{{run.id}}/small.tar"}
+  - id: big
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: "20000000"
+    sandbox: {network: {allow: ["s3.test:)" + port +
+                                             R"(", "127.0.0.1/32"]}}
+    artifact: {dest: s3, endpoint: "http://s3.test:)" +
+                                             port + R"(", bucket: site, key: "{{run.id}}/big.tar"}
+  - id: refused
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: "10"
+    artifact: {dest: s3, endpoint: "http://s3.test:)" +
+                                             port + R"(", bucket: site}
+    allow_failure: true
+)");
+  const int code = run({"workflow", "run", wf, "--project", "acme", "--run-id", "s1"}, &out, &err);
+  run_capture({"/bin/bash", RF_S3_SERVER_SH, "stop", s3dir}, {});
+  ASSERT_EQ(code, 0) << out << err;
+  const json r = show("s1");
+  const json small = step(r, "small")["outputs"]["artifact"];
+  EXPECT_EQ(small["parts"], 0);
+  EXPECT_EQ(small["key"], "s1/small.tar");
+  const json big = step(r, "big")["outputs"]["artifact"];
+  EXPECT_EQ(big["parts"], 3);  // 8 MiB parts
+  // What s3rver stored is the tar we sent, byte for byte.
+  for (const json* a : {&small, &big}) {
+    const std::string stored =
+        s3dir + "/data/site/" + (*a)["key"].get<std::string>() + "._S3rver_object";
+    ASSERT_TRUE(std::filesystem::exists(stored)) << stored;
+    EXPECT_EQ(artifact::sha256_hex(slurp(stored)), (*a)["sha256"]) << *a;
+  }
+  // A step whose sandbox may not reach the endpoint may not upload there either.
+  EXPECT_NE(
+      step(r, "refused")["error"].get<std::string>().find("the step's sandbox has no network"),
+      std::string::npos)
+      << step(r, "refused");
+}
+
+}  // namespace
+}  // namespace rf::testing

@@ -1,0 +1,589 @@
+// Workflows end to end (issue 12), as a user runs them: the real `ringfence`
+// binary validates and runs workflow files on a real worker whose sandbox
+// steps run in native sandboxes; `run show` tells the story.
+#include <csignal>
+
+#include "workflow/workflow_harness.h"
+
+namespace rf::testing {
+namespace {
+
+TEST_F(WorkflowTest, ValidationErrorsPointAtTheLine) {
+  const std::string wf = file("bad.yaml", R"(name: bad
+steps:
+  - id: plan
+    mode: in_process
+    kind: template
+    template: "{{inputs.brief}}"
+    sandbox: {mem: 1g}
+  - id: build
+    needs: [plna]
+    mode: sandboxd
+    run: "true"
+)");
+  std::string out, err;
+  EXPECT_EQ(run({"workflow", "validate", wf}, &out, &err), 1);
+  EXPECT_NE(err.find(wf + ":6: steps[0].template: {{inputs.brief}}: the workflow has no input"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(wf + ":7: steps[0].sandbox: an in_process step runs in the worker"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(wf + ":10: steps[1].mode: unknown execution mode \"sandboxd\""),
+            std::string::npos)
+      << err;
+  // `workflow run` refuses it the same way, before anything is queued.
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme"}, &out, &err), 2);
+  EXPECT_NE(err.find(wf + ":10: steps[1].mode"), std::string::npos) << err;
+}
+
+// A DAG: two sandboxed steps in parallel, then in_process steps that read
+// their outputs; `run show` records mode, sandbox, attempt, status and outputs.
+TEST_F(WorkflowTest, StepsRunInTheirModesAndLaterStepsReadTheirOutputs) {
+  start_worker();
+  const std::string wf = file("dag.yaml", R"(name: dag
+inputs:
+  who: {type: string}
+  n: {type: number, default: 2}
+steps:
+  - id: left
+    mode: sandboxed
+    run: "echo hello {{inputs.who}}; id -u; test -z \"$HOME_SECRET\" && echo clean"
+  - id: right
+    mode: sandboxed
+    argv: [sh, -c, 'printf "{\"items\": [{\"name\": \"a\"}, {\"name\": \"b\"}], \"n\": %s}" "$N"', x]
+    env: {N: "{{inputs.n}}"}
+  - id: both
+    needs: [left, right]
+    mode: in_process
+    kind: template
+    template: "{{steps.left.output}} | {{#steps.right.json.items}}[{{name}}]{{/steps.right.json.items}} | {{steps.right.exit_code}}"
+  - id: pick
+    needs: [right]
+    mode: in_process
+    kind: json
+    input: "{{steps.right.output}}"
+    pointer: /items/1/name
+    schema: {type: string, minLength: 1}
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--input", "who=a b'c", "--run-id",
+                 "r1", "--follow"},
+                &out, &err),
+            0)
+      << out << err;
+  EXPECT_NE(out.find("> left           sandboxed  attempt 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("  left | hello a b'c"), std::string::npos) << out;
+  EXPECT_NE(out.find("run r1 succeeded"), std::string::npos) << out;
+  const json r = show("r1");
+  EXPECT_EQ(r["state"], "succeeded");
+  const json both = step(r, "both");
+  EXPECT_EQ(both["mode"], "in_process");
+  EXPECT_EQ(both["outputs"]["output"], "hello a b'c\n1000\nclean | [a][b] | 0");
+  EXPECT_EQ(step(r, "pick")["outputs"]["output"], "b");
+  const json left = step(r, "left");
+  EXPECT_EQ(left["state"], "succeeded");
+  EXPECT_EQ(left["attempt"], 1);
+  EXPECT_EQ(left["sandbox"].get<std::string>().rfind("rf-", 0), 0u) << left;
+  EXPECT_NE(left["sandbox"], step(r, "right")["sandbox"]);  // each step its own sandbox
+  EXPECT_EQ(left["outputs"]["exit_code"], 0);
+  EXPECT_EQ(left["inputs_digest"].get<std::string>().size(), 64u);
+  EXPECT_TRUE(left.contains("call"));
+  // The table a person reads.
+  ASSERT_EQ(run({"run", "show", "r1"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("run r1  workflow dag  project acme  succeeded"), std::string::npos) << out;
+  EXPECT_NE(out.find("pick           in_process/json"), std::string::npos) << out;
+}
+
+TEST_F(WorkflowTest, InputsAreTypedAndRequired) {
+  const std::string wf = file("in.yaml", R"(name: inputs
+inputs: {n: {type: number}, flag: {type: boolean, default: false}}
+steps:
+  - {id: a, mode: in_process, kind: template, template: "{{inputs.n}}"}
+)");
+  std::string out, err;
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme"}, &out, &err), 2);
+  EXPECT_NE(err.find("--input n: required by workflow inputs (" + wf + ":2: inputs.n)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--input", "n=many"}, &out, &err), 2);
+  EXPECT_NE(err.find("--input n: expected a number, got \"many\""), std::string::npos) << err;
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--input", "m=1"}, &out, &err), 2);
+  EXPECT_NE(err.find("--input m: workflow inputs has no such input (inputs: n, flag)"),
+            std::string::npos)
+      << err;
+}
+
+// Retries on the kinds named, a failure skips what needs it, and the run
+// fails with the first failure; independent steps still finish.
+TEST_F(WorkflowTest, RetriesThenFailureSkipsDependents) {
+  start_worker();
+  const std::string wf = file("retry.yaml", R"(name: retry
+steps:
+  - id: flaky
+    mode: sandboxed
+    run: "echo try >> /tmp/count; test $(wc -l < /tmp/count) -ge 9"
+    sandbox: {mode: per_run}
+    retry: {attempts: 3, backoff: 50ms, on: [exit]}
+  - id: after
+    needs: [flaky]
+    mode: sandboxed
+    run: "echo never"
+  - id: aside
+    mode: in_process
+    kind: sleep
+    duration: 200ms
+  - id: optional
+    mode: sandboxed
+    run: "exit 4"
+    allow_failure: true
+)");
+  std::string out, err;
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "r2"}, &out, &err), 1)
+      << out << err;
+  const json r = show("r2");
+  EXPECT_EQ(r["state"], "failed");
+  EXPECT_EQ(r["error"], "step flaky failed: exited 1");
+  EXPECT_EQ(attempts(r, "flaky"), 3);
+  EXPECT_EQ(step(r, "flaky")["error_kind"], "exit");
+  EXPECT_EQ(step(r, "after")["state"], "skipped");
+  EXPECT_EQ(step(r, "aside")["state"], "succeeded");
+  EXPECT_EQ(step(r, "optional")["state"], "failed");
+  // A per_run step sandbox is kept for the run: the three attempts shared /tmp.
+  EXPECT_EQ(step(r, "flaky", 3)["sandbox"], step(r, "flaky", 1)["sandbox"]);
+}
+
+TEST_F(WorkflowTest, AnApprovalWaitsForAHuman) {
+  start_worker();
+  const std::string wf = file("approve.yaml", R"(name: approve
+steps:
+  - id: gate
+    mode: in_process
+    kind: approval
+    message: "Ship {{run.id}}?"
+    approvers: [alice]
+    timeout: 60s
+  - id: ship
+    needs: [gate]
+    mode: in_process
+    kind: template
+    template: "shipped, approved by {{steps.gate.json.by}}"
+)");
+  Cli follower({"workflow", "run", wf, "--project", "acme", "--run-id", "r3", "--follow",
+                "--state-dir", state_});
+  std::string out, err;
+  // It shows up in the list with its message; bob may not answer it.
+  json pending;
+  for (int i = 0; i < 200 && pending.empty(); ++i) {
+    ASSERT_EQ(run({"approvals", "list", "--json"}, &out, &err), 0) << err;
+    pending = json::parse(out);
+    if (pending.empty()) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(pending.size(), 1u) << out;
+  EXPECT_EQ(pending[0]["request"]["message"], "Ship r3?");
+  const std::string id = std::to_string(pending[0]["id"].get<int64_t>());
+  EXPECT_EQ(run({"approvals", "approve", id, "--as", "bob"}, &out, &err), 1);
+  EXPECT_NE(err.find("bob is not one of its approvers"), std::string::npos) << err;
+  ASSERT_EQ(run({"approvals", "approve", id, "--as", "alice"}, &out, &err), 0) << err;
+  EXPECT_EQ(follower.wait(60s), 0) << follower.out() << follower.err();
+  EXPECT_NE(follower.out().find("waiting for approval " + id), std::string::npos) << follower.out();
+  EXPECT_EQ(step(show("r3"), "ship")["outputs"]["output"], "shipped, approved by alice");
+  // Answered twice: refused.
+  EXPECT_EQ(run({"approvals", "deny", id, "--reason", "late", "--as", "alice"}, &out, &err), 1);
+  EXPECT_NE(err.find("approval " + id + " is approved already (by alice)"), std::string::npos)
+      << err;
+}
+
+TEST_F(WorkflowTest, ADeniedOrUnansweredApprovalFailsTheRun) {
+  start_worker();
+  const std::string wf = file("gate.yaml", R"(name: gate
+steps:
+  - {id: gate, mode: in_process, kind: approval, timeout: 1s}
+)");
+  std::string out, err;
+  // Nobody answers within its timeout: denied.
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "r4"}, &out, &err), 1);
+  EXPECT_NE(show("r4")["error"].get<std::string>().find(
+                "got no answer within 1s, so it counts as denied"),
+            std::string::npos);
+  // Denied with a reason.
+  Cli follower(
+      {"workflow", "run", wf, "--project", "acme", "--run-id", "r5", "--state-dir", state_});
+  json pending;
+  for (int i = 0; i < 100 && pending.empty(); ++i) {
+    ASSERT_EQ(run({"approvals", "list", "--json"}, &out, &err), 0);
+    pending = json::parse(out);
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(pending.size(), 1u);
+  const std::string id = std::to_string(pending[0]["id"].get<int64_t>());
+  ASSERT_EQ(run({"approvals", "deny", id, "--reason", "not today", "--as", "carol"}, &out, &err),
+            0);
+  EXPECT_EQ(follower.wait(30s), 1);
+  EXPECT_EQ(step(show("r5"), "gate")["error"],
+            "approval " + id + " was denied by carol: not today");
+}
+
+TEST_F(WorkflowTest, ARunCanBeCancelledWhileAStepRuns) {
+  start_worker();
+  const std::string wf = file("long.yaml", R"(name: long
+steps:
+  - {id: wait, mode: sandboxed, run: "sleep 60"}
+  - {id: later, needs: [wait], mode: sandboxed, run: "true"}
+)");
+  Cli follower({"workflow", "run", wf, "--project", "acme", "--run-id", "r6", "--follow",
+                "--state-dir", state_});
+  std::string out, err;
+  // Once the step has its sandbox, cancel.
+  for (int i = 0; i < 300; ++i) {
+    if (follower.running() && !step(show("r6"), "wait").value("sandbox", "").empty()) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  const auto asked = std::chrono::steady_clock::now();
+  ASSERT_EQ(run({"run", "cancel", "r6"}, &out, &err), 0) << err;
+  EXPECT_EQ(follower.wait(30s), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 5s);
+  const json r = show("r6");
+  EXPECT_EQ(r["state"], "cancelled");
+  EXPECT_EQ(step(r, "wait")["state"], "cancelled");
+  EXPECT_EQ(step(r, "later")["state"], "skipped");
+  // Its sandbox went with it.
+  ASSERT_EQ(run({"sandbox", "list", "--json"}, &out, &err), 0) << err;
+  EXPECT_EQ(out.find(step(r, "wait")["sandbox"].get<std::string>()), std::string::npos) << out;
+}
+
+// An artifact kept in the store comes back with `run artifact`.
+TEST_F(WorkflowTest, ArtifactsGoToTheStoreAndToALocalPathConfined) {
+  const std::string root = dir_ + "/artifacts";
+  std::filesystem::create_directories(root);
+  start_model(R"({"turns": [{"text": "done"}]})");
+  // An adapter of our own: a "agent" that is a shell script, to test artifacts alone.
+  const std::string adapter = file("fake-agent.yaml", R"(name: fake-agent
+argv: [sh, -c, "mkdir -p site && echo '<h1>{{prompt}}</h1>' > site/index.html && ln -s /etc/passwd site/passwd && echo made", x]
+result: {from: stdout, format: text}
+memory_floor: 1g
+)");
+  start_worker({"--artifact-root", root});
+  const std::string wf = file("art.yaml", R"(name: art
+steps:
+  - id: make
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: hello
+    artifact: {dest: none}
+  - id: copy
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: copied
+    artifact: {dest: local, path: "out/{{run.id}}"}
+  - id: escape
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: x
+    artifact: {dest: local, path: "../outside"}
+    allow_failure: true
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "r7"}, &out, &err), 0)
+      << out << err;
+  const json r = show("r7");
+  EXPECT_EQ(step(r, "make")["outputs"]["output"], "made");
+  EXPECT_EQ(step(r, "make")["outputs"]["artifact"]["dest"], "none");
+  EXPECT_EQ(step(r, "make")["outputs"]["artifact"]["files"], 1);  // the symlink is not followed
+  ASSERT_EQ(run({"run", "artifact", "r7", "make", "-o", dir_ + "/make.tar"}, &out, &err), 0) << err;
+  Ran listing = run_capture({"/bin/tar", "-tf", dir_ + "/make.tar"}, {});
+  EXPECT_EQ(listing.out, "site/\nsite/index.html\n");
+  EXPECT_EQ(slurp(root + "/out/r7/site/index.html"), "<h1>copied</h1>\n");
+  EXPECT_FALSE(std::filesystem::exists(root + "/out/r7/site/passwd"));
+  const json escape = step(r, "escape");
+  EXPECT_EQ(escape["state"], "failed");
+  EXPECT_EQ(escape["error_kind"], "artifact");
+  EXPECT_NE(escape["error"].get<std::string>().find(
+                "artifact path \"../outside\": no empty, '.' or '..' parts"),
+            std::string::npos)
+      << escape;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/outside"));
+}
+
+// in_process http: through the same egress policy as a sandbox.
+TEST_F(WorkflowTest, AnHttpStepGoesOnlyWhereItsAllowRulesSay) {
+  start_model(R"({"turns": [{"text": "hi"}]})");
+  start_worker({"--proxy-resolve", "model.test=127.0.0.1"});
+  const std::string port = std::to_string(model_.port());
+  const std::string wf = file("http.yaml", R"(name: http
+steps:
+  - id: models
+    mode: in_process
+    kind: http
+    url: "http://model.test:)" + port + R"(/v1/models"
+    allow: ["model.test:)" + port + R"(", "127.0.0.1/32"]
+  - id: private
+    mode: in_process
+    kind: http
+    url: "http://model.test:)" + port + R"(/v1/models"
+    allow: ["model.test:)" + port + R"("]
+    allow_failure: true
+  - id: elsewhere
+    mode: in_process
+    kind: http
+    url: "http://other.test:)" + port + R"(/"
+    allow: ["model.test:)" + port + R"("]
+    allow_failure: true
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "r8"}, &out, &err), 0)
+      << out << err;
+  const json r = show("r8");
+  EXPECT_EQ(step(r, "models")["outputs"]["status_code"], 200);
+  EXPECT_TRUE(step(r, "models")["outputs"]["json"].contains("data")) << step(r, "models");
+  EXPECT_EQ(step(r, "models")["exchanges"][0]["request"]["method"], "GET");
+  EXPECT_NE(step(r, "private")["error"].get<std::string>().find(
+                "model.test resolved to 127.0.0.1, a loopback address"),
+            std::string::npos)
+      << step(r, "private");
+  EXPECT_NE(step(r, "elsewhere")["error"].get<std::string>().find(
+                "no --allow rule matches other.test:" + port),
+            std::string::npos)
+      << step(r, "elsewhere");
+}
+
+// in_process llm with the three APIs, the key from the worker's environment
+// or from identity; the key reaches the model and nowhere else.
+TEST_F(WorkflowTest, LlmStepsCallTheModelWithTheKeyAndRecordTheExchange) {
+  start_model(R"({"turns": [{"text": "requirements: one page"}]})");
+  const std::string planner_key = random_token("sk-planner-");
+  const std::string anthropic_key = random_token("sk-ant-");
+  std::string out, err;
+  ASSERT_EQ(run({"secret", "set", "acme-anthropic"}, &out, &err, anthropic_key), 0) << err;
+  ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                 "ANTHROPIC_API_KEY=secret:acme-anthropic"},
+                &out, &err),
+            0)
+      << err;
+  start_worker({}, {"PLANNER_KEY=" + planner_key});
+  const std::string base = "http://127.0.0.1:" + std::to_string(model_.port());
+  const std::string wf = file("llm.yaml", R"(name: llm
+inputs: {brief: {type: string}}
+steps:
+  - id: chat
+    mode: in_process
+    kind: llm
+    model: {api: openai_chat, base_url: ")" + base +
+                                              R"(/v1", model: m1, key_env: PLANNER_KEY}
+    system: "Be brief."
+    prompt: "Extract requirements from: {{inputs.brief}}"
+  - id: responses
+    mode: in_process
+    kind: llm
+    model: {api: openai_responses, base_url: ")" +
+                                              base + R"(/v1", model: m2, key_env: PLANNER_KEY}
+    prompt: "again: {{inputs.brief}}"
+  - id: claude
+    mode: in_process
+    kind: llm
+    identity: {}
+    model: {api: anthropic_messages, base_url: ")" +
+                                              base + R"(", model: m3, key_env: ANTHROPIC_API_KEY}
+    prompt: "and once more"
+)");
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "r9", "--input",
+                 "brief=a portfolio"},
+                &out, &err),
+            0)
+      << out << err;
+  const json r = show("r9");
+  for (const char* id : {"chat", "responses", "claude"}) {
+    EXPECT_EQ(step(r, id)["outputs"]["output"], "requirements: one page") << id;
+  }
+  const auto requests = model_requests();
+  ASSERT_EQ(requests.size(), 3u);
+  bool chat = false, responses = false, messages = false;
+  for (const auto& q : requests) {
+    const std::string path = q["path"];
+    if (path == "/v1/chat/completions") {
+      chat = true;
+      EXPECT_EQ(q["headers"]["authorization"], "Bearer " + planner_key);
+      EXPECT_EQ(q["body"]["messages"][1]["content"], "Extract requirements from: a portfolio");
+    } else if (path == "/v1/responses") {
+      responses = true;
+      EXPECT_EQ(q["body"]["input"], "again: a portfolio");
+    } else if (path == "/v1/messages") {
+      messages = true;
+      EXPECT_EQ(q["headers"]["x-api-key"], anthropic_key);
+    }
+  }
+  EXPECT_TRUE(chat && responses && messages);
+  // The exchange is recorded for replay, without the key.
+  const std::string all = r.dump();
+  EXPECT_NE(all.find("Extract requirements from: a portfolio"), std::string::npos);
+  EXPECT_EQ(all.find(planner_key), std::string::npos);
+  EXPECT_EQ(all.find(anthropic_key), std::string::npos);
+  EXPECT_EQ(slurp(worker::store_path(state_)).find(planner_key), std::string::npos);
+  // The identity versions, never the value.
+  EXPECT_EQ(step(r, "claude")["identity"]["keys"][0]["secret"], "acme-anthropic");
+}
+
+// kill -9 of the worker mid-run: on restart the finished step is not run
+// again, the interrupted one is marked interrupted and never silently
+// repeated, so the run fails; with retry.on_interrupt the step runs again.
+TEST_F(WorkflowTest, AWorkerKilledMidRunNeverRepeatsAStepSilently) {
+  Cli& w = start_worker({"--worker-id", "w1"});
+  const std::string wf = file("crash.yaml", R"(name: crash
+steps:
+  - {id: first, mode: sandboxed, run: "echo first"}
+  - {id: slow, needs: [first], mode: sandboxed, run: "sleep 30"}
+  - {id: last, needs: [slow], mode: sandboxed, run: "echo last"}
+)");
+  const std::string wf2 = file("crash2.yaml", R"(name: crash2
+steps:
+  - {id: first, mode: sandboxed, run: "echo first"}
+  - id: slow
+    needs: [first]
+    mode: sandboxed
+    run: "sleep 3"
+    retry: {on_interrupt: true, attempts: 2}
+  - {id: last, needs: [slow], mode: sandboxed, run: "echo last"}
+)");
+  std::string out, err;
+  ASSERT_EQ(
+      run({"workflow", "run", wf, "--project", "acme", "--run-id", "c1", "--detach"}, &out, &err),
+      0);
+  ASSERT_EQ(
+      run({"workflow", "run", wf2, "--project", "acme", "--run-id", "c2", "--detach"}, &out, &err),
+      0);
+  // Both runs are in their slow step.
+  for (int i = 0; i < 500; ++i) {
+    if (step(show("c1"), "slow").value("sandbox", "") != "" &&
+        step(show("c2"), "slow").value("sandbox", "") != "") {
+      break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  const std::string sandbox = step(show("c1"), "slow")["sandbox"];
+  w.signal(SIGKILL);
+  w.wait(10s);
+  workers_.clear();
+  start_worker({"--worker-id", "w1"});  // the same worker, restarted
+  // c1 fails: its slow step was interrupted and may not run again.
+  const json c1 = wait_ended("c1");
+  EXPECT_EQ(c1["state"], "failed") << c1.dump(1);
+  EXPECT_EQ(attempts(c1, "first"), 1);  // not run again
+  EXPECT_EQ(attempts(c1, "slow"), 1);
+  EXPECT_EQ(step(c1, "slow")["state"], "interrupted");
+  EXPECT_NE(c1["error"].get<std::string>().find(
+                "step slow failed: interrupted: worker w1 restarted while the step ran (not run "
+                "again: set retry.on_interrupt: true to allow it)"),
+            std::string::npos)
+      << c1["error"];
+  EXPECT_EQ(step(c1, "last")["state"], "skipped");
+  EXPECT_GE(c1["claims"].get<int>(), 2);
+  // c2 opted in: its slow step ran again (a new sandbox) and the run succeeded.
+  const json c2 = wait_ended("c2");
+  EXPECT_EQ(c2["state"], "succeeded") << c2.dump(1);
+  EXPECT_EQ(attempts(c2, "first"), 1);
+  EXPECT_EQ(attempts(c2, "slow"), 2);
+  EXPECT_NE(step(c2, "slow", 1)["sandbox"], step(c2, "slow", 2)["sandbox"]);  // a new sandbox
+  // Nothing is left behind: the killed worker's sandboxes were reaped.
+  ASSERT_EQ(run({"sandbox", "list"}, &out, &err), 0) << err;
+  EXPECT_EQ(out.find(sandbox), std::string::npos) << out;
+}
+
+// Replay: in_process results come from the record (the model is not asked
+// again); sandbox steps run again, with identity resolved (and revocation
+// checked) again.
+TEST_F(WorkflowTest, ReplayAnswersInProcessStepsFromTheRecordAndChecksRevocationAgain) {
+  start_model(R"({"turns": [{"text": "plan A"}]})");
+  const std::string key = random_token("sk-");
+  std::string out, err;
+  ASSERT_EQ(run({"secret", "set", "acme-key"}, &out, &err, key), 0) << err;
+  ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                 "API_KEY=secret:acme-key"},
+                &out, &err),
+            0);
+  start_worker({}, {"PLANNER_KEY=k"});  // a one-letter key: scrubbing it must still end
+  const std::string wf = file("replay.yaml", R"(name: replay
+steps:
+  - id: plan
+    mode: in_process
+    kind: llm
+    model: {api: openai_chat, base_url: "http://127.0.0.1:)" +
+                                                 std::to_string(model_.port()) +
+                                                 R"(/v1", model: m, key_env: PLANNER_KEY}
+    prompt: "plan"
+  - id: use
+    needs: [plan]
+    mode: identity_scoped
+    run: 'echo {{steps.plan.output}} with ${#API_KEY} chars'
+)");
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "p1"}, &out, &err), 0)
+      << out << err;
+  ASSERT_EQ(model_requests().size(), 1u);
+  ASSERT_EQ(run({"run", "replay", "p1", "--json"}, &out, &err), 0) << out << err;
+  json replay = json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(replay["replay_of"], "p1");
+  EXPECT_EQ(step(replay, "plan")["outputs"]["replayed_from"], "p1");
+  EXPECT_EQ(step(replay, "use")["outputs"]["output"],
+            "plan A with " + std::to_string(key.size()) + " chars");
+  EXPECT_EQ(model_requests().size(), 1u);  // not asked again
+  // Revoked since: the replay's identity step is refused.
+  ASSERT_EQ(run({"secret", "revoke", "acme-key"}, &out, &err), 0) << err;
+  EXPECT_EQ(run({"run", "replay", "p1", "--json"}, &out, &err), 1);
+  replay = json::parse(out.substr(out.find('{')));
+  const json use = step(replay, "use");
+  EXPECT_EQ(use["error_kind"], "identity");
+  EXPECT_NE(use["error"].get<std::string>().find("acme-key"), std::string::npos) << use;
+  EXPECT_NE(use["error"].get<std::string>().find("revoked"), std::string::npos) << use;
+}
+
+// identity_scoped: the values go into that sandbox only, and every byte that
+// leaves it is redacted; they are in no store row.
+TEST_F(WorkflowTest, IdentityScopedStepsGetTheKeysRedacted) {
+  const std::string key = random_token("sk-");
+  std::string out, err;
+  ASSERT_EQ(run({"secret", "set", "acme-key"}, &out, &err, key), 0) << err;
+  ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                 "API_KEY=secret:acme-key"},
+                &out, &err),
+            0);
+  start_worker();
+  const std::string wf = file("id.yaml", R"(name: id
+steps:
+  - id: leak
+    mode: identity_scoped
+    run: 'echo "$API_KEY"; printf %s "$API_KEY" | base64; env | grep -c API_KEY'
+  - id: plain
+    needs: [leak]
+    mode: sandboxed
+    run: 'echo "[$API_KEY]"'
+)");
+  ASSERT_EQ(
+      run({"workflow", "run", wf, "--project", "acme", "--run-id", "i1", "--follow"}, &out, &err),
+      0)
+      << out << err;
+  EXPECT_EQ(out.find(key), std::string::npos);
+  EXPECT_NE(out.find("leak | [REDACTED:API_KEY]"), std::string::npos) << out;
+  const json r = show("i1");
+  EXPECT_EQ(step(r, "leak")["outputs"]["stdout"], "[REDACTED:API_KEY]\n[REDACTED:API_KEY]\n1\n");
+  EXPECT_EQ(step(r, "plain")["outputs"]["output"], "[]");  // a sandboxed step: no identity
+  EXPECT_EQ(step(r, "leak")["identity"]["keys"][0]["secret"], "acme-key");
+  stop_workers();
+  EXPECT_EQ(slurp(worker::store_path(state_)).find(key), std::string::npos);
+  EXPECT_EQ(slurp(worker::store_path(state_) + "-wal").find(key), std::string::npos);
+}
+
+TEST_F(WorkflowTest, CliAgentJitIsAcceptedButRefusedToRunUntilJitLands) {
+  start_worker();
+  const std::string wf = file("jit.yaml", R"(name: jit
+steps:
+  - {id: a, mode: cli_agent_jit, agent: claude-code, prompt: hi}
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "validate", wf}, &out, &err), 0) << err;
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "j1"}, &out, &err), 1);
+  EXPECT_NE(show("j1")["error"].get<std::string>().find(
+                "cli_agent_jit steps run once JIT credentials are built (issue 13)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace rf::testing
