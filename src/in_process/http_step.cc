@@ -40,7 +40,10 @@ Result<StepAnswer> exchange(const http::Request& req, const http::Options& optio
                              {"headers", headers_json(req.headers, hide)},
                              {"body", clip(scrub(req.body, hide))}};
   http::Failure failure = http::Failure::kNone;
+  const auto started = std::chrono::steady_clock::now();
   auto resp = http::fetch(req, options, &failure);
+  out.exchange["duration_ms"] =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (!resp) {
     *retryable = failure == http::Failure::kUnreachable || failure == http::Failure::kTimeout;
     return make_error(resp.error().where, scrub(resp.error().message, hide));

@@ -189,17 +189,21 @@ StepOutcome http_step(const WorkflowServices& s, const StepRequest& r) {
   if (spec.contains("headers")) {
     for (const auto& [k, v] : spec["headers"].items()) {
       auto value = r.render(v.get<std::string>());
-      if (!value) return StepOutcome::failed(ErrorKind::kTemplate, "headers." + k + ": " + value.error().to_string());
+      if (!value)
+        return StepOutcome::failed(ErrorKind::kTemplate,
+                                   "headers." + k + ": " + value.error().to_string());
       h.headers.emplace_back(k, *value);
     }
   }
   if (spec.contains("body")) {
     auto body = rendered(r, spec, "body");
-    if (!body) return StepOutcome::failed(ErrorKind::kTemplate, "body: " + body.error().to_string());
+    if (!body)
+      return StepOutcome::failed(ErrorKind::kTemplate, "body: " + body.error().to_string());
     h.body = *body;
   } else if (spec.contains("body_json")) {
     auto body = render_json(r, spec["body_json"]);
-    if (!body) return StepOutcome::failed(ErrorKind::kTemplate, "body: " + body.error().to_string());
+    if (!body)
+      return StepOutcome::failed(ErrorKind::kTemplate, "body: " + body.error().to_string());
     h.body = body->dump();
     h.headers.emplace_back("Content-Type", "application/json");
   }
@@ -224,10 +228,12 @@ StepOutcome llm_step(const WorkflowServices& s, const StepRequest& r) {
   l.max_tokens = m.max_tokens;
   l.temperature = m.temperature;
   auto prompt = r.render(r.step->prompt);
-  if (!prompt) return StepOutcome::failed(ErrorKind::kTemplate, "prompt: " + prompt.error().to_string());
+  if (!prompt)
+    return StepOutcome::failed(ErrorKind::kTemplate, "prompt: " + prompt.error().to_string());
   l.prompt = *prompt;
   auto system = r.render(r.step->system_prompt);
-  if (!system) return StepOutcome::failed(ErrorKind::kTemplate, "system: " + system.error().to_string());
+  if (!system)
+    return StepOutcome::failed(ErrorKind::kTemplate, "system: " + system.error().to_string());
   l.system = *system;
   // The key: from the step's identity when it names one, else the worker's environment.
   std::optional<json> identity;
@@ -245,7 +251,8 @@ StepOutcome llm_step(const WorkflowServices& s, const StepRequest& r) {
       l.key = std::string(it->second.reveal());
       json keys = json::array();
       for (const auto& e : p->resolved.plan.entries) {
-        if (e.key == m.key_env) keys.push_back({{"key", e.key}, {"secret", e.secret}, {"version", e.version}});
+        if (e.key == m.key_env)
+          keys.push_back({{"key", e.key}, {"secret", e.secret}, {"version", e.version}});
       }
       identity = json{{"keys", keys}};
     } else if (const char* v = std::getenv(m.key_env.c_str()); v != nullptr && *v != '\0') {

@@ -325,6 +325,7 @@ class SandboxStep {
 
   StepOutcome command_outcome(Ran& ran) {
     StepOutcome o;
+    o.image_digest = sandboxes_.image_digest(spec_.image);
     o.outputs["stdout"] = ran.out;
     o.outputs["stderr"] = ran.err;
     o.outputs["output"] = trimmed(ran.out);

@@ -17,6 +17,23 @@ StepSandboxes::~StepSandboxes() { destroy_all(); }
 std::string StepSandboxes::backend_name() const { return serving_->placement.backend->name(); }
 SandboxMode StepSandboxes::worker_mode() const { return serving_->placement.mode; }
 
+std::string StepSandboxes::image_digest(const std::string& image) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = image_digests_.find(image);
+    if (it != image_digests_.end()) return it->second;
+  }
+  std::string digest = image;
+  if (image != "host") {
+    auto report = serving_->placement.backend->prepare_image(image);
+    digest = report ? image + " (" + report->description + ")"
+                    : image + " (" + report.error().to_string() + ")";
+  }
+  std::lock_guard lock(mu_);
+  image_digests_[image] = digest;
+  return digest;
+}
+
 Result<StepSandbox> StepSandboxes::acquire(const SandboxSpec& requested, bool per_run,
                                            const std::string& scope) {
   const std::string key = pool_key(requested) + "\n" + scope;

@@ -48,6 +48,9 @@ class StepSandboxes {
   // The backend the run's sandboxes come from ("native", "docker", "local").
   std::string backend_name() const;
   SandboxMode worker_mode() const;
+  // What an image is, for a step's record: "host" for the native host image,
+  // else what the backend says of it (docker: its digest). Asked once per run.
+  std::string image_digest(const std::string& image);
   // The spec the worker's sandboxes are made from: a step's starts from it.
   const SandboxSpec& base_spec() const { return serving_->spec; }
 
@@ -60,6 +63,7 @@ class StepSandboxes {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Sandbox>> kept_;  // per_run: by spec key + scope
   std::map<std::string, int> in_use_;                     // per_run: steps using each now
+  std::map<std::string, std::string> image_digests_;
 };
 
 }  // namespace rf::worker

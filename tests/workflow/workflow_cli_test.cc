@@ -252,6 +252,28 @@ steps:
   EXPECT_EQ(out.find(step(r, "wait")["sandbox"].get<std::string>()), std::string::npos) << out;
 }
 
+// A step's timeout ends its command; the run's wall clock ends the run.
+TEST_F(WorkflowTest, TimeoutsEndAStepAndTheRun) {
+  start_worker();
+  const std::string wf = file("timeouts.yaml", R"(name: timeouts
+timeout: 2s
+steps:
+  - {id: quick, mode: sandboxed, run: "sleep 10", timeout: 300ms, allow_failure: true}
+  - {id: long, mode: sandboxed, run: "sleep 30"}
+)");
+  std::string out, err;
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "t1"}, &out, &err), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 15s);
+  const json r = show("t1");
+  EXPECT_EQ(step(r, "quick")["error_kind"], "timeout");
+  EXPECT_EQ(step(r, "quick")["error"], "the step's timeout (300ms) passed");
+  EXPECT_EQ(step(r, "quick")["outputs"]["limit"], "timeout");
+  EXPECT_EQ(r["error"], "the run's wall clock (2s) passed");
+  EXPECT_EQ(step(r, "long")["state"], "cancelled");
+  EXPECT_EQ(step(r, "long")["image"], "host");
+}
+
 // An artifact kept in the store comes back with `run artifact`.
 TEST_F(WorkflowTest, ArtifactsGoToTheStoreAndToALocalPathConfined) {
   const std::string root = dir_ + "/artifacts";
