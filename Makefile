@@ -51,13 +51,13 @@ asan-test: deps
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -L 'unit|identity' -j 2 --timeout 300
 
 # The tests labelled tsan (tests/CMakeLists.txt): unit, local, proxy, and the
-# sandbox tests of the CLI, worker, fallback, pool and proxy, under
-# ThreadSanitizer. ctest runs each without ASLR and with tests/tsan.supp; any
+# sandbox tests of the CLI, worker, fallback, pool and proxy, and the workflow
+# engine's tests, under ThreadSanitizer. ctest runs each without ASLR and with tests/tsan.supp; any
 # report fails the test (exit 66).
 tsan-test: deps
 	cmake -S . -B $(TSAN_BUILD) -DRF_TSAN=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_local_tests rf_proxy_tests rf_sandbox_tests rf_fallback_tests \
-	  rf_identity_tests
+	  rf_identity_tests rf_workflow_tests
 	ctest --test-dir $(TSAN_BUILD) --output-on-failure -L tsan -j 2 --timeout 300
 
 # Each fuzzer for a short while; longer runs: make fuzz FUZZ_SECONDS=600

@@ -298,6 +298,12 @@ steps:
     agent: )" + adapter + R"(
     prompt: copied
     artifact: {dest: local, path: "out/{{run.id}}"}
+  - id: huge
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: big
+    artifact: {dest: none, max_bytes: 10}
+    allow_failure: true
   - id: escape
     mode: cli_agent
     agent: )" + adapter + R"(
@@ -325,6 +331,8 @@ steps:
             std::string::npos)
       << escape;
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/outside"));
+  EXPECT_EQ(step(r, "huge")["error"],
+            "workspace /workspace: over the artifact's limit of 10 bytes at site/index.html");
 }
 
 // in_process http: through the same egress policy as a sandbox.

@@ -74,10 +74,12 @@ class WorkflowTest : public ::testing::Test {
     git_.stop();
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
+  // SIGTERM, and each worker drains and exits 0 (under TSAN a report would
+  // make it exit 66).
   void stop_workers() {
     for (auto& w : workers_) {
       w->signal(SIGTERM);
-      w->wait(60s);
+      EXPECT_EQ(w->wait(60s), 0) << w->err();
     }
     workers_.clear();
   }
