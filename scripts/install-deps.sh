@@ -17,10 +17,15 @@ packages=(
   # real client, which pins it to Vault's API (issue 11)
   libsodium-dev python3-hvac
   # Workflows (issue 12): mustache templates; the tests' git server (git
-  # http-backend), S3 signatures checked against botocore, and the npm registry
-  # for s3rver and the agent CLIs (scripts/install-agents.sh)
-  libkainjow-mustache-dev git python3-botocore nodejs npm
+  # http-backend), S3 signatures checked against botocore
+  libkainjow-mustache-dev git python3-botocore
 )
+# node and npm fetch s3rver and the agent CLIs from the npm registry
+# (scripts/install-agents.sh). Debian's only where there is none: a node from
+# elsewhere (nodesource's nodejs carries its own npm) stays as it is.
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -57,6 +57,22 @@ class AgentTest : public WorkflowTest {
     return {"--proxy-resolve",    "model.test=127.0.0.1", "--proxy-resolve",
             "git.test=127.0.0.1", "--proxy-resolve",      "s3.test=127.0.0.1"};
   }
+  // The one-step workflow of the git tests: Claude Code builds, the workspace is pushed.
+  std::string site_workflow(const std::string& artifact_extra) {
+    return file("site.yaml", R"(name: site
+steps:
+  - id: build
+    mode: cli_agent
+    agent: claude-code
+    identity: {workflow: site}
+    sandbox: {network: {allow: [")" +
+                                 model_rule() + R"(", "git.test:)" + std::to_string(git_.port()) +
+                                 R"(", "127.0.0.1/32"]}}
+    prompt: "Build a one-page site"
+    artifact: {dest: git, url: ")" +
+                                 git_url() + R"(", token_key: GITHUB_TOKEN)" + artifact_extra + R"(}
+)");
+  }
   std::string git(const std::string& args) {
     return run_capture({"/bin/sh", "-c", "git --git-dir=" + dir_ + "/git/site.git " + args}, {})
         .out;
@@ -73,19 +89,7 @@ TEST_F(AgentTest, ClaudeCodeBuildsInASandboxAndPushesTheArtifactWithTheTokenFrom
   start_git(token);
   identity(key, token, "http://" + model_rule());
   start_worker(resolving());
-  const std::string wf = file("site.yaml", R"(name: site
-steps:
-  - id: build
-    mode: cli_agent
-    agent: claude-code
-    identity: {workflow: site}
-    sandbox: {network: {allow: [")" + model_rule() +
-                                               R"(", "git.test:)" + std::to_string(git_.port()) +
-                                               R"(", "127.0.0.1/32"]}}
-    prompt: "Build a one-page site"
-    artifact: {dest: git, url: ")" + git_url() +
-                                               R"(", branch: main, token_key: GITHUB_TOKEN}
-)");
+  const std::string wf = site_workflow(", branch: main");
   std::string out, err;
   ASSERT_EQ(
       run({"workflow", "run", wf, "--project", "acme", "--run-id", "a1", "--follow"}, &out, &err),
@@ -134,19 +138,7 @@ TEST_F(AgentTest, AWrongTokenIsRefusedByTheGitServer) {
   start_git(random_token("ghp_"));
   identity(random_token("sk-ant-"), "not-the-token", "http://" + model_rule());
   start_worker(resolving());
-  const std::string wf = file("site.yaml", R"(name: site
-steps:
-  - id: build
-    mode: cli_agent
-    agent: claude-code
-    identity: {workflow: site}
-    sandbox: {network: {allow: [")" + model_rule() +
-                                               R"(", "git.test:)" + std::to_string(git_.port()) +
-                                               R"(", "127.0.0.1/32"]}}
-    prompt: "Build"
-    artifact: {dest: git, url: ")" + git_url() +
-                                               R"(", token_key: GITHUB_TOKEN}
-)");
+  const std::string wf = site_workflow("");
   std::string out, err;
   EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "a2"}, &out, &err), 1);
   const json build = step(show("a2"), "build");

@@ -524,12 +524,8 @@ steps:
 TEST_F(WorkflowTest, ReplayAnswersInProcessStepsFromTheRecordAndChecksRevocationAgain) {
   start_model(R"({"turns": [{"text": "plan A"}]})");
   const std::string key = random_token("sk-");
+  project_secret("acme-key", key, "API_KEY");
   std::string out, err;
-  ASSERT_EQ(run({"secret", "set", "acme-key"}, &out, &err, key), 0) << err;
-  ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
-                 "API_KEY=secret:acme-key"},
-                &out, &err),
-            0);
   start_worker({}, {"PLANNER_KEY=k"});  // a one-letter key: scrubbing it must still end
   const std::string wf = file("replay.yaml", R"(name: replay
 steps:
@@ -569,12 +565,8 @@ steps:
 // leaves it is redacted; they are in no store row.
 TEST_F(WorkflowTest, IdentityScopedStepsGetTheKeysRedacted) {
   const std::string key = random_token("sk-");
+  project_secret("acme-key", key, "API_KEY");
   std::string out, err;
-  ASSERT_EQ(run({"secret", "set", "acme-key"}, &out, &err, key), 0) << err;
-  ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
-                 "API_KEY=secret:acme-key"},
-                &out, &err),
-            0);
   start_worker();
   const std::string wf = file("id.yaml", R"(name: id
 steps:

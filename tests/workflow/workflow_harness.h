@@ -169,6 +169,17 @@ class WorkflowTest : public ::testing::Test {
     return r;
   }
 
+  // A secret and a project profile for acme that maps `key` to it.
+  void project_secret(const std::string& secret, const std::string& value, const std::string& key) {
+    std::string out, err;
+    ASSERT_EQ(run({"secret", "set", secret}, &out, &err, value), 0) << err;
+    ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                   key + "=secret:" + secret},
+                  &out, &err),
+              0)
+        << err;
+  }
+
   // The fake model, following `script` (a JSON string).
   void start_model(const std::string& script, const std::vector<std::string>& extra = {}) {
     const std::string s = file("model-script.json", script);
