@@ -43,27 +43,6 @@ Result<std::vector<std::string>> list(const std::string& file, const YAML::Node&
   return out;
 }
 
-// The placeholders a text may hold, checked when the adapter is read.
-Status check_placeholders(const std::string& file, const YAML::Node& n, const std::string& key,
-                          const std::string& text) {
-  static const std::set<std::string> known = {"prompt", "home", "tmp", "workdir", "endpoint"};
-  size_t pos = 0;
-  while ((pos = text.find("{{", pos)) != std::string::npos) {
-    const size_t end = text.find("}}", pos);
-    if (end == std::string::npos) return at(file, n, key, "\"{{\" is never closed");
-    std::string name = text.substr(pos + 2, end - pos - 2);
-    name.erase(0, name.find_first_not_of(' '));
-    name.erase(name.find_last_not_of(' ') + 1);
-    if (!known.count(name) && name.rfind("env.", 0) != 0) {
-      return at(
-          file, n, key,
-          "unknown placeholder {{" + name + "}} (prompt, home, tmp, workdir, endpoint, env.NAME)");
-    }
-    pos = end + 2;
-  }
-  return ok_status();
-}
-
 // Fills {{prompt}}, {{home}}, ... and {{env.NAME}}.
 Result<std::string> fill(const std::string& text, const std::map<std::string, std::string>& vars,
                          const std::map<std::string, std::string>& env) {
@@ -92,11 +71,25 @@ Result<std::string> fill(const std::string& text, const std::map<std::string, st
       out += it != env.end() && !it->second.empty() ? it->second : fallback;
     } else {
       auto it = vars.find(name);
-      if (it == vars.end()) return make_error("", "unknown placeholder {{" + name + "}}");
+      if (it == vars.end()) {
+        return make_error("", "unknown placeholder {{" + name +
+                                  "}} (prompt, home, tmp, workdir, endpoint, env.NAME)");
+      }
       out += it->second;
     }
     pos = end + 2;
   }
+}
+
+// The placeholders a text may hold, checked when the adapter is read: the
+// text fills without an error.
+Status check_placeholders(const std::string& file, const YAML::Node& n, const std::string& key,
+                          const std::string& text) {
+  static const std::map<std::string, std::string> known = {
+      {"prompt", ""}, {"home", ""}, {"tmp", ""}, {"workdir", ""}, {"endpoint", ""}};
+  auto filled = fill(text, known, {});
+  if (!filled) return at(file, n, key, filled.error().message);
+  return ok_status();
 }
 
 std::string join_path(const std::string& dir, const std::string& rel) {
@@ -313,6 +306,8 @@ Result<AgentPlan> plan_agent(const AgentAdapter& a, const PlanInput& in) {
     }
   }
   AgentPlan p;
+  p.home = in.home;
+  p.tmp = in.tmp;
   p.endpoint = a.endpoint_default;
   if (!a.endpoint_env.empty()) {
     auto it = in.env.find(a.endpoint_env);

@@ -75,6 +75,7 @@ struct AgentPlan {
   std::vector<AdapterFile> files;          // paths absolute, content filled in
   std::string endpoint;                    // where its model is
   std::string result_file;                 // absolute, when the answer is in a file
+  std::string home, tmp;                   // made (writable) before it runs
 };
 
 struct PlanInput {

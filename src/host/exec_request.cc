@@ -9,6 +9,10 @@ proto::ExecRequest make_exec_request(const ExecCall& call, const SandboxSpec& sp
   proto::ExecRequest req;
   req.argv = call.argv;
   req.env = std::move(base_env);
+  // Every backend's network proxy is reached the same way: the runner's bridge.
+  if (spec.network == NetworkPolicy::kProxy) {
+    for (const auto& [k, v] : proxy_environment()) req.env[k] = v;
+  }
   for (const auto& [k, v] : spec.env) req.env[k] = v;
   for (const auto& [k, v] : call.env) req.env[k] = v;
   req.cwd = call.cwd;

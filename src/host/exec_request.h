@@ -14,7 +14,8 @@
 namespace rf::host {
 
 // The request for `call` in a sandbox made from `spec`. Its environment is
-// `base_env`, then the spec's env, then the call's (later wins); timeout and
+// `base_env`, then (network proxy) the proxy's variables, then the spec's env,
+// then the call's (later wins); timeout and
 // output cap are the call's when set, else the spec's; cwd is the call's as given.
 proto::ExecRequest make_exec_request(const ExecCall& call, const SandboxSpec& spec,
                                      std::map<std::string, std::string> base_env);

@@ -9,21 +9,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-// GCC 12 with -fsanitize=address sees boost::optional in Beast 1.74's parser
-// as maybe-uninitialized (a false positive, in Boost's code, not ours).
-#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <boost/beast/http.hpp>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #include <algorithm>
 #include <cstring>
 #include <sstream>
 
 #include "core/unique_fd.h"
+#include "docker_api/beast_http.h"
 #include "docker_api/connection.h"
 #include "docker_api/relay_connection.h"
 #include "docker_api/socket_connection.h"
@@ -58,34 +49,40 @@ struct Address {
   net::IpAddress ip;
 };
 
-// The addresses of `host`: an IP literal, a resolve override, or DNS.
+// The addresses of `host`: an IP literal, DNS, or what the resolve override
+// maps it to.
 Result<std::vector<Address>> resolve(const Url& url, const Options& o) {
-  std::string name = url.host;
-  if (auto it = o.resolve.find(url.host); it != o.resolve.end()) name = it->second;
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string port = std::to_string(url.port);
-  const int rc = ::getaddrinfo(name.c_str(), port.c_str(), &hints, &res);
-  if (rc != 0) {
-    return make_error("resolve " + url.host,
-                      rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : ::gai_strerror(rc));
+  std::vector<std::string> names{url.host};
+  if (auto it = o.resolve.find(url.host); it != o.resolve.end()) {
+    names.clear();
+    for (const auto& ip : it->second) names.push_back(ip.to_string());
   }
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  const std::string port = std::to_string(url.port);
   std::vector<Address> out;
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    Address addr;
-    std::memcpy(&addr.sa, a->ai_addr, a->ai_addrlen);
-    addr.len = a->ai_addrlen;
-    if (a->ai_family == AF_INET) {
-      addr.ip = net::IpAddress::from_in(reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr);
-    } else if (a->ai_family == AF_INET6) {
-      addr.ip = net::IpAddress::from_in6(reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
-    } else {
-      continue;
+  for (const auto& name : names) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const int rc = ::getaddrinfo(name.c_str(), port.c_str(), &hints, &res);
+    if (rc != 0) {
+      return make_error("resolve " + url.host,
+                        rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : ::gai_strerror(rc));
     }
-    out.push_back(addr);
+    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+    for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+      Address addr;
+      std::memcpy(&addr.sa, a->ai_addr, a->ai_addrlen);
+      addr.len = a->ai_addrlen;
+      if (a->ai_family == AF_INET) {
+        addr.ip = net::IpAddress::from_in(reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr);
+      } else if (a->ai_family == AF_INET6) {
+        addr.ip = net::IpAddress::from_in6(reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+      } else {
+        continue;
+      }
+      out.push_back(addr);
+    }
   }
   if (out.empty()) return make_error("resolve " + url.host, "no address");
   return out;

@@ -21,6 +21,7 @@
 
 #include "core/result.h"
 #include "net/egress_policy.h"
+#include "net/resolve_override.h"
 
 namespace rf::http {
 
@@ -59,8 +60,9 @@ struct Options {
   std::chrono::milliseconds timeout{60'000};  // connect and the whole exchange
   uint64_t body_limit = 32ull << 20;
   const net::EgressPolicy* policy = nullptr;
-  // NAME -> ADDRESS: resolved as given (the worker's proxy_resolve, for tests).
-  std::map<std::string, std::string> resolve;
+  // Names resolved without DNS (the worker's sandbox.proxy_resolve, as its
+  // egress proxy uses it); the addresses still pass the policy.
+  net::ResolveOverride resolve;
   std::string ca_file;  // TLS: verify against this CA; "" = the system's
   bool tls_verify = true;
 };

@@ -29,16 +29,16 @@ struct HttpStepSpec {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::vector<std::string> allow;  // egress rules, as a sandbox's
-  std::map<std::string, std::string> resolve;
+  net::ResolveOverride resolve;
   std::chrono::milliseconds timeout{60'000};
 };
 
 struct StepAnswer {
-  std::string output;                    // the body, or the model's text
-  std::optional<nlohmann::json> json;    // the body parsed, or the model's whole answer
+  std::string output;                  // the body, or the model's text
+  std::optional<nlohmann::json> json;  // the body parsed, or the model's whole answer
   unsigned status = 0;
-  nlohmann::json exchange;               // {"request": ..., "response": ...}
-  bool retryable = false;                // a failure worth another attempt (5xx, 429, unreachable)
+  nlohmann::json exchange;  // {"request": ..., "response": ...}
+  bool retryable = false;   // a failure worth another attempt (5xx, 429, unreachable)
 };
 
 // Fails on a refused or unreachable target and on a status of 400 or more,
@@ -54,7 +54,7 @@ struct LlmStepSpec {
   std::string prompt;
   int max_tokens = 1024;
   std::optional<double> temperature;
-  std::map<std::string, std::string> resolve;
+  net::ResolveOverride resolve;
   std::chrono::milliseconds timeout{120'000};
 };
 

@@ -91,8 +91,6 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& in) {
     if (!lease) return host::setup_error("listen at egress proxy", lease.error());
     egress = std::move(*lease);
     image.proxy_socket = egress->socket_path();
-    for (const auto& [k, v] : proxy_environment())
-      spec.env.emplace(k, v);  // the caller's own values win
   }
   const MountPlan plan =
       timer.run("build mount plan", [&] { return build_host_image_plan(spec, image); });

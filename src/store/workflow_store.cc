@@ -28,7 +28,7 @@ Result<E> parse_enum(const std::string_view (&names)[N], std::string_view text, 
 constexpr std::string_view kRunColumns =
     "run_id, project_id, workflow, file, definition, inputs_json, user_id, state, worker_id, "
     "error, replay_of, cancel_requested, claims, enqueued_at, started_at, finished_at, "
-    "deadline_at, timeout_ms";
+    "deadline_at, timeout_ms, lease_expires_at";
 
 Result<WorkflowRunRow> read_run(const Statement& st) {
   WorkflowRunRow r;
@@ -52,6 +52,7 @@ Result<WorkflowRunRow> read_run(const Statement& st) {
   r.finished_at = st.opt_int64(15);
   r.deadline_at = st.opt_int64(16);
   r.timeout = std::chrono::milliseconds(st.int64(17));
+  r.lease_expires_at = st.opt_int64(18);
   return r;
 }
 
@@ -354,16 +355,6 @@ Status WorkflowStore::finish_run(const std::string& run_id, const std::string& w
   });
   if (out.ok()) store_.ring_run(run_id);
   return out;
-}
-
-Result<bool> WorkflowStore::holds(const std::string& run_id, const std::string& worker_id) {
-  return store_.locked([&](Db& db) -> Result<bool> {
-    auto s = require_held_run(db, run_id, worker_id, store_.clock_now());
-    if (s.ok()) return true;
-    auto r = run_in(db, run_id);
-    if (!r.ok()) return r.take_error();
-    return false;
-  });
 }
 
 Result<int> WorkflowStore::requeue_runs_of_worker(const std::string& worker_id,

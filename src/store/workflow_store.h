@@ -59,6 +59,12 @@ struct WorkflowRunRow {
   std::optional<int64_t> started_at;
   std::optional<int64_t> finished_at;
   std::optional<int64_t> deadline_at;
+  std::optional<int64_t> lease_expires_at;
+  // Running, held by `worker_id`, its lease not expired at `now`.
+  bool held_by(const std::string& worker, int64_t now) const {
+    return state == WorkflowRunState::running && worker_id == worker && lease_expires_at &&
+           *lease_expires_at >= now;
+  }
   bool ended() const {
     return state != WorkflowRunState::queued && state != WorkflowRunState::running;
   }
@@ -147,8 +153,6 @@ class WorkflowStore {
   // Refused ("lease lost") when the worker no longer holds it.
   Status finish_run(const std::string& run_id, const std::string& worker_id, WorkflowRunState state,
                     const std::optional<std::string>& error);
-  // Still held by this worker (its lease not lost)?
-  Result<bool> holds(const std::string& run_id, const std::string& worker_id);
   // Runs held by the worker go back to the queue; their running attempts
   // become interrupted with `why`. Returns how many runs.
   Result<int> requeue_runs_of_worker(const std::string& worker_id, const std::string& why);

@@ -2,20 +2,12 @@
 
 #include <string.h>
 
-// GCC 12 with -fsanitize=address sees boost::optional in Beast 1.74's parser
-// as maybe-uninitialized (a false positive, in Boost's code, not ours).
-#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <boost/beast/http.hpp>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #include <cerrno>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+
+#include "docker_api/beast_http.h"
 
 namespace rf::vault {
 namespace http = boost::beast::http;

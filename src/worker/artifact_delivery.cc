@@ -98,10 +98,7 @@ Result<json> upload_s3(const ArtifactJob& job, const std::string& path) {
   if (!policy) return make_error(what, policy.error().to_string());
   http::Options options;
   options.policy = &*policy;
-  for (const auto& r : job.services.settings->proxy_resolve.value) {
-    const size_t eq = r.find('=');
-    if (eq != std::string::npos) options.resolve[r.substr(0, eq)] = r.substr(eq + 1);
-  }
+  options.resolve = job.services.resolve;
   auto ws = workspace(job, path);
   if (!ws) return ws.take_error();
   auto tar = artifact::workspace_tar(*ws);

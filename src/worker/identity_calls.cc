@@ -54,27 +54,28 @@ IdentityCalls::~IdentityCalls() {
   watcher_.join();
 }
 
+Error IdentityCalls::refuse(const IdentityUse& call, std::string why) {
+  identity::audit_refusal(store_, "worker " + options_.worker_id,
+                          {call.project, call.scope.workflow, call.scope.user}, why,
+                          context_of(call));
+  return make_error("", std::move(why));
+}
+
 Result<PreparedIdentity> IdentityCalls::prepare(const IdentityUse& call, SandboxMode mode,
                                                 std::string* notice) {
-  const std::string actor = "worker " + options_.worker_id;
-  const identity::CascadeRequest request{call.project, call.scope.workflow, call.scope.user};
-  auto refuse = [&](std::string why) -> Error {
-    identity::audit_refusal(store_, actor, request, why, context_of(call));
-    return make_error("", std::move(why));
-  };
   if (mode == SandboxMode::kNone) {
     auto project = store_.project(call.project);
-    if (!project.ok()) return refuse(project.error().to_string());
+    if (!project.ok()) return refuse(call, project.error().to_string());
     if (project->environment == store::Environment::production) {
-      return refuse("identity refused: project " + call.project +
-                    " is production, and this worker runs calls without a sandbox (mode none); "
-                    "production identity needs a sandbox");
+      return refuse(call, "identity refused: project " + call.project +
+                              " is production, and this worker runs calls without a sandbox "
+                              "(mode none); production identity needs a sandbox");
     }
     if (!options_.allow_without_sandbox) {
-      return refuse(
-          "identity refused: this worker runs calls without a sandbox (mode none); set "
-          "sandbox.allow_identity_without_sandbox: true in its config file to allow it "
-          "outside production");
+      return refuse(call,
+                    "identity refused: this worker runs calls without a sandbox (mode none); set "
+                    "sandbox.allow_identity_without_sandbox: true in its config file to allow it "
+                    "outside production");
     }
     *notice =
         "ringfence: WARNING: identity values given to a call with no sandbox (mode none, "
@@ -83,10 +84,16 @@ Result<PreparedIdentity> IdentityCalls::prepare(const IdentityUse& call, Sandbox
     spdlog::warn("call {}: identity values given without a sandbox (mode none, opted in)",
                  call.call_id);
   }
+  return resolve_for_worker(call);
+}
+
+Result<PreparedIdentity> IdentityCalls::resolve_for_worker(const IdentityUse& call) {
+  const identity::CascadeRequest request{call.project, call.scope.workflow, call.scope.user};
   // Resolved again now, not at enqueue: a secret revoked since never gets here.
   auto resolved = identity::resolve_cascade(rows_, secrets_, request);
-  if (!resolved.ok()) return refuse(resolved.error().to_string());
-  identity::audit_resolution(store_, actor, resolved->plan, context_of(call));
+  if (!resolved.ok()) return refuse(call, resolved.error().to_string());
+  identity::audit_resolution(store_, "worker " + options_.worker_id, resolved->plan,
+                             context_of(call));
   std::vector<redact::SecretToRedact> values;
   for (const auto& e : resolved->plan.entries) {
     if (e.kind != store::ProfileEntry::Kind::secret) continue;
@@ -96,12 +103,6 @@ Result<PreparedIdentity> IdentityCalls::prepare(const IdentityUse& call, Sandbox
   PreparedIdentity out{std::move(*resolved), std::move(values), std::move(patterns),
                        scope_text(call)};
   return out;
-}
-
-Result<PreparedIdentity> IdentityCalls::resolve_for_worker(const IdentityUse& use) {
-  std::string notice;
-  // Mode per_tool: no "without a sandbox" refusal; nothing is injected anywhere.
-  return prepare(use, SandboxMode::kPerTool, &notice);
 }
 
 Status IdentityCalls::inject(const IdentityUse& call, const PreparedIdentity& prepared,

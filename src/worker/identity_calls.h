@@ -74,9 +74,9 @@ class IdentityCalls {
   // what does the cascade give now. `notice` gets a line for the call's
   // stderr when identity runs without a sandbox (opted in).
   Result<PreparedIdentity> prepare(const IdentityUse& use, SandboxMode mode, std::string* notice);
-  // The cascade for the worker's own use (an in_process llm step's key):
-  // resolved and audited as for a sandbox, but the values go into no sandbox,
-  // so the sandbox mode does not matter.
+  // The cascade alone, resolved and audited (prepare's second half): for the
+  // worker's own use (an in_process llm step's key) the values go into no
+  // sandbox, so the sandbox mode does not matter.
   Result<PreparedIdentity> resolve_for_worker(const IdentityUse& use);
   // The sandbox is known: refuses one marked for another scope; else records
   // the injection and marks the sandbox. Call before exec.
@@ -96,6 +96,8 @@ class IdentityCalls {
   void sandbox_gone(const std::string& sandbox_id);
 
  private:
+  // Audits the refusal and returns it as the error.
+  Error refuse(const IdentityUse& use, std::string why);
   void watch_loop();
   void end_revoked();
 

@@ -136,15 +136,6 @@ StepOutcome approval_step(const WorkflowServices& s, const StepRequest& r) {
   }
 }
 
-std::map<std::string, std::string> resolve_overrides(const WorkflowServices& s) {
-  std::map<std::string, std::string> out;
-  for (const auto& r : s.settings->proxy_resolve.value) {
-    const size_t eq = r.find('=');
-    if (eq != std::string::npos) out[r.substr(0, eq)] = r.substr(eq + 1);
-  }
-  return out;
-}
-
 // The outputs of an http or llm answer.
 StepOutcome answered(const in_process::StepAnswer& a) {
   StepOutcome o;
@@ -208,7 +199,7 @@ StepOutcome http_step(const WorkflowServices& s, const StepRequest& r) {
     h.headers.emplace_back("Content-Type", "application/json");
   }
   if (spec.contains("allow")) h.allow = spec["allow"].get<std::vector<std::string>>();
-  h.resolve = resolve_overrides(s);
+  h.resolve = s.resolve;
   h.timeout = r.timeout;
   bool retryable = false;
   auto a = in_process::run_http_step(h, &retryable);
@@ -264,7 +255,7 @@ StepOutcome llm_step(const WorkflowServices& s, const StepRequest& r) {
                                      "identity: to take it from a profile)");
     }
   }
-  l.resolve = resolve_overrides(s);
+  l.resolve = s.resolve;
   l.timeout = r.timeout;
   bool retryable = false;
   auto a = in_process::run_llm_step(l, &retryable);
@@ -279,18 +270,6 @@ StepOutcome llm_step(const WorkflowServices& s, const StepRequest& r) {
 }
 
 }  // namespace
-
-bool StepControl::sleep_for(std::chrono::milliseconds d) {
-  const auto until = std::chrono::steady_clock::now() + d;
-  while (std::chrono::steady_clock::now() < until) {
-    if (stopped()) return false;
-    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
-        std::chrono::milliseconds(20), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           until - std::chrono::steady_clock::now()) +
-                                           std::chrono::milliseconds(1)));
-  }
-  return !stopped();
-}
 
 StepOutcome run_in_process(const WorkflowServices& services, const StepRequest& request) {
   switch (request.step->kind) {

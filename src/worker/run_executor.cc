@@ -50,6 +50,14 @@ json step_view(const json& outputs, const std::string& status, const std::string
   return v;
 }
 
+// An attempt's error kind as the store keeps it.
+ErrorKind recorded_kind(const std::optional<std::string>& text) {
+  if (!text) return ErrorKind::kNone;
+  if (*text == to_string(ErrorKind::kInterrupted)) return ErrorKind::kInterrupted;
+  auto kind = workflow::parse_error_kind(*text);
+  return kind ? *kind : ErrorKind::kInternal;
+}
+
 }  // namespace
 
 RunExecutor::RunExecutor(const WorkflowServices& services, store::WorkflowRunRow row)
@@ -134,12 +142,7 @@ void RunExecutor::restore_from_store() {
     StepState& s = steps_[id];
     const workflow::RetryPolicy& retry = s.def->retry;
     const bool more = s.attempts < retry.attempts;
-    const ErrorKind kind = a->error_kind ? workflow::parse_error_kind(*a->error_kind).ok()
-                                               ? *workflow::parse_error_kind(*a->error_kind)
-                                           : *a->error_kind == "interrupted"
-                                               ? ErrorKind::kInterrupted
-                                               : ErrorKind::kInternal
-                                         : ErrorKind::kNone;
+    const ErrorKind kind = recorded_kind(a->error_kind);
     switch (a->state) {
       case store::AttemptState::succeeded:
         s.status = Status::kSucceeded;
@@ -459,9 +462,8 @@ void RunExecutor::run() {
       last_look = Clock::now();
       lock.unlock();
       auto r = wf_.run(row_.run_id);
-      auto held = wf_.holds(row_.run_id, s_.worker_id);
       lock.lock();
-      if (held && !*held) {
+      if (r && !r->held_by(s_.worker_id, s_.store->clock_now())) {
         lease_lost_ = true;
         break;
       }
@@ -527,8 +529,6 @@ void RunExecutor::run() {
       if (!pending || failure || cancelled) break;
     }
     if (running == 0 && (failure || cancelled)) break;
-    const uint32_t seen = s_.store->run_version(row_.run_id);
-    (void)seen;
     cv_.wait_for(lock, milliseconds(running > 0 ? 250 : 50));
   }
   // Every step thread ends before the run does.

@@ -250,10 +250,6 @@ class SandboxStep {
     call.argv = std::move(argv);
     call.env = std::move(env);
     for (const auto& [k, v] : identity_env_) call.env[k] = v;
-    if (spec_.network == NetworkPolicy::kProxy) {
-      // The proxy's variables win over the step's: a step cannot route around it.
-      for (const auto& [k, v] : proxy_environment()) call.env[k] = v;
-    }
     call.cwd = cwd;
     call.timeout = r_.timeout;
     std::optional<RedactingSink> redacting;
@@ -373,9 +369,7 @@ class SandboxStep {
     const agents::AgentPlan& plan = *plan_;
     const agents::AgentAdapter& a = *adapter_;
     // A writable HOME and scratch directory, then the adapter's config files.
-    for (const auto& dir : {plan.env.count("HOME") ? plan.env.at("HOME") : "/tmp/rf-agent/home",
-                            plan.env.count("CLAUDE_CODE_TMPDIR") ? plan.env.at("CLAUDE_CODE_TMPDIR")
-                                                                 : "/tmp/rf-agent"}) {
+    for (const std::string& dir : {plan.home, plan.tmp}) {
       if (auto s = sandbox_->write_file(dir + "/.ringfence-agent", "", 0600); !s) {
         StepOutcome o = fail(ErrorKind::kSandbox,
                              "agent " + a.name + ": making " + dir + ": " + s.error().to_string());

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "net/resolve_override.h"
 #include "store/store.h"
 #include "store/workflow_store.h"
 #include "worker/identity_calls.h"
@@ -38,7 +39,10 @@ struct WorkflowServices {
   OutputFlusher* flusher = nullptr;
   std::string artifact_root;  // --artifact-root: where `local` artifacts go ("" = refused)
   std::string agents_dir;     // where claude-code.yaml, codex.yaml are
-  int max_runs = 4;           // workflow runs executing at once
+  // sandbox.proxy_resolve, parsed once: the names the worker's own requests
+  // (http and llm steps, S3 artifacts) resolve as its egress proxy does.
+  net::ResolveOverride resolve;
+  int max_runs = 4;  // workflow runs executing at once
 };
 
 // Stopping a step from outside: the run was cancelled, its wall clock ran

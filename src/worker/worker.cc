@@ -160,6 +160,11 @@ Status Worker::init() {
   services.artifact_root = options_.artifact_root;
   services.agents_dir = options_.agents_dir;
   services.max_runs = options_.max_workflow_runs;
+  std::string resolve;
+  for (const auto& r : s.proxy_resolve.value) resolve += (resolve.empty() ? "" : ",") + r;
+  auto parsed = net::parse_resolve_override(resolve);
+  if (!parsed) return make_error("sandbox.proxy_resolve", parsed.error().to_string());
+  services.resolve = std::move(*parsed);
   workflows_ = std::make_unique<WorkflowRuns>(std::move(services));
   return ok_status();
 }
