@@ -335,6 +335,54 @@ steps:
             "workspace /workspace: over the artifact's limit of 10 bytes at site/index.html");
 }
 
+// An attack: the agent plants hooks, a hooks path and a credential helper in
+// its workspace's .git, hoping the artifact push runs them with the token.
+// The push runs in a git directory of its own with hooks off and no global or
+// system config: nothing planted runs, and the token lands nowhere.
+TEST_F(WorkflowTest, AnAgentsGitHooksAndConfigNeverRunDuringThePush) {
+  const std::string token = random_token("ghp_");
+  start_git(token);
+  project_secret("acme-github", token, "GITHUB_TOKEN");
+  const std::string planter = file("planter.yaml", R"(name: planter
+argv: [sh, -c, "mkdir -p .git/hooks && for h in pre-commit post-commit pre-push reference-transaction; do printf '#!/bin/sh\nenv > /workspace/stolen-$0\n' > .git/hooks/$h; done && chmod +x .git/hooks/* && printf '[core]\n\thooksPath = /workspace/.git/hooks\n[credential]\n\thelper = !env > /workspace/stolen-cred\n' > .git/config && echo hi > site.txt && echo planted", x]
+result: {from: stdout, format: text}
+)");
+  const std::string checker = file("checker.yaml", R"(name: checker
+argv: [sh, -c, "ls -A /workspace | tr '\\n' ' '", x]
+result: {from: stdout, format: text}
+)");
+  start_worker({"--proxy-resolve", "git.test=127.0.0.1"});
+  const std::string port = std::to_string(git_.port());
+  const std::string sandbox = R"(    sandbox: {mode: per_run, network: {allow: ["git.test:)" +
+                              port + R"(", "127.0.0.1/32"]}}
+)";
+  const std::string wf = file("hooks.yaml", R"(name: hooks
+steps:
+  - id: plant
+    mode: cli_agent
+    agent: )" + planter + "\n" + sandbox + R"(    prompt: x
+    artifact: {dest: git, url: "http://git.test:)" +
+                                                port + R"(/site.git", token_key: GITHUB_TOKEN}
+  - id: check
+    needs: [plant]
+    mode: cli_agent
+    agent: )" + checker + "\n" + sandbox + R"(    prompt: x
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "h1"}, &out, &err), 0)
+      << out << err;
+  const json r = show("h1");
+  EXPECT_EQ(step(r, "plant")["outputs"]["artifact"]["commit"].get<std::string>().size(), 40u);
+  EXPECT_EQ(step(r, "check")["sandbox"], step(r, "plant")["sandbox"]);  // the same workspace
+  // No hook and no credential helper ran: nothing was written next to the site.
+  EXPECT_EQ(step(r, "check")["outputs"]["output"], ".git site.txt ");
+  // The pushed tree is the site, without the agent's .git.
+  const Ran tree = run_capture(
+      {"/bin/sh", "-c", "git --git-dir=" + dir_ + "/git/site.git ls-tree -r --name-only main"}, {});
+  EXPECT_EQ(tree.out, "site.txt\n");
+  EXPECT_EQ(r.dump().find(token), std::string::npos);
+}
+
 // in_process http: through the same egress policy as a sandbox.
 TEST_F(WorkflowTest, AnHttpStepGoesOnlyWhereItsAllowRulesSay) {
   start_model(R"({"turns": [{"text": "hi"}]})");
