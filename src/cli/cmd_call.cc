@@ -31,6 +31,7 @@ struct ClientFlags {
   std::string sandbox_image;  // an agent's own image; "" = the worker's
   std::string wait_timeout;   // "" = wait for a worker as long as it takes
   bool identity = false;      // identity-scoped: the cascade of project, workflow, user
+  bool jit = false;           // the sandbox may ask for credentials (rf-cred); implies identity
   std::string workflow, user;
   bool json = false;
   std::vector<std::string> command;
@@ -81,7 +82,8 @@ int run_call(const ClientFlags& f) {
     if (auto e = s.ensure_project(f.project, *env); !e)
       return fail(e.error().to_string(), kExitRuntime);
   }
-  if (f.identity) {
+  if (f.jit) call.jit = true;
+  if (f.identity || f.jit) {
     // Checked now (fail closed, naming the key and the secret) and again when
     // the sandbox starts: what is revoked in between never reaches it.
     call.identity = store::IdentityScope{f.workflow, f.user};
@@ -160,6 +162,10 @@ void add_call_command(CLI::App* call, CommandResult* result) {
   call->add_flag("--identity", f->identity,
                  "Run identity-scoped: the keys of the project's profile cascade (and of "
                  "--workflow, --user) go into this call's environment, redacted from its output");
+  call->add_flag("--jit", f->jit,
+                 "Identity-scoped, and the call may ask for the keys its profiles deliver by "
+                 "jit: `rf-cred get KEY --scope S --reason R` inside, answered by the worker's "
+                 "JIT policy (implies --identity)");
   call->add_option("--workflow", f->workflow, "With --identity: the workflow level");
   call->add_option("--user", f->user, "With --identity: the user level");
   call->add_option("command", f->command, "The command and its arguments (after --)");

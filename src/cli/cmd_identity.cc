@@ -33,7 +33,7 @@ Result<store::ProfileEntry> parse_entry(const std::string& word) {
   const std::string where = "entry \"" + word.substr(0, word.find('=')) + "\"";
   const size_t eq = word.find('=');
   if (eq == std::string::npos || eq == 0) {
-    return make_error(where, "expected KEY=secret:SECRET or KEY=value:TEXT");
+    return make_error(where, "expected KEY=secret:SECRET, KEY=jit:SECRET or KEY=value:TEXT");
   }
   std::string key = word.substr(0, eq);
   std::string rest = word.substr(eq + 1);
@@ -49,21 +49,31 @@ Result<store::ProfileEntry> parse_entry(const std::string& word) {
     if (name.empty()) return make_error(where, "the secret name is empty");
     return store::ProfileEntry{key, store::ProfileEntry::Kind::secret, name};
   }
+  if (rest.starts_with("jit:")) {
+    // Not in the environment at start: asked for with rf-cred, under the JIT policy.
+    std::string name = rest.substr(4);
+    if (name.empty()) return make_error(where, "the secret name is empty");
+    store::ProfileEntry e{key, store::ProfileEntry::Kind::secret, name};
+    e.delivery = "jit";
+    return e;
+  }
   if (rest.starts_with("value:")) {
     std::string text = rest.substr(6);
     if (text.empty()) return make_error(where, "the value is empty");
     return store::ProfileEntry{key, store::ProfileEntry::Kind::value, text};
   }
-  return make_error(where, "expected KEY=secret:SECRET or KEY=value:TEXT");
+  return make_error(where, "expected KEY=secret:SECRET, KEY=jit:SECRET or KEY=value:TEXT");
 }
 
 json profile_json(const store::ProfileRow& p) {
   json entries = json::array();
   for (const auto& e : p.entries) {
     // Plain values are behaviour knobs, not secrets: shown. Secrets by name.
-    entries.push_back({{"key", e.key},
-                       {"kind", e.kind == store::ProfileEntry::Kind::secret ? "secret" : "value"},
-                       {e.kind == store::ProfileEntry::Kind::secret ? "secret" : "value", e.ref}});
+    json entry = {{"key", e.key},
+                  {"kind", e.kind == store::ProfileEntry::Kind::secret ? "secret" : "value"},
+                  {e.kind == store::ProfileEntry::Kind::secret ? "secret" : "value", e.ref}};
+    if (e.kind == store::ProfileEntry::Kind::secret) entry["delivery"] = e.delivery;
+    entries.push_back(std::move(entry));
   }
   json j = {{"name", p.name}, {"level", store::to_string(p.level)}, {"entries", entries}};
   if (!p.project.empty()) j["project"] = p.project;
@@ -198,7 +208,10 @@ void add_identity_commands(CLI::App* identity, CommandResult* result) {
   set->add_option("--project", f->project, "The project (level project; narrows workflow, user)");
   set->add_option("--workflow", f->workflow, "The workflow (level workflow)");
   set->add_option("--user", f->user, "The user (level user)");
-  set->add_option("entries", f->entries, "KEY=secret:SECRET or KEY=value:TEXT ...")->required();
+  set->add_option("entries", f->entries,
+                  "KEY=secret:SECRET (in the environment), KEY=jit:SECRET (asked for with "
+                  "rf-cred) or KEY=value:TEXT ...")
+      ->required();
   set->add_option("--state-dir", f->state_dir, "The state dir (default ~/.ringfence/state)");
   set->callback([f, result] { result->exit_code = run_profile_set(*f); });
   auto* show = profile->add_subcommand("show", "A profile's level, scope and entries");

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <functional>
 #include <memory>
 
@@ -109,6 +110,14 @@ Status RunnerClient::send(MsgType type, uint32_t id, std::string_view json, std:
   }
   std::string frame;
   proto::append_frame(&frame, type, id, json, data, flags);
+  // A granted credential is in the frame: wiped however the send ends.
+  struct Wipe {
+    std::string& s;
+    bool on;
+    ~Wipe() {
+      if (on && !s.empty()) ::explicit_bzero(s.data(), s.size());
+    }
+  } wipe{frame, type == MsgType::kCredAnswer};
   std::lock_guard lock(send_mu_);  // frames from several threads must not interleave
   size_t off = 0;
   while (off < frame.size()) {
@@ -134,7 +143,38 @@ void RunnerClient::remove_pending(Pending& p) {
   pending_.erase(p.id);
 }
 
+void RunnerClient::set_cred_handler(CredHandler handler) {
+  std::lock_guard lock(mu_);
+  cred_handler_ = std::move(handler);
+}
+
+Status RunnerClient::answer_credential(const proto::CredAnswer& answer, std::string_view value) {
+  return send(MsgType::kCredAnswer, 0, proto::to_json(answer), answer.granted ? value : "");
+}
+
+void RunnerClient::on_cred_request(const Frame& f) {
+  auto req = proto::parse_cred_request(f.json);
+  if (!req) {
+    last_error_ = make_error("cred_request from the runner", req.error().to_string());
+    return;
+  }
+  if (cred_handler_) return cred_handler_(*req);
+  cred_refusals_.push_back({req->request, false,
+                            "refused: this sandbox takes no credential requests; only "
+                            "`ringfence call --jit` calls and cli_agent_jit steps may ask"});
+}
+
+void RunnerClient::send_cred_refusals() {
+  std::vector<proto::CredAnswer> out;
+  {
+    std::lock_guard lock(mu_);
+    out.swap(cred_refusals_);
+  }
+  for (const auto& a : out) (void)send(MsgType::kCredAnswer, 0, proto::to_json(a));
+}
+
 void RunnerClient::dispatch(Frame&& f) {
+  if (f.type == MsgType::kCredRequest) return on_cred_request(f);
   auto it = pending_.find(f.call_id);
   if (it == pending_.end()) {
     // Errors about no waiting call (a running call's stdin/signal, the stream):
@@ -146,12 +186,17 @@ void RunnerClient::dispatch(Frame&& f) {
 }
 
 Status RunnerClient::read_some() {
+  bool dispatched = false;
   {
     std::lock_guard lock(mu_);
     if (decoder_.has_frame()) {
       while (decoder_.has_frame()) dispatch(decoder_.pop());
-      return ok_status();
+      dispatched = true;
     }
+  }
+  if (dispatched) {
+    send_cred_refusals();
+    return ok_status();
   }
   char* buf = thread_read_buffer();
   pollfd p{fd_.get(), POLLIN, 0};
@@ -166,9 +211,12 @@ Status RunnerClient::read_some() {
   const ssize_t n = ::read(fd_.get(), buf, kReadChunk);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return ok_status();
   if (n <= 0) return closed_error(n < 0 ? errno : 0);
-  std::lock_guard lock(mu_);
-  RF_TRY(decoder_.feed(std::string_view(buf, static_cast<size_t>(n))));
-  while (decoder_.has_frame()) dispatch(decoder_.pop());
+  {
+    std::lock_guard lock(mu_);
+    RF_TRY(decoder_.feed(std::string_view(buf, static_cast<size_t>(n))));
+    while (decoder_.has_frame()) dispatch(decoder_.pop());
+  }
+  send_cred_refusals();
   return ok_status();
 }
 

@@ -63,6 +63,16 @@ class RunnerClient {
                           std::chrono::milliseconds every);
   int fd() const { return fd_.get(); }
 
+  // JIT credential requests from inside (cred_request, protocol 0.2): each goes
+  // to `handler`, on whichever thread reads frames, under the client's lock:
+  // it must only queue the request (and never call back into this client);
+  // the answer goes out later through answer_credential(). Without a handler
+  // a request is refused. Empty: none from here on.
+  using CredHandler = std::function<void(const proto::CredRequest&)>;
+  void set_cred_handler(CredHandler handler);
+  // The answer to one request; `value` (granted only) is the frame's data.
+  Status answer_credential(const proto::CredAnswer& answer, std::string_view value);
+
  private:
   struct Pending;
   Status send(proto::MsgType type, uint32_t id, std::string_view json, std::string_view data = {},
@@ -86,6 +96,10 @@ class RunnerClient {
   proto::FrameDecoder decoder_;
   std::optional<Error> last_error_;  // the latest ERROR about no call (id 0)
   std::function<std::optional<Error>()> liveness_;
+  CredHandler cred_handler_;
+  std::vector<proto::CredAnswer> cred_refusals_;    // sent once mu_ is released
+  void on_cred_request(const proto::Frame& frame);  // with mu_ held
+  void send_cred_refusals();                        // without mu_
   std::chrono::milliseconds liveness_every_{0};
   // Registers a call id for `p` (under mu_), and removes it again.
   void add_pending(Pending& p);

@@ -64,7 +64,22 @@ Status RunnerSandbox::set_env(const std::map<std::string, std::string>& vars) {
   return checked(runner_->set_env(m));
 }
 
+Status RunnerSandbox::unset_env(const std::vector<std::string>& names) {
+  proto::SetEnv m;
+  m.unset = names;
+  return checked(runner_->set_env(m));
+}
+
 Result<proto::ProbeResult> RunnerSandbox::probe() { return checked(runner_->probe()); }
+
+void RunnerSandbox::set_credential_handler(std::function<void(const proto::CredRequest&)> handler) {
+  if (runner_) runner_->set_cred_handler(std::move(handler));
+}
+
+Status RunnerSandbox::answer_credential(const proto::CredAnswer& answer, std::string_view value) {
+  if (!runner_) return make_error("answer credential", "the sandbox has no tool runner");
+  return checked(runner_->answer_credential(answer, value));
+}
 
 void RunnerSandbox::adopt_runner_process(pid_t pid, UniqueFd pidfd) {
   std::lock_guard lock(runner_mu_);

@@ -44,7 +44,11 @@ class RunnerSandbox : public Sandbox {
   Result<std::vector<proto::FileInfo>> list_dir(const std::string& path) override;
   Result<proto::FileInfo> stat(const std::string& path) override;
   Status set_env(const std::map<std::string, std::string>& vars) override;
+  Status unset_env(const std::vector<std::string>& names) override;
   Result<proto::ProbeResult> probe() override;
+  bool takes_credential_requests() const override { return takes_credentials_; }
+  void set_credential_handler(std::function<void(const proto::CredRequest&)> handler) override;
+  Status answer_credential(const proto::CredAnswer& answer, std::string_view value) override;
 
  protected:
   // The request for `call`: by default the spec's limits and the base
@@ -76,6 +80,7 @@ class RunnerSandbox : public Sandbox {
 
   SandboxSpec spec_;
   std::unique_ptr<RunnerClient> runner_;
+  bool takes_credentials_ = false;  // the backend started the runner with --cred-socket
   std::vector<StepTiming> timings_;
 
  private:

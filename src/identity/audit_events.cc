@@ -62,6 +62,7 @@ void audit_injection(store::Store& store, const std::string& actor, const Cascad
                      const AuditContext& where) {
   json keys = json::array();
   for (const auto& e : plan.entries) {
+    if (!e.at_start()) continue;  // JIT entries go in when asked for (jit.delivered)
     json k = {{"key", e.key}, {"level", store::to_string(e.level)}};
     if (e.kind == store::ProfileEntry::Kind::secret) {
       k["secret"] = e.secret;
@@ -72,6 +73,12 @@ void audit_injection(store::Store& store, const std::string& actor, const Cascad
   json detail = request_json(plan.request);
   detail["keys"] = keys;
   append(store, actor, "identity.inject", plan.request.project, where, detail);
+}
+
+void audit_jit(store::Store& store, const std::string& actor, const std::string& kind,
+               const std::string& project, const AuditContext& where,
+               const std::string& detail_json) {
+  append(store, actor, kind, project, where, json::parse(detail_json));
 }
 
 void audit_redactions(store::Store& store, const std::string& actor, const std::string& project,

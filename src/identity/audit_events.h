@@ -31,6 +31,12 @@ void audit_refusal(store::Store& store, const std::string& actor, const CascadeR
                    const std::string& reason, const AuditContext& where);
 void audit_injection(store::Store& store, const std::string& actor, const CascadePlan& plan,
                      const AuditContext& where);
+// A JIT request's steps (issue 13): jit.requested, jit.evaluated (the rule),
+// jit.approved / jit.denied (by whom: a person or the policy), jit.delivered,
+// jit.withdrawn. `detail_json` is a JSON object of names, never a value.
+void audit_jit(store::Store& store, const std::string& actor, const std::string& kind,
+               const std::string& project, const AuditContext& where,
+               const std::string& detail_json);
 // counts: (key, form) -> matches redacted.
 void audit_redactions(store::Store& store, const std::string& actor, const std::string& project,
                       const std::map<std::pair<std::string, std::string>, uint64_t>& counts,

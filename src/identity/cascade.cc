@@ -33,7 +33,7 @@ Result<CascadePlan> plan_cascade(store::IdentityStore& rows, const CascadeReques
   std::map<std::string, CascadeEntry> by_key;
   for (const auto& p : *profiles) {
     for (const auto& e : p.entries) {
-      CascadeEntry next{e.key, p.level, p.name, e.kind, "", 0, "", {}};
+      CascadeEntry next{e.key, p.level, p.name, e.kind, "", 0, "", e.delivery, e.delivery_json, {}};
       if (e.kind == store::ProfileEntry::Kind::secret) {
         next.secret = e.ref;
       } else {
@@ -77,12 +77,19 @@ Result<ResolvedIdentity> resolve_cascade(store::IdentityStore& rows, Secrets& se
                                          const CascadeRequest& request) {
   auto plan = plan_cascade(rows, request);
   if (!plan.ok()) return plan.take_error();
-  auto opened = secrets.open_rows(plan->rows);
+  // Only what goes in at start is opened now.
+  std::map<std::string, std::pair<store::SecretRow, store::SealedVersion>> at_start;
+  for (const auto& e : plan->entries) {
+    if (e.kind == store::ProfileEntry::Kind::secret && e.at_start())
+      at_start.emplace(e.secret, plan->rows.at(e.secret));
+  }
+  auto opened = secrets.open_rows(at_start);
   if (!opened.ok()) {
     return make_error("resolve identity for " + describe(request), opened.error().to_string());
   }
   ResolvedIdentity out{std::move(*plan), {}};
   for (auto& e : out.plan.entries) {
+    if (!e.at_start()) continue;
     if (e.kind == store::ProfileEntry::Kind::secret) {
       out.env.emplace(e.key, opened->at(e.secret).value);
     } else {
@@ -102,6 +109,7 @@ std::string plan_json(const CascadePlan& plan, bool explain) {
     if (e.kind == store::ProfileEntry::Kind::secret) {
       k["secret"] = e.secret;
       k["version"] = e.version;
+      k["delivery"] = e.delivery;
     }
     if (explain) k["overridden"] = e.overridden;
     keys.push_back(std::move(k));

@@ -31,6 +31,11 @@ struct CascadeEntry {
   std::string secret;   // kind secret: its name
   int64_t version = 0;  // kind secret: the version that will be given
   std::string plain;    // kind value: the value (not a secret)
+  // How it reaches the sandbox (store::ProfileEntry::delivery): only "env"
+  // entries are in the environment at start; "jit" ones are asked for.
+  std::string delivery = "env";
+  std::string delivery_json = "{}";
+  bool at_start() const { return delivery == "env"; }
   // Profiles whose entry for this key lost to this one, least specific first.
   std::vector<std::string> overridden;
 };
@@ -45,7 +50,9 @@ struct CascadePlan {
 
 struct ResolvedIdentity {
   CascadePlan plan;
-  std::map<std::string, SecretValue> env;  // key -> value (secrets and plain values)
+  // key -> value: the entries delivered at start (env secrets, plain values);
+  // JIT entries are opened only when asked for.
+  std::map<std::string, SecretValue> env;
 };
 
 // Refused: an unknown project is fine (no project profiles), but a secret

@@ -198,6 +198,10 @@ void add_writable(MountPlan& plan, const SandboxSpec& spec) {
 
 void add_runner(MountPlan& plan, const HostImageOptions& o) {
   plan.ops.push_back(op(Kind::kDir, "/.ringfence"));
+  // rf-cred, the JIT client, is the runner under another name: a link in the
+  // root tmpfs (no mount), on the PATH of JIT calls.
+  plan.ops.push_back(op(Kind::kDir, kCredBinDirInSandbox));
+  plan.ops.push_back(symlink("../tool-runner", std::string(kCredBinDirInSandbox) + "/rf-cred"));
   plan.ops.push_back(op(Kind::kFile, kRunnerPathInSandbox));
   plan.ops.push_back(bind(old_root(o.runner_path), kRunnerPathInSandbox, /*readonly=*/true));
   if (!o.proxy_socket.empty()) {

@@ -16,18 +16,20 @@ namespace rf::native {
 inline constexpr const char* kOldRoot = "/.oldroot";
 // Where the tool runner binary is bound inside every sandbox.
 inline constexpr const char* kRunnerPathInSandbox = "/.ringfence/tool-runner";
+// Holds rf-cred (a link to the runner), the JIT client; on the PATH of JIT calls.
+inline constexpr const char* kCredBinDirInSandbox = "/.ringfence/bin";
 
 struct MountOp {
   enum class Kind {
-    kDir,        // mkdir target (mode)
-    kFile,       // create an empty file at target (a bind mount point)
-    kWriteFile,  // create target with `content` (mode)
-    kSymlink,    // symlink target -> source
-    kBind,       // bind source on target (recursive); readonly remounts it read-only
-    kTmpfs,      // tmpfs on target with `data` (size=, mode=, uid=)
-    kProc,       // a new proc on target
-    kDevpts,     // a new devpts instance on target
-    kRemountRo,  // remount an existing mount point read-only (the whole /dev, say)
+    kDir,              // mkdir target (mode)
+    kFile,             // create an empty file at target (a bind mount point)
+    kWriteFile,        // create target with `content` (mode)
+    kSymlink,          // symlink target -> source
+    kBind,             // bind source on target (recursive); readonly remounts it read-only
+    kTmpfs,            // tmpfs on target with `data` (size=, mode=, uid=)
+    kProc,             // a new proc on target
+    kDevpts,           // a new devpts instance on target
+    kRemountRo,        // remount an existing mount point read-only (the whole /dev, say)
     kAttachWorkspace,  // move_mount the host-prepared workspace tree onto target
   };
   Kind kind = Kind::kDir;
@@ -37,7 +39,7 @@ struct MountOp {
   std::string content;  // kWriteFile
   mode_t mode = 0755;
   bool readonly = false;
-  bool optional = false;  // a missing source or target is skipped, not an error
+  bool optional = false;   // a missing source or target is skipped, not an error
   bool allow_dev = false;  // device node binds (everything else is nodev)
   bool noexec = false;
 

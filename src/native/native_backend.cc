@@ -107,8 +107,16 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& in) {
   config.cap_last_cap = cap_last_cap_;
   config.rlimit_nofile = spec.limits.nofile;
   config.rlimit_fsize = spec.limits.disk_bytes;
-  config.runner_argv = {arg0, arg1, arg2, nullptr};
-  if (egress) config.runner_argv = {arg0, arg1, arg2, arg3, bridge.data(), nullptr};
+  static char arg5[] = "--cred-socket";
+  static std::string cred = proto::kCredSocketName;
+  config.runner_argv = {arg0, arg1, arg2};
+  if (egress) config.runner_argv.insert(config.runner_argv.end(), {arg3, bridge.data()});
+  // JIT requests (rf-cred): the abstract socket is private to a network
+  // namespace of the sandbox's own, so not with the host's network.
+  if (spec.network != NetworkPolicy::kHost) {
+    config.runner_argv.insert(config.runner_argv.end(), {arg5, cred.data()});
+  }
+  config.runner_argv.push_back(nullptr);
   config.runner_envp = {nullptr};
 
   auto sandbox = std::make_unique<NativeSandbox>(spec, std::move(*slot), std::move(*cgroup),

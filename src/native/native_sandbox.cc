@@ -54,7 +54,11 @@ NativeSandbox::NativeSandbox(SandboxSpec spec, host::UidSlot slot,
     : host::RunnerSandbox(std::move(spec)),
       slot_(std::move(slot)),
       cgroup_(std::move(cgroup)),
-      egress_(std::move(egress)) {}
+      egress_(std::move(egress)) {
+  // The runner serves JIT requests on an abstract socket: private only in a
+  // network namespace of the sandbox's own.
+  takes_credentials_ = spec_.network != NetworkPolicy::kHost;
+}
 
 NativeSandbox::~NativeSandbox() {
   if (auto s = destroy(); !s) spdlog::warn("{}: destroy: {}", spec_.id, s.error().to_string());

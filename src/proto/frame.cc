@@ -43,6 +43,8 @@ bool known_type(uint8_t t) {
     case MsgType::kOk:
     case MsgType::kError:
     case MsgType::kShutdown:
+    case MsgType::kCredRequest:
+    case MsgType::kCredAnswer:
       return true;
   }
   return false;
@@ -50,29 +52,56 @@ bool known_type(uint8_t t) {
 
 const char* type_name(MsgType t) {
   switch (t) {
-    case MsgType::kHello: return "hello";
-    case MsgType::kExec: return "exec";
-    case MsgType::kStdin: return "stdin";
-    case MsgType::kStdinClose: return "stdin_close";
-    case MsgType::kSignal: return "signal";
-    case MsgType::kResize: return "resize";
-    case MsgType::kStarted: return "started";
-    case MsgType::kStdout: return "stdout";
-    case MsgType::kStderr: return "stderr";
-    case MsgType::kExit: return "exit";
-    case MsgType::kFileRead: return "file_read";
-    case MsgType::kFileData: return "file_data";
-    case MsgType::kFileWrite: return "file_write";
-    case MsgType::kFileList: return "file_list";
-    case MsgType::kFileEntries: return "file_entries";
-    case MsgType::kFileStat: return "file_stat";
-    case MsgType::kFileInfo: return "file_info";
-    case MsgType::kSetEnv: return "set_env";
-    case MsgType::kProbe: return "probe";
-    case MsgType::kProbeResult: return "probe_result";
-    case MsgType::kOk: return "ok";
-    case MsgType::kError: return "error";
-    case MsgType::kShutdown: return "shutdown";
+    case MsgType::kHello:
+      return "hello";
+    case MsgType::kExec:
+      return "exec";
+    case MsgType::kStdin:
+      return "stdin";
+    case MsgType::kStdinClose:
+      return "stdin_close";
+    case MsgType::kSignal:
+      return "signal";
+    case MsgType::kResize:
+      return "resize";
+    case MsgType::kStarted:
+      return "started";
+    case MsgType::kStdout:
+      return "stdout";
+    case MsgType::kStderr:
+      return "stderr";
+    case MsgType::kExit:
+      return "exit";
+    case MsgType::kFileRead:
+      return "file_read";
+    case MsgType::kFileData:
+      return "file_data";
+    case MsgType::kFileWrite:
+      return "file_write";
+    case MsgType::kFileList:
+      return "file_list";
+    case MsgType::kFileEntries:
+      return "file_entries";
+    case MsgType::kFileStat:
+      return "file_stat";
+    case MsgType::kFileInfo:
+      return "file_info";
+    case MsgType::kSetEnv:
+      return "set_env";
+    case MsgType::kProbe:
+      return "probe";
+    case MsgType::kProbeResult:
+      return "probe_result";
+    case MsgType::kOk:
+      return "ok";
+    case MsgType::kError:
+      return "error";
+    case MsgType::kShutdown:
+      return "shutdown";
+    case MsgType::kCredRequest:
+      return "cred_request";
+    case MsgType::kCredAnswer:
+      return "cred_answer";
   }
   return "unknown";
 }
@@ -125,13 +154,13 @@ Status FrameDecoder::feed(std::string_view bytes) {
     const uint32_t data_len = get_u32(h + 12);
     if (json_len > kMaxJson) {
       failed_ = true;
-      return make_error(at, "json length " + std::to_string(json_len) + " exceeds " +
-                                std::to_string(kMaxJson));
+      return make_error(
+          at, "json length " + std::to_string(json_len) + " exceeds " + std::to_string(kMaxJson));
     }
     if (data_len > kMaxData) {
       failed_ = true;
-      return make_error(at, "data length " + std::to_string(data_len) + " exceeds " +
-                                std::to_string(kMaxData));
+      return make_error(
+          at, "data length " + std::to_string(data_len) + " exceeds " + std::to_string(kMaxData));
     }
     const size_t total = kHeaderSize + json_len + data_len;
     if (buf_.size() - pos_ < total) break;

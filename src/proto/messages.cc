@@ -177,6 +177,16 @@ std::string to_json(const Resize& m) { return dump(json{{"rows", m.rows}, {"cols
 std::string to_json(const ErrorMsg& m) {
   return dump(json{{"where", m.where}, {"message", m.message}, {"errno", m.sys_errno}});
 }
+std::string to_json(const CredRequest& m) {
+  return dump(json{{"request", m.request},
+                   {"name", m.name},
+                   {"scope", m.scope},
+                   {"reason", m.reason},
+                   {"pid", m.pid}});
+}
+std::string to_json(const CredAnswer& m) {
+  return dump(json{{"request", m.request}, {"granted", m.granted}, {"message", m.message}});
+}
 std::string to_json(const ProbeResult& m) {
   return dump(json{{"pid", m.pid},
                    {"uid", m.uid},
@@ -358,6 +368,37 @@ Result<ProbeResult> parse_probe_result(const std::string& s) {
   r.get("cap_amb", &m.cap_amb);
   r.get("open_fds", &m.open_fds);
   return finish(r, m);
+}
+
+Result<CredRequest> parse_cred_request(const std::string& s) {
+  Reader r(s, "cred_request");
+  CredRequest m;
+  r.get("request", &m.request, true);
+  r.get("name", &m.name, true);
+  r.get("scope", &m.scope);
+  r.get("reason", &m.reason);
+  r.get("pid", &m.pid);
+  if (!r.ok()) return r.error();
+  if (m.request == 0) return make_error("cred_request.request", "0 is never a request");
+  if (m.name.empty()) return make_error("cred_request.name", "empty");
+  if (m.name.size() > kMaxCredName) return make_error("cred_request.name", "longer than 256 bytes");
+  if (m.scope.size() > kMaxCredName)
+    return make_error("cred_request.scope", "longer than 256 bytes");
+  if (m.reason.size() > kMaxCredReason)
+    return make_error("cred_request.reason", "longer than 4096 bytes");
+  if (m.pid < 0) return make_error("cred_request.pid", "out of range");
+  return m;
+}
+
+Result<CredAnswer> parse_cred_answer(const std::string& s) {
+  Reader r(s, "cred_answer");
+  CredAnswer m;
+  r.get("request", &m.request, true);
+  r.get("granted", &m.granted, true);
+  r.get("message", &m.message);
+  if (!r.ok()) return r.error();
+  if (m.request == 0) return make_error("cred_answer.request", "0 is never a request");
+  return m;
 }
 
 }  // namespace rf::proto

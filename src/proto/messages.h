@@ -16,10 +16,13 @@ namespace rf::proto {
 // The protocol version this build speaks, and the range of peer versions it
 // accepts: same major, minor in [kMinMinor, kMaxMinor]. The one place the
 // range is written; compatible_range() says it (">=0.1,<0.2").
-inline constexpr const char* kProtocolVersion = "0.1.0";
+inline constexpr const char* kProtocolVersion = "0.2.0";
 inline constexpr int kProtocolMajor = 0;
 inline constexpr int kMinMinor = 1;
-inline constexpr int kMaxMinor = 1;
+inline constexpr int kMaxMinor = 2;
+// The first minor with cred_request/cred_answer (JIT credentials): a runner
+// sends cred_request only to a host that said at least this.
+inline constexpr int kCredMinor = 2;
 std::string compatible_range();
 
 struct Version {
@@ -99,6 +102,29 @@ struct ErrorMsg {
   int sys_errno = 0;
 };
 
+// R→H (protocol 0.2): `rf-cred get NAME` in the sandbox asks the host for a
+// credential (docs/protocol.md, JIT credentials). Bounded: name and scope at
+// most 256 bytes, reason at most 4 KiB.
+struct CredRequest {
+  uint32_t request = 0;  // the runner's number for it, 1.., echoed by the answer
+  std::string name;      // the key asked for (GITHUB_TOKEN)
+  std::string scope;     // what for, as the asker says ("push"); may be empty
+  std::string reason;    // free text for the policy's log and a human approver
+  int pid = 0;           // the asking process, as the sandbox sees it (0: unknown)
+};
+inline constexpr size_t kMaxCredName = 256;
+// Where the runner serves rf-cred ("@": the abstract namespace), given to it
+// as --cred-socket by the backends whose sandboxes have their own network.
+inline constexpr const char* kCredSocketName = "@ringfence-cred";
+inline constexpr size_t kMaxCredReason = 4096;
+// H→R: the answer to one cred_request. A granted value travels as the
+// frame's data, never in the JSON.
+struct CredAnswer {
+  uint32_t request = 0;
+  bool granted = false;
+  std::string message;  // refused: why, naming the rule or the missing key
+};
+
 struct ProbeResult {
   int pid = 0, uid = 0, gid = 0;
   std::string hostname;
@@ -120,6 +146,8 @@ std::string to_json(const Signal&);
 std::string to_json(const Resize&);
 std::string to_json(const ErrorMsg&);
 std::string to_json(const ProbeResult&);
+std::string to_json(const CredRequest&);
+std::string to_json(const CredAnswer&);
 
 Result<Hello> parse_hello(const std::string& json);
 Result<ExecRequest> parse_exec(const std::string& json);
@@ -133,5 +161,7 @@ Result<Signal> parse_signal(const std::string& json);
 Result<Resize> parse_resize(const std::string& json);
 Result<ErrorMsg> parse_error(const std::string& json);
 Result<ProbeResult> parse_probe_result(const std::string& json);
+Result<CredRequest> parse_cred_request(const std::string& json);
+Result<CredAnswer> parse_cred_answer(const std::string& json);
 
 }  // namespace rf::proto

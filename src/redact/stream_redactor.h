@@ -32,6 +32,10 @@ class StreamRedactor {
   std::string feed(std::string_view chunk);
   // The end of the stream: what was held back, redacted.
   std::string finish();
+  // More values to redact from here on (a JIT grant, issue 13). What is held
+  // back is looked at again with the new patterns; a value given after this
+  // call can only appear in later chunks.
+  void set_patterns(std::shared_ptr<const Patterns> patterns) { patterns_ = std::move(patterns); }
   const RedactionCounts& counts() const { return counts_; }
   size_t held() const { return pending_.size(); }
 

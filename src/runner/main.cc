@@ -17,15 +17,18 @@
 #include "core/io.h"
 #include "proto/messages.h"
 #include "proto/seccomp_blob.h"
+#include "runner/cred_client.h"
 #include "runner/runner.h"
 
 namespace {
 
 int usage(const char* why) {
-  std::fprintf(stderr,
-               "ringfence-tool-runner: %s\nusage: ringfence-tool-runner [--fd N | --stdio] "
-               "[--seccomp FILE] [--root DIR] [--egress-bridge ADDR:PORT=PATH] | --version\n",
-               why);
+  std::fprintf(
+      stderr,
+      "ringfence-tool-runner: %s\nusage: ringfence-tool-runner [--fd N | --stdio] "
+      "[--seccomp FILE] [--root DIR] [--egress-bridge ADDR:PORT=PATH] [--cred-socket NAME] | "
+      "--version\n       ringfence-tool-runner cred get NAME ... (or as rf-cred)\n",
+      why);
   return 2;
 }
 
@@ -68,6 +71,12 @@ bool install_seccomp_file(const char* path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The same binary is rf-cred, the JIT client (runner/cred_client.h).
+  const char* base = std::strrchr(argv[0], '/');
+  base = base != nullptr ? base + 1 : argv[0];
+  if (std::strcmp(base, "rf-cred") == 0 || (argc > 1 && std::strcmp(argv[1], "cred") == 0)) {
+    return rf::runner::cred_main(argc, argv);
+  }
   rf::runner::Options options;
   const char* seccomp_file = nullptr;
   for (int i = 1; i < argc; ++i) {
@@ -77,7 +86,8 @@ int main(int argc, char** argv) {
                   rf::proto::kProtocolVersion);
       return 0;
     }
-    if ((arg == "--fd" || arg == "--root" || arg == "--egress-bridge" || arg == "--seccomp") &&
+    if ((arg == "--fd" || arg == "--root" || arg == "--egress-bridge" || arg == "--seccomp" ||
+         arg == "--cred-socket") &&
         i + 1 >= argc)
       return usage((arg + ": needs a value").c_str());
     if (arg == "--fd") {
@@ -91,6 +101,8 @@ int main(int argc, char** argv) {
       seccomp_file = argv[++i];
     } else if (arg == "--root") {
       options.root = argv[++i];
+    } else if (arg == "--cred-socket") {
+      options.cred_socket = argv[++i];
     } else if (arg == "--egress-bridge") {
       if (options.egress_bridge) return usage("--egress-bridge: given twice");
       auto spec = rf::runner::parse_bridge_spec(argv[++i]);

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "core/io.h"
 
@@ -33,6 +34,8 @@ constexpr uint64_t kSignalToken = 101;
 constexpr uint64_t kOutputToken = 102;  // --stdio: the output pipe
 // The egress bridge's fds: this bit, or the bridge's own tag (below 2^62).
 constexpr uint64_t kBridgeBit = uint64_t{1} << 63;
+// The credential server's fds: this bit, or the server's own tag (below 2^62).
+constexpr uint64_t kCredBit = uint64_t{1} << 62;
 
 uint64_t token(uint32_t call_id, FdKind kind) {
   return (uint64_t{call_id} << 8) | static_cast<uint64_t>(kind);
@@ -126,6 +129,21 @@ Result<std::unique_ptr<Runner>> Runner::create(const Options& options) {
     if (!bridge) return bridge.take_error();
     r->bridge_ = std::move(*bridge);
   }
+  if (!options.cred_socket.empty()) {
+    Runner* raw = r.get();
+    auto cred = CredServer::listen(
+        options.cred_socket,
+        [raw](int fd, uint64_t tag, uint32_t events) {
+          raw->watch_token(fd, kCredBit | tag, events);
+        },
+        [raw](const proto::CredRequest& req) {
+          if (raw->host_minor_ < proto::kCredMinor) return false;
+          raw->send(MsgType::kCredRequest, 0, proto::to_json(req));
+          return true;
+        });
+    if (!cred) return cred.take_error();
+    r->cred_ = std::move(*cred);
+  }
   return r;
 }
 
@@ -167,7 +185,9 @@ Status Runner::handshake() {
   }
   auto theirs = proto::parse_hello(f.json);
   if (!theirs) return theirs.take_error();
-  return proto::check_compatible(theirs->protocol);
+  RF_TRY(proto::check_compatible(theirs->protocol));
+  host_minor_ = proto::parse_version(theirs->protocol)->minor;
+  return ok_status();
 }
 
 // ---- the loop ----
@@ -211,6 +231,8 @@ int Runner::run() {
         on_signals();
       } else if (t & kBridgeBit) {
         if (bridge_) bridge_->on_event(t & ~kBridgeBit, events[i].events);
+      } else if (t & kCredBit) {
+        if (cred_) cred_->on_event(t & ~kCredBit, events[i].events);
       } else if (auto it = calls_.find(static_cast<uint32_t>(t >> 8)); it != calls_.end()) {
         it->second->on_event(static_cast<FdKind>(t & 0xff), events[i].events);
         if (it->second->finished()) calls_.erase(it);
@@ -388,6 +410,8 @@ void Runner::handle(proto::Frame&& f) {
       return handle_set_env(f);
     case MsgType::kProbe:
       return handle_probe(f);
+    case MsgType::kCredAnswer:
+      return handle_cred_answer(f);
     case MsgType::kShutdown:
       exit_code_ = 0;
       return;
@@ -397,6 +421,14 @@ void Runner::handle(proto::Frame&& f) {
       return reply_error(f.call_id,
                          make_error(proto::type_name(f.type), "not a message the host sends"));
   }
+}
+
+void Runner::handle_cred_answer(proto::Frame& f) {
+  auto a = proto::parse_cred_answer(f.json);
+  if (a && cred_) cred_->answer(*a, f.data);
+  // The frame's data held the value: gone from the runner once written on.
+  if (!f.data.empty()) ::explicit_bzero(f.data.data(), f.data.size());
+  if (!a) reply_error(0, a.error());
 }
 
 CallPlan Runner::plan_call(uint32_t id, proto::ExecRequest req) const {

@@ -15,6 +15,7 @@
 #include "proto/frame.h"
 #include "proto/messages.h"
 #include "runner/call.h"
+#include "runner/cred_server.h"
 #include "runner/egress_bridge.h"
 #include "runner/file_ops.h"
 
@@ -29,6 +30,10 @@ struct Options {
   // --egress-bridge: listen there (before the handshake) and relay every
   // connection to the proxy's unix socket (runner/egress_bridge.h).
   std::optional<BridgeSpec> egress_bridge;
+  // --cred-socket: serve JIT credential requests there ("@ringfence-cred"),
+  // forwarded to the host as cred_request (runner/cred_server.h). Only in a
+  // sandbox with a network namespace of its own: the name is per namespace.
+  std::string cred_socket;
 };
 
 class Runner final : public Loop {
@@ -62,6 +67,7 @@ class Runner final : public Loop {
   void handle_file(proto::Frame&& frame);
   void handle_set_env(const proto::Frame& frame);
   void handle_probe(const proto::Frame& frame);
+  void handle_cred_answer(proto::Frame& frame);
   CallPlan plan_call(uint32_t id, proto::ExecRequest req) const;
   void reply_error(uint32_t id, const Error& e);
   void flush_out();
@@ -86,6 +92,8 @@ class Runner final : public Loop {
   std::map<std::string, std::string> extra_env_;  // from set_env, under every call's env
   std::optional<int> exit_code_;
   std::unique_ptr<EgressBridge> bridge_;  // after epoll_: it unregisters into it
+  std::unique_ptr<CredServer> cred_;      // likewise
+  int host_minor_ = 0;                    // the host's protocol minor, from its hello
 };
 
 }  // namespace rf::runner

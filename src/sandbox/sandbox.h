@@ -88,8 +88,23 @@ class Sandbox {
   virtual Result<proto::FileInfo> stat(const std::string& path) = 0;
   // Adds variables to every later call's environment (credentials injected late).
   virtual Status set_env(const std::map<std::string, std::string>& vars) = 0;
+  // Takes variables set by set_env out again (a JIT grant withdrawn).
+  virtual Status unset_env(const std::vector<std::string>& /*names*/) {
+    return make_error("unset env", "this sandbox cannot take variables out");
+  }
   // What the runner sees from inside: uid, capabilities, seccomp, fds.
   virtual Result<proto::ProbeResult> probe() = 0;
+  // JIT credentials (`rf-cred get` inside): whether this sandbox can take
+  // requests at all (its runner serves the credential socket in a network
+  // namespace of its own), then who handles them. `handler` runs on the
+  // thread reading the runner and must only queue; the answer goes back
+  // through answer_credential(). Without a handler, requests are refused.
+  virtual bool takes_credential_requests() const { return false; }
+  virtual void set_credential_handler(std::function<void(const proto::CredRequest&)> /*handler*/) {}
+  virtual Status answer_credential(const proto::CredAnswer& /*answer*/,
+                                   std::string_view /*value*/) {
+    return make_error("answer credential", "this sandbox takes no credential requests");
+  }
 
   // Ends every process and removes every trace on the host. Idempotent.
   virtual Status destroy() = 0;

@@ -104,6 +104,10 @@ Status check_entries(const ProfileRow& p) {
       return fail("profile " + p.name + " key " + e.key + ": the " +
                   std::string(kind_name(e.kind)) + " is empty");
     }
+    if (e.delivery != "env" && e.kind != ProfileEntry::Kind::secret) {
+      return fail("profile " + p.name + " key " + e.key + ": only a secret has a delivery (" +
+                  e.delivery + "); a plain value is in the environment");
+    }
   }
   return ok_status();
 }
@@ -127,12 +131,16 @@ Result<ProfileEntry> read_entry(const Statement& st) {
   e.key = st.text(0);
   e.kind = st.text(1) == "secret" ? ProfileEntry::Kind::secret : ProfileEntry::Kind::value;
   e.ref = st.text(2);
+  e.delivery = st.text(3);
+  e.delivery_json = st.text(4);
   return e;
 }
 
 Status fill_entries(Db& db, ProfileRow& p) {
   auto entries = rows<ProfileEntry>(
-      db, read_entry, "SELECT key, kind, ref FROM profile_entries WHERE profile = ?1 ORDER BY key",
+      db, read_entry,
+      "SELECT key, kind, ref, delivery, delivery_json FROM profile_entries WHERE profile = ?1 "
+      "ORDER BY key",
       p.name);
   if (!entries.ok()) return entries.take_error();
   p.entries = std::move(*entries);
@@ -398,9 +406,10 @@ Status IdentityStore::put_profile(const ProfileRow& p) {
                   p.name, std::string(to_string(p.level)), p.project, p.workflow, p.user, at));
       for (const auto& e : p.entries) {
         RF_TRY(exec(db,
-                    "INSERT INTO profile_entries (profile, key, kind, ref) "
-                    "VALUES (?1, ?2, ?3, ?4)",
-                    p.name, e.key, std::string(kind_name(e.kind)), e.ref));
+                    "INSERT INTO profile_entries (profile, key, kind, ref, delivery, "
+                    "delivery_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    p.name, e.key, std::string(kind_name(e.kind)), e.ref, e.delivery,
+                    e.delivery_json));
       }
       return ok_status();
     };
@@ -441,6 +450,8 @@ Result<std::vector<ProfileRow>> IdentityStore::profiles_for(const std::string& p
     e.key = st.text(7);
     e.kind = st.text(8) == "secret" ? ProfileEntry::Kind::secret : ProfileEntry::Kind::value;
     e.ref = st.text(9);
+    e.delivery = st.text(10);
+    e.delivery_json = st.text(11);
     return Joined{std::move(*head), std::move(e)};
   };
   return store_.locked([&](Db& db) -> Result<std::vector<ProfileRow>> {
@@ -448,7 +459,7 @@ Result<std::vector<ProfileRow>> IdentityStore::profiles_for(const std::string& p
     auto joined =
         rows<Joined>(db, read,
                      "SELECT p.name, p.level, p.project_id, p.workflow, p.user_id, p.created_at, "
-                     "p.updated_at, e.key, e.kind, e.ref "
+                     "p.updated_at, e.key, e.kind, e.ref, e.delivery, e.delivery_json "
                      "FROM identity_profiles p JOIN profile_entries e ON e.profile = p.name "
                      "WHERE p.level = 'system' "
                      "OR (p.level = 'project' AND p.project_id = ?1) "
@@ -488,6 +499,29 @@ Status IdentityStore::record_injections(const std::vector<InjectionRow>& list) {
       return ok_status();
     };
     return within("record injections", write_transaction(db, put));
+  });
+}
+
+Result<bool> IdentityStore::record_jit_grant(const JitGrantRow& g, int max_uses) {
+  return store_.locked([&](Db& db) -> Result<bool> {
+    auto put = [&]() -> Result<bool> {
+      if (max_uses > 0) {
+        auto n = first_row<int64_t>(
+            db, [](const Statement& st) -> Result<int64_t> { return st.int64(0); },
+            "SELECT count(*) FROM jit_grants WHERE project_id = ?1 AND run_id = ?2 AND rule = ?3",
+            g.project_id, g.run_id, g.rule);
+        if (!n.ok()) return n.take_error();
+        if (n->value_or(0) >= max_uses) return false;
+      }
+      RF_TRY(exec(db,
+                  "INSERT INTO jit_grants (project_id, run_id, rule, key, secret, version, "
+                  "sandbox_id, approval_id, at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                  "?8, ?9, ?10)",
+                  g.project_id, g.run_id, g.rule, g.key, g.secret, g.version, g.sandbox_id,
+                  g.approval_id, store_.clock_now(), g.expires_at));
+      return true;
+    };
+    return within("record the JIT grant of " + g.key, write_transaction(db, put));
   });
 }
 

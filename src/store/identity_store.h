@@ -54,6 +54,10 @@ struct ProfileEntry {
   std::string key;
   enum class Kind { secret, value } kind = Kind::value;
   std::string ref;  // the secret's name, or the plain value
+  // How a secret reaches the sandbox: env (at start), jit (asked for with
+  // rf-cred, under the JIT policy), gateway, proxy. Plain values: env.
+  std::string delivery = "env";
+  std::string delivery_json = "{}";  // the delivery's settings
   bool operator==(const ProfileEntry&) const = default;
 };
 
@@ -80,6 +84,19 @@ struct InjectionRow {
   int64_t version = 0;
   int64_t at = 0;
   std::optional<int64_t> ended_at;
+};
+
+// A credential a JIT request was granted (issue 13); never the value.
+struct JitGrantRow {
+  std::string project_id;
+  std::string run_id;
+  std::string rule;  // "rule 2 (jit.yaml:7)", or "" for none
+  std::string key;
+  std::string secret;
+  int64_t version = 0;
+  std::string sandbox_id;
+  std::optional<int64_t> approval_id;
+  std::optional<int64_t> expires_at;
 };
 
 // A live injection whose secret was hard-revoked: the call and sandbox to end.
@@ -133,6 +150,10 @@ class IdentityStore {
 
   // ---- injections
   Status record_injections(const std::vector<InjectionRow>& rows);
+  // Records a JIT grant, unless `max_uses` (> 0) grants of the same rule in
+  // the same run and project exist already: then nothing is written and the
+  // answer is false. One transaction, so two workers cannot both take the last.
+  Result<bool> record_jit_grant(const JitGrantRow& row, int max_uses);
   // The injections of a call (or, call_id unset, of a sandbox) end now.
   Status end_injections_of_call(int64_t call_id);
   Status end_injections_of_sandbox(const std::string& sandbox_id);

@@ -397,9 +397,36 @@ CREATE TABLE artifacts (
 ) STRICT;
 )sql";
 
+// Version 6 (issue 13): how each profile entry reaches a sandbox, and JIT grants.
+// - profile_entries.delivery: env (in the environment at start, issue 11), jit
+//   (asked for with rf-cred, under the JIT policy), gateway or proxy (the
+//   sandbox holds a placeholder; the egress proxy swaps the value in);
+//   delivery_json holds a delivery's settings (the gateway's upstream).
+// - jit_grants: each credential a JIT request was granted, under which rule,
+//   for max_uses per run and for the record (never the value).
+constexpr std::string_view kV6 = R"sql(
+ALTER TABLE profile_entries ADD COLUMN delivery TEXT NOT NULL DEFAULT 'env'
+  CHECK (delivery IN ('env', 'jit', 'gateway', 'proxy'));
+ALTER TABLE profile_entries ADD COLUMN delivery_json TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE jit_grants (
+  id INTEGER PRIMARY KEY,
+  project_id TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  rule TEXT NOT NULL,
+  key TEXT NOT NULL,
+  secret TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  sandbox_id TEXT NOT NULL,
+  approval_id INTEGER,
+  at INTEGER NOT NULL,
+  expires_at INTEGER
+) STRICT;
+CREATE INDEX jit_grants_by_rule ON jit_grants (project_id, run_id, rule);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1}, {2, kV2}, {3, kV3, /*rebuilds_tables=*/true}, {4, kV4, /*rebuilds_tables=*/true},
-    {5, kV5},
+    {5, kV5}, {6, kV6},
 };
 
 constexpr std::string_view kVersionTable =

@@ -247,9 +247,11 @@ Status validate_call(const NewCall& c) {
   return check_call_text(c);
 }
 
-std::optional<std::string> identity_json(const std::optional<IdentityScope>& scope) {
+std::optional<std::string> identity_json(const std::optional<IdentityScope>& scope, bool jit) {
   if (!scope) return std::nullopt;
-  return json{{"workflow", scope->workflow}, {"user", scope->user}}.dump();
+  json j = {{"workflow", scope->workflow}, {"user", scope->user}};
+  if (jit) j["jit"] = true;
+  return j.dump();
 }
 
 // Reads the queued call in the current row; a row that cannot be decoded is
@@ -276,6 +278,7 @@ Result<ClaimedCall> read_queued(const Statement& st) {
       return fail("its stored identity is not {\"workflow\": \"...\", \"user\": \"...\"}");
     c.call.identity =
         IdentityScope{id["workflow"].get<std::string>(), id["user"].get<std::string>()};
+    c.call.jit = id.value("jit", json(false)).is_boolean() && id["jit"].get<bool>();
   }
   return c;
 }
@@ -481,7 +484,7 @@ Result<int64_t> Store::enqueue_call(const NewCall& c) {
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10)",
                 c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
                 Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at, c.sandbox_image,
-                identity_json(c.identity)));
+                identity_json(c.identity, c.jit)));
     return db_.last_insert_rowid();
   };
   std::string operation = "enqueue call in run " + c.run;
@@ -508,7 +511,7 @@ Result<int64_t> Store::start_call(const NewCall& c, const std::string& worker_id
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?10, ?11, ?12)",
                 c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
                 Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, worker_id, at + lease.count(), at,
-                c.sandbox_image, identity_json(c.identity)));
+                c.sandbox_image, identity_json(c.identity, c.jit)));
     return db_.last_insert_rowid();
   };
   const std::string operation = "start call in run " + c.run;

@@ -77,6 +77,8 @@ struct NewCall {
   std::string sandbox_image;
   // Set: the call runs identity-scoped (`call --identity`).
   std::optional<IdentityScope> identity;
+  // `call --jit` (with identity): the sandbox may ask for credentials (rf-cred).
+  bool jit = false;
 };
 
 // Which queued calls a worker may take.

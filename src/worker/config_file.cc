@@ -271,6 +271,13 @@ const std::vector<Field>& pool_fields() {
   return fields;
 }
 
+const std::vector<Field>& identity_fields() {
+  static const std::vector<Field> fields = {
+      field("jit_policy", "a file", parse_text, &SettingsLayer::jit_policy),
+  };
+  return fields;
+}
+
 const std::vector<Field>& root_fields() {
   static const std::vector<Field> fields = {
       field("project_environment", "a project environment (production, staging, development)",
@@ -279,6 +286,7 @@ const std::vector<Field>& root_fields() {
       field("state_dir", "a directory", parse_text, &SettingsLayer::state_dir),
       section("sandbox", sandbox_fields()),
       section("pool", pool_fields()),
+      section("identity", identity_fields()),
   };
   return fields;
 }
@@ -387,7 +395,13 @@ std::string settings_to_yaml(const WorkerSettings& s) {
   out << YAML::Key << "name" << YAML::Value << s.pool_name.value;
   out << YAML::Key << "target" << YAML::Value << std::to_string(s.pool_target.value);
   out << YAML::Key << "max" << YAML::Value << std::to_string(s.pool_max.value);
-  out << YAML::EndMap << YAML::EndMap;
+  out << YAML::EndMap;
+  if (!s.jit_policy.value.empty()) {
+    out << YAML::Key << "identity" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "jit_policy" << YAML::Value << s.jit_policy.value;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
 

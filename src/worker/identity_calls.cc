@@ -96,7 +96,7 @@ Result<PreparedIdentity> IdentityCalls::resolve_for_worker(const IdentityUse& ca
                              context_of(call));
   std::vector<redact::SecretToRedact> values;
   for (const auto& e : resolved->plan.entries) {
-    if (e.kind != store::ProfileEntry::Kind::secret) continue;
+    if (e.kind != store::ProfileEntry::Kind::secret || !e.at_start()) continue;
     values.push_back({e.key, std::string(resolved->env.at(e.key).reveal())});
   }
   auto patterns = redact::compile_patterns(values);
@@ -122,7 +122,7 @@ Status IdentityCalls::inject(const IdentityUse& call, const PreparedIdentity& pr
   }
   std::vector<store::InjectionRow> rows;
   for (const auto& e : prepared.resolved.plan.entries) {
-    if (e.kind != store::ProfileEntry::Kind::secret) continue;
+    if (e.kind != store::ProfileEntry::Kind::secret || !e.at_start()) continue;
     store::InjectionRow r;
     if (call.call_id != 0) r.call_id = call.call_id;
     r.sandbox_id = sandbox->id();
@@ -149,6 +149,38 @@ Status IdentityCalls::inject(const IdentityUse& call, const PreparedIdentity& pr
     m.mark.patterns = prepared.patterns;
   }
   return ok_status();
+}
+
+Result<identity::CascadePlan> IdentityCalls::plan_now(const IdentityUse& use) {
+  return identity::plan_cascade(rows_, {use.project, use.scope.workflow, use.scope.user});
+}
+
+Result<identity::OpenedSecret> IdentityCalls::open_secret(const std::string& name) {
+  auto opened = secrets_.open_current({name});
+  if (!opened.ok()) return opened.take_error();
+  return std::move(opened->at(name));
+}
+
+Result<std::shared_ptr<const redact::Patterns>> IdentityCalls::inject_late(
+    const IdentityUse& use, const std::shared_ptr<Sandbox>& sandbox, const std::string& key,
+    const std::string& secret, int64_t version, std::string_view value) {
+  store::InjectionRow r;
+  if (use.call_id != 0) r.call_id = use.call_id;
+  r.sandbox_id = sandbox->id();
+  r.worker_id = options_.worker_id;
+  r.project_id = use.project;
+  r.run_id = use.run;
+  r.key = key;
+  r.secret = secret;
+  r.version = version;
+  RF_TRY(rows_.record_injections({r}));
+  std::lock_guard lock(mu_);
+  auto& m = marked_[sandbox->id()];
+  if (m.sandbox.expired()) m.sandbox = sandbox;
+  if (m.mark.scope.empty()) m.mark.scope = scope_text(use);
+  m.mark.values.push_back({key, std::string(value)});
+  m.mark.patterns = redact::compile_patterns(m.mark.values);
+  return m.mark.patterns;
 }
 
 std::string IdentityCalls::scope_of(const Sandbox& sandbox) {

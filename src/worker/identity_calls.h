@@ -90,6 +90,20 @@ class IdentityCalls {
   // hold the values (in files, in processes), so its later calls are redacted
   // too. Null: nothing to redact.
   std::shared_ptr<const redact::Patterns> patterns_for(const Sandbox& sandbox);
+  // ---- JIT (issue 13)
+  // The cascade of `use` as it stands now (fail closed: a revoked secret in it
+  // is an error naming it); values are not opened.
+  Result<identity::CascadePlan> plan_now(const IdentityUse& use);
+  // The current value of one secret (fail closed).
+  Result<identity::OpenedSecret> open_secret(const std::string& name);
+  // A value granted to a live sandbox: recorded as an injection first (hard
+  // revocation finds it), then added to what its calls are redacted of.
+  // Returns the sandbox's patterns with it.
+  Result<std::shared_ptr<const redact::Patterns>> inject_late(
+      const IdentityUse& use, const std::shared_ptr<Sandbox>& sandbox, const std::string& key,
+      const std::string& secret, int64_t version, std::string_view value);
+  const std::string& worker_id() const { return options_.worker_id; }
+
   // The call ended. Returns the reason when a hard revocation ended it.
   std::optional<std::string> call_ended(int64_t call_id);
   // The sandbox is gone (after the call, or its run ended).

@@ -18,6 +18,12 @@ void RedactingSink::on_stderr(std::string_view data) {
   if (!clean.empty()) next_.on_stderr(clean);
 }
 
+void RedactingSink::set_patterns(const std::shared_ptr<const redact::Patterns>& patterns) {
+  std::lock_guard lock(mu_);
+  out_.set_patterns(patterns);
+  err_.set_patterns(patterns);
+}
+
 void RedactingSink::finish() {
   std::lock_guard lock(mu_);
   const std::string out = out_.finish();

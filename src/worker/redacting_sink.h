@@ -20,6 +20,9 @@ class RedactingSink : public OutputSink {
   void on_started(uint32_t call_id, int pid) override { next_.on_started(call_id, pid); }
   void on_stdout(std::string_view data) override;
   void on_stderr(std::string_view data) override;
+  // Redacts `patterns` from here on, on both streams: set before a value the
+  // sandbox receives mid-call (JIT) can reach its output.
+  void set_patterns(const std::shared_ptr<const redact::Patterns>& patterns);
   // After the call: what was held back, redacted, goes on.
   void finish();
   // Matches redacted on both streams: (key, form) -> count.

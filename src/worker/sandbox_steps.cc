@@ -90,12 +90,6 @@ class SandboxStep {
       : s_(s), r_(r), step_(*r.step), sandboxes_(sandboxes) {}
 
   StepOutcome run() {
-    if (step_.mode == ExecutionMode::kCliAgentJit) {
-      return StepOutcome::failed(
-          ErrorKind::kInternal,
-          "cli_agent_jit steps run once JIT credentials are built (issue 13); until then use "
-          "mode cli_agent, with the agent's credentials in its identity profile");
-    }
     // The step's plain environment, rendered.
     for (const auto& [k, v] : step_.env) {
       auto value = r_.render(v);
@@ -254,11 +248,30 @@ class SandboxStep {
     call.timeout = r_.timeout;
     std::optional<RedactingSink> redacting;
     Capture capture(*output);
-    if (patterns_) redacting.emplace(capture, patterns_);
+    const bool jit = step_.mode == ExecutionMode::kCliAgentJit;
+    // A JIT step is redacted of what it is granted mid-call, even if it had nothing before.
+    if (patterns_ || jit)
+      redacting.emplace(capture, patterns_ ? patterns_ : redact::compile_patterns({}));
     OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : capture;
     if (!notice_.empty()) output->on_stderr(notice_);
+    if (jit) {
+      const auto& spec_env = sandbox_->spec().env;
+      const std::string path = call.env.count("PATH")   ? call.env["PATH"]
+                               : spec_env.count("PATH") ? spec_env.at("PATH")
+                                                        : base_environment(false).at("PATH");
+      call.env["PATH"] = JitBroker::jit_path(path);
+      IdentityUse use = use_;
+      use.call_id = call_id;
+      JitContext ctx{use, step_.id, step_.agent, sandbox_, &*redacting};
+      if (auto s = s_.jit->open(ctx); !s) {
+        ran.result = s.take_error();
+        end_call(call_id, *output, ran.result, sandbox_->id(), std::nullopt);
+        return ran;
+      }
+    }
     if (s_.flusher) s_.flusher->add(output);
     ran.result = sandbox_->exec(call, sink);
+    if (jit) s_.jit->close(sandbox_->id());
     if (redacting) redacting->finish();
     if (s_.flusher) s_.flusher->remove(output);
     for (auto& [k, v] : call.env) sodium_memzero(v.data(), v.size());

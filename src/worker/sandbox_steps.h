@@ -5,7 +5,8 @@
 //                    cascade in that sandbox's environment only
 //   cli_agent        a CLI coding agent (agents/*.yaml adapters) with identity,
 //                    then its artifact (git, s3, local, the store)
-//   cli_agent_jit    refused until JIT credentials land (issue 13)
+//   cli_agent_jit    the same, and the agent may ask for the keys its profiles
+//                    deliver by jit: rf-cred, answered by the JIT policy (issue 13)
 // Each command is a tool call of the run (started held by this worker, so its
 // output streams into the store as any call's, and `run show` lists it);
 // output of a sandbox that received identity values is redacted.

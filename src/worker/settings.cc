@@ -285,6 +285,7 @@ WorkerSettings merge_settings(const SettingsLayer& flags, const SettingsLayer& c
   pick(&s.allow_host_network, flags.allow_host_network, config.allow_host_network);
   pick(&s.allow_identity_without_sandbox, flags.allow_identity_without_sandbox,
        config.allow_identity_without_sandbox);
+  pick(&s.jit_policy, flags.jit_policy, config.jit_policy);
   for (const LimitField& f : limit_fields()) {
     const auto given = flags.limits.find(f.name);
     const auto written = config.limits.find(f.name);
@@ -372,6 +373,8 @@ std::vector<std::string> WorkerSettings::explain() const {
                  line("pool.max", std::to_string(pool_max.value), pool_max)}) {
     out.push_back(std::move(l));
   }
+  if (!jit_policy.value.empty())
+    out.push_back(line("identity.jit_policy", jit_policy.value, jit_policy));
   return out;
 }
 

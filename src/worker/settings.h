@@ -69,6 +69,7 @@ struct SettingsLayer {
   Maybe<std::vector<std::string>> proxy_resolve;
   Maybe<bool> allow_host_network;
   Maybe<bool> allow_identity_without_sandbox;
+  Maybe<std::string> jit_policy;
   // Limit texts by limit name, each already known to parse.
   std::map<std::string, Resolved<std::string>, std::less<>> limits;
   Maybe<std::chrono::milliseconds> idle_timeout;
@@ -95,6 +96,9 @@ struct WorkerSettings {
   Resolved<bool> allow_host_network;  // lets a production project use network host
   // lets identity-scoped calls run in sandbox mode none (never for production)
   Resolved<bool> allow_identity_without_sandbox;
+  // identity.jit_policy / --jit-policy: the JIT credential policy file
+  // (identity/jit_policy.h); empty: every JIT request is denied.
+  Resolved<std::string> jit_policy;
   ResolvedLimits limits;                             // per sandbox; timeout and output per call
   Resolved<std::chrono::milliseconds> idle_timeout;  // per_run sandboxes
   Resolved<std::string> pool_name;

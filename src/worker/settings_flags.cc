@@ -95,6 +95,8 @@ std::vector<FlagDef> make_flag_defs() {
           &SettingsLayer::state_dir),
       def("--sandbox-mode", "none, per_tool, per_run or per_worker", parse_sandbox_mode,
           &SettingsLayer::mode),
+      def("--jit-policy", "The JIT credential policy file (YAML); without one, rf-cred is denied",
+          parse_text, &SettingsLayer::jit_policy),
       def("--sandbox-backend", "native, docker, remotedocker or local", parse_backend,
           &SettingsLayer::backend),
       def("--docker-host",

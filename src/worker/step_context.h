@@ -17,6 +17,7 @@
 #include "store/store.h"
 #include "store/workflow_store.h"
 #include "worker/identity_calls.h"
+#include "worker/jit_broker.h"
 #include "worker/serving.h"
 #include "worker/settings.h"
 #include "workflow/definition.h"
@@ -35,6 +36,7 @@ struct WorkflowServices {
   std::function<std::shared_ptr<Serving>()> serving;
   const WorkerSettings* settings = nullptr;
   IdentityCalls* identity = nullptr;
+  JitBroker* jit = nullptr;  // cli_agent_jit steps' rf-cred requests
   SandboxLedger* ledger = nullptr;
   OutputFlusher* flusher = nullptr;
   std::string artifact_root;  // --artifact-root: where `local` artifacts go ("" = refused)

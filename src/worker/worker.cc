@@ -101,6 +101,13 @@ Result<std::unique_ptr<Worker>> Worker::start(WorkerOptions options, Placement p
 
 Status Worker::init() {
   const WorkerSettings& s = options_.settings;
+  // A policy that cannot be read stops the worker here (fail closed), naming FILE:LINE.
+  std::shared_ptr<const identity::JitPolicy> jit_policy;
+  if (!s.jit_policy.value.empty()) {
+    auto policy = identity::load_jit_policy(s.jit_policy.value);
+    if (!policy) return policy.take_error();
+    jit_policy = std::make_shared<const identity::JitPolicy>(std::move(*policy));
+  }
   id_ = options_.worker_id.empty() ? hostname() + "-" + std::to_string(::getpid())
                                    : options_.worker_id;
   auto st = store::Store::open(store_path(s.state_dir.value));
@@ -146,6 +153,7 @@ Status Worker::init() {
       IdentityCalls::Options{id_, s.state_dir.value, options_.vault,
                              s.allow_identity_without_sandbox.value, options_.revocation_period},
       [this](const std::shared_ptr<Sandbox>& sandbox) { serving()->router->discard(sandbox); });
+  jit_ = std::make_unique<JitBroker>(*store_, *identity_, JitBroker::Options{jit_policy});
   ledger_ = std::make_unique<SandboxLedger>(*store_, id_, options_.ledger_period);
   serving_ = Serving::make(std::move(first_placement_), s, ledger_.get());
   WorkflowServices services;
@@ -155,6 +163,7 @@ Status Worker::init() {
   services.serving = [this] { return serving(); };
   services.settings = &options_.settings;
   services.identity = identity_.get();
+  services.jit = jit_.get();
   services.ledger = ledger_.get();
   services.flusher = flusher_.get();
   services.artifact_root = options_.artifact_root;
@@ -301,6 +310,11 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   const auto with = serving();
   std::optional<PreparedIdentity> prepared;
   std::string notice;
+  if (c.jit && with->placement.mode == SandboxMode::kNone) {
+    return fail(
+        "JIT refused: this worker runs calls without a sandbox (mode none); rf-cred "
+        "needs a sandbox whose tool runner serves it");
+  }
   if (c.identity) {
     auto p = identity_->prepare(IdentityUse::of(claimed), with->placement.mode, &notice);
     if (!p) return fail(p.error().to_string());
@@ -337,11 +351,26 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   call.stdin_data = c.stdin_bytes;
   call.timeout = c.timeout;
   std::optional<RedactingSink> redacting;
-  if (patterns) redacting.emplace(*output, patterns);
+  // A JIT call is redacted of what it is granted mid-call, even if it had nothing before.
+  if (patterns || c.jit)
+    redacting.emplace(*output, patterns ? patterns : redact::compile_patterns({}));
   OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : *output;
   if (!notice.empty()) output->on_stderr(notice);
+  if (c.jit) {
+    const auto& spec_env = lease->sandbox->spec().env;
+    const std::string path = call.env.count("PATH")   ? call.env["PATH"]
+                             : spec_env.count("PATH") ? spec_env.at("PATH")
+                                                      : base_environment(false).at("PATH");
+    call.env["PATH"] = JitBroker::jit_path(path);
+    JitContext ctx{IdentityUse::of(claimed), "", "", lease->sandbox, &*redacting};
+    if (auto s = jit_->open(ctx); !s) {
+      fail(s.error().to_string());
+      return release();
+    }
+  }
   flusher_->add(output);
   auto result = lease->sandbox->exec(call, sink);
+  if (c.jit) jit_->close(sandbox_id);
   if (redacting) redacting->finish();
   flusher_->remove(output);
   for (auto& [key, value] : call.env) sodium_memzero(value.data(), value.size());

@@ -19,6 +19,7 @@
 #include "store/store.h"
 #include "worker/call_output.h"
 #include "worker/identity_calls.h"
+#include "worker/jit_broker.h"
 #include "worker/pool.h"
 #include "worker/sandbox_router.h"
 #include "worker/serving.h"
@@ -113,6 +114,7 @@ class Worker {
   std::chrono::steady_clock::time_point last_recovery_try_{};
   std::unique_ptr<OutputFlusher> flusher_;
   std::unique_ptr<IdentityCalls> identity_;  // after store_: it uses it
+  std::unique_ptr<JitBroker> jit_;           // after identity_: it uses it
   std::unique_ptr<WorkflowRuns> workflows_;  // after identity_ and ledger_: it uses them
   std::atomic<bool> claiming_{true};
   std::atomic<bool> stopped_{false};

@@ -37,11 +37,12 @@ TEST(Messages, ErrorsNameTheField) {
 TEST(Messages, VersionRange) {
   EXPECT_TRUE(check_compatible("0.1.0").ok());
   EXPECT_TRUE(check_compatible("0.1.9").ok());
-  EXPECT_FALSE(check_compatible("0.2.0").ok());
+  EXPECT_TRUE(check_compatible("0.2.0").ok());  // 0.2 adds cred_request/cred_answer
+  EXPECT_FALSE(check_compatible("0.3.0").ok());
   EXPECT_FALSE(check_compatible("1.1.0").ok());
   EXPECT_FALSE(check_compatible("0.1").ok());
   EXPECT_FALSE(check_compatible("0.1.0-rc1").ok());
-  EXPECT_NE(check_compatible("0.2.0").error().message.find(">=0.1,<0.2"), std::string::npos);
+  EXPECT_NE(check_compatible("0.3.0").error().message.find(">=0.1,<0.3"), std::string::npos);
 }
 
 }  // namespace

@@ -283,7 +283,7 @@ TEST(WorkerSettings, StateDirTildeIsHome) {
 TEST(WorkerConfig, UnknownTopLevelKey) {
   EXPECT_EQ(config_error("colour: red\n"),
             "/etc/rf/worker.yaml:1: colour: unknown key (allowed: project_environment, project, "
-            "state_dir, sandbox, pool)");
+            "state_dir, sandbox, pool, identity)");
   EXPECT_EQ(config_error("pool:\n  max: 3\nprojects: acme\n"),
             "/etc/rf/worker.yaml:3: projects: unknown key (did you mean \"project\"?)");
 }

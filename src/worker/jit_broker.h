@@ -1,0 +1,93 @@
+// JIT credentials (worker side, issue 13): answers `rf-cred get NAME` from
+// inside a sandbox that runs JIT work (`ringfence call --jit`, a
+// cli_agent_jit step). For each request, on a thread of its own:
+//   1. audited (jit.requested): key, scope, reason, the asking pid;
+//   2. the key is looked up in the call's identity cascade, as it stands now:
+//      only entries delivered `jit` may be asked for; a revoked secret is
+//      refused (fail closed);
+//   3. the policy (identity/jit_policy.h) decides: allow, deny, or ask a
+//      human through the approval queue (`ringfence approvals`), waiting up
+//      to the rule's timeout, which then denies (jit.evaluated, then
+//      jit.approved / jit.denied: by whom);
+//   4. max_uses per run is taken in the store, in one transaction;
+//   5. delivered (jit.delivered): recorded as an injection (hard revocation
+//      ends the sandbox), added to the running call's redaction and to the
+//      sandbox's, set into the sandbox's environment for later execs
+//      (set_env), and only then sent to the asker.
+// A grant with a TTL, or whose secret is revoked (soft), is taken out of the
+// sandbox's environment again within the watch period (jit.withdrawn).
+// Nothing here ever logs, stores or audits a value.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "identity/jit_policy.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+#include "worker/identity_calls.h"
+#include "worker/redacting_sink.h"
+
+namespace rf::worker {
+
+// Who runs in the sandbox that may ask: the policy matches on these.
+struct JitContext {
+  IdentityUse use;  // project, run, identity scope, the call
+  std::string step, agent;
+  std::shared_ptr<Sandbox> sandbox;
+  RedactingSink* sink = nullptr;  // the running call's output: redacted of each grant
+};
+
+class JitBroker {
+ public:
+  struct Options {
+    std::shared_ptr<const identity::JitPolicy> policy;  // null: every request is denied
+    std::chrono::milliseconds watch_period{200};
+  };
+  JitBroker(store::Store& store, IdentityCalls& identity, Options options);
+  // Refuses whatever waits, then joins every thread.
+  ~JitBroker();
+  JitBroker(const JitBroker&) = delete;
+  JitBroker& operator=(const JitBroker&) = delete;
+
+  // The sandbox takes requests for `ctx` until close(). Refused when the
+  // sandbox cannot take requests (its runner has no credential socket).
+  Status open(const JitContext& ctx);
+  // Requests from here on are refused; those waiting (for a human) are
+  // refused now; returns once none of them touches the call any more.
+  void close(const std::string& sandbox_id);
+
+  // "$PATH:/.ringfence/bin": the PATH a JIT call runs with, so rf-cred is found.
+  static std::string jit_path(const std::string& path);
+
+ private:
+  struct Session;
+  struct Grant;
+  void enqueue(const std::shared_ptr<Session>& session, const proto::CredRequest& req);
+  void serve(const std::shared_ptr<Session>& session, const proto::CredRequest& req);
+  // Step 3 for an `ask` rule: waits for a human. Empty: approved (by whom in *by).
+  std::optional<std::string> ask_human(const Session& s, const proto::CredRequest& req,
+                                       const identity::JitRule& rule, const std::string& secret,
+                                       std::string* by, int64_t* approval_id);
+  void watch_loop();
+  void withdraw_due();
+
+  store::Store& store_;
+  IdentityCalls& identity_;
+  Options options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;  // by sandbox id
+  std::vector<std::thread> threads_;                          // requests being served
+  std::map<std::string, std::vector<Grant>> grants_;          // by sandbox id
+  std::thread watcher_;
+};
+
+}  // namespace rf::worker
