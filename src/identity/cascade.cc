@@ -61,7 +61,9 @@ Result<CascadePlan> plan_cascade(store::IdentityStore& rows, const CascadeReques
   for (auto& e : plan.entries) {
     if (e.kind != store::ProfileEntry::Kind::secret) continue;
     const auto& [row, sealed] = versions->at(e.secret);
-    if (row.state != store::SecretState::active) {
+    // A JIT entry's secret is opened only when asked for, and refused then if
+    // revoked: it does not hold up the rest of the cascade.
+    if (row.state != store::SecretState::active && e.at_start()) {
       return make_error(where, "key " + e.key + " (profile " + e.profile + ") names secret " +
                                    e.secret + ", which is " +
                                    std::string(store::to_string(row.state)) +

@@ -56,7 +56,8 @@ struct ResolvedIdentity {
 };
 
 // Refused: an unknown project is fine (no project profiles), but a secret
-// that is missing, revoked or hard-revoked is an error naming key and secret.
+// that is missing, revoked or hard-revoked is an error naming key and secret
+// (for a jit entry, only a missing one: a revoked one is refused when asked for).
 Result<CascadePlan> plan_cascade(store::IdentityStore& rows, const CascadeRequest& request);
 // Plans, then opens every secret of the plan (fail closed).
 Result<ResolvedIdentity> resolve_cascade(store::IdentityStore& rows, Secrets& secrets,

@@ -278,7 +278,8 @@ Result<ClaimedCall> read_queued(const Statement& st) {
       return fail("its stored identity is not {\"workflow\": \"...\", \"user\": \"...\"}");
     c.call.identity =
         IdentityScope{id["workflow"].get<std::string>(), id["user"].get<std::string>()};
-    c.call.jit = id.value("jit", json(false)).is_boolean() && id["jit"].get<bool>();
+    const auto jit = id.find("jit");
+    c.call.jit = jit != id.end() && jit->is_boolean() && jit->get<bool>();
   }
   return c;
 }

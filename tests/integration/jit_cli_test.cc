@@ -1,0 +1,375 @@
+// JIT credentials end to end (issue 13), as a new user tries them: the real
+// `ringfence` binary sets secrets, a profile whose keys are delivered by jit,
+// and a policy file; a real worker runs `call --jit` in native sandboxes; and
+// inside, `rf-cred get` asks. Each test asserts the exact outcome: the value
+// (by hash) or the refusal's words and exit code, the audit trail, and that
+// no form of the value leaves the sandbox.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "integration/identity_cli_fixture.h"
+#include "store/identity_store.h"
+#include "store/workflow_store.h"
+
+namespace rf::testing {
+namespace {
+
+class JitCli : public IdentityCli {
+ protected:
+  // Secrets github-acme (the test's random value), deploy-acme and other-acme;
+  // profile acme: GITHUB_TOKEN, DEPLOY, OTHER by jit, ENVKEY by env.
+  void set_up_jit(const std::string& policy) {
+    std::string err;
+    ASSERT_EQ(run({"secret", "set", "github-acme"}, secret_, nullptr, &err), 0) << err;
+    ASSERT_EQ(run({"secret", "set", "deploy-acme"}, secret_ + "-deploy", nullptr, &err), 0) << err;
+    ASSERT_EQ(run({"secret", "set", "other-acme"}, secret_ + "-other", nullptr, &err), 0) << err;
+    ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                   "GITHUB_TOKEN=jit:github-acme", "DEPLOY=jit:deploy-acme", "OTHER=jit:other-acme",
+                   "ENVKEY=secret:other-acme"},
+                  std::nullopt, nullptr, &err),
+              0)
+        << err;
+    policy_ = dir_ + "/jit.yaml";
+    std::ofstream(policy_) << policy;
+  }
+  Cli& start_jit_worker(std::vector<std::string> flags = {}) {
+    flags.insert(flags.end(), {"--jit-policy", policy_});
+    return start_worker(flags);
+  }
+  // The audit log's events of `kind`, oldest first.
+  std::vector<nlohmann::json> audit_events(const std::string& kind) {
+    std::string out, err;
+    EXPECT_EQ(run({"audit", "show", "--json"}, std::nullopt, &out, &err), 0) << err;
+    std::vector<nlohmann::json> found;
+    for (const auto& e : nlohmann::json::parse(out)) {
+      if (e["kind"] == kind) found.push_back(e);
+    }
+    return found;
+  }
+  std::unique_ptr<store::Store> open_store() {
+    auto s = store::Store::open(worker::store_path(dir_));
+    EXPECT_TRUE(s.ok());
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  // Waits for the first pending approval; returns its id (0: none came).
+  int64_t wait_for_approval() {
+    auto s = open_store();
+    const auto end = Clock::now() + 20s;
+    while (Clock::now() < end) {
+      auto pending = store::WorkflowStore(*s).pending_approvals("acme");
+      if (pending.ok() && !pending->empty()) return pending->front().id;
+      std::this_thread::sleep_for(20ms);
+    }
+    return 0;
+  }
+  // A `call ...` as call() makes it (it carries --state-dir before the command).
+  int run_call(const std::vector<std::string>& args, std::optional<std::string> in,
+               std::string* out, std::string* err) {
+    Cli c(args, std::move(in));
+    const int code = c.wait(60s);
+    *out = c.out();
+    *err = c.err();
+    return code;
+  }
+  std::string policy_;
+};
+
+constexpr const char* kPolicy = R"(rules:
+  - secret: "github-*"
+    scope: push
+    verdict: allow
+    max_uses: 2
+  - secret: "deploy-*"
+    verdict: ask
+    timeout: 30s
+    approvers: [alice]
+  - key: OTHER
+    verdict: deny
+)";
+
+// Done when, allow: the asker gets the value on stdout (compared by hash),
+// the call had no value before it asked, later execs of the run's sandbox see
+// it, another run never does, and no form of it leaves: not the call's
+// output, the store file, the worker's log or the audit log, which records
+// requested, evaluated (the rule), approved (by the policy) and delivered.
+TEST_F(JitCli, AnAllowRuleGivesTheValueToTheAskerAndLaterExecsOnly) {
+  set_up_jit(kPolicy);
+  Cli& worker = start_jit_worker({"--sandbox-mode", "per_run"});
+  std::string out, err;
+  ASSERT_EQ(
+      run_call(call("acme", "r1", {"--jit"},
+                    {"sh", "-c",
+                     "echo before:[$GITHUB_TOKEN]; "
+                     "rf-cred get GITHUB_TOKEN --scope push --reason 'push the site' | sha256sum; "
+                     "rf-cred get GITHUB_TOKEN --scope push; echo; "
+                     "printf %s \"$GITHUB_TOKEN\" | base64 -w0"}),
+               std::nullopt, &out, &err),
+      0)
+      << err;
+  EXPECT_EQ(out, "before:[]\n" + sha256_hex(secret_) + "  -\n[REDACTED:GITHUB_TOKEN]\n") << out;
+  EXPECT_EQ(err, "");
+  // A later exec of the same run (no --jit): in its environment, redacted out.
+  ASSERT_EQ(
+      run_call(call("acme", "r1", {},
+                    {"sh", "-c", "printf %s \"$GITHUB_TOKEN\" | sha256sum; echo $GITHUB_TOKEN"}),
+               std::nullopt, &out, &err),
+      0)
+      << err;
+  EXPECT_EQ(out, sha256_hex(secret_) + "  -\n[REDACTED:GITHUB_TOKEN]\n");
+  // Another run's sandbox never has it.
+  ASSERT_EQ(run_call(call("acme", "r2", {"--jit"}, {"sh", "-c", "echo [$GITHUB_TOKEN]"}),
+                     std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "[]\n");
+  // max_uses 2 per run: r1 had both.
+  EXPECT_EQ(
+      run_call(call("acme", "r1", {"--jit"}, {"rf-cred", "get", "GITHUB_TOKEN", "--scope", "push"}),
+               std::nullopt, &out, &err),
+      1);
+  EXPECT_EQ(out, "");
+  EXPECT_NE(err.find("rf-cred: refused: rule 1 (" + policy_ +
+                     ":2) allows 2 use(s) per run, and run r1 has had them"),
+            std::string::npos)
+      << err;
+  // The trail, and nowhere a form of the value.
+  const auto delivered = audit_events("jit.delivered");
+  ASSERT_EQ(delivered.size(), 2u);
+  const auto& d = delivered[0]["detail"];
+  EXPECT_EQ(d["key"], "GITHUB_TOKEN");
+  EXPECT_EQ(d["secret"], "github-acme");
+  EXPECT_EQ(d["scope"], "push");
+  EXPECT_EQ(d["reason"], "push the site");
+  EXPECT_EQ(d["rule"], "rule 1 (" + policy_ + ":2)");
+  EXPECT_EQ(audit_events("jit.requested").size(), 3u);
+  EXPECT_EQ(audit_events("jit.evaluated").size(), 3u);
+  const auto approved = audit_events("jit.approved");
+  ASSERT_EQ(approved.size(), 3u);  // the third is then over max_uses
+  EXPECT_EQ(approved[0]["detail"]["by"], "policy");
+  worker.signal(SIGTERM);
+  worker.wait(30s);
+  const std::string worker_log = worker.out() + worker.err();
+  workers_.clear();
+  for (const char* f : {"/ringfence.db", "/ringfence.db-wal"}) {
+    if (std::filesystem::exists(dir_ + f)) expect_no_form_in(slurp_bytes(dir_ + f), f);
+  }
+  expect_no_form_in(worker_log, "the worker's log");
+  ASSERT_EQ(run({"audit", "show", "--json"}, std::nullopt, &out, &err), 0) << err;
+  expect_no_form_in(out, "the audit log");
+  ASSERT_EQ(run({"audit", "verify"}, std::nullopt, &out, &err), 0) << out << err;
+}
+
+// Denied by a rule, by no rule, for a key not delivered by jit, and for a key
+// no profile has: each is exit 1 with the reason on stderr, nothing on
+// stdout, and a jit.denied event saying by whom.
+TEST_F(JitCli, RefusalsSayWhyOnStderrAndExitOne) {
+  set_up_jit(kPolicy);
+  start_jit_worker({"--sandbox-mode", "per_tool"});
+  std::string out, err;
+  struct Case {
+    std::vector<std::string> ask;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"OTHER"}, "rf-cred: refused: denied by rule 3 (" + policy_ + ":10)\n"},
+      {{"GITHUB_TOKEN", "--scope", "admin"},
+       "rf-cred: refused: no rule of " + policy_ +
+           " matches (secret github-acme, key GITHUB_TOKEN, scope \"admin\", project acme), so it "
+           "is denied\n"},
+      {{"ENVKEY"},
+       "rf-cred: refused: ENVKEY is delivered by env, not jit: it is not asked for with rf-cred\n"},
+      {{"NOPE"},
+       "rf-cred: refused: NOPE is not a key of the identity profiles of project acme (ringfence "
+       "identity resolve --project acme lists them)\n"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> cmd = {"rf-cred", "get"};
+    cmd.insert(cmd.end(), c.ask.begin(), c.ask.end());
+    EXPECT_EQ(run_call(call("acme", "r1", {"--jit"}, cmd), std::nullopt, &out, &err), 1) << err;
+    EXPECT_EQ(out, "");
+    EXPECT_EQ(err, c.says);
+  }
+  const auto denied = audit_events("jit.denied");
+  ASSERT_EQ(denied.size(), 4u);
+  EXPECT_EQ(denied[0]["detail"]["by"], "policy");
+  EXPECT_EQ(denied[2]["detail"]["by"], "identity");
+  EXPECT_TRUE(audit_events("jit.delivered").empty());
+}
+
+// A call without --jit (identity-scoped or not) gets a clear refusal from
+// rf-cred, which is there at /.ringfence/bin/rf-cred but not on its PATH.
+TEST_F(JitCli, OnlyJitCallsMayAsk) {
+  set_up_jit(kPolicy);
+  start_jit_worker({"--sandbox-mode", "per_tool"});
+  std::string out, err;
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--identity"}, std::vector<std::string>{}}) {
+    EXPECT_EQ(run_call(call("acme", "r1", extra,
+                            {"/.ringfence/bin/rf-cred", "get", "GITHUB_TOKEN", "--scope", "push"}),
+                       std::nullopt, &out, &err),
+              1);
+    EXPECT_EQ(out, "");
+    EXPECT_EQ(err,
+              "rf-cred: refused: this sandbox takes no credential requests; only `ringfence call "
+              "--jit` calls and cli_agent_jit steps may ask\n");
+  }
+  EXPECT_EQ(run_call(call("acme", "r1", {}, {"sh", "-c", "command -v rf-cred || echo none"}),
+                     std::nullopt, &out, &err),
+            0);
+  EXPECT_EQ(out, "none\n");
+  // Bad usage is exit 2 and says how.
+  EXPECT_EQ(run_call(call("acme", "r1", {"--jit"}, {"rf-cred", "get"}), std::nullopt, &out, &err),
+            2);
+  EXPECT_NE(err.find("rf-cred: get: which credential? (NAME)"), std::string::npos) << err;
+  EXPECT_NE(err.find("usage: rf-cred get NAME"), std::string::npos) << err;
+}
+
+// Done when, ask: the call waits; `approvals list` in another process shows
+// the request; someone who is not an approver is refused; alice approves and
+// the waiting rf-cred gets the value. A second ask is denied with a reason.
+TEST_F(JitCli, AnAskIsAnsweredFromAnotherProcessWhileTheCallWaits) {
+  set_up_jit(kPolicy);
+  start_jit_worker({"--sandbox-mode", "per_run"});
+  Cli asker(call("acme", "r1", {"--jit"},
+                 {"sh", "-c", "rf-cred get DEPLOY --reason 'ship it' | sha256sum"}));
+  const int64_t id = wait_for_approval();
+  ASSERT_NE(id, 0);
+  std::string out, err;
+  ASSERT_EQ(run({"approvals", "list", "--json"}, std::nullopt, &out, &err), 0) << err;
+  const auto list = nlohmann::json::parse(out);
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["kind"], "credential");
+  EXPECT_EQ(list[0]["run"], "r1");
+  EXPECT_EQ(list[0]["request"]["key"], "DEPLOY");
+  EXPECT_EQ(list[0]["request"]["secret"], "deploy-acme");
+  EXPECT_EQ(list[0]["request"]["message"], "Give DEPLOY (secret deploy-acme) to run r1: ship it");
+  EXPECT_EQ(
+      run({"approvals", "approve", std::to_string(id), "--as", "bob"}, std::nullopt, &out, &err),
+      1);
+  EXPECT_NE(err.find("bob is not one of its approvers ([\"alice\"])"), std::string::npos) << err;
+  ASSERT_EQ(
+      run({"approvals", "approve", std::to_string(id), "--as", "alice"}, std::nullopt, &out, &err),
+      0)
+      << err;
+  ASSERT_EQ(asker.wait(30s), 0) << asker.err();
+  EXPECT_EQ(asker.out(), sha256_hex(secret_ + "-deploy") + "  -\n");
+  const auto approved = audit_events("jit.approved");
+  ASSERT_EQ(approved.size(), 1u);
+  EXPECT_EQ(approved[0]["detail"]["by"], "alice");
+  EXPECT_EQ(approved[0]["detail"]["approval"], id);
+  // Denied, with the reason passed on to the asker.
+  Cli second(call("acme", "r2", {"--jit"}, {"rf-cred", "get", "DEPLOY"}));
+  const int64_t id2 = wait_for_approval();
+  ASSERT_NE(id2, 0);
+  ASSERT_EQ(run({"approvals", "deny", std::to_string(id2), "--as", "alice", "--reason",
+                 "not on a friday"},
+                std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(second.wait(30s), 1);
+  EXPECT_EQ(second.out(), "");
+  EXPECT_EQ(second.err(), "rf-cred: refused: approval " + std::to_string(id2) +
+                              " was denied by alice: not on a friday\n");
+}
+
+// An ask nobody answers is denied when its timeout passes, and the approval
+// is expired (it can no longer be approved).
+TEST_F(JitCli, AnAskNobodyAnswersIsDeniedAtItsTimeout) {
+  set_up_jit(R"(rules:
+  - key: DEPLOY
+    verdict: ask
+    timeout: 1s
+)");
+  start_jit_worker({"--sandbox-mode", "per_tool"});
+  std::string out, err;
+  const auto start = Clock::now();
+  EXPECT_EQ(run_call(call("acme", "r1", {"--jit"}, {"rf-cred", "get", "DEPLOY"}), std::nullopt,
+                     &out, &err),
+            1);
+  const auto took = Clock::now() - start;
+  EXPECT_GE(took, 1s);
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(err, "rf-cred: refused: approval 1 got no answer within 1s, so it counts as denied\n");
+  auto s = open_store();
+  auto a = store::WorkflowStore(*s).approval(1);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->state, store::ApprovalState::expired);
+  EXPECT_EQ(run({"approvals", "approve", "1"}, std::nullopt, &out, &err), 1);
+  EXPECT_NE(err.find("approval 1 is expired already"), std::string::npos) << err;
+  const auto denied = audit_events("jit.denied");
+  ASSERT_EQ(denied.size(), 1u);
+  EXPECT_EQ(denied[0]["detail"]["by"], "timeout");
+}
+
+// Revocation works for JIT values as for identity values: a soft revoke takes
+// the value out of the sandbox's environment (jit.withdrawn) and refuses the
+// next request; a hard revoke ends the sandbox that holds it, and its running
+// call ends revoked. A ttl takes a grant out when it runs out.
+TEST_F(JitCli, RevocationAndTtlTakeAGrantBackOut) {
+  set_up_jit(R"(rules:
+  - key: GITHUB_TOKEN
+    verdict: allow
+  - key: DEPLOY
+    verdict: allow
+    ttl: 1s
+)");
+  start_jit_worker({"--sandbox-mode", "per_run"});
+  std::string out, err;
+  ASSERT_EQ(
+      run_call(call("acme", "r1", {"--jit"},
+                    {"sh", "-c", "rf-cred get GITHUB_TOKEN >/dev/null && rf-cred get DEPLOY"}),
+               std::nullopt, &out, &err),
+      0)
+      << err;
+  EXPECT_EQ(out, "[REDACTED:DEPLOY]");
+  // The ttl: within the watch period after 1 s, DEPLOY is gone from later execs.
+  std::this_thread::sleep_for(1500ms);
+  ASSERT_EQ(run_call(call("acme", "r1", {}, {"sh", "-c", "echo [$DEPLOY] ${#GITHUB_TOKEN}"}),
+                     std::nullopt, &out, &err),
+            0);
+  EXPECT_EQ(out, "[] " + std::to_string(secret_.size()) + "\n");
+  // Soft: withdrawn, and asked again, refused (fail closed).
+  ASSERT_EQ(run({"secret", "revoke", "github-acme"}, std::nullopt, &out, &err), 0) << err;
+  std::this_thread::sleep_for(700ms);
+  ASSERT_EQ(run_call(call("acme", "r1", {}, {"sh", "-c", "echo [$GITHUB_TOKEN]"}), std::nullopt,
+                     &out, &err),
+            0);
+  EXPECT_EQ(out, "[]\n");
+  EXPECT_EQ(run_call(call("acme", "r2", {"--jit"}, {"rf-cred", "get", "GITHUB_TOKEN"}),
+                     std::nullopt, &out, &err),
+            1);
+  EXPECT_EQ(out, "");
+  EXPECT_NE(err.find("rf-cred: refused: "), std::string::npos) << err;
+  EXPECT_NE(err.find("github-acme"), std::string::npos) << err;
+  EXPECT_NE(err.find("revoked"), std::string::npos) << err;
+  const auto withdrawn = audit_events("jit.withdrawn");
+  ASSERT_EQ(withdrawn.size(), 2u);
+  EXPECT_EQ(withdrawn[0]["detail"]["why"], "its ttl ran out");
+  EXPECT_EQ(withdrawn[1]["detail"]["why"], "secret github-acme was revoked");
+  // Hard: a new version, granted to a running call, then hard-revoked.
+  ASSERT_EQ(run({"secret", "set", "github-acme"}, secret_ + "2", nullptr, &err), 0) << err;
+  Cli sleeper(
+      call("acme", "r3", {"--jit"}, {"sh", "-c", "rf-cred get GITHUB_TOKEN >/dev/null; sleep 30"}));
+  auto s = open_store();
+  const auto end = Clock::now() + 20s;
+  while (audit_events("jit.delivered").size() < 3 && Clock::now() < end)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(run({"secret", "revoke", "github-acme", "--hard"}, std::nullopt, &out, &err), 0) << err;
+  EXPECT_NE(sleeper.wait(20s), 0);
+  EXPECT_NE(sleeper.err().find("github-acme was hard-revoked"), std::string::npos) << sleeper.err();
+}
+
+// A policy file that cannot be used stops the worker at start, naming FILE:LINE.
+TEST_F(JitCli, ABadPolicyStopsTheWorkerNamingTheLine) {
+  policy_ = dir_ + "/jit.yaml";
+  std::ofstream(policy_) << "rules:\n  - secret: x\n    verdict: maybe\n";
+  Cli worker({"worker", "start", "--state-dir", dir_, "--jit-policy", policy_});
+  EXPECT_NE(worker.wait(30s), 0);
+  EXPECT_NE(worker.err().find(policy_ + ":3: rule 1.verdict: \"maybe\" is not allow, deny or ask"),
+            std::string::npos)
+      << worker.err();
+}
+
+}  // namespace
+}  // namespace rf::testing
