@@ -21,6 +21,7 @@
 #include "store/store.h"
 #include "support/ci_skip.h"
 #include "support/cli_process.h"
+#include "support/sha256_hex.h"
 #include "worker/worker.h"
 
 namespace rf::testing {
@@ -35,14 +36,6 @@ inline std::string random_secret() {
   char b64[64];
   sodium_bin2base64(b64, sizeof b64, raw, sizeof raw, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
   return std::string("sk-") + b64;
-}
-
-inline std::string sha256_hex(const std::string& s) {
-  unsigned char md[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(md, reinterpret_cast<const unsigned char*>(s.data()), s.size());
-  char hex[2 * sizeof md + 1];
-  sodium_bin2hex(hex, sizeof hex, md, sizeof md);
-  return hex;
 }
 
 inline std::string base64(const std::string& s, int variant) {

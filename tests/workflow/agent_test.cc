@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "artifact/sigv4.h"
+#include "support/sha256_hex.h"
 #include "workflow/workflow_harness.h"
 
 namespace rf::testing {
@@ -387,6 +388,138 @@ steps:
       step(r, "refused")["error"].get<std::string>().find("the step's sandbox has no network"),
       std::string::npos)
       << step(r, "refused");
+}
+
+// The agent asks for GITHUB_TOKEN just in time (issue 13): the scripted model
+// makes the real Claude Code run rf-cred through its Bash tool, in a
+// cli_agent_jit step, and the worker's policy answers by the step's scope:
+// push is allowed (the agent's shell gets the value: the tool result the
+// model sees holds its hash), admin is denied (the agent sees the refusal's
+// words), deploy asks a human, who approves from another process while the
+// step waits. The value is in no output, run record or store row.
+TEST_F(AgentTest, ClaudeCodeAsksForACredentialAndThePolicyAnswers) {
+  start_model(R"({"turns": [
+  {"tool": {"name": "Bash", "input": {"command": "if v=$(rf-cred get GITHUB_TOKEN --scope \"$SCOPE\" --reason 'push the site'); then printf %s \"$v\" | sha256sum | cut -c1-64 | sed s/^/sha:/; fi", "description": "ask for the token"}}},
+  {"text": "asked"}
+]})");
+  const std::string key = random_token("sk-ant-");
+  const std::string token = random_token("ghp_");
+  std::string out, err;
+  ASSERT_EQ(run({"secret", "set", "acme-anthropic"}, &out, &err, key), 0) << err;
+  ASSERT_EQ(run({"secret", "set", "github-acme"}, &out, &err, token), 0) << err;
+  ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                 "ANTHROPIC_API_KEY=secret:acme-anthropic",
+                 "ANTHROPIC_BASE_URL=value:http://" + model_rule(), "GITHUB_TOKEN=jit:github-acme"},
+                &out, &err),
+            0)
+      << err;
+  const std::string policy = file("jit.yaml", R"(rules:
+  - secret: "github-*"
+    scope: push
+    agent: claude-code
+    verdict: allow
+  - secret: "github-*"
+    scope: deploy
+    verdict: ask
+    timeout: 60s
+  - secret: "github-*"
+    verdict: deny
+)");
+  start_worker({"--jit-policy", policy, "--proxy-resolve", "model.test=127.0.0.1"});
+  auto workflow = [&](const std::string& scope) {
+    return file("jit-" + scope + ".yaml", R"(name: site
+steps:
+  - id: build
+    mode: cli_agent_jit
+    agent: claude-code
+    env: {SCOPE: )" + scope + R"(}
+    sandbox: {network: {allow: [")" + model_rule() +
+                                              R"(", "127.0.0.1/32"]}}
+    prompt: "Push the site"
+)");
+  };
+  // The tool result the model saw in the request that came after the tool call.
+  auto tool_result = [&](size_t from) {
+    const auto requests = model_requests();
+    for (size_t i = from; i < requests.size(); ++i) {
+      const std::string body = requests[i]["body"].dump();
+      if (requests[i].value("api", "") == "anthropic" &&
+          body.find("tool_result") != std::string::npos) {
+        return body;
+      }
+    }
+    return std::string();
+  };
+  // The tool_result of a request body, not the whole (tens of KB) request.
+  auto around = [](const std::string& body) {
+    const size_t at = body.rfind("tool_result");
+    return at == std::string::npos ? std::string("(no tool_result)")
+                                   : body.substr(at > 300 ? at - 300 : 0, 400);
+  };
+  // push: allowed.
+  ASSERT_EQ(
+      run({"workflow", "run", workflow("push"), "--project", "acme", "--run-id", "j1", "--follow"},
+          &out, &err),
+      0)
+      << out << err << slurp(dir_ + "/model.log");
+  EXPECT_EQ(step(show("j1"), "build")["outputs"]["output"], "asked");
+  // What the policy was asked, and what it said.
+  ASSERT_EQ(run({"audit", "show", "--json"}, &out, &err), 0) << err;
+  json evaluated;
+  for (const auto& e : json::parse(out)) {
+    if (e["kind"] == "jit.evaluated") evaluated = e["detail"];
+  }
+  EXPECT_EQ(evaluated["scope"], "push") << evaluated;
+  EXPECT_EQ(evaluated["agent"], "claude-code") << evaluated;
+  EXPECT_EQ(evaluated["step"], "build") << evaluated;
+  EXPECT_EQ(evaluated["verdict"], "allow") << evaluated;
+  EXPECT_NE(tool_result(0).find("sha:" + sha256_hex(token)), std::string::npos)
+      << around(tool_result(0));
+  // admin: denied; the agent read why.
+  size_t seen = model_requests().size();
+  ASSERT_EQ(
+      run({"workflow", "run", workflow("admin"), "--project", "acme", "--run-id", "j2", "--follow"},
+          &out, &err),
+      0)
+      << out << err;
+  const std::string denied = tool_result(seen);
+  EXPECT_NE(denied.find("rf-cred: refused: denied by rule 3 (" + policy + ":10)"),
+            std::string::npos)
+      << around(denied);
+  EXPECT_EQ(denied.find(sha256_hex(token)), std::string::npos) << around(denied);
+  // deploy: asked; approved from another process while the step waits.
+  seen = model_requests().size();
+  Cli follower({"workflow", "run", workflow("deploy"), "--project", "acme", "--run-id", "j3",
+                "--follow", "--state-dir", state_});
+  auto st = store::Store::open(worker::store_path(state_));
+  ASSERT_TRUE(st.ok());
+  int64_t id = 0;
+  const auto end = std::chrono::steady_clock::now() + 60s;
+  while (id == 0 && std::chrono::steady_clock::now() < end) {
+    auto pending = store::WorkflowStore(**st).pending_approvals("acme");
+    if (pending.ok() && !pending->empty()) id = pending->front().id;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(id, 0) << follower.err();
+  ASSERT_EQ(run({"approvals", "list", "--json"}, &out, &err), 0) << err;
+  const json pending = json::parse(out);
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0]["kind"], "credential");
+  EXPECT_EQ(pending[0]["step"], "build");
+  EXPECT_EQ(pending[0]["request"]["agent"], "claude-code");
+  EXPECT_EQ(pending[0]["request"]["scope"], "deploy");
+  ASSERT_EQ(run({"approvals", "approve", std::to_string(id), "--as", "alice"}, &out, &err), 0)
+      << err;
+  ASSERT_EQ(follower.wait(120s), 0) << follower.out() << follower.err();
+  EXPECT_NE(tool_result(seen).find("sha:" + sha256_hex(token)), std::string::npos)
+      << around(tool_result(seen));
+  // Nowhere outside the sandbox (the model saw only hashes and refusals).
+  for (const char* run_id : {"j1", "j2", "j3"}) {
+    EXPECT_EQ(show(run_id).dump().find(token), std::string::npos) << run_id;
+  }
+  for (const auto& q : model_requests()) EXPECT_EQ(q.dump().find(token), std::string::npos);
+  stop_workers();
+  EXPECT_EQ(slurp(worker::store_path(state_)).find(token), std::string::npos);
 }
 
 }  // namespace
