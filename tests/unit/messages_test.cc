@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "proto/frame.h"
+
 namespace rf::proto {
 namespace {
 
@@ -23,13 +25,15 @@ TEST(Messages, ExecRoundTrip) {
 TEST(Messages, ErrorsNameTheField) {
   EXPECT_EQ(parse_exec("{}").error().to_string(), "exec.argv: missing");
   EXPECT_EQ(parse_exec(R"({"argv":[]})").error().to_string(), "exec.argv: must name a command");
-  EXPECT_EQ(parse_exec(R"({"argv":["a",2]})").error().to_string(), "exec.argv[1]: expected a string");
+  EXPECT_EQ(parse_exec(R"({"argv":["a",2]})").error().to_string(),
+            "exec.argv[1]: expected a string");
   EXPECT_EQ(parse_exec(R"({"argv":["a"],"env":{"X":1}})").error().to_string(),
             "exec.env.X: expected a string");
   EXPECT_EQ(parse_exec(R"({"argv":["a"],"timeout_ms":-1})").error().where, "exec.timeout_ms");
   EXPECT_EQ(parse_exec(R"({"argv":["a"],"rows":1e9})").error().where, "exec.rows");
   EXPECT_EQ(parse_exec("nope").error().to_string(), "exec: not valid JSON");
-  EXPECT_EQ(parse_exit(R"({"exit_code":"0"})").error().to_string(), "exit.exit_code: expected an integer");
+  EXPECT_EQ(parse_exit(R"({"exit_code":"0"})").error().to_string(),
+            "exit.exit_code: expected an integer");
   EXPECT_EQ(parse_signal(R"({"signal":999})").error().where, "signal.signal");
   EXPECT_EQ(parse_file_request(R"({"path":""})").error().where, "file.path");
 }
@@ -43,6 +47,46 @@ TEST(Messages, VersionRange) {
   EXPECT_FALSE(check_compatible("0.1").ok());
   EXPECT_FALSE(check_compatible("0.1.0-rc1").ok());
   EXPECT_NE(check_compatible("0.3.0").error().message.find(">=0.1,<0.3"), std::string::npos);
+}
+
+TEST(Messages, CredRequestAndAnswerRoundTripAndBoundsNameTheField) {
+  CredRequest r{7, "GITHUB_TOKEN", "push", "ship it", 12};
+  auto back = parse_cred_request(to_json(r));
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->request, 7u);
+  EXPECT_EQ(back->name, "GITHUB_TOKEN");
+  EXPECT_EQ(back->scope, "push");
+  EXPECT_EQ(back->reason, "ship it");
+  EXPECT_EQ(back->pid, 12);
+  auto a = parse_cred_answer(to_json(CredAnswer{7, false, "denied by rule 2"}));
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->granted);
+  EXPECT_EQ(a->message, "denied by rule 2");
+  EXPECT_EQ(parse_cred_request(R"({"name":"X"})").error().to_string(),
+            "cred_request.request: missing");
+  EXPECT_EQ(parse_cred_request(R"({"request":0,"name":"X"})").error().to_string(),
+            "cred_request.request: 0 is never a request");
+  EXPECT_EQ(parse_cred_request(R"({"request":1,"name":""})").error().to_string(),
+            "cred_request.name: empty");
+  EXPECT_EQ(parse_cred_request(R"({"request":1,"name":7})").error().to_string(),
+            "cred_request.name: expected a string");
+  EXPECT_EQ(parse_cred_request(R"({"request":1,"name":")" + std::string(257, 'x') + R"("})")
+                .error()
+                .to_string(),
+            "cred_request.name: longer than 256 bytes");
+  EXPECT_EQ(
+      parse_cred_request(R"({"request":1,"name":"X","reason":")" + std::string(4097, 'x') + R"("})")
+          .error()
+          .to_string(),
+      "cred_request.reason: longer than 4096 bytes");
+  EXPECT_EQ(parse_cred_request(R"({"request":1,"name":"X","pid":-1})").error().to_string(),
+            "cred_request.pid: out of range");
+  EXPECT_EQ(parse_cred_answer(R"({"request":1})").error().to_string(),
+            "cred_answer.granted: missing");
+  EXPECT_EQ(std::string(type_name(MsgType::kCredRequest)), "cred_request");
+  EXPECT_TRUE(known_type(50));
+  EXPECT_TRUE(known_type(51));
+  EXPECT_FALSE(known_type(52));
 }
 
 }  // namespace

@@ -863,6 +863,115 @@ TEST_F(RunnerTest, FailAllEndsWaitingCalls) {
   pid_ = -1;
 }
 
+// ---- the credential socket (--cred-socket, protocol 0.2) ----
+
+// A client of the runner's credential socket, as rf-cred is: one request line,
+// then everything the runner writes until EOF.
+int connect_cred(const std::string& name) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, name.data(), name.size());
+  a.sun_path[0] = '\0';
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), len), 0) << std::strerror(errno);
+  return fd;
+}
+void send_line(int fd, const std::string& line) {
+  ASSERT_EQ(::send(fd, line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+}
+std::string read_to_eof(int fd) {
+  std::string all;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0) break;
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    all.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return all;
+}
+
+TEST_F(RunnerRawTest, CredRequestsGoToTheHostAndEachAnswerToItsAsker) {
+  const std::string name = "@rf-test-cred-" + std::to_string(::getpid());
+  RawRunner r(root_, {"--cred-socket", name});
+  r.greet("0.2.0");
+  // Granted: the value follows the answer line, then EOF.
+  int c = connect_cred(name);
+  send_line(c, R"({"name":"GITHUB_TOKEN","scope":"push","reason":"ship it"})"
+               "\n");
+  auto f = r.next_of(proto::MsgType::kCredRequest);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->call_id, 0u);
+  auto req = proto::parse_cred_request(f->json);
+  ASSERT_TRUE(req.ok()) << req.error().to_string();
+  EXPECT_EQ(req->request, 1u);
+  EXPECT_EQ(req->name, "GITHUB_TOKEN");
+  EXPECT_EQ(req->scope, "push");
+  EXPECT_EQ(req->reason, "ship it");
+  EXPECT_EQ(req->pid, ::getpid());  // SO_PEERCRED: the asker (no pid namespace here)
+  r.send(proto::MsgType::kCredAnswer, 0, proto::to_json(proto::CredAnswer{1, true, ""}),
+         "s3cr3t-value");
+  EXPECT_EQ(read_to_eof(c), "{\"granted\":true,\"message\":\"\"}\ns3cr3t-value");
+  // Refused: the reason, no value.
+  c = connect_cred(name);
+  send_line(c, "{\"name\":\"X\"}\n");
+  req = proto::parse_cred_request(r.next_of(proto::MsgType::kCredRequest)->json);
+  ASSERT_TRUE(req.ok());
+  EXPECT_EQ(req->request, 2u);
+  r.send(proto::MsgType::kCredAnswer, 0,
+         proto::to_json(proto::CredAnswer{2, false, "denied by rule 2"}), "never-sent");
+  EXPECT_EQ(read_to_eof(c), "{\"granted\":false,\"message\":\"denied by rule 2\"}\n");
+  // An asker that leaves before its answer: the answer goes nowhere, and the
+  // runner keeps serving the next one.
+  c = connect_cred(name);
+  send_line(c, "{\"name\":\"Y\"}\n");
+  ASSERT_TRUE(r.next_of(proto::MsgType::kCredRequest));
+  ::close(c);
+  std::this_thread::sleep_for(50ms);
+  r.send(proto::MsgType::kCredAnswer, 0, proto::to_json(proto::CredAnswer{3, true, ""}), "late");
+  // Refused in the sandbox, without the host: not JSON, no name, too long.
+  for (const auto& [line, says] : std::vector<std::pair<std::string, std::string>>{
+           {"nope\n", "rf-cred: the request is not a JSON object of strings"},
+           {"{\"scope\":\"x\"}\n", "rf-cred: no credential name was given"},
+           {std::string(9000, 'x'), "rf-cred: the request is longer than 8192 bytes"}}) {
+    c = connect_cred(name);
+    send_line(c, line);
+    EXPECT_EQ(read_to_eof(c), "{\"granted\":false,\"message\":\"" + says + "\"}\n");
+  }
+  // A malformed answer is an error about no call; the runner goes on.
+  r.send(proto::MsgType::kCredAnswer, 0, "{\"request\":0,\"granted\":true}");
+  auto err = r.next_of(proto::MsgType::kError);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(proto::parse_error(err->json)->where, "cred_answer.request");
+  c = connect_cred(name);
+  send_line(c, "{\"name\":\"Z\"}\n");
+  req = proto::parse_cred_request(r.next_of(proto::MsgType::kCredRequest)->json);
+  ASSERT_TRUE(req.ok());
+  EXPECT_EQ(req->request, 4u);
+  r.send(proto::MsgType::kCredAnswer, 0, proto::to_json(proto::CredAnswer{4, true, ""}), "v4");
+  EXPECT_EQ(read_to_eof(c), "{\"granted\":true,\"message\":\"\"}\nv4");
+  r.send(proto::MsgType::kShutdown, 0, "{}");
+  EXPECT_EQ(r.exit_status(), 0);
+}
+
+// A host that speaks 0.1 knows no cred_request: the runner never sends one,
+// and refuses in the sandbox, saying so.
+TEST_F(RunnerRawTest, UnderAProtocol01HostRfCredIsRefusedInTheSandbox) {
+  const std::string name = "@rf-test-cred01-" + std::to_string(::getpid());
+  RawRunner r(root_, {"--cred-socket", name});
+  r.greet("0.1.0");
+  const int c = connect_cred(name);
+  send_line(c, "{\"name\":\"X\"}\n");
+  EXPECT_EQ(read_to_eof(c),
+            "{\"granted\":false,\"message\":\"rf-cred: this sandbox's host takes no credential "
+            "requests (protocol 0.1)\"}\n");
+  r.send(proto::MsgType::kShutdown, 0, "{}");
+  EXPECT_EQ(r.exit_status(), 0);
+}
+
 // ---- the egress bridge (--egress-bridge) ----
 //
 // The test stands in for the host's egress proxy: it listens on a unix socket
