@@ -60,6 +60,12 @@ void parse_frame(const Frame& f) {
     case MsgType::kProbeResult:
       (void)rf::proto::parse_probe_result(f.json);
       break;
+    case MsgType::kCredRequest:
+      (void)rf::proto::parse_cred_request(f.json);
+      break;
+    case MsgType::kCredAnswer:
+      (void)rf::proto::parse_cred_answer(f.json);
+      break;
     case MsgType::kStdin:
     case MsgType::kStdinClose:
     case MsgType::kStdout:

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "runner/cred_line.h"
 #include "runner/cred_socket.h"
 
 namespace rf::runner {
@@ -131,25 +132,9 @@ void CredServer::on_conn(uint64_t id, uint32_t events) {
 void CredServer::take_line(uint64_t id, Conn& c) {
   const std::string line = c.in.substr(0, c.in.find('\n'));
   wipe(c.in);
-  const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  proto::CredRequest r;
-  auto text = [&](const char* key, std::string* out) {
-    auto f = j.find(key);
-    if (f == j.end()) return true;
-    if (!f->is_string()) return false;
-    *out = f->get<std::string>();
-    return true;
-  };
-  if (!j.is_object() || !text("name", &r.name) || !text("scope", &r.scope) ||
-      !text("reason", &r.reason)) {
-    return reply(id, c, false, "rf-cred: the request is not a JSON object of strings");
-  }
-  if (r.name.empty()) return reply(id, c, false, "rf-cred: no credential name was given");
-  if (r.name.size() > proto::kMaxCredName || r.scope.size() > proto::kMaxCredName ||
-      r.reason.size() > proto::kMaxCredReason) {
-    return reply(id, c, false,
-                 "rf-cred: name and scope take at most 256 bytes, the reason 4096 bytes");
-  }
+  auto parsed = parse_cred_line(line);
+  if (!parsed) return reply(id, c, false, parsed.error().message);
+  proto::CredRequest r = std::move(*parsed);
   if (waiting_.size() >= kMaxPending) {
     return reply(id, c, false,
                  "rf-cred: " + std::to_string(kMaxPending) +
