@@ -81,6 +81,25 @@ void audit_jit(store::Store& store, const std::string& actor, const std::string&
   append(store, actor, kind, project, where, json::parse(detail_json));
 }
 
+store::AuditEvent jit_event(const std::string& actor, const std::string& kind,
+                            const std::string& project, const AuditContext& where,
+                            const std::string& detail_json) {
+  store::AuditEvent e;
+  e.kind = kind;
+  e.actor = actor;
+  if (!project.empty()) e.project_id = project;
+  e.run_id = where.run_id;
+  e.call_id = where.call_id;
+  e.sandbox_id = where.sandbox_id;
+  e.detail_json = detail_json;
+  return e;
+}
+
+void audit_all(store::Store& store, const std::vector<store::AuditEvent>& events) {
+  if (events.empty()) return;
+  warn_unless_ok(store::AuditLog(store).append_all(events), "audit " + events.front().kind);
+}
+
 void audit_redactions(store::Store& store, const std::string& actor, const std::string& project,
                       const std::map<std::pair<std::string, std::string>, uint64_t>& counts,
                       const AuditContext& where) {

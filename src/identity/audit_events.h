@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "identity/cascade.h"
+#include "store/audit_log.h"
 #include "store/identity_store.h"
 #include "store/store.h"
 
@@ -37,6 +38,12 @@ void audit_injection(store::Store& store, const std::string& actor, const Cascad
 void audit_jit(store::Store& store, const std::string& actor, const std::string& kind,
                const std::string& project, const AuditContext& where,
                const std::string& detail_json);
+// The same event, to append with others in one transaction (AuditLog::append_all).
+store::AuditEvent jit_event(const std::string& actor, const std::string& kind,
+                            const std::string& project, const AuditContext& where,
+                            const std::string& detail_json);
+// Appends them all in one transaction; a failure is logged as a warning.
+void audit_all(store::Store& store, const std::vector<store::AuditEvent>& events);
 // counts: (key, form) -> matches redacted.
 void audit_redactions(store::Store& store, const std::string& actor, const std::string& project,
                       const std::map<std::pair<std::string, std::string>, uint64_t>& counts,

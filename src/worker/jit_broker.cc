@@ -116,15 +116,24 @@ void JitBroker::serve(const std::shared_ptr<Session>& session, const proto::Cred
                {"step", ctx.step},
                {"agent", ctx.agent},
                {"workflow", ctx.use.scope.workflow}};
+  // The trail is written in one transaction where nothing waits in between
+  // (before an ask waits for a human, and at the end): one commit, not five,
+  // on the asker's path.
+  std::vector<store::AuditEvent> trail;
   auto audit = [&](const std::string& kind, json extra) {
     json d = base;
     for (auto& [k, v] : extra.items()) d[k] = v;
-    identity::audit_jit(store_, actor, kind, ctx.use.project, where, d.dump());
+    trail.push_back(identity::jit_event(actor, kind, ctx.use.project, where, d.dump()));
+  };
+  auto flush = [&] {
+    identity::audit_all(store_, trail);
+    trail.clear();
   };
   auto refuse = [&](const std::string& why, const std::string& by) {
     audit("jit.denied", {{"by", by}, {"why", why}});
     warn_unless_ok(ctx.sandbox->answer_credential({req.request, false, "refused: " + why}, {}),
                    "answering a credential request");
+    flush();
   };
   audit("jit.requested", json::object());
 
@@ -175,6 +184,7 @@ void JitBroker::serve(const std::shared_ptr<Session>& session, const proto::Cred
   std::string by = "policy";
   std::optional<int64_t> approval;
   if (d.verdict == identity::JitVerdict::ask) {
+    flush();  // the request is on record before anyone is asked
     int64_t id = 0;
     if (auto no = ask_human(*session, req, *d.rule, entry->secret, &by, &id)) {
       base["approval"] = id;
@@ -229,6 +239,7 @@ void JitBroker::serve(const std::shared_ptr<Session>& session, const proto::Cred
                           {"rule", rule_name},
                           {"ttl_ms", d.rule->ttl.count()},
                           {"sent", sent.ok()}});
+  flush();
   std::lock_guard lock(mu_);
   Grant grant{ctx.sandbox, ctx.use, req.name, entry->secret, std::nullopt};
   if (d.rule->ttl.count() > 0) grant.expires = std::chrono::steady_clock::now() + d.rule->ttl;
