@@ -61,9 +61,9 @@ Status JitBroker::open(const JitContext& ctx) {
   if (!ctx.sandbox->takes_credential_requests()) {
     return make_error("JIT credentials",
                       "sandbox " + ctx.sandbox->id() +
-                          " cannot take credential requests (it shares the host's network "
-                          "namespace, or its backend has no tool runner); JIT needs a sandbox "
-                          "with a network of its own (--network none or proxy)");
+                          " cannot take credential requests: JIT needs a native sandbox with a "
+                          "network namespace of its own (network none or proxy); the docker and "
+                          "local backends take none yet");
   }
   auto session = std::make_shared<Session>();
   session->ctx = ctx;
