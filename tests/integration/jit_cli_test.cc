@@ -225,6 +225,20 @@ TEST_F(JitCli, OnlyJitCallsMayAsk) {
   EXPECT_NE(err.find("usage: rf-cred get NAME"), std::string::npos) << err;
 }
 
+// A sandbox on the host's network could not keep the socket private: a JIT
+// call there is refused before it runs, saying what JIT needs.
+TEST_F(JitCli, AJitCallOnTheHostsNetworkIsRefusedBeforeItRuns) {
+  set_up_jit(kPolicy);
+  start_jit_worker({"--sandbox-mode", "per_tool", "--sandbox-network", "host"});
+  std::string out, err;
+  EXPECT_NE(run_call(call("acme", "r1", {"--jit"}, {"echo", "ran"}), std::nullopt, &out, &err), 0);
+  EXPECT_EQ(out, "");
+  EXPECT_NE(err.find("cannot take credential requests: JIT needs a native sandbox with a network "
+                     "namespace of its own (network none or proxy)"),
+            std::string::npos)
+      << err;
+}
+
 // Done when, ask: the call waits; `approvals list` in another process shows
 // the request; someone who is not an approver is refused; alice approves and
 // the waiting rf-cred gets the value. A second ask is denied with a reason.
