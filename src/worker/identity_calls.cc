@@ -31,6 +31,22 @@ identity::AuditContext context_of(const IdentityUse& use,
 
 }  // namespace
 
+store::InjectionRow IdentityCalls::injection_row(const IdentityUse& use,
+                                                 const std::string& sandbox_id,
+                                                 const std::string& key, const std::string& secret,
+                                                 int64_t version) const {
+  store::InjectionRow r;
+  if (use.call_id != 0) r.call_id = use.call_id;
+  r.sandbox_id = sandbox_id;
+  r.worker_id = options_.worker_id;
+  r.project_id = use.project;
+  r.run_id = use.run;
+  r.key = key;
+  r.secret = secret;
+  r.version = version;
+  return r;
+}
+
 IdentityUse IdentityUse::of(const store::ClaimedCall& call) {
   return {call.id, call.call.project, call.call.run, *call.call.identity};
 }
@@ -123,16 +139,7 @@ Status IdentityCalls::inject(const IdentityUse& call, const PreparedIdentity& pr
   std::vector<store::InjectionRow> rows;
   for (const auto& e : prepared.resolved.plan.entries) {
     if (e.kind != store::ProfileEntry::Kind::secret || !e.at_start()) continue;
-    store::InjectionRow r;
-    if (call.call_id != 0) r.call_id = call.call_id;
-    r.sandbox_id = sandbox->id();
-    r.worker_id = options_.worker_id;
-    r.project_id = call.project;
-    r.run_id = call.run;
-    r.key = e.key;
-    r.secret = e.secret;
-    r.version = e.version;
-    rows.push_back(std::move(r));
+    rows.push_back(injection_row(call, sandbox->id(), e.key, e.secret, e.version));
   }
   // Recorded before the values go in: revocation finds every sandbox that has them.
   RF_TRY(rows_.record_injections(rows));
@@ -164,16 +171,7 @@ Result<identity::OpenedSecret> IdentityCalls::open_secret(const std::string& nam
 Result<std::shared_ptr<const redact::Patterns>> IdentityCalls::inject_late(
     const IdentityUse& use, const std::shared_ptr<Sandbox>& sandbox, const std::string& key,
     const std::string& secret, int64_t version, std::string_view value) {
-  store::InjectionRow r;
-  if (use.call_id != 0) r.call_id = use.call_id;
-  r.sandbox_id = sandbox->id();
-  r.worker_id = options_.worker_id;
-  r.project_id = use.project;
-  r.run_id = use.run;
-  r.key = key;
-  r.secret = secret;
-  r.version = version;
-  RF_TRY(rows_.record_injections({r}));
+  RF_TRY(rows_.record_injections({injection_row(use, sandbox->id(), key, secret, version)}));
   std::lock_guard lock(mu_);
   auto& m = marked_[sandbox->id()];
   if (m.sandbox.expired()) m.sandbox = sandbox;

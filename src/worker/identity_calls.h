@@ -110,6 +110,10 @@ class IdentityCalls {
   void sandbox_gone(const std::string& sandbox_id);
 
  private:
+  // What an injection of `key` into `sandbox_id` is recorded as (never the value).
+  store::InjectionRow injection_row(const IdentityUse& use, const std::string& sandbox_id,
+                                    const std::string& key, const std::string& secret,
+                                    int64_t version) const;
   // Audits the refusal and returns it as the error.
   Error refuse(const IdentityUse& use, std::string why);
   void watch_loop();
