@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "proto/messages.h"
+
 namespace rf::docker {
 namespace {
 
@@ -81,7 +83,15 @@ std::vector<std::string> runner_entrypoint(const SandboxSpec& spec, const Contai
     argv.push_back("--egress-bridge");
     argv.push_back(std::string(kEgressListen) + "=" + kProxySocketInContainer);
   }
+  if (serves_credentials(spec, plan)) {
+    argv.push_back("--cred-socket");
+    argv.push_back(proto::kCredSocketName);
+  }
   return argv;
+}
+
+bool serves_credentials(const SandboxSpec& spec, const ContainerPlan& plan) {
+  return plan.runner_path == kInjectedRunner && spec.network != NetworkPolicy::kHost;
 }
 
 std::map<std::string, std::string> container_labels(const SandboxSpec& spec,

@@ -59,6 +59,10 @@ std::string container_name(const SandboxSpec& spec);
 
 // The runner's argv as the container's entrypoint.
 std::vector<std::string> runner_entrypoint(const SandboxSpec& spec, const ContainerPlan& plan);
+// Whether the container's runner serves JIT requests (--cred-socket): ours
+// only (an image's own runner may predate it), and not on the host's network
+// (the abstract socket is private only to a network namespace of its own).
+bool serves_credentials(const SandboxSpec& spec, const ContainerPlan& plan);
 
 // Every label the container carries: the owner's, and the spec's own labels
 // (project, run, mode) under "ringfence.".

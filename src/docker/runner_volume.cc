@@ -16,7 +16,7 @@ constexpr const char* kLabelRunnerVolume = "ringfence.runner-volume";
 constexpr const char* kReadyFile = "ready";
 
 // Part of the volume's name: a new file layout must never reuse an old volume.
-constexpr std::string_view kLayout = "layout 2: tool-runner seccomp.bpf ready\n";
+constexpr std::string_view kLayout = "layout 3: tool-runner seccomp.bpf bin/rf-cred ready\n";
 
 std::string sha256_hex(std::string_view a, std::string_view b) {
   unsigned char md[crypto_hash_sha256_BYTES];
@@ -74,8 +74,12 @@ Status ensure_runner_volume(ApiClient& api, const RunnerVolumeContents& contents
   if (ready->exists) return ok_status();
   // Root-owned and read-only: the sandbox user can run them, not change them.
   // The marker goes in a second archive, after the files it vouches for.
-  auto files =
-      write_tar({{"tool-runner", contents.runner, 0555}, {"seccomp.bpf", contents.seccomp, 0444}});
+  // bin/rf-cred, the JIT client, is the runner under another name.
+  TarEntry bin{"bin", "", 0555, true};
+  TarEntry cred{"bin/rf-cred", "", 0777};
+  cred.symlink = "../tool-runner";
+  auto files = write_tar(
+      {{"tool-runner", contents.runner, 0555}, {"seccomp.bpf", contents.seccomp, 0444}, bin, cred});
   if (!files) return files.take_error();
   auto marker = write_tar({{kReadyFile, name + "\n", 0444}});
   if (!marker) return marker.take_error();

@@ -19,13 +19,15 @@ struct TarEntry {
   uint32_t mode = 0644;  // permission bits
   bool directory = false;
   uint32_t uid = 0, gid = 0;
+  std::string symlink;  // non-empty: a symbolic link to this target (write_tar only)
 };
 
 // A POSIX ustar archive of the entries, in order, ending with two zero blocks.
 // Refused, naming the entry: an empty path or one with a NUL byte, a regular
 // file whose path ends in "/", a path that no ustar name/prefix split holds
 // (at most 100 bytes after the last "/" used, 155 before it), a uid or gid
-// above 07777777, a file of 8 GiB or more.
+// above 07777777, a file of 8 GiB or more, a link target over 100 bytes or
+// a link with content.
 Result<std::string> write_tar(const std::vector<TarEntry>& entries);
 
 // The entries of a tar (regular files and directories; others are skipped).

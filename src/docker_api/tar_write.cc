@@ -77,10 +77,16 @@ Result<Header> header_of(const TarEntry& e) {
   if (!octal(h.mode, e.mode & 07777)) return make_error(where, "mode");
   if (!octal(h.uid, e.uid)) return make_error(where, "uid above 07777777");
   if (!octal(h.gid, e.gid)) return make_error(where, "gid above 07777777");
-  if (!octal(h.size, e.directory ? 0 : e.content.size()))
+  const bool link = !e.symlink.empty();
+  if (link && (e.directory || !e.content.empty()))
+    return make_error(where, "a symbolic link has no content");
+  if (e.symlink.size() > sizeof h.linkname)
+    return make_error(where, "link target longer than 100 bytes");
+  if (!octal(h.size, e.directory || link ? 0 : e.content.size()))
     return make_error(where, "8 GiB or more of content");
   octal(h.mtime, 0);
-  h.typeflag = e.directory ? '5' : '0';
+  h.typeflag = e.directory ? '5' : link ? '2' : '0';
+  std::memcpy(h.linkname, e.symlink.data(), e.symlink.size());
   std::memcpy(h.magic, "ustar", 6);  // with its NUL
   std::memcpy(h.version, "00", 2);
   octal(h.devmajor, 0);
@@ -103,7 +109,7 @@ Result<std::string> write_tar(const std::vector<TarEntry>& entries) {
     auto h = header_of(e);
     if (!h) return h.take_error();
     out.append(reinterpret_cast<const char*>(&*h), sizeof *h);
-    if (e.directory) continue;
+    if (e.directory || !e.symlink.empty()) continue;
     out += e.content;
     out.append((kBlock - e.content.size() % kBlock) % kBlock, '\0');
   }

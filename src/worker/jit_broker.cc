@@ -61,9 +61,10 @@ Status JitBroker::open(const JitContext& ctx) {
   if (!ctx.sandbox->takes_credential_requests()) {
     return make_error("JIT credentials",
                       "sandbox " + ctx.sandbox->id() +
-                          " cannot take credential requests: JIT needs a native sandbox with a "
-                          "network namespace of its own (network none or proxy); the docker and "
-                          "local backends take none yet");
+                          " cannot take credential requests: JIT needs a sandbox with a network "
+                          "namespace of its own (network none or proxy) served by ringfence's own "
+                          "tool runner (native or docker; not the local backend, not an image's "
+                          "own runner)");
   }
   auto session = std::make_shared<Session>();
   session->ctx = ctx;

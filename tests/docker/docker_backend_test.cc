@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -93,6 +94,56 @@ TEST_F(DockerBackendTest, RunsCallsWithStdinEnvAndExitCodes) {
                                              "find cgroup", "handshake"}));
   EXPECT_FALSE((*sb)->runner_version().empty());
   ASSERT_TRUE((*sb)->destroy().ok());
+}
+
+// JIT on docker (issue 13): the injected runner serves the credential socket
+// in the container's own network namespace and rf-cred is in the runner
+// volume; the host's handler answers, and without one the asker is refused.
+TEST_F(DockerBackendTest, RfCredAsksTheHostThroughTheContainersRunner) {
+  auto b = backend(test_daemon().unix_host());
+  ASSERT_TRUE(b);
+  auto sb = b->create(spec());
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  Sandbox& box = **sb;
+  ASSERT_TRUE(box.takes_credential_requests());
+  Out refused = SandboxTest::run(box, {"/.ringfence/bin/rf-cred", "get", "GITHUB_TOKEN"});
+  EXPECT_EQ(refused.result.exit_code, 1);
+  EXPECT_EQ(refused.out, "");
+  EXPECT_EQ(refused.err,
+            "rf-cred: refused: this sandbox takes no credential requests; only `ringfence call "
+            "--jit` calls and cli_agent_jit steps may ask\n");
+  std::mutex mu;
+  std::vector<proto::CredRequest> asked;
+  std::vector<std::thread> answerers;
+  box.set_credential_handler([&](const proto::CredRequest& r) {
+    std::lock_guard lock(mu);
+    asked.push_back(r);
+    // Answered from another thread, as the worker's broker does.
+    answerers.emplace_back([&box, r] {
+      (void)box.answer_credential({r.request, true, ""}, "docker-jit-value");
+    });
+  });
+  Out granted = SandboxTest::run(
+      box, {"/.ringfence/bin/rf-cred", "get", "GITHUB_TOKEN", "--scope", "push", "--reason", "r"});
+  EXPECT_EQ(granted.result.exit_code, 0) << granted.err;
+  EXPECT_EQ(granted.out, "docker-jit-value");
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(asked.size(), 1u);
+    EXPECT_EQ(asked[0].name, "GITHUB_TOKEN");
+    EXPECT_EQ(asked[0].scope, "push");
+    EXPECT_GT(asked[0].pid, 1);
+  }
+  for (auto& t : answerers) t.join();
+  box.set_credential_handler(nullptr);
+  ASSERT_TRUE(box.destroy().ok());
+  // On the host's network the socket would be the host's: none.
+  SandboxSpec host = spec();
+  host.network = NetworkPolicy::kHost;
+  auto hb = b->create(host);
+  ASSERT_TRUE(hb.ok()) << hb.error().to_string();
+  EXPECT_FALSE((*hb)->takes_credential_requests());
+  ASSERT_TRUE((*hb)->destroy().ok());
 }
 
 TEST_F(DockerBackendTest, ContainersCarryLabelsAndDestroyRemovesThem) {

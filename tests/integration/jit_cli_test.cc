@@ -233,7 +233,7 @@ TEST_F(JitCli, AJitCallOnTheHostsNetworkIsRefusedBeforeItRuns) {
   std::string out, err;
   EXPECT_NE(run_call(call("acme", "r1", {"--jit"}, {"echo", "ran"}), std::nullopt, &out, &err), 0);
   EXPECT_EQ(out, "");
-  EXPECT_NE(err.find("cannot take credential requests: JIT needs a native sandbox with a network "
+  EXPECT_NE(err.find("cannot take credential requests: JIT needs a sandbox with a network "
                      "namespace of its own (network none or proxy)"),
             std::string::npos)
       << err;

@@ -65,8 +65,9 @@ TEST(DockerSpec, EveryBoundIsOn) {
 
 TEST(DockerSpec, TheRunnerIsPid1FromAReadOnlyVolumeWithOurSeccompFilters) {
   const auto body = container_create_body(spec(), plan());
-  EXPECT_EQ(body["Entrypoint"], nlohmann::json::array({"/.ringfence/tool-runner", "--stdio",
-                                                       "--seccomp", "/.ringfence/seccomp.bpf"}));
+  EXPECT_EQ(body["Entrypoint"],
+            nlohmann::json::array({"/.ringfence/tool-runner", "--stdio", "--seccomp",
+                                   "/.ringfence/seccomp.bpf", "--cred-socket", "@ringfence-cred"}));
   const auto& m = body["HostConfig"]["Mounts"];
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0]["Type"], "volume");
@@ -78,7 +79,11 @@ TEST(DockerSpec, TheRunnerIsPid1FromAReadOnlyVolumeWithOurSeccompFilters) {
 TEST(DockerSpec, AnImagesOwnRunnerIsUsedWhenPlanned) {
   ContainerPlan p = plan();
   p.runner_path = kImageRunner;
-  EXPECT_EQ(container_create_body(spec(), p)["Entrypoint"][0], kImageRunner);
+  const auto ep = container_create_body(spec(), p)["Entrypoint"];
+  EXPECT_EQ(ep[0], kImageRunner);
+  // It may predate JIT: never asked to serve the credential socket.
+  EXPECT_EQ(ep.dump().find("--cred-socket"), std::string::npos) << ep;
+  EXPECT_FALSE(serves_credentials(spec(), p));
 }
 
 TEST(DockerSpec, NetworkProxyBindsTheProxySocketAndStartsTheBridge) {
@@ -93,14 +98,19 @@ TEST(DockerSpec, NetworkProxyBindsTheProxySocketAndStartsTheBridge) {
   EXPECT_EQ(m[1]["Source"], p.proxy_socket);
   EXPECT_EQ(m[1]["Target"], kProxySocketInContainer);
   const auto& ep = body["Entrypoint"];
-  EXPECT_EQ(ep[ep.size() - 2], "--egress-bridge");
-  EXPECT_EQ(ep[ep.size() - 1], std::string(kEgressListen) + "=" + kProxySocketInContainer);
+  EXPECT_EQ(ep[ep.size() - 4], "--egress-bridge");
+  EXPECT_EQ(ep[ep.size() - 3], std::string(kEgressListen) + "=" + kProxySocketInContainer);
+  EXPECT_EQ(ep[ep.size() - 2], "--cred-socket");
 }
 
 TEST(DockerSpec, NetworkHostIsTheHostsNetwork) {
   SandboxSpec s = spec();
   s.network = NetworkPolicy::kHost;
-  EXPECT_EQ(container_create_body(s, plan())["HostConfig"]["NetworkMode"], "host");
+  const auto body = container_create_body(s, plan());
+  EXPECT_EQ(body["HostConfig"]["NetworkMode"], "host");
+  // An abstract socket there would be the host's: no JIT.
+  EXPECT_EQ(body["Entrypoint"].dump().find("--cred-socket"), std::string::npos);
+  EXPECT_FALSE(serves_credentials(s, plan()));
 }
 
 TEST(DockerSpec, LabelsNameTheSandboxItsOwnerAndWhoItServes) {

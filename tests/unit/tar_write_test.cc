@@ -80,10 +80,22 @@ TEST(TarWrite, RefusesWhatUstarCannotHoldAndNamesTheEntry) {
 }
 
 // GNU tar lists the entries with their types, modes, owners and sizes.
+TEST(TarWrite, ASymbolicLinkHasATargetAndNoContent) {
+  TarEntry bad{"l", "x", 0777};
+  bad.symlink = "t";
+  EXPECT_EQ(write_tar({bad}).error().to_string(),
+            "tar entry \"l\": a symbolic link has no content");
+  TarEntry far{"l", "", 0777};
+  far.symlink = std::string(101, 't');
+  EXPECT_EQ(write_tar({far}).error().to_string(),
+            "tar entry \"l\": link target longer than 100 bytes");
+}
+
 TEST(TarWrite, GnuTarReadsItAsWritten) {
   ASSERT_EQ(::access("/usr/bin/tar", X_OK), 0) << "tar is an essential Debian package";
-  auto tar =
-      write_tar({{"d", "", 0750, true}, {"d/run", std::string(1000, 'r'), 0555, false, 0, 0}});
+  auto tar = write_tar({{"d", "", 0750, true},
+                        {"d/run", std::string(1000, 'r'), 0555, false, 0, 0},
+                        {"d/link", "", 0777, false, 0, 0, "run"}});
   ASSERT_TRUE(tar.ok()) << tar.error().to_string();
   char path[] = "/tmp/rf-tar-write-XXXXXX";
   const int fd = ::mkstemp(path);
@@ -99,7 +111,7 @@ TEST(TarWrite, GnuTarReadsItAsWritten) {
   while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
   EXPECT_EQ(::pclose(p), 0);
   ::unlink(path);
-  EXPECT_EQ(out, "drwxr-x--- 0/0 0 d\n-r-xr-xr-x 0/0 1000 d/run\n");
+  EXPECT_EQ(out, "drwxr-x--- 0/0 0 d\n-r-xr-xr-x 0/0 1000 d/run\nlrwxrwxrwx 0/0 0 d/link\n");
 }
 
 }  // namespace
