@@ -280,6 +280,21 @@ TEST(WorkerSettings, StateDirTildeIsHome) {
 
 // --- config file errors: file:line: key: message ---
 
+// The JIT policy file (issue 13): identity.jit_policy, or --jit-policy, which wins.
+TEST(WorkerConfig, TheJitPolicyComesFromTheFileOrTheFlag) {
+  const std::string yaml = "identity:\n  jit_policy: /etc/rf/jit.yaml\n";
+  WorkerSettings s = merged({}, yaml);
+  EXPECT_EQ(s.jit_policy.value, "/etc/rf/jit.yaml");
+  EXPECT_NE(s.jit_policy.source.find(std::string(kPath) + ":2"), std::string::npos)
+      << s.jit_policy.source;
+  s = merged({"--jit-policy", "/tmp/other.yaml"}, yaml);
+  EXPECT_EQ(s.jit_policy.value, "/tmp/other.yaml");
+  EXPECT_EQ(s.jit_policy.source, "flag --jit-policy");
+  EXPECT_TRUE(merged({}, "").jit_policy.value.empty());
+  EXPECT_EQ(config_error("identity:\n  jit: x\n"),
+            std::string(kPath) + ":2: identity.jit: unknown key (did you mean \"jit_policy\"?)");
+}
+
 TEST(WorkerConfig, UnknownTopLevelKey) {
   EXPECT_EQ(config_error("colour: red\n"),
             "/etc/rf/worker.yaml:1: colour: unknown key (allowed: project_environment, project, "

@@ -424,6 +424,11 @@ TEST_F(AgentTest, ClaudeCodeAsksForACredentialAndThePolicyAnswers) {
     timeout: 60s
   - secret: "github-*"
     verdict: deny
+    scope: admin
+  - secret: "github-*"
+    scope: slow
+    verdict: ask
+    timeout: 1s
 )");
   start_worker({"--jit-policy", policy, "--proxy-resolve", "model.test=127.0.0.1"});
   auto workflow = [&](const std::string& scope) {
@@ -513,8 +518,19 @@ steps:
   ASSERT_EQ(follower.wait(120s), 0) << follower.out() << follower.err();
   EXPECT_NE(tool_result(seen).find("sha:" + sha256_hex(token)), std::string::npos)
       << around(tool_result(seen));
+  // slow: an ask nobody answers is denied at its timeout; the agent reads why.
+  seen = model_requests().size();
+  ASSERT_EQ(
+      run({"workflow", "run", workflow("slow"), "--project", "acme", "--run-id", "j4", "--follow"},
+          &out, &err),
+      0)
+      << out << err;
+  const std::string timed_out = tool_result(seen);
+  EXPECT_NE(timed_out.find("got no answer within 1s, so it counts as denied"), std::string::npos)
+      << around(timed_out);
+  EXPECT_EQ(timed_out.find(sha256_hex(token)), std::string::npos) << around(timed_out);
   // Nowhere outside the sandbox (the model saw only hashes and refusals).
-  for (const char* run_id : {"j1", "j2", "j3"}) {
+  for (const char* run_id : {"j1", "j2", "j3", "j4"}) {
     EXPECT_EQ(show(run_id).dump().find(token), std::string::npos) << run_id;
   }
   for (const auto& q : model_requests()) EXPECT_EQ(q.dump().find(token), std::string::npos);
