@@ -5,10 +5,14 @@
 // (by hash) or the refusal's words and exit code, the audit trail, and that
 // no form of the value leaves the sandbox.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
+#include <cerrno>
 #include <nlohmann/json.hpp>
 
 #include "integration/identity_cli_fixture.h"
+#include "proto/messages.h"
 #include "store/identity_store.h"
 #include "store/workflow_store.h"
 
@@ -249,6 +253,21 @@ TEST_F(JitCli, AnAskIsAnsweredFromAnotherProcessWhileTheCallWaits) {
                  {"sh", "-c", "rf-cred get DEPLOY --reason 'ship it' | sha256sum"}));
   const int64_t id = wait_for_approval();
   ASSERT_NE(id, 0);
+  // Attack: while the sandbox's socket serves a waiting request, a process on
+  // the host cannot reach it (it lives in the sandbox's network namespace).
+  {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    const std::string name = proto::kCredSocketName;
+    std::memcpy(a.sun_path, name.data(), name.size());
+    a.sun_path[0] = '\0';
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), len), -1);
+    EXPECT_EQ(errno, ECONNREFUSED);
+    ::close(fd);
+  }
   std::string out, err;
   ASSERT_EQ(run({"approvals", "list", "--json"}, std::nullopt, &out, &err), 0) << err;
   const auto list = nlohmann::json::parse(out);
