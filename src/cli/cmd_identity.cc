@@ -28,7 +28,7 @@ int fail(const std::string& what, int code) {
   return code;
 }
 
-// KEY=secret:NAME or KEY=value:TEXT
+// KEY=secret:NAME, KEY=jit:NAME or KEY=value:TEXT
 Result<store::ProfileEntry> parse_entry(const std::string& word) {
   const std::string where = "entry \"" + word.substr(0, word.find('=')) + "\"";
   const size_t eq = word.find('=');
@@ -130,8 +130,11 @@ int run_profile_show(const IdentityFlags& f) {
   std::printf("profile %s  level %s%s\n", (*p)->name.c_str(),
               std::string(store::to_string((*p)->level)).c_str(), scope_text(**p).c_str());
   for (const auto& e : (*p)->entries) {
-    std::printf("  %-32s %s:%s\n", e.key.c_str(),
-                e.kind == store::ProfileEntry::Kind::secret ? "secret" : "value", e.ref.c_str());
+    // As it was written: secret:NAME, jit:NAME, value:TEXT.
+    const std::string how = e.kind != store::ProfileEntry::Kind::secret ? "value"
+                            : e.delivery == "env"                       ? "secret"
+                                                                        : e.delivery;
+    std::printf("  %-32s %s:%s\n", e.key.c_str(), how.c_str(), e.ref.c_str());
   }
   return 0;
 }
@@ -181,7 +184,8 @@ int run_resolve(const IdentityFlags& f) {
   std::printf("%-32s %-9s %-20s %s\n", "KEY", "LEVEL", "PROFILE", "FROM");
   for (const auto& e : resolved->plan.entries) {
     const std::string from = e.kind == store::ProfileEntry::Kind::secret
-                                 ? "secret " + e.secret + " v" + std::to_string(e.version)
+                                 ? "secret " + e.secret + " v" + std::to_string(e.version) +
+                                       (e.at_start() ? "" : " (" + e.delivery + ")")
                                  : "plain value";
     std::printf("%-32s %-9s %-20s %s\n", e.key.c_str(),
                 std::string(store::to_string(e.level)).c_str(), e.profile.c_str(), from.c_str());
