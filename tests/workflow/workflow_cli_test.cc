@@ -641,18 +641,25 @@ steps:
   EXPECT_EQ(slurp(worker::store_path(state_) + "-wal").find(key), std::string::npos);
 }
 
-TEST_F(WorkflowTest, CliAgentJitIsAcceptedButRefusedToRunUntilJitLands) {
+// A cli_agent_jit step's agent may ask for credentials, so its sandbox must
+// be one that can take requests: on the host's network it cannot (the socket
+// would not be private), and the step fails before the agent runs, saying so.
+// (The agent asking for real: AgentTest.ClaudeCodeAsksForACredentialAndThePolicyAnswers.)
+TEST_F(WorkflowTest, CliAgentJitNeedsASandboxThatCanTakeRequests) {
+  project_secret("acme-anthropic", random_token("sk-ant-"), "ANTHROPIC_API_KEY");
   start_worker();
   const std::string wf = file("jit.yaml", R"(name: jit
 steps:
-  - {id: a, mode: cli_agent_jit, agent: claude-code, prompt: hi}
+  - {id: a, mode: cli_agent_jit, agent: claude-code, prompt: hi, sandbox: {network: host}}
 )");
   std::string out, err;
   ASSERT_EQ(run({"workflow", "validate", wf}, &out, &err), 0) << err;
   EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "j1"}, &out, &err), 1);
-  EXPECT_NE(show("j1")["error"].get<std::string>().find(
-                "cli_agent_jit steps run once JIT credentials are built (issue 13)"),
-            std::string::npos);
+  const json r = show("j1");
+  EXPECT_NE(r.dump().find("cannot take credential requests: JIT needs a sandbox with a network "
+                          "namespace of its own (network none or proxy)"),
+            std::string::npos)
+      << r.dump();
 }
 
 }  // namespace
