@@ -32,9 +32,12 @@ struct JitBroker::Grant {
   std::optional<std::chrono::steady_clock::time_point> expires;
 };
 
-std::string JitBroker::jit_path(const std::string& path) {
-  return path.empty() ? std::string("/usr/local/bin:/usr/bin:/bin:") + kBinDir
-                      : path + ":" + kBinDir;
+void JitBroker::put_rf_cred_on_path(ExecCall& call, const Sandbox& sandbox) {
+  const auto& spec_env = sandbox.spec().env;
+  const std::string path = call.env.count("PATH")   ? call.env["PATH"]
+                           : spec_env.count("PATH") ? spec_env.at("PATH")
+                                                    : base_environment(false).at("PATH");
+  call.env["PATH"] = path + ":" + kBinDir;
 }
 
 JitBroker::JitBroker(store::Store& store, IdentityCalls& identity, Options options)

@@ -63,8 +63,9 @@ class JitBroker {
   // refused now; returns once none of them touches the call any more.
   void close(const std::string& sandbox_id);
 
-  // "$PATH:/.ringfence/bin": the PATH a JIT call runs with, so rf-cred is found.
-  static std::string jit_path(const std::string& path);
+  // Puts /.ringfence/bin (rf-cred) at the end of the PATH `call` will run with
+  // in `sandbox`: its own PATH, else the spec's, else the base environment's.
+  static void put_rf_cred_on_path(ExecCall& call, const Sandbox& sandbox);
 
  private:
   struct Session;
@@ -85,7 +86,6 @@ class JitBroker {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by sandbox id
-  std::vector<std::thread> threads_;                          // requests being served
   std::map<std::string, std::vector<Grant>> grants_;          // by sandbox id
   std::thread watcher_;
 };

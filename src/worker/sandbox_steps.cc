@@ -255,11 +255,7 @@ class SandboxStep {
     OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : capture;
     if (!notice_.empty()) output->on_stderr(notice_);
     if (jit) {
-      const auto& spec_env = sandbox_->spec().env;
-      const std::string path = call.env.count("PATH")   ? call.env["PATH"]
-                               : spec_env.count("PATH") ? spec_env.at("PATH")
-                                                        : base_environment(false).at("PATH");
-      call.env["PATH"] = JitBroker::jit_path(path);
+      JitBroker::put_rf_cred_on_path(call, *sandbox_);
       IdentityUse use = use_;
       use.call_id = call_id;
       JitContext ctx{use, step_.id, step_.agent, sandbox_, &*redacting};

@@ -357,11 +357,7 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : *output;
   if (!notice.empty()) output->on_stderr(notice);
   if (c.jit) {
-    const auto& spec_env = lease->sandbox->spec().env;
-    const std::string path = call.env.count("PATH")   ? call.env["PATH"]
-                             : spec_env.count("PATH") ? spec_env.at("PATH")
-                                                      : base_environment(false).at("PATH");
-    call.env["PATH"] = JitBroker::jit_path(path);
+    JitBroker::put_rf_cred_on_path(call, *lease->sandbox);
     JitContext ctx{IdentityUse::of(claimed), "", "", lease->sandbox, &*redacting};
     if (auto s = jit_->open(ctx); !s) {
       fail(s.error().to_string());
