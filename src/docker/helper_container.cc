@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "core/base64.h"
 #include "core/io.h"
 #include "core/log.h"
 #include "docker/container_spec.h"
@@ -13,23 +14,9 @@ namespace {
 
 // The header of GET/HEAD .../archive: base64 of {"name","size","mode","mtime","linkTarget"}.
 Result<nlohmann::json> decode_path_stat(const std::string& b64) {
-  static const std::string kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : b64) {
-    if (c == '=') break;
-    const auto pos = kAlphabet.find(c);
-    if (pos == std::string::npos) return make_error("docker archive stat", "bad base64");
-    acc = (acc << 6) | static_cast<uint32_t>(pos);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  auto j = nlohmann::json::parse(out, nullptr, false);
+  const auto out = base64_decode(b64);
+  if (!out) return make_error("docker archive stat", "bad base64");
+  auto j = nlohmann::json::parse(*out, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return make_error("docker archive stat", "bad JSON");
   return j;
 }

@@ -12,6 +12,9 @@ proto::ExecRequest make_exec_request(const ExecCall& call, const SandboxSpec& sp
   // Every backend's network proxy is reached the same way: the runner's bridge.
   if (spec.network == NetworkPolicy::kProxy) {
     for (const auto& [k, v] : proxy_environment()) req.env[k] = v;
+    if (spec.tls_intercept) {
+      for (const auto& [k, v] : trust_environment()) req.env[k] = v;
+    }
   }
   for (const auto& [k, v] : spec.env) req.env[k] = v;
   for (const auto& [k, v] : call.env) req.env[k] = v;

@@ -126,9 +126,18 @@ void Connection::on_http_bytes() {
     read_more();
     return;
   }
-  auto req = parse_proxy_request(std::string_view(buf_).substr(0, *end), limits);
+  const std::string head_bytes = buf_.substr(0, *end);
   leftover_ = buf_.substr(*end);
   buf_.clear();
+  auto head = parse_request_head(head_bytes, limits);
+  if (head) {
+    if (auto gw = parse_gateway_target(head->target)) {
+      proto_ = Proto::http_plain;
+      start_gateway(*gw, head_bytes + leftover_);
+      return;
+    }
+  }
+  auto req = head ? interpret_request(*head) : Result<ProxyRequest>(head.take_error());
   if (!req) {
     ev_.reason = req.error().message;
     answer(400, Outcome::bad_request, bad_request_body(ev_.reason));
@@ -136,7 +145,122 @@ void Connection::on_http_bytes() {
   }
   proto_ = req->kind == RequestKind::connect ? Proto::http_connect : Proto::http_plain;
   origin_head_ = std::move(req->origin_head);
+  if (auto creds = sb_->credentials()) {
+    if (proto_ == Proto::http_plain) {
+      // The edge swaps nothing in plain HTTP: a placeholder here is misplaced.
+      if (auto r = check_plain_request(head_bytes + leftover_, req->target, *creds)) {
+        target_ = req->target;
+        ev_.host = target_.host;
+        ev_.port = target_.port;
+        refuse_placeholder(*r);
+        return;
+      }
+    } else if (intercepts(req->target)) {
+      edge_ = EdgeKind::intercept;
+    }
+  }
   decide(std::move(req->target));
+}
+
+bool Connection::intercepts(const net::Authority& target) const {
+  auto creds = sb_->credentials();
+  if (!creds) return false;
+  for (const auto& c : *creds) {
+    if (c.binds(target)) return true;
+  }
+  return false;
+}
+
+void Connection::start_gateway(const GatewayTarget& gw, std::string head_bytes) {
+  ev_.credential = gw.key;
+  ev_.delivery = "gateway";
+  auto creds = sb_->credentials();
+  const net::EdgeCredential* cred = nullptr;
+  if (creds) {
+    for (const auto& c : *creds) {
+      if (c.key == gw.key && c.delivery() == net::EdgeDelivery::kGateway) cred = &c;
+    }
+  }
+  if (cred == nullptr) {
+    target_ = {"127.0.0.1", 3128};
+    ev_.reason = "no gateway " + gw.key + " in sandbox " + sb_->id +
+                 " (its call has no such key delivered by gateway, or it was revoked)";
+    refuse(403, Outcome::refused, ev_.reason);
+    return;
+  }
+  edge_ = EdgeKind::gateway;
+  edge_key_ = gw.key;
+  edge_initial_ = std::move(head_bytes);
+  // The upstream goes through the sandbox's policy like any other target.
+  decide(cred->settings.upstream);
+}
+
+void Connection::refuse_placeholder(const EdgeRefusal& r) {
+  ev_.credential = r.key;
+  ev_.placeholder_refused = true;
+  if (auto creds = sb_->credentials()) {
+    for (const auto& c : *creds) {
+      if (c.key == r.key) ev_.delivery = std::string(net::to_string(c.delivery()));
+    }
+  }
+  ev_.reason = r.reason;
+  refuse(403, Outcome::refused, r.reason);
+}
+
+void Connection::hand_over(std::string initial) {
+  auto link = core_->edge();
+  if (!link) {
+    ev_.error = "cannot start ringfence-egress-tls: " + link.error().to_string();
+    if (edge_ == EdgeKind::gateway) {
+      answer(502, Outcome::upstream_failed, "ringfence egress proxy: " + ev_.error + "\n");
+    } else {
+      finish(Outcome::upstream_failed);
+    }
+    return;
+  }
+  edge::Conn c;
+  c.id = edge_id_ = core_->next_conn_id++;
+  c.sandbox = sb_->id;
+  c.kind = edge_ == EdgeKind::gateway ? edge::ConnKind::kGateway : edge::ConnKind::kIntercept;
+  c.key = edge_key_;
+  c.target = target_;
+  if (sb_->budget.cap() != 0)
+    c.max_up = sb_->budget.cap() - std::min(sb_->budget.cap(), sb_->budget.used());
+  c.initial = std::move(initial);
+  phase_ = Phase::edge;
+  ++timer_gen_;
+  timer_.cancel();
+  core_->handed_over(c.id, shared_from_this());
+  if (auto s = (*link)->hand_over(c, client_.native_handle(), upstream_.native_handle()); !s) {
+    core_->take_back(c.id);
+    ev_.error = s.error().to_string();
+    finish(Outcome::upstream_failed);
+    return;
+  }
+  // The helper holds its own copies now; ours close.
+  error_code ec;
+  client_.close(ec);
+  upstream_.close(ec);
+}
+
+void Connection::on_edge_done(const edge::Done& d) {
+  if (phase_ != Phase::edge || d.id != edge_id_) return;
+  ev_.status = d.status;
+  ev_.bytes_sent = d.bytes_up;
+  ev_.bytes_received = d.bytes_down;
+  if (!d.reason.empty()) ev_.reason = d.reason;
+  ev_.error = d.error;
+  if (!d.key.empty()) ev_.credential = d.key;
+  if (ev_.delivery.empty() && !ev_.credential.empty()) {
+    ev_.delivery = edge_ == EdgeKind::gateway ? "gateway" : "proxy";
+  }
+  ev_.placeholder_refused = d.refused;
+  ev_.substitutions = d.substitutions;
+  ev_.restored = d.restored;
+  if (d.refused) ev_.allowed = false;
+  // Charged after the fact: the helper was told how much was left.
+  if (d.bytes_up > 0) sb_->budget.reserve(d.bytes_up);
+  finish(outcome_from(d.outcome).value_or(Outcome::completed));
 }
 
 void Connection::on_socks_bytes() {
@@ -200,6 +324,7 @@ void Connection::on_socks_bytes() {
     answer(400, Outcome::bad_request, "");
     return;
   }
+  if (intercepts(*a)) edge_ = EdgeKind::intercept;
   decide(std::move(*a));
 }
 
@@ -307,6 +432,10 @@ void Connection::on_connected(const net::IpAddress& addr) {
   upstream_.native_non_blocking(true, ec);
   phase_ = Phase::tunnel;
   ev_.status = 200;
+  if (edge_ == EdgeKind::gateway) {
+    hand_over(std::move(edge_initial_));
+    return;
+  }
   if (proto_ == Proto::http_plain) {
     start_tunnel(origin_head_ + leftover_);
     return;
@@ -319,6 +448,10 @@ void Connection::on_connected(const net::IpAddress& addr) {
                       if (ec) {
                         self->ev_.error = ec.message();
                         self->finish(Outcome::completed);
+                        return;
+                      }
+                      if (self->edge_ == EdgeKind::intercept) {
+                        self->hand_over(std::move(self->leftover_));
                         return;
                       }
                       self->start_tunnel(std::move(self->leftover_));
@@ -442,10 +575,42 @@ void Connection::finish(Outcome outcome) {
       ev_.protocol = "socks5";
       break;
   }
+  if (edge_id_ != 0) core_->take_back(edge_id_);
   sb_->open.fetch_sub(1, std::memory_order_relaxed);
   {
     std::lock_guard lock(sb_->mu);
     sb_->live.erase(this);
+  }
+  if (!ev_.credential.empty()) {
+    std::function<void(const net::EdgeEvent&)> hear;
+    {
+      std::lock_guard lock(sb_->edge_mu);
+      hear = sb_->on_edge_event;
+    }
+    if (hear) {
+      net::EdgeEvent e;
+      e.sandbox_id = ev_.sandbox_id;
+      e.key = ev_.credential;
+      e.delivery =
+          ev_.delivery == "proxy" ? net::EdgeDelivery::kProxy : net::EdgeDelivery::kGateway;
+      e.host = ev_.host;
+      e.port = ev_.port;
+      e.refused = ev_.placeholder_refused || ev_.outcome == Outcome::refused;
+      e.status = ev_.status;
+      e.reason = ev_.placeholder_refused || !ev_.allowed ? ev_.reason : ev_.error;
+      e.substitutions = ev_.substitutions;
+      e.restored = ev_.restored;
+      if (auto creds = sb_->credentials()) {
+        for (const auto& c : *creds) {
+          if (c.key == e.key) e.secret = c.secret;
+        }
+      }
+      try {
+        hear(e);
+      } catch (const std::exception& ex) {
+        spdlog::warn("egress proxy: on_edge_event threw: {}", ex.what());
+      }
+    }
   }
   spdlog::debug("egress {} {} {} -> {}: {} ({}), {} B up, {} B down", ev_.sandbox_id, ev_.protocol,
                 format_authority(ev_.host, ev_.port), ev_.address, to_string(outcome), ev_.reason,
@@ -457,6 +622,80 @@ void Connection::finish(Outcome outcome) {
       spdlog::warn("egress proxy: on_event threw: {}", e.what());
     }
   }
+}
+
+Result<EdgeLink*> ProxyCore::edge() {
+  std::unique_ptr<EdgeLink> dead;  // destroyed outside the lock
+  std::lock_guard lock(edge_mu_);
+  if (edge_stopped_) return make_error("egress TLS", "the egress proxy is stopping");
+  if (edge_ && edge_->alive()) return edge_.get();
+  if (edge_) {
+    spdlog::error(
+        "egress TLS: ringfence-egress-tls exited; starting it again (the sandboxes' "
+        "CAs died with it: their intercepted TLS fails from now on)");
+    dead = std::move(edge_);
+  }
+  auto link = EdgeLink::start(opts.edge, [this](const edge::Done& d) { on_edge_done(d); });
+  if (!link) return link.take_error();
+  edge_ = std::move(*link);
+  for (auto it = with_creds_.begin(); it != with_creds_.end();) {
+    auto sb = it->second.lock();
+    if (!sb) {
+      it = with_creds_.erase(it);
+      continue;
+    }
+    if (auto creds = sb->credentials(); creds && !creds->empty()) {
+      warn_unless_ok(edge_->send(edge::Bind{sb->id, *creds}),
+                     "egress TLS: telling the credentials of sandbox " + sb->id);
+    }
+    ++it;
+  }
+  return edge_.get();
+}
+
+void ProxyCore::stop_edge() {
+  std::unique_ptr<EdgeLink> gone;
+  {
+    std::lock_guard lock(edge_mu_);
+    edge_stopped_ = true;
+    gone = std::move(edge_);
+  }
+}
+
+void ProxyCore::tell_edge(const edge::Message& m) {
+  std::lock_guard lock(edge_mu_);
+  if (edge_ && edge_->alive()) warn_unless_ok(edge_->send(m), "egress TLS");
+}
+
+void ProxyCore::track_credentials(const std::shared_ptr<SandboxState>& sb) {
+  std::lock_guard lock(edge_mu_);
+  with_creds_[sb->id] = sb;
+}
+
+void ProxyCore::handed_over(uint64_t id, const std::shared_ptr<Connection>& c) {
+  std::lock_guard lock(handed_mu_);
+  handed_[id] = c;
+}
+
+void ProxyCore::take_back(uint64_t id) {
+  std::shared_ptr<Connection> gone;  // released outside the lock
+  std::lock_guard lock(handed_mu_);
+  if (auto it = handed_.find(id); it != handed_.end()) {
+    gone = std::move(it->second);
+    handed_.erase(it);
+  }
+}
+
+void ProxyCore::on_edge_done(const edge::Done& d) {
+  std::shared_ptr<Connection> c;
+  {
+    std::lock_guard lock(handed_mu_);
+    auto it = handed_.find(d.id);
+    if (it == handed_.end()) return;
+    c = std::move(it->second);
+    handed_.erase(it);
+  }
+  if (c) asio::post(c->io(), [c, d] { c->on_edge_done(d); });
 }
 
 }  // namespace rf::proxy

@@ -30,6 +30,16 @@ std::string_view to_string(Outcome o) {
   return "unknown";
 }
 
+std::optional<Outcome> outcome_from(std::string_view name) {
+  for (Outcome o :
+       {Outcome::completed, Outcome::refused, Outcome::over_capacity, Outcome::bad_request,
+        Outcome::head_timeout, Outcome::upstream_failed, Outcome::upstream_timeout,
+        Outcome::byte_cap, Outcome::idle_timeout, Outcome::closed_by_owner}) {
+    if (to_string(o) == name) return o;
+  }
+  return std::nullopt;
+}
+
 std::string to_json(const ConnectionEvent& e) {
   nlohmann::json j = {
       {"sandbox", e.sandbox_id},
@@ -46,6 +56,13 @@ std::string to_json(const ConnectionEvent& e) {
       {"bytes_received", e.bytes_received},
       {"duration_us", e.duration.count()},
   };
+  if (!e.credential.empty()) {
+    j["credential"] = e.credential;
+    j["delivery"] = e.delivery;
+    j["placeholder_refused"] = e.placeholder_refused;
+    j["substitutions"] = e.substitutions;
+    j["restored"] = e.restored;
+  }
   // Hosts and reasons come from untrusted requests: never throw on bad UTF-8.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -43,7 +44,17 @@ struct ConnectionEvent {
   uint64_t bytes_sent = 0;                // sandbox -> origin, as written to the origin
   uint64_t bytes_received = 0;            // origin -> sandbox, as written to the sandbox
   std::chrono::microseconds duration{0};  // from accept to close
+  // A credential at the edge (issue 13): the key a gateway or proxy delivery
+  // used, or whose misplaced placeholder refused the request; never a value.
+  std::string credential;
+  std::string delivery;  // "gateway", "proxy"
+  bool placeholder_refused = false;
+  int substitutions = 0;  // placeholders swapped for values in the request
+  int restored = 0;       // values swapped back to placeholders in the response
 };
+
+// The Outcome named `name` (what to_string gives), if any.
+std::optional<Outcome> outcome_from(std::string_view name);
 
 // One line of JSON with every field (duration as "duration_us").
 std::string to_json(const ConnectionEvent& e);

@@ -56,6 +56,7 @@ struct EgressProxy::Impl {
       for (const auto& [id, l] : sandboxes) ids.push_back(id);
     }
     for (const auto& id : ids) remove(id);
+    core->stop_edge();  // its reader posts to the I/O threads
     core->resolver.shutdown();
     guards.clear();
     for (auto& io : ios) io->stop();
@@ -154,6 +155,15 @@ struct EgressProxy::Impl {
       l = it->second;
       sandboxes.erase(it);
     }
+    bool at_edge = false;
+    {
+      std::lock_guard lock(l->sb->edge_mu);
+      at_edge = l->sb->has_ca || l->sb->creds;
+      l->sb->creds.reset();
+      l->sb->on_edge_event = nullptr;
+    }
+    // The helper drops its values and CA and ends its connections.
+    if (at_edge) core->tell_edge(edge::Forget{id});
     std::vector<std::shared_ptr<Connection>> conns;
     {
       std::lock_guard lock(l->sb->mu);
@@ -283,6 +293,41 @@ Status EgressProxy::add_sandbox(SandboxEgress sandbox, UniqueFd listener) {
 
 void EgressProxy::remove_sandbox(const std::string& sandbox_id) { impl_->remove(sandbox_id); }
 
+namespace {
+
+std::shared_ptr<SandboxState> find_state(EgressProxy::Impl& impl, const std::string& id);
+
+}  // namespace
+
+Result<std::string> EgressProxy::sandbox_ca(const std::string& sandbox_id) {
+  auto sb = find_state(*impl_, sandbox_id);
+  if (!sb) return make_error("egress proxy", "sandbox " + sandbox_id + " is not added");
+  auto link = impl_->core->edge();
+  if (!link) return link.take_error();
+  auto pem = (*link)->make_ca(sandbox_id, std::chrono::seconds(10));
+  if (!pem) return pem.take_error();
+  std::lock_guard lock(sb->edge_mu);
+  sb->has_ca = true;
+  return pem;
+}
+
+Status EgressProxy::bind_credentials(const std::string& sandbox_id,
+                                     std::vector<net::EdgeCredential> creds,
+                                     std::function<void(const net::EdgeEvent&)> on_event) {
+  auto sb = find_state(*impl_, sandbox_id);
+  if (!sb) return make_error("egress proxy", "sandbox " + sandbox_id + " is not added");
+  auto shared = std::make_shared<const std::vector<net::EdgeCredential>>(std::move(creds));
+  {
+    std::lock_guard lock(sb->edge_mu);
+    sb->creds = shared->empty() ? nullptr : shared;
+    sb->on_edge_event = std::move(on_event);
+  }
+  impl_->core->track_credentials(sb);
+  auto link = impl_->core->edge();  // a helper started now is told them all
+  if (!link) return link.take_error();
+  return (*link)->send(edge::Bind{sandbox_id, *shared});
+}
+
 std::optional<SandboxStats> EgressProxy::stats(const std::string& sandbox_id) const {
   std::lock_guard lock(impl_->mu);
   auto it = impl_->sandboxes.find(sandbox_id);
@@ -290,5 +335,15 @@ std::optional<SandboxStats> EgressProxy::stats(const std::string& sandbox_id) co
   const SandboxState& sb = *it->second->sb;
   return SandboxStats{sb.open.load(std::memory_order_relaxed), sb.budget.used()};
 }
+
+namespace {
+
+std::shared_ptr<SandboxState> find_state(EgressProxy::Impl& impl, const std::string& id) {
+  std::lock_guard lock(impl.mu);
+  auto it = impl.sandboxes.find(id);
+  return it == impl.sandboxes.end() ? nullptr : it->second->sb;
+}
+
+}  // namespace
 
 }  // namespace rf::proxy

@@ -37,8 +37,10 @@
 
 #include "core/result.h"
 #include "core/unique_fd.h"
+#include "net/edge_credential.h"
 #include "net/egress_policy.h"
 #include "proxy/connection_event.h"
+#include "proxy/edge_link.h"
 #include "proxy/request_head.h"
 
 namespace rf::proxy {
@@ -63,6 +65,8 @@ struct ProxyOptions {
   bool socks5 = true;             // accept SOCKS5 as well as HTTP
   bool splice = true;             // tunnels copy with splice(2); false: read/write (for benchmarks)
   size_t pipe_size = 256 * 1024;  // per tunnel direction
+  // ringfence-egress-tls, for the credentials swapped in at the edge.
+  EdgeLinkOptions edge;
 };
 
 struct SandboxEgress {
@@ -105,6 +109,18 @@ class EgressProxy {
   void remove_sandbox(const std::string& sandbox_id);
 
   std::optional<SandboxStats> stats(const std::string& sandbox_id) const;
+
+  // ---- Credentials at the edge (issue 13; net/edge_credential.h)
+  // The sandbox's own CA (for a spec with tls_intercept), made by
+  // ringfence-egress-tls, which alone holds its key. Its certificate, PEM.
+  Result<std::string> sandbox_ca(const std::string& sandbox_id);
+  // The sandbox's credentials, all of them (replaces the earlier set; empty
+  // takes them all away): from the next request on, its gateway URLs and
+  // its intercepted hosts use these, and its placeholders are looked for.
+  // `on_event` hears, on an I/O thread, each request that used or misplaced
+  // one: it must be quick and must not call back into the proxy.
+  Status bind_credentials(const std::string& sandbox_id, std::vector<net::EdgeCredential> creds,
+                          std::function<void(const net::EdgeEvent&)> on_event);
 
   struct Impl;
 

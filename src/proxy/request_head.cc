@@ -161,6 +161,53 @@ Result<RequestHead> parse_request_head(std::string_view head, const HeadLimits& 
   return out;
 }
 
+Status check_framing(const RequestHead& head) {
+  int hosts = 0;
+  bool has_te = false;
+  std::string content_length;
+  for (const Header& h : head.headers) {
+    const std::string lname = lower(h.name);
+    if (lname == "host") ++hosts;
+    if (lname == "transfer-encoding") has_te = true;
+    if (lname == "content-length") {
+      if (h.value.empty() || !std::all_of(h.value.begin(), h.value.end(),
+                                          [](char c) { return c >= '0' && c <= '9'; })) {
+        return bad("bad Content-Length " + quote(h.value));
+      }
+      if (!content_length.empty() && content_length != h.value) {
+        return bad("conflicting Content-Length headers");
+      }
+      content_length = h.value;
+    }
+  }
+  if (hosts > 1) return bad("more than one Host header");
+  if (has_te && !content_length.empty()) {
+    return bad("both Content-Length and Transfer-Encoding");
+  }
+  return ok_status();
+}
+
+void append_end_to_end_headers(const RequestHead& head, std::string& out,
+                               const std::function<bool(std::string_view)>& drop) {
+  std::vector<std::string> named;  // tokens of Connection headers
+  for (const Header& h : head.headers) {
+    if (lower(h.name) != "connection") continue;
+    std::string_view v = h.value;
+    while (!v.empty()) {
+      const size_t comma = v.find(',');
+      named.push_back(lower(trim(v.substr(0, comma))));
+      v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
+    }
+  }
+  for (const Header& h : head.headers) {
+    const std::string lname = lower(h.name);
+    if (lname == "host" || is_hop_by_hop(lname)) continue;
+    if (!is_framing(lname) && std::find(named.begin(), named.end(), lname) != named.end()) continue;
+    if (drop && drop(lname)) continue;
+    out.append(h.name).append(": ").append(h.value).append("\r\n");
+  }
+}
+
 Result<ProxyRequest> interpret_request(const RequestHead& head) {
   ProxyRequest req;
   if (head.method == "CONNECT") {
@@ -191,51 +238,14 @@ Result<ProxyRequest> interpret_request(const RequestHead& head) {
   auto a = net::parse_authority(authority, 80);
   if (!a) return bad("URI " + quote(target) + ": " + a.error().to_string());
 
-  // Framing the origin reads must be unambiguous.
-  int hosts = 0;
-  bool has_te = false;
-  std::string content_length;
-  std::vector<std::string> named;  // tokens of Connection headers
-  for (const Header& h : head.headers) {
-    const std::string lname = lower(h.name);
-    if (lname == "host") ++hosts;
-    if (lname == "transfer-encoding") has_te = true;
-    if (lname == "content-length") {
-      if (h.value.empty() || !std::all_of(h.value.begin(), h.value.end(),
-                                          [](char c) { return c >= '0' && c <= '9'; })) {
-        return bad("bad Content-Length " + quote(h.value));
-      }
-      if (!content_length.empty() && content_length != h.value) {
-        return bad("conflicting Content-Length headers");
-      }
-      content_length = h.value;
-    }
-    if (lname == "connection") {
-      std::string_view v = h.value;
-      while (!v.empty()) {
-        const size_t comma = v.find(',');
-        named.push_back(lower(trim(v.substr(0, comma))));
-        v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
-      }
-    }
-  }
-  if (hosts > 1) return bad("more than one Host header");
-  if (has_te && !content_length.empty()) {
-    return bad("both Content-Length and Transfer-Encoding");
-  }
-
+  RF_TRY(check_framing(head));
   std::string& out = req.origin_head;
   out.reserve(256);
   out.append(head.method).append(" ");
   if (path.empty() || path.front() == '?') out.append("/");
   out.append(path).append(" ").append(head.version).append("\r\n");
   out.append("Host: ").append(authority).append("\r\n");
-  for (const Header& h : head.headers) {
-    const std::string lname = lower(h.name);
-    if (lname == "host" || is_hop_by_hop(lname)) continue;
-    if (!is_framing(lname) && std::find(named.begin(), named.end(), lname) != named.end()) continue;
-    out.append(h.name).append(": ").append(h.value).append("\r\n");
-  }
+  append_end_to_end_headers(head, out, {});
   out.append("Connection: close\r\n\r\n");
   req.kind = RequestKind::http;
   req.target = std::move(*a);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,17 @@ struct ProxyRequest {
   // Upgrade), and `Connection: close`. Empty for CONNECT.
   std::string origin_head;
 };
+
+// The framing an origin reads must be unambiguous: one Host at most, no bad
+// or conflicting Content-Length, not both Content-Length and Transfer-Encoding.
+Status check_framing(const RequestHead& head);
+
+// Appends the head's end-to-end headers as "Name: value\r\n" lines: not Host,
+// no hop-by-hop header (Connection and what it names, Keep-Alive,
+// Proxy-Connection, Proxy-Authorization, Proxy-Authenticate, TE, Trailer,
+// Upgrade), none for which `drop` (given the lower-case name) says true.
+void append_end_to_end_headers(const RequestHead& head, std::string& out,
+                               const std::function<bool(std::string_view lname)>& drop);
 
 // What a parsed head asks the proxy to do.
 Result<ProxyRequest> interpret_request(const RequestHead& head);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/units.h"
+#include "net/edge_credential.h"
 #include "net/egress_policy.h"
 
 namespace rf {
@@ -146,6 +147,10 @@ Status validate_spec(const SandboxSpec& s) {
       return make_error("labels." + key, "expected at most 256 printable characters");
     }
   }
+  if (s.tls_intercept && s.network != NetworkPolicy::kProxy) {
+    return make_error("tls_intercept", "applies only with network proxy (network is " +
+                                           std::string(to_string(s.network)) + ")");
+  }
   if (s.seccomp != "default") {
     return make_error("seccomp",
                       "unknown seccomp profile \"" + s.seccomp + "\" (available: default)");
@@ -159,8 +164,9 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
   if (j.is_discarded()) return make_error("spec", "not valid JSON");
   if (!j.is_object()) return make_error("spec", "expected a JSON object");
   SandboxSpec s;
-  static const std::set<std::string> kKeys = {"id",     "backend", "image", "workspace", "env",
-                                              "limits", "network", "allow", "seccomp",   "labels"};
+  static const std::set<std::string> kKeys = {"id",      "backend", "image",        "workspace",
+                                              "env",     "limits",  "network",      "allow",
+                                              "seccomp", "labels",  "tls_intercept"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!kKeys.count(it.key())) return make_error(it.key(), "unknown field");
   }
@@ -183,6 +189,11 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
   RF_TRY(str("image", &s.image));
   RF_TRY(str("workspace", &s.workspace_dir));
   RF_TRY(str("seccomp", &s.seccomp));
+  if (j.contains("tls_intercept")) {
+    if (!j["tls_intercept"].is_boolean())
+      return make_error("tls_intercept", "expected true or false");
+    s.tls_intercept = j["tls_intercept"].get<bool>();
+  }
   if (j.contains("allow")) {
     if (!j["allow"].is_array()) return make_error("allow", "expected an array of rules");
     for (const auto& rule : j["allow"]) {
@@ -246,6 +257,7 @@ std::string spec_to_json(const SandboxSpec& s) {
                       {"env", s.env},       {"network", to_string(s.network)},
                       {"allow", s.allow},   {"seccomp", s.seccomp},
                       {"labels", s.labels}, {"limits", limits}};
+  if (s.tls_intercept) j["tls_intercept"] = true;
   return j.dump();
 }
 
@@ -259,6 +271,8 @@ std::map<std::string, std::string> base_environment(bool tty) {
   return env;
 }
 
+static_assert(std::string_view(kEgressListen) == net::kSandboxProxyAuthority);
+
 std::map<std::string, std::string> proxy_environment() {
   const std::string url = std::string("http://") + kEgressListen;
   const std::string no_proxy = "localhost,127.0.0.1,::1";
@@ -271,6 +285,16 @@ std::map<std::string, std::string> proxy_environment() {
   }
   env["NO_PROXY"] = no_proxy;
   env["no_proxy"] = no_proxy;
+  return env;
+}
+
+std::map<std::string, std::string> trust_environment() {
+  std::map<std::string, std::string> env;
+  for (const char* name : {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+                           "GIT_SSL_CAINFO", "PIP_CERT", "AWS_CA_BUNDLE"}) {
+    env[name] = kTrustBundleInSandbox;
+  }
+  env["NODE_EXTRA_CA_CERTS"] = kSandboxCaInSandbox;
   return env;
 }
 

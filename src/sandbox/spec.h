@@ -51,6 +51,12 @@ struct SandboxSpec {
   NetworkPolicy network = NetworkPolicy::kNone;
   std::vector<std::string> allow;  // rules of src/net/egress_policy.h; network proxy only
   std::string seccomp = "default";
+  // Network proxy only: the sandbox trusts a CA of its own, made at start,
+  // whose key lives in the host's memory only, so that the egress proxy may
+  // terminate TLS to the hosts bound to a proxy-delivered credential and swap
+  // its placeholder for the value (net/edge_credential.h). The CA is bound
+  // over the image's trust bundle and named by trust_environment().
+  bool tls_intercept = false;
   // Who the sandbox serves ("project", "run", "mode"): the docker backend puts
   // them on its container as "ringfence.<key>" labels. Keys [a-z0-9._-]{1,64},
   // values up to 256 printable characters.
@@ -76,6 +82,16 @@ std::map<std::string, std::string> base_environment(bool tty);
 // HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY and their lower-case forms, for
 // a sandbox with network proxy.
 std::map<std::string, std::string> proxy_environment();
+
+// Where a sandbox with tls_intercept finds its trust: the image's bundle with
+// the sandbox's CA added (bound over the image's own), and the CA alone.
+inline constexpr const char* kTrustBundleInSandbox = "/etc/ssl/certs/ca-certificates.crt";
+inline constexpr const char* kSandboxCaInSandbox = "/.ringfence/ca.pem";
+
+// The variables runtimes read their trust from (SSL_CERT_FILE,
+// REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT, AWS_CA_BUNDLE:
+// the bundle; NODE_EXTRA_CA_CERTS: the CA), for a sandbox with tls_intercept.
+std::map<std::string, std::string> trust_environment();
 
 std::string generate_sandbox_id();
 

@@ -1,15 +1,28 @@
 #!/usr/bin/env python3
 """An origin server for the egress proxy tests, on 127.0.0.1 only.
 
-Prints "port N" once it listens. Every GET answers 200 with a body that
-echoes the request line and the headers as received, one per line; a POST
-reads its body (Content-Length) and answers "got N bytes". With --cert and
---key it speaks HTTPS.
+Prints "port N" once it listens. With --cert and --key it speaks HTTPS.
+  GET  /sse?n=N&gap_ms=G   N server-sent events ("data: i"), G ms apart, then
+                           the connection closes
+  GET  /header?name=X      the value of request header X, as the body
+  GET  anything else       200, a body that echoes the request line and the
+                           headers as received, one per line
+  POST /echo               the request body, as the body
+  POST anything else       reads the body (Content-Length) and answers
+                           "got N bytes"
+With --record FILE every request is appended to FILE as one JSON line:
+{"method", "path", "headers": [[name, value], ...], "body"}.
 """
 import argparse
 import http.server
+import json
 import ssl
 import sys
+import threading
+import time
+from urllib.parse import parse_qs, urlsplit
+
+RECORD = {"path": None, "lock": threading.Lock()}
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -18,35 +31,79 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
-    def reply(self, body):
-        data = body.encode()
+    def record(self, body=b""):
+        if not RECORD["path"]:
+            return
+        entry = {
+            "method": self.command,
+            "path": self.path,
+            "headers": [[k, v] for k, v in self.headers.items()],
+            "body": body.decode("utf-8", "replace"),
+        }
+        with RECORD["lock"], open(RECORD["path"], "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def reply(self, body, content_type="text/plain"):
+        data = body.encode() if isinstance(body, str) else body
         self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self):
-        lines = [self.requestline]
-        lines += ["%s: %s" % (k, v) for k, v in self.headers.items()]
-        self.reply("\n".join(lines) + "\n")
-
-    def do_POST(self):
+    def read_body(self):
         n = int(self.headers.get("Content-Length", "0"))
+        chunks = []
         got = 0
         while got < n:
             chunk = self.rfile.read(min(65536, n - got))
             if not chunk:
                 break
+            chunks.append(chunk)
             got += len(chunk)
-        self.reply("got %d bytes\n" % got)
+        return b"".join(chunks)
+
+    def do_GET(self):
+        self.record()
+        url = urlsplit(self.path)
+        q = parse_qs(url.query)
+        if url.path == "/sse":
+            n = int(q.get("n", ["3"])[0])
+            gap = int(q.get("gap_ms", ["100"])[0]) / 1000.0
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for i in range(n):
+                self.wfile.write(b"data: %d\n\n" % i)
+                self.wfile.flush()
+                if i + 1 < n:
+                    time.sleep(gap)
+            self.close_connection = True
+            return
+        if url.path == "/header":
+            self.reply(self.headers.get(q.get("name", [""])[0], ""))
+            return
+        lines = [self.requestline]
+        lines += ["%s: %s" % (k, v) for k, v in self.headers.items()]
+        self.reply("\n".join(lines) + "\n")
+
+    def do_POST(self):
+        body = self.read_body()
+        self.record(body)
+        if urlsplit(self.path).path == "/echo":
+            self.reply(body, "application/octet-stream")
+            return
+        self.reply("got %d bytes\n" % len(body))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cert")
     ap.add_argument("--key")
+    ap.add_argument("--record")
     args = ap.parse_args()
+    RECORD["path"] = args.record
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     server.handle_error = lambda request, client_address: None  # clients cut on purpose

@@ -1,0 +1,442 @@
+#include "egress_tls/edge_connection.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <array>
+#include <cctype>
+#include <optional>
+
+#include "proxy/edge_rewrite.h"
+#include "proxy/request_head.h"
+#include "proxy/responses.h"
+
+namespace rf::egress_tls {
+namespace {
+
+using proxy::edge::ConnKind;
+using proxy::edge::Done;
+
+constexpr std::chrono::milliseconds kHandshakeTimeout{10000};
+constexpr std::chrono::milliseconds kHeadTimeout{10000};
+constexpr int kIdleTimeoutMs = 300000;
+constexpr size_t kChunk = 16 * 1024;
+
+void set_blocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+}
+
+void set_receive_timeout(int fd, std::chrono::milliseconds t) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+std::string body_text(std::string_view why) {
+  return "ringfence egress proxy: " + std::string(why) + "\n";
+}
+
+// Answers the sandbox itself (nothing of the upstream's reached it), then ends.
+void answer(Side& client, int status, std::string_view why, const char* outcome, Done& d) {
+  std::string error;
+  const std::string out = proxy::http_response(status, body_text(why));
+  if (client.write_all(out, &error)) d.bytes_down += out.size();
+  client.close_write();
+  d.status = status;
+  d.outcome = outcome;
+  if (d.reason.empty()) d.reason = std::string(why);
+}
+
+void refuse(Side& client, const proxy::EdgeRefusal& r, Done& d) {
+  d.refused = true;
+  if (!r.key.empty()) d.key = r.key;
+  d.reason = r.reason;
+  answer(client, 403, "refused: " + r.reason, "refused", d);
+}
+
+// The two directions until the upstream ends its response. `first` (the head
+// and the body read so far, swapped) goes first.
+void relay(Side& client, Side& up, std::string_view host, std::string_view first,
+           proxy::EdgeStream& request, proxy::EdgeStream& response, uint64_t max_up, Done& d) {
+  proxy::ResponseHeads heads;
+  std::string error;
+  bool client_done = false, answered = false;
+  auto to_upstream = [&](std::string_view bytes) {
+    if (max_up != 0 && d.bytes_up + bytes.size() > max_up) {
+      error = "cut: the sandbox reached its cap of " + std::to_string(max_up) + " bytes sent";
+      d.outcome = "byte_cap";
+      return false;
+    }
+    if (!up.write_all(bytes, &error)) return false;
+    d.bytes_up += bytes.size();
+    return true;
+  };
+  // The request's body so far: placeholders swapped or, misplaced, stopping it.
+  auto from_client = [&](std::string_view chunk, bool end) {
+    std::string out;
+    const auto stop = request.feed(chunk, &out);
+    if (end) request.finish(&out);
+    if (!to_upstream(out)) return false;
+    if (stop) {
+      const auto& p = request.pattern(*stop);
+      d.key = p.key;
+      error.clear();
+      // Nothing of the upstream's answer has reached the sandbox: say why.
+      proxy::EdgeRefusal r{p.key, "the placeholder of " + p.key +
+                                      " is in the body of a request to " + std::string(host) +
+                                      ": refused (a body takes it only with in=body, and only "
+                                      "for the hosts it is bound to)"};
+      if (answered) {
+        d.reason = r.reason;
+      } else {
+        refuse(client, r, d);
+      }
+      d.refused = true;
+      return false;
+    }
+    return true;
+  };
+  auto to_client = [&](std::string_view chunk, bool end) {
+    std::string swapped, out;
+    response.feed(chunk, &swapped);
+    if (end) response.finish(&swapped);
+    auto r = heads.feed(swapped, &out);
+    if (!r) {
+      error = r.error().to_string();
+      if (!answered)
+        answer(client, 502, "bad response from the upstream: " + error, "upstream_failed", d);
+      answered = true;
+      return false;
+    }
+    if (!out.empty()) answered = true;
+    if (!client.write_all(out, &error)) return false;
+    d.bytes_down += out.size();
+    return true;
+  };
+
+  if (!to_upstream(first)) {
+    if (d.outcome.empty()) d.outcome = "completed";
+    if (!error.empty()) d.error = error;
+    return;
+  }
+  std::array<char, kChunk> buf;
+  for (;;) {
+    bool read_up = up.pending();
+    bool read_client = !client_done && client.pending();
+    if (!read_up && !read_client) {
+      pollfd fds[2] = {{client_done ? -1 : client.fd(), POLLIN, 0}, {up.fd(), POLLIN, 0}};
+      const int n = ::poll(fds, 2, kIdleTimeoutMs);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        d.outcome = "idle_timeout";
+        d.error = "nothing moved for " + std::to_string(kIdleTimeoutMs) + " ms";
+        return;
+      }
+      read_up = fds[1].revents != 0;
+      read_client = !client_done && fds[0].revents != 0;
+    }
+    if (read_up) {  // the upstream first: its answer may end the exchange
+      const ssize_t n = up.read(buf.data(), buf.size(), &error);
+      if (n <= 0) {
+        const bool sent = to_client({}, /*end=*/true);
+        if (!answered) {
+          answer(client, 502,
+                 "the upstream closed without an answer" +
+                     (error.empty() ? std::string() : ": " + error),
+                 "upstream_failed", d);
+          return;
+        }
+        if (sent) client.close_write();
+        if (n < 0) d.error = error;
+        if (d.outcome.empty()) d.outcome = "completed";
+        d.status = heads.status();
+        return;
+      }
+      if (!to_client({buf.data(), static_cast<size_t>(n)}, false)) {
+        if (d.outcome.empty()) d.outcome = "completed";
+        if (!error.empty()) d.error = error;
+        if (heads.status() != 0) d.status = heads.status();
+        return;
+      }
+      continue;
+    }
+    if (!read_client) continue;
+    const ssize_t n = client.read(buf.data(), buf.size(), &error);
+    if (n <= 0) {
+      // The sandbox sent all it will; its answer may still come.
+      client_done = true;
+      if (!from_client({}, /*end=*/true) || n < 0) {
+        if (n < 0) d.error = error;
+        if (d.outcome.empty()) d.outcome = "completed";
+        return;
+      }
+      continue;
+    }
+    if (!from_client({buf.data(), static_cast<size_t>(n)}, false)) {
+      if (d.outcome.empty()) d.outcome = "completed";
+      if (!error.empty()) d.error = error;
+      return;
+    }
+  }
+}
+
+// Bytes both ways as they are (an intercept target no credential binds any more).
+void tunnel(int client, int up, std::string_view initial, uint64_t max_up, Done& d) {
+  std::string error;
+  Side c(client), u(up);
+  if (!initial.empty()) {
+    if (!u.write_all(initial, &error)) {
+      d.outcome = "completed";
+      d.error = error;
+      return;
+    }
+    d.bytes_up += initial.size();
+  }
+  bool c_eof = false, u_eof = false;
+  std::array<char, kChunk> buf;
+  while (!c_eof || !u_eof) {
+    pollfd fds[2] = {{c_eof ? -1 : client, POLLIN, 0}, {u_eof ? -1 : up, POLLIN, 0}};
+    const int n = ::poll(fds, 2, kIdleTimeoutMs);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      d.outcome = "idle_timeout";
+      return;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].revents == 0) continue;
+      Side& from = i == 0 ? c : u;
+      Side& to = i == 0 ? u : c;
+      const ssize_t r = from.read(buf.data(), buf.size(), &error);
+      if (r <= 0) {
+        (i == 0 ? c_eof : u_eof) = true;
+        to.close_write();
+        continue;
+      }
+      if (i == 0 && max_up != 0 && d.bytes_up + static_cast<uint64_t>(r) > max_up) {
+        d.outcome = "byte_cap";
+        return;
+      }
+      if (!to.write_all({buf.data(), static_cast<size_t>(r)}, &error)) {
+        d.error = error;
+        d.outcome = "completed";
+        return;
+      }
+      (i == 0 ? d.bytes_up : d.bytes_down) += static_cast<uint64_t>(r);
+    }
+  }
+  d.outcome = "completed";
+  d.status = 200;
+}
+
+// Reads a request head from the sandbox (inside TLS); what came after it goes to *rest.
+Result<proxy::RequestHead> read_head(Side& client, std::string* rest) {
+  std::string buf;
+  std::array<char, 4096> chunk;
+  std::string error;
+  for (;;) {
+    auto end = proxy::find_head_end(buf);
+    if (!end) return end.take_error();
+    if (*end > 0) {
+      auto head = proxy::parse_request_head(std::string_view(buf).substr(0, *end));
+      *rest = buf.substr(*end);
+      return head;
+    }
+    if (buf.starts_with("PRI * HTTP/2")) {
+      return make_error("request", "HTTP/2 is not supported here (ALPN offers http/1.1 only)");
+    }
+    const ssize_t n = client.read(chunk.data(), chunk.size(), &error);
+    if (n <= 0) {
+      return make_error("request", n == 0 ? "closed before a complete request head" : error);
+    }
+    buf.append(chunk.data(), static_cast<size_t>(n));
+  }
+}
+
+// A body of at most this many bytes is read whole, and searched, before the
+// upstream is contacted: a misplaced placeholder in it reaches nobody.
+constexpr size_t kWholeBody = 64 * 1024;
+
+// The body's length when its head says it (Content-Length, no Transfer-Encoding).
+std::optional<size_t> content_length(const proxy::RequestHead& head) {
+  std::optional<size_t> n;
+  for (const auto& h : head.headers) {
+    std::string name = h.name;
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (name == "transfer-encoding") return std::nullopt;
+    if (name == "content-length") n = std::strtoull(h.value.c_str(), nullptr, 10);
+  }
+  return n.value_or(0);
+}
+
+// What goes upstream first: the head, then the body read so far, swapped. A
+// small body is read whole first. Empty `refusal` and a value: go on.
+struct FirstBytes {
+  std::string bytes;
+  std::optional<proxy::EdgeRefusal> refusal;
+};
+FirstBytes first_bytes(Side& client, const proxy::RequestHead& head, std::string_view rewritten,
+                       std::string rest, proxy::EdgeStream& request, const std::string& host) {
+  FirstBytes out;
+  const auto length = content_length(head);
+  if (length && *length <= kWholeBody) {
+    std::array<char, 4096> chunk;
+    std::string error;
+    while (rest.size() < *length) {
+      const ssize_t n = client.read(chunk.data(), chunk.size(), &error);
+      if (n <= 0) break;
+      rest.append(chunk.data(), static_cast<size_t>(n));
+    }
+  }
+  out.bytes.assign(rewritten);
+  if (const auto stop = request.feed(rest, &out.bytes)) {
+    const auto& p = request.pattern(*stop);
+    out.refusal = proxy::EdgeRefusal{
+        p.key, "the placeholder of " + p.key + " is in the body of a request to " + host +
+                   ": refused (a body takes it only with in=body, and only for the hosts it "
+                   "is bound to)"};
+    return out;
+  }
+  if (length && rest.size() >= *length) request.finish(&out.bytes);
+  return out;
+}
+
+std::vector<net::EdgeCredential> bound_to(const std::vector<net::EdgeCredential>& all,
+                                          const net::Authority& target) {
+  std::vector<net::EdgeCredential> out;
+  for (const auto& c : all) {
+    if (c.binds(target)) out.push_back(c);
+  }
+  return out;
+}
+
+void run_gateway(const EdgeConnectionInput& in, Side& client, Done& d) {
+  const auto& creds = in.sandbox->creds;
+  const net::EdgeCredential* gw = nullptr;
+  for (const auto& c : creds) {
+    if (c.key == in.conn.key && c.delivery() == net::EdgeDelivery::kGateway) gw = &c;
+  }
+  d.key = in.conn.key;
+  if (gw == nullptr) {
+    return answer(client, 403,
+                  "no gateway " + in.conn.key + " in this sandbox (revoked, or never bound)",
+                  "refused", d);
+  }
+  auto end = proxy::find_head_end(in.conn.initial);
+  auto head = end && *end > 0
+                  ? proxy::parse_request_head(std::string_view(in.conn.initial).substr(0, *end))
+                  : Result<proxy::RequestHead>(make_error("request", "no complete head"));
+  if (!head) return answer(client, 400, "bad request: " + head.error().message, "bad_request", d);
+  const auto target = proxy::parse_gateway_target(head->target);
+  if (!target || target->key != gw->key) {
+    return answer(client, 400, "bad request: not a gateway URL", "bad_request", d);
+  }
+  proxy::EdgeRequest r = proxy::rewrite_gateway_request(*head, *target, *gw, creds);
+  if (r.bad_request != 0) return answer(client, 400, "bad request: " + r.error, "bad_request", d);
+  if (r.refused) return refuse(client, *r.refused, d);
+  proxy::EdgeStream request(proxy::request_body_patterns(creds, {}));
+  FirstBytes first = first_bytes(client, *head, r.head, in.conn.initial.substr(*end), request,
+                                 gw->settings.upstream.host);
+  if (first.refusal) return refuse(client, *first.refusal, d);
+  auto up = in.tls->connect(in.upstream_fd, gw->settings.upstream, kHandshakeTimeout);
+  if (!up) {
+    return answer(client, 502,
+                  "cannot reach " + gw->settings.upstream_url() + ": " + up.error().to_string(),
+                  "upstream_failed", d);
+  }
+  d.substitutions = r.substitutions;
+  std::vector<net::EdgeCredential> mine{*gw};
+  proxy::EdgeStream response(proxy::response_patterns(mine));
+  relay(client, **up, gw->settings.upstream.host, first.bytes, request, response, in.conn.max_up,
+        d);
+  if (!d.refused) d.reason = "gateway " + gw->key + " to " + gw->settings.upstream_url();
+  d.restored = response.swapped();
+}
+
+void run_intercept(const EdgeConnectionInput& in, Done& d) {
+  const auto& creds = in.sandbox->creds;
+  const net::Authority& target = in.conn.target;
+  const auto bound = bound_to(creds, target);
+  if (bound.empty()) {
+    // Nothing to swap for this host any more: the sandbox talks TLS to it itself.
+    d.reason = "no credential is bound to " + target.host + " any more: tunnelled";
+    return tunnel(in.client_fd, in.upstream_fd, in.conn.initial, in.conn.max_up, d);
+  }
+  d.key = bound.front().key;
+  if (!in.sandbox->ca) {
+    d.outcome = "bad_request";
+    d.error = "the sandbox has no CA of its own (tls_intercept was off when it started)";
+    return;
+  }
+  auto leaf = in.sandbox->ca->leaf_for(target.host);
+  if (!leaf) {
+    d.outcome = "bad_request";
+    d.error = leaf.error().to_string();
+    return;
+  }
+  std::string sni;
+  auto client = in.tls->accept(in.client_fd, in.conn.initial, **leaf, kHandshakeTimeout, &sni);
+  if (!client) {
+    // An HTTP/2-only client lands here (no ALPN in common): it sees the alert.
+    d.outcome = "bad_request";
+    d.error = client.error().to_string();
+    return;
+  }
+  Side& c = **client;
+  if (!sni.empty()) {
+    auto named = net::parse_authority(sni, target.port);
+    if (!named || named->host != target.host) {
+      return refuse(
+          c, {"", "the TLS server name " + sni + " is not the CONNECT target " + target.host}, d);
+    }
+  }
+  std::string rest;
+  set_receive_timeout(in.client_fd, kHeadTimeout);
+  auto head = read_head(c, &rest);
+  set_receive_timeout(in.client_fd, std::chrono::milliseconds(0));
+  if (!head) return answer(c, 400, "bad request: " + head.error().message, "bad_request", d);
+  proxy::EdgeRequest r = proxy::rewrite_intercepted_request(*head, target, creds);
+  if (r.bad_request != 0) return answer(c, 400, "bad request: " + r.error, "bad_request", d);
+  if (r.refused) return refuse(c, *r.refused, d);
+  proxy::EdgeStream request(proxy::request_body_patterns(creds, r.body_swaps));
+  FirstBytes first = first_bytes(c, *head, r.head, std::move(rest), request, target.host);
+  if (first.refusal) return refuse(c, *first.refusal, d);
+  auto up = in.tls->connect(in.upstream_fd, target, kHandshakeTimeout);
+  if (!up) {
+    return answer(c, 502, "cannot reach " + target.host + " over TLS: " + up.error().to_string(),
+                  "upstream_failed", d);
+  }
+  d.substitutions = r.substitutions;
+  proxy::EdgeStream response(proxy::response_patterns(bound));
+  relay(c, **up, target.host, first.bytes, request, response, in.conn.max_up, d);
+  d.substitutions += request.swapped();
+  if (!d.refused) d.reason = "proxy delivery to " + target.host;
+  d.restored = response.swapped();
+}
+
+}  // namespace
+
+Done run_edge_connection(const EdgeConnectionInput& in) {
+  Done d;
+  d.id = in.conn.id;
+  set_blocking(in.client_fd);
+  set_blocking(in.upstream_fd);
+  if (!in.sandbox) {
+    Side client(in.client_fd);
+    answer(client, 403, "this sandbox has no credentials at the edge", "refused", d);
+    return d;
+  }
+  if (in.conn.kind == ConnKind::kGateway) {
+    Side client(in.client_fd);
+    run_gateway(in, client, d);
+  } else {
+    run_intercept(in, d);
+  }
+  if (d.outcome.empty()) d.outcome = "completed";
+  return d;
+}
+
+}  // namespace rf::egress_tls

@@ -1,0 +1,303 @@
+#include "egress_tls/tls_side.h"
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace rf::egress_tls {
+namespace {
+
+constexpr unsigned char kAlpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+// Where an SSL's upstream key ("host:port") and its contexts are kept.
+struct SessionKey {
+  TlsContexts* owner;
+  std::string key;
+};
+void free_session_key(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
+  delete static_cast<SessionKey*>(ptr);
+}
+// The SSL owns its key: TLS 1.3 tickets arrive after the handshake, while the
+// connection is read.
+int session_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, &free_session_key);
+  return index;
+}
+
+void set_timeouts(int fd, std::chrono::milliseconds t) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+// The result of a failed SSL call, in words.
+std::string failure(SSL* ssl, int rc, const char* what) {
+  const int e = SSL_get_error(ssl, rc);
+  if (e == SSL_ERROR_SYSCALL) {
+    ERR_clear_error();
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return std::string(what) + ": timed out";
+    if (errno == 0) return std::string(what) + ": the peer closed the connection";
+    return std::string(what) + ": " + std::strerror(errno);
+  }
+  if (e == SSL_ERROR_ZERO_RETURN) return std::string(what) + ": the peer closed the connection";
+  const long verify = SSL_get_verify_result(ssl);
+  if (verify != X509_V_OK) {
+    ERR_clear_error();
+    return std::string(what) +
+           ": certificate verify failed: " + X509_verify_cert_error_string(verify);
+  }
+  return std::string(what) + ": " + openssl_errors();
+}
+
+int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                unsigned int inlen, void*) {
+  // HTTP/1.1 or nothing: the proxy reads heads; an HTTP/2-only client fails here.
+  for (unsigned int i = 0; i < inlen;) {
+    const unsigned int n = in[i];
+    if (i + 1 + n > inlen) break;
+    if (n == 8 && std::memcmp(in + i + 1, "http/1.1", 8) == 0) {
+      *out = in + i + 1;
+      *outlen = static_cast<unsigned char>(n);
+      return SSL_TLSEXT_ERR_OK;
+    }
+    i += 1 + n;
+  }
+  return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+// A BIO that reads `prefix` first, then the socket; writes go to the socket.
+struct PrefixBio {
+  int fd;
+  std::string prefix;
+  size_t off = 0;
+};
+
+int prefix_read(BIO* b, char* out, int n) {
+  auto* p = static_cast<PrefixBio*>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  if (p->off < p->prefix.size()) {
+    const size_t k = std::min(static_cast<size_t>(n), p->prefix.size() - p->off);
+    std::memcpy(out, p->prefix.data() + p->off, k);
+    p->off += k;
+    return static_cast<int>(k);
+  }
+  for (;;) {
+    const ssize_t r = ::read(p->fd, out, static_cast<size_t>(n));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_read(b);
+    return static_cast<int>(r);
+  }
+}
+
+int prefix_write(BIO* b, const char* in, int n) {
+  auto* p = static_cast<PrefixBio*>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  for (;;) {
+    const ssize_t w = ::send(p->fd, in, static_cast<size_t>(n), MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_write(b);
+    return static_cast<int>(w);
+  }
+}
+
+long prefix_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
+
+int prefix_destroy(BIO* b) {
+  delete static_cast<PrefixBio*>(BIO_get_data(b));
+  BIO_set_data(b, nullptr);
+  return 1;
+}
+
+BIO* prefix_bio(int fd, std::string_view prefix) {
+  static BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "rf prefix fd");
+    BIO_meth_set_read(m, prefix_read);
+    BIO_meth_set_write(m, prefix_write);
+    BIO_meth_set_ctrl(m, prefix_ctrl);
+    BIO_meth_set_destroy(m, prefix_destroy);
+    return m;
+  }();
+  BIO* b = BIO_new(method);
+  if (b == nullptr) return nullptr;
+  BIO_set_data(b, new PrefixBio{fd, std::string(prefix)});
+  BIO_set_init(b, 1);
+  return b;
+}
+
+}  // namespace
+
+Side::~Side() {
+  if (ssl_ != nullptr) SSL_free(ssl_);
+}
+
+ssize_t Side::read(char* buf, size_t n, std::string* error) {
+  if (ssl_ == nullptr) {
+    for (;;) {
+      const ssize_t r = ::read(fd_, buf, n);
+      if (r >= 0) return r;
+      if (errno == EINTR) continue;
+      *error = std::string("read: ") + std::strerror(errno);
+      return -1;
+    }
+  }
+  ERR_clear_error();
+  const int r = SSL_read(ssl_, buf, static_cast<int>(std::min<size_t>(n, 1 << 30)));
+  if (r > 0) return r;
+  const int e = SSL_get_error(ssl_, r);
+  if (e == SSL_ERROR_ZERO_RETURN) return 0;
+  if (e == SSL_ERROR_SYSCALL && errno == 0) {
+    ERR_clear_error();
+    return 0;  // closed without close_notify: the end, as HTTP/1.x with framing allows
+  }
+  *error = failure(ssl_, r, "TLS read");
+  return -1;
+}
+
+bool Side::write_all(std::string_view data, std::string* error) {
+  while (!data.empty()) {
+    if (ssl_ == nullptr) {
+      const ssize_t w = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        *error = std::string("write: ") + std::strerror(errno);
+        return false;
+      }
+      data.remove_prefix(static_cast<size_t>(w));
+      continue;
+    }
+    ERR_clear_error();
+    const int w =
+        SSL_write(ssl_, data.data(), static_cast<int>(std::min<size_t>(data.size(), 1 << 20)));
+    if (w <= 0) {
+      *error = failure(ssl_, w, "TLS write");
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(w));
+  }
+  return true;
+}
+
+void Side::close_write() {
+  if (write_closed_) return;
+  write_closed_ = true;
+  if (ssl_ != nullptr) {
+    ERR_clear_error();
+    SSL_shutdown(ssl_);
+    ERR_clear_error();
+  }
+  ::shutdown(fd_, SHUT_WR);
+}
+
+Result<std::unique_ptr<TlsContexts>> TlsContexts::make(const std::string& ca_file) {
+  std::unique_ptr<TlsContexts> t(new TlsContexts());
+  t->client_ = SSL_CTX_new(TLS_client_method());
+  t->server_ = SSL_CTX_new(TLS_server_method());
+  if (t->client_ == nullptr || t->server_ == nullptr) {
+    return make_error("TLS", openssl_errors());
+  }
+  for (SSL_CTX* ctx : {t->client_, t->server_}) {
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_mode(ctx, SSL_MODE_AUTO_RETRY);
+    // HTTP/1.x closed without close_notify is the end of the stream, as
+    // curl and browsers read it (the response's framing says if it is whole).
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+  }
+  SSL_CTX_set_verify(t->client_, SSL_VERIFY_PEER, nullptr);
+  const int loaded = ca_file.empty()
+                         ? SSL_CTX_set_default_verify_paths(t->client_)
+                         : SSL_CTX_load_verify_locations(t->client_, ca_file.c_str(), nullptr);
+  if (loaded != 1) {
+    return make_error(ca_file.empty() ? "the system's CAs" : ca_file,
+                      "cannot load the CAs upstreams are verified against: " + openssl_errors());
+  }
+  SSL_CTX_set_alpn_protos(t->client_, kAlpn, sizeof kAlpn);
+  SSL_CTX_set_session_cache_mode(t->client_,
+                                 SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(t->client_, &TlsContexts::on_new_session);
+  // Toward sandboxes: no session to resume (nothing of one sandbox's
+  // handshakes carries over to another), HTTP/1.1 only.
+  SSL_CTX_set_options(t->server_, SSL_OP_NO_TICKET);
+  SSL_CTX_set_session_cache_mode(t->server_, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_num_tickets(t->server_, 0);
+  SSL_CTX_set_alpn_select_cb(t->server_, &select_alpn, nullptr);
+  return t;
+}
+
+TlsContexts::~TlsContexts() {
+  for (auto& [_, s] : sessions_) SSL_SESSION_free(s);
+  if (client_ != nullptr) SSL_CTX_free(client_);
+  if (server_ != nullptr) SSL_CTX_free(server_);
+}
+
+int TlsContexts::on_new_session(SSL* ssl, SSL_SESSION* session) {
+  auto* key = static_cast<SessionKey*>(SSL_get_ex_data(ssl, session_index()));
+  if (key == nullptr) return 0;
+  std::lock_guard lock(key->owner->mu_);
+  SSL_SESSION*& slot = key->owner->sessions_[key->key];
+  if (slot != nullptr) SSL_SESSION_free(slot);
+  slot = session;
+  return 1;  // the reference is ours now
+}
+
+Result<std::unique_ptr<Side>> TlsContexts::connect(int fd, const net::Authority& target,
+                                                   std::chrono::milliseconds timeout) {
+  SSL* ssl = SSL_new(client_);
+  if (ssl == nullptr) return make_error("TLS", openssl_errors());
+  auto side = std::make_unique<Side>(fd, ssl);
+  const std::string key = target.host + ":" + std::to_string(target.port);
+  SSL_set_ex_data(ssl, session_index(), new SessionKey{this, key});
+  const bool ip = net::parse_ip_literal(target.host).has_value();
+  if (ip) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), target.host.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl, target.host.c_str());
+    SSL_set1_host(ssl, target.host.c_str());
+  }
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(key);
+    if (it != sessions_.end()) SSL_set_session(ssl, it->second);
+  }
+  SSL_set_fd(ssl, fd);
+  set_timeouts(fd, timeout);
+  ERR_clear_error();
+  const int rc = SSL_connect(ssl);
+  if (rc != 1) return make_error(key, failure(ssl, rc, "TLS to the upstream"));
+  set_timeouts(fd, std::chrono::milliseconds(0));
+  return side;
+}
+
+Result<std::unique_ptr<Side>> TlsContexts::accept(int fd, std::string_view prefix, const Leaf& leaf,
+                                                  std::chrono::milliseconds timeout,
+                                                  std::string* sni) {
+  SSL* ssl = SSL_new(server_);
+  if (ssl == nullptr) return make_error("TLS", openssl_errors());
+  auto side = std::make_unique<Side>(fd, ssl);
+  if (SSL_use_certificate(ssl, leaf.cert.get()) != 1 || SSL_use_PrivateKey(ssl, leaf.key) != 1) {
+    return make_error("TLS", openssl_errors());
+  }
+  if (prefix.empty()) {
+    SSL_set_fd(ssl, fd);
+  } else {
+    BIO* bio = prefix_bio(fd, prefix);
+    if (bio == nullptr) return make_error("TLS", openssl_errors());
+    SSL_set_bio(ssl, bio, bio);  // one BIO both ways: one reference taken
+  }
+  set_timeouts(fd, timeout);
+  ERR_clear_error();
+  const int rc = SSL_accept(ssl);
+  if (rc != 1) return make_error("TLS from the sandbox", failure(ssl, rc, "handshake"));
+  const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  *sni = name != nullptr ? name : "";
+  set_timeouts(fd, std::chrono::milliseconds(0));
+  return side;
+}
+
+}  // namespace rf::egress_tls

@@ -1,0 +1,458 @@
+#include "proxy/edge_rewrite.h"
+
+#include <string.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/base64.h"
+
+namespace rf::proxy {
+namespace {
+
+using net::EdgeCredential;
+using net::EdgeDelivery;
+using net::EdgePlace;
+
+constexpr size_t kMaxResponseHead = 64 * 1024;
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+bool starts_with_ci(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && lower(s.substr(0, prefix.size())) == prefix;
+}
+
+// "x-api-key" -> "X-Api-Key"
+std::string header_case(std::string_view lname) {
+  std::string out(lname);
+  bool up = true;
+  for (char& c : out) {
+    if (up && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+    up = c == '-';
+  }
+  return out;
+}
+
+std::string authority_text(const net::Authority& a, uint16_t default_port) {
+  std::string host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
+  return a.port == default_port ? host : host + ":" + std::to_string(a.port);
+}
+
+size_t replace_all(std::string& s, std::string_view from, std::string_view to) {
+  size_t n = 0;
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) {
+    s.replace(p, from.size(), to);
+    ++n;
+  }
+  return n;
+}
+
+bool header_safe(std::string_view value) {
+  return std::none_of(value.begin(), value.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\t') || u == 0x7f;
+  });
+}
+
+std::string percent_encode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
+bool has_place(const EdgeCredential& c, EdgePlace::Kind kind, std::string_view header = {}) {
+  return std::any_of(c.settings.places.begin(), c.settings.places.end(), [&](const EdgePlace& p) {
+    return p.kind == kind && (kind != EdgePlace::Kind::kHeader || p.header == header);
+  });
+}
+
+// Where a credential's placeholder may be, in words.
+std::string allowed_places(const EdgeCredential& c) {
+  if (c.delivery() == EdgeDelivery::kGateway) {
+    return c.key + " is delivered by gateway: the gateway at " + net::gateway_url(c.key) +
+           " sets its header itself; its placeholder goes nowhere";
+  }
+  std::string places, hosts;
+  for (const auto& p : c.settings.places) places += (places.empty() ? "" : ", ") + p.to_string();
+  for (const auto& h : c.settings.hosts) hosts += (hosts.empty() ? "" : ", ") + h;
+  return c.key + " is swapped only in " + places + " of HTTPS requests to " + hosts;
+}
+
+EdgeRefusal misplaced(const EdgeCredential& c, std::string_view place, std::string_view host) {
+  return {c.key, "the placeholder of " + c.key + " is in " + std::string(place) +
+                     " of a request to " + std::string(host) + ": refused (" + allowed_places(c) +
+                     ")"};
+}
+
+// The first credential whose placeholder is in `text` (raw, or inside a
+// Basic authorization when `text` is one).
+const EdgeCredential* find_placeholder(std::string_view text, std::span<const EdgeCredential> all) {
+  std::string decoded;
+  if (starts_with_ci(text, "basic ")) {
+    std::string_view b64 = text.substr(6);
+    while (!b64.empty() && b64.front() == ' ') b64.remove_prefix(1);
+    if (auto d = base64_decode(b64)) decoded = std::move(*d);
+  }
+  for (const auto& c : all) {
+    if (text.find(c.placeholder) != std::string_view::npos ||
+        (!decoded.empty() && decoded.find(c.placeholder) != std::string::npos)) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+EdgeRequest bad_request(std::string why) {
+  EdgeRequest r;
+  r.bad_request = 400;
+  r.error = std::move(why);
+  return r;
+}
+
+EdgeRequest refused(EdgeRefusal refusal) {
+  EdgeRequest r;
+  r.refused = std::move(refusal);
+  return r;
+}
+
+}  // namespace
+
+std::optional<GatewayTarget> parse_gateway_target(std::string_view target) {
+  for (std::string_view own :
+       {std::string_view("http://127.0.0.1:3128"), std::string_view("http://localhost:3128")}) {
+    if (starts_with_ci(target, own)) {
+      target.remove_prefix(own.size());
+      break;
+    }
+  }
+  if (!target.starts_with(net::kGatewayPathPrefix)) return std::nullopt;
+  target.remove_prefix(net::kGatewayPathPrefix.size());
+  const size_t end = target.find_first_of("/?#");
+  GatewayTarget out;
+  out.key = std::string(target.substr(0, end));
+  if (out.key.empty()) return std::nullopt;
+  if (end != std::string_view::npos) out.rest = std::string(target.substr(end));
+  out.rest = out.rest.substr(0, out.rest.find('#'));
+  return out;
+}
+
+EdgeRequest rewrite_gateway_request(const RequestHead& head, const GatewayTarget& target,
+                                    const EdgeCredential& gw, std::span<const EdgeCredential> all) {
+  if (auto s = check_framing(head); !s) return bad_request(s.error().message);
+  const std::string host = authority_text(gw.settings.upstream, 443);
+  if (const auto* c = find_placeholder(target.rest, all)) {
+    return refused(misplaced(*c, "the request target", host));
+  }
+  for (const Header& h : head.headers) {
+    const std::string lname = lower(h.name);
+    if (lname == gw.settings.header) continue;  // replaced below, whatever it held
+    if (const auto* c = find_placeholder(h.value, all)) {
+      return refused(misplaced(*c, "header " + lname, host));
+    }
+  }
+  const std::string value = gw.gateway_header_value();
+  if (!header_safe(value)) {
+    return refused(
+        {gw.key, "the value of " + gw.key + " holds a control byte: it cannot go into a header"});
+  }
+  EdgeRequest out;
+  std::string path = gw.settings.upstream_path;
+  if (target.rest.empty() || target.rest.front() == '?') {
+    if (path.empty()) path = "/";
+  }
+  path += target.rest;
+  std::string& o = out.head;
+  o.reserve(512);
+  o.append(head.method).append(" ").append(path).append(" ").append(head.version).append("\r\n");
+  o.append("Host: ").append(host).append("\r\n");
+  append_end_to_end_headers(head, o,
+                            [&](std::string_view lname) { return lname == gw.settings.header; });
+  o.append(header_case(gw.settings.header)).append(": ").append(value).append("\r\n");
+  o.append("Connection: close\r\n\r\n");
+  out.substitutions = 1;
+  return out;
+}
+
+EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Authority& target,
+                                        std::span<const EdgeCredential> all) {
+  if (auto s = check_framing(head); !s) return bad_request(s.error().message);
+  const std::string host = authority_text(target, 443);
+  std::string_view t = head.target;
+  if (starts_with_ci(t, "https://")) {
+    std::string_view rest = t.substr(8);
+    const size_t end = rest.find_first_of("/?#");
+    auto a = net::parse_authority(rest.substr(0, end), 443);
+    if (!a || a->host != target.host || a->port != target.port) {
+      return bad_request("the request names " + std::string(rest.substr(0, end)) +
+                         ", not the TLS target " + host);
+    }
+    t = end == std::string_view::npos ? std::string_view("/") : rest.substr(end);
+  }
+  if (t.empty() || (t.front() != '/' && t.front() != '?')) {
+    return bad_request("the request target is not a path");
+  }
+  for (const Header& h : head.headers) {
+    if (lower(h.name) != "host") continue;
+    auto a = net::parse_authority(h.value, 443);
+    if (!a || a->host != target.host || a->port != target.port) {
+      return refused({"", "Host " + h.value + " does not match the TLS target " + host +
+                              " (the CONNECT and the server name): refused"});
+    }
+  }
+  std::vector<const EdgeCredential*> bound;
+  for (const auto& c : all) {
+    if (c.binds(target)) bound.push_back(&c);
+  }
+  EdgeRequest out;
+  auto swap_in = [&](std::string& text, const EdgeCredential& c, bool encode) {
+    const size_t n = replace_all(text, c.placeholder, encode ? percent_encode(c.value) : c.value);
+    out.substitutions += static_cast<int>(n);
+  };
+  // The target: swapped in the query for those that say so; never in the path.
+  std::string path(t.substr(0, t.find('?')));
+  std::string query =
+      t.find('?') == std::string_view::npos ? "" : std::string(t.substr(t.find('?')));
+  if (const auto* c = find_placeholder(path, all)) {
+    return refused(misplaced(*c, "the path", host));
+  }
+  for (const auto* c : bound) {
+    if (has_place(*c, EdgePlace::Kind::kQuery)) swap_in(query, *c, /*encode=*/true);
+  }
+  if (const auto* c = find_placeholder(query, all)) {
+    return refused(misplaced(*c, "the query", host));
+  }
+  // The headers: in those each credential names, and in Basic authorization.
+  RequestHead swapped = head;
+  for (Header& h : swapped.headers) {
+    const std::string lname = lower(h.name);
+    if (lname == "host") continue;
+    for (const auto* c : bound) {
+      if (!has_place(*c, EdgePlace::Kind::kHeader, lname)) continue;
+      if (h.value.find(c->placeholder) == std::string::npos) continue;
+      if (!header_safe(c->value)) {
+        return refused({c->key, "the value of " + c->key +
+                                    " holds a control byte: it cannot go into a header"});
+      }
+      swap_in(h.value, *c, false);
+    }
+    if (lname == "authorization" && starts_with_ci(h.value, "basic ")) {
+      std::string_view b64 = std::string_view(h.value).substr(6);
+      while (!b64.empty() && b64.front() == ' ') b64.remove_prefix(1);
+      if (auto d = base64_decode(b64)) {
+        std::string creds = std::move(*d);
+        const int before = out.substitutions;
+        for (const auto* c : bound) {
+          if (has_place(*c, EdgePlace::Kind::kBasic)) swap_in(creds, *c, false);
+        }
+        if (out.substitutions != before) h.value = "Basic " + base64_encode(creds);
+        ::explicit_bzero(creds.data(), creds.size());
+      }
+    }
+  }
+  // What is left anywhere in the head is misplaced. (The values swapped in
+  // hold no placeholder: a placeholder is random.)
+  for (const Header& h : swapped.headers) {
+    if (lower(h.name) == "host") continue;
+    if (const auto* c = find_placeholder(h.value, all)) {
+      return refused(misplaced(*c, "header " + lower(h.name), host));
+    }
+  }
+  for (const auto* c : bound) {
+    if (has_place(*c, EdgePlace::Kind::kBody))
+      out.body_swaps.emplace_back(c->placeholder, c->value);
+  }
+  std::string& o = out.head;
+  o.reserve(512);
+  o.append(head.method).append(" ").append(path).append(query).append(" ");
+  o.append(head.version).append("\r\n");
+  o.append("Host: ").append(host).append("\r\n");
+  append_end_to_end_headers(swapped, o, {});
+  o.append("Connection: close\r\n\r\n");
+  return out;
+}
+
+std::optional<EdgeRefusal> check_plain_request(std::string_view head, const net::Authority& target,
+                                               std::span<const EdgeCredential> all) {
+  const std::string host = authority_text(target, 80);
+  for (const auto& c : all) {
+    if (head.find(c.placeholder) != std::string_view::npos) {
+      return misplaced(c, "a plain-HTTP request", host);
+    }
+  }
+  // Inside Basic authorization, too.
+  size_t line = 0;
+  while (line < head.size()) {
+    size_t end = head.find('\n', line);
+    if (end == std::string_view::npos) end = head.size();
+    std::string_view l = head.substr(line, end - line);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    if (starts_with_ci(l, "authorization:")) {
+      std::string_view v = l.substr(14);
+      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      if (const auto* c = find_placeholder(v, all)) {
+        return misplaced(*c, "a plain-HTTP request", host);
+      }
+    }
+    line = end + 1;
+  }
+  return std::nullopt;
+}
+
+EdgeStream::EdgeStream(std::vector<Pattern> patterns) : patterns_(std::move(patterns)) {
+  std::erase_if(patterns_, [](const Pattern& p) { return p.from.empty(); });
+}
+
+std::optional<size_t> EdgeStream::feed(std::string_view chunk, std::string* out) {
+  if (stopped_) return std::nullopt;
+  if (patterns_.empty()) {
+    out->append(chunk);
+    return std::nullopt;
+  }
+  std::string joined;
+  std::string_view data = chunk;
+  if (!held_.empty()) {
+    joined = std::move(held_);
+    held_.clear();
+    joined.append(chunk);
+    data = joined;
+  }
+  size_t pos = 0;
+  for (;;) {
+    size_t best = std::string_view::npos, which = 0;
+    for (size_t i = 0; i < patterns_.size(); ++i) {
+      const size_t f = data.find(patterns_[i].from, pos);
+      if (f < best || (f == best && f != std::string_view::npos &&
+                       patterns_[i].from.size() > patterns_[which].from.size())) {
+        best = f;
+        which = i;
+      }
+    }
+    if (best == std::string_view::npos) break;
+    out->append(data.substr(pos, best - pos));
+    const Pattern& p = patterns_[which];
+    if (!p.to) {
+      stopped_ = true;
+      return which;
+    }
+    out->append(*p.to);
+    ++swapped_;
+    pos = best + p.from.size();
+  }
+  // Hold back the longest tail that could still become a pattern.
+  const std::string_view tail = data.substr(pos);
+  size_t hold = 0;
+  for (const Pattern& p : patterns_) {
+    for (size_t k = std::min(p.from.size() - 1, tail.size()); k > hold; --k) {
+      if (tail.substr(tail.size() - k) == std::string_view(p.from).substr(0, k)) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  out->append(tail.substr(0, tail.size() - hold));
+  held_ = std::string(tail.substr(tail.size() - hold));
+  return std::nullopt;
+}
+
+void EdgeStream::finish(std::string* out) {
+  if (!stopped_) out->append(held_);
+  held_.clear();
+}
+
+std::vector<EdgeStream::Pattern> request_body_patterns(
+    std::span<const EdgeCredential> all,
+    const std::vector<std::pair<std::string, std::string>>& swaps) {
+  std::vector<EdgeStream::Pattern> out;
+  for (const auto& c : all) {
+    auto swap = std::find_if(swaps.begin(), swaps.end(),
+                             [&](const auto& s) { return s.first == c.placeholder; });
+    if (swap != swaps.end()) {
+      out.push_back({c.placeholder, swap->second, c.key});
+    } else {
+      out.push_back({c.placeholder, std::nullopt, c.key});
+    }
+  }
+  return out;
+}
+
+std::vector<EdgeStream::Pattern> response_patterns(std::span<const EdgeCredential> bound) {
+  std::vector<EdgeStream::Pattern> out;
+  for (const auto& c : bound) {
+    // Same length: the response's framing stays true.
+    if (c.value.size() == c.placeholder.size()) out.push_back({c.value, c.placeholder, c.key});
+  }
+  return out;
+}
+
+Result<bool> ResponseHeads::feed(std::string_view chunk, std::string* out) {
+  if (body_) {
+    out->append(chunk);
+    return true;
+  }
+  head_.append(chunk);
+  for (;;) {
+    size_t end = head_.find("\r\n\r\n");
+    size_t sep = 4;
+    if (const size_t lf = head_.find("\n\n"); lf != std::string::npos && lf + 2 <= end) {
+      end = lf;
+      sep = 2;
+    }
+    if (end == std::string::npos) {
+      if (head_.size() > kMaxResponseHead) {
+        return make_error("response", "a response head larger than 64 KiB");
+      }
+      return false;
+    }
+    const std::string_view h = std::string_view(head_).substr(0, end);
+    const size_t first_nl = h.find('\n');
+    std::string_view status_line = h.substr(0, first_nl);
+    if (!status_line.empty() && status_line.back() == '\r') status_line.remove_suffix(1);
+    if (!status_line.starts_with("HTTP/1.") || status_line.size() < 12 || status_line[8] != ' ') {
+      return make_error("response", "not an HTTP/1.x response");
+    }
+    const int status = std::atoi(std::string(status_line.substr(9, 3)).c_str());
+    out->append(status_line).append("\r\n");
+    size_t line = first_nl == std::string_view::npos ? h.size() : first_nl + 1;
+    while (line < h.size()) {
+      size_t nl = h.find('\n', line);
+      if (nl == std::string_view::npos) nl = h.size();
+      std::string_view l = h.substr(line, nl - line);
+      if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+      const std::string name = lower(l.substr(0, l.find(':')));
+      if (name != "connection" && name != "keep-alive" && name != "proxy-connection") {
+        out->append(l).append("\r\n");
+      }
+      line = nl + 1;
+    }
+    out->append("Connection: close\r\n\r\n");
+    std::string rest = head_.substr(end + sep);
+    head_.clear();
+    if (status >= 100 && status < 200 && status != 101) {
+      head_ = std::move(rest);
+      continue;
+    }
+    body_ = true;
+    status_ = status;
+    out->append(rest);
+    return true;
+  }
+}
+
+}  // namespace rf::proxy
