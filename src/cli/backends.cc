@@ -13,11 +13,13 @@ namespace rf::cli {
 void register_backends(const BackendConfig& config) {
   native::NativeOptions native;
   native.egress.resolve = config.proxy_resolve;
+  native.egress.edge.ca_file = config.egress_ca_file;
   native::register_native_backend(native);
   local::register_local_backend();
   docker::DockerOptions docker;
   docker.host_url = config.docker_host;
   docker.egress.resolve = config.proxy_resolve;
+  docker.egress.edge.ca_file = config.egress_ca_file;
   docker::register_docker_backend(docker);
 }
 
@@ -29,7 +31,7 @@ bool docker_configured(const BackendConfig& config) {
 }
 
 Result<BackendConfig> backend_config(const worker::WorkerSettings& settings) {
-  BackendConfig config{settings.docker_host.value, {}};
+  BackendConfig config{settings.docker_host.value, {}, settings.egress_ca_file.value};
   std::string joined;
   for (const auto& entry : settings.proxy_resolve.value)
     joined += (joined.empty() ? "" : ",") + entry;

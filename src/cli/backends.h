@@ -19,6 +19,8 @@ struct BackendConfig {
   // --proxy-resolve NAME=ADDR: names the egress proxy maps to addresses
   // without DNS (the addresses still pass the policy).
   net::ResolveOverride proxy_resolve;
+  // --egress-ca-file: the CAs the gateway and proxy deliveries verify upstreams against.
+  std::string egress_ca_file;
 };
 
 // Idempotent; a later call replaces the backends' configuration.

@@ -10,6 +10,7 @@
 #include "cli/vault_wiring.h"
 #include "identity/audit_events.h"
 #include "identity/cascade.h"
+#include "net/edge_credential.h"
 #include "store/identity_store.h"
 
 namespace rf::cli {
@@ -28,13 +29,16 @@ int fail(const std::string& what, int code) {
   return code;
 }
 
-// KEY=secret:NAME, KEY=jit:NAME or KEY=value:TEXT
+constexpr const char* kEntryForms =
+    "expected KEY=secret:SECRET, KEY=jit:SECRET, KEY=gateway:SECRET,OPTIONS, "
+    "KEY=proxy:SECRET,host=HOST[,...] or KEY=value:TEXT";
+
+// KEY=secret:NAME, KEY=jit:NAME, KEY=gateway:NAME,OPT=V..., KEY=proxy:NAME,OPT=V...
+// or KEY=value:TEXT (net/edge_credential.h has the options).
 Result<store::ProfileEntry> parse_entry(const std::string& word) {
   const std::string where = "entry \"" + word.substr(0, word.find('=')) + "\"";
   const size_t eq = word.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    return make_error(where, "expected KEY=secret:SECRET, KEY=jit:SECRET or KEY=value:TEXT");
-  }
+  if (eq == std::string::npos || eq == 0) return make_error(where, kEntryForms);
   std::string key = word.substr(0, eq);
   std::string rest = word.substr(eq + 1);
   for (char c : key) {
@@ -57,12 +61,50 @@ Result<store::ProfileEntry> parse_entry(const std::string& word) {
     e.delivery = "jit";
     return e;
   }
+  for (const auto delivery : {net::EdgeDelivery::kGateway, net::EdgeDelivery::kProxy}) {
+    const std::string prefix = std::string(net::to_string(delivery)) + ":";
+    if (!rest.starts_with(prefix)) continue;
+    // The value never reaches the sandbox: a placeholder does, swapped at the egress edge.
+    const std::string spec = rest.substr(prefix.size());
+    const size_t comma = spec.find(',');
+    std::string name = spec.substr(0, comma);
+    if (name.empty()) return make_error(where, "the secret name is empty");
+    auto settings = net::parse_edge_options(
+        delivery, comma == std::string::npos ? "" : std::string_view(spec).substr(comma + 1));
+    if (!settings) return make_error(where, settings.error().to_string());
+    store::ProfileEntry e{key, store::ProfileEntry::Kind::secret, name};
+    e.delivery = std::string(net::to_string(delivery));
+    e.delivery_json = net::edge_settings_json(*settings);
+    return e;
+  }
   if (rest.starts_with("value:")) {
     std::string text = rest.substr(6);
     if (text.empty()) return make_error(where, "the value is empty");
     return store::ProfileEntry{key, store::ProfileEntry::Kind::value, text};
   }
-  return make_error(where, "expected KEY=secret:SECRET, KEY=jit:SECRET or KEY=value:TEXT");
+  return make_error(where, kEntryForms);
+}
+
+// A gateway or proxy entry's options, as written ("preset" folded in).
+std::string edge_options_text(const store::ProfileEntry& e) {
+  const auto delivery =
+      e.delivery == "gateway" ? net::EdgeDelivery::kGateway : net::EdgeDelivery::kProxy;
+  auto s = net::edge_settings_from_json(delivery, e.delivery_json);
+  if (!s) return ",(" + s.error().to_string() + ")";
+  std::string out;
+  if (delivery == net::EdgeDelivery::kGateway) {
+    out += ",upstream=" + s->upstream_url() + ",header=" + s->header + ",scheme=" +
+           (s->scheme == net::EdgeScheme::kRaw      ? "raw"
+            : s->scheme == net::EdgeScheme::kBearer ? "bearer"
+                                                    : "basic");
+    if (s->scheme == net::EdgeScheme::kBasic) out += ",user=" + s->user;
+    if (!s->base_env.empty()) out += ",base_env=" + s->base_env;
+    if (s->git) out += ",git=true";
+  } else {
+    for (const auto& h : s->hosts) out += ",host=" + h;
+    for (const auto& p : s->places) out += ",in=" + p.to_string();
+  }
+  return out;
 }
 
 json profile_json(const store::ProfileRow& p) {
@@ -73,6 +115,9 @@ json profile_json(const store::ProfileRow& p) {
                   {"kind", e.kind == store::ProfileEntry::Kind::secret ? "secret" : "value"},
                   {e.kind == store::ProfileEntry::Kind::secret ? "secret" : "value", e.ref}};
     if (e.kind == store::ProfileEntry::Kind::secret) entry["delivery"] = e.delivery;
+    if (e.delivery == "gateway" || e.delivery == "proxy") {
+      entry["settings"] = json::parse(e.delivery_json, nullptr, false);
+    }
     entries.push_back(std::move(entry));
   }
   json j = {{"name", p.name}, {"level", store::to_string(p.level)}, {"entries", entries}};
@@ -134,7 +179,9 @@ int run_profile_show(const IdentityFlags& f) {
     const std::string how = e.kind != store::ProfileEntry::Kind::secret ? "value"
                             : e.delivery == "env"                       ? "secret"
                                                                         : e.delivery;
-    std::printf("  %-32s %s:%s\n", e.key.c_str(), how.c_str(), e.ref.c_str());
+    const std::string options =
+        e.delivery == "gateway" || e.delivery == "proxy" ? edge_options_text(e) : "";
+    std::printf("  %-32s %s:%s%s\n", e.key.c_str(), how.c_str(), e.ref.c_str(), options.c_str());
   }
   return 0;
 }
@@ -214,7 +261,9 @@ void add_identity_commands(CLI::App* identity, CommandResult* result) {
   set->add_option("--user", f->user, "The user (level user)");
   set->add_option("entries", f->entries,
                   "KEY=secret:SECRET (in the environment), KEY=jit:SECRET (asked for with "
-                  "rf-cred) or KEY=value:TEXT ...")
+                  "rf-cred), KEY=gateway:SECRET,preset=anthropic|upstream=URL,... or "
+                  "KEY=proxy:SECRET,host=HOST,in=PLACE... (a placeholder in the sandbox, the "
+                  "value swapped in at the egress proxy; docs/identity.md), or KEY=value:TEXT ...")
       ->required();
   set->add_option("--state-dir", f->state_dir, "The state dir (default ~/.ringfence/state)");
   set->callback([f, result] { result->exit_code = run_profile_set(*f); });

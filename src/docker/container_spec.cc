@@ -27,6 +27,13 @@ nlohmann::json mounts(const ContainerPlan& plan) {
                    {"Target", kProxySocketInContainer},
                    {"ReadOnly", false}});
   }
+  if (!plan.trust_bundle.empty()) {
+    // Over the image's bundle (made if the image has none), as in native sandboxes.
+    out.push_back({{"Type", "bind"},
+                   {"Source", plan.trust_bundle},
+                   {"Target", kTrustBundleInSandbox},
+                   {"ReadOnly", true}});
+  }
   return out;
 }
 

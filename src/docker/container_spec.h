@@ -48,6 +48,7 @@ struct ContainerPlan {
   bool seccomp_ours = true;                   // stack our filters on Docker's default profile
   uid_t uid = 0;                              // the sandbox user (never 0)
   std::string proxy_socket;                   // network proxy: the host path of the proxy socket
+  std::string trust_bundle;  // tls_intercept: host path of the bundle with the sandbox's CA
   std::string owner_host;
   int owner_pid = 0;
   uint64_t owner_start = 0;

@@ -174,6 +174,7 @@ Result<std::unique_ptr<Sandbox>> DockerBackend::create(const SandboxSpec& in) {
   plan.runner_path = info->runner_path;
   plan.uid = uid;
   if (egress) plan.proxy_socket = egress->socket_path();
+  if (egress && egress->trust()) plan.trust_bundle = egress->trust()->bundle;
   const Owner& me = self_owner();
   plan.owner_host = me.host;
   plan.owner_pid = me.pid;

@@ -142,4 +142,10 @@ Status DockerSandbox::destroy() {
   return result;
 }
 
+Status DockerSandbox::with_egress(const std::function<Status(host::EgressLease&)>& fn) {
+  std::lock_guard lock(mu_);
+  if (destroyed_ || !egress_) return make_error("edge credentials", "sandbox " + id() + " is gone");
+  return fn(*egress_);
+}
+
 }  // namespace rf::docker

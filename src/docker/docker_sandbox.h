@@ -42,6 +42,7 @@ class DockerSandbox : public host::RunnerSandbox {
   // with code 137 (OOM killed); tool runner said: ...".
   std::optional<Error> ended_reason() override;
   const host::Cgroup* usage_cgroup() const override { return cgroup_.get(); }
+  Status with_egress(const std::function<Status(host::EgressLease&)>& fn) override;
   Status find_cgroup(const host::CgroupLayout& layout);
 
   std::shared_ptr<ApiClient> api_;

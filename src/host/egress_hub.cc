@@ -1,10 +1,12 @@
 #include "host/egress_hub.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
 
+#include "core/io.h"
 #include "core/log.h"
 
 namespace rf::host {
@@ -19,6 +21,7 @@ Result<std::shared_ptr<proxy::EgressProxy>> EgressHub::proxy() {
     return sys_error("chmod " + options_.socket_dir);
   proxy::ProxyOptions o;
   o.resolve_override = options_.resolve;
+  o.edge = options_.edge;
   o.on_event = [](const proxy::ConnectionEvent& e) {
     spdlog::info("egress {}", proxy::to_json(e));
   };
@@ -41,7 +44,33 @@ Result<std::unique_ptr<EgressLease>> EgressHub::add(const SandboxSpec& spec, uid
   egress.max_connections = static_cast<int>(spec.limits.egress_connections);
   egress.max_bytes_sent = spec.limits.egress_bytes;
   RF_TRY((*px)->add_sandbox(std::move(egress), path, proxy::SocketOwner{uid, gid}));
-  return std::make_unique<EgressLease>(*px, spec.id, path);
+  auto lease = std::make_unique<EgressLease>(*px, spec.id, path);
+  if (spec.tls_intercept) RF_TRY(write_trust(*lease));
+  return lease;
+}
+
+Status EgressHub::write_trust(EgressLease& lease) {
+  auto pem = lease.proxy_->sandbox_ca(lease.id_);
+  if (!pem) return make_error("sandbox CA", pem.error().to_string());
+  SandboxTrust t{options_.socket_dir + "/" + lease.id_ + ".trust.pem"};
+  lease.trust_ = t;  // removed with the lease, whatever was written
+  std::string bundle;
+  if (auto system = read_file(options_.system_bundle)) {
+    bundle = std::move(*system);
+    if (!bundle.empty() && bundle.back() != '\n') bundle += '\n';
+  } else {
+    spdlog::warn("sandbox {}: no trust bundle at {}: it trusts its own CA only", lease.id_,
+                 options_.system_bundle);
+  }
+  bundle += *pem;
+  // Public certificates: world-readable, written whole before it is bound.
+  RF_TRY(write_file_atomic(t.bundle, bundle, 0644));
+  return ok_status();
+}
+
+EgressLease::~EgressLease() {
+  proxy_->remove_sandbox(id_);
+  if (trust_) ::unlink(trust_->bundle.c_str());
 }
 
 }  // namespace rf::host

@@ -76,6 +76,18 @@ void RunnerSandbox::set_credential_handler(std::function<void(const proto::CredR
   if (runner_) runner_->set_cred_handler(std::move(handler));
 }
 
+Status RunnerSandbox::bind_edge_credentials(std::vector<net::EdgeCredential> creds,
+                                            std::function<void(const net::EdgeEvent&)> on_event) {
+  if (spec_.network != NetworkPolicy::kProxy) {
+    return make_error("edge credentials", "sandbox " + spec_.id + " has network " +
+                                              std::string(to_string(spec_.network)) +
+                                              "; gateway and proxy deliveries need network proxy");
+  }
+  return with_egress([&](EgressLease& lease) {
+    return lease.bind_credentials(std::move(creds), std::move(on_event));
+  });
+}
+
 Status RunnerSandbox::answer_credential(const proto::CredAnswer& answer, std::string_view value) {
   if (!runner_) return make_error("answer credential", "the sandbox has no tool runner");
   return checked(runner_->answer_credential(answer, value));

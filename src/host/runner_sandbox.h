@@ -16,6 +16,7 @@
 #include "core/unique_fd.h"
 #include "host/call_usage.h"
 #include "host/cgroup.h"
+#include "host/egress_hub.h"
 #include "host/runner_client.h"
 #include "sandbox/sandbox.h"
 
@@ -49,8 +50,15 @@ class RunnerSandbox : public Sandbox {
   bool takes_credential_requests() const override { return takes_credentials_; }
   void set_credential_handler(std::function<void(const proto::CredRequest&)> handler) override;
   Status answer_credential(const proto::CredAnswer& answer, std::string_view value) override;
+  Status bind_edge_credentials(std::vector<net::EdgeCredential> creds,
+                               std::function<void(const net::EdgeEvent&)> on_event) override;
 
  protected:
+  // Runs `fn` with the sandbox's place at the egress proxy, if it has one and
+  // is not destroyed (under the backend's own lock).
+  virtual Status with_egress(const std::function<Status(EgressLease&)>& /*fn*/) {
+    return make_error("edge credentials", "this sandbox has no egress proxy");
+  }
   // The request for `call`: by default the spec's limits and the base
   // environment, cwd as given. The local backend maps cwd into its scratch dir.
   virtual Result<proto::ExecRequest> exec_request(const ExecCall& call);

@@ -62,11 +62,12 @@ void audit_injection(store::Store& store, const std::string& actor, const Cascad
                      const AuditContext& where) {
   json keys = json::array();
   for (const auto& e : plan.entries) {
-    if (!e.at_start()) continue;  // JIT entries go in when asked for (jit.delivered)
+    if (!e.opened_at_start()) continue;  // JIT entries go in when asked for (jit.delivered)
     json k = {{"key", e.key}, {"level", store::to_string(e.level)}};
     if (e.kind == store::ProfileEntry::Kind::secret) {
       k["secret"] = e.secret;
       k["version"] = e.version;
+      k["delivery"] = e.delivery;  // gateway, proxy: a placeholder went in, not the value
     }
     keys.push_back(std::move(k));
   }

@@ -63,7 +63,7 @@ Result<CascadePlan> plan_cascade(store::IdentityStore& rows, const CascadeReques
     const auto& [row, sealed] = versions->at(e.secret);
     // A JIT entry's secret is opened only when asked for, and refused then if
     // revoked: it does not hold up the rest of the cascade.
-    if (row.state != store::SecretState::active && e.at_start()) {
+    if (row.state != store::SecretState::active && e.opened_at_start()) {
       return make_error(where, "key " + e.key + " (profile " + e.profile + ") names secret " +
                                    e.secret + ", which is " +
                                    std::string(store::to_string(row.state)) +
@@ -82,15 +82,19 @@ Result<ResolvedIdentity> resolve_cascade(store::IdentityStore& rows, Secrets& se
   // Only what goes in at start is opened now.
   std::map<std::string, std::pair<store::SecretRow, store::SealedVersion>> at_start;
   for (const auto& e : plan->entries) {
-    if (e.kind == store::ProfileEntry::Kind::secret && e.at_start())
+    if (e.kind == store::ProfileEntry::Kind::secret && e.opened_at_start())
       at_start.emplace(e.secret, plan->rows.at(e.secret));
   }
   auto opened = secrets.open_rows(at_start);
   if (!opened.ok()) {
     return make_error("resolve identity for " + describe(request), opened.error().to_string());
   }
-  ResolvedIdentity out{std::move(*plan), {}};
+  ResolvedIdentity out{std::move(*plan), {}, {}};
   for (auto& e : out.plan.entries) {
+    if (e.at_edge()) {
+      out.edge.emplace(e.key, opened->at(e.secret).value);
+      continue;
+    }
     if (!e.at_start()) continue;
     if (e.kind == store::ProfileEntry::Kind::secret) {
       out.env.emplace(e.key, opened->at(e.secret).value);

@@ -31,11 +31,16 @@ struct CascadeEntry {
   std::string secret;   // kind secret: its name
   int64_t version = 0;  // kind secret: the version that will be given
   std::string plain;    // kind value: the value (not a secret)
-  // How it reaches the sandbox (store::ProfileEntry::delivery): only "env"
-  // entries are in the environment at start; "jit" ones are asked for.
+  // How it reaches the sandbox (store::ProfileEntry::delivery): "env"
+  // entries are in the environment at start; "gateway" and "proxy" ones are
+  // swapped in at the egress edge (a placeholder in the environment); "jit"
+  // ones are asked for.
   std::string delivery = "env";
   std::string delivery_json = "{}";
   bool at_start() const { return delivery == "env"; }
+  bool at_edge() const { return delivery == "gateway" || delivery == "proxy"; }
+  // Opened when the sandbox starts (every delivery but jit).
+  bool opened_at_start() const { return delivery != "jit"; }
   // Profiles whose entry for this key lost to this one, least specific first.
   std::vector<std::string> overridden;
 };
@@ -53,6 +58,8 @@ struct ResolvedIdentity {
   // key -> value: the entries delivered at start (env secrets, plain values);
   // JIT entries are opened only when asked for.
   std::map<std::string, SecretValue> env;
+  // key -> value: the gateway and proxy entries, for the egress edge only.
+  std::map<std::string, SecretValue> edge;
 };
 
 // Refused: an unknown project is fine (no project profiles), but a secret

@@ -212,6 +212,16 @@ void add_runner(MountPlan& plan, const HostImageOptions& o) {
   }
 }
 
+// tls_intercept: the sandbox trusts its own CA, in a bundle bound over the
+// image's (so clients that read no variable trust it too). After /etc: the
+// mount point is the host's bundle in the mirrored /etc/ssl/certs.
+void add_trust(MountPlan& plan, const HostImageOptions& o) {
+  if (o.trust_bundle.empty()) return;
+  MountOp bundle = bind(old_root(o.trust_bundle), kTrustBundleInSandbox, /*readonly=*/true);
+  bundle.noexec = true;
+  plan.ops.push_back(bundle);
+}
+
 }  // namespace
 
 const std::vector<std::string>& curated_etc_paths() {
@@ -233,6 +243,7 @@ MountPlan build_host_image_plan(const SandboxSpec& spec, const HostImageOptions&
   add_dev(plan, spec);
   add_writable(plan, spec);
   add_runner(plan, o);
+  add_trust(plan, o);
   return plan;
 }
 

@@ -15,6 +15,9 @@ struct HostImageOptions {
   std::string runner_path;      // host path of ringfence-tool-runner
   std::string sandbox_id;
   std::string proxy_socket;  // network proxy: host path of the egress proxy's socket
+  // tls_intercept: host path of the trust bundle with the sandbox's CA added,
+  // bound over the image's (host/egress_hub.h).
+  std::string trust_bundle;
 };
 
 // Where a sandbox with network proxy sees the proxy's socket (the runner relays to it).

@@ -91,6 +91,7 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& in) {
     if (!lease) return host::setup_error("listen at egress proxy", lease.error());
     egress = std::move(*lease);
     image.proxy_socket = egress->socket_path();
+    if (const auto& trust = egress->trust()) image.trust_bundle = trust->bundle;
   }
   const MountPlan plan =
       timer.run("build mount plan", [&] { return build_host_image_plan(spec, image); });

@@ -49,6 +49,7 @@ class NativeSandbox : public host::RunnerSandbox {
   // SIGKILL and reap: set-up failed, and the child must not run on past it.
   void kill_child_now();
   const host::Cgroup* usage_cgroup() const override { return cgroup_.get(); }
+  Status with_egress(const std::function<Status(host::EgressLease&)>& fn) override;
 
   host::UidSlot slot_;
   std::unique_ptr<host::Cgroup> cgroup_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "net/edge_credential.h"
 #include "proto/messages.h"
 #include "sandbox/spec.h"
 
@@ -104,6 +105,18 @@ class Sandbox {
   virtual Status answer_credential(const proto::CredAnswer& /*answer*/,
                                    std::string_view /*value*/) {
     return make_error("answer credential", "this sandbox takes no credential requests");
+  }
+
+  // The gateway and proxy deliveries (issue 13; net/edge_credential.h): the
+  // credentials the egress proxy swaps in for this sandbox, all of them
+  // (replaces; empty takes them away), from the next request on. `on_event`
+  // hears what each request did with one, on a proxy thread: it must only
+  // queue. Only a sandbox with network proxy can have them.
+  virtual Status bind_edge_credentials(std::vector<net::EdgeCredential> /*creds*/,
+                                       std::function<void(const net::EdgeEvent&)> /*on_event*/) {
+    return make_error("edge credentials",
+                      "this sandbox has no egress proxy (gateway and proxy deliveries need "
+                      "network proxy)");
   }
 
   // Ends every process and removes every trace on the host. Idempotent.

@@ -291,10 +291,9 @@ std::map<std::string, std::string> proxy_environment() {
 std::map<std::string, std::string> trust_environment() {
   std::map<std::string, std::string> env;
   for (const char* name : {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
-                           "GIT_SSL_CAINFO", "PIP_CERT", "AWS_CA_BUNDLE"}) {
+                           "GIT_SSL_CAINFO", "PIP_CERT", "AWS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}) {
     env[name] = kTrustBundleInSandbox;
   }
-  env["NODE_EXTRA_CA_CERTS"] = kSandboxCaInSandbox;
   return env;
 }
 

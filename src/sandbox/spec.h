@@ -84,13 +84,12 @@ std::map<std::string, std::string> base_environment(bool tty);
 std::map<std::string, std::string> proxy_environment();
 
 // Where a sandbox with tls_intercept finds its trust: the image's bundle with
-// the sandbox's CA added (bound over the image's own), and the CA alone.
+// the sandbox's CA added, bound over the image's own.
 inline constexpr const char* kTrustBundleInSandbox = "/etc/ssl/certs/ca-certificates.crt";
-inline constexpr const char* kSandboxCaInSandbox = "/.ringfence/ca.pem";
 
 // The variables runtimes read their trust from (SSL_CERT_FILE,
-// REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT, AWS_CA_BUNDLE:
-// the bundle; NODE_EXTRA_CA_CERTS: the CA), for a sandbox with tls_intercept.
+// REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT, AWS_CA_BUNDLE,
+// NODE_EXTRA_CA_CERTS), all naming the bundle, for a sandbox with tls_intercept.
 std::map<std::string, std::string> trust_environment();
 
 std::string generate_sandbox_id();

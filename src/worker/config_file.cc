@@ -247,6 +247,7 @@ std::vector<Field> make_sandbox_fields() {
        [](const YAML::Node& v, const Loc& loc, SettingsLayer* layer) {
          return set_resolve(v, loc, &layer->proxy_resolve);
        }},
+      field("egress_ca_file", "a file of CAs (PEM)", parse_text, &SettingsLayer::egress_ca_file),
       field("allow_host_network", "true or false", parse_bool, &SettingsLayer::allow_host_network),
       field("allow_identity_without_sandbox", "true or false", parse_bool,
             &SettingsLayer::allow_identity_without_sandbox),
@@ -382,6 +383,9 @@ std::string settings_to_yaml(const WorkerSettings& s) {
   out << YAML::Key << "network" << YAML::Value << std::string(to_string(s.network.value));
   out << YAML::Key << "allow" << YAML::Value << YAML::Flow << s.allow.value;
   out << YAML::Key << "proxy_resolve" << YAML::Value << YAML::Flow << s.proxy_resolve.value;
+  if (!s.egress_ca_file.value.empty()) {
+    out << YAML::Key << "egress_ca_file" << YAML::Value << s.egress_ca_file.value;
+  }
   out << YAML::Key << "allow_host_network" << YAML::Value
       << (s.allow_host_network.value ? "true" : "false");
   out << YAML::Key << "allow_identity_without_sandbox" << YAML::Value

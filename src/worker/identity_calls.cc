@@ -1,6 +1,8 @@
 #include "worker/identity_calls.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/log.h"
 #include "identity/audit_events.h"
@@ -103,6 +105,12 @@ Result<PreparedIdentity> IdentityCalls::prepare(const IdentityUse& call, Sandbox
   return resolve_for_worker(call);
 }
 
+bool PreparedIdentity::needs_intercept() const {
+  return std::any_of(edge.begin(), edge.end(), [](const net::EdgeCredential& c) {
+    return c.delivery() == net::EdgeDelivery::kProxy;
+  });
+}
+
 Result<PreparedIdentity> IdentityCalls::resolve_for_worker(const IdentityUse& call) {
   const identity::CascadeRequest request{call.project, call.scope.workflow, call.scope.user};
   // Resolved again now, not at enqueue: a secret revoked since never gets here.
@@ -111,13 +119,45 @@ Result<PreparedIdentity> IdentityCalls::resolve_for_worker(const IdentityUse& ca
   identity::audit_resolution(store_, "worker " + options_.worker_id, resolved->plan,
                              context_of(call));
   std::vector<redact::SecretToRedact> values;
+  std::vector<net::EdgeCredential> edge;
+  int git_index = 0;
+  std::map<std::string, identity::SecretValue> edge_env;
   for (const auto& e : resolved->plan.entries) {
-    if (e.kind != store::ProfileEntry::Kind::secret || !e.at_start()) continue;
-    values.push_back({e.key, std::string(resolved->env.at(e.key).reveal())});
+    if (e.kind != store::ProfileEntry::Kind::secret) continue;
+    if (e.at_start()) values.push_back({e.key, std::string(resolved->env.at(e.key).reveal())});
+    if (!e.at_edge()) continue;
+    // The sandbox gets a placeholder; the value stays on the host, and is
+    // still redacted from every output (a seatbelt: the sandbox never holds it).
+    const std::string_view value = resolved->edge.at(e.key).reveal();
+    values.push_back({e.key, std::string(value)});
+    const auto delivery =
+        e.delivery == "gateway" ? net::EdgeDelivery::kGateway : net::EdgeDelivery::kProxy;
+    auto settings = net::edge_settings_from_json(delivery, e.delivery_json);
+    if (!settings) {
+      return refuse(
+          call, "key " + e.key + " (profile " + e.profile + "): " + settings.error().to_string());
+    }
+    auto placeholder = net::make_placeholder(value.size());
+    if (!placeholder) {
+      return refuse(
+          call, "key " + e.key + " names secret " + e.secret + ": " + placeholder.error().message);
+    }
+    net::EdgeCredential c;
+    c.key = e.key;
+    c.secret = e.secret;
+    c.settings = std::move(*settings);
+    c.placeholder = std::move(*placeholder);
+    c.value = std::string(value);
+    for (auto& [k, v] : net::edge_environment(c, &git_index))
+      edge_env[k] = identity::SecretValue(v);
+    edge.push_back(std::move(c));
   }
+  if (git_index > 0)
+    edge_env["GIT_CONFIG_COUNT"] = identity::SecretValue(std::to_string(git_index));
+  for (auto& [k, v] : edge_env) resolved->env[k] = std::move(v);
   auto patterns = redact::compile_patterns(values);
   PreparedIdentity out{std::move(*resolved), std::move(values), std::move(patterns),
-                       scope_text(call)};
+                       scope_text(call), std::move(edge)};
   return out;
 }
 
@@ -134,8 +174,10 @@ Status IdentityCalls::inject(const IdentityUse& call, const PreparedIdentity& pr
                                 describe_scope(prepared.scope) + " needs a run of its own");
     }
     if (it == marked_.end())
-      marked_[sandbox->id()] = Marked{{prepared.scope, {}, nullptr}, sandbox};
+      marked_[sandbox->id()] =
+          Marked{{prepared.scope, {}, nullptr}, sandbox, {}, call.project, call.run};
   }
+  if (!prepared.edge.empty()) RF_TRY(bind_edge(call, prepared, sandbox));
   std::vector<store::InjectionRow> rows;
   for (const auto& e : prepared.resolved.plan.entries) {
     if (e.kind != store::ProfileEntry::Kind::secret || !e.at_start()) continue;
@@ -156,6 +198,151 @@ Status IdentityCalls::inject(const IdentityUse& call, const PreparedIdentity& pr
     m.mark.patterns = prepared.patterns;
   }
   return ok_status();
+}
+
+Status IdentityCalls::bind_edge(const IdentityUse& call, const PreparedIdentity& prepared,
+                                const std::shared_ptr<Sandbox>& sandbox) {
+  const SandboxSpec& spec = sandbox->spec();
+  const std::string first = prepared.edge.front().key;
+  if (spec.network != NetworkPolicy::kProxy) {
+    return make_error("", "identity refused: key " + first + " is delivered by " +
+                              std::string(net::to_string(prepared.edge.front().delivery())) +
+                              ", through the egress proxy; this worker's sandboxes have network " +
+                              std::string(to_string(spec.network)) +
+                              " (set sandbox.network: proxy with allow rules for its upstream)");
+  }
+  if (prepared.needs_intercept() && !spec.tls_intercept) {
+    return make_error("", "identity refused: run " + call.run + "'s sandbox " + sandbox->id() +
+                              " was started without a CA of its own, which proxy-delivered "
+                              "keys need; give such a run its own sandbox (its first call "
+                              "with identity), or use sandbox mode per_tool");
+  }
+  std::vector<net::EdgeCredential> all;
+  {
+    std::lock_guard lock(mu_);
+    auto& m = marked_[sandbox->id()];
+    // Added to what earlier calls bound: their placeholders stay good while
+    // they run. A gateway is one per key: the newest.
+    for (const auto& c : prepared.edge) {
+      if (c.delivery() == net::EdgeDelivery::kGateway) {
+        std::erase_if(m.edge, [&](const net::EdgeCredential& o) {
+          return o.key == c.key && o.delivery() == net::EdgeDelivery::kGateway;
+        });
+      }
+      m.edge.push_back(c);
+    }
+    all = m.edge;
+  }
+  return sandbox->bind_edge_credentials(std::move(all), [this](const net::EdgeEvent& e) {
+    std::lock_guard lock(mu_);
+    edge_events_.push_back(e);
+    cv_.notify_all();
+  });
+}
+
+bool IdentityCalls::any_edge_bound() {
+  std::lock_guard lock(mu_);
+  return std::any_of(marked_.begin(), marked_.end(),
+                     [](const auto& m) { return !m.second.edge.empty(); });
+}
+
+void IdentityCalls::withdraw_revoked_edge() {
+  std::set<std::string> names;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, m] : marked_) {
+      for (const auto& c : m.edge) names.insert(c.secret);
+    }
+  }
+  if (names.empty()) return;
+  auto rows = rows_.current_versions({names.begin(), names.end()});
+  if (!warn_unless_ok(rows, "looking at the secrets bound at the egress edge")) return;
+  std::set<std::string> gone;
+  for (const auto& name : names) {
+    auto it = rows->find(name);
+    if (it == rows->end() || it->second.first.state != store::SecretState::active)
+      gone.insert(name);
+  }
+  if (gone.empty()) return;
+  struct Rebind {
+    std::shared_ptr<Sandbox> sandbox;
+    std::vector<net::EdgeCredential> left;
+    std::vector<std::pair<std::string, std::string>> taken;  // key, secret
+    std::string project, run;
+  };
+  std::vector<Rebind> todo;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, m] : marked_) {
+      Rebind r;
+      for (const auto& c : m.edge) {
+        if (gone.count(c.secret)) r.taken.emplace_back(c.key, c.secret);
+      }
+      if (r.taken.empty()) continue;
+      std::erase_if(m.edge,
+                    [&](const net::EdgeCredential& c) { return gone.count(c.secret) != 0; });
+      r.sandbox = m.sandbox.lock();
+      r.left = m.edge;
+      r.project = m.project;
+      r.run = m.run;
+      if (r.sandbox) todo.push_back(std::move(r));
+    }
+  }
+  for (auto& r : todo) {
+    const std::string id = r.sandbox->id();
+    warn_unless_ok(r.sandbox->bind_edge_credentials(std::move(r.left),
+                                                    [this](const net::EdgeEvent& e) {
+                                                      std::lock_guard lock(mu_);
+                                                      edge_events_.push_back(e);
+                                                      cv_.notify_all();
+                                                    }),
+                   "taking revoked credentials away from sandbox " + id);
+    for (const auto& [key, secret] : r.taken) {
+      store::AuditEvent e;
+      e.kind = "edge.withdrawn";
+      e.actor = "worker " + options_.worker_id;
+      e.project_id = r.project;
+      if (!r.run.empty()) e.run_id = r.run;
+      e.sandbox_id = id;
+      e.detail_json = nlohmann::json{{"key", key}, {"secret", secret}, {"why", "revoked"}}.dump();
+      warn_unless_ok(store::AuditLog(store_).append(e), "audit edge.withdrawn");
+    }
+  }
+}
+
+void IdentityCalls::audit_edge_events() {
+  std::vector<net::EdgeEvent> events;
+  std::map<std::string, std::pair<std::string, std::string>> where;  // sandbox -> project, run
+  {
+    std::lock_guard lock(mu_);
+    events.swap(edge_events_);
+    for (const auto& e : events) {
+      if (auto it = marked_.find(e.sandbox_id); it != marked_.end()) {
+        where[e.sandbox_id] = {it->second.project, it->second.run};
+      }
+    }
+  }
+  for (const auto& ev : events) {
+    store::AuditEvent e;
+    e.kind = ev.refused ? "edge.refused" : "edge.used";
+    e.actor = "worker " + options_.worker_id;
+    if (auto it = where.find(ev.sandbox_id); it != where.end()) {
+      e.project_id = it->second.first;
+      if (!it->second.second.empty()) e.run_id = it->second.second;
+    }
+    e.sandbox_id = ev.sandbox_id;
+    nlohmann::json d = {{"key", ev.key},
+                        {"secret", ev.secret},
+                        {"delivery", net::to_string(ev.delivery)},
+                        {"host", ev.host},
+                        {"port", ev.port},
+                        {"status", ev.status},
+                        {"substitutions", ev.substitutions},
+                        {"restored", ev.restored}};
+    if (!ev.reason.empty()) d["reason"] = ev.reason;
+    e.detail_json = d.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    warn_unless_ok(store::AuditLog(store_).append(e), "audit " + e.kind);
+  }
 }
 
 Result<identity::CascadePlan> IdentityCalls::plan_now(const IdentityUse& use) {
@@ -251,9 +438,17 @@ void IdentityCalls::end_revoked() {
 void IdentityCalls::watch_loop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, options_.watch_period, [&] { return stopping_; });
-    if (stopping_) return;
+    // With credentials at an egress edge, a revocation applies from the next
+    // request within 100 ms: look more often.
+    bool edge = false;
+    for (const auto& [id, m] : marked_) edge = edge || !m.edge.empty();
+    const auto period = edge ? std::min(options_.watch_period, std::chrono::milliseconds(50))
+                             : options_.watch_period;
+    cv_.wait_for(lock, period, [&] { return stopping_ || !edge_events_.empty(); });
+    if (stopping_) break;
     lock.unlock();
+    audit_edge_events();
+    if (edge) withdraw_revoked_edge();
     end_revoked();
     // Sandboxes whose owner let go of them without telling (a run's end).
     std::vector<std::string> gone;
@@ -266,6 +461,8 @@ void IdentityCalls::watch_loop() {
     for (const auto& id : gone) sandbox_gone(id);
     lock.lock();
   }
+  lock.unlock();
+  audit_edge_events();  // what the last requests did
 }
 
 }  // namespace rf::worker

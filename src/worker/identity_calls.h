@@ -50,10 +50,16 @@ struct IdentityUse {
 };
 
 struct PreparedIdentity {
+  // resolved.env also holds what the gateway and proxy entries put in the
+  // environment: their placeholders, gateway URLs, git's config.
   identity::ResolvedIdentity resolved;
   std::vector<redact::SecretToRedact> values;
   std::shared_ptr<const redact::Patterns> patterns;
   std::string scope;
+  // The gateway and proxy entries, for the sandbox's egress edge.
+  std::vector<net::EdgeCredential> edge;
+  // A proxy entry: the sandbox must trust a CA of its own (spec tls_intercept).
+  bool needs_intercept() const;
 };
 
 class IdentityCalls {
@@ -79,7 +85,8 @@ class IdentityCalls {
   // sandbox, so the sandbox mode does not matter.
   Result<PreparedIdentity> resolve_for_worker(const IdentityUse& use);
   // The sandbox is known: refuses one marked for another scope; else records
-  // the injection and marks the sandbox. Call before exec.
+  // the injection, marks the sandbox, and binds the gateway and proxy entries
+  // at its egress edge (added to what earlier calls in it bound). Call before exec.
   Status inject(const IdentityUse& use, const PreparedIdentity& prepared,
                 const std::shared_ptr<Sandbox>& sandbox);
   // The scope a sandbox received identity for ("" = none): a workflow run
@@ -121,6 +128,16 @@ class IdentityCalls {
 
   store::Store& store_;
   store::IdentityStore rows_;
+  // ---- The egress edge: revocation and what requests did (gateway, proxy)
+  Status bind_edge(const IdentityUse& call, const PreparedIdentity& prepared,
+                   const std::shared_ptr<Sandbox>& sandbox);
+  // Takes each bound credential whose secret is no longer active away from
+  // its sandbox (from the next request on), and audits it.
+  void withdraw_revoked_edge();
+  // Writes what the edge reported (edge.used, edge.refused) to the audit log.
+  void audit_edge_events();
+  bool any_edge_bound();
+
   Options options_;
   std::function<void(const std::shared_ptr<Sandbox>&)> discard_;
   identity::Secrets secrets_;
@@ -130,7 +147,10 @@ class IdentityCalls {
   struct Marked {
     IdentityMark mark;
     std::weak_ptr<Sandbox> sandbox;
+    std::vector<net::EdgeCredential> edge;  // bound at its egress edge
+    std::string project, run;
   };
+  std::vector<net::EdgeEvent> edge_events_;       // from the proxy's threads, to audit
   std::map<std::string, Marked> marked_;          // by sandbox id
   std::map<int64_t, std::string> revoked_calls_;  // call id -> why it was ended
   std::thread watcher_;

@@ -27,7 +27,8 @@ std::string pool_key(const SandboxSpec& s) {
   return std::string(to_string(s.backend)) + "/" + s.image +
          "/net=" + std::string(to_string(s.network)) + "/cpu=" + std::to_string(l.cpus) +
          "/mem=" + format_size(l.memory_bytes) + "/pids=" + std::to_string(l.pids) +
-         "/disk=" + format_size(l.disk_bytes) + "/seccomp=" + s.seccomp + allow_key(s);
+         "/disk=" + format_size(l.disk_bytes) + "/seccomp=" + s.seccomp + allow_key(s) +
+         (s.tls_intercept ? "/tls_intercept" : "");
 }
 
 WarmPool::WarmPool(Backend& backend, SandboxSpec spec, size_t target, size_t max)

@@ -19,15 +19,17 @@ SandboxRouter::~SandboxRouter() { destroy_all(); }
 
 Result<std::shared_ptr<Sandbox>> SandboxRouter::fresh(const std::string& project,
                                                       const std::string& run,
-                                                      const std::string& image) {
+                                                      const std::string& image, bool intercept) {
   Result<std::unique_ptr<Sandbox>> sb = make_error("sandbox", "not made");
-  if (pool_ && image == spec_.image) {
+  if (pool_ && image == spec_.image && !intercept) {
     sb = pool_->acquire();  // made before its project was known: the store has it
   } else {
     SandboxSpec spec = spec_;
     spec.labels["project"] = project;
     if (!run.empty()) spec.labels["run"] = run;
     spec.image = image;
+    // Only with network proxy: elsewhere identity refuses the keys, naming why.
+    spec.tls_intercept = intercept && spec.network == NetworkPolicy::kProxy;
     sb = backend_.create(spec);
     if (!sb && image != spec_.image)
       return make_error("sandbox_image " + image, sb.error().to_string());
@@ -45,7 +47,8 @@ void SandboxRouter::destroy(const std::shared_ptr<Sandbox>& sandbox) {
 }
 
 Result<SandboxLease> SandboxRouter::acquire(const std::string& project, const std::string& run,
-                                            const std::string& requested_image, bool dedicated) {
+                                            const std::string& requested_image, bool dedicated,
+                                            bool intercept) {
   const std::string image = requested_image.empty() ? spec_.image : requested_image;
   if (mode_ == SandboxMode::kNone && image != spec_.image) {
     return make_error("sandbox_image " + image,
@@ -56,7 +59,7 @@ Result<SandboxLease> SandboxRouter::acquire(const std::string& project, const st
                                                 pinned_project_ + " and serves no other");
   }
   if (mode_ == SandboxMode::kNone || mode_ == SandboxMode::kPerTool || dedicated) {
-    auto sb = fresh(project, run, image);
+    auto sb = fresh(project, run, image, intercept);
     if (!sb) return sb.take_error();
     std::lock_guard lock(mu_);
     lent_.push_back(*sb);
@@ -78,7 +81,7 @@ Result<SandboxLease> SandboxRouter::acquire(const std::string& project, const st
   }
   if (it == runs_.end()) {
     // Under the lock: two calls of a new run must not make two sandboxes.
-    auto sb = fresh(project, mode_ == SandboxMode::kPerWorker ? "" : run, image);
+    auto sb = fresh(project, mode_ == SandboxMode::kPerWorker ? "" : run, image, intercept);
     if (!sb) return sb.take_error();
     it = runs_.emplace(key, RunSandbox{std::move(*sb), project, image, {}, 0}).first;
   }

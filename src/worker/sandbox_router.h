@@ -43,8 +43,12 @@ class SandboxRouter {
   // `dedicated`: a sandbox of this call's own, destroyed after it, whatever
   // the mode (a per_worker worker's identity-scoped call: its values must not
   // stay in a sandbox other runs share).
+  // `intercept`: the call has proxy-delivered keys, so its sandbox must trust a
+  // CA of its own (spec tls_intercept): a fresh one (never the pool's), and
+  // a run's existing sandbox only if it was made so.
   Result<SandboxLease> acquire(const std::string& project, const std::string& run,
-                               const std::string& image = "", bool dedicated = false);
+                               const std::string& image = "", bool dedicated = false,
+                               bool intercept = false);
   void release(SandboxLease&& lease);
   // Ends the sandbox now (a hard revocation): the calls in it end; a run's
   // sandbox is forgotten, so the run's next call gets a new one.
@@ -60,7 +64,7 @@ class SandboxRouter {
  private:
   // A new sandbox (from the pool when there is one), bound to project/run.
   Result<std::shared_ptr<Sandbox>> fresh(const std::string& project, const std::string& run,
-                                         const std::string& image);
+                                         const std::string& image, bool intercept);
   void destroy(const std::shared_ptr<Sandbox>& sandbox);
 
   struct RunSandbox {

@@ -111,6 +111,10 @@ class SandboxStep {
     }
     if (workflow::takes_identity(step_.mode)) {
       if (auto s = prepare_identity(); !s) return fail(ErrorKind::kIdentity, s.error().to_string());
+      // Proxy-delivered keys: the step's sandbox trusts a CA of its own.
+      if (identity_->needs_intercept() && spec_.network == NetworkPolicy::kProxy) {
+        spec_.tls_intercept = true;
+      }
     }
     // What to run.
     std::vector<std::string> argv;

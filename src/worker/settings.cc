@@ -282,6 +282,7 @@ WorkerSettings merge_settings(const SettingsLayer& flags, const SettingsLayer& c
   pick(&s.network, flags.network, config.network);
   pick(&s.allow, flags.allow, config.allow);
   pick(&s.proxy_resolve, flags.proxy_resolve, config.proxy_resolve);
+  pick(&s.egress_ca_file, flags.egress_ca_file, config.egress_ca_file);
   pick(&s.allow_host_network, flags.allow_host_network, config.allow_host_network);
   pick(&s.allow_identity_without_sandbox, flags.allow_identity_without_sandbox,
        config.allow_identity_without_sandbox);
@@ -358,6 +359,7 @@ std::vector<std::string> WorkerSettings::explain() const {
       line("sandbox.network", std::string(to_string(network.value)), network),
       line("sandbox.allow", format_list(allow.value), allow),
       line("sandbox.proxy_resolve", format_list(proxy_resolve.value), proxy_resolve),
+      line("sandbox.egress_ca_file", or_none(egress_ca_file.value), egress_ca_file),
       line("sandbox.allow_host_network", allow_host_network.value ? "true" : "false",
            allow_host_network),
       line("sandbox.allow_identity_without_sandbox",

@@ -67,6 +67,7 @@ struct SettingsLayer {
   Maybe<NetworkPolicy> network;
   Maybe<std::vector<std::string>> allow;
   Maybe<std::vector<std::string>> proxy_resolve;
+  Maybe<std::string> egress_ca_file;
   Maybe<bool> allow_host_network;
   Maybe<bool> allow_identity_without_sandbox;
   Maybe<std::string> jit_policy;
@@ -93,6 +94,9 @@ struct WorkerSettings {
   // network proxy: NAME=ADDR, names the proxy maps to addresses without DNS
   // (the addresses still pass the policy).
   Resolved<std::vector<std::string>> proxy_resolve;
+  // network proxy: the CAs ringfence-egress-tls verifies the gateway's and the
+  // proxy delivery's upstreams against; empty: the system's.
+  Resolved<std::string> egress_ca_file;
   Resolved<bool> allow_host_network;  // lets a production project use network host
   // lets identity-scoped calls run in sandbox mode none (never for production)
   Resolved<bool> allow_identity_without_sandbox;

@@ -116,6 +116,10 @@ std::vector<FlagDef> make_flag_defs() {
        "With network proxy: the proxy maps NAME to ADDR without DNS; ADDR still passes the policy "
        "(NAME=ADDR, repeatable or comma-separated)",
        apply_resolve, true},
+      def("--egress-ca-file",
+          "With network proxy: the CAs the gateway and proxy deliveries verify upstreams "
+          "against (default: the system's)",
+          parse_text, &SettingsLayer::egress_ca_file),
   };
   for (const LimitField& f : limit_fields()) defs.push_back(limit_flag(f));
   for (auto d :

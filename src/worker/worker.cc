@@ -323,7 +323,8 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   // A per_worker sandbox serves every run of its project: identity values get
   // a sandbox of their own instead.
   const bool dedicated = prepared && with->placement.mode == SandboxMode::kPerWorker;
-  auto lease = with->router->acquire(c.project, c.run, c.sandbox_image, dedicated);
+  auto lease = with->router->acquire(c.project, c.run, c.sandbox_image, dedicated,
+                                     prepared && prepared->needs_intercept());
   if (!lease) {
     // A client's own image that cannot be had says nothing of the backend's health.
     if (c.sandbox_image.empty()) ++with->call_path_failures;
