@@ -167,7 +167,9 @@ Result<Message> decode(std::string_view bytes) {
     RF_FIELD(max_up, num(j, "max_up"));
     if (kind != "gateway" && kind != "intercept") return bad("kind", kind);
     if (port == 0 || port > 65535) return bad("port", std::to_string(port));
-    auto target = net::parse_authority(host, static_cast<uint16_t>(port));
+    // An IPv6 address goes as Authority keeps it, without brackets.
+    const bool v6 = host.find(':') != std::string::npos;
+    auto target = net::parse_authority(v6 ? "[" + host + "]" : host, static_cast<uint16_t>(port));
     if (!target || target->host != host) return bad("host", "not a host name or address");
     c.id = id;
     c.sandbox = std::move(sandbox);

@@ -101,6 +101,11 @@ EdgeRefusal misplaced(const EdgeCredential& c, std::string_view place, std::stri
                      ")"};
 }
 
+EdgeRefusal in_plain_http(const EdgeCredential& c, std::string_view host) {
+  return {c.key, "the placeholder of " + c.key + " is in a plain-HTTP request to " +
+                     std::string(host) + ": refused (" + allowed_places(c) + ")"};
+}
+
 // The first credential whose placeholder is in `text` (raw, or inside a
 // Basic authorization when `text` is one).
 const EdgeCredential* find_placeholder(std::string_view text, std::span<const EdgeCredential> all) {
@@ -119,6 +124,17 @@ const EdgeCredential* find_placeholder(std::string_view text, std::span<const Ed
   return nullptr;
 }
 
+// A placeholder in the method or in a header's name: no place takes one there.
+std::optional<EdgeRefusal> misplaced_in_names(const RequestHead& head,
+                                              std::span<const EdgeCredential> all,
+                                              std::string_view host) {
+  if (const auto* c = find_placeholder(head.method, all)) return misplaced(*c, "the method", host);
+  for (const Header& h : head.headers) {
+    if (const auto* c = find_placeholder(h.name, all)) return misplaced(*c, "a header name", host);
+  }
+  return std::nullopt;
+}
+
 EdgeRequest bad_request(std::string why) {
   EdgeRequest r;
   r.bad_request = 400;
@@ -130,6 +146,61 @@ EdgeRequest refused(EdgeRefusal refusal) {
   EdgeRequest r;
   r.refused = std::move(refusal);
   return r;
+}
+
+// Where the longest tail of data[from:] that is a proper prefix of a pattern
+// (a match more bytes may complete) starts; data.size() when there is none.
+size_t live_partial(std::string_view data, size_t from,
+                    const std::vector<EdgeStream::Pattern>& patterns) {
+  const std::string_view tail = data.substr(from);
+  size_t hold = 0;
+  for (const auto& p : patterns) {
+    for (size_t k = std::min(p.from.size() - 1, tail.size()); k > hold; --k) {
+      if (tail.substr(tail.size() - k) == std::string_view(p.from).substr(0, k)) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  return data.size() - hold;
+}
+
+struct StreamScan {
+  size_t held = 0;             // where the undecided bytes start
+  std::optional<size_t> stop;  // the stopping pattern found
+};
+
+// Appends what is decided of `data`: the bytes before the next match, then the
+// match swapped, leftmost first, then longest. A match waits (with all after
+// it) while a partial match starting at or before it may still grow into one
+// that beats it, an earlier or a longer one; at the stream's end none can.
+StreamScan scan_stream(std::string_view data, bool at_end,
+                       const std::vector<EdgeStream::Pattern>& patterns, int* swapped,
+                       std::string* out) {
+  size_t pos = 0;
+  size_t live = at_end ? data.size() : live_partial(data, 0, patterns);
+  for (;;) {
+    if (live < pos) live = live_partial(data, pos, patterns);
+    size_t best = std::string_view::npos, which = 0;
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      const size_t f = data.find(patterns[i].from, pos);
+      if (f < best || (f == best && f != std::string_view::npos &&
+                       patterns[i].from.size() > patterns[which].from.size())) {
+        best = f;
+        which = i;
+      }
+    }
+    if (best >= live) {
+      out->append(data.substr(pos, live - pos));
+      return {live, std::nullopt};
+    }
+    out->append(data.substr(pos, best - pos));
+    const EdgeStream::Pattern& p = patterns[which];
+    if (!p.to) return {best, which};
+    out->append(*p.to);
+    ++*swapped;
+    pos = best + p.from.size();
+  }
 }
 
 }  // namespace
@@ -157,6 +228,7 @@ EdgeRequest rewrite_gateway_request(const RequestHead& head, const GatewayTarget
                                     const EdgeCredential& gw, std::span<const EdgeCredential> all) {
   if (auto s = check_framing(head); !s) return bad_request(s.error().message);
   const std::string host = authority_text(gw.settings.upstream, 443);
+  if (auto r = misplaced_in_names(head, all, host)) return refused(std::move(*r));
   if (const auto* c = find_placeholder(target.rest, all)) {
     return refused(misplaced(*c, "the request target", host));
   }
@@ -216,6 +288,7 @@ EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Auth
                               " (the CONNECT and the server name): refused"});
     }
   }
+  if (auto r = misplaced_in_names(head, all, host)) return refused(std::move(*r));
   std::vector<const EdgeCredential*> bound;
   for (const auto& c : all) {
     if (c.binds(target)) bound.push_back(&c);
@@ -232,6 +305,7 @@ EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Auth
   if (const auto* c = find_placeholder(path, all)) {
     return refused(misplaced(*c, "the path", host));
   }
+  if (path.empty()) path = "/";  // "?q": an origin-form target starts with '/'
   for (const auto* c : bound) {
     if (has_place(*c, EdgePlace::Kind::kQuery)) swap_in(query, *c, /*encode=*/true);
   }
@@ -293,7 +367,7 @@ std::optional<EdgeRefusal> check_plain_request(std::string_view head, const net:
   const std::string host = authority_text(target, 80);
   for (const auto& c : all) {
     if (head.find(c.placeholder) != std::string_view::npos) {
-      return misplaced(c, "a plain-HTTP request", host);
+      return in_plain_http(c, host);
     }
   }
   // Inside Basic authorization, too.
@@ -307,7 +381,7 @@ std::optional<EdgeRefusal> check_plain_request(std::string_view head, const net:
       std::string_view v = l.substr(14);
       while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
       if (const auto* c = find_placeholder(v, all)) {
-        return misplaced(*c, "a plain-HTTP request", host);
+        return in_plain_http(*c, host);
       }
     }
     line = end + 1;
@@ -333,47 +407,25 @@ std::optional<size_t> EdgeStream::feed(std::string_view chunk, std::string* out)
     joined.append(chunk);
     data = joined;
   }
-  size_t pos = 0;
-  for (;;) {
-    size_t best = std::string_view::npos, which = 0;
-    for (size_t i = 0; i < patterns_.size(); ++i) {
-      const size_t f = data.find(patterns_[i].from, pos);
-      if (f < best || (f == best && f != std::string_view::npos &&
-                       patterns_[i].from.size() > patterns_[which].from.size())) {
-        best = f;
-        which = i;
-      }
-    }
-    if (best == std::string_view::npos) break;
-    out->append(data.substr(pos, best - pos));
-    const Pattern& p = patterns_[which];
-    if (!p.to) {
-      stopped_ = true;
-      return which;
-    }
-    out->append(*p.to);
-    ++swapped_;
-    pos = best + p.from.size();
+  const StreamScan scan = scan_stream(data, /*at_end=*/false, patterns_, &swapped_, out);
+  if (scan.stop) {
+    stopped_ = true;
+    return scan.stop;
   }
-  // Hold back the longest tail that could still become a pattern.
-  const std::string_view tail = data.substr(pos);
-  size_t hold = 0;
-  for (const Pattern& p : patterns_) {
-    for (size_t k = std::min(p.from.size() - 1, tail.size()); k > hold; --k) {
-      if (tail.substr(tail.size() - k) == std::string_view(p.from).substr(0, k)) {
-        hold = k;
-        break;
-      }
-    }
-  }
-  out->append(tail.substr(0, tail.size() - hold));
-  held_ = std::string(tail.substr(tail.size() - hold));
+  held_ = std::string(data.substr(scan.held));
   return std::nullopt;
 }
 
-void EdgeStream::finish(std::string* out) {
-  if (!stopped_) out->append(held_);
+std::optional<size_t> EdgeStream::finish(std::string* out) {
+  // No byte follows: what was held is decided now, its matches swapped.
+  std::optional<size_t> stop;
+  if (!stopped_ && !held_.empty()) {
+    const std::string held = std::move(held_);
+    stop = scan_stream(held, /*at_end=*/true, patterns_, &swapped_, out).stop;
+    if (stop) stopped_ = true;
+  }
   held_.clear();
+  return stop;
 }
 
 std::vector<EdgeStream::Pattern> request_body_patterns(
@@ -414,17 +466,19 @@ Result<bool> ResponseHeads::feed(std::string_view chunk, std::string* out) {
       end = lf;
       sep = 2;
     }
-    if (end == std::string::npos) {
-      if (head_.size() > kMaxResponseHead) {
-        return make_error("response", "a response head larger than 64 KiB");
-      }
-      return false;
+    // Too large with its blank line here, or even if it starts in the last bytes.
+    if (end == std::string::npos ? head_.size() > kMaxResponseHead + 3 : end > kMaxResponseHead) {
+      return make_error("response", "a response head larger than 64 KiB");
     }
+    if (end == std::string::npos) return false;
     const std::string_view h = std::string_view(head_).substr(0, end);
     const size_t first_nl = h.find('\n');
     std::string_view status_line = h.substr(0, first_nl);
     if (!status_line.empty() && status_line.back() == '\r') status_line.remove_suffix(1);
-    if (!status_line.starts_with("HTTP/1.") || status_line.size() < 12 || status_line[8] != ' ') {
+    const auto digit = [&](size_t i) { return status_line[i] >= '0' && status_line[i] <= '9'; };
+    if (!status_line.starts_with("HTTP/1.") || status_line.size() < 12 || status_line[8] != ' ' ||
+        !digit(9) || !digit(10) || !digit(11) ||
+        (status_line.size() > 12 && status_line[12] != ' ')) {
       return make_error("response", "not an HTTP/1.x response");
     }
     const int status = std::atoi(std::string(status_line.substr(9, 3)).c_str());

@@ -88,8 +88,10 @@ class EdgeStream {
   // pattern once one is found: nothing from it on was appended, and every
   // later call appends nothing.
   std::optional<size_t> feed(std::string_view chunk, std::string* out);
-  // The bytes held back, at the end of the stream (none after a stop).
-  void finish(std::string* out);
+  // The bytes held back, at the end of the stream, their matches swapped; a
+  // stopping pattern among them is returned as feed() returns one (nothing
+  // from it on is appended). Nothing after a stop.
+  std::optional<size_t> finish(std::string* out);
   const Pattern& pattern(size_t i) const { return patterns_[i]; }
   int swapped() const { return swapped_; }
   bool stopped() const { return stopped_; }

@@ -201,6 +201,7 @@ TEST(WorkerSettings, ExplainLines) {
       "sandbox.network: none (default)",
       "sandbox.allow: [] (default)",
       "sandbox.proxy_resolve: [] (default)",
+      "sandbox.egress_ca_file: (none) (default)",
       "sandbox.allow_host_network: false (default)",
       "sandbox.allow_identity_without_sandbox: false (default)",
       "sandbox.cpu: 2 (config /etc/rf/worker.yaml:2)",
