@@ -58,6 +58,13 @@ void refuse(Side& client, const proxy::EdgeRefusal& r, Done& d) {
   answer(client, 403, "refused: " + r.reason, "refused", d);
 }
 
+proxy::EdgeRefusal body_refusal(const std::string& key, std::string_view host) {
+  return {key, "the placeholder of " + key + " is in the body of a request to " +
+                   std::string(host) +
+                   ": refused (a body takes it only with in=body, and only for the hosts it "
+                   "is bound to)"};
+}
+
 // The two directions until the upstream ends its response. `first` (the head
 // and the body read so far, swapped) goes first.
 void relay(Side& client, Side& up, std::string_view host, std::string_view first,
@@ -78,18 +85,15 @@ void relay(Side& client, Side& up, std::string_view host, std::string_view first
   // The request's body so far: placeholders swapped or, misplaced, stopping it.
   auto from_client = [&](std::string_view chunk, bool end) {
     std::string out;
-    const auto stop = request.feed(chunk, &out);
-    if (end) request.finish(&out);
+    auto stop = request.feed(chunk, &out);
+    if (end && !stop) stop = request.finish(&out);
     if (!to_upstream(out)) return false;
     if (stop) {
       const auto& p = request.pattern(*stop);
       d.key = p.key;
       error.clear();
       // Nothing of the upstream's answer has reached the sandbox: say why.
-      proxy::EdgeRefusal r{p.key, "the placeholder of " + p.key +
-                                      " is in the body of a request to " + std::string(host) +
-                                      ": refused (a body takes it only with in=body, and only "
-                                      "for the hosts it is bound to)"};
+      const proxy::EdgeRefusal r = body_refusal(p.key, host);
       if (answered) {
         d.reason = r.reason;
       } else {
@@ -141,6 +145,7 @@ void relay(Side& client, Side& up, std::string_view host, std::string_view first
     }
     if (read_up) {  // the upstream first: its answer may end the exchange
       const ssize_t n = up.read(buf.data(), buf.size(), &error);
+      if (n == Side::kAgain) continue;
       if (n <= 0) {
         const bool sent = to_client({}, /*end=*/true);
         if (!answered) {
@@ -166,6 +171,7 @@ void relay(Side& client, Side& up, std::string_view host, std::string_view first
     }
     if (!read_client) continue;
     const ssize_t n = client.read(buf.data(), buf.size(), &error);
+    if (n == Side::kAgain) continue;
     if (n <= 0) {
       // The sandbox sent all it will; its answer may still come.
       client_done = true;
@@ -211,6 +217,7 @@ void tunnel(int client, int up, std::string_view initial, uint64_t max_up, Done&
       Side& from = i == 0 ? c : u;
       Side& to = i == 0 ? u : c;
       const ssize_t r = from.read(buf.data(), buf.size(), &error);
+      if (r == Side::kAgain) continue;
       if (r <= 0) {
         (i == 0 ? c_eof : u_eof) = true;
         to.close_write();
@@ -248,7 +255,7 @@ Result<proxy::RequestHead> read_head(Side& client, std::string* rest) {
     if (buf.starts_with("PRI * HTTP/2")) {
       return make_error("request", "HTTP/2 is not supported here (ALPN offers http/1.1 only)");
     }
-    const ssize_t n = client.read(chunk.data(), chunk.size(), &error);
+    const ssize_t n = client.read_some(chunk.data(), chunk.size(), &error);
     if (n <= 0) {
       return make_error("request", n == 0 ? "closed before a complete request head" : error);
     }
@@ -286,21 +293,21 @@ FirstBytes first_bytes(Side& client, const proxy::RequestHead& head, std::string
     std::array<char, 4096> chunk;
     std::string error;
     while (rest.size() < *length) {
-      const ssize_t n = client.read(chunk.data(), chunk.size(), &error);
+      const ssize_t n = client.read_some(chunk.data(), chunk.size(), &error);
       if (n <= 0) break;
       rest.append(chunk.data(), static_cast<size_t>(n));
     }
   }
   out.bytes.assign(rewritten);
   if (const auto stop = request.feed(rest, &out.bytes)) {
-    const auto& p = request.pattern(*stop);
-    out.refusal = proxy::EdgeRefusal{
-        p.key, "the placeholder of " + p.key + " is in the body of a request to " + host +
-                   ": refused (a body takes it only with in=body, and only for the hosts it "
-                   "is bound to)"};
+    out.refusal = body_refusal(request.pattern(*stop).key, host);
     return out;
   }
-  if (length && rest.size() >= *length) request.finish(&out.bytes);
+  if (length && rest.size() >= *length) {
+    if (const auto stop = request.finish(&out.bytes)) {
+      out.refusal = body_refusal(request.pattern(*stop).key, host);
+    }
+  }
   return out;
 }
 
@@ -337,7 +344,10 @@ void run_gateway(const EdgeConnectionInput& in, Side& client, Done& d) {
   proxy::EdgeRequest r = proxy::rewrite_gateway_request(*head, *target, *gw, creds);
   if (r.bad_request != 0) return answer(client, 400, "bad request: " + r.error, "bad_request", d);
   if (r.refused) return refuse(client, *r.refused, d);
-  proxy::EdgeStream request(proxy::request_body_patterns(creds, {}));
+  // The body goes only to the credential's own upstream, and may well quote a
+  // placeholder (a model's conversation holding a tool's output): it is not
+  // searched. The target and the headers were.
+  proxy::EdgeStream request({});
   FirstBytes first = first_bytes(client, *head, r.head, in.conn.initial.substr(*end), request,
                                  gw->settings.upstream.host);
   if (first.refusal) return refuse(client, *first.refusal, d);

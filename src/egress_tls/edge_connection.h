@@ -7,10 +7,12 @@
 //              where their credentials say, and it goes on over verified TLS;
 //              with no credential bound to the target any more, the bytes are
 //              only relayed (the sandbox then speaks TLS to the real host).
-// Either way the request's head and body are searched for every placeholder
-// of the sandbox (a misplaced one: 403, nothing sent on), the response's
-// heads say `Connection: close`, and a value the upstream sends back reaches
-// the sandbox as its placeholder.
+// Either way the request's head is searched for every placeholder of the
+// sandbox (a misplaced one: 403, nothing sent on), and so is an intercepted
+// request's body (a gateway's body goes only to its own upstream and may
+// quote a placeholder: a model's conversation holding a tool's output); the
+// response's heads say `Connection: close`, and a value the upstream sends
+// back reaches the sandbox as its placeholder.
 #pragma once
 
 #include <memory>

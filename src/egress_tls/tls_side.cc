@@ -152,12 +152,23 @@ ssize_t Side::read(char* buf, size_t n, std::string* error) {
   if (r > 0) return r;
   const int e = SSL_get_error(ssl_, r);
   if (e == SSL_ERROR_ZERO_RETURN) return 0;
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    ERR_clear_error();
+    return kAgain;
+  }
   if (e == SSL_ERROR_SYSCALL && errno == 0) {
     ERR_clear_error();
     return 0;  // closed without close_notify: the end, as HTTP/1.x with framing allows
   }
   *error = failure(ssl_, r, "TLS read");
   return -1;
+}
+
+ssize_t Side::read_some(char* buf, size_t n, std::string* error) {
+  for (;;) {
+    const ssize_t r = read(buf, n, error);
+    if (r != kAgain) return r;
+  }
 }
 
 bool Side::write_all(std::string_view data, std::string* error) {
@@ -204,7 +215,9 @@ Result<std::unique_ptr<TlsContexts>> TlsContexts::make(const std::string& ca_fil
   }
   for (SSL_CTX* ctx : {t->client_, t->server_}) {
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_mode(ctx, SSL_MODE_AUTO_RETRY);
+    // SSL_read returns after a record with no data instead of waiting for
+    // the next one: a relay that polled one end must not block on it.
+    SSL_CTX_clear_mode(ctx, SSL_MODE_AUTO_RETRY);
     // HTTP/1.x closed without close_notify is the end of the stream, as
     // curl and browsers read it (the response's framing says if it is whole).
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);

@@ -32,8 +32,14 @@ class Side {
   bool tls() const { return ssl_ != nullptr; }
   // Decrypted bytes already buffered (poll() does not see them).
   bool pending() const { return ssl_ != nullptr && SSL_pending(ssl_) > 0; }
-  // > 0: bytes; 0: the end of the stream; < 0: an error, said in *error.
+  // > 0: bytes; 0: the end of the stream; kAgain: a TLS record with no data
+  // came (a session ticket, a key update): poll again; < 0 otherwise: an
+  // error, said in *error. One call never waits for a second record, so a
+  // relay polling both ends never blocks on one while the other has data.
+  static constexpr ssize_t kAgain = -2;
   ssize_t read(char* buf, size_t n, std::string* error);
+  // read() until data, the end or an error (never kAgain).
+  ssize_t read_some(char* buf, size_t n, std::string* error);
   bool write_all(std::string_view data, std::string* error);
   // No more from this side: TLS close_notify, then the socket's write half.
   void close_write();

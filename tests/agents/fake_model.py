@@ -33,8 +33,8 @@ Every request is recorded as one JSON line in --record FILE:
 --fail-status N answers every model request (messages, count_tokens, responses,
 chat/completions) with HTTP N and an error body in the API's shape, plus
 "x-should-retry: false" (the Anthropic and OpenAI SDKs then do not retry).
---port-file FILE receives the bound port once the socket listens. SIGTERM and
-SIGINT stop the server cleanly (exit 0).
+--port-file FILE receives the bound port once the socket listens. With --cert
+and --key it speaks HTTPS. SIGTERM and SIGINT stop the server cleanly (exit 0).
 """
 
 import argparse
@@ -42,6 +42,7 @@ import gzip
 import json
 import os
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -527,6 +528,8 @@ def main():
     ap.add_argument("--port-file", help="write the bound port here once listening")
     ap.add_argument("--fail-status", type=int, default=0, help="answer every model request with this HTTP status")
     ap.add_argument("--model", default="fake-model", help="model name when a request names none")
+    ap.add_argument("--cert", help="speak HTTPS with this certificate (PEM)")
+    ap.add_argument("--key", help="the certificate's key (PEM)")
     a = ap.parse_args()
     if not a.host.startswith("127."):
         ap.error("--host must be in 127.0.0.0/8")
@@ -537,6 +540,12 @@ def main():
         ap.error("script must be {\"turns\": [...]}")
 
     srv = Server((a.host, a.port), Handler)
+    if a.cert:
+        # HTTPS (the gateway delivery's upstream in tests); each handshake in
+        # its request's thread, not in the accepting one.
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.cert, a.key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
     srv.state = State(turns, a.record, a.fail_status, a.model)
     if isinstance(script, dict):
         for api in ("chat", "responses", "anthropic"):

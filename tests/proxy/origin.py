@@ -11,7 +11,8 @@ Prints "port N" once it listens. With --cert and --key it speaks HTTPS.
   POST anything else       reads the body (Content-Length) and answers
                            "got N bytes"
 With --record FILE every request is appended to FILE as one JSON line:
-{"method", "path", "headers": [[name, value], ...], "body"}.
+{"method", "path", "headers": [[name, value], ...], "body"}. With --port-file
+FILE the port is also written there.
 """
 import argparse
 import http.server
@@ -102,6 +103,7 @@ def main():
     ap.add_argument("--cert")
     ap.add_argument("--key")
     ap.add_argument("--record")
+    ap.add_argument("--port-file")
     args = ap.parse_args()
     RECORD["path"] = args.record
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -112,6 +114,11 @@ def main():
         ctx.load_cert_chain(args.cert, args.key)
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
     print("port %d" % server.server_address[1], flush=True)
+    if args.port_file:
+        with open(args.port_file + ".tmp", "w") as f:
+            f.write("%d\n" % server.server_address[1])
+        import os
+        os.replace(args.port_file + ".tmp", args.port_file)
     server.serve_forever()
 
 

@@ -397,6 +397,77 @@ steps:
 // model sees holds its hash), admin is denied (the agent sees the refusal's
 // words), deploy asks a human, who approves from another process while the
 // step waits. The value is in no output, run record or store row.
+// Done when (issue 13): a gateway-delivered Anthropic key reaches the model
+// while the sandbox only ever held a placeholder. The fake model speaks HTTPS
+// (a test certificate the worker's --egress-ca-file trusts); Claude Code in a
+// cli_agent step gets ANTHROPIC_BASE_URL pointing at the egress proxy's
+// gateway and a placeholder for ANTHROPIC_API_KEY; the gateway sends the real
+// key over verified TLS. Every model request carried the real key; the
+// agent's tool saw only the placeholder; nothing recorded holds the key.
+TEST_F(AgentTest, ClaudeCodeReachesTheModelThroughTheGatewayHoldingOnlyAPlaceholder) {
+  const std::string cert = dir_ + "/model-cert.pem", key_pem = dir_ + "/model-key.pem";
+  ASSERT_EQ(run_capture({"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                         "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key_pem, "-out", cert,
+                         "-days", "2", "-subj", "/CN=model.test", "-addext",
+                         "subjectAltName=DNS:model.test"},
+                        {})
+                .status,
+            0);
+  start_model(R"({"turns": [
+  {"tool": {"name": "Bash", "input": {"command": "printf 'key:%s\\n' \"$ANTHROPIC_API_KEY\" > seen.txt; printf 'url:%s\\n' \"$ANTHROPIC_BASE_URL\" >> seen.txt; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c '^ANTHROPIC_API_KEY=rfph_' >> seen.txt; cat seen.txt", "description": "look at the key"}}},
+  {"text": "looked"}
+]})",
+              {"--cert", cert, "--key", key_pem});
+  const std::string key = random_token("sk-ant-");
+  std::string out, err;
+  ASSERT_EQ(run({"secret", "set", "acme-anthropic"}, &out, &err, key), 0) << err;
+  ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                 "ANTHROPIC_API_KEY=gateway:acme-anthropic,preset=anthropic,upstream=https://" +
+                     model_rule()},
+                &out, &err),
+            0)
+      << err;
+  start_worker({"--proxy-resolve", "model.test=127.0.0.1", "--egress-ca-file", cert});
+  const std::string wf = file("gateway.yaml", R"(name: site
+steps:
+  - id: look
+    mode: cli_agent
+    agent: claude-code
+    sandbox: {network: {allow: [")" + model_rule() +
+                                                  R"(", "127.0.0.1/32"]}}
+    prompt: "Look at your key"
+)");
+  ASSERT_EQ(
+      run({"workflow", "run", wf, "--project", "acme", "--run-id", "g1", "--follow"}, &out, &err),
+      0)
+      << out << err << slurp(dir_ + "/model.log");
+  const json r = show("g1");
+  EXPECT_EQ(step(r, "look")["outputs"]["output"], "looked");
+  // Every request reached the model with the real key, sent by the gateway.
+  const auto requests = model_requests();
+  int messages = 0;
+  std::string tool_result;
+  for (const auto& q : requests) {
+    if (q.value("api", "") != "anthropic") continue;
+    ++messages;
+    EXPECT_EQ(q["headers"]["x-api-key"], key);
+    const std::string body = q["body"].dump();
+    if (body.find("tool_result") != std::string::npos) tool_result = body;
+  }
+  EXPECT_GE(messages, 2);
+  // The agent's tool saw a placeholder and the gateway's URL, in its own
+  // environment and in every process's.
+  EXPECT_NE(tool_result.find("key:rfph_"), std::string::npos) << tool_result.substr(0, 2000);
+  EXPECT_NE(tool_result.find("url:http://127.0.0.1:3128/.rf/gw/ANTHROPIC_API_KEY"),
+            std::string::npos);
+  EXPECT_EQ(tool_result.find(key), std::string::npos);
+  EXPECT_EQ(tool_result.find("[REDACTED"), std::string::npos);
+  EXPECT_EQ(out.find(key), std::string::npos);
+  EXPECT_EQ(r.dump().find(key), std::string::npos);
+  stop_workers();
+  EXPECT_EQ(slurp(worker::store_path(state_)).find(key), std::string::npos);
+}
+
 TEST_F(AgentTest, ClaudeCodeAsksForACredentialAndThePolicyAnswers) {
   start_model(R"({"turns": [
   {"tool": {"name": "Bash", "input": {"command": "if v=$(rf-cred get GITHUB_TOKEN --scope \"$SCOPE\" --reason 'push the site'); then printf %s \"$v\" | sha256sum | cut -c1-64 | sed s/^/sha:/; fi", "description": "ask for the token"}}},
