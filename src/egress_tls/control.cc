@@ -88,10 +88,16 @@ void Control::on_message(Message message, std::vector<UniqueFd> fds) {
     return;
   }
   if (auto* forget = std::get_if<Forget>(&message)) {
+    std::shared_ptr<UpstreamPool> pool;
     {
       std::lock_guard lock(mu_);
       sandboxes_.erase(forget->sandbox);
+      if (auto it = pools_.find(forget->sandbox); it != pools_.end()) {
+        pool = std::move(it->second);
+        pools_.erase(it);
+      }
     }
+    if (pool) pool->close();
     end_connections_of(forget->sandbox);
     return;
   }
@@ -130,16 +136,24 @@ void Control::start(Conn conn, UniqueFd client, UniqueFd upstream) {
   auto it = sandboxes_.find(conn.sandbox);
   EdgeConnectionInput in;
   in.sandbox = it == sandboxes_.end() ? nullptr : it->second;
+  if (in.sandbox) {
+    auto& pool = pools_[conn.sandbox];
+    if (!pool) pool = std::make_shared<UpstreamPool>();
+    in.pool = pool;
+  }
   in.client_fd = l->client.get();
   in.upstream_fd = l->upstream.get();
   in.tls = tls_.get();
   in.conn = std::move(conn);
   try {
     l->thread = std::thread([this, l, in = std::move(in)] {
-      const Done d = run_edge_connection(in);
-      // Shut down, not closed: the fd numbers stay ours until the join.
+      bool kept = false;
+      const Done d = run_edge_connection(in, &kept);
+      // Shut down, not closed: the fd numbers stay ours until the join. An
+      // upstream connection kept for the next request lives on in the pool.
       ::shutdown(in.client_fd, SHUT_RDWR);
-      ::shutdown(in.upstream_fd, SHUT_RDWR);
+      if (!kept) ::shutdown(in.upstream_fd, SHUT_RDWR);
+      l->upstream_kept = kept;
       send(d);
       l->finished = true;
     });
@@ -159,7 +173,7 @@ void Control::end_connections_of(const std::string& sandbox) {
   for (auto& l : live_) {
     if (!sandbox.empty() && l->sandbox != sandbox) continue;
     ::shutdown(l->client.get(), SHUT_RDWR);
-    ::shutdown(l->upstream.get(), SHUT_RDWR);
+    if (!l->upstream_kept) ::shutdown(l->upstream.get(), SHUT_RDWR);
   }
 }
 

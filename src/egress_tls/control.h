@@ -31,6 +31,7 @@ class Control {
     std::string sandbox;
     UniqueFd client, upstream;  // closed only after the thread is joined
     std::thread thread;
+    std::atomic<bool> upstream_kept{false};  // its socket serves the pool now
     std::atomic<bool> finished{false};
   };
   void on_message(proxy::edge::Message message, std::vector<UniqueFd> fds);
@@ -43,6 +44,7 @@ class Control {
   std::unique_ptr<TlsContexts> tls_;
   std::mutex mu_;  // guards sandboxes_ and live_
   std::map<std::string, std::shared_ptr<const SandboxEntry>> sandboxes_;
+  std::map<std::string, std::shared_ptr<UpstreamPool>> pools_;  // by sandbox
   std::list<std::unique_ptr<Live>> live_;
   std::mutex send_mu_;
 };

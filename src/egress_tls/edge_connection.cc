@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cctype>
+#include <functional>
 #include <optional>
 
 #include "proxy/edge_rewrite.h"
@@ -23,6 +24,11 @@ constexpr std::chrono::milliseconds kHandshakeTimeout{10000};
 constexpr std::chrono::milliseconds kHeadTimeout{10000};
 constexpr int kIdleTimeoutMs = 300000;
 constexpr size_t kChunk = 16 * 1024;
+// A body of at most this many bytes is read whole, and searched, before the
+// upstream is contacted: a misplaced placeholder in it reaches nobody, and the
+// request can go on a kept connection (and again on a fresh one if that one
+// turns out closed).
+constexpr size_t kWholeBody = 64 * 1024;
 
 void set_blocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL);
@@ -65,13 +71,23 @@ proxy::EdgeRefusal body_refusal(const std::string& key, std::string_view host) {
                    "is bound to)"};
 }
 
-// The two directions until the upstream ends its response. `first` (the head
-// and the body read so far, swapped) goes first.
-void relay(Side& client, Side& up, std::string_view host, std::string_view first,
-           proxy::EdgeStream& request, proxy::EdgeStream& response, uint64_t max_up, Done& d) {
-  proxy::ResponseHeads heads;
+// How a relay ended.
+enum class Relayed {
+  kDone,   // the response ended by its framing
+  kEnded,  // the upstream closed after answering, or the exchange broke (the sandbox was told)
+  kStale,  // a kept connection failed before any byte of an answer: the request may go again
+};
+
+// One request and its response, until the response ends. `first` (the head
+// and the body read so far, swapped) goes first; with `complete` that is the
+// whole request, and the sandbox is not read any more. `retryable`: `up` is
+// a kept connection, and a failure before the answer says nothing to the
+// sandbox (kStale).
+Relayed relay(Side& client, Side& up, std::string_view host, std::string_view first, bool complete,
+              bool retryable, proxy::EdgeStream& request, proxy::EdgeStream& response,
+              proxy::ResponseHeads& heads, uint64_t max_up, Done& d) {
   std::string error;
-  bool client_done = false, answered = false;
+  bool client_done = complete, answered = false, got_any = false;
   auto to_upstream = [&](std::string_view bytes) {
     if (max_up != 0 && d.bytes_up + bytes.size() > max_up) {
       error = "cut: the sandbox reached its cap of " + std::to_string(max_up) + " bytes sent";
@@ -89,43 +105,52 @@ void relay(Side& client, Side& up, std::string_view host, std::string_view first
     if (end && !stop) stop = request.finish(&out);
     if (!to_upstream(out)) return false;
     if (stop) {
-      const auto& p = request.pattern(*stop);
-      d.key = p.key;
+      const proxy::EdgeRefusal r = body_refusal(request.pattern(*stop).key, host);
       error.clear();
-      // Nothing of the upstream's answer has reached the sandbox: say why.
-      const proxy::EdgeRefusal r = body_refusal(p.key, host);
       if (answered) {
+        d.key = r.key;
         d.reason = r.reason;
+        d.refused = true;
       } else {
         refuse(client, r, d);
       }
-      d.refused = true;
       return false;
     }
     return true;
   };
-  auto to_client = [&](std::string_view chunk, bool end) {
-    std::string swapped, out;
-    response.feed(chunk, &swapped);
-    if (end) response.finish(&swapped);
-    auto r = heads.feed(swapped, &out);
+  // The response so far: heads rewritten, values swapped back, to the sandbox.
+  auto to_client = [&](std::string_view chunk) {
+    std::string framed, out;
+    auto r = heads.feed(chunk, &framed);
     if (!r) {
       error = r.error().to_string();
-      if (!answered)
+      if (!answered) {
         answer(client, 502, "bad response from the upstream: " + error, "upstream_failed", d);
+      }
       answered = true;
       return false;
     }
+    response.feed(framed, &out);
+    if (heads.done()) response.finish(&out);
     if (!out.empty()) answered = true;
     if (!client.write_all(out, &error)) return false;
     d.bytes_down += out.size();
     return true;
   };
-
-  if (!to_upstream(first)) {
+  auto broke = [&] {
     if (d.outcome.empty()) d.outcome = "completed";
     if (!error.empty()) d.error = error;
-    return;
+    return Relayed::kEnded;
+  };
+
+  if (!to_upstream(first)) {
+    if (retryable && d.outcome.empty()) return Relayed::kStale;
+    if (!answered && d.outcome.empty()) {
+      answer(client, 502, "cannot send to " + std::string(host) + ": " + error, "upstream_failed",
+             d);
+      return Relayed::kEnded;
+    }
+    return broke();
   }
   std::array<char, kChunk> buf;
   for (;;) {
@@ -138,7 +163,7 @@ void relay(Side& client, Side& up, std::string_view host, std::string_view first
       if (n <= 0) {
         d.outcome = "idle_timeout";
         d.error = "nothing moved for " + std::to_string(kIdleTimeoutMs) + " ms";
-        return;
+        return Relayed::kEnded;
       }
       read_up = fds[1].revents != 0;
       read_client = !client_done && fds[0].revents != 0;
@@ -147,25 +172,34 @@ void relay(Side& client, Side& up, std::string_view host, std::string_view first
       const ssize_t n = up.read(buf.data(), buf.size(), &error);
       if (n == Side::kAgain) continue;
       if (n <= 0) {
-        const bool sent = to_client({}, /*end=*/true);
-        if (!answered) {
+        if (!got_any && retryable) return Relayed::kStale;
+        if (!got_any) {
           answer(client, 502,
                  "the upstream closed without an answer" +
                      (error.empty() ? std::string() : ": " + error),
                  "upstream_failed", d);
-          return;
+          return Relayed::kEnded;
         }
-        if (sent) client.close_write();
+        // Framed until the upstream closes: this is its end.
+        std::string out;
+        response.finish(&out);
+        if (client.write_all(out, &error)) d.bytes_down += out.size();
+        client.close_write();
         if (n < 0) d.error = error;
         if (d.outcome.empty()) d.outcome = "completed";
         d.status = heads.status();
-        return;
+        return Relayed::kEnded;
       }
-      if (!to_client({buf.data(), static_cast<size_t>(n)}, false)) {
-        if (d.outcome.empty()) d.outcome = "completed";
-        if (!error.empty()) d.error = error;
+      got_any = true;
+      if (!to_client({buf.data(), static_cast<size_t>(n)})) {
         if (heads.status() != 0) d.status = heads.status();
-        return;
+        return broke();
+      }
+      if (heads.done()) {
+        client.close_write();
+        d.status = heads.status();
+        if (d.outcome.empty()) d.outcome = "completed";
+        return Relayed::kDone;
       }
       continue;
     }
@@ -178,15 +212,11 @@ void relay(Side& client, Side& up, std::string_view host, std::string_view first
       if (!from_client({}, /*end=*/true) || n < 0) {
         if (n < 0) d.error = error;
         if (d.outcome.empty()) d.outcome = "completed";
-        return;
+        return Relayed::kEnded;
       }
       continue;
     }
-    if (!from_client({buf.data(), static_cast<size_t>(n)}, false)) {
-      if (d.outcome.empty()) d.outcome = "completed";
-      if (!error.empty()) d.error = error;
-      return;
-    }
+    if (!from_client({buf.data(), static_cast<size_t>(n)}, false)) return broke();
   }
 }
 
@@ -263,10 +293,6 @@ Result<proxy::RequestHead> read_head(Side& client, std::string* rest) {
   }
 }
 
-// A body of at most this many bytes is read whole, and searched, before the
-// upstream is contacted: a misplaced placeholder in it reaches nobody.
-constexpr size_t kWholeBody = 64 * 1024;
-
 // The body's length when its head says it (Content-Length, no Transfer-Encoding).
 std::optional<size_t> content_length(const proxy::RequestHead& head) {
   std::optional<size_t> n;
@@ -279,16 +305,25 @@ std::optional<size_t> content_length(const proxy::RequestHead& head) {
   return n.value_or(0);
 }
 
-// What goes upstream first: the head, then the body read so far, swapped. A
-// small body is read whole first. Empty `refusal` and a value: go on.
-struct FirstBytes {
-  std::string bytes;
-  std::optional<proxy::EdgeRefusal> refusal;
+// What an exchange needs from its kind (gateway, intercept).
+struct ExchangeKind {
+  net::Authority upstream;
+  // The head to send (keep-alive when the whole request is in hand).
+  std::function<proxy::EdgeRequest(bool keep_alive)> rewrite;
+  // What the body is searched for (and swapped).
+  std::function<std::vector<proxy::EdgeStream::Pattern>(const proxy::EdgeRequest&)> body;
+  std::vector<proxy::EdgeStream::Pattern> response;  // values swapped back
 };
-FirstBytes first_bytes(Side& client, const proxy::RequestHead& head, std::string_view rewritten,
-                       std::string rest, proxy::EdgeStream& request, const std::string& host) {
-  FirstBytes out;
+
+// One request from the sandbox to the upstream: read a small body whole,
+// rewrite, search, then send it on a kept connection to the upstream if there
+// is one (again on the fresh one if that turns out closed), else on the
+// fresh one, and keep that connection for the next request if both messages
+// ended by their framing.
+void exchange(const EdgeConnectionInput& in, Side& client, const proxy::RequestHead& head,
+              std::string rest, const ExchangeKind& kind, Done& d, bool* kept_fresh) {
   const auto length = content_length(head);
+  bool complete = false;
   if (length && *length <= kWholeBody) {
     std::array<char, 4096> chunk;
     std::string error;
@@ -297,18 +332,56 @@ FirstBytes first_bytes(Side& client, const proxy::RequestHead& head, std::string
       if (n <= 0) break;
       rest.append(chunk.data(), static_cast<size_t>(n));
     }
-  }
-  out.bytes.assign(rewritten);
-  if (const auto stop = request.feed(rest, &out.bytes)) {
-    out.refusal = body_refusal(request.pattern(*stop).key, host);
-    return out;
-  }
-  if (length && rest.size() >= *length) {
-    if (const auto stop = request.finish(&out.bytes)) {
-      out.refusal = body_refusal(request.pattern(*stop).key, host);
+    if (rest.size() >= *length) {
+      rest.resize(*length);  // the sandbox was told the connection closes: nothing follows
+      complete = true;
     }
   }
-  return out;
+  proxy::EdgeRequest r = kind.rewrite(complete);
+  if (r.bad_request != 0) return answer(client, 400, "bad request: " + r.error, "bad_request", d);
+  if (r.refused) return refuse(client, *r.refused, d);
+  const std::string& host = kind.upstream.host;
+  proxy::EdgeStream request(kind.body(r));
+  std::string first = r.head;
+  auto stop = request.feed(rest, &first);
+  if (!stop && complete) stop = request.finish(&first);
+  if (stop) return refuse(client, body_refusal(request.pattern(*stop).key, host), d);
+  d.substitutions = r.substitutions;
+
+  const std::string key = host + ":" + std::to_string(kind.upstream.port);
+  std::unique_ptr<Side> kept = complete && in.pool ? in.pool->take(key) : nullptr;
+  std::unique_ptr<Side> fresh;
+  for (;;) {
+    Side* up = kept.get();
+    if (up == nullptr) {
+      auto made = in.tls->connect(in.upstream_fd, kind.upstream, kHandshakeTimeout);
+      if (!made) {
+        return answer(client, 502, "cannot reach " + key + " over TLS: " + made.error().to_string(),
+                      "upstream_failed", d);
+      }
+      fresh = std::move(*made);
+      up = fresh.get();
+    }
+    proxy::ResponseHeads heads(head.method == "HEAD");
+    proxy::EdgeStream response(kind.response);
+    const uint64_t sent_before = d.bytes_up;
+    const Relayed how = relay(client, *up, host, first, complete, /*retryable=*/kept != nullptr,
+                              request, response, heads, in.conn.max_up, d);
+    d.restored = response.swapped();
+    d.substitutions = r.substitutions + request.swapped();
+    if (how == Relayed::kStale) {
+      kept.reset();  // closed while it waited: the request goes again, fresh
+      d.bytes_up = sent_before;
+      continue;
+    }
+    const bool was_fresh = kept == nullptr;
+    std::unique_ptr<Side> used = kept ? std::move(kept) : std::move(fresh);
+    if (how == Relayed::kDone && heads.reusable() && complete && in.pool && used->keep()) {
+      in.pool->give(key, std::move(used));
+      *kept_fresh = was_fresh;
+    }
+    return;
+  }
 }
 
 std::vector<net::EdgeCredential> bound_to(const std::vector<net::EdgeCredential>& all,
@@ -320,7 +393,7 @@ std::vector<net::EdgeCredential> bound_to(const std::vector<net::EdgeCredential>
   return out;
 }
 
-void run_gateway(const EdgeConnectionInput& in, Side& client, Done& d) {
+void run_gateway(const EdgeConnectionInput& in, Side& client, Done& d, bool* kept) {
   const auto& creds = in.sandbox->creds;
   const net::EdgeCredential* gw = nullptr;
   for (const auto& c : creds) {
@@ -341,32 +414,22 @@ void run_gateway(const EdgeConnectionInput& in, Side& client, Done& d) {
   if (!target || target->key != gw->key) {
     return answer(client, 400, "bad request: not a gateway URL", "bad_request", d);
   }
-  proxy::EdgeRequest r = proxy::rewrite_gateway_request(*head, *target, *gw, creds);
-  if (r.bad_request != 0) return answer(client, 400, "bad request: " + r.error, "bad_request", d);
-  if (r.refused) return refuse(client, *r.refused, d);
+  ExchangeKind kind;
+  kind.upstream = gw->settings.upstream;
+  kind.rewrite = [&](bool keep_alive) {
+    return proxy::rewrite_gateway_request(*head, *target, *gw, creds, keep_alive);
+  };
   // The body goes only to the credential's own upstream, and may well quote a
   // placeholder (a model's conversation holding a tool's output): it is not
   // searched. The target and the headers were.
-  proxy::EdgeStream request({});
-  FirstBytes first = first_bytes(client, *head, r.head, in.conn.initial.substr(*end), request,
-                                 gw->settings.upstream.host);
-  if (first.refusal) return refuse(client, *first.refusal, d);
-  auto up = in.tls->connect(in.upstream_fd, gw->settings.upstream, kHandshakeTimeout);
-  if (!up) {
-    return answer(client, 502,
-                  "cannot reach " + gw->settings.upstream_url() + ": " + up.error().to_string(),
-                  "upstream_failed", d);
-  }
-  d.substitutions = r.substitutions;
+  kind.body = [](const proxy::EdgeRequest&) { return std::vector<proxy::EdgeStream::Pattern>{}; };
   std::vector<net::EdgeCredential> mine{*gw};
-  proxy::EdgeStream response(proxy::response_patterns(mine));
-  relay(client, **up, gw->settings.upstream.host, first.bytes, request, response, in.conn.max_up,
-        d);
+  kind.response = proxy::response_patterns(mine);
+  exchange(in, client, *head, in.conn.initial.substr(*end), kind, d, kept);
   if (!d.refused) d.reason = "gateway " + gw->key + " to " + gw->settings.upstream_url();
-  d.restored = response.swapped();
 }
 
-void run_intercept(const EdgeConnectionInput& in, Done& d) {
+void run_intercept(const EdgeConnectionInput& in, Done& d, bool* kept) {
   const auto& creds = in.sandbox->creds;
   const net::Authority& target = in.conn.target;
   const auto bound = bound_to(creds, target);
@@ -408,28 +471,23 @@ void run_intercept(const EdgeConnectionInput& in, Done& d) {
   auto head = read_head(c, &rest);
   set_receive_timeout(in.client_fd, std::chrono::milliseconds(0));
   if (!head) return answer(c, 400, "bad request: " + head.error().message, "bad_request", d);
-  proxy::EdgeRequest r = proxy::rewrite_intercepted_request(*head, target, creds);
-  if (r.bad_request != 0) return answer(c, 400, "bad request: " + r.error, "bad_request", d);
-  if (r.refused) return refuse(c, *r.refused, d);
-  proxy::EdgeStream request(proxy::request_body_patterns(creds, r.body_swaps));
-  FirstBytes first = first_bytes(c, *head, r.head, std::move(rest), request, target.host);
-  if (first.refusal) return refuse(c, *first.refusal, d);
-  auto up = in.tls->connect(in.upstream_fd, target, kHandshakeTimeout);
-  if (!up) {
-    return answer(c, 502, "cannot reach " + target.host + " over TLS: " + up.error().to_string(),
-                  "upstream_failed", d);
-  }
-  d.substitutions = r.substitutions;
-  proxy::EdgeStream response(proxy::response_patterns(bound));
-  relay(c, **up, target.host, first.bytes, request, response, in.conn.max_up, d);
-  d.substitutions += request.swapped();
+  ExchangeKind kind;
+  kind.upstream = target;
+  kind.rewrite = [&](bool keep_alive) {
+    return proxy::rewrite_intercepted_request(*head, target, creds, keep_alive);
+  };
+  kind.body = [&](const proxy::EdgeRequest& r) {
+    return proxy::request_body_patterns(creds, r.body_swaps);
+  };
+  kind.response = proxy::response_patterns(bound);
+  exchange(in, c, *head, std::move(rest), kind, d, kept);
   if (!d.refused) d.reason = "proxy delivery to " + target.host;
-  d.restored = response.swapped();
 }
 
 }  // namespace
 
-Done run_edge_connection(const EdgeConnectionInput& in) {
+Done run_edge_connection(const EdgeConnectionInput& in, bool* upstream_kept) {
+  *upstream_kept = false;
   Done d;
   d.id = in.conn.id;
   set_blocking(in.client_fd);
@@ -441,9 +499,9 @@ Done run_edge_connection(const EdgeConnectionInput& in) {
   }
   if (in.conn.kind == ConnKind::kGateway) {
     Side client(in.client_fd);
-    run_gateway(in, client, d);
+    run_gateway(in, client, d, upstream_kept);
   } else {
-    run_intercept(in, d);
+    run_intercept(in, d, upstream_kept);
   }
   if (d.outcome.empty()) d.outcome = "completed";
   return d;

@@ -7,12 +7,14 @@
 //              where their credentials say, and it goes on over verified TLS;
 //              with no credential bound to the target any more, the bytes are
 //              only relayed (the sandbox then speaks TLS to the real host).
-// Either way the request's head is searched for every placeholder of the
-// sandbox (a misplaced one: 403, nothing sent on), and so is an intercepted
-// request's body (a gateway's body goes only to its own upstream and may
-// quote a placeholder: a model's conversation holding a tool's output); the
-// response's heads say `Connection: close`, and a value the upstream sends
-// back reaches the sandbox as its placeholder.
+// A request whose whole body is in hand goes on a connection to the upstream
+// kept from the sandbox's earlier requests when there is one
+// (egress_tls/upstream_pool.h), and its connection is kept in turn when both
+// messages ended by their framing. Either way the request's head is searched for every placeholder
+// of the sandbox (a misplaced one: 403, nothing sent on), and so is an intercepted request's body
+// (a gateway's body goes only to its own upstream and may quote a placeholder: a model's
+// conversation holding a tool's output); the response's heads say `Connection: close`, and a value
+// the upstream sends back reaches the sandbox as its placeholder.
 #pragma once
 
 #include <memory>
@@ -20,6 +22,7 @@
 
 #include "egress_tls/sandbox_ca.h"
 #include "egress_tls/tls_side.h"
+#include "egress_tls/upstream_pool.h"
 #include "net/edge_credential.h"
 #include "proxy/edge_messages.h"
 
@@ -38,8 +41,12 @@ struct EdgeConnectionInput {
   int upstream_fd = -1;                         // borrowed
   std::shared_ptr<const SandboxEntry> sandbox;  // null: the sandbox is unknown here
   TlsContexts* tls = nullptr;
+  std::shared_ptr<UpstreamPool> pool;  // the sandbox's kept upstream connections
 };
 
-proxy::edge::Done run_edge_connection(const EdgeConnectionInput& in);
+// How the connection ended; *upstream_kept says whether the upstream socket it
+// was handed now serves the pool (a duplicate of it: shutting it down would
+// end that connection too).
+proxy::edge::Done run_edge_connection(const EdgeConnectionInput& in, bool* upstream_kept);
 
 }  // namespace rf::egress_tls

@@ -1,5 +1,6 @@
 #include "egress_tls/tls_side.h"
 
+#include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <sys/socket.h>
@@ -135,6 +136,21 @@ BIO* prefix_bio(int fd, std::string_view prefix) {
 
 Side::~Side() {
   if (ssl_ != nullptr) SSL_free(ssl_);
+  if (owns_fd_) ::close(fd_);
+}
+
+bool Side::keep() {
+  if (owns_fd_) return true;
+  const int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) return false;
+  // The TLS state stays; only the socket it reads and writes is the copy.
+  if (ssl_ != nullptr && SSL_set_fd(ssl_, fd) != 1) {
+    ::close(fd);
+    return false;
+  }
+  fd_ = fd;
+  owns_fd_ = true;
+  return true;
 }
 
 ssize_t Side::read(char* buf, size_t n, std::string* error) {

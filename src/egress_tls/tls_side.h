@@ -24,7 +24,7 @@ namespace rf::egress_tls {
 class Side {
  public:
   explicit Side(int fd, SSL* ssl = nullptr) : fd_(fd), ssl_(ssl) {}
-  ~Side();
+  ~Side();  // frees the TLS state; closes the socket only if it owns it (keep())
   Side(const Side&) = delete;
   Side& operator=(const Side&) = delete;
 
@@ -43,11 +43,16 @@ class Side {
   bool write_all(std::string_view data, std::string* error);
   // No more from this side: TLS close_notify, then the socket's write half.
   void close_write();
+  // The side outlives the connection that brought its socket (an upstream
+  // kept for the next request): it takes a duplicate of the socket, which it
+  // owns from now on. False when the socket cannot be duplicated.
+  bool keep();
 
  private:
   int fd_;
   SSL* ssl_;
   bool write_closed_ = false;
+  bool owns_fd_ = false;
 };
 
 class TlsContexts {

@@ -24,6 +24,12 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 bool starts_with_ci(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && lower(s.substr(0, prefix.size())) == prefix;
 }
@@ -225,7 +231,8 @@ std::optional<GatewayTarget> parse_gateway_target(std::string_view target) {
 }
 
 EdgeRequest rewrite_gateway_request(const RequestHead& head, const GatewayTarget& target,
-                                    const EdgeCredential& gw, std::span<const EdgeCredential> all) {
+                                    const EdgeCredential& gw, std::span<const EdgeCredential> all,
+                                    bool keep_alive) {
   if (auto s = check_framing(head); !s) return bad_request(s.error().message);
   const std::string host = authority_text(gw.settings.upstream, 443);
   if (auto r = misplaced_in_names(head, all, host)) return refused(std::move(*r));
@@ -257,13 +264,13 @@ EdgeRequest rewrite_gateway_request(const RequestHead& head, const GatewayTarget
   append_end_to_end_headers(head, o,
                             [&](std::string_view lname) { return lname == gw.settings.header; });
   o.append(header_case(gw.settings.header)).append(": ").append(value).append("\r\n");
-  o.append("Connection: close\r\n\r\n");
+  o.append(keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
   out.substitutions = 1;
   return out;
 }
 
 EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Authority& target,
-                                        std::span<const EdgeCredential> all) {
+                                        std::span<const EdgeCredential> all, bool keep_alive) {
   if (auto s = check_framing(head); !s) return bad_request(s.error().message);
   const std::string host = authority_text(target, 443);
   std::string_view t = head.target;
@@ -358,7 +365,7 @@ EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Auth
   o.append(head.version).append("\r\n");
   o.append("Host: ").append(host).append("\r\n");
   append_end_to_end_headers(swapped, o, {});
-  o.append("Connection: close\r\n\r\n");
+  o.append(keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
   return out;
 }
 
@@ -454,8 +461,12 @@ std::vector<EdgeStream::Pattern> response_patterns(std::span<const EdgeCredentia
 }
 
 Result<bool> ResponseHeads::feed(std::string_view chunk, std::string* out) {
+  if (done_) {
+    if (!chunk.empty()) keep_alive_ = false;  // bytes past the response: dropped
+    return true;
+  }
   if (body_) {
-    out->append(chunk);
+    RF_TRY(take_body(chunk, out));
     return true;
   }
   head_.append(chunk);
@@ -497,16 +508,134 @@ Result<bool> ResponseHeads::feed(std::string_view chunk, std::string* out) {
     }
     out->append("Connection: close\r\n\r\n");
     std::string rest = head_.substr(end + sep);
-    head_.clear();
     if (status >= 100 && status < 200 && status != 101) {
       head_ = std::move(rest);
       continue;
     }
+    start_body(h, status);
+    head_.clear();
     body_ = true;
     status_ = status;
-    out->append(rest);
+    RF_TRY(take_body(rest, out));
     return true;
   }
+}
+
+void ResponseHeads::start_body(std::string_view head, int status) {
+  // HTTP/1.0 closes unless it says keep-alive; 1.1 keeps unless it says close.
+  keep_alive_ = head.substr(0, 8) != "HTTP/1.0";
+  std::optional<uint64_t> length;
+  bool chunked = false, coded = false;
+  size_t line = head.find('\n');
+  while (line != std::string_view::npos && line + 1 < head.size()) {
+    size_t nl = head.find('\n', line + 1);
+    std::string_view l =
+        head.substr(line + 1, (nl == std::string_view::npos ? head.size() : nl) - line - 1);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    const size_t colon = l.find(':');
+    line = nl;
+    if (colon == std::string_view::npos) continue;
+    const std::string name = lower(l.substr(0, colon));
+    const std::string value = lower(trim(l.substr(colon + 1)));
+    if (name == "content-length") {
+      const bool digits =
+          !value.empty() && value.size() <= 18 &&
+          std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!digits || (length && *length != std::stoull(value))) {
+        keep_alive_ = false;  // unreadable framing: until the upstream closes
+        coded = true;
+        continue;
+      }
+      length = std::stoull(value);
+    } else if (name == "transfer-encoding") {
+      coded = true;
+      const size_t last = value.rfind(',');
+      chunked = trim(last == std::string::npos ? value : value.substr(last + 1)) == "chunked";
+    } else if (name == "connection") {
+      if (value.find("close") != std::string::npos) keep_alive_ = false;
+      if (value.find("keep-alive") != std::string::npos && head.substr(0, 8) == "HTTP/1.0") {
+        keep_alive_ = true;
+      }
+    }
+  }
+  if (head_request_ || status == 204 || status == 304) {
+    framing_ = Framing::kNone;
+  } else if (status == 101) {
+    framing_ = Framing::kUntilClose;
+    keep_alive_ = false;
+  } else if (chunked) {
+    framing_ = Framing::kChunked;
+  } else if (coded) {
+    framing_ = Framing::kUntilClose;
+    keep_alive_ = false;
+  } else if (length) {
+    framing_ = Framing::kLength;
+    left_ = *length;
+  } else {
+    framing_ = Framing::kUntilClose;
+    keep_alive_ = false;
+  }
+  done_ = framing_ == Framing::kNone || (framing_ == Framing::kLength && left_ == 0);
+}
+
+Status ResponseHeads::take_body(std::string_view chunk, std::string* out) {
+  constexpr size_t kMaxLine = 4096;
+  size_t used = 0;
+  switch (framing_) {
+    case Framing::kNone:
+      break;
+    case Framing::kUntilClose:
+      used = chunk.size();
+      break;
+    case Framing::kLength:
+      used = static_cast<size_t>(std::min<uint64_t>(left_, chunk.size()));
+      left_ -= used;
+      done_ = left_ == 0;
+      break;
+    case Framing::kChunked:
+      while (used < chunk.size() && !done_) {
+        if (chunk_ == Chunk::kData) {
+          const size_t n = static_cast<size_t>(std::min<uint64_t>(left_, chunk.size() - used));
+          used += n;
+          left_ -= n;
+          if (left_ == 0) chunk_ = Chunk::kDataEnd;
+          continue;
+        }
+        const char c = chunk[used++];
+        if (c != '\n') {
+          if (line_.size() == kMaxLine) return make_error("response", "a chunk line over 4 KiB");
+          line_ += c;
+          continue;
+        }
+        std::string_view l = line_;
+        if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+        if (chunk_ == Chunk::kDataEnd) {
+          if (!l.empty()) return make_error("response", "chunk data not followed by CRLF");
+          chunk_ = Chunk::kSize;
+        } else if (chunk_ == Chunk::kSize) {
+          const std::string_view size = trim(l.substr(0, l.find(';')));
+          uint64_t n = 0;
+          if (size.empty() || size.size() > 15) return make_error("response", "a bad chunk size");
+          for (char d : size) {
+            const int v = d >= '0' && d <= '9'   ? d - '0'
+                          : d >= 'a' && d <= 'f' ? d - 'a' + 10
+                          : d >= 'A' && d <= 'F' ? d - 'A' + 10
+                                                 : -1;
+            if (v < 0) return make_error("response", "a bad chunk size");
+            n = n * 16 + static_cast<uint64_t>(v);
+          }
+          left_ = n;
+          chunk_ = n == 0 ? Chunk::kTrailer : Chunk::kData;
+        } else if (l.empty()) {  // the blank line after the trailers
+          done_ = true;
+        }
+        line_.clear();
+      }
+      break;
+  }
+  out->append(chunk.substr(0, used));
+  if (used < chunk.size()) keep_alive_ = false;  // bytes past the response: dropped
+  return ok_status();
 }
 
 }  // namespace rf::proxy

@@ -52,17 +52,20 @@ std::optional<GatewayTarget> parse_gateway_target(std::string_view target);
 
 // The head for `gw`'s upstream: the target under its base path, Host the
 // upstream, the gateway's header set to the real value (whatever the client
-// sent there), hop-by-hop headers dropped, `Connection: close`.
+// sent there), hop-by-hop headers dropped, `Connection: close` (or
+// keep-alive, for a connection the edge keeps for the sandbox's next request).
 EdgeRequest rewrite_gateway_request(const RequestHead& head, const GatewayTarget& target,
                                     const net::EdgeCredential& gw,
-                                    std::span<const net::EdgeCredential> all);
+                                    std::span<const net::EdgeCredential> all,
+                                    bool keep_alive = false);
 
 // A request read inside TLS terminated for `target` (a host bound to at least
 // one proxy-delivered credential). The target must be origin form (or https://
 // with the same authority); Host must name `target`. Each bound credential's
 // placeholder is swapped in the places it names.
 EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Authority& target,
-                                        std::span<const net::EdgeCredential> all);
+                                        std::span<const net::EdgeCredential> all,
+                                        bool keep_alive = false);
 
 // A plain request the proxy forwards as it is (absolute-form HTTP): any
 // placeholder in its head refuses it (the edge swaps only inside TLS to bound
@@ -111,22 +114,44 @@ std::vector<EdgeStream::Pattern> request_body_patterns(
     const std::vector<std::pair<std::string, std::string>>& swaps);
 std::vector<EdgeStream::Pattern> response_patterns(std::span<const net::EdgeCredential> bound);
 
-// Response heads on their way to the sandbox: each head (1xx ones, then the
-// final one) gets `Connection: close` in place of its Connection and
-// Keep-Alive headers; the bytes after the final head pass as they are.
+// A response on its way to the sandbox: each head (1xx ones, then the final
+// one) gets `Connection: close` in place of its Connection and Keep-Alive
+// headers (the sandbox's connection ends with the response); the body passes
+// as it is, and its framing (Content-Length, chunked, none for HEAD, 204 and
+// 304, or until the upstream closes) says where the response ends, so the
+// upstream's connection can serve the sandbox's next request.
 class ResponseHeads {
  public:
+  // `head_request`: the request was HEAD (its answer has no body).
+  explicit ResponseHeads(bool head_request = false) : head_request_(head_request) {}
   // Appends to *out what may go on now; true once the final head went out.
   // An error when a head is not HTTP/1.x or larger than 64 KiB (nothing of
-  // it was appended).
+  // it was appended), or the chunked framing is broken. Bytes past the end of
+  // the response are dropped (and the connection is not reused).
   Result<bool> feed(std::string_view chunk, std::string* out);
   bool in_body() const { return body_; }
   int status() const { return status_; }  // the final head's, once it went out
+  // The response ended by its framing (not by the upstream closing).
+  bool done() const { return done_; }
+  // Done, and the upstream's connection may carry another request.
+  bool reusable() const { return done_ && keep_alive_; }
 
  private:
+  enum class Framing { kNone, kLength, kChunked, kUntilClose };
+  enum class Chunk { kSize, kData, kDataEnd, kTrailer };
+  void start_body(std::string_view head, int status);
+  Status take_body(std::string_view chunk, std::string* out);
+
+  const bool head_request_;
   std::string head_;
   bool body_ = false;
+  bool done_ = false;
+  bool keep_alive_ = true;
   int status_ = 0;
+  Framing framing_ = Framing::kUntilClose;
+  uint64_t left_ = 0;  // kLength: body bytes; kChunked kData: the chunk's
+  Chunk chunk_ = Chunk::kSize;
+  std::string line_;  // kChunked: the size or trailer line so far
 };
 
 }  // namespace rf::proxy

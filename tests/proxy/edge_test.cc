@@ -175,7 +175,8 @@ TEST_F(EdgeTest, TheGatewaySendsTheRealHeaderOverVerifiedTlsAndTheAnswerHoldsOnl
   EXPECT_EQ(got[0]["path"], "/base/models?limit=2");
   EXPECT_EQ(header(got[0], "x-api-key"), kGatewayValue);
   EXPECT_EQ(header(got[0], "host"), "origin.test:" + P(port_));
-  EXPECT_EQ(header(got[0], "connection"), "close");
+  // The whole request was in hand: the upstream's connection may serve the next.
+  EXPECT_EQ(header(got[0], "connection"), "keep-alive");
   ASSERT_TRUE(events_.wait_for(1));
   const ConnectionEvent e = events_.last();
   EXPECT_EQ(e.credential, "API_KEY");
@@ -191,6 +192,41 @@ TEST_F(EdgeTest, TheGatewaySendsTheRealHeaderOverVerifiedTlsAndTheAnswerHoldsOnl
   EXPECT_EQ(heard[0].key, "API_KEY");
   EXPECT_EQ(heard[0].secret, "acme-api");
   EXPECT_FALSE(heard[0].refused);
+}
+
+// A sandbox's next request to the same upstream goes on the connection the
+// last one left open (no TCP or TLS handshake); one whose upstream closed it
+// meanwhile goes on a fresh one, unnoticed by the sandbox.
+TEST_F(EdgeTest, ASandboxesNextRequestsReuseItsUpstreamConnection) {
+  auto gw = gateway("upstream=https://origin.test:" + P(port_) + ",header=x-api-key");
+  bind({gw, proxied("host=origin.test:" + P(port_))});
+  const std::string get = "GET /.rf/gw/API_KEY/n HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(parse_answer(roundtrip(sock_, get)).status, 200) << i;
+  // A POST with a body, and curl through the proxy delivery, on it too.
+  const HttpAnswer post = parse_answer(roundtrip(
+      sock_, "POST /.rf/gw/API_KEY/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"));
+  EXPECT_EQ(post.status, 200);
+  EXPECT_EQ(post.body, "hello");
+  RunResult r = curl({"https://origin.test:" + P(port_) + "/c"});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const auto got = received();
+  ASSERT_EQ(got.size(), 5u);
+  for (const auto& g : got) EXPECT_EQ(g["peer"], got[0]["peer"]) << g.dump();
+  // The upstream closes the connection after an answer that did not say so:
+  // the next request still gets its answer, on a new connection, kept in turn.
+  const auto go = [&](const std::string& path) {
+    return parse_answer(
+        roundtrip(sock_, "GET /.rf/gw/API_KEY" + path + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+  };
+  EXPECT_EQ(go("/drop").status, 200);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(go("/after").status, 200);
+  EXPECT_EQ(go("/again").status, 200);
+  const auto all = received();
+  ASSERT_EQ(all.size(), 8u);
+  EXPECT_EQ(all[5]["peer"], got[0]["peer"]);
+  EXPECT_NE(all[6]["peer"], got[0]["peer"]);
+  EXPECT_EQ(all[7]["peer"], all[6]["peer"]);
 }
 
 TEST_F(EdgeTest, TheGatewayStreamsServerSentEventsAsTheyArrive) {

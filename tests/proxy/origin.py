@@ -5,13 +5,15 @@ Prints "port N" once it listens. With --cert and --key it speaks HTTPS.
   GET  /sse?n=N&gap_ms=G   N server-sent events ("data: i"), G ms apart, then
                            the connection closes
   GET  /header?name=X      the value of request header X, as the body
+  GET  /drop               an answer, then the connection closes unannounced
   GET  anything else       200, a body that echoes the request line and the
                            headers as received, one per line
   POST /echo               the request body, as the body
   POST anything else       reads the body (Content-Length) and answers
                            "got N bytes"
 With --record FILE every request is appended to FILE as one JSON line:
-{"method", "path", "headers": [[name, value], ...], "body"}. With --port-file
+{"peer" (the client's port), "method", "path", "headers": [[name, value], ...],
+"body"}. With --port-file
 FILE the port is also written there.
 """
 import argparse
@@ -36,6 +38,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not RECORD["path"]:
             return
         entry = {
+            "peer": self.client_address[1],  # the client's port: one per connection
             "method": self.command,
             "path": self.path,
             "headers": [[k, v] for k, v in self.headers.items()],
@@ -80,6 +83,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.flush()
                 if i + 1 < n:
                     time.sleep(gap)
+            self.close_connection = True
+            return
+        if url.path == "/drop":
+            # Answered as if the connection stayed, then closed: what an
+            # upstream dropping idle connections looks like to its client.
+            self.reply("dropping\n")
             self.close_connection = True
             return
         if url.path == "/header":
