@@ -234,8 +234,12 @@ StepOutcome llm_step(const WorkflowServices& s, const StepRequest& r) {
                                  r.step->identity->user.empty() ? r.user : r.step->identity->user};
       auto p = s.identity->resolve_for_worker(IdentityUse{0, r.project, r.run_id, scope});
       if (!p) return StepOutcome::failed(ErrorKind::kIdentity, p.error().to_string());
-      auto it = p->resolved.env.find(m.key_env);
-      if (it == p->resolved.env.end()) {
+      // The worker's own request, in no sandbox: a gateway or proxy entry's
+      // real value, not the placeholder a sandbox would get.
+      const auto& values =
+          p->resolved.edge.count(m.key_env) != 0 ? p->resolved.edge : p->resolved.env;
+      auto it = values.find(m.key_env);
+      if (it == values.end()) {
         return StepOutcome::failed(ErrorKind::kIdentity,
                                    "model.key_env " + m.key_env + " is not in the step's identity");
       }

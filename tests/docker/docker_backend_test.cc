@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -17,7 +19,10 @@
 #include "docker_api/docker_host.h"
 #include "host/uid_slots.h"
 #include "integration/harness.h"
+#include "net/edge_credential.h"
+#include "net/resolve_override.h"
 #include "support/docker_daemon.h"
+#include "support/fixture_process.h"
 #include "worker/worker.h"
 
 namespace rf::testing {
@@ -144,6 +149,98 @@ TEST_F(DockerBackendTest, RfCredAsksTheHostThroughTheContainersRunner) {
   ASSERT_TRUE(hb.ok()) << hb.error().to_string();
   EXPECT_FALSE((*hb)->takes_credential_requests());
   ASSERT_TRUE((*hb)->destroy().ok());
+}
+
+// The gateway and proxy deliveries on docker (issue 13): the container's
+// runner bridges to the same egress proxy; a gateway request from busybox
+// wget (which sends it through http_proxy, in absolute form) reaches the
+// HTTPS origin with the value; a container made with tls_intercept has its
+// CA added to the bundle bound over the image's.
+TEST_F(DockerBackendTest, GatewayAndProxyDeliveriesWorkInContainers) {
+  char tmpl[] = "/tmp/rf-docker-edge-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ASSERT_EQ(std::system(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+                         "-nodes -keyout " +
+                         dir + "/key.pem -out " + dir +
+                         "/cert.pem -days 2 -subj /CN=origin.test -addext "
+                         "subjectAltName=DNS:origin.test 2>/dev/null")
+                            .c_str()),
+            0);
+  FixtureProcess origin;
+  origin.start(
+      {"/usr/bin/python3", RF_PROXY_ORIGIN_PY, "--cert", dir + "/cert.pem", "--key",
+       dir + "/key.pem", "--record", dir + "/requests.jsonl", "--port-file", dir + "/port"},
+      dir + "/port", dir + "/origin.log");
+  const std::string port = std::to_string(origin.port());
+  docker::DockerOptions o;
+  o.host_url = test_daemon().unix_host();
+  o.runner_path = RF_RUNNER_PATH;
+  o.allow_pull = false;
+  o.egress.socket_dir = dir + "/egress";
+  o.egress.resolve = *net::parse_resolve_override("origin.test=127.0.0.1");
+  o.egress.edge.helper = RF_EGRESS_TLS_PATH;
+  o.egress.edge.ca_file = dir + "/cert.pem";
+  auto b = docker::make_docker_backend(o);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  SandboxSpec s = spec();
+  s.network = NetworkPolicy::kProxy;
+  s.allow = {"origin.test:" + port, "127.0.0.1/32"};
+  s.tls_intercept = true;
+  auto sb = (*b)->create(s);
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  net::EdgeCredential gw;
+  gw.key = "API_KEY";
+  gw.secret = "docker-api";
+  gw.settings = *net::parse_edge_options(
+      net::EdgeDelivery::kGateway, "upstream=https://origin.test:" + port + ",header=x-api-key");
+  gw.value = "sk-docker-0123456789abcdefghij";
+  gw.placeholder = *net::make_placeholder(gw.value.size());
+  std::vector<net::EdgeEvent> heard;
+  std::mutex mu;
+  ASSERT_TRUE((*sb)
+                  ->bind_edge_credentials({gw},
+                                          [&](const net::EdgeEvent& e) {
+                                            std::lock_guard lock(mu);
+                                            heard.push_back(e);
+                                          })
+                  .ok());
+  ExecCall c;
+  c.env["API_KEY"] = gw.placeholder;
+  Out r = SandboxTest::run(
+      **sb,
+      {"/bin/sh", "-c",
+       "wget -q -O- --header \"x-api-key: $API_KEY\" http://127.0.0.1:3128/.rf/gw/API_KEY/d; "
+       "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt; "
+       "echo \"$SSL_CERT_FILE $NODE_EXTRA_CA_CERTS\""},
+      c);
+  EXPECT_EQ(r.result.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("GET /d HTTP/1.1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("X-Api-Key: " + gw.placeholder), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(gw.value), std::string::npos) << r.out;
+  // The host's bundle and the sandbox's CA, as the variables say.
+  std::ifstream host_bundle("/etc/ssl/certs/ca-certificates.crt");
+  std::string line;
+  int host_certs = 0;
+  while (std::getline(host_bundle, line)) host_certs += line == "-----BEGIN CERTIFICATE-----";
+  EXPECT_NE(r.out.find(std::to_string(host_certs + 1) + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt"),
+            std::string::npos)
+      << r.out;
+  std::ifstream rec(dir + "/requests.jsonl");
+  std::getline(rec, line);
+  EXPECT_NE(line.find(gw.value), std::string::npos) << line;
+  ASSERT_TRUE((*sb)->destroy().ok());
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(heard.size(), 1u);
+    EXPECT_EQ(heard[0].key, "API_KEY");
+    EXPECT_EQ(heard[0].status, 200);
+  }
+  // Destroyed: its trust file went with it.
+  EXPECT_FALSE(std::filesystem::exists(dir + "/egress/" + (*sb)->id() + ".trust.pem"));
+  origin.stop();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(DockerBackendTest, ContainersCarryLabelsAndDestroyRemovesThem) {

@@ -513,9 +513,34 @@ INSTANTIATE_TEST_SUITE_P(
         SyscallCase{"socket_packet", "errno EPERM"}),
     [](const auto& info) { return std::string(info.param.verb); });
 
+// The signal that ends `rf-testprog syscall i386` run on the host itself,
+// outside any sandbox: 0 when the 32-bit entry point answered. A kernel
+// without IA32 emulation (CONFIG_IA32_EMULATION off, or ia32_emulation=0, as
+// on some VM kernels) has no such entry point: int 0x80 is a SIGSEGV there.
+int host_i386_signal() {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(RF_TESTPROG_PATH, RF_TESTPROG_PATH, "syscall", "i386", nullptr);
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
 TEST_F(Attack, I386EntryPointKillsWithSigsys) {
   Out r;
   t({"syscall", "i386"}, &r);
+  if (host_i386_signal() == SIGSEGV) {
+    // No 32-bit entry point on this kernel: nothing to filter, and nothing
+    // gets through either (the host's own process dies the same way).
+    EXPECT_EQ(r.result.signal, SIGSEGV);
+    EXPECT_EQ(r.result.exit_code, 128 + SIGSEGV);
+    return;
+  }
   EXPECT_EQ(r.result.signal, SIGSYS);
   EXPECT_EQ(r.result.exit_code, 128 + SIGSYS);
 }

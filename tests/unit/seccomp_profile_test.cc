@@ -557,7 +557,15 @@ TEST(SeccompEnforcement, SyslogIsRefused) {
 }
 
 TEST(SeccompEnforcement, I386EntryPointKillsTheProcess) {
-  if (unconfined(i386_getpid) != reported(0)) RF_SKIP() << "kernel has no i386 entry point";
+  const auto bare = unconfined(i386_getpid);
+  if (bare == killed_by(SIGSEGV)) {
+    // No 32-bit entry point on this kernel (no IA32 emulation, as on some VM
+    // kernels): int 0x80 faults with or without the filter, and no syscall
+    // is reached either way. Not a skip: CI runs on such kernels.
+    EXPECT_EQ(confined(i386_getpid), killed_by(SIGSEGV));
+    return;
+  }
+  ASSERT_EQ(bare, reported(0));
   EXPECT_EQ(confined(i386_getpid), killed_by(SIGSYS));
 }
 

@@ -468,6 +468,61 @@ steps:
   EXPECT_EQ(slurp(worker::store_path(state_)).find(key), std::string::npos);
 }
 
+// git over HTTPS through the gateway (issue 13): the profile's github preset
+// points git at the gateway for the upstream (url.<gateway>.insteadOf, from
+// the environment), and the gateway adds the token as basic auth; the step's
+// sandbox held a placeholder only. A clone and a push to the test git server
+// (https, a test certificate the worker trusts), which insists on the token.
+TEST_F(AgentTest, GitClonesAndPushesThroughTheGatewayWithoutTheTokenInTheSandbox) {
+  const std::string cert = dir_ + "/git-cert.pem", key_pem = dir_ + "/git-key.pem";
+  ASSERT_EQ(
+      run_capture({"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                   "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key_pem, "-out", cert,
+                   "-days", "2", "-subj", "/CN=git.test", "-addext", "subjectAltName=DNS:git.test"},
+                  {})
+          .status,
+      0);
+  const std::string token = random_token("ghp_");
+  start_git(token, {"--tls-cert", cert, "--tls-key", key_pem});
+  const std::string upstream = "https://git.test:" + std::to_string(git_.port());
+  std::string out, err;
+  ASSERT_EQ(run({"secret", "set", "acme-github"}, &out, &err, token), 0) << err;
+  ASSERT_EQ(run({"identity", "profile", "set", "site", "--level", "workflow", "--workflow", "site",
+                 "GITHUB_TOKEN=gateway:acme-github,preset=github,upstream=" + upstream},
+                &out, &err),
+            0)
+      << err;
+  start_worker({"--proxy-resolve", "git.test=127.0.0.1", "--egress-ca-file", cert});
+  const std::string wf = file(
+      "git-gw.yaml",
+      R"(name: site
+steps:
+  - id: push
+    mode: identity_scoped
+    identity: {workflow: site}
+    sandbox: {network: {allow: ["git.test:)" +
+          std::to_string(git_.port()) +
+          R"(", "127.0.0.1/32"]}}
+    run: 'cd /tmp && git clone -q )" +
+          upstream +
+          R"(/site.git c 2>/dev/null && cd c && git config user.email a@b.c && git config user.name a && echo hi > f && git add f && git commit -qm gateway && git push -q origin HEAD:main 2>&1 && echo pushed && env | grep -c "^GITHUB_TOKEN=rfph_"'
+)");
+  ASSERT_EQ(
+      run({"workflow", "run", wf, "--project", "acme", "--run-id", "gp", "--follow"}, &out, &err),
+      0)
+      << out << err << slurp(dir_ + "/git.log");
+  const json r = show("gp");
+  EXPECT_EQ(step(r, "push")["outputs"]["stdout"], "pushed\n1\n") << r.dump();
+  EXPECT_EQ(git("show main:f"), "hi\n");
+  EXPECT_EQ(git("log -1 --format=%s main"), "gateway\n");
+  // The server saw the token on every request (it refuses any other).
+  EXPECT_NE(slurp(dir_ + "/git.log").find("git-receive-pack"), std::string::npos);
+  EXPECT_EQ(r.dump().find(token), std::string::npos);
+  EXPECT_EQ(r.dump().find("[REDACTED"), std::string::npos);
+  stop_workers();
+  EXPECT_EQ(slurp(worker::store_path(state_)).find(token), std::string::npos);
+}
+
 TEST_F(AgentTest, ClaudeCodeAsksForACredentialAndThePolicyAnswers) {
   start_model(R"({"turns": [
   {"tool": {"name": "Bash", "input": {"command": "if v=$(rf-cred get GITHUB_TOKEN --scope \"$SCOPE\" --reason 'push the site'); then printf %s \"$v\" | sha256sum | cut -c1-64 | sed s/^/sha:/; fi", "description": "ask for the token"}}},

@@ -196,12 +196,24 @@ class WorkflowTest : public ::testing::Test {
   }
 
   // The git server with one repository, site.git, behind `token`.
-  void start_git(const std::string& token) {
+  void start_git(const std::string& token, const std::vector<std::string>& extra = {}) {
     std::filesystem::create_directories(dir_ + "/git");
-    git_.start({"/usr/bin/python3", RF_GIT_SERVER_PY, "--root", dir_ + "/git", "--port", "0",
-                "--port-file", dir_ + "/git-port", "--token", token, "--log", dir_ + "/git.log",
-                "--init", "site"},
-               dir_ + "/git-port", dir_ + "/git-server.log");
+    std::vector<std::string> argv = {"/usr/bin/python3",
+                                     RF_GIT_SERVER_PY,
+                                     "--root",
+                                     dir_ + "/git",
+                                     "--port",
+                                     "0",
+                                     "--port-file",
+                                     dir_ + "/git-port",
+                                     "--token",
+                                     token,
+                                     "--log",
+                                     dir_ + "/git.log",
+                                     "--init",
+                                     "site"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    git_.start(argv, dir_ + "/git-port", dir_ + "/git-server.log");
   }
 
   std::string dir_, state_;
