@@ -44,6 +44,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -74,8 +76,9 @@ int run(const std::string& cmd) { return std::system(cmd.c_str()); }
 class Origin {
  public:
   // `keep_alive`: requests on one connection until the client closes it, as
-  // an API's servers do; false: every connection closes after its answer.
-  Origin(const std::string& cert, const std::string& key, bool keep_alive = true, int threads = 4)
+  // an API's servers do; false: every connection closes after its answer. A
+  // thread per connection, as many as clients keep open.
+  Origin(const std::string& cert, const std::string& key, bool keep_alive = true)
       : keep_alive_(keep_alive) {
     ctx_ = SSL_CTX_new(TLS_server_method());
     if (SSL_CTX_use_certificate_chain_file(ctx_, cert.c_str()) != 1 ||
@@ -94,64 +97,76 @@ class Origin {
     socklen_t len = sizeof a;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { serve(); });
+    acceptor_ = std::thread([this] { accept_loop(); });
   }
   ~Origin() {
     stop_ = true;
     ::shutdown(fd_, SHUT_RDWR);
-    for (auto& t : threads_) t.join();
+    acceptor_.join();
+    {
+      std::lock_guard lock(mu_);
+      for (int c : open_) ::shutdown(c, SHUT_RDWR);
+    }
+    for (auto& t : served_) t.join();
     ::close(fd_);
     SSL_CTX_free(ctx_);
   }
   uint16_t port() const { return port_; }
 
  private:
-  void serve() {
+  void accept_loop() {
     while (!stop_) {
       const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (c < 0) continue;
-      int one = 1;
-      ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      SSL* ssl = SSL_new(ctx_);
-      SSL_set_fd(ssl, c);
-      if (SSL_accept(ssl) == 1) {
-        // Requests on the connection until the client closes or asks to, as
-        // an API's servers keep connections alive.
-        std::string buf;
-        char chunk[4096];
-        for (bool open = true; open;) {
-          size_t end;
-          while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
-            const int n = SSL_read(ssl, chunk, sizeof chunk);
-            if (n <= 0) {
-              open = false;
-              break;
-            }
-            buf.append(chunk, static_cast<size_t>(n));
-          }
-          if (!open) break;
-          std::string head = buf.substr(0, end);
-          buf.erase(0, end + 4);
-          for (char& ch : head)
-            ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-          open = keep_alive_ && head.find("connection: close") == std::string::npos;
-          const std::string answer = std::string("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n") +
-                                     (open ? "" : "Connection: close\r\n") + "\r\nok";
-          SSL_write(ssl, answer.data(), static_cast<int>(answer.size()));
-        }
-        SSL_shutdown(ssl);
-      }
-      ERR_clear_error();
-      SSL_free(ssl);
-      ::close(c);
+      std::lock_guard lock(mu_);
+      open_.insert(c);
+      served_.emplace_back([this, c] { serve(c); });
     }
+  }
+  void serve(int c) {
+    int one = 1;
+    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    SSL* ssl = SSL_new(ctx_);
+    SSL_set_fd(ssl, c);
+    if (SSL_accept(ssl) == 1) {
+      std::string buf;
+      char chunk[4096];
+      for (bool open = true; open;) {
+        size_t end;
+        while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
+          const int n = SSL_read(ssl, chunk, sizeof chunk);
+          if (n <= 0) {
+            open = false;
+            break;
+          }
+          buf.append(chunk, static_cast<size_t>(n));
+        }
+        if (!open) break;
+        std::string head = buf.substr(0, end);
+        buf.erase(0, end + 4);
+        for (char& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        open = keep_alive_ && head.find("connection: close") == std::string::npos;
+        const std::string answer = std::string("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n") +
+                                   (open ? "" : "Connection: close\r\n") + "\r\nok";
+        SSL_write(ssl, answer.data(), static_cast<int>(answer.size()));
+      }
+      SSL_shutdown(ssl);
+    }
+    ERR_clear_error();
+    SSL_free(ssl);
+    std::lock_guard lock(mu_);
+    open_.erase(c);
+    ::close(c);
   }
   const bool keep_alive_;
   SSL_CTX* ctx_;
   int fd_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
-  std::vector<std::thread> threads_;
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::set<int> open_;
+  std::vector<std::thread> served_;
 };
 
 int unix_connect(const std::string& path) {
