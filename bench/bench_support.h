@@ -2,16 +2,71 @@
 // percentiles of a list of samples.
 #pragma once
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sandbox/sandbox.h"
 
+extern char** environ;
+
 namespace rf::bench {
+
+// Runs `cli` with `args` to its end, `in` on its stdin; its exit status (-1
+// when it could not start or was killed), its stdout in *out.
+inline int run_cli(const std::string& cli, const std::vector<std::string>& args, std::string* out,
+                   const std::string& in = "") {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("rf-bench-io-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string in_path = dir + "/in", out_path = dir + "/out";
+  std::ofstream(in_path) << in;
+  std::vector<char*> argv{const_cast<char*>(cli.c_str())};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, in_path.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  if (out) {
+    std::ifstream f(out_path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    *out = ss.str();
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// Starts `argv` in the background (a worker): stdout to /dev/null, stderr to
+// `log`. Its pid, or -1.
+inline pid_t start_background(const std::vector<std::string>& argv, const std::string& log) {
+  std::vector<char*> v;
+  for (const auto& a : argv) v.push_back(const_cast<char*>(a.c_str()));
+  v.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, v[0], &fa, nullptr, v.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
 
 struct NullSink : rf::OutputSink {
   void on_stdout(std::string_view) override {}

@@ -42,18 +42,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include <string>
 #include <mutex>
 #include <set>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_support.h"
 #include "net/edge_credential.h"
 #include "proxy/egress_proxy.h"
-
-extern char** environ;
 
 using namespace rf;
 using Clock = std::chrono::steady_clock;
@@ -355,30 +353,7 @@ int per_request(const std::string& dir, int n, bool keep_alive) {
 // ---- 2. Revocation through a real worker
 
 int run_cli(const std::vector<std::string>& args, std::string* out, const std::string& in = "") {
-  const std::string dir = std::filesystem::temp_directory_path() / "rf-edge-bench-io";
-  std::filesystem::create_directories(dir);
-  const std::string in_path = dir + "/in", out_path = dir + "/out";
-  std::ofstream(in_path) << in;
-  std::vector<char*> argv;
-  std::string cli = RF_CLI_PATH;
-  argv.push_back(cli.data());
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, in_path.c_str(), O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  std::ifstream f(out_path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (out) *out = ss.str();
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return bench::run_cli(RF_CLI_PATH, args, out, in);
 }
 
 double now_s() {
@@ -417,17 +392,8 @@ int revocation(const std::string& dir, int repeat) {
               &out) != 0) {
     die("setting up the secret and profile failed");
   }
-  std::vector<char*> wv;
-  for (auto& a : wargs) wv.push_back(a.data());
-  wv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, (dir + "/worker.log").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t worker = 0;
-  if (posix_spawn(&worker, wv[0], &fa, nullptr, wv.data(), environ) != 0) die("worker");
-  posix_spawn_file_actions_destroy(&fa);
+  const pid_t worker = bench::start_background(wargs, dir + "/worker.log");
+  if (worker < 0) die("worker");
   std::vector<double> latencies;
   for (int r = 0; r < repeat; ++r) {
     if (run_cli({"secret", "set", "bench-key", "--state-dir", state}, &out,

@@ -26,8 +26,6 @@
 #include "bench_support.h"
 #include "identity/jit_policy.h"
 
-extern char** environ;
-
 using namespace rf;
 using Clock = std::chrono::steady_clock;
 
@@ -37,34 +35,8 @@ void row(const char* what, const bench::Stats& s) {
   std::printf("  %-62s p50 %9.3f us  p99 %9.3f us  mean %9.3f us\n", what, s.p50, s.p99, s.mean);
 }
 
-// Runs the CLI to its end; returns its exit status, stdout in *out.
 int run_cli(const std::vector<std::string>& args, std::string* out, const std::string& in = "") {
-  const std::string dir = std::filesystem::temp_directory_path() / "rf-jit-bench-io";
-  std::filesystem::create_directories(dir);
-  const std::string in_path = dir + "/in", out_path = dir + "/out";
-  std::ofstream(in_path) << in;
-  std::vector<char*> argv;
-  std::string cli = RF_CLI_PATH;
-  argv.push_back(cli.data());
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, in_path.c_str(), O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  if (out) {
-    std::ifstream f(out_path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    *out = ss.str();
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return bench::run_cli(RF_CLI_PATH, args, out, in);
 }
 
 // "START END" lines of $EPOCHREALTIME pairs -> microseconds each.
@@ -133,17 +105,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> wargs = {RF_CLI_PATH,   "worker",       "start",
                                     "--state-dir", state,          "--sandbox-mode",
                                     "per_run",     "--jit-policy", dir + "/jit.yaml"};
-  std::vector<char*> wv;
-  for (auto& a : wargs) wv.push_back(a.data());
-  wv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, (dir + "/worker.log").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t worker = 0;
-  if (posix_spawn(&worker, wv[0], &fa, nullptr, wv.data(), environ) != 0) return 1;
-  posix_spawn_file_actions_destroy(&fa);
+  const pid_t worker = bench::start_background(wargs, dir + "/worker.log");
+  if (worker < 0) return 1;
   const std::string loop =
       "for i in $(seq " + std::to_string(n) +
       "); do s=$EPOCHREALTIME; CMD >/dev/null || exit 9; e=$EPOCHREALTIME; echo $s $e; done";

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,9 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/spawn.h"
 #include "docker_api/socket_connection.h"
-
-extern char** environ;
 
 namespace rf::docker {
 namespace {
@@ -144,9 +142,8 @@ class RelayConnection : public FdConnection {
 
 }  // namespace
 
-Result<std::unique_ptr<Connection>> spawn_relay(const std::vector<std::string>& args_in,
+Result<std::unique_ptr<Connection>> spawn_relay(const std::vector<std::string>& args,
                                                 const std::string& label, int pass_fd) {
-  std::vector<std::string> args = args_in;
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return sys_error("socketpair");
   UniqueFd ours(sv[0]), theirs(sv[1]);
@@ -156,36 +153,13 @@ Result<std::unique_ptr<Connection>> spawn_relay(const std::vector<std::string>& 
   // The relay's stderr blocks like any stderr; only our read end is non-blocking.
   RF_TRY(set_nonblocking(err_write.get(), false));
 
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  // posix_spawn (vfork-like, safe in a threaded process): stdin and stdout are
-  // the socket, stderr the pipe; every other fd of ours is CLOEXEC. A new
-  // session (no controlling terminal to prompt on), default signals, empty mask.
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_adddup2(&fa, theirs.get(), 0);
-  posix_spawn_file_actions_adddup2(&fa, theirs.get(), 1);
-  posix_spawn_file_actions_adddup2(&fa, err_write.get(), 2);
-  if (pass_fd >= 0) posix_spawn_file_actions_adddup2(&fa, pass_fd, 3);  // dup2 clears CLOEXEC
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, args[0].c_str(), &fa, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return sys_error(label + ": run " + args[0], rc);
+  // stdin and stdout are the socket, stderr the pipe (a failure is one line there).
+  std::vector<SpawnFd> fds = {{theirs.get(), 0}, {theirs.get(), 1}, {err_write.get(), 2}};
+  if (pass_fd >= 0) fds.push_back({pass_fd, 3});
+  auto pid = spawn_helper(args, fds, nullptr, /*search_path=*/true);
+  if (!pid) return make_error(label, pid.error().to_string());
   return std::unique_ptr<Connection>(
-      std::make_unique<RelayConnection>(std::move(ours), pid, std::move(err_read), label));
+      std::make_unique<RelayConnection>(std::move(ours), *pid, std::move(err_read), label));
 }
 
 }  // namespace rf::docker

@@ -5,20 +5,13 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "core/ascii.h"
 #include "core/base64.h"
 
 namespace rf::net {
 namespace {
 
 using json = nlohmann::json;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
 
 bool is_token(std::string_view s) {
   if (s.empty()) return false;
@@ -45,7 +38,7 @@ Error bad(std::string_view option, std::string message) {
 
 Status set_upstream(EdgeSettings& s, std::string_view url) {
   constexpr std::string_view kHttps = "https://";
-  if (lower(url.substr(0, kHttps.size())) != kHttps) {
+  if (ascii_lower(url.substr(0, kHttps.size())) != kHttps) {
     return bad("upstream", "\"" + std::string(url) +
                                "\" is not an https:// URL (the gateway opens verified TLS to "
                                "its upstream)");
@@ -92,7 +85,7 @@ Status apply_preset(EdgeSettings& s, std::string_view name) {
 
 Result<EdgePlace> parse_place(std::string_view text) {
   EdgePlace p;
-  const std::string t = lower(text);
+  const std::string t = ascii_lower(text);
   if (t == "basic") {
     p.kind = EdgePlace::Kind::kBasic;
   } else if (t == "query") {
@@ -111,7 +104,7 @@ Result<EdgePlace> parse_place(std::string_view text) {
   return p;
 }
 
-Status check(const EdgeSettings& s) {
+Status check(EdgeSettings& s) {
   if (s.delivery == EdgeDelivery::kGateway) {
     if (s.upstream.host.empty()) {
       return bad("upstream", "a gateway needs upstream=https://... or a preset");
@@ -119,7 +112,9 @@ Status check(const EdgeSettings& s) {
     return ok_status();
   }
   if (s.hosts.empty()) return bad("host", "a proxy delivery needs host=RULE (the bound hosts)");
-  if (auto p = EgressPolicy::parse(s.hosts); !p) return bad("host", p.error().to_string());
+  auto p = EgressPolicy::parse(s.hosts);
+  if (!p) return bad("host", p.error().to_string());
+  s.bound = std::move(*p);
   return ok_status();
 }
 
@@ -163,7 +158,7 @@ Result<EdgeSettings> parse_edge_options(EdgeDelivery delivery, std::string_view 
     if (eq == std::string_view::npos || eq == 0) {
       return bad(word, "expected OPTION=VALUE");
     }
-    opts.emplace_back(lower(word.substr(0, eq)), std::string(word.substr(eq + 1)));
+    opts.emplace_back(ascii_lower(word.substr(0, eq)), std::string(word.substr(eq + 1)));
   }
   const bool gateway = delivery == EdgeDelivery::kGateway;
   // A preset first, whatever its place: the other options override it.
@@ -181,10 +176,10 @@ Result<EdgeSettings> parse_edge_options(EdgeDelivery delivery, std::string_view 
       RF_TRY(set_upstream(s, v));
     } else if (gateway && k == "header") {
       if (!is_token(v)) return bad(k, "\"" + v + "\" is not a header name");
-      s.header = lower(v);
+      s.header = ascii_lower(v);
       header_given = true;
     } else if (gateway && k == "scheme") {
-      const std::string l = lower(v);
+      const std::string l = ascii_lower(v);
       if (l == "raw") {
         s.scheme = EdgeScheme::kRaw;
       } else if (l == "bearer") {
@@ -316,9 +311,7 @@ EdgeCredential::~EdgeCredential() {
 }
 
 bool EdgeCredential::binds(const Authority& target) const {
-  if (settings.delivery != EdgeDelivery::kProxy) return false;
-  auto p = EgressPolicy::parse(settings.hosts);
-  return p && p->check_name(target).allowed;
+  return settings.delivery == EdgeDelivery::kProxy && settings.bound.check_name(target).allowed;
 }
 
 std::string EdgeCredential::gateway_header_value() const {

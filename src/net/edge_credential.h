@@ -65,6 +65,7 @@ struct EdgeSettings {
   // proxy
   std::vector<std::string> hosts;  // --allow rules
   std::vector<EdgePlace> places;
+  EgressPolicy bound;  // `hosts`, parsed once (binds() asks it per connection)
 
   // The upstream as a URL prefix: "https://host[:port][/path]".
   std::string upstream_url() const;

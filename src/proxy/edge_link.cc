@@ -1,19 +1,16 @@
 #include "proxy/edge_link.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "core/helper_binary.h"
 #include "core/log.h"
-
-extern char** environ;
+#include "core/spawn.h"
 
 namespace rf::proxy {
 
@@ -35,41 +32,16 @@ Result<std::unique_ptr<EdgeLink>> EdgeLink::start(const EdgeLinkOptions& options
     args.insert(args.end(), {"--uid", std::to_string(options.run_as->first), "--gid",
                              std::to_string(options.run_as->second)});
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   // Nothing of the worker's environment but where OpenSSL finds the system's CAs.
-  std::vector<std::string> env_text;
+  std::vector<std::string> env;
   for (const char* name : {"SSL_CERT_FILE", "SSL_CERT_DIR"}) {
-    if (const char* v = std::getenv(name)) env_text.push_back(std::string(name) + "=" + v);
+    if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
   }
-  std::vector<char*> envp;
-  for (auto& e : env_text) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  // posix_spawn (safe in a threaded process): the socket at fd 3, stdin
-  // /dev/null, stdout and stderr the worker's (the helper says only what went
-  // wrong, never a value); every other fd of ours is CLOEXEC.
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, theirs.get(), 3);  // dup2 clears CLOEXEC
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, helper.c_str(), &fa, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return sys_error("egress TLS: run " + helper, rc);
-  std::unique_ptr<EdgeLink> link(new EdgeLink(std::move(ours), pid, std::move(on_done)));
+  // The socket at fd 3, stdin /dev/null, stdout and stderr the worker's (the
+  // helper says only what went wrong, never a value).
+  auto pid = spawn_helper(args, {{-1, 0}, {theirs.get(), 3}}, &env);
+  if (!pid) return make_error("egress TLS", pid.error().to_string());
+  std::unique_ptr<EdgeLink> link(new EdgeLink(std::move(ours), *pid, std::move(on_done)));
   link->reader_ = std::thread([l = link.get()] { l->read_loop(); });
   return link;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/ascii.h"
 #include "core/base64.h"
 
 namespace rf::proxy {
@@ -16,22 +17,8 @@ using net::EdgePlace;
 
 constexpr size_t kMaxResponseHead = 64 * 1024;
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 bool starts_with_ci(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && lower(s.substr(0, prefix.size())) == prefix;
+  return s.size() >= prefix.size() && ascii_lower(s.substr(0, prefix.size())) == prefix;
 }
 
 // "x-api-key" -> "X-Api-Key"
@@ -240,7 +227,7 @@ EdgeRequest rewrite_gateway_request(const RequestHead& head, const GatewayTarget
     return refused(misplaced(*c, "the request target", host));
   }
   for (const Header& h : head.headers) {
-    const std::string lname = lower(h.name);
+    const std::string lname = ascii_lower(h.name);
     if (lname == gw.settings.header) continue;  // replaced below, whatever it held
     if (const auto* c = find_placeholder(h.value, all)) {
       return refused(misplaced(*c, "header " + lname, host));
@@ -288,7 +275,7 @@ EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Auth
     return bad_request("the request target is not a path");
   }
   for (const Header& h : head.headers) {
-    if (lower(h.name) != "host") continue;
+    if (ascii_lower(h.name) != "host") continue;
     auto a = net::parse_authority(h.value, 443);
     if (!a || a->host != target.host || a->port != target.port) {
       return refused({"", "Host " + h.value + " does not match the TLS target " + host +
@@ -322,7 +309,7 @@ EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Auth
   // The headers: in those each credential names, and in Basic authorization.
   RequestHead swapped = head;
   for (Header& h : swapped.headers) {
-    const std::string lname = lower(h.name);
+    const std::string lname = ascii_lower(h.name);
     if (lname == "host") continue;
     for (const auto* c : bound) {
       if (!has_place(*c, EdgePlace::Kind::kHeader, lname)) continue;
@@ -350,9 +337,9 @@ EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Auth
   // What is left anywhere in the head is misplaced. (The values swapped in
   // hold no placeholder: a placeholder is random.)
   for (const Header& h : swapped.headers) {
-    if (lower(h.name) == "host") continue;
+    if (ascii_lower(h.name) == "host") continue;
     if (const auto* c = find_placeholder(h.value, all)) {
-      return refused(misplaced(*c, "header " + lower(h.name), host));
+      return refused(misplaced(*c, "header " + ascii_lower(h.name), host));
     }
   }
   for (const auto* c : bound) {
@@ -500,7 +487,7 @@ Result<bool> ResponseHeads::feed(std::string_view chunk, std::string* out) {
       if (nl == std::string_view::npos) nl = h.size();
       std::string_view l = h.substr(line, nl - line);
       if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
-      const std::string name = lower(l.substr(0, l.find(':')));
+      const std::string name = ascii_lower(l.substr(0, l.find(':')));
       if (name != "connection" && name != "keep-alive" && name != "proxy-connection") {
         out->append(l).append("\r\n");
       }
@@ -535,8 +522,8 @@ void ResponseHeads::start_body(std::string_view head, int status) {
     const size_t colon = l.find(':');
     line = nl;
     if (colon == std::string_view::npos) continue;
-    const std::string name = lower(l.substr(0, colon));
-    const std::string value = lower(trim(l.substr(colon + 1)));
+    const std::string name = ascii_lower(l.substr(0, colon));
+    const std::string value = ascii_lower(trim_ows(l.substr(colon + 1)));
     if (name == "content-length") {
       const bool digits =
           !value.empty() && value.size() <= 18 &&
@@ -550,7 +537,7 @@ void ResponseHeads::start_body(std::string_view head, int status) {
     } else if (name == "transfer-encoding") {
       coded = true;
       const size_t last = value.rfind(',');
-      chunked = trim(last == std::string::npos ? value : value.substr(last + 1)) == "chunked";
+      chunked = trim_ows(last == std::string::npos ? value : value.substr(last + 1)) == "chunked";
     } else if (name == "connection") {
       if (value.find("close") != std::string::npos) keep_alive_ = false;
       if (value.find("keep-alive") != std::string::npos && head.substr(0, 8) == "HTTP/1.0") {
@@ -613,7 +600,7 @@ Status ResponseHeads::take_body(std::string_view chunk, std::string* out) {
           if (!l.empty()) return make_error("response", "chunk data not followed by CRLF");
           chunk_ = Chunk::kSize;
         } else if (chunk_ == Chunk::kSize) {
-          const std::string_view size = trim(l.substr(0, l.find(';')));
+          const std::string_view size = trim_ows(l.substr(0, l.find(';')));
           uint64_t n = 0;
           if (size.empty() || size.size() > 15) return make_error("response", "a bad chunk size");
           for (char d : size) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/ascii.h"
+
 namespace rf::proxy {
 
 namespace {
@@ -34,20 +36,6 @@ bool is_tchar(char c) {
 
 bool is_token(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 // Hop-by-hop headers: they describe the client's connection to the proxy,
@@ -144,7 +132,7 @@ Result<RequestHead> parse_request_head(std::string_view head, const HeadLimits& 
     if (colon == std::string_view::npos) return bad("header line without a colon: " + quote(line));
     const std::string_view name = line.substr(0, colon);
     if (!is_token(name)) return bad("bad header name " + quote(name));
-    const std::string_view value = trim(line.substr(colon + 1));
+    const std::string_view value = trim_ows(line.substr(colon + 1));
     for (char c : value) {
       const auto u = static_cast<unsigned char>(c);
       if ((u < 0x20 && c != '\t') || u == 0x7f) {
@@ -166,7 +154,7 @@ Status check_framing(const RequestHead& head) {
   bool has_te = false;
   std::string content_length;
   for (const Header& h : head.headers) {
-    const std::string lname = lower(h.name);
+    const std::string lname = ascii_lower(h.name);
     if (lname == "host") ++hosts;
     if (lname == "transfer-encoding") has_te = true;
     if (lname == "content-length") {
@@ -191,16 +179,16 @@ void append_end_to_end_headers(const RequestHead& head, std::string& out,
                                const std::function<bool(std::string_view)>& drop) {
   std::vector<std::string> named;  // tokens of Connection headers
   for (const Header& h : head.headers) {
-    if (lower(h.name) != "connection") continue;
+    if (ascii_lower(h.name) != "connection") continue;
     std::string_view v = h.value;
     while (!v.empty()) {
       const size_t comma = v.find(',');
-      named.push_back(lower(trim(v.substr(0, comma))));
+      named.push_back(ascii_lower(trim_ows(v.substr(0, comma))));
       v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
     }
   }
   for (const Header& h : head.headers) {
-    const std::string lname = lower(h.name);
+    const std::string lname = ascii_lower(h.name);
     if (lname == "host" || is_hop_by_hop(lname)) continue;
     if (!is_framing(lname) && std::find(named.begin(), named.end(), lname) != named.end()) continue;
     if (drop && drop(lname)) continue;
@@ -225,7 +213,7 @@ Result<ProxyRequest> interpret_request(const RequestHead& head) {
         "a proxy request needs an absolute URI (http://host/path) or CONNECT host:port, got " +
         quote(target));
   }
-  const std::string scheme = lower(target.substr(0, scheme_end));
+  const std::string scheme = ascii_lower(target.substr(0, scheme_end));
   if (scheme == "https") {
     return bad("an https:// URI goes through CONNECT host:443, not as a plain request");
   }

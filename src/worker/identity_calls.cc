@@ -233,17 +233,15 @@ Status IdentityCalls::bind_edge(const IdentityUse& call, const PreparedIdentity&
     }
     all = m.edge;
   }
-  return sandbox->bind_edge_credentials(std::move(all), [this](const net::EdgeEvent& e) {
+  return sandbox->bind_edge_credentials(std::move(all), edge_listener());
+}
+
+std::function<void(const net::EdgeEvent&)> IdentityCalls::edge_listener() {
+  return [this](const net::EdgeEvent& e) {
     std::lock_guard lock(mu_);
     edge_events_.push_back(e);
     cv_.notify_all();
-  });
-}
-
-bool IdentityCalls::any_edge_bound() {
-  std::lock_guard lock(mu_);
-  return std::any_of(marked_.begin(), marked_.end(),
-                     [](const auto& m) { return !m.second.edge.empty(); });
+  };
 }
 
 void IdentityCalls::withdraw_revoked_edge() {
@@ -290,12 +288,7 @@ void IdentityCalls::withdraw_revoked_edge() {
   }
   for (auto& r : todo) {
     const std::string id = r.sandbox->id();
-    warn_unless_ok(r.sandbox->bind_edge_credentials(std::move(r.left),
-                                                    [this](const net::EdgeEvent& e) {
-                                                      std::lock_guard lock(mu_);
-                                                      edge_events_.push_back(e);
-                                                      cv_.notify_all();
-                                                    }),
+    warn_unless_ok(r.sandbox->bind_edge_credentials(std::move(r.left), edge_listener()),
                    "taking revoked credentials away from sandbox " + id);
     for (const auto& [key, secret] : r.taken) {
       store::AuditEvent e;

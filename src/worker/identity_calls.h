@@ -136,7 +136,8 @@ class IdentityCalls {
   void withdraw_revoked_edge();
   // Writes what the edge reported (edge.used, edge.refused) to the audit log.
   void audit_edge_events();
-  bool any_edge_bound();
+  // Hears what the edge's requests did (on a proxy thread): queued for the watcher.
+  std::function<void(const net::EdgeEvent&)> edge_listener();
 
   Options options_;
   std::function<void(const std::shared_ptr<Sandbox>&)> discard_;

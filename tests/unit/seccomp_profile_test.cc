@@ -87,6 +87,9 @@ Outcome run_probe(const Probe& probe, bool confine) {
   const pid_t pid = ::fork();
   if (pid < 0) return reported(-errno);
   if (pid == 0) {
+    // A fault kills the child, as it would any program: not ASAN's handler,
+    // which would turn it into a report and an exit code.
+    ::signal(SIGSEGV, SIG_DFL);
     const int setup = confine ? confine_self() : 0;
     const int result = setup == 0 ? probe() : -setup;
     (void)!::write(write_end.get(), &result, sizeof result);
