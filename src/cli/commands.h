@@ -52,5 +52,8 @@ void add_audit_commands(CLI::App* audit, CommandResult* result);
 // `workflow validate | run` (issue 12).
 void add_workflow_commands(CLI::App* workflow, CommandResult* result);
 void add_approvals_commands(CLI::App* approvals, CommandResult* result);
+// `serve` (the HTTP API) and `token create | list | revoke` (issue 14).
+void add_serve_command(CLI::App* serve, CommandResult* result);
+void add_token_commands(CLI::App* token, CommandResult* result);
 
 }  // namespace rf::cli

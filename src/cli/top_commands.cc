@@ -17,6 +17,9 @@ std::span<const TopCommand> top_commands() {
       {"workflow", "Workflows: validate FILE, run FILE", add_workflow_commands},
       {"approvals", "Requests waiting for a human: list, approve ID, deny ID --reason TEXT",
        add_approvals_commands},
+      {"serve", "The HTTP API for agents and operators: serve --listen 127.0.0.1:8080",
+       add_serve_command},
+      {"token", "API tokens of a project: create, list, revoke", add_token_commands},
   };
   return kCommands;
 }

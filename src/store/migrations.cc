@@ -424,9 +424,26 @@ CREATE TABLE jit_grants (
 CREATE INDEX jit_grants_by_rule ON jit_grants (project_id, run_id, rule);
 )sql";
 
+// Version 7 (issue 14): the API's bearer tokens, one project each. Only the
+// SHA-256 of a token is kept (tokens are 256 random bits, so a plain hash is
+// enough); `id` is the public handle `token list` and `token revoke` use.
+constexpr std::string_view kV7 = R"sql(
+CREATE TABLE api_tokens (
+  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+  project_id TEXT NOT NULL CHECK (project_id <> ''),
+  name TEXT NOT NULL,
+  hash BLOB NOT NULL UNIQUE CHECK (length(hash) = 32),
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER,
+  revoked_at INTEGER,
+  last_used_at INTEGER
+) STRICT;
+CREATE INDEX api_tokens_by_project ON api_tokens (project_id);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1}, {2, kV2}, {3, kV3, /*rebuilds_tables=*/true}, {4, kV4, /*rebuilds_tables=*/true},
-    {5, kV5}, {6, kV6},
+    {5, kV5}, {6, kV6}, {7, kV7},
 };
 
 constexpr std::string_view kVersionTable =

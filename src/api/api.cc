@@ -1,0 +1,593 @@
+#include "api/api.h"
+
+#include <signal.h>
+
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "api/tokens.h"
+#include "core/base64.h"
+#include "core/log.h"
+#include "core/units.h"
+#include "sandbox/result_json.h"
+
+namespace rf::api {
+namespace http = boost::beast::http;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kJson = "application/json";
+
+void answer(Responder& r, int status, const json& body,
+            const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+  (void)r.respond(status, kJson, body.dump() + "\n", headers);
+}
+
+void fail(Responder& r, int status, const std::string& field, const std::string& message) {
+  json body = {{"error", message}};
+  if (!field.empty()) body["field"] = field;
+  answer(r, status, body);
+}
+
+void fail(Responder& r, const ServiceError& e) { fail(r, e.status, e.field, e.message); }
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::optional<std::string> percent_decode(std::string_view in) {
+  std::string out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '+') {
+      out += ' ';
+    } else if (in[i] == '%') {
+      if (i + 2 >= in.size()) return std::nullopt;
+      const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      out += in[i];
+    }
+  }
+  return out;
+}
+
+Target split_target(std::string_view target) {
+  Target t;
+  const auto q = target.find('?');
+  std::string_view path = target.substr(0, q);
+  if (q != std::string_view::npos) {
+    std::string_view rest = target.substr(q + 1);
+    while (!rest.empty()) {
+      const auto amp = rest.find('&');
+      std::string_view pair = rest.substr(0, amp);
+      rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+      if (pair.empty()) continue;
+      const auto eq = pair.find('=');
+      auto k = percent_decode(pair.substr(0, eq));
+      auto v =
+          percent_decode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+      if (!k || !v) {
+        t.ok = false;
+        return t;
+      }
+      t.query[*k] = *v;
+    }
+  }
+  while (!path.empty()) {
+    if (path.front() == '/') {
+      path.remove_prefix(1);
+      continue;
+    }
+    const auto slash = path.find('/');
+    auto seg = percent_decode(path.substr(0, slash));
+    if (!seg) {
+      t.ok = false;
+      return t;
+    }
+    t.segments.push_back(*seg);
+    path = slash == std::string_view::npos ? std::string_view() : path.substr(slash);
+  }
+  return t;
+}
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+// Text as a JSON string when it is UTF-8, else base64 under `<name>_base64`.
+void put_bytes(json& j, const std::string& name, const std::string& bytes) {
+  if (valid_utf8(bytes)) {
+    j[name] = bytes;
+  } else {
+    j[name] = nullptr;
+    j[name + "_base64"] = base64_encode(bytes);
+  }
+}
+
+json sandbox_json(const ApiSandbox& s) {
+  const SandboxSpec& spec = s.sandbox->spec();
+  const auto age = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::now() - s.created);
+  return {
+      {"id", s.id()},
+      {"project", s.project},
+      {"backend", std::string(to_string(spec.backend))},
+      {"image", spec.image},
+      {"network", std::string(to_string(spec.network))},
+      {"created_at",
+       std::chrono::duration_cast<std::chrono::milliseconds>(s.created.time_since_epoch()).count()},
+      {"age_s", age.count()},
+      {"setup_ms", static_cast<double>(s.setup.count()) / 1000.0},
+      {"calls_running", s.running.load()},
+      {"spec", json::parse(spec_to_json(spec))}};
+}
+
+// An exec request's body, checked field by field.
+std::variant<ExecCall, ServiceError> parse_exec(const std::string& body) {
+  const json j = json::parse(body, nullptr, false);
+  auto bad = [](std::string field, std::string message) {
+    return ServiceError{400, std::move(field), std::move(message)};
+  };
+  if (j.is_discarded()) return bad("body", "not valid JSON");
+  if (!j.is_object()) return bad("body", "expected a JSON object");
+  static const std::set<std::string> kKeys = {"argv", "cmd", "stdin",  "stdin_base64",
+                                              "env",  "cwd", "timeout"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!kKeys.count(it.key()))
+      return bad(it.key(),
+                 "unknown field (allowed: argv, cmd, stdin, stdin_base64, env, cwd, timeout)");
+  }
+  ExecCall call;
+  if (j.contains("argv") == j.contains("cmd")) {
+    return bad("argv", "give exactly one of argv (an array of strings) and cmd (a shell string)");
+  }
+  if (j.contains("argv")) {
+    const json& a = j["argv"];
+    if (!a.is_array() || a.empty()) return bad("argv", "expected a non-empty array of strings");
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_string()) return bad("argv[" + std::to_string(i) + "]", "expected a string");
+      call.argv.push_back(a[i].get<std::string>());
+    }
+  } else {
+    if (!j["cmd"].is_string() || j["cmd"].get<std::string>().empty()) {
+      return bad("cmd", "expected a non-empty string");
+    }
+    call.argv = {"/bin/sh", "-c", j["cmd"].get<std::string>()};
+  }
+  if (j.contains("stdin") && j.contains("stdin_base64")) {
+    return bad("stdin", "give stdin or stdin_base64, not both");
+  }
+  if (j.contains("stdin")) {
+    if (!j["stdin"].is_string()) return bad("stdin", "expected a string");
+    call.stdin_data = j["stdin"].get<std::string>();
+  }
+  if (j.contains("stdin_base64")) {
+    if (!j["stdin_base64"].is_string()) return bad("stdin_base64", "expected a string");
+    auto bytes = base64_decode(j["stdin_base64"].get<std::string>());
+    if (!bytes) return bad("stdin_base64", "not valid base64");
+    call.stdin_data = std::move(*bytes);
+  }
+  if (j.contains("env")) {
+    if (!j["env"].is_object()) return bad("env", "expected an object of strings");
+    for (auto it = j["env"].begin(); it != j["env"].end(); ++it) {
+      if (!it.value().is_string()) return bad("env." + it.key(), "expected a string");
+      if (it.key().empty() || it.key().find('=') != std::string::npos) {
+        return bad("env." + it.key(), "not a variable name");
+      }
+      call.env[it.key()] = it.value().get<std::string>();
+    }
+  }
+  if (j.contains("cwd")) {
+    if (!j["cwd"].is_string() || j["cwd"].get<std::string>().empty() ||
+        j["cwd"].get<std::string>()[0] != '/') {
+      return bad("cwd", "expected an absolute path");
+    }
+    call.cwd = j["cwd"].get<std::string>();
+  }
+  if (j.contains("timeout")) {
+    const json& t = j["timeout"];
+    if (t.is_number()) {
+      const double s = t.get<double>();
+      if (!(s > 0) || s > 86400) return bad("timeout", "expected seconds in (0, 86400]");
+      call.timeout = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+    } else if (t.is_string()) {
+      auto d = parse_duration(t.get<std::string>());
+      if (!d || d->count() <= 0) return bad("timeout", "expected a duration such as \"30s\"");
+      call.timeout = *d;
+    } else {
+      return bad("timeout", "expected seconds or a duration such as \"30s\"");
+    }
+  }
+  return call;
+}
+
+// Collects a call's output for a JSON answer.
+class CollectSink : public OutputSink {
+ public:
+  void on_stdout(std::string_view d) override { out.append(d); }
+  void on_stderr(std::string_view d) override { err.append(d); }
+  std::string out, err;
+};
+
+// Streams a call's output as server-sent events; a client that goes away
+// ends the call.
+class SseSink : public OutputSink {
+ public:
+  SseSink(Responder& r, Sandbox& sb) : r_(r), sb_(sb) {}
+  void on_started(uint32_t call_id, int pid) override {
+    call_id_ = call_id;
+    event("started", {{"pid", pid}});
+  }
+  void on_stdout(std::string_view d) override { data("stdout", d); }
+  void on_stderr(std::string_view d) override { data("stderr", d); }
+  void event(const std::string& name, const json& body) {
+    if (gone_) return;
+    if (!r_.write_chunk("event: " + name + "\ndata: " + body.dump() + "\n\n")) {
+      gone_ = true;
+      if (call_id_ != 0) (void)sb_.send_signal(call_id_, SIGKILL);
+    }
+  }
+  bool gone() const { return gone_; }
+
+ private:
+  void data(const char* stream, std::string_view d) {
+    json j;
+    put_bytes(j, "data", std::string(d));
+    event(stream, j);
+  }
+  Responder& r_;
+  Sandbox& sb_;
+  uint32_t call_id_ = 0;
+  bool gone_ = false;
+};
+
+std::string_view sv(boost::beast::string_view s) { return {s.data(), s.size()}; }
+
+bool wants_sse(const Request& request) {
+  const std::string_view accept = sv(request[http::field::accept]);
+  return accept.find("text/event-stream") != std::string_view::npos;
+}
+
+}  // namespace
+
+Api::Api(store::Store& store, SandboxService& sandboxes, ApiOptions options)
+    : store_(store), tokens_(store), sandboxes_(sandboxes), options_(options) {}
+
+std::optional<Api::Caller> Api::authenticate(const Request& request, Responder& responder) {
+  const std::vector<std::pair<std::string, std::string>> challenge = {
+      {"WWW-Authenticate", "Bearer realm=\"ringfence\""}};
+  const std::string_view auth = sv(request[http::field::authorization]);
+  if (auth.empty()) {
+    ++unauthorized_;
+    answer(responder, 401,
+           {{"error", "no token: send Authorization: Bearer <token> (ringfence token create)"}},
+           challenge);
+    return std::nullopt;
+  }
+  constexpr std::string_view kBearer = "Bearer ";
+  std::string_view token = auth;
+  auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  if (token.size() > kBearer.size() && lower(token.substr(0, kBearer.size())) == "bearer ") {
+    token.remove_prefix(kBearer.size());
+  } else {
+    ++unauthorized_;
+    answer(responder, 401, {{"error", "the Authorization header is not \"Bearer <token>\""}},
+           challenge);
+    return std::nullopt;
+  }
+  if (!looks_like_token(token)) {
+    ++unauthorized_;
+    answer(responder, 401, {{"error", "that is not a ringfence API token (rft_...)"}}, challenge);
+    return std::nullopt;
+  }
+  const std::string hash = hash_token(token);
+  const auto now = std::chrono::steady_clock::now();
+  std::optional<store::TokenRow> row;
+  bool cached = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = token_cache_.find(hash);
+    if (it != token_cache_.end() && now - it->second.fetched < options_.token_cache) {
+      row = it->second.row;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    auto found = tokens_.find_by_hash(hash);
+    if (!found) {
+      spdlog::error("serve: token lookup: {}", found.error().to_string());
+      answer(responder, 503, {{"error", "the store cannot be read"}});
+      return std::nullopt;
+    }
+    row = *found;
+    if (row) (void)tokens_.touch(row->id, store_.clock_now());
+    std::lock_guard lock(mu_);
+    if (token_cache_.size() > 10000) token_cache_.clear();
+    token_cache_[hash] = CachedToken{row, now};
+  }
+  if (!row || !row->live(store_.clock_now())) {
+    ++unauthorized_;
+    const std::string why = !row              ? "unknown token"
+                            : row->revoked_at ? "token " + row->id + " is revoked"
+                                              : "token " + row->id + " has expired";
+    answer(responder, 401, {{"error", why}}, challenge);
+    return std::nullopt;
+  }
+  return Caller{row->id, row->project};
+}
+
+void Api::handle(const Request& request, Responder& responder) {
+  ++requests_;
+  const Target t = split_target(sv(request.target()));
+  if (t.segments.size() == 1 && t.segments[0] == "healthz") {
+    answer(responder, 200, {{"ok", true}});
+    return;
+  }
+  auto caller = authenticate(request, responder);
+  if (!caller) return;
+  {
+    std::lock_guard lock(mu_);
+    int& n = in_flight_[caller->token_id];
+    if (n >= options_.max_requests_per_token) {
+      ++throttled_;
+      answer(responder, 429,
+             {{"error", "token " + caller->token_id + " has " + std::to_string(n) +
+                            " requests in flight, the most allowed"}},
+             {{"Retry-After", "1"}});
+      return;
+    }
+    ++n;
+  }
+  route(*caller, t, request, responder);
+  std::lock_guard lock(mu_);
+  if (--in_flight_[caller->token_id] == 0) in_flight_.erase(caller->token_id);
+}
+
+void Api::route(const Caller& caller, const Target& t, const Request& request,
+                Responder& responder) {
+  if (!t.ok) {
+    fail(responder, 400, "path", "bad percent-encoding in the request target");
+    return;
+  }
+  const auto& seg = t.segments;
+  const http::verb method = request.method();
+  auto not_found = [&] {
+    fail(responder, 404, "",
+         "no such route: " + std::string(request.method_string()) + " " +
+             std::string(sv(request.target()).substr(0, 200)));
+  };
+  auto not_allowed = [&](const char* allowed) {
+    (void)responder.respond(405, kJson,
+                            json{{"error", std::string("allowed: ") + allowed}}.dump() + "\n",
+                            {{"Allow", allowed}});
+  };
+
+  if (seg.size() == 1 && seg[0] == "metrics") {
+    if (method != http::verb::get) return not_allowed("GET");
+    (void)responder.respond(200, "text/plain; version=0.0.4", metrics_text());
+    return;
+  }
+  if (seg.size() < 2 || seg[0] != "v1") return not_found();
+  if (seg[1] != "sandboxes") return not_found();
+
+  // /v1/sandboxes
+  if (seg.size() == 2) {
+    if (method == http::verb::post) {
+      auto made = sandboxes_.create(caller.project, request.body());
+      if (auto* e = std::get_if<ServiceError>(&made)) return fail(responder, *e);
+      const auto& s = std::get<std::shared_ptr<ApiSandbox>>(made);
+      answer(responder, 201, sandbox_json(*s), {{"Location", "/v1/sandboxes/" + s->id()}});
+      return;
+    }
+    if (method == http::verb::get) {
+      json list = json::array();
+      for (const auto& s : sandboxes_.list(caller.project)) list.push_back(sandbox_json(*s));
+      answer(responder, 200, {{"sandboxes", list}});
+      return;
+    }
+    return not_allowed("GET, POST");
+  }
+
+  auto sb = sandboxes_.find(caller.project, seg[2]);
+  if (!sb) {
+    fail(responder, 404, "id", "no sandbox " + seg[2]);
+    return;
+  }
+  if (seg.size() == 3) {
+    if (method == http::verb::get) return answer(responder, 200, sandbox_json(*sb));
+    if (method == http::verb::delete_) {
+      auto gone = sandboxes_.destroy(caller.project, seg[2]);
+      if (!gone) return fail(responder, 500, "", gone.error().to_string());
+      if (!*gone) return fail(responder, 404, "id", "no sandbox " + seg[2]);
+      (void)responder.respond(204, "", "");
+      return;
+    }
+    return not_allowed("GET, DELETE");
+  }
+  if (seg.size() != 4) return not_found();
+  const std::string& op = seg[3];
+
+  if (op == "exec") {
+    if (method != http::verb::post) return not_allowed("POST");
+    auto parsed = parse_exec(request.body());
+    if (auto* e = std::get_if<ServiceError>(&parsed)) return fail(responder, *e);
+    ExecCall call = std::get<ExecCall>(std::move(parsed));
+    ++sb->running;
+    ++execs_;
+    struct Done {
+      ApiSandbox& s;
+      ~Done() { --s.running; }
+    } done{*sb};
+    if (wants_sse(request)) {
+      ++streams_open_;
+      if (!responder.begin_stream(200, "text/event-stream")) {
+        --streams_open_;
+        return;
+      }
+      SseSink sink(responder, *sb->sandbox);
+      auto result = sb->sandbox->exec(call, sink);
+      if (result) {
+        sink.event("exit", exec_result_json(*result, sb->id()));
+      } else {
+        ++exec_errors_;
+        sink.event("error", {{"error", result.error().to_string()}});
+      }
+      if (!sink.gone()) (void)responder.end_stream();
+      --streams_open_;
+      return;
+    }
+    CollectSink sink;
+    auto result = sb->sandbox->exec(call, sink);
+    if (!result) {
+      ++exec_errors_;
+      // The sandbox was deleted under the call, or its runner is gone.
+      return fail(responder, sandboxes_.find(caller.project, seg[2]) ? 500 : 409, "",
+                  result.error().to_string());
+    }
+    json j = exec_result_json(*result, sb->id());
+    put_bytes(j, "stdout", sink.out);
+    put_bytes(j, "stderr", sink.err);
+    answer(responder, 200, j);
+    return;
+  }
+
+  if (op == "files" || op == "files:list") {
+    auto path_it = t.query.find("path");
+    if (path_it == t.query.end() || path_it->second.empty()) {
+      return fail(responder, 400, "path", "the query needs ?path=/workspace/...");
+    }
+    const std::string& path = path_it->second;
+    if (path[0] != '/') return fail(responder, 400, "path", "expected an absolute path");
+    if (op == "files:list") {
+      if (method != http::verb::get) return not_allowed("GET");
+      auto entries = sb->sandbox->list_dir(path);
+      if (!entries) return fail(responder, 404, "path", entries.error().to_string());
+      json list = json::array();
+      for (const auto& e : *entries) {
+        list.push_back({{"name", e.name},
+                        {"type", e.type},
+                        {"size", e.size},
+                        {"mode", e.mode},
+                        {"mtime", e.mtime}});
+      }
+      answer(responder, 200, {{"path", path}, {"entries", list}});
+      return;
+    }
+    if (method == http::verb::get) {
+      auto data = sb->sandbox->read_file(path);
+      if (!data) return fail(responder, 404, "path", data.error().to_string());
+      (void)responder.respond(200, "application/octet-stream", *data);
+      return;
+    }
+    if (method == http::verb::put) {
+      uint32_t mode = 0644;
+      if (auto m = t.query.find("mode"); m != t.query.end()) {
+        char* end = nullptr;
+        const unsigned long v = std::strtoul(m->second.c_str(), &end, 8);
+        if (m->second.empty() || *end != '\0' || v > 07777) {
+          return fail(responder, 400, "mode", "expected octal permissions such as 0644");
+        }
+        mode = static_cast<uint32_t>(v);
+      }
+      auto wrote = sb->sandbox->write_file(path, request.body(), mode);
+      if (!wrote) return fail(responder, 400, "path", wrote.error().to_string());
+      answer(responder, 201, {{"path", path}, {"size", request.body().size()}});
+      return;
+    }
+    return not_allowed("GET, PUT");
+  }
+  not_found();
+}
+
+std::string Api::metrics_text() {
+  const auto counts = sandboxes_.counts();
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  line("# HELP ringfence_sandboxes_live Sandboxes this server holds, by backend.");
+  line("# TYPE ringfence_sandboxes_live gauge");
+  for (const auto& [b, n] : counts.live_by_backend) {
+    line("ringfence_sandboxes_live{backend=\"" + b + "\"} " + std::to_string(n));
+  }
+  line("# TYPE ringfence_sandboxes_created_total counter");
+  line("ringfence_sandboxes_created_total " + std::to_string(counts.created));
+  line("# TYPE ringfence_sandboxes_destroyed_total counter");
+  line("ringfence_sandboxes_destroyed_total " + std::to_string(counts.destroyed));
+  line("# TYPE ringfence_sandbox_create_failures_total counter");
+  line("ringfence_sandbox_create_failures_total " + std::to_string(counts.create_failures));
+  line("# HELP ringfence_sandbox_setup_seconds Time to create a sandbox.");
+  line("# TYPE ringfence_sandbox_setup_seconds histogram");
+  const double bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+  double sum = 0;
+  for (double ms : counts.setup_ms) sum += ms / 1000.0;
+  for (double b : bounds) {
+    size_t n = 0;
+    for (double ms : counts.setup_ms) n += ms / 1000.0 <= b;
+    char le[32];
+    std::snprintf(le, sizeof le, "%g", b);
+    line("ringfence_sandbox_setup_seconds_bucket{le=\"" + std::string(le) + "\"} " +
+         std::to_string(n));
+  }
+  line("ringfence_sandbox_setup_seconds_bucket{le=\"+Inf\"} " +
+       std::to_string(counts.setup_ms.size()));
+  line("ringfence_sandbox_setup_seconds_sum " + std::to_string(sum));
+  line("ringfence_sandbox_setup_seconds_count " + std::to_string(counts.setup_ms.size()));
+  line("# TYPE ringfence_api_requests_total counter");
+  line("ringfence_api_requests_total " + std::to_string(requests_.load()));
+  line("# TYPE ringfence_api_unauthorized_total counter");
+  line("ringfence_api_unauthorized_total " + std::to_string(unauthorized_.load()));
+  line("# TYPE ringfence_api_throttled_total counter");
+  line("ringfence_api_throttled_total " + std::to_string(throttled_.load()));
+  line("# TYPE ringfence_execs_total counter");
+  line("ringfence_execs_total " + std::to_string(execs_.load()));
+  line("# TYPE ringfence_exec_errors_total counter");
+  line("ringfence_exec_errors_total " + std::to_string(exec_errors_.load()));
+  line("# TYPE ringfence_sse_streams_open gauge");
+  line("ringfence_sse_streams_open " + std::to_string(streams_open_.load()));
+  return out;
+}
+
+}  // namespace rf::api

@@ -1,0 +1,72 @@
+// The HTTP JSON API of `ringfence serve` (issue 14; docs/openapi.yaml): routes,
+// bearer-token auth, per-token bounds, and the answers' JSON. Every route but
+// /healthz needs a token; a token sees its own project only, and anything of
+// another project answers 404, as if it did not exist.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/http_server.h"
+#include "api/sandbox_service.h"
+#include "store/store.h"
+#include "store/token_store.h"
+
+namespace rf::api {
+
+// A request target, split and percent-decoded.
+struct Target {
+  std::vector<std::string> segments;  // of the path
+  std::map<std::string, std::string> query;
+  bool ok = true;  // false: bad percent-encoding
+};
+
+struct ApiOptions {
+  // Requests of one token in flight at once; more answer 429.
+  int max_requests_per_token = 64;
+  // How long a token's state is trusted before the store is asked again
+  // (a revoked token stops working within this).
+  std::chrono::milliseconds token_cache{1000};
+};
+
+class Api {
+ public:
+  Api(store::Store& store, SandboxService& sandboxes, ApiOptions options = {});
+  void handle(const Request& request, Responder& responder);
+
+ private:
+  struct Caller {
+    std::string token_id;
+    std::string project;
+  };
+  struct CachedToken {
+    std::optional<store::TokenRow> row;
+    std::chrono::steady_clock::time_point fetched;
+  };
+  // The token's project, or an answer was sent (401/429) and nullopt returned.
+  std::optional<Caller> authenticate(const Request& request, Responder& responder);
+  void route(const Caller& caller, const Target& target, const Request& request,
+             Responder& responder);
+  std::string metrics_text();
+
+  store::Store& store_;
+  store::TokenStore tokens_;
+  SandboxService& sandboxes_;
+  ApiOptions options_;
+
+  std::mutex mu_;
+  std::map<std::string, CachedToken> token_cache_;  // by hash
+  std::map<std::string, int> in_flight_;            // by token id
+
+  // /metrics
+  std::atomic<uint64_t> requests_{0}, unauthorized_{0}, throttled_{0};
+  std::atomic<uint64_t> execs_{0}, exec_errors_{0}, streams_open_{0};
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace rf::api

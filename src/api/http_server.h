@@ -1,0 +1,101 @@
+// The HTTP/1.1 server under `ringfence serve` (issue 14): Boost.Beast's parser
+// for the grammar, one thread per connection with blocking handlers (a tool
+// call blocks its connection, not the server), keep-alive, and the bounds a
+// server facing untrusted clients needs: header and body sizes, a deadline for
+// each request's head and body (slowloris), a write deadline (a client that
+// never reads), and a cap on connections.
+#pragma once
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace rf::api {
+
+using Request = boost::beast::http::request<boost::beast::http::string_body>;
+
+struct ServerLimits {
+  size_t header_bytes = 16 * 1024;
+  size_t body_bytes = 64 * 1024 * 1024;
+  // From the first byte of a request to its last byte of head / of body.
+  std::chrono::milliseconds head_timeout{10'000};
+  std::chrono::milliseconds body_timeout{60'000};
+  // A kept-alive connection with no request for this long is closed.
+  std::chrono::milliseconds idle_timeout{120'000};
+  // A write that makes no progress for this long ends the connection.
+  std::chrono::milliseconds write_timeout{30'000};
+  size_t max_connections = 4096;
+};
+
+// Where to listen: "HOST:PORT" (127.0.0.1:8080, [::1]:8080; port 0 picks one)
+// or "unix:PATH".
+struct ListenAddress {
+  bool unix_socket = false;
+  std::string host;  // or the path
+  uint16_t port = 0;
+};
+Result<ListenAddress> parse_listen_address(std::string_view text);
+
+// One request's answer. A handler answers once: with respond(), or with
+// begin_stream() and chunks (Transfer-Encoding: chunked, as SSE needs).
+class Responder {
+ public:
+  Responder(int fd, const Request& request, const ServerLimits& limits);
+  Status respond(int status, std::string_view content_type, std::string_view body,
+                 const std::vector<std::pair<std::string, std::string>>& headers = {});
+  Status begin_stream(int status, std::string_view content_type,
+                      const std::vector<std::pair<std::string, std::string>>& headers = {});
+  Status write_chunk(std::string_view data);
+  Status end_stream();
+  // The connection closes after this answer.
+  void close_connection() { keep_alive_ = false; }
+  bool keep_alive() const { return keep_alive_; }
+  bool answered() const { return answered_; }
+  // The client hung up (seen without reading: POLLRDHUP).
+  bool client_gone() const;
+
+ private:
+  Status send(std::string_view bytes);
+  std::string head(int status, std::string_view content_type,
+                   const std::vector<std::pair<std::string, std::string>>& headers) const;
+
+  int fd_;
+  const ServerLimits& limits_;
+  bool keep_alive_;
+  bool head_request_;
+  bool answered_ = false;
+  bool streaming_ = false;
+};
+
+using Handler = std::function<void(const Request&, Responder&)>;
+
+class HttpServer {
+ public:
+  static Result<std::unique_ptr<HttpServer>> listen(const ListenAddress& address,
+                                                    ServerLimits limits, Handler handler);
+  ~HttpServer();  // stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // "127.0.0.1:PORT" with the port bound, or "unix:PATH".
+  const std::string& address() const { return address_; }
+  // Stops accepting, ends every connection and joins every thread. Idempotent.
+  void stop();
+  size_t open_connections() const;
+
+ private:
+  struct Impl;
+  HttpServer(std::string address, std::unique_ptr<Impl> impl);
+  std::string address_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rf::api

@@ -1,0 +1,263 @@
+// `ringfence serve` (the HTTP API, issue 14) and `ringfence token create |
+// list | revoke` (its bearer tokens).
+#include <signal.h>
+
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "api/api.h"
+#include "api/tokens.h"
+#include "cli/backends.h"
+#include "cli/client_store.h"
+#include "cli/commands.h"
+#include "core/log.h"
+#include "core/units.h"
+#include "store/audit_log.h"
+#include "store/token_store.h"
+
+namespace rf::cli {
+namespace {
+
+using json = nlohmann::json;
+
+int fail(const std::string& what, int code) {
+  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
+  return code;
+}
+
+void audit(store::Store& st, const std::string& kind, const store::TokenRow& t) {
+  store::AuditEvent e;
+  e.kind = kind;
+  e.actor = "cli";
+  e.project_id = t.project;
+  e.detail_json = json{{"token", t.id}, {"name", t.name}}.dump();
+  warn_unless_ok(store::AuditLog(st).append(e), "audit " + kind);
+}
+
+std::string iso_time(int64_t ms) {
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+struct TokenFlags {
+  std::string state_dir, project, name, expires, id;
+  bool json = false;
+};
+
+int token_create(const TokenFlags& f) {
+  if (f.project.empty()) return fail("token create: --project is required", kExitUsage);
+  std::optional<int64_t> expires_ms;
+  if (!f.expires.empty()) {
+    auto d = parse_duration(f.expires);
+    if (!d || d->count() <= 0) {
+      return fail("token create: --expires \"" + f.expires +
+                      "\": expected a duration such as 30d, 12h or 90m",
+                  kExitUsage);
+    }
+    expires_ms = d->count();
+  }
+  auto st = open_client_store(state_dir_or_default(f.state_dir));
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  const api::NewToken made = api::make_token();
+  store::TokenRow row;
+  row.id = made.id;
+  row.project = f.project;
+  row.name = f.name;
+  row.created_at = (*st)->clock_now();
+  if (expires_ms) row.expires_at = row.created_at + *expires_ms;
+  if (auto added = store::TokenStore(**st).add(row, made.hash); !added) {
+    return fail(added.error().to_string(), kExitRuntime);
+  }
+  audit(**st, "token.create", row);
+  if (f.json) {
+    json j = {{"id", row.id}, {"project", row.project}, {"name", row.name}, {"token", made.token}};
+    if (row.expires_at) j["expires_at"] = iso_time(*row.expires_at);
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    // The token alone on stdout (TOKEN=$(ringfence token create ...)); the rest on stderr.
+    std::printf("%s\n", made.token.c_str());
+    std::fprintf(stderr, "ringfence: token %s of project %s%s: shown once, keep it\n",
+                 row.id.c_str(), row.project.c_str(),
+                 row.expires_at ? (", expires " + iso_time(*row.expires_at)).c_str() : "");
+  }
+  return 0;
+}
+
+int token_list(const TokenFlags& f) {
+  auto st = open_client_store(state_dir_or_default(f.state_dir));
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  auto rows = store::TokenStore(**st).list(f.project);
+  if (!rows.ok()) return fail(rows.error().to_string(), kExitRuntime);
+  const int64_t now = (*st)->clock_now();
+  auto state = [&](const store::TokenRow& r) {
+    return r.revoked_at ? "revoked" : r.live(now) ? "active" : "expired";
+  };
+  if (f.json) {
+    json out = json::array();
+    for (const auto& r : *rows) {
+      json j = {{"id", r.id},
+                {"project", r.project},
+                {"name", r.name},
+                {"state", state(r)},
+                {"created_at", iso_time(r.created_at)}};
+      j["expires_at"] = r.expires_at ? json(iso_time(*r.expires_at)) : json(nullptr);
+      j["last_used_at"] = r.last_used_at ? json(iso_time(*r.last_used_at)) : json(nullptr);
+      out.push_back(j);
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf("%-18s %-16s %-16s %-8s %-21s %s\n", "ID", "PROJECT", "NAME", "STATE", "CREATED",
+              "LAST USED");
+  for (const auto& r : *rows) {
+    std::printf("%-18s %-16s %-16s %-8s %-21s %s\n", r.id.c_str(), r.project.c_str(),
+                r.name.c_str(), state(r), iso_time(r.created_at).c_str(),
+                r.last_used_at ? iso_time(*r.last_used_at).c_str() : "-");
+  }
+  return 0;
+}
+
+int token_revoke(const TokenFlags& f) {
+  auto st = open_client_store(state_dir_or_default(f.state_dir));
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  store::TokenStore tokens(**st);
+  auto done = tokens.revoke(f.id);
+  if (!done.ok()) return fail(done.error().to_string(), kExitRuntime);
+  if (!*done) return fail("token revoke: there is no token " + f.id + " (token list)", 1);
+  auto rows = tokens.list();
+  if (rows.ok()) {
+    for (const auto& r : *rows) {
+      if (r.id == f.id) audit(**st, "token.revoke", r);
+    }
+  }
+  std::fprintf(stderr, "ringfence: token %s revoked\n", f.id.c_str());
+  return 0;
+}
+
+struct ServeFlags {
+  std::string listen = "127.0.0.1:8080";
+  std::string state_dir;
+  std::string backend = "native";
+  std::string docker_host;
+  bool allow_host_network = false;
+  size_t max_per_project = 64;
+  int max_requests_per_token = 64;
+  std::string max_body = "64m";
+  std::string request_timeout = "10s";
+};
+
+int serve(const ServeFlags& f) {
+  auto address = api::parse_listen_address(f.listen);
+  if (!address) return fail(address.error().to_string(), kExitUsage);
+  api::ServerLimits limits;
+  auto body = parse_size(f.max_body);
+  if (!body || *body == 0)
+    return fail("--max-body \"" + f.max_body + "\": expected a size such as 64m", kExitUsage);
+  limits.body_bytes = *body;
+  auto head = parse_duration(f.request_timeout);
+  if (!head || head->count() <= 0) {
+    return fail("--request-timeout \"" + f.request_timeout + "\": expected a duration such as 10s",
+                kExitUsage);
+  }
+  limits.head_timeout = *head;
+  auto kind = parse_backend_kind(f.backend);
+  if (!kind) return fail("--backend: " + kind.error().message, kExitUsage);
+  // Signals wait for the main thread (sigwait below): blocked before any thread starts.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  const std::string state_dir = state_dir_or_default(f.state_dir);
+  auto st = open_client_store(state_dir);
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  register_backends(BackendConfig{f.docker_host, {}, {}});
+  api::ServiceOptions options;
+  options.backend = *kind;
+  options.allow_host_network = f.allow_host_network;
+  options.max_per_project = f.max_per_project;
+  api::SandboxService sandboxes(options, [](BackendKind k) { return make_backend(k); });
+  api::ApiOptions api_options;
+  api_options.max_requests_per_token = f.max_requests_per_token;
+  api::Api api(**st, sandboxes, api_options);
+  auto server = api::HttpServer::listen(
+      *address, limits,
+      [&api](const api::Request& req, api::Responder& res) { api.handle(req, res); });
+  if (!server) return fail(server.error().to_string(), kExitRuntime);
+  // The first line on stdout says where (tests and scripts read it).
+  std::printf("listening on %s%s\n", address->unix_socket ? "" : "http://",
+              (*server)->address().c_str());
+  std::fflush(stdout);
+  spdlog::info("serve: listening on {} (state {}, backend {})", (*server)->address(), state_dir,
+               f.backend);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  spdlog::info("serve: signal {}: destroying {} sandboxes and stopping", sig,
+               sandboxes.list("").size());
+  // Sandboxes first: calls in flight end, so their connections can close.
+  sandboxes.destroy_all();
+  (*server)->stop();
+  return 0;
+}
+
+}  // namespace
+
+void add_token_commands(CLI::App* token, CommandResult* result) {
+  token->require_subcommand(1);
+  auto f = std::make_shared<TokenFlags>();
+  auto* create =
+      token->add_subcommand("create", "Make an API token of one project; prints it once (stdout)");
+  create->add_option("--project", f->project, "The project the token acts for")->required();
+  create->add_option("--name", f->name, "What the token is for (shown by list)");
+  create->add_option("--expires", f->expires, "Lifetime: 30d, 12h, 90m (default: never)");
+  create->add_option("--state-dir", f->state_dir, "The store's directory");
+  create->add_flag("--json", f->json, "Print a JSON object (with the token)");
+  create->callback([f, result] { result->exit_code = token_create(*f); });
+
+  auto* list = token->add_subcommand("list", "The tokens (never their secrets)");
+  list->add_option("--project", f->project, "Only this project's");
+  list->add_option("--state-dir", f->state_dir, "The store's directory");
+  list->add_flag("--json", f->json, "Print JSON");
+  list->callback([f, result] { result->exit_code = token_list(*f); });
+
+  auto* revoke = token->add_subcommand("revoke", "Revoke a token by id (tok_...)");
+  revoke->add_option("id", f->id, "The token's id, from token list")->required();
+  revoke->add_option("--state-dir", f->state_dir, "The store's directory");
+  revoke->callback([f, result] { result->exit_code = token_revoke(*f); });
+}
+
+void add_serve_command(CLI::App* serve_cmd, CommandResult* result) {
+  auto f = std::make_shared<ServeFlags>();
+  serve_cmd->add_option("--listen", f->listen, "HOST:PORT or unix:PATH")
+      ->default_val("127.0.0.1:8080");
+  serve_cmd->add_option("--state-dir", f->state_dir, "The store's directory (tokens, workers)");
+  serve_cmd->add_option("--backend", f->backend, "The backend of the API's sandboxes")
+      ->default_val("native");
+  serve_cmd->add_option("--docker-host", f->docker_host, "The Docker daemon, for --backend docker");
+  serve_cmd->add_flag("--allow-host-network", f->allow_host_network,
+                      "Let API clients make sandboxes with network host (trusted clients only)");
+  serve_cmd
+      ->add_option("--max-sandboxes-per-project", f->max_per_project,
+                   "Live API sandboxes one project may hold")
+      ->default_val(64);
+  serve_cmd
+      ->add_option("--max-requests-per-token", f->max_requests_per_token,
+                   "Requests one token may have in flight; more get 429")
+      ->default_val(64);
+  serve_cmd->add_option("--max-body", f->max_body, "The largest request body (uploads)")
+      ->default_val("64m");
+  serve_cmd
+      ->add_option("--request-timeout", f->request_timeout,
+                   "A request's head must arrive within this (slow clients get 408)")
+      ->default_val("10s");
+  serve_cmd->callback([f, result] { result->exit_code = serve(*f); });
+}
+
+}  // namespace rf::cli

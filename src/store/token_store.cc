@@ -1,0 +1,96 @@
+#include "store/token_store.h"
+
+#include "store/sql.h"
+
+namespace rf::store {
+namespace {
+
+using namespace sql;
+
+constexpr std::string_view kColumns =
+    "id, project_id, name, created_at, expires_at, revoked_at, last_used_at";
+
+Result<TokenRow> read_token(const Statement& st) {
+  TokenRow r;
+  r.id = st.text(0);
+  r.project = st.text(1);
+  r.name = st.text(2);
+  r.created_at = st.int64(3);
+  r.expires_at = st.opt_int64(4);
+  r.revoked_at = st.opt_int64(5);
+  r.last_used_at = st.opt_int64(6);
+  return r;
+}
+
+}  // namespace
+
+Status TokenStore::add(const TokenRow& row, const std::string& hash) {
+  if (row.id.empty()) return make_error("add token", "the token has no id");
+  if (row.project.empty()) return make_error("add token " + row.id, "the token has no project");
+  if (hash.size() != 32) {
+    return make_error("add token " + row.id, "the hash is not 32 bytes (SHA-256)");
+  }
+  if (auto made = store_.ensure_project(row.project, Environment::development); !made) {
+    return made;
+  }
+  return store_.locked([&](Db& db) -> Status {
+    auto insert = [&]() -> Status {
+      auto same = first_row<std::string>(db, read_text0,
+                                         "SELECT id FROM api_tokens WHERE id = ?1 OR hash = ?2",
+                                         row.id, Blob{hash});
+      if (!same.ok()) return same.take_error();
+      if (*same) return fail("a token with this id or hash exists already");
+      return exec(db,
+                  "INSERT INTO api_tokens (id, project_id, name, hash, created_at, expires_at) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                  row.id, row.project, row.name, Blob{hash}, row.created_at, row.expires_at);
+    };
+    return within("add token " + row.id, write_transaction(db, insert));
+  });
+}
+
+Result<std::optional<TokenRow>> TokenStore::find_by_hash(const std::string& hash) {
+  return store_.locked([&](Db& db) {
+    return within("find token", first_row<TokenRow>(db, read_token,
+                                                    "SELECT " + std::string(kColumns) +
+                                                        " FROM api_tokens WHERE hash = ?1",
+                                                    Blob{hash}));
+  });
+}
+
+Result<std::vector<TokenRow>> TokenStore::list(const std::string& project) {
+  return store_.locked([&](Db& db) {
+    const std::string select = "SELECT " + std::string(kColumns) + " FROM api_tokens ";
+    if (project.empty()) {
+      return within("list tokens",
+                    rows<TokenRow>(db, read_token, select + "ORDER BY created_at DESC, id"));
+    }
+    return within(
+        "list tokens of project " + project,
+        rows<TokenRow>(db, read_token,
+                       select + "WHERE project_id = ?1 ORDER BY created_at DESC, id", project));
+  });
+}
+
+Result<bool> TokenStore::revoke(const std::string& id) {
+  return store_.locked([&](Db& db) -> Result<bool> {
+    auto revoke = [&]() -> Result<bool> {
+      auto known =
+          first_row<std::string>(db, read_text0, "SELECT id FROM api_tokens WHERE id = ?1", id);
+      if (!known.ok()) return known.take_error();
+      if (!*known) return false;
+      RF_TRY(exec(db, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?2) WHERE id = ?1",
+                  id, store_.clock_now()));
+      return true;
+    };
+    return within("revoke token " + id, write_transaction(db, revoke));
+  });
+}
+
+Status TokenStore::touch(const std::string& id, int64_t at) {
+  return store_.locked([&](Db& db) {
+    return exec(db, "UPDATE api_tokens SET last_used_at = ?2 WHERE id = ?1", id, at);
+  });
+}
+
+}  // namespace rf::store

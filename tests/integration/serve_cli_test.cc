@@ -1,0 +1,398 @@
+// `ringfence serve` (issue 14) as a new user meets it: the real binary makes a
+// token, serves on a loopback port, and a client creates a native sandbox,
+// runs commands (JSON and server-sent events), moves files and deletes it. A
+// token of another project sees none of it; hostile requests (no token, a
+// revoked one, malformed JSON, oversized heads and bodies, a slow client, too
+// many requests at once) get the exact status and an error that names what.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "support/ci_skip.h"
+#include "support/cli_process.h"
+#include "support/http_probe.h"
+
+namespace rf::testing {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+class ServeCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) RF_SKIP() << "the API's sandboxes are native, which need root";
+    char tmpl[] = "/tmp/rf-serve-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (server_) {
+      server_->signal(SIGTERM);
+      EXPECT_EQ(server_->wait(30s), 0) << server_->err();
+    }
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::string token(const std::string& project, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a{"token", "create", "--project", project, "--state-dir", dir_};
+    a.insert(a.end(), extra.begin(), extra.end());
+    Cli c(a);
+    EXPECT_EQ(c.wait(30s), 0) << c.err();
+    std::string t = c.out();
+    while (!t.empty() && t.back() == '\n') t.pop_back();
+    return t;
+  }
+  void serve(std::vector<std::string> extra = {}) {
+    std::vector<std::string> a{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir_};
+    a.insert(a.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<Cli>(a);
+    // The first stdout line says where: "listening on http://127.0.0.1:PORT".
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < end &&
+           server_->out().find('\n') == std::string::npos) {
+      server_->stderr_shows("listening", 100ms);
+    }
+    const std::string& out = server_->out();
+    const auto colon = out.rfind(':');
+    ASSERT_NE(out.find("listening on http://127.0.0.1:"), std::string::npos)
+        << out << server_->err();
+    port_ = std::stoi(out.substr(colon + 1));
+  }
+  HttpReply call(const std::string& method, const std::string& target, const std::string& tok,
+                 const std::string& body = "", const std::map<std::string, std::string>& h = {}) {
+    HttpProbe p(port_);
+    EXPECT_TRUE(p.connected());
+    return p.request(method, target, tok, body, h);
+  }
+  std::string create(const std::string& tok, const std::string& spec = "{}") {
+    auto r = call("POST", "/v1/sandboxes", tok, spec);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return json::parse(r.body).value("id", "");
+  }
+
+  std::string dir_;
+  std::unique_ptr<Cli> server_;
+  int port_ = 0;
+};
+
+TEST_F(ServeCli, ASandboxIsMadeUsedAndDeletedOverHttp) {
+  const std::string tok = token("acme", {"--name", "ci"});
+  ASSERT_EQ(tok.rfind("rft_", 0), 0u) << tok;
+  serve();
+  EXPECT_EQ(call("GET", "/healthz", "").status, 200);
+
+  auto made =
+      call("POST", "/v1/sandboxes", tok, R"({"limits": {"memory": "256m"}, "network": "none"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const json sb = json::parse(made.body);
+  const std::string id = sb["id"];
+  EXPECT_EQ(made.header("location"), "/v1/sandboxes/" + id);
+  EXPECT_EQ(sb["spec"]["limits"]["memory"], "256m");
+  EXPECT_EQ(sb["spec"]["limits"]["pids"], 256) << "missing fields take the CLI's defaults";
+  EXPECT_EQ(sb["project"], "acme");
+
+  // One keep-alive connection for everything below.
+  HttpProbe p(port_);
+  auto list = p.request("GET", "/v1/sandboxes", tok);
+  ASSERT_EQ(list.status, 200);
+  ASSERT_EQ(json::parse(list.body)["sandboxes"].size(), 1u);
+
+  auto ran = p.request("POST", "/v1/sandboxes/" + id + "/exec", tok,
+                       R"({"argv": ["sh", "-c", "echo out; echo err >&2; id -u; exit 3"]})");
+  ASSERT_EQ(ran.status, 200) << ran.body;
+  json r = json::parse(ran.body);
+  EXPECT_EQ(r["exit_code"], 3);
+  EXPECT_EQ(r["stderr"], "err\n");
+  const std::string out = r["stdout"];
+  ASSERT_EQ(out.rfind("out\n", 0), 0u) << out;
+  EXPECT_NE(std::stoi(out.substr(4)), 0) << "the sandbox never runs as root";
+
+  // Not UTF-8: base64; stdin; env; cwd.
+  ran =
+      p.request("POST", "/v1/sandboxes/" + id + "/exec", tok,
+                R"({"cmd": "printf '\\377\\376'; cat; echo $GREETING; pwd", "stdin": "from stdin ",
+                      "env": {"GREETING": "hi"}, "cwd": "/tmp"})");
+  ASSERT_EQ(ran.status, 200) << ran.body;
+  r = json::parse(ran.body);
+  EXPECT_TRUE(r["stdout"].is_null());
+  EXPECT_EQ(r["stdout_base64"],
+            "//5mcm9tIHN0ZGluIGhpCi90bXAK");  // \xff\xfe "from stdin hi\n/tmp\n"
+
+  // A limit that ends the call is reported by name.
+  ran = p.request("POST", "/v1/sandboxes/" + id + "/exec", tok,
+                  R"({"argv": ["sleep", "30"], "timeout": 1})");
+  ASSERT_EQ(ran.status, 200) << ran.body;
+  r = json::parse(ran.body);
+  EXPECT_EQ(r["timed_out"], true);
+  EXPECT_EQ(r["limit"], "timeout");
+
+  // Server-sent events: started, each write as it comes, then exit.
+  auto streamed = p.request("POST", "/v1/sandboxes/" + id + "/exec", tok,
+                            R"({"cmd": "echo one; sleep 0.3; echo two >&2; exit 7"})",
+                            {{"Accept", "text/event-stream"}});
+  ASSERT_EQ(streamed.status, 200);
+  EXPECT_EQ(streamed.header("content-type"), "text/event-stream");
+  const std::string& ev = streamed.body;
+  const auto started = ev.find("event: started\n");
+  const auto one = ev.find("event: stdout\ndata: {\"data\":\"one\\n\"}");
+  const auto two = ev.find("event: stderr\ndata: {\"data\":\"two\\n\"}");
+  const auto exit = ev.find("event: exit\ndata: ");
+  ASSERT_NE(started, std::string::npos) << ev;
+  ASSERT_NE(one, std::string::npos) << ev;
+  ASSERT_NE(two, std::string::npos) << ev;
+  ASSERT_NE(exit, std::string::npos) << ev;
+  EXPECT_LT(started, one);
+  EXPECT_LT(one, two);
+  EXPECT_LT(two, exit);
+  EXPECT_EQ(json::parse(ev.substr(exit + 18, ev.find('\n', exit + 18) - exit - 18))["exit_code"],
+            7);
+
+  // Files: upload, see it from a command, download, list.
+  const std::string bytes("line\0with nul\n", 14);
+  auto put =
+      p.request("PUT", "/v1/sandboxes/" + id + "/files?path=%2Fworkspace%2Fa%20b.txt", tok, bytes);
+  ASSERT_EQ(put.status, 201) << put.body;
+  ran = p.request("POST", "/v1/sandboxes/" + id + "/exec", tok,
+                  R"({"cmd": "wc -c < '/workspace/a b.txt'; echo made > /workspace/made"})");
+  EXPECT_EQ(json::parse(ran.body)["stdout"], "14\n");
+  auto got = p.request("GET", "/v1/sandboxes/" + id + "/files?path=/workspace/a%20b.txt", tok);
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(got.body, bytes);
+  got = p.request("GET", "/v1/sandboxes/" + id + "/files?path=/workspace/made", tok);
+  EXPECT_EQ(got.body, "made\n");
+  auto ls = p.request("GET", "/v1/sandboxes/" + id + "/files:list?path=/workspace", tok);
+  ASSERT_EQ(ls.status, 200) << ls.body;
+  const json listed = json::parse(ls.body);
+  std::set<std::string> names;
+  for (const auto& e : listed["entries"]) names.insert(e["name"].get<std::string>());
+  EXPECT_EQ(names, (std::set<std::string>{"a b.txt", "made"}));
+
+  // The root is read-only, as for every tool call; the error says why.
+  put = p.request("PUT", "/v1/sandboxes/" + id + "/files?path=/usr/bin/evil", tok, "x");
+  EXPECT_EQ(put.status, 400);
+  EXPECT_NE(put.body.find("/usr/bin/evil"), std::string::npos) << put.body;
+
+  auto metrics = p.request("GET", "/metrics", tok);
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("ringfence_sandboxes_live{backend=\"native\"} 1"), std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("ringfence_sandbox_setup_seconds_count 1"), std::string::npos);
+
+  auto del = p.request("DELETE", "/v1/sandboxes/" + id, tok);
+  EXPECT_EQ(del.status, 204);
+  EXPECT_EQ(p.request("GET", "/v1/sandboxes/" + id, tok).status, 404);
+  EXPECT_EQ(p.request("DELETE", "/v1/sandboxes/" + id, tok).status, 404);
+  // Nothing of it is left on the host.
+  Cli inventory({"sandbox", "list", "--backend", "native", "--json"});
+  inventory.wait(30s);
+  EXPECT_EQ(inventory.out().find(id), std::string::npos) << inventory.out();
+}
+
+TEST_F(ServeCli, ATokenSeesOnlyItsOwnProject) {
+  const std::string a = token("alpha");
+  const std::string b = token("beta");
+  serve();
+  const std::string id = create(a);
+  ASSERT_FALSE(id.empty());
+  for (const auto& [method, target, body] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"GET", "/v1/sandboxes/" + id, ""},
+           {"POST", "/v1/sandboxes/" + id + "/exec", R"({"argv": ["true"]})"},
+           {"GET", "/v1/sandboxes/" + id + "/files?path=/etc/hostname", ""},
+           {"PUT", "/v1/sandboxes/" + id + "/files?path=/workspace/x", "x"},
+           {"GET", "/v1/sandboxes/" + id + "/files:list?path=/workspace", ""},
+           {"DELETE", "/v1/sandboxes/" + id, ""}}) {
+    auto r = call(method, target, b, body);
+    EXPECT_EQ(r.status, 404) << method << " " << target << ": " << r.body;
+    EXPECT_NE(r.body.find("no sandbox " + id), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(json::parse(call("GET", "/v1/sandboxes", b).body)["sandboxes"].size(), 0u);
+  EXPECT_EQ(json::parse(call("GET", "/v1/sandboxes", a).body)["sandboxes"].size(), 1u);
+  EXPECT_EQ(call("GET", "/v1/sandboxes/" + id, a).status, 200) << "B's attempts changed nothing";
+}
+
+TEST_F(ServeCli, TokensAreStoredHashedAndRevokedOrExpiredOnesAreRefused) {
+  const std::string tok = token("acme", {"--name", "laptop"});
+  const std::string short_lived = token("acme", {"--expires", "1s"});
+  serve();
+  EXPECT_EQ(call("GET", "/v1/sandboxes", tok).status, 200);
+  EXPECT_EQ(call("GET", "/v1/sandboxes", short_lived).status, 200);
+
+  // No token, a malformed header, a made-up token: 401 with a challenge and a reason.
+  auto r = call("GET", "/v1/sandboxes", "");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.header("www-authenticate"), "Bearer realm=\"ringfence\"");
+  EXPECT_NE(r.body.find("no token"), std::string::npos) << r.body;
+  r = call("GET", "/v1/sandboxes", "", "", {{"Authorization", "Basic YTpi"}});
+  EXPECT_EQ(r.status, 401);
+  r = call("GET", "/v1/sandboxes", "rft_" + std::string(43, 'A'));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("unknown token"), std::string::npos) << r.body;
+
+  // Neither the store nor its log nor `token list` holds the token.
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(ss.str().find(tok.substr(4)), std::string::npos) << entry.path();
+  }
+  Cli list({"token", "list", "--state-dir", dir_, "--json"});
+  ASSERT_EQ(list.wait(30s), 0);
+  EXPECT_EQ(list.out().find(tok.substr(4)), std::string::npos);
+  const json tokens = json::parse(list.out());
+  ASSERT_EQ(tokens.size(), 2u);
+  std::string id;
+  for (const auto& t : tokens) {
+    if (t["name"] == "laptop") id = t["id"];
+  }
+  ASSERT_EQ(id.rfind("tok_", 0), 0u);
+
+  Cli revoke({"token", "revoke", id, "--state-dir", dir_});
+  ASSERT_EQ(revoke.wait(30s), 0) << revoke.err();
+  // The server trusts what it read for at most a second.
+  std::this_thread::sleep_for(1200ms);
+  r = call("GET", "/v1/sandboxes", tok);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("token " + id + " is revoked"), std::string::npos) << r.body;
+  r = call("GET", "/v1/sandboxes", short_lived);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("has expired"), std::string::npos) << r.body;
+  Cli again({"token", "revoke", "tok_000000000000", "--state-dir", dir_});
+  EXPECT_EQ(again.wait(30s), 1);
+  EXPECT_NE(again.err().find("there is no token tok_000000000000"), std::string::npos);
+}
+
+TEST_F(ServeCli, BadRequestsGetAClearErrorNamingTheField) {
+  const std::string tok = token("acme");
+  serve({"--max-body", "1k"});
+  auto expect = [&](const HttpReply& r, int status, const std::string& field,
+                    const std::string& words) {
+    EXPECT_EQ(r.status, status) << r.body;
+    if (r.status != status) return;
+    const json j = json::parse(r.body);
+    if (!field.empty()) {
+      EXPECT_EQ(j.value("field", ""), field) << r.body;
+    }
+    EXPECT_NE(j.value("error", "").find(words), std::string::npos) << r.body;
+  };
+  expect(call("POST", "/v1/sandboxes", tok, "{not json"), 400, "spec", "not valid JSON");
+  expect(call("POST", "/v1/sandboxes", tok, R"({"limits": {"memory": "1m"}})"), 400,
+         "limits.memory", "8m");
+  expect(call("POST", "/v1/sandboxes", tok, R"({"colour": "red"})"), 400, "colour",
+         "unknown field");
+  expect(call("POST", "/v1/sandboxes", tok, R"({"workspace": "/etc"})"), 400, "workspace",
+         "set by the server");
+  expect(call("POST", "/v1/sandboxes", tok, R"({"network": "host"})"), 400, "network",
+         "not allowed");
+  expect(call("POST", "/v1/sandboxes", tok, R"({"backend": "local"})"), 400, "backend",
+         "runs native sandboxes");
+  const std::string id = create(tok);
+  const std::string exec = "/v1/sandboxes/" + id + "/exec";
+  expect(call("POST", exec, tok, R"({"argv": "ls"})"), 400, "argv", "array of strings");
+  expect(call("POST", exec, tok, R"({"argv": ["ls", 3]})"), 400, "argv[1]", "expected a string");
+  expect(call("POST", exec, tok, R"({"argv": ["ls"], "cmd": "ls"})"), 400, "argv", "exactly one");
+  expect(call("POST", exec, tok, R"({"cmd": "ls", "timeout": "soon"})"), 400, "timeout",
+         "duration");
+  expect(call("POST", exec, tok, R"({"cmd": "ls", "cwd": "relative"})"), 400, "cwd", "absolute");
+  expect(call("POST", exec, tok, R"({"cmd": "ls", "sudo": true})"), 400, "sudo", "unknown field");
+  expect(call("GET", "/v1/sandboxes/" + id + "/files", tok), 400, "path", "?path=");
+  expect(call("GET", "/v1/sandboxes/" + id + "/files?path=%zz", tok), 400, "path",
+         "percent-encoding");
+  expect(call("GET", "/v1/nothing", tok), 404, "", "no such route");
+  auto wrong = call("PATCH", "/v1/sandboxes/" + id, tok, "{}");
+  EXPECT_EQ(wrong.status, 405);
+  EXPECT_EQ(wrong.header("allow"), "GET, DELETE");
+
+  // A body over --max-body: 413 before it is read; a head over 16 KiB: 431.
+  HttpProbe big(port_);
+  auto too_big = big.request("PUT", "/v1/sandboxes/" + id + "/files?path=/workspace/big", tok,
+                             std::string(4096, 'x'));
+  EXPECT_EQ(too_big.status, 413) << too_big.body;
+  EXPECT_TRUE(big.closed_within(5s));
+  HttpProbe fat(port_);
+  auto fat_head =
+      fat.request("GET", "/v1/sandboxes", tok, "", {{"X-Pad", std::string(20000, 'p')}});
+  EXPECT_EQ(fat_head.status, 431) << fat_head.body;
+  // Garbage is a 400 and the connection ends; the server goes on serving.
+  HttpProbe junk(port_);
+  ASSERT_TRUE(junk.send_raw("\x16\x03\x01 not http at all\r\n\r\n"));
+  EXPECT_EQ(junk.read_reply(5s).status, 400);
+  EXPECT_EQ(call("GET", "/v1/sandboxes/" + id, tok).status, 200);
+}
+
+TEST_F(ServeCli, SlowAndGreedyClientsAreCutOffWithoutHurtingOthers) {
+  const std::string tok = token("acme");
+  serve({"--request-timeout", "1s", "--max-requests-per-token", "2"});
+  const std::string id = create(tok);
+
+  // Slowloris: a head that never ends gets 408 after --request-timeout.
+  HttpProbe slow(port_);
+  ASSERT_TRUE(slow.send_raw("GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n"));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(300ms);
+    slow.send_raw("X-Drip: " + std::to_string(i) + "\r\n");
+  }
+  auto cut = slow.read_reply(10s);
+  EXPECT_EQ(cut.status, 408);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+
+  // Two calls in flight for this token; a third gets 429 and Retry-After.
+  std::vector<std::unique_ptr<HttpProbe>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<HttpProbe>(port_));
+    const std::string body = R"({"argv":["sleep","1.5"]})";
+    ASSERT_TRUE(held.back()->send_raw(
+        "POST /v1/sandboxes/" + id + "/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok +
+        "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  }
+  std::this_thread::sleep_for(400ms);
+  auto third = call("GET", "/v1/sandboxes", tok);
+  EXPECT_EQ(third.status, 429) << third.body;
+  EXPECT_EQ(third.header("retry-after"), "1");
+  for (auto& h : held) EXPECT_EQ(h->read_reply(10s).status, 200);
+  EXPECT_EQ(call("GET", "/v1/sandboxes", tok).status, 200) << "the slots came back";
+
+  // A streaming client that goes away ends its call.
+  {
+    HttpProbe gone(port_);
+    const std::string body = R"({"cmd":"while :; do echo tick; sleep 0.05; done"})";
+    ASSERT_TRUE(gone.send_raw("POST /v1/sandboxes/" + id +
+                              "/exec HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
+                              "Authorization: Bearer " +
+                              tok + "\r\nContent-Length: " + std::to_string(body.size()) +
+                              "\r\n\r\n" + body));
+    std::this_thread::sleep_for(500ms);
+  }
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  int running = -1;
+  while (std::chrono::steady_clock::now() < end) {
+    running = json::parse(call("GET", "/v1/sandboxes/" + id, tok).body)["calls_running"];
+    if (running == 0) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(running, 0);
+}
+
+TEST_F(ServeCli, StoppingTheServerRemovesItsSandboxes) {
+  const std::string tok = token("acme");
+  serve();
+  std::vector<std::string> ids{create(tok), create(tok)};
+  server_->signal(SIGTERM);
+  EXPECT_EQ(server_->wait(30s), 0) << server_->err();
+  server_.reset();
+  Cli inventory({"sandbox", "list", "--backend", "native", "--json"});
+  inventory.wait(30s);
+  for (const auto& id : ids) EXPECT_EQ(inventory.out().find(id), std::string::npos) << id;
+}
+
+}  // namespace
+}  // namespace rf::testing
