@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "api/exec_json.h"
 #include "api/tokens.h"
 #include "core/base64.h"
 #include "core/log.h"
@@ -98,52 +99,6 @@ Target split_target(std::string_view target) {
   return t;
 }
 
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      n = 1;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) return false;
-    for (size_t k = 1; k <= n; ++k) {
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-      return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
-
-// Text as a JSON string when it is UTF-8, else base64 under `<name>_base64`.
-void put_bytes(json& j, const std::string& name, const std::string& bytes) {
-  if (valid_utf8(bytes)) {
-    j[name] = bytes;
-  } else {
-    j[name] = nullptr;
-    j[name + "_base64"] = base64_encode(bytes);
-  }
-}
-
 json sandbox_json(const ApiSandbox& s) {
   const SandboxSpec& spec = s.sandbox->spec();
   const auto age = std::chrono::duration_cast<std::chrono::seconds>(
@@ -161,93 +116,6 @@ json sandbox_json(const ApiSandbox& s) {
       {"calls_running", s.running.load()},
       {"spec", json::parse(spec_to_json(spec))}};
 }
-
-// An exec request's body, checked field by field.
-std::variant<ExecCall, ServiceError> parse_exec(const std::string& body) {
-  const json j = json::parse(body, nullptr, false);
-  auto bad = [](std::string field, std::string message) {
-    return ServiceError{400, std::move(field), std::move(message)};
-  };
-  if (j.is_discarded()) return bad("body", "not valid JSON");
-  if (!j.is_object()) return bad("body", "expected a JSON object");
-  static const std::set<std::string> kKeys = {"argv", "cmd", "stdin",  "stdin_base64",
-                                              "env",  "cwd", "timeout"};
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!kKeys.count(it.key()))
-      return bad(it.key(),
-                 "unknown field (allowed: argv, cmd, stdin, stdin_base64, env, cwd, timeout)");
-  }
-  ExecCall call;
-  if (j.contains("argv") == j.contains("cmd")) {
-    return bad("argv", "give exactly one of argv (an array of strings) and cmd (a shell string)");
-  }
-  if (j.contains("argv")) {
-    const json& a = j["argv"];
-    if (!a.is_array() || a.empty()) return bad("argv", "expected a non-empty array of strings");
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].is_string()) return bad("argv[" + std::to_string(i) + "]", "expected a string");
-      call.argv.push_back(a[i].get<std::string>());
-    }
-  } else {
-    if (!j["cmd"].is_string() || j["cmd"].get<std::string>().empty()) {
-      return bad("cmd", "expected a non-empty string");
-    }
-    call.argv = {"/bin/sh", "-c", j["cmd"].get<std::string>()};
-  }
-  if (j.contains("stdin") && j.contains("stdin_base64")) {
-    return bad("stdin", "give stdin or stdin_base64, not both");
-  }
-  if (j.contains("stdin")) {
-    if (!j["stdin"].is_string()) return bad("stdin", "expected a string");
-    call.stdin_data = j["stdin"].get<std::string>();
-  }
-  if (j.contains("stdin_base64")) {
-    if (!j["stdin_base64"].is_string()) return bad("stdin_base64", "expected a string");
-    auto bytes = base64_decode(j["stdin_base64"].get<std::string>());
-    if (!bytes) return bad("stdin_base64", "not valid base64");
-    call.stdin_data = std::move(*bytes);
-  }
-  if (j.contains("env")) {
-    if (!j["env"].is_object()) return bad("env", "expected an object of strings");
-    for (auto it = j["env"].begin(); it != j["env"].end(); ++it) {
-      if (!it.value().is_string()) return bad("env." + it.key(), "expected a string");
-      if (it.key().empty() || it.key().find('=') != std::string::npos) {
-        return bad("env." + it.key(), "not a variable name");
-      }
-      call.env[it.key()] = it.value().get<std::string>();
-    }
-  }
-  if (j.contains("cwd")) {
-    if (!j["cwd"].is_string() || j["cwd"].get<std::string>().empty() ||
-        j["cwd"].get<std::string>()[0] != '/') {
-      return bad("cwd", "expected an absolute path");
-    }
-    call.cwd = j["cwd"].get<std::string>();
-  }
-  if (j.contains("timeout")) {
-    const json& t = j["timeout"];
-    if (t.is_number()) {
-      const double s = t.get<double>();
-      if (!(s > 0) || s > 86400) return bad("timeout", "expected seconds in (0, 86400]");
-      call.timeout = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
-    } else if (t.is_string()) {
-      auto d = parse_duration(t.get<std::string>());
-      if (!d || d->count() <= 0) return bad("timeout", "expected a duration such as \"30s\"");
-      call.timeout = *d;
-    } else {
-      return bad("timeout", "expected seconds or a duration such as \"30s\"");
-    }
-  }
-  return call;
-}
-
-// Collects a call's output for a JSON answer.
-class CollectSink : public OutputSink {
- public:
-  void on_stdout(std::string_view d) override { out.append(d); }
-  void on_stderr(std::string_view d) override { err.append(d); }
-  std::string out, err;
-};
 
 // Streams a call's output as server-sent events; a client that goes away
 // ends the call.
@@ -291,7 +159,7 @@ bool wants_sse(const Request& request) {
 }  // namespace
 
 Api::Api(store::Store& store, SandboxService& sandboxes, ApiOptions options)
-    : store_(store), tokens_(store), sandboxes_(sandboxes), options_(options) {}
+    : store_(store), tokens_(store), sandboxes_(sandboxes), mcp_(sandboxes), options_(options) {}
 
 std::optional<Api::Caller> Api::authenticate(const Request& request, Responder& responder) {
   const std::vector<std::pair<std::string, std::string>> challenge = {
@@ -411,6 +279,11 @@ void Api::route(const Caller& caller, const Target& t, const Request& request,
     (void)responder.respond(200, "text/plain; version=0.0.4", metrics_text());
     return;
   }
+  if (seg.size() == 1 && seg[0] == "mcp") {
+    if (method != http::verb::post) return not_allowed("POST");
+    serve_mcp(caller, request, responder);
+    return;
+  }
   if (seg.size() < 2 || seg[0] != "v1") return not_found();
   if (seg[1] != "sandboxes") return not_found();
 
@@ -453,7 +326,9 @@ void Api::route(const Caller& caller, const Target& t, const Request& request,
 
   if (op == "exec") {
     if (method != http::verb::post) return not_allowed("POST");
-    auto parsed = parse_exec(request.body());
+    const json body = json::parse(request.body(), nullptr, false);
+    if (body.is_discarded()) return fail(responder, 400, "body", "not valid JSON");
+    auto parsed = parse_exec(body);
     if (auto* e = std::get_if<ServiceError>(&parsed)) return fail(responder, *e);
     ExecCall call = std::get<ExecCall>(std::move(parsed));
     ++sb->running;
@@ -488,10 +363,7 @@ void Api::route(const Caller& caller, const Target& t, const Request& request,
       return fail(responder, sandboxes_.find(caller.project, seg[2]) ? 500 : 409, "",
                   result.error().to_string());
     }
-    json j = exec_result_json(*result, sb->id());
-    put_bytes(j, "stdout", sink.out);
-    put_bytes(j, "stderr", sink.err);
-    answer(responder, 200, j);
+    answer(responder, 200, exec_answer(*result, sb->id(), sink));
     return;
   }
 
@@ -541,6 +413,40 @@ void Api::route(const Caller& caller, const Target& t, const Request& request,
     return not_allowed("GET, PUT");
   }
   not_found();
+}
+
+// MCP's Streamable HTTP transport, statelessly: one JSON-RPC message per
+// POST, answered as application/json (notifications: 202, no body).
+void Api::serve_mcp(const Caller& caller, const Request& request, Responder& responder) {
+  // A page in a browser must not drive the sandboxes (DNS rebinding): only
+  // loopback origins, or none (not a browser).
+  const std::string_view origin = sv(request[http::field::origin]);
+  if (!origin.empty()) {
+    const bool local = origin.rfind("http://127.0.0.1", 0) == 0 ||
+                       origin.rfind("http://localhost", 0) == 0 ||
+                       origin.rfind("http://[::1]", 0) == 0;
+    if (!local)
+      return fail(responder, 403, "Origin", "origin " + std::string(origin) + " is not allowed");
+  }
+  const std::string_view type = sv(request[http::field::content_type]);
+  if (type.substr(0, type.find(';')) != "application/json") {
+    return fail(responder, 415, "Content-Type", "MCP messages are application/json");
+  }
+  const json message = json::parse(request.body(), nullptr, false);
+  if (message.is_discarded()) {
+    answer(responder, 400,
+           {{"jsonrpc", "2.0"},
+            {"id", nullptr},
+            {"error", {{"code", -32700}, {"message", "Parse error"}}}});
+    return;
+  }
+  const std::string header_version(sv(request["MCP-Protocol-Version"]));
+  auto reply = mcp_.handle(caller.project, message, header_version);
+  if (!reply) {
+    (void)responder.respond(202, "", "");
+    return;
+  }
+  answer(responder, 200, *reply);
 }
 
 std::string Api::metrics_text() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/http_server.h"
+#include "api/mcp.h"
 #include "api/sandbox_service.h"
 #include "store/store.h"
 #include "store/token_store.h"
@@ -53,10 +54,12 @@ class Api {
   void route(const Caller& caller, const Target& target, const Request& request,
              Responder& responder);
   std::string metrics_text();
+  void serve_mcp(const Caller& caller, const Request& request, Responder& responder);
 
   store::Store& store_;
   store::TokenStore tokens_;
   SandboxService& sandboxes_;
+  McpServer mcp_;
   ApiOptions options_;
 
   std::mutex mu_;

@@ -1,12 +1,14 @@
 // `ringfence serve` (the HTTP API, issue 14) and `ringfence token create |
 // list | revoke` (its bearer tokens).
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
+#include "api/mcp_stdio.h"
 #include "api/tokens.h"
 #include "cli/backends.h"
 #include "cli/client_store.h"
@@ -207,7 +209,41 @@ int serve(const ServeFlags& f) {
   return 0;
 }
 
+struct McpFlags {
+  std::string project;
+  std::string backend = "native";
+  std::string docker_host;
+  size_t max_per_project = 16;
+};
+
+// `ringfence mcp`: the MCP server on stdio, for one project, its sandboxes
+// living as long as the process.
+int mcp(const McpFlags& f) {
+  auto kind = parse_backend_kind(f.backend);
+  if (!kind) return fail("--backend: " + kind.error().message, kExitUsage);
+  ::signal(SIGPIPE, SIG_IGN);
+  register_backends(BackendConfig{f.docker_host, {}, {}});
+  api::ServiceOptions options;
+  options.backend = *kind;
+  options.max_per_project = f.max_per_project;
+  api::SandboxService sandboxes(options, [](BackendKind k) { return make_backend(k); });
+  api::McpServer server(sandboxes);
+  const int code = api::serve_mcp_stdio(server, f.project, STDIN_FILENO, STDOUT_FILENO);
+  sandboxes.destroy_all();
+  return code;
+}
+
 }  // namespace
+
+void add_mcp_command(CLI::App* cmd, CommandResult* result) {
+  auto f = std::make_shared<McpFlags>();
+  cmd->add_option("--project", f->project, "The project the sandboxes are made for")
+      ->default_val("default");
+  cmd->add_option("--backend", f->backend, "The backend of the sandboxes")->default_val("native");
+  cmd->add_option("--docker-host", f->docker_host, "The Docker daemon, for --backend docker");
+  cmd->add_option("--max-sandboxes", f->max_per_project, "Live sandboxes at once")->default_val(16);
+  cmd->callback([f, result] { result->exit_code = mcp(*f); });
+}
 
 void add_token_commands(CLI::App* token, CommandResult* result) {
   token->require_subcommand(1);

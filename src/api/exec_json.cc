@@ -1,0 +1,141 @@
+#include "api/exec_json.h"
+
+#include <set>
+
+#include "core/base64.h"
+#include "core/units.h"
+#include "sandbox/result_json.h"
+
+namespace rf::api {
+
+using nlohmann::json;
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+void put_bytes(json& j, const std::string& name, const std::string& bytes) {
+  if (valid_utf8(bytes)) {
+    j[name] = bytes;
+  } else {
+    j[name] = nullptr;
+    j[name + "_base64"] = base64_encode(bytes);
+  }
+}
+
+std::variant<ExecCall, ServiceError> parse_exec(const json& j) {
+  auto bad = [](std::string field, std::string message) {
+    return ServiceError{400, std::move(field), std::move(message)};
+  };
+  if (!j.is_object()) return bad("body", "expected a JSON object");
+  static const std::set<std::string> kKeys = {"argv", "cmd", "stdin",  "stdin_base64",
+                                              "env",  "cwd", "timeout"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!kKeys.count(it.key()))
+      return bad(it.key(),
+                 "unknown field (allowed: argv, cmd, stdin, stdin_base64, env, cwd, timeout)");
+  }
+  ExecCall call;
+  if (j.contains("argv") == j.contains("cmd")) {
+    return bad("argv", "give exactly one of argv (an array of strings) and cmd (a shell string)");
+  }
+  if (j.contains("argv")) {
+    const json& a = j["argv"];
+    if (!a.is_array() || a.empty()) return bad("argv", "expected a non-empty array of strings");
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_string()) return bad("argv[" + std::to_string(i) + "]", "expected a string");
+      call.argv.push_back(a[i].get<std::string>());
+    }
+  } else {
+    if (!j["cmd"].is_string() || j["cmd"].get<std::string>().empty()) {
+      return bad("cmd", "expected a non-empty string");
+    }
+    call.argv = {"/bin/sh", "-c", j["cmd"].get<std::string>()};
+  }
+  if (j.contains("stdin") && j.contains("stdin_base64")) {
+    return bad("stdin", "give stdin or stdin_base64, not both");
+  }
+  if (j.contains("stdin")) {
+    if (!j["stdin"].is_string()) return bad("stdin", "expected a string");
+    call.stdin_data = j["stdin"].get<std::string>();
+  }
+  if (j.contains("stdin_base64")) {
+    if (!j["stdin_base64"].is_string()) return bad("stdin_base64", "expected a string");
+    auto bytes = base64_decode(j["stdin_base64"].get<std::string>());
+    if (!bytes) return bad("stdin_base64", "not valid base64");
+    call.stdin_data = std::move(*bytes);
+  }
+  if (j.contains("env")) {
+    if (!j["env"].is_object()) return bad("env", "expected an object of strings");
+    for (auto it = j["env"].begin(); it != j["env"].end(); ++it) {
+      if (!it.value().is_string()) return bad("env." + it.key(), "expected a string");
+      if (it.key().empty() || it.key().find('=') != std::string::npos) {
+        return bad("env." + it.key(), "not a variable name");
+      }
+      call.env[it.key()] = it.value().get<std::string>();
+    }
+  }
+  if (j.contains("cwd")) {
+    if (!j["cwd"].is_string() || j["cwd"].get<std::string>().empty() ||
+        j["cwd"].get<std::string>()[0] != '/') {
+      return bad("cwd", "expected an absolute path");
+    }
+    call.cwd = j["cwd"].get<std::string>();
+  }
+  if (j.contains("timeout")) {
+    const json& t = j["timeout"];
+    if (t.is_number()) {
+      const double s = t.get<double>();
+      if (!(s > 0) || s > 86400) return bad("timeout", "expected seconds in (0, 86400]");
+      call.timeout = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+    } else if (t.is_string()) {
+      auto d = parse_duration(t.get<std::string>());
+      if (!d || d->count() <= 0) return bad("timeout", "expected a duration such as \"30s\"");
+      call.timeout = *d;
+    } else {
+      return bad("timeout", "expected seconds or a duration such as \"30s\"");
+    }
+  }
+  return call;
+}
+
+json exec_answer(const ExecResult& r, const std::string& sandbox_id, const CollectSink& output) {
+  json j = exec_result_json(r, sandbox_id);
+  put_bytes(j, "stdout", output.out);
+  put_bytes(j, "stderr", output.err);
+  return j;
+}
+
+}  // namespace rf::api

@@ -1,0 +1,397 @@
+#include "api/mcp.h"
+
+#include <set>
+
+#include "api/exec_json.h"
+#include "core/base64.h"
+
+namespace rf::api {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kVersionKey = "io.modelcontextprotocol/protocolVersion";
+constexpr const char* kServerInfoKey = "io.modelcontextprotocol/serverInfo";
+const std::set<std::string> kLegacyVersions = {"2025-11-25", "2025-06-18", "2025-03-26"};
+
+// JSON-RPC and MCP error codes.
+constexpr int kInvalidRequest = -32600;
+constexpr int kMethodNotFound = -32601;
+constexpr int kInvalidParams = -32602;
+constexpr int kUnsupportedVersion = -32022;
+
+json server_info() { return {{"name", "ringfence"}, {"version", RF_VERSION}}; }
+
+json rpc_error(const json& id, int code, const std::string& message, json data = nullptr) {
+  json e = {{"code", code}, {"message", message}};
+  if (!data.is_null()) e["data"] = std::move(data);
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"error", e}};
+}
+
+// A tool's answer: text for the model, the same as structured content.
+json tool_result(const json& structured, const std::string& text) {
+  return {{"content", json::array({{{"type", "text"}, {"text", text}}})},
+          {"structuredContent", structured},
+          {"isError", false}};
+}
+
+json tool_error(const std::string& message) {
+  return {{"content", json::array({{{"type", "text"}, {"text", message}}})}, {"isError", true}};
+}
+
+json schema(json properties, std::vector<std::string> required) {
+  return {{"type", "object"},
+          {"properties", std::move(properties)},
+          {"required", std::move(required)},
+          {"additionalProperties", false}};
+}
+
+const json kSandboxId = {{"type", "string"},
+                         {"description", "The sandbox's id, from sandbox_create"}};
+const json kPath = {
+    {"type", "string"},
+    {"description", "An absolute path inside the sandbox, e.g. /workspace/main.py"}};
+
+struct Lang {
+  const char* file;
+  std::vector<std::string> argv;
+};
+const std::map<std::string, Lang> kLanguages = {
+    {"python", {"/workspace/main.py", {"python3", "/workspace/main.py"}}},
+    {"bash", {"/workspace/main.sh", {"bash", "/workspace/main.sh"}}},
+    {"sh", {"/workspace/main.sh", {"sh", "/workspace/main.sh"}}},
+    {"node", {"/workspace/main.js", {"node", "/workspace/main.js"}}},
+};
+
+// Refuses arguments the schema does not name, and checks required strings.
+std::optional<std::string> check_args(const json& args, const std::set<std::string>& allowed,
+                                      const std::vector<std::string>& required) {
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    if (!allowed.count(it.key())) return "unknown argument \"" + it.key() + "\"";
+  }
+  for (const auto& r : required) {
+    if (!args.contains(r) || !args[r].is_string() || args[r].get<std::string>().empty()) {
+      return "argument \"" + r + "\" is required (a non-empty string)";
+    }
+  }
+  return std::nullopt;
+}
+
+std::string exec_text(const json& answer) {
+  std::string text = "exit_code: " + std::to_string(answer.value("exit_code", -1));
+  if (!answer["limit"].is_null())
+    text += " (limit reached: " + answer["limit"].get<std::string>() + ")";
+  auto stream = [&](const char* name) {
+    if (answer[name].is_string()) {
+      const std::string s = answer[name];
+      if (!s.empty()) text += std::string("\n--- ") + name + " ---\n" + s;
+    } else {
+      text += std::string("\n--- ") + name + " (base64, not UTF-8) ---\n" +
+              answer[std::string(name) + "_base64"].get<std::string>();
+    }
+  };
+  stream("stdout");
+  stream("stderr");
+  return text;
+}
+
+}  // namespace
+
+json McpServer::tool_list() {
+  const json exec_props = {
+      {"sandbox_id", kSandboxId},
+      {"cmd", {{"type", "string"}, {"description", "A shell command line (run by /bin/sh -c)"}}},
+      {"argv",
+       {{"type", "array"},
+        {"items", {{"type", "string"}}},
+        {"description", "The command and its arguments, without a shell (instead of cmd)"}}},
+      {"stdin", {{"type", "string"}, {"description", "Text for the command's standard input"}}},
+      {"env",
+       {{"type", "object"},
+        {"additionalProperties", {{"type", "string"}}},
+        {"description", "Variables added to the environment"}}},
+      {"cwd", {{"type", "string"}, {"description", "Working directory (default /workspace)"}}},
+      {"timeout",
+       {{"type", {"number", "string"}},
+        {"description", "Seconds, or a duration such as \"30s\" (default: the sandbox's)"}}}};
+  return json::array({
+      {{"name", "sandbox_create"},
+       {"description",
+        "Create an isolated Linux sandbox (read-only root, writable /workspace, no network unless "
+        "allowed, no host environment). Returns its sandbox_id; destroy it when done."},
+       {"inputSchema",
+        schema({{"limits",
+                 {{"type", "object"},
+                  {"description",
+                   "Bounds, e.g. {\"memory\": \"512m\", \"timeout\": \"60s\", \"pids\": 256}"}}},
+                {"network",
+                 {{"type", "string"},
+                  {"enum", {"none", "proxy"}},
+                  {"description", "none (default) or proxy (only the hosts in allow)"}}},
+                {"allow",
+                 {{"type", "array"},
+                  {"items", {{"type", "string"}}},
+                  {"description", "With network proxy: hosts the sandbox may reach"}}},
+                {"env",
+                 {{"type", "object"},
+                  {"additionalProperties", {{"type", "string"}}},
+                  {"description", "Variables every command in the sandbox sees"}}}},
+               {})}},
+      {{"name", "sandbox_exec"},
+       {"description",
+        "Run a command in a sandbox and wait for it: exit code, stdout, stderr, and the limit "
+        "that ended it, if any. Give cmd or argv."},
+       {"inputSchema", schema(exec_props, {"sandbox_id"})}},
+      {{"name", "sandbox_destroy"},
+       {"description", "Destroy a sandbox: every process ends and its files are gone."},
+       {"inputSchema", schema({{"sandbox_id", kSandboxId}}, {"sandbox_id"})}},
+      {{"name", "sandbox_file_read"},
+       {"description", "Read a file from a sandbox (text, or base64 when it is not UTF-8)."},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId}, {"path", kPath}}, {"sandbox_id", "path"})}},
+      {{"name", "sandbox_file_write"},
+       {"description",
+        "Write a file in a sandbox (under /workspace or /tmp; the root is read-only)."},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId},
+                {"path", kPath},
+                {"content", {{"type", "string"}, {"description", "The file's contents"}}},
+                {"encoding",
+                 {{"type", "string"},
+                  {"enum", {"utf8", "base64"}},
+                  {"description", "How content is given (default utf8)"}}}},
+               {"sandbox_id", "path", "content"})}},
+      {{"name", "sandbox_file_list"},
+       {"description", "List a directory in a sandbox: names, types, sizes."},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId}, {"path", kPath}}, {"sandbox_id", "path"})}},
+      {{"name", "run_code"},
+       {"description",
+        "Run a program once in a fresh sandbox that is destroyed afterwards: python, bash, sh "
+        "or node."},
+       {"inputSchema",
+        schema({{"language", {{"type", "string"}, {"enum", {"python", "bash", "sh", "node"}}}},
+                {"code", {{"type", "string"}, {"description", "The program's source"}}},
+                {"stdin", {{"type", "string"}}},
+                {"timeout", {{"type", {"number", "string"}}}}},
+               {"language", "code"})}},
+  });
+}
+
+json McpServer::call_tool(const std::string& project, const std::string& name, const json& args) {
+  auto find = [&](std::shared_ptr<ApiSandbox>* out) -> std::optional<std::string> {
+    *out = sandboxes_.find(project, args["sandbox_id"].get<std::string>());
+    if (!*out)
+      return "no sandbox " + args["sandbox_id"].get<std::string>() + " (sandbox_create makes one)";
+    return std::nullopt;
+  };
+  auto run = [&](ApiSandbox& sb, const json& exec_args) -> json {
+    auto parsed = parse_exec(exec_args);
+    if (auto* e = std::get_if<ServiceError>(&parsed))
+      return tool_error(e->field + ": " + e->message);
+    CollectSink sink;
+    ++sb.running;
+    auto result = sb.sandbox->exec(std::get<ExecCall>(parsed), sink);
+    --sb.running;
+    if (!result) return tool_error(result.error().to_string());
+    const json answer = exec_answer(*result, sb.id(), sink);
+    return tool_result(answer, exec_text(answer));
+  };
+
+  if (name == "sandbox_create") {
+    if (auto bad = check_args(args, {"limits", "network", "allow", "env"}, {}))
+      return tool_error(*bad);
+    auto made = sandboxes_.create(project, args.dump());
+    if (auto* e = std::get_if<ServiceError>(&made)) {
+      return tool_error((e->field.empty() ? "" : e->field + ": ") + e->message);
+    }
+    const auto& sb = std::get<std::shared_ptr<ApiSandbox>>(made);
+    const json out = {{"sandbox_id", sb->id()},
+                      {"spec", json::parse(spec_to_json(sb->sandbox->spec()))}};
+    return tool_result(out, "sandbox_id: " + sb->id());
+  }
+  if (name == "sandbox_exec") {
+    if (auto bad = check_args(args, {"sandbox_id", "cmd", "argv", "stdin", "env", "cwd", "timeout"},
+                              {"sandbox_id"})) {
+      return tool_error(*bad);
+    }
+    std::shared_ptr<ApiSandbox> sb;
+    if (auto missing = find(&sb)) return tool_error(*missing);
+    json exec_args = args;
+    exec_args.erase("sandbox_id");
+    return run(*sb, exec_args);
+  }
+  if (name == "sandbox_destroy") {
+    if (auto bad = check_args(args, {"sandbox_id"}, {"sandbox_id"})) return tool_error(*bad);
+    const std::string id = args["sandbox_id"];
+    auto gone = sandboxes_.destroy(project, id);
+    if (!gone) return tool_error(gone.error().to_string());
+    if (!*gone) return tool_error("no sandbox " + id);
+    return tool_result({{"sandbox_id", id}, {"destroyed", true}}, "destroyed " + id);
+  }
+  if (name == "sandbox_file_read" || name == "sandbox_file_list") {
+    if (auto bad = check_args(args, {"sandbox_id", "path"}, {"sandbox_id", "path"})) {
+      return tool_error(*bad);
+    }
+    std::shared_ptr<ApiSandbox> sb;
+    if (auto missing = find(&sb)) return tool_error(*missing);
+    const std::string path = args["path"];
+    if (name == "sandbox_file_read") {
+      auto data = sb->sandbox->read_file(path);
+      if (!data) return tool_error(data.error().to_string());
+      json out = {{"path", path}, {"size", data->size()}};
+      put_bytes(out, "content", *data);
+      return tool_result(out, out["content"].is_string()
+                                  ? out["content"].get<std::string>()
+                                  : out["content_base64"].get<std::string>());
+    }
+    auto entries = sb->sandbox->list_dir(path);
+    if (!entries) return tool_error(entries.error().to_string());
+    json list = json::array();
+    std::string text;
+    for (const auto& e : *entries) {
+      list.push_back({{"name", e.name}, {"type", e.type}, {"size", e.size}});
+      text += e.name + (e.type == "dir" ? "/" : "") + "\t" + std::to_string(e.size) + "\n";
+    }
+    return tool_result({{"path", path}, {"entries", list}}, text.empty() ? "(empty)" : text);
+  }
+  if (name == "sandbox_file_write") {
+    if (auto bad = check_args(args, {"sandbox_id", "path", "content", "encoding"},
+                              {"sandbox_id", "path"})) {
+      return tool_error(*bad);
+    }
+    if (!args.contains("content") || !args["content"].is_string()) {
+      return tool_error("argument \"content\" is required (a string)");
+    }
+    std::shared_ptr<ApiSandbox> sb;
+    if (auto missing = find(&sb)) return tool_error(*missing);
+    std::string data = args["content"];
+    const std::string encoding = args.value("encoding", "utf8");
+    if (encoding == "base64") {
+      auto bytes = base64_decode(data);
+      if (!bytes) return tool_error("content: not valid base64");
+      data = std::move(*bytes);
+    } else if (encoding != "utf8") {
+      return tool_error("encoding: \"" + encoding + "\" is not utf8 or base64");
+    }
+    const std::string path = args["path"];
+    if (auto wrote = sb->sandbox->write_file(path, data); !wrote) {
+      return tool_error(wrote.error().to_string());
+    }
+    return tool_result({{"path", path}, {"size", data.size()}},
+                       "wrote " + std::to_string(data.size()) + " bytes to " + path);
+  }
+  if (name == "run_code") {
+    if (auto bad =
+            check_args(args, {"language", "code", "stdin", "timeout"}, {"language", "code"})) {
+      return tool_error(*bad);
+    }
+    const auto lang = kLanguages.find(args["language"].get<std::string>());
+    if (lang == kLanguages.end()) {
+      return tool_error("language: \"" + args["language"].get<std::string>() +
+                        "\" is not one of python, bash, sh, node");
+    }
+    auto made = sandboxes_.create(project, "{}");
+    if (auto* e = std::get_if<ServiceError>(&made)) return tool_error(e->message);
+    const auto sb = std::get<std::shared_ptr<ApiSandbox>>(made);
+    json answer;
+    if (auto wrote = sb->sandbox->write_file(lang->second.file, args["code"].get<std::string>());
+        !wrote) {
+      answer = tool_error(wrote.error().to_string());
+    } else {
+      json exec_args = {{"argv", lang->second.argv}};
+      if (args.contains("stdin")) exec_args["stdin"] = args["stdin"];
+      if (args.contains("timeout")) exec_args["timeout"] = args["timeout"];
+      answer = run(*sb, exec_args);
+    }
+    (void)sandboxes_.destroy(project, sb->id());
+    return answer;
+  }
+  return nullptr;  // unknown: the caller answers with a JSON-RPC error
+}
+
+std::optional<json> McpServer::handle(const std::string& project, const json& message,
+                                      std::string_view header_version) {
+  if (!message.is_object()) {
+    return rpc_error(nullptr, kInvalidRequest,
+                     message.is_array() ? "batches are not supported (send one message at a time)"
+                                        : "a JSON-RPC message is an object");
+  }
+  const json id = message.contains("id") ? message["id"] : json(nullptr);
+  if (!message.contains("method")) return std::nullopt;  // a response: we never ask
+  if (!message["method"].is_string() || message.value("jsonrpc", "") != "2.0") {
+    return rpc_error(id, kInvalidRequest, "expected {\"jsonrpc\": \"2.0\", \"method\": ...}");
+  }
+  const std::string method = message["method"];
+  const bool notification = !message.contains("id");
+  if (notification) return std::nullopt;  // notifications/initialized, cancelled, ...
+  const json params = message.contains("params") ? message["params"] : json::object();
+  if (!params.is_object()) return rpc_error(id, kInvalidParams, "params must be an object");
+
+  // Which era: the version in _meta (2026-07-28 on), else the HTTP header.
+  std::string version;
+  if (params.contains("_meta") && params["_meta"].is_object() &&
+      params["_meta"].contains(kVersionKey) && params["_meta"][kVersionKey].is_string()) {
+    version = params["_meta"][kVersionKey];
+  } else if (!header_version.empty()) {
+    version = std::string(header_version);
+  }
+  const bool modern = version >= kMcpModernVersion;
+  if (modern && version != kMcpModernVersion) {
+    return rpc_error(id, kUnsupportedVersion, "Unsupported protocol version: " + version,
+                     {{"supported", {kMcpModernVersion, "2025-11-25"}}, {"requested", version}});
+  }
+  auto answer = [&](json result) {
+    if (modern) {
+      result["resultType"] = "complete";
+      result["_meta"] = {{kServerInfoKey, server_info()}};
+    }
+    return json{{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
+  };
+  const json capabilities = {{"tools", {{"listChanged", false}}}};
+
+  if (method == "initialize") {
+    std::string asked = params.value("protocolVersion", "");
+    const std::string chosen = kLegacyVersions.count(asked) ? asked : "2025-11-25";
+    return json{{"jsonrpc", "2.0"},
+                {"id", id},
+                {"result",
+                 {{"protocolVersion", chosen},
+                  {"capabilities", capabilities},
+                  {"serverInfo", server_info()},
+                  {"instructions",
+                   "Sandboxes for running untrusted commands and code: sandbox_create, then "
+                   "sandbox_exec and the file tools, then sandbox_destroy; or run_code once."}}}};
+  }
+  if (method == "server/discover") {
+    return answer({{"supportedVersions", {kMcpModernVersion, "2025-11-25"}},
+                   {"capabilities", capabilities},
+                   {"ttlMs", 0},
+                   {"cacheScope", "private"}});
+  }
+  if (method == "ping") return answer(json::object());
+  if (method == "tools/list") {
+    json result = {{"tools", tool_list()}};
+    if (modern) {
+      result["ttlMs"] = 0;
+      result["cacheScope"] = "private";
+    }
+    return answer(result);
+  }
+  if (method == "tools/call") {
+    if (!params.contains("name") || !params["name"].is_string()) {
+      return rpc_error(id, kInvalidParams, "tools/call needs params.name");
+    }
+    const json args = params.contains("arguments") ? params["arguments"] : json::object();
+    if (!args.is_object()) return rpc_error(id, kInvalidParams, "arguments must be an object");
+    json result = call_tool(project, params["name"], args);
+    if (result.is_null()) {
+      return rpc_error(id, kInvalidParams,
+                       "Tool " + params["name"].get<std::string>() + " not found");
+    }
+    return answer(std::move(result));
+  }
+  return rpc_error(id, kMethodNotFound, "Method not found: " + method);
+}
+
+}  // namespace rf::api

@@ -1,0 +1,52 @@
+// The MCP server (issue 14): the same sandboxes as the HTTP API, as MCP tools,
+// for agents. JSON-RPC messages in, answers out; the transports are stdio
+// (`ringfence mcp`, api/mcp_stdio.h) and Streamable HTTP (`POST /mcp` of
+// `ringfence serve`, api/api.cc).
+//
+// Two protocol eras at once, told apart per message:
+// - 2026-07-28 (stateless): no initialize; each request names its version in
+//   params._meta["io.modelcontextprotocol/protocolVersion"] (and, over HTTP,
+//   the MCP-Protocol-Version header); `server/discover` says what we serve;
+//   results carry resultType "complete" and our serverInfo in _meta.
+// - 2025-11-25 (and 2025-06-18, 2025-03-26): `initialize` first, then plain
+//   requests. Served statelessly too: no session id is needed or issued.
+//
+// Tools: sandbox_create, sandbox_exec, sandbox_destroy, sandbox_file_read,
+// sandbox_file_write, sandbox_file_list, run_code. A tool that fails answers
+// a result with isError and a sentence saying what and where; a call to an
+// unknown tool or with arguments that are not an object is a JSON-RPC error.
+// There are no approval tools: approving a credential is for humans.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "api/sandbox_service.h"
+
+namespace rf::api {
+
+inline constexpr const char* kMcpModernVersion = "2026-07-28";
+
+class McpServer {
+ public:
+  explicit McpServer(SandboxService& sandboxes) : sandboxes_(sandboxes) {}
+
+  // One message from a client acting for `project`. The answer, or nullopt
+  // for a notification (or a response, which this server never asked for).
+  // `header_version`: the MCP-Protocol-Version header over HTTP, else empty.
+  std::optional<nlohmann::json> handle(const std::string& project, const nlohmann::json& message,
+                                       std::string_view header_version = {});
+
+  // The tools, as tools/list answers them.
+  static nlohmann::json tool_list();
+
+ private:
+  nlohmann::json call_tool(const std::string& project, const std::string& name,
+                           const nlohmann::json& args);
+
+  SandboxService& sandboxes_;
+};
+
+}  // namespace rf::api
