@@ -46,7 +46,8 @@ workflow-test: build agents
 	ctest --test-dir $(BUILD) --output-on-failure -L workflow
 
 asan-test: deps
-	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_identity_tests
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -L 'unit|identity' -j 2 --timeout 300
 

@@ -77,5 +77,6 @@ function(rf_static_executable target)
   target_compile_definitions(${target} PRIVATE RF_STATIC_CLI=1)
   # glibc warns at link time that getaddrinfo and getpwuid_r need its NSS
   # modules at run time: the binary uses the ones built into libc only.
-  target_link_options(${target} PRIVATE -static-pie -Wl,-z,pack-relative-relocs)
+  # GNU ld, also when lld links the rest: lld 14 cannot pack the relocations.
+  target_link_options(${target} PRIVATE -fuse-ld=bfd -static-pie -Wl,-z,pack-relative-relocs)
 endfunction()

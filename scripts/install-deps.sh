@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
+  build-essential cmake pkg-config clang clang-format libclang-rt-14-dev lld
   libseccomp-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
