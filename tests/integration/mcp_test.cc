@@ -1,8 +1,8 @@
 // The MCP server (issue 14) driven by the official MCP TypeScript clients
-// from the npm registry (tests/mcp/npm, pinned): the v1 SDK speaking
+// from the npm registry (tests/js/npm, pinned): the v1 SDK speaking
 // 2025-11-25 and the v2 client pinned to 2026-07-28, each over stdio
 // (`ringfence mcp`) and Streamable HTTP (`ringfence serve`'s /mcp). The
-// client script (tests/mcp/mcp_client.mjs) creates a sandbox, runs a command,
+// client script (tests/js/mcp_client.mjs) creates a sandbox, runs a command,
 // writes, reads and lists a file, runs code once and destroys the sandbox;
 // the test checks every step. Raw JSON-RPC checks what no polite client
 // sends: another project's sandbox, foreign origins, batches, versions.
@@ -40,7 +40,7 @@ std::pair<std::string, int> run_capture(const std::string& cmd) {
 class McpClients : public ::testing::TestWithParam<std::pair<std::string, std::string>> {
  protected:
   static void SetUpTestSuite() {
-    const auto [out, code] = run_capture(std::string(RF_MCP_DIR) + "/install.sh 2>&1");
+    const auto [out, code] = run_capture(std::string(RF_JS_DIR) + "/install.sh 2>&1");
     installed_ = code == 0;
     install_log_ = out;
   }
@@ -81,7 +81,7 @@ class McpClients : public ::testing::TestWithParam<std::pair<std::string, std::s
   // The client script's steps, by name.
   std::map<std::string, json> drive(const std::string& sdk, const std::string& transport,
                                     const std::string& token = "") {
-    std::string cmd = "node " + std::string(RF_MCP_DIR) + "/mcp_client.mjs --sdk " + sdk +
+    std::string cmd = "node " + std::string(RF_JS_DIR) + "/mcp_client.mjs --sdk " + sdk +
                       " --transport " + transport;
     if (transport == "stdio") {
       cmd += " --command " + std::string(RF_CLI_PATH) + " mcp --project acme";

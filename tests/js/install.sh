@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the pinned MCP clients (tests/mcp/npm) with `npm ci`, once: skipped
+# Installs the pinned test-only JavaScript clients (tests/js/npm) with `npm ci`, once: skipped
 # when node_modules matches the lock. Concurrent callers wait on a lock.
 set -euo pipefail
 npm_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/npm" && pwd)
