@@ -1,0 +1,246 @@
+// rf_api_bench: `ringfence serve` (issue 14), the real binary, on loopback.
+//  1. Round trips, interleaved so they share the machine's noise, each on a
+//     kept-alive connection into one warm native sandbox:
+//       api   POST /v1/sandboxes/ID/exec {"argv": ["true"]}   (bar: 2 ms p50)
+//       mcp   POST /mcp tools/call sandbox_exec, 2026-07-28    (bar: 3 ms p50)
+//       bwrap the peer: a fresh bubblewrap sandbox running /bin/true
+//  2. Throughput: 16 kept-alive clients over 4 sandboxes for --seconds
+//     (bar: 2,000 exec calls/s on 2 cores).
+//  3. Streams: --streams server-sent-event execs (`sleep`) held at once by
+//     the one server, spread over sandboxes (bar: 1,000); every one must
+//     see its `started` event while all are open, then its `exit`.
+//
+//   build/bench/rf_api_bench [--iterations N] [--seconds S] [--streams N]
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.h"
+#include "http_probe.h"
+
+using namespace rf;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+using rf::testing::HttpProbe;
+
+namespace {
+
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+struct Server {
+  pid_t pid = -1;
+  int port = 0;
+  ~Server() {
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// Starts `ringfence serve`, its stdout in a file the port is read from.
+bool start_server(const std::string& dir, Server* s) {
+  const std::string out = dir + "/serve.out";
+  const std::string cmd = std::string(RF_CLI_PATH) + " serve --listen 127.0.0.1:0 --state-dir " +
+                          dir + " --max-requests-per-token 4096 --max-sandboxes-per-project 64 > " +
+                          out + " 2> " + dir + "/serve.err";
+  s->pid = ::fork();
+  if (s->pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+    ::_exit(127);
+  }
+  const auto end = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < end) {
+    std::ifstream f(out);
+    std::string line;
+    if (std::getline(f, line) && line.find("listening on http://127.0.0.1:") == 0) {
+      s->port = std::stoi(line.substr(line.rfind(':') + 1));
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::string create(int port, const std::string& tok) {
+  HttpProbe p(port);
+  auto r = p.request("POST", "/v1/sandboxes", tok, R"({"limits": {"pids": 1024}})");
+  if (r.status != 201) {
+    std::fprintf(stderr, "create: %d %s\n", r.status, r.body.c_str());
+    return "";
+  }
+  return json::parse(r.body)["id"];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iterations = 500, seconds = 10, streams = 1000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--seconds")) seconds = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--streams")) streams = std::atoi(argv[i + 1]);
+  }
+  // Thousands of connections: the bench's and the server's descriptors.
+  rlimit nofile{65536, 65536};
+  ::setrlimit(RLIMIT_NOFILE, &nofile);
+  ::signal(SIGPIPE, SIG_IGN);
+  char tmpl[] = "/tmp/rf-api-bench-XXXXXX";
+  if (!::mkdtemp(tmpl)) return 1;
+  const std::string dir = tmpl;
+  std::string tok;
+  if (bench::run_cli(RF_CLI_PATH, {"token", "create", "--project", "bench", "--state-dir", dir},
+                     &tok) != 0) {
+    std::fprintf(stderr, "token create failed\n");
+    return 1;
+  }
+  while (!tok.empty() && tok.back() == '\n') tok.pop_back();
+  int rc = 0;
+  {
+    Server server;
+    if (!start_server(dir, &server)) {
+      std::fprintf(stderr, "serve did not start (see %s/serve.err)\n", dir.c_str());
+      return 1;
+    }
+    const std::string id = create(server.port, tok);
+    if (id.empty()) return 1;
+
+    // 1. Round trips.
+    HttpProbe api(server.port), mcp(server.port);
+    const std::string exec_path = "/v1/sandboxes/" + id + "/exec";
+    const std::string exec_body = R"({"argv": ["true"]})";
+    const json call = {{"jsonrpc", "2.0"},
+                       {"id", 1},
+                       {"method", "tools/call"},
+                       {"params",
+                        {{"name", "sandbox_exec"},
+                         {"arguments", {{"sandbox_id", id}, {"argv", {"true"}}}},
+                         {"_meta", {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"}}}}}};
+    const std::map<std::string, std::string> mcp_headers = {
+        {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}};
+    std::vector<double> api_us, mcp_us, bwrap_us;
+    const auto peer = bench::bwrap_args();
+    for (int i = 0; i < 20; ++i) {  // warm both paths
+      api.request("POST", exec_path, tok, exec_body);
+      mcp.request("POST", "/mcp", tok, call.dump(), mcp_headers);
+    }
+    for (int i = 0; i < iterations; ++i) {
+      auto t0 = Clock::now();
+      auto r = api.request("POST", exec_path, tok, exec_body);
+      api_us.push_back(us_since(t0));
+      if (r.status != 200) {
+        std::fprintf(stderr, "api exec: %d %s\n", r.status, r.body.c_str());
+        return 1;
+      }
+      t0 = Clock::now();
+      r = mcp.request("POST", "/mcp", tok, call.dump(), mcp_headers);
+      mcp_us.push_back(us_since(t0));
+      if (r.status != 200 || r.body.find("\"isError\":false") == std::string::npos) {
+        std::fprintf(stderr, "mcp exec: %d %s\n", r.status, r.body.c_str());
+        return 1;
+      }
+      if (i % 5 == 0) {  // the peer is slow: a fifth as many samples
+        t0 = Clock::now();
+        if (bench::run_cli(peer[0], {peer.begin() + 1, peer.end()}, nullptr) != 0) {
+          std::fprintf(stderr, "bwrap failed\n");
+          return 1;
+        }
+        bwrap_us.push_back(us_since(t0));
+      }
+    }
+    auto show = [](const char* name, const std::vector<double>& v) {
+      const auto s = bench::summarise(v);
+      std::printf("%-34s p50 %8.3f ms  p99 %8.3f ms  (n=%zu)\n", name, s.p50 / 1000, s.p99 / 1000,
+                  v.size());
+    };
+    std::printf("round trips into one warm sandbox, kept-alive connection:\n");
+    show("  api exec (argv true)", api_us);
+    show("  mcp tools/call sandbox_exec", mcp_us);
+    show("  peer: bwrap fresh sandbox, true", bwrap_us);
+
+    // 2. Throughput: 16 clients over 4 sandboxes.
+    std::vector<std::string> ids = {id};
+    for (int i = 0; i < 3; ++i) ids.push_back(create(server.port, tok));
+    std::atomic<uint64_t> done{0}, failed{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 16; ++c) {
+      clients.emplace_back([&, c] {
+        HttpProbe p(server.port);
+        const std::string path = "/v1/sandboxes/" + ids[c % 4] + "/exec";
+        while (!stop.load()) {
+          auto r = p.request("POST", path, tok, exec_body);
+          (r.status == 200 ? done : failed)++;
+        }
+      });
+    }
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+    stop = true;
+    for (auto& t : clients) t.join();
+    const double secs = us_since(t0) / 1e6;
+    std::printf("throughput: 16 clients, 4 sandboxes, %d s: %.0f exec calls/s (%llu failed)\n",
+                seconds, done.load() / secs, static_cast<unsigned long long>(failed.load()));
+    if (failed.load() != 0) rc = 1;
+
+    // 3. Streams held at once.
+    if (streams > 0) {
+      std::vector<std::string> stream_ids;
+      const int per = 200;
+      for (int i = 0; i < (streams + per - 1) / per; ++i)
+        stream_ids.push_back(create(server.port, tok));
+      std::vector<std::unique_ptr<HttpProbe>> open;
+      const std::string body = R"({"argv": ["sleep", "8"]})";
+      const auto s0 = Clock::now();
+      for (int i = 0; i < streams; ++i) {
+        open.push_back(std::make_unique<HttpProbe>(server.port));
+        open.back()->send_raw("POST /v1/sandboxes/" + stream_ids[i / per] +
+                              "/exec HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
+                              "Authorization: Bearer " +
+                              tok + "\r\nContent-Length: " + std::to_string(body.size()) +
+                              "\r\n\r\n" + body);
+      }
+      // Each stream's head and `started` event, while every one is open.
+      int started = 0;
+      for (auto& p : open) {
+        const auto deadline = Clock::now() + std::chrono::seconds(30);
+        while (p->buffered().find("event: started") == std::string::npos &&
+               Clock::now() < deadline) {
+          p->closed_within(std::chrono::milliseconds(50));
+        }
+        started += p->buffered().find("event: started") != std::string::npos;
+      }
+      const double open_s = us_since(s0) / 1e6;
+      int exited = 0;
+      for (auto& p : open) {
+        const auto deadline = Clock::now() + std::chrono::seconds(60);
+        while (p->buffered().find("event: exit") == std::string::npos && Clock::now() < deadline) {
+          p->closed_within(std::chrono::milliseconds(100));
+        }
+        exited += p->buffered().find("event: exit") != std::string::npos;
+      }
+      std::printf(
+          "streams: %d held at once (all started within %.1f s), %d of %d ended with exit\n",
+          started, open_s, exited, streams);
+      if (started != streams || exited != streams) rc = 1;
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return rc;
+}
