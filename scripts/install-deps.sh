@@ -19,6 +19,8 @@ packages=(
   # Workflows (issue 12): mustache templates; the tests' git server (git
   # http-backend), S3 signatures checked against botocore
   libkainjow-mustache-dev git python3-botocore
+  # The web console's test drives a real browser (issue 14)
+  chromium
 )
 # node and npm fetch s3rver and the agent CLIs from the npm registry
 # (scripts/install-agents.sh). Debian's only where there is none: a node from

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "api/console_page.h"
 #include "api/exec_json.h"
 #include "api/tokens.h"
 #include "core/base64.h"
@@ -225,7 +226,7 @@ std::optional<Api::Caller> Api::authenticate(const Request& request, Responder& 
     answer(responder, 401, {{"error", why}}, challenge);
     return std::nullopt;
   }
-  return Caller{row->id, row->project};
+  return Caller{row->id, row->name, row->project};
 }
 
 void Api::handle(const Request& request, Responder& responder) {
@@ -233,6 +234,17 @@ void Api::handle(const Request& request, Responder& responder) {
   const Target t = split_target(sv(request.target()));
   if (t.segments.size() == 1 && t.segments[0] == "healthz") {
     answer(responder, 200, {{"ok", true}});
+    return;
+  }
+  // The console's page is static and holds nothing: it asks for a token and
+  // reads everything through the API with it.
+  if (t.ok && t.segments.empty() &&
+      (request.method() == http::verb::get || request.method() == http::verb::head)) {
+    (void)responder.respond(200, "text/html; charset=utf-8", console_page(),
+                            {{"Content-Security-Policy",
+                              "default-src 'self'; script-src 'unsafe-inline'; "
+                              "style-src 'unsafe-inline'; connect-src 'self'"},
+                             {"X-Frame-Options", "DENY"}});
     return;
   }
   auto caller = authenticate(request, responder);
@@ -285,6 +297,11 @@ void Api::route(const Caller& caller, const Target& t, const Request& request,
     return;
   }
   if (seg.size() < 2 || seg[0] != "v1") return not_found();
+  if (seg[1] == "workflows" || seg[1] == "runs" || seg[1] == "approvals" || seg[1] == "audit" ||
+      seg[1] == "audit:verify" || seg[1] == "console") {
+    route_records(caller, t, request, responder);
+    return;
+  }
   if (seg[1] != "sandboxes") return not_found();
 
   // /v1/sandboxes

@@ -43,6 +43,7 @@ class Api {
  private:
   struct Caller {
     std::string token_id;
+    std::string token_name;
     std::string project;
   };
   struct CachedToken {
@@ -55,6 +56,10 @@ class Api {
              Responder& responder);
   std::string metrics_text();
   void serve_mcp(const Caller& caller, const Request& request, Responder& responder);
+  // api_records.cc: runs, approvals, audit, the console's stream.
+  void route_records(const Caller& caller, const Target& target, const Request& request,
+                     Responder& responder);
+  nlohmann::json console_snapshot(const std::string& project);
 
   store::Store& store_;
   store::TokenStore tokens_;
