@@ -382,6 +382,86 @@ TEST_F(ServeCli, SlowAndGreedyClientsAreCutOffWithoutHurtingOthers) {
   EXPECT_EQ(running, 0);
 }
 
+TEST_F(ServeCli, RunsApprovalsAndAuditBelongToTheTokensProject) {
+  const std::string alice = token("alpha", {"--name", "alice"});
+  const std::string bob = token("alpha", {"--name", "bob"});
+  const std::string other = token("beta");
+  serve();
+  Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run"});
+  const std::string wf = R"(name: gated
+steps:
+  - id: gate
+    mode: in_process
+    kind: approval
+    message: "Ship {{run.id}}?"
+    approvers: [alice]
+    timeout: 60s
+  - id: ship
+    needs: [gate]
+    mode: in_process
+    kind: template
+    template: "shipped by {{steps.gate.json.by}}"
+)";
+  // A workflow with a problem: 400 naming the line and key.
+  auto bad = call("POST", "/v1/workflows/runs", alice,
+                  json{{"workflow", "name: x\nsteps:\n  - id: a\n    mode: inproc\n"}}.dump());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("inproc"), std::string::npos) << bad.body;
+  auto started = call("POST", "/v1/workflows/runs", alice, json{{"workflow", wf}}.dump());
+  ASSERT_EQ(started.status, 201) << started.body;
+  const std::string run = json::parse(started.body)["id"];
+
+  // The approval shows for alpha only; bob is not an approver; beta sees nothing.
+  json pending;
+  for (int i = 0; i < 200; ++i) {
+    pending = json::parse(call("GET", "/v1/approvals", alice).body)["approvals"];
+    if (!pending.empty()) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(pending.size(), 1u) << worker.err();
+  const std::string id = std::to_string(pending[0]["id"].get<int64_t>());
+  EXPECT_EQ(pending[0]["request"]["message"], "Ship " + run + "?");
+  EXPECT_EQ(json::parse(call("GET", "/v1/approvals", other).body)["approvals"].size(), 0u);
+  EXPECT_EQ(call("POST", "/v1/approvals/" + id + ":approve", other, "{}").status, 404);
+  EXPECT_EQ(call("GET", "/v1/runs/" + run, other).status, 404);
+  EXPECT_EQ(call("POST", "/v1/runs/" + run + ":cancel", other, "{}").status, 404);
+  EXPECT_EQ(json::parse(call("GET", "/v1/runs", other).body)["runs"].size(), 0u);
+  auto refused = call("POST", "/v1/approvals/" + id + ":approve", bob, "{}");
+  EXPECT_EQ(refused.status, 403);
+  EXPECT_NE(refused.body.find("is not one of its approvers"), std::string::npos) << refused.body;
+  EXPECT_EQ(call("POST", "/v1/approvals/" + id + ":deny", alice, "{}").status, 400)
+      << "a denial needs a reason";
+
+  // Follow the run's events while alice approves.
+  HttpProbe follow(port_);
+  ASSERT_TRUE(follow.send_raw("GET /v1/runs/" + run +
+                              "/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice +
+                              "\r\n\r\n"));
+  auto ok = call("POST", "/v1/approvals/" + id + ":approve", alice, R"({"reason": "looks good"})");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(json::parse(ok.body)["state"], "approved");
+  const auto events = follow.read_reply(60s);
+  ASSERT_EQ(events.status, 200);
+  EXPECT_NE(events.body.find("event: end"), std::string::npos) << events.body;
+  auto shown = call("GET", "/v1/runs/" + run, alice);
+  ASSERT_EQ(shown.status, 200);
+  const json r = json::parse(shown.body);
+  EXPECT_EQ(r["state"], "succeeded") << shown.body;
+  ASSERT_EQ(r["steps"].size(), 2u);
+  EXPECT_EQ(r["steps"][1]["mode"], "in_process");
+  EXPECT_NE(r["steps"][1]["outputs"].dump().find("shipped by token alice (tok_"), std::string::npos)
+      << shown.body;
+
+  // The audit chain: alpha's token sees the decision; beta's none of alpha's events.
+  const json mine = json::parse(call("GET", "/v1/audit", alice).body)["events"];
+  EXPECT_NE(mine.dump().find("approval.approve"), std::string::npos) << mine.dump();
+  const json theirs = json::parse(call("GET", "/v1/audit", other).body)["events"];
+  EXPECT_EQ(theirs.dump().find("alpha"), std::string::npos) << theirs.dump();
+  EXPECT_EQ(json::parse(call("GET", "/v1/audit:verify", alice).body)["intact"], true);
+  worker.signal(SIGTERM);
+  worker.wait(30s);
+}
+
 TEST_F(ServeCli, StoppingTheServerRemovesItsSandboxes) {
   const std::string tok = token("acme");
   serve();
