@@ -14,18 +14,12 @@
 
 #include "api/http_server.h"
 #include "api/mcp.h"
+#include "api/request_target.h"
 #include "api/sandbox_service.h"
 #include "store/store.h"
 #include "store/token_store.h"
 
 namespace rf::api {
-
-// A request target, split and percent-decoded.
-struct Target {
-  std::vector<std::string> segments;  // of the path
-  std::map<std::string, std::string> query;
-  bool ok = true;  // false: bad percent-encoding
-};
 
 struct ApiOptions {
   // Requests of one token in flight at once; more answer 429.

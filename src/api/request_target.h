@@ -1,0 +1,25 @@
+// A request's target (path and query) as the API routes it: split into
+// percent-decoded path segments and query parameters. Bytes from any client,
+// so fuzzed (fuzz/api_request_fuzz.cc).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rf::api {
+
+struct Target {
+  std::vector<std::string> segments;  // of the path, without empty ones
+  std::map<std::string, std::string> query;
+  bool ok = true;  // false: bad percent-encoding somewhere
+};
+
+Target split_target(std::string_view target);
+
+// "%2F" and "+" decoded; nullopt on a "%" not followed by two hex digits.
+std::optional<std::string> percent_decode(std::string_view in);
+
+}  // namespace rf::api
