@@ -54,6 +54,8 @@ class Api {
   void route_records(const Caller& caller, const Target& target, const Request& request,
                      Responder& responder);
   nlohmann::json console_snapshot(const std::string& project);
+  void route_calls(const Caller& caller, const Target& target, const Request& request,
+                   Responder& responder);
 
   store::Store& store_;
   store::TokenStore tokens_;

@@ -8,8 +8,12 @@
 #include <thread>
 
 #include "api/api.h"
+#include "api/exec_json.h"
 #include "core/log.h"
+#include "identity/audit_events.h"
+#include "identity/cascade.h"
 #include "store/audit_log.h"
+#include "store/identity_store.h"
 #include "store/workflow_store.h"
 #include "workflow/parse.h"
 
@@ -217,6 +221,23 @@ void Api::route_records(const Caller& caller, const Target& t, const Request& re
       j["steps"] = steps;
       return answer(responder, 200, j);
     }
+    if (seg.size() == 3 && action == "replay") {
+      if (method != http::verb::post) return fail(responder, 405, "", "allowed: POST");
+      if (!run->ended()) return fail(responder, 409, "id", "run " + id + " has not ended yet");
+      store::NewWorkflowRun again;
+      again.project = run->project_id;
+      again.workflow = run->workflow;
+      again.file = run->file;
+      again.definition = run->definition;
+      again.inputs_json = run->inputs_json;
+      again.user = run->user;
+      again.timeout = run->timeout;
+      again.replay_of = run->run_id;
+      auto replay = wf.enqueue_run(again);
+      if (!replay) return fail(responder, 500, "", replay.error().to_string());
+      return answer(responder, 201, {{"id", *replay}, {"state", "queued"}, {"replay_of", id}},
+                    {{"Location", "/v1/runs/" + *replay}});
+    }
     if (seg.size() == 3 && action == "cancel") {
       if (method != http::verb::post) return fail(responder, 405, "", "allowed: POST");
       const json body = json::parse(request.body().empty() ? "{}" : request.body(), nullptr, false);
@@ -255,6 +276,11 @@ void Api::route_records(const Caller& caller, const Target& t, const Request& re
       return;
     }
     return not_found();
+  }
+
+  if (seg[1] == "calls") {
+    route_calls(caller, t, request, responder);
+    return;
   }
 
   if (seg[1] == "approvals") {
@@ -379,6 +405,138 @@ void Api::route_records(const Caller& caller, const Target& t, const Request& re
     return;
   }
   not_found();
+}
+
+// POST /v1/calls: a tool call for the workers, as `ringfence call` sends it;
+// GET /v1/calls/{id}: its state and output (already redacted by the worker),
+// or with Accept: text/event-stream, the output as it comes, then `end`.
+void Api::route_calls(const Caller& caller, const Target& t, const Request& request,
+                      Responder& responder) {
+  const auto& seg = t.segments;
+  const http::verb method = request.method();
+  if (seg.size() == 2) {
+    if (method != http::verb::post) return fail(responder, 405, "", "allowed: POST");
+    const json body = json::parse(request.body(), nullptr, false);
+    if (body.is_discarded() || !body.is_object()) {
+      return fail(responder, 400, "body", "expected a JSON object");
+    }
+    json exec = body;
+    for (const char* k : {"run", "identity"}) exec.erase(k);
+    auto parsed = parse_exec(exec);
+    if (auto* e = std::get_if<ServiceError>(&parsed))
+      return fail(responder, e->status, e->field, e->message);
+    const ExecCall& ec = std::get<ExecCall>(parsed);
+    if (!body.contains("run") || !body["run"].is_string() ||
+        body["run"].get<std::string>().empty()) {
+      return fail(responder, 400, "run", "expected the run's id (a string)");
+    }
+    store::NewCall call;
+    call.project = caller.project;
+    call.run = body["run"];
+    call.argv = ec.argv;
+    call.env = ec.env;
+    call.cwd = body.contains("cwd") ? ec.cwd : "";
+    call.stdin_bytes = ec.stdin_data;
+    if (ec.timeout.count() > 0) call.timeout = ec.timeout;
+    if (body.contains("identity")) {
+      const json& id = body["identity"];
+      if (!id.is_object())
+        return fail(responder, 400, "identity", "expected {\"workflow\", \"user\"}");
+      for (auto it = id.begin(); it != id.end(); ++it) {
+        if (it.key() != "workflow" && it.key() != "user") {
+          return fail(responder, 400, "identity." + it.key(), "unknown field");
+        }
+        if (!it.value().is_string())
+          return fail(responder, 400, "identity." + it.key(), "expected a string");
+      }
+      call.identity = store::IdentityScope{id.value("workflow", ""), id.value("user", "")};
+      // Checked now, fail closed naming the key and secret; again at sandbox start.
+      store::IdentityStore rows(store_);
+      const identity::CascadeRequest wanted{caller.project, call.identity->workflow,
+                                            call.identity->user};
+      auto plan = identity::plan_cascade(rows, wanted);
+      if (!plan) {
+        identity::audit_refusal(store_, "api " + caller.token_id, wanted, plan.error().to_string(),
+                                {call.run, {}, {}});
+        return fail(responder, 403, "identity", "call refused: " + plan.error().to_string());
+      }
+    }
+    if (!store_.project(caller.project)) {
+      (void)store_.ensure_project(caller.project, store::Environment::development);
+    }
+    auto id = store_.enqueue_call(call);
+    if (!id) return fail(responder, 409, "run", id.error().to_string());
+    return answer(responder, 201, {{"id", *id}, {"state", "queued"}},
+                  {{"Location", "/v1/calls/" + std::to_string(*id)}});
+  }
+  if (seg.size() != 3) return fail(responder, 404, "", "no such route");
+  if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
+  char* end = nullptr;
+  const long long id = std::strtoll(seg[2].c_str(), &end, 10);
+  auto view = seg[2].empty() || *end != '\0' ? Result<store::CallView>(make_error("", ""))
+                                             : store_.call(id);
+  if (!view || view->project_id != caller.project) {
+    return fail(responder, 404, "id", "no call " + seg[2]);
+  }
+  auto call_json = [&](const store::CallView& v) {
+    json j = {{"id", v.id},
+              {"run", v.run_id},
+              {"state", std::string(store::to_string(v.state))},
+              {"exit_code", opt(v.exit_code)},
+              {"error", opt(v.error)},
+              {"enqueued_at", v.enqueued_at},
+              {"finished_at", opt(v.finished_at)}};
+    if (v.result_json) j["result"] = json::parse(*v.result_json, nullptr, false);
+    return j;
+  };
+  auto ended = [](store::CallState s) {
+    return s != store::CallState::queued && s != store::CallState::claimed &&
+           s != store::CallState::running;
+  };
+  if (request[http::field::accept].find("text/event-stream") == boost::beast::string_view::npos) {
+    std::string out, err;
+    int64_t seq = 0;
+    while (true) {
+      auto chunks = store_.output(id, seq);
+      if (!chunks || chunks->empty()) break;
+      for (const auto& c : *chunks) {
+        (c.stream == store::Stream::out ? out : err) += c.data;
+        seq = c.seq;
+      }
+    }
+    json j = call_json(*view);
+    put_bytes(j, "stdout", out);
+    put_bytes(j, "stderr", err);
+    return answer(responder, 200, j);
+  }
+  if (!responder.begin_stream(200, "text/event-stream")) return;
+  int64_t seq = 0;
+  while (true) {
+    const uint32_t seen = store_.call_version(id);
+    auto now = store_.call(id);  // the state first: output written before it is then complete
+    auto chunks = store_.output(id, seq);
+    if (chunks && !chunks->empty()) {
+      for (const auto& c : *chunks) {
+        json j;
+        put_bytes(j, "data", c.data);
+        if (!responder.write_chunk(std::string("event: ") +
+                                   (c.stream == store::Stream::out ? "stdout" : "stderr") +
+                                   "\ndata: " + j.dump() + "\n\n")) {
+          return;
+        }
+        seq = c.seq;
+      }
+      continue;
+    }
+    if (!now) break;
+    if (ended(now->state)) {
+      (void)responder.write_chunk("event: end\ndata: " + call_json(*now).dump() + "\n\n");
+      break;
+    }
+    store_.wait_for_call(id, seen, std::chrono::milliseconds(500));
+    if (responder.client_gone()) return;
+  }
+  (void)responder.end_stream();
 }
 
 }  // namespace rf::api

@@ -462,6 +462,60 @@ steps:
   worker.wait(30s);
 }
 
+TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
+  const std::string tok = token("acme");
+  const std::string other = token("beta");
+  const std::string secret = "sk-live-0123456789abcdefXYZ";
+  {
+    Cli set({"secret", "set", "acme-key", "--state-dir", dir_}, secret);
+    ASSERT_EQ(set.wait(30s), 0) << set.err();
+    Cli profile({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                 "API_KEY=secret:acme-key", "--state-dir", dir_});
+    ASSERT_EQ(profile.wait(30s), 0) << profile.err();
+  }
+  serve();
+  Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run"});
+
+  auto made = call("POST", "/v1/calls", tok,
+                   R"({"run": "r1", "cmd": "echo hello; echo $API_KEY; echo err >&2; exit 3",
+                       "identity": {}})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = std::to_string(json::parse(made.body)["id"].get<int64_t>());
+  // Followed as server-sent events to its end.
+  HttpProbe follow(port_);
+  auto events =
+      follow.request("GET", "/v1/calls/" + id, tok, "", {{"Accept", "text/event-stream"}}, 60s);
+  ASSERT_EQ(events.status, 200);
+  EXPECT_NE(events.body.find("event: stdout\ndata: {\"data\":\"hello\\n"), std::string::npos)
+      << events.body;
+  EXPECT_NE(events.body.find("event: end"), std::string::npos) << events.body;
+  EXPECT_EQ(events.body.find(secret), std::string::npos) << "the value never leaves";
+  // Then as one JSON answer.
+  auto shown = call("GET", "/v1/calls/" + id, tok);
+  ASSERT_EQ(shown.status, 200);
+  const json j = json::parse(shown.body);
+  EXPECT_EQ(j["state"], "done");
+  EXPECT_EQ(j["exit_code"], 3);
+  EXPECT_EQ(j["stderr"], "err\n");
+  EXPECT_NE(j["stdout"].get<std::string>().find("[REDACTED:API_KEY]"), std::string::npos)
+      << shown.body;
+  EXPECT_EQ(shown.body.find(secret), std::string::npos);
+  // Another project: 404; bad input: 400 naming the field.
+  EXPECT_EQ(call("GET", "/v1/calls/" + id, other).status, 404);
+  auto bad = call("POST", "/v1/calls", tok, R"({"cmd": "true"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("\"field\":\"run\""), std::string::npos) << bad.body;
+  // A revoked secret: the call is refused before it is queued, naming key and secret.
+  Cli revoke({"secret", "revoke", "acme-key", "--state-dir", dir_});
+  ASSERT_EQ(revoke.wait(30s), 0) << revoke.err();
+  auto refused =
+      call("POST", "/v1/calls", tok, R"({"run": "r2", "argv": ["true"], "identity": {}})");
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_NE(refused.body.find("acme-key"), std::string::npos) << refused.body;
+  worker.signal(SIGTERM);
+  worker.wait(30s);
+}
+
 TEST_F(ServeCli, StoppingTheServerRemovesItsSandboxes) {
   const std::string tok = token("acme");
   serve();
