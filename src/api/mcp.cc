@@ -120,7 +120,11 @@ json McpServer::tool_list() {
         "Create an isolated Linux sandbox (read-only root, writable /workspace, no network unless "
         "allowed, no host environment). Returns its sandbox_id; destroy it when done."},
        {"inputSchema",
-        schema({{"limits",
+        schema({{"id",
+                 {{"type", "string"},
+                  {"pattern", "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"},
+                  {"description", "A name of your choosing (default: generated)"}}},
+                {"limits",
                  {{"type", "object"},
                   {"description",
                    "Bounds, e.g. {\"memory\": \"512m\", \"timeout\": \"60s\", \"pids\": 256}"}}},
@@ -199,7 +203,7 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
   };
 
   if (name == "sandbox_create") {
-    if (auto bad = check_args(args, {"limits", "network", "allow", "env"}, {}))
+    if (auto bad = check_args(args, {"id", "limits", "network", "allow", "env"}, {}))
       return tool_error(*bad);
     auto made = sandboxes_.create(project, args.dump());
     if (auto* e = std::get_if<ServiceError>(&made)) {

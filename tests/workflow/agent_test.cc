@@ -664,5 +664,63 @@ steps:
   EXPECT_EQ(slurp(worker::store_path(state_)).find(token), std::string::npos);
 }
 
+// A real agent as an MCP client (issue 14): Claude Code with --mcp-config
+// starts `ringfence mcp` on stdio; the scripted model has it create a sandbox
+// and run a command there through the MCP tools, and the command's output
+// comes back to the model as the tool's result.
+TEST_F(AgentTest, ClaudeCodeRunsACommandThroughRingfenceMcp) {
+  start_model(R"({"turns": [
+  {"tool": {"name": "mcp__ringfence__sandbox_create", "input": {"id": "rf-claude-mcp", "limits": {"memory": "256m"}}}},
+  {"tool": {"name": "mcp__ringfence__sandbox_exec", "input": {"sandbox_id": "rf-claude-mcp", "cmd": "echo made-by-claude > /workspace/x && cat /workspace/x && id -u"}}},
+  {"text": "the sandbox said made-by-claude"}
+]})");
+  const std::string config = file(
+      "mcp.json", R"({"mcpServers": {"ringfence": {"type": "stdio", "command": ")" +
+                      std::string(RF_CLI_PATH) + R"(", "args": ["mcp", "--project", "acme"]}}})");
+  std::filesystem::create_directories(dir_ + "/home");
+  const std::string cmd =
+      "cd " + dir_ + " && env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=" + dir_ +
+      "/home IS_SANDBOX=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 ANTHROPIC_API_KEY=sk-test-mcp "
+      "ANTHROPIC_BASE_URL=http://127.0.0.1:" +
+      std::to_string(model_.port()) +
+      " timeout 120 /usr/local/bin/claude -p 'use the ringfence sandbox' --mcp-config " + config +
+      " --strict-mcp-config --dangerously-skip-permissions > " + dir_ + "/claude.out 2> " + dir_ +
+      "/claude.err";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(dir_ + "/claude.err");
+  // The model was offered our tools, and got each tool's result back (Claude
+  // Code passes MCP's structuredContent on as the tool_result's text).
+  bool offered = false;
+  json create_result, exec_result;
+  for (const json& r : model_requests()) {
+    if (!r["body"].is_object()) continue;
+    offered = offered || r["body"].dump().find("mcp__ringfence__sandbox_exec") != std::string::npos;
+    for (const json& m : r["body"].value("messages", json::array())) {
+      if (!m.contains("content") || !m["content"].is_array()) continue;
+      for (const json& block : m["content"]) {
+        if (block.value("type", "") != "tool_result") continue;
+        std::string text;
+        if (block["content"].is_string()) text = block["content"];
+        if (block["content"].is_array()) {
+          for (const json& c : block["content"]) text += c.value("text", "");
+        }
+        const json parsed = json::parse(text, nullptr, false);
+        if (!parsed.is_object()) continue;
+        if (parsed.contains("spec")) create_result = parsed;
+        if (parsed.contains("exit_code")) exec_result = parsed;
+      }
+    }
+  }
+  EXPECT_TRUE(offered) << "Claude Code did not offer the MCP tools to the model";
+  EXPECT_EQ(create_result.value("sandbox_id", ""), "rf-claude-mcp") << create_result;
+  EXPECT_EQ(exec_result.value("exit_code", -1), 0) << exec_result;
+  const std::string stdout_text = exec_result.value("stdout", "");
+  EXPECT_EQ(stdout_text.rfind("made-by-claude\n", 0), 0u) << exec_result;
+  EXPECT_EQ(stdout_text.find("\n0\n"), std::string::npos) << "not as root: " << stdout_text;
+  // `ringfence mcp` ended with Claude Code and took its sandbox with it.
+  std::string out, err;
+  run({"sandbox", "list", "--backend", "native", "--json"}, &out, &err);
+  EXPECT_EQ(out.find("rf-claude-mcp"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace rf::testing
