@@ -5,6 +5,9 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
+# Unity builds (CMakeLists.txt: RF_UNITY): a clean build in a fraction of the
+# time; UNITY=OFF for a developer's tree where one file changes at a time.
+UNITY ?= ON
 
 .PHONY: all deps agents build demo demo-workflow test unit-test sandbox-test workflow-test asan-test tsan-test bench fuzz format clean
 
@@ -14,7 +17,7 @@ deps:
 	./scripts/install-deps.sh
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRF_UNITY=$(UNITY) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -46,7 +49,7 @@ workflow-test: build agents
 	ctest --test-dir $(BUILD) --output-on-failure -L workflow
 
 asan-test: deps
-	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug \
+	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DRF_UNITY=$(UNITY) \
 	  -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_identity_tests
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -L 'unit|identity' -j 2 --timeout 300
@@ -56,7 +59,7 @@ asan-test: deps
 # engine's tests, under ThreadSanitizer. ctest runs each without ASLR and with tests/tsan.supp; any
 # report fails the test (exit 66).
 tsan-test: deps
-	cmake -S . -B $(TSAN_BUILD) -DRF_TSAN=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake -S . -B $(TSAN_BUILD) -DRF_TSAN=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DRF_UNITY=$(UNITY) >/dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_local_tests rf_proxy_tests rf_sandbox_tests rf_fallback_tests \
 	  rf_identity_tests rf_workflow_tests
 	ctest --test-dir $(TSAN_BUILD) --output-on-failure -L tsan -j 2 --timeout 300
@@ -64,7 +67,7 @@ tsan-test: deps
 # Each fuzzer for a short while; longer runs: make fuzz FUZZ_SECONDS=600
 FUZZ_SECONDS ?= 30
 fuzz: deps
-	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DRF_FUZZ=ON -DRF_TESTS=OFF -DRF_BENCH=OFF >/dev/null
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DRF_FUZZ=ON -DRF_TESTS=OFF -DRF_BENCH=OFF -DRF_UNITY=$(UNITY) >/dev/null
 	cmake --build build-fuzz -j $(JOBS) --target rf_fuzzers
 	./scripts/run-fuzzers.sh build-fuzz $(FUZZ_SECONDS)
 

@@ -5,13 +5,13 @@ namespace {
 
 constexpr size_t kKeptCapacity = 4096;
 
-void put_u32(std::string* out, uint32_t v) {
+void put_be32(std::string* out, uint32_t v) {
   const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
                      static_cast<char>(v >> 8), static_cast<char>(v)};
   out->append(b, 4);
 }
 
-uint32_t get_u32(const char* p) {
+uint32_t get_be32(const char* p) {
   const auto* u = reinterpret_cast<const unsigned char*>(p);
   return (uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | uint32_t{u[3]};
 }
@@ -113,9 +113,9 @@ void append_frame(std::string* out, MsgType type, uint32_t call_id, std::string_
   out->push_back('F');
   out->push_back(static_cast<char>(type));
   out->push_back(static_cast<char>(flags));
-  put_u32(out, call_id);
-  put_u32(out, static_cast<uint32_t>(json.size()));
-  put_u32(out, static_cast<uint32_t>(data.size()));
+  put_be32(out, call_id);
+  put_be32(out, static_cast<uint32_t>(json.size()));
+  put_be32(out, static_cast<uint32_t>(data.size()));
   out->append(json);
   out->append(data);
 }
@@ -150,8 +150,8 @@ Status FrameDecoder::feed(std::string_view bytes) {
       failed_ = true;
       return make_error(at, "unknown message type " + std::to_string(type));
     }
-    const uint32_t json_len = get_u32(h + 8);
-    const uint32_t data_len = get_u32(h + 12);
+    const uint32_t json_len = get_be32(h + 8);
+    const uint32_t data_len = get_be32(h + 12);
     if (json_len > kMaxJson) {
       failed_ = true;
       return make_error(
@@ -167,7 +167,7 @@ Status FrameDecoder::feed(std::string_view bytes) {
     Frame f;
     f.type = static_cast<MsgType>(type);
     f.flags = static_cast<uint8_t>(h[3]);
-    f.call_id = get_u32(h + 4);
+    f.call_id = get_be32(h + 4);
     f.json.assign(h + kHeaderSize, json_len);
     f.data.assign(h + kHeaderSize + json_len, data_len);
     frames_.push_back(std::move(f));

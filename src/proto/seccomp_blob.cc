@@ -14,11 +14,11 @@ namespace {
 constexpr std::string_view kMagic = "RFBPF1\n";
 constexpr uint32_t kMaxPrograms = 4;
 
-void put_u32(std::string* out, uint32_t v) {
+void put_le32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-bool get_u32(std::string_view bytes, size_t* at, uint32_t* v) {
+bool read_le32(std::string_view bytes, size_t* at, uint32_t* v) {
   if (bytes.size() - *at < 4) return false;
   *v = 0;
   for (int i = 0; i < 4; ++i) {
@@ -36,9 +36,9 @@ Error bad(size_t at, const std::string& what) {
 
 std::string encode_bpf_programs(const std::vector<BpfProgram>& programs) {
   std::string out(kMagic);
-  put_u32(&out, static_cast<uint32_t>(programs.size()));
+  put_le32(&out, static_cast<uint32_t>(programs.size()));
   for (const auto& p : programs) {
-    put_u32(&out, static_cast<uint32_t>(p.size()));
+    put_le32(&out, static_cast<uint32_t>(p.size()));
     out.append(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(sock_filter));
   }
   return out;
@@ -48,14 +48,14 @@ Result<std::vector<BpfProgram>> decode_bpf_programs(std::string_view bytes) {
   if (bytes.substr(0, kMagic.size()) != kMagic) return bad(0, "bad magic (expected RFBPF1)");
   size_t at = kMagic.size();
   uint32_t count = 0;
-  if (!get_u32(bytes, &at, &count)) return bad(at, "truncated count");
+  if (!read_le32(bytes, &at, &count)) return bad(at, "truncated count");
   if (count < 1 || count > kMaxPrograms) {
     return bad(at - 4, "program count " + std::to_string(count) + " is not 1 to 4");
   }
   std::vector<BpfProgram> out;
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t n = 0;
-    if (!get_u32(bytes, &at, &n))
+    if (!read_le32(bytes, &at, &n))
       return bad(at, "truncated length of program " + std::to_string(i));
     if (n < 1 || n > BPF_MAXINSNS) {
       return bad(at - 4, "program " + std::to_string(i) + " has " + std::to_string(n) +

@@ -450,7 +450,7 @@ constexpr std::string_view kVersionTable =
     "CREATE TABLE IF NOT EXISTS schema_version ("
     " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT";
 
-int64_t now_ms() {
+int64_t applied_at_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
@@ -477,7 +477,7 @@ Status refuse_newer(int found, int known) {
 Status record(Db& db, int version) {
   auto insert = db.prepare("INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)");
   if (!insert.ok()) return insert.take_error();
-  return insert->bind(1, int64_t{version}).bind(2, now_ms()).run();
+  return insert->bind(1, int64_t{version}).bind(2, applied_at_ms()).run();
 }
 
 // After a table rebuild: every reference still finds its row.
