@@ -18,6 +18,7 @@
 #include "support/ci_skip.h"
 #include "support/cli_process.h"
 #include "support/http_probe.h"
+#include "support/serve_process.h"
 #include "worker/worker.h"
 
 namespace rf::testing {
@@ -36,18 +37,11 @@ TEST(ConsoleBrowser, ASandboxAppearsAndAClickApprovesARequest) {
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
 
-  Cli made({"token", "create", "--project", "acme", "--name", "alice", "--state-dir", dir});
-  ASSERT_EQ(made.wait(30s), 0) << made.err();
-  std::string tok = made.out();
-  while (!tok.empty() && tok.back() == '\n') tok.pop_back();
-
-  Cli server({"serve", "--listen", "127.0.0.1:0", "--state-dir", dir});
-  const auto end = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < end && server.out().find('\n') == std::string::npos) {
-    server.stderr_shows("listening", 100ms);
-  }
-  ASSERT_NE(server.out().find("listening on http://127.0.0.1:"), std::string::npos) << server.err();
-  const int port = std::stoi(server.out().substr(server.out().rfind(':') + 1));
+  const std::string tok = make_token(dir, "acme", {"--name", "alice"});
+  int port = 0;
+  auto server_process = start_serve(dir, &port);
+  ASSERT_NE(port, 0);
+  Cli& server = *server_process;
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
 
   HttpProbe api(port);
@@ -71,20 +65,9 @@ TEST(ConsoleBrowser, ASandboxAppearsAndAClickApprovesARequest) {
                           "/console_test.mjs --url " + url + " --token " + tok + " --sandbox " +
                           id + " --approval " + std::to_string(*approval) + " --screenshot " +
                           shot + " 2>" + dir + "/browser.err";
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << out;
-  std::map<std::string, json> steps;
-  size_t start = 0, nl;
-  while ((nl = out.find('\n', start)) != std::string::npos) {
-    const json j = json::parse(out.substr(start, nl - start), nullptr, false);
-    start = nl + 1;
-    if (j.is_object() && j.contains("step")) steps[j["step"]] = j;
-  }
+  const auto [out, code] = run_capture(cmd);
+  EXPECT_EQ(code, 0) << out;
+  auto steps = script_steps(out);
   ASSERT_FALSE(steps.count("error")) << steps["error"].dump();
   ASSERT_TRUE(steps.count("done")) << out;
   EXPECT_EQ(steps["live"]["url"], url + "/") << "the token left the address bar";

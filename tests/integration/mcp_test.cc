@@ -18,24 +18,13 @@
 #include "support/ci_skip.h"
 #include "support/cli_process.h"
 #include "support/http_probe.h"
+#include "support/serve_process.h"
 
 namespace rf::testing {
 namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-
-// Runs a command; its stdout and exit code.
-std::pair<std::string, int> run_capture(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return {"", -1};
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
 
 class McpClients : public ::testing::TestWithParam<std::pair<std::string, std::string>> {
  protected:
@@ -58,25 +47,10 @@ class McpClients : public ::testing::TestWithParam<std::pair<std::string, std::s
     }
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
-  std::string token(const std::string& project) {
-    Cli c({"token", "create", "--project", project, "--state-dir", dir_});
-    EXPECT_EQ(c.wait(30s), 0) << c.err();
-    std::string t = c.out();
-    while (!t.empty() && t.back() == '\n') t.pop_back();
-    return t;
-  }
+  std::string token(const std::string& project) { return make_token(dir_, project); }
   void serve() {
-    server_ = std::make_unique<Cli>(
-        std::vector<std::string>{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir_});
-    const auto end = std::chrono::steady_clock::now() + 20s;
-    while (std::chrono::steady_clock::now() < end &&
-           server_->out().find('\n') == std::string::npos) {
-      server_->stderr_shows("listening", 100ms);
-    }
-    const auto colon = server_->out().rfind(':');
-    ASSERT_NE(server_->out().find("listening on http://127.0.0.1:"), std::string::npos)
-        << server_->out() << server_->err();
-    port_ = std::stoi(server_->out().substr(colon + 1));
+    server_ = start_serve(dir_, &port_);
+    ASSERT_NE(port_, 0);
   }
   // The client script's steps, by name.
   std::map<std::string, json> drive(const std::string& sdk, const std::string& transport,
@@ -90,14 +64,7 @@ class McpClients : public ::testing::TestWithParam<std::pair<std::string, std::s
     }
     const auto [out, code] = run_capture("timeout 120 " + cmd + " 2>" + dir_ + "/client.err");
     EXPECT_EQ(code, 0) << out;
-    std::map<std::string, json> steps;
-    size_t start = 0, nl;
-    while ((nl = out.find('\n', start)) != std::string::npos) {
-      const json j = json::parse(out.substr(start, nl - start), nullptr, false);
-      start = nl + 1;
-      if (j.is_object() && j.contains("step")) steps[j["step"]] = j;
-    }
-    return steps;
+    return script_steps(out);
   }
 
   static inline bool installed_ = false;

@@ -21,6 +21,7 @@
 #include "support/ci_skip.h"
 #include "support/cli_process.h"
 #include "support/http_probe.h"
+#include "support/serve_process.h"
 
 namespace rf::testing {
 namespace {
@@ -44,29 +45,11 @@ class ServeCli : public ::testing::Test {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
   std::string token(const std::string& project, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a{"token", "create", "--project", project, "--state-dir", dir_};
-    a.insert(a.end(), extra.begin(), extra.end());
-    Cli c(a);
-    EXPECT_EQ(c.wait(30s), 0) << c.err();
-    std::string t = c.out();
-    while (!t.empty() && t.back() == '\n') t.pop_back();
-    return t;
+    return make_token(dir_, project, extra);
   }
   void serve(std::vector<std::string> extra = {}) {
-    std::vector<std::string> a{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir_};
-    a.insert(a.end(), extra.begin(), extra.end());
-    server_ = std::make_unique<Cli>(a);
-    // The first stdout line says where: "listening on http://127.0.0.1:PORT".
-    const auto end = std::chrono::steady_clock::now() + 20s;
-    while (std::chrono::steady_clock::now() < end &&
-           server_->out().find('\n') == std::string::npos) {
-      server_->stderr_shows("listening", 100ms);
-    }
-    const std::string& out = server_->out();
-    const auto colon = out.rfind(':');
-    ASSERT_NE(out.find("listening on http://127.0.0.1:"), std::string::npos)
-        << out << server_->err();
-    port_ = std::stoi(out.substr(colon + 1));
+    server_ = start_serve(dir_, &port_, extra);
+    ASSERT_NE(port_, 0);
   }
   HttpReply call(const std::string& method, const std::string& target, const std::string& tok,
                  const std::string& body = "", const std::map<std::string, std::string>& h = {}) {
