@@ -5,6 +5,11 @@
 
 #include "cli/client_store.h"
 #include "cli/commands.h"
+#include "cli/proof_session.h"
+#include "core/io.h"
+#include "proof/proof_log.h"
+#include "proof/signing_key.h"
+#include "proof/verify.h"
 #include "store/audit_log.h"
 
 namespace rf::cli {
@@ -15,8 +20,13 @@ using json = nlohmann::json;
 // audit verify: the chain is broken (distinct from 125, the store cannot be read).
 constexpr int kExitTampered = 1;
 
+// audit verify --receipt: the file verified, but not every bound held.
+constexpr int kExitBoundsNotHeld = 3;
+
 struct AuditFlags {
   std::string state_dir, run, project;
+  std::string receipt, key, output;
+  int64_t call = 0, seq = 0;
   int64_t after = 0;
   int limit = 1000;
   bool json = false;
@@ -83,7 +93,107 @@ int run_show(const AuditFlags& f) {
   return 0;
 }
 
+int run_verify_receipt(const AuditFlags& f) {
+  auto text = read_file(f.receipt);
+  if (!text.ok())
+    return fail("--receipt " + f.receipt + ": " + text.error().to_string(), kExitUsage);
+  const json bundle = json::parse(*text, nullptr, false);
+  if (bundle.is_discarded()) return fail("--receipt " + f.receipt + ": not JSON", kExitTampered);
+  const std::string key_path =
+      f.key.empty() ? proof::public_key_path(state_dir_or_default(f.state_dir)) : f.key;
+  auto key = proof::read_public_key_file(key_path);
+  if (!key.ok()) {
+    return fail(
+        key.error().to_string() + (f.key.empty() ? " (name the signer's key with --key)" : ""),
+        kExitUsage);
+  }
+  auto v = proof::verify_bundle(bundle, *key);
+  if (!v.ok()) {
+    if (f.json) {
+      std::printf("%s\n",
+                  json({{"verified", false}, {"problem", v.error().to_string()}}).dump().c_str());
+    } else {
+      std::printf("receipt NOT verified: %s\n", v.error().to_string().c_str());
+    }
+    return kExitTampered;
+  }
+  const bool all_held = v->bounds.not_held.empty() && v->bounds.unknown.empty();
+  if (f.json) {
+    std::printf("%s\n", json({{"verified", true},
+                              {"all_held", all_held},
+                              {"held", v->bounds.held},
+                              {"not_held", v->bounds.not_held},
+                              {"unknown", v->bounds.unknown},
+                              {"sandbox", v->report["predicate"].value("sandbox", "")},
+                              {"log", {{"origin", v->origin}, {"size", v->log_size}}}})
+                            .dump()
+                            .c_str());
+  } else {
+    const auto& p = v->receipt["predicate"];
+    std::printf("receipt verified: signed by %s..., in the log %s of %llu entries\n",
+                key->key_id().substr(0, 16).c_str(), v->origin.c_str(),
+                static_cast<unsigned long long>(v->log_size));
+    std::printf("call %s in sandbox %s: exit %d, stdout sha256 %s\n", p.value("call", "").c_str(),
+                p.value("sandbox", "").c_str(), p["exit"].value("code", 0),
+                p["stdout"].value("sha256", "").c_str());
+    const size_t total =
+        static_cast<size_t>(v->bounds.held) + v->bounds.not_held.size() + v->bounds.unknown.size();
+    if (all_held) {
+      std::printf("every bound held (%zu of %zu)\n", total, total);
+    } else {
+      std::printf("NOT every bound held: %d of %zu held\n", v->bounds.held, total);
+      for (const auto& b : v->bounds.not_held) std::printf("  not held: %s\n", b.c_str());
+      for (const auto& b : v->bounds.unknown) std::printf("  unknown:  %s\n", b.c_str());
+    }
+  }
+  return all_held ? 0 : kExitBoundsNotHeld;
+}
+
+// The receipt file of a call (or of the receipt event --seq), proven against a new checkpoint.
+int run_receipt(const AuditFlags& f) {
+  const std::string dir = state_dir_or_default(f.state_dir);
+  auto st = open_client_store(dir);
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  auto key = proof::SigningKey::load(dir);
+  if (!key.ok()) return fail(key.error().to_string(), kExitRuntime);
+  int64_t seq = f.seq;
+  if (seq == 0) {
+    store::AuditFilter filter;
+    filter.limit = 1000000;
+    auto events = store::AuditLog(**st).list(filter);
+    if (!events.ok()) return fail(events.error().to_string(), kExitRuntime);
+    for (const auto& e : *events) {
+      if (e.kind == "proof.receipt" && e.call_id && *e.call_id == f.call) seq = e.seq;
+    }
+    if (seq == 0)
+      return fail("call " + std::to_string(f.call) + ": no receipt in the audit log", kExitRuntime);
+  }
+  proof::ProofLog log(**st, *key, proof::default_origin());
+  auto bundle = log.bundle_for_receipt(seq);
+  if (!bundle.ok()) return fail(bundle.error().to_string(), kExitRuntime);
+  if (f.output.empty() || f.output == "-") {
+    std::printf("%s\n", bundle->dump(2).c_str());
+    return 0;
+  }
+  if (auto w = write_receipt_file(f.output, *bundle); !w)
+    return fail(w.error().to_string(), kExitRuntime);
+  return 0;
+}
+
+int run_checkpoint(const AuditFlags& f) {
+  const std::string dir = state_dir_or_default(f.state_dir);
+  auto st = open_client_store(dir);
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  auto key = proof::SigningKey::load_or_create(dir);
+  if (!key.ok()) return fail(key.error().to_string(), kExitRuntime);
+  auto note = proof::ProofLog(**st, *key, proof::default_origin()).checkpoint();
+  if (!note.ok()) return fail(note.error().to_string(), kExitRuntime);
+  std::printf("%s", note->c_str());
+  return 0;
+}
+
 int run_verify(const AuditFlags& f) {
+  if (!f.receipt.empty()) return run_verify_receipt(f);
   auto st = open_client_store(state_dir_or_default(f.state_dir));
   if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
   auto verdict = store::AuditLog(**st).verify();
@@ -114,12 +224,39 @@ void add_audit_commands(CLI::App* audit, CommandResult* result) {
   show->add_flag("--json", f->json, "As a JSON array");
   show->add_option("--state-dir", f->state_dir, "The state dir (default ~/.ringfence/state)");
   show->callback([f, result] { result->exit_code = run_show(*f); });
-  auto* verify = audit->add_subcommand("verify", "Check the hash chain of every event");
+  auto* verify = audit->add_subcommand(
+      "verify", "Check the hash chain of every event; with --receipt, check a receipt offline");
   verify->add_flag("--json", f->json, "As JSON");
   verify->add_option("--state-dir", f->state_dir, "The state dir (default ~/.ringfence/state)");
+  verify->add_option("--receipt", f->receipt,
+                     "A receipt file (sandbox exec --receipt, audit receipt): its signatures, the "
+                     "report it names, its place in the log and the checkpoint, with only the "
+                     "public key");
+  verify->add_option("--key", f->key,
+                     "The signer's public key (PEM; `ringfence keys show`); default: the state "
+                     "dir's");
   verify->footer(
-      "Exit codes: 0 the chain is intact; 1 it is not (an event was edited, deleted or "
-      "reordered): the first bad event is named; 125 the store cannot be read.");
+      "Exit codes: 0 the chain is intact (with --receipt: the receipt verifies and every bound "
+      "held); 1 it is not (an event was edited, deleted or reordered; a receipt's signature, "
+      "report, log entry or checkpoint does not verify): what is named; 3 the receipt verifies "
+      "but not every bound held: those are listed; 125 the store cannot be read.");
+  auto* receipt = audit->add_subcommand(
+      "receipt", "The receipt file of a call, with a new checkpoint: receipt CALL_ID -o FILE");
+  receipt->add_option("call", f->call, "The call's id");
+  receipt->add_option("--seq", f->seq, "The receipt's audit event instead of a call id");
+  receipt->add_option("-o,--output", f->output, "Where to write it (default: stdout)");
+  receipt->add_option("--state-dir", f->state_dir, "The state dir (default ~/.ringfence/state)");
+  receipt->callback([f, result] {
+    if (f->call == 0 && f->seq == 0) {
+      result->exit_code = fail("audit receipt: name a call id (or --seq)", kExitUsage);
+      return;
+    }
+    result->exit_code = run_receipt(*f);
+  });
+  auto* checkpoint = audit->add_subcommand(
+      "checkpoint", "A signed checkpoint of the audit log's Merkle tree (C2SP signed note)");
+  checkpoint->add_option("--state-dir", f->state_dir, "The state dir (default ~/.ringfence/state)");
+  checkpoint->callback([f, result] { result->exit_code = run_checkpoint(*f); });
   verify->callback([f, result] { result->exit_code = run_verify(*f); });
 }
 

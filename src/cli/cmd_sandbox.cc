@@ -5,12 +5,15 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/backends.h"
+#include "cli/client_store.h"
 #include "cli/commands.h"
+#include "cli/proof_session.h"
 #include "cli/stdio_forwarder.h"
 #include "cli/terminal.h"
 #include "core/io.h"
 #include "core/units.h"
 #include "net/resolve_override.h"
+#include "proof/output_digest.h"
 #include "sandbox/result_json.h"
 #include "sandbox/sandbox.h"
 
@@ -28,6 +31,8 @@ struct SandboxFlags {
   std::vector<std::string> allow;
   std::vector<std::string> proxy_resolve;
   bool json = false;
+  std::string receipt;    // write a signed receipt of the call here (exec only)
+  std::string state_dir;  // where the signing key and the audit log live
   std::vector<std::string> command;
 };
 
@@ -72,6 +77,9 @@ void add_sandbox_flags(CLI::App* cmd, SandboxFlags* f) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--json", f->json, "Print a JSON result object at the end");
+  cmd->add_option("--state-dir", f->state_dir,
+                  "The state dir: the signing key and the audit log of --receipt (default "
+                  "~/.ringfence/state)");
 }
 
 // Turns flags into a spec; every error names the flag.
@@ -150,6 +158,12 @@ void report_destroy(const Status& destroyed) {
                destroyed.error().to_string().c_str());
 }
 
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 int run(const SandboxFlags& flags, bool shell) {
   auto spec = to_spec(flags);
   if (!spec) {
@@ -176,11 +190,23 @@ int run(const SandboxFlags& flags, bool shell) {
     std::fprintf(stderr, "ringfence: %s\n", backend.error().to_string().c_str());
     return kExitRuntime;
   }
+  // The key and the log first: a receipt that cannot be made fails before anything runs.
+  std::unique_ptr<ProofSession> proof;
+  if (!flags.receipt.empty()) {
+    auto opened = ProofSession::open(state_dir_or_default(flags.state_dir));
+    if (!opened) {
+      std::fprintf(stderr, "ringfence: --receipt: %s\n", opened.error().to_string().c_str());
+      return kExitRuntime;
+    }
+    proof = std::move(*opened);
+  }
   auto sandbox = (*backend)->create(*spec);
   if (!sandbox) {
     std::fprintf(stderr, "ringfence: %s\n", sandbox.error().to_string().c_str());
     return kExitRuntime;
   }
+  // The report is made while the command runs, and joined before the sandbox goes.
+  if (proof) proof->start_report(**sandbox);
   ExecCall call;
   call.argv = flags.command;
   if (shell) {
@@ -199,13 +225,45 @@ int run(const SandboxFlags& flags, bool shell) {
 
   std::optional<RawTerminal> raw;
   if (shell) raw.emplace(STDIN_FILENO);
-  auto result = (*sandbox)->exec(call, **forwarder);
+  proof::DigestingSink digests(**forwarder);
+  const int64_t started_ms = now_ms();
+  auto result = (*sandbox)->exec(call, digests);
+  const int64_t ended_ms = now_ms();
   (*forwarder)->stop();
   raw.reset();
   if (!result) {
     std::fprintf(stderr, "ringfence: %s\n", result.error().to_string().c_str());
+    if (proof) proof->join();
     report_destroy((*sandbox)->destroy());
     return kExitRuntime;
+  }
+  if (proof) {
+    proof::CallRecord rec;
+    rec.call = "exec";
+    rec.sandbox = (*sandbox)->id();
+    rec.argv = call.argv;
+    rec.stdin_sha256 = (*forwarder)->stdin_digest().hex();
+    rec.stdin_bytes = (*forwarder)->stdin_digest().bytes();
+    rec.stdout_sha256 = digests.stdout_digest().hex();
+    rec.stdout_bytes = digests.stdout_digest().bytes();
+    rec.stderr_sha256 = digests.stderr_digest().hex();
+    rec.stderr_bytes = digests.stderr_digest().bytes();
+    rec.exit_code = result->exit_code;
+    rec.signal = result->signal;
+    rec.timed_out = result->timed_out;
+    rec.oom_killed = result->oom_killed;
+    rec.output_truncated = result->output_truncated;
+    rec.limit = result->limit;
+    rec.egress = {{"policy", std::string(to_string(spec->network))}, {"allow", spec->allow}};
+    rec.started_ms = started_ms;
+    rec.ended_ms = ended_ms;
+    auto bundle = proof->receipt(std::move(rec));
+    Status written = bundle ? write_receipt_file(flags.receipt, *bundle) : Status(bundle.error());
+    if (!written) {
+      std::fprintf(stderr, "ringfence: receipt: %s\n", written.error().to_string().c_str());
+      report_destroy((*sandbox)->destroy());
+      return kExitRuntime;
+    }
   }
   if (result->exec_errno != 0) std::fprintf(stderr, "ringfence: %s\n", result->error.c_str());
   report_limit(*spec, *result);
@@ -230,6 +288,10 @@ void add_sandbox_commands(CLI::App* sandbox, CommandResult* result) {
   auto* exec = sandbox->add_subcommand(
       "exec", "Run one command in a fresh sandbox: exec [options] -- CMD [ARG...]");
   add_sandbox_flags(exec, exec_flags.get());
+  exec->add_option("--receipt", exec_flags->receipt,
+                   "Write a signed receipt of the call to FILE: the sandbox's boundary report, "
+                   "digests of argv, stdin, stdout and stderr, and their place in the audit log "
+                   "(`ringfence audit verify --receipt FILE` checks it; docs/proof.md)");
   exec->add_option("command", exec_flags->command, "The command and its arguments (after --)");
   exec->callback([exec_flags, result] {
     exec_flags->command = command_words(exec_flags->command, *result);

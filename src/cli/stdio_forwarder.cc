@@ -142,7 +142,9 @@ void StdioForwarder::loop() {
       }
       if (got > 0) {
         // A call that no longer takes stdin (it ended): stop reading ours.
-        if (!sandbox_.write_stdin(id, std::string_view(buf.data(), static_cast<size_t>(got)))) {
+        const std::string_view chunk(buf.data(), static_cast<size_t>(got));
+        stdin_digest_.update(chunk);
+        if (!sandbox_.write_stdin(id, chunk)) {
           stdin_open = false;
           stdin_closed_sent = true;
         }

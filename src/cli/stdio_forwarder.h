@@ -25,6 +25,7 @@
 
 #include "core/result.h"
 #include "core/unique_fd.h"
+#include "proof/digest.h"
 #include "sandbox/sandbox.h"
 
 namespace rf::cli {
@@ -50,6 +51,9 @@ class StdioForwarder final : public OutputSink {
   // Ends forwarding and joins the thread. Idempotent.
   void stop();
 
+  // What was forwarded to the call's stdin (for its receipt); read after stop().
+  const proof::Sha256Stream& stdin_digest() const { return stdin_digest_; }
+
  private:
   StdioForwarder(Sandbox& sandbox, bool pty) : sandbox_(sandbox), pty_(pty) {}
   void loop();
@@ -66,6 +70,7 @@ class StdioForwarder final : public OutputSink {
   uint32_t call_id_ = 0;   // guarded by mu_
   bool stopping_ = false;  // guarded by mu_
   std::thread thread_;
+  proof::Sha256Stream stdin_digest_;  // written by the thread only
 };
 
 }  // namespace rf::cli

@@ -258,6 +258,14 @@ Result<uint64_t> parse_number(const std::string& path, std::string_view text) {
 
 }  // namespace
 
+std::optional<std::string> read_trimmed(const std::string& path) {
+  auto text = read_file(path);
+  if (!text) return std::nullopt;
+  std::string v = std::move(*text);
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  return v;
+}
+
 Result<uint64_t> read_number(const std::string& path) {
   auto text = read_file(path);
   if (!text) return text.take_error();

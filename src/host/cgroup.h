@@ -78,6 +78,11 @@ class Cgroup {
   virtual Status remove() = 0;
   // Every directory this cgroup owns (for the janitor and `sandbox reap`).
   virtual std::vector<std::string> paths() const = 0;
+  // The limits as the kernel holds them, file name -> its text (trimmed):
+  // v2 memory.max, memory.swap.max, pids.max, cpu.max; v1 memory.limit_in_bytes,
+  // memory.memsw.limit_in_bytes, pids.max, cpu.cfs_quota_us, cpu.cfs_period_us.
+  // Files that cannot be read are left out (the boundary report says so).
+  virtual std::map<std::string, std::string> limit_files() const = 0;
 };
 
 // Creates `<parent>/<name>` in every needed hierarchy (creating the parent

@@ -37,6 +37,8 @@ std::set<std::string> words(std::string_view text);
 // Writes `value` to a cgroup file. Only on a fake tree is the file created.
 Status write_value(const std::string& path, std::string_view value, bool fake);
 bool exists(const std::string& path);
+// A file's text without its trailing newlines; nullopt when unreadable.
+std::optional<std::string> read_trimmed(const std::string& path);
 // A file holding one number ("max" is UINT64_MAX).
 Result<uint64_t> read_number(const std::string& path);
 // The number after `key` in a file of "key N" lines; 0 when the key is absent.

@@ -57,6 +57,19 @@ class CgroupV1 final : public Cgroup {
   std::vector<std::string> paths() const override { return dirs_; }
 
  private:
+  std::map<std::string, std::string> limit_files() const override {
+    std::map<std::string, std::string> out;
+    for (const auto& [controller, f] : {std::pair{"memory", "memory.limit_in_bytes"},
+                                        {"memory", "memory.memsw.limit_in_bytes"},
+                                        {"pids", "pids.max"},
+                                        {"cpu", "cpu.cfs_quota_us"},
+                                        {"cpu", "cpu.cfs_period_us"}}) {
+      if (dir_of_.count(controller) == 0) continue;
+      if (auto text = read_trimmed(file(controller, f))) out[f] = *text;
+    }
+    return out;
+  }
+
   std::string file(const std::string& controller, const std::string& name) const {
     return dir_of_.at(controller) + "/" + name;
   }

@@ -59,6 +59,14 @@ class CgroupV2 final : public Cgroup {
 
   std::vector<std::string> paths() const override { return {dir_}; }
 
+  std::map<std::string, std::string> limit_files() const override {
+    std::map<std::string, std::string> out;
+    for (const char* f : {"memory.max", "memory.swap.max", "pids.max", "cpu.max"}) {
+      if (auto text = read_trimmed(file(f))) out[f] = *text;
+    }
+    return out;
+  }
+
  private:
   std::string file(const std::string& name) const { return dir_ + "/" + name; }
   Status set(const std::string& name, std::string_view value) const {

@@ -47,6 +47,10 @@ class RunnerSandbox : public Sandbox {
   Status set_env(const std::map<std::string, std::string>& vars) override;
   Status unset_env(const std::vector<std::string>& names) override;
   Result<proto::ProbeResult> probe() override;
+  std::map<std::string, std::string> cgroup_limit_files() const override {
+    const Cgroup* c = usage_cgroup();
+    return c != nullptr ? c->limit_files() : std::map<std::string, std::string>{};
+  }
   bool takes_credential_requests() const override { return takes_credentials_; }
   void set_credential_handler(std::function<void(const proto::CredRequest&)> handler) override;
   Status answer_credential(const proto::CredAnswer& answer, std::string_view value) override;

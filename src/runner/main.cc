@@ -19,6 +19,7 @@
 #include "proto/seccomp_blob.h"
 #include "runner/cred_client.h"
 #include "runner/runner.h"
+#include "runner/self_probe.h"
 
 namespace {
 
@@ -27,7 +28,8 @@ int usage(const char* why) {
       stderr,
       "ringfence-tool-runner: %s\nusage: ringfence-tool-runner [--fd N | --stdio] "
       "[--seccomp FILE] [--root DIR] [--egress-bridge ADDR:PORT=PATH] [--cred-socket NAME] | "
-      "--version\n       ringfence-tool-runner cred get NAME ... (or as rf-cred)\n",
+      "--version\n       ringfence-tool-runner cred get NAME ... (or as rf-cred)\n"
+      "       ringfence-tool-runner self-probe   (what bounds this process, as JSON)\n",
       why);
   return 2;
 }
@@ -77,6 +79,8 @@ int main(int argc, char** argv) {
   if (std::strcmp(base, "rf-cred") == 0 || (argc > 1 && std::strcmp(argv[1], "cred") == 0)) {
     return rf::runner::cred_main(argc, argv);
   }
+  // Run by the host as a tool call: what bounds this process (runner/self_probe.h).
+  if (argc == 2 && std::strcmp(argv[1], "self-probe") == 0) return rf::runner::self_probe_main();
   rf::runner::Options options;
   const char* seccomp_file = nullptr;
   for (int i = 1; i < argc; ++i) {

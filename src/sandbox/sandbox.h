@@ -95,6 +95,9 @@ class Sandbox {
   }
   // What the runner sees from inside: uid, capabilities, seccomp, fds.
   virtual Result<proto::ProbeResult> probe() = 0;
+  // The sandbox cgroup's limit files as the host reads them back (file ->
+  // text), for the boundary report; empty when the host cannot read them.
+  virtual std::map<std::string, std::string> cgroup_limit_files() const { return {}; }
   // JIT credentials (`rf-cred get` inside): whether this sandbox can take
   // requests at all (its runner serves the credential socket in a network
   // namespace of its own), then who handles them. `handler` runs on the

@@ -16,9 +16,11 @@ const std::string kGenesis(64, '0');
 std::string opt(const std::optional<std::string>& s) { return s.value_or(""); }
 std::string opt(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : ""; }
 
+}  // namespace
+
 // The hash of an event: its predecessor's hash and every field, one per line.
 // A field holding a newline cannot fake another field's boundary: lengths go first.
-std::string hash_of(const AuditEvent& e) {
+std::string audit_event_hash(const AuditEvent& e) {
   const std::string fields[] = {
       e.prev_hash,       std::to_string(e.seq), std::to_string(e.at), e.kind,
       e.actor,           opt(e.project_id),     opt(e.run_id),        opt(e.call_id),
@@ -37,6 +39,8 @@ std::string hash_of(const AuditEvent& e) {
   sodium_bin2hex(hex, sizeof hex, md, sizeof md);
   return hex;
 }
+
+namespace {
 
 constexpr std::string_view kColumns =
     "seq, at, kind, actor, project_id, run_id, call_id, sandbox_id, detail_json, prev_hash, hash";
@@ -85,7 +89,7 @@ Result<int64_t> append_locked(Db& db, const AuditEvent& in, int64_t now) {
   e.seq = head->seq + 1;
   e.at = in.at ? in.at : now;
   e.prev_hash = head->hash;
-  e.hash = hash_of(e);
+  e.hash = audit_event_hash(e);
   RF_TRY(exec(db,
               "INSERT INTO audit_events (seq, at, kind, actor, project_id, run_id, call_id, "
               "sandbox_id, detail_json, prev_hash, hash) "
@@ -134,6 +138,32 @@ Result<std::vector<AuditEvent>> AuditLog::list(const AuditFilter& f) {
   });
 }
 
+Result<AuditEvent> AuditLog::get(int64_t seq) {
+  auto e = store_.locked([&](Db& db) {
+    return within(
+        "read the audit log",
+        first_row<AuditEvent>(
+            db, read_event, "SELECT " + std::string(kColumns) + " FROM audit_events WHERE seq = ?1",
+            seq));
+  });
+  if (!e.ok()) return e.take_error();
+  if (!e->has_value()) {
+    return Error{"audit event " + std::to_string(seq), "there is no such event", 0,
+                 ErrorCode::kNotFound};
+  }
+  return std::move(**e);
+}
+
+Result<std::vector<std::string>> AuditLog::hashes(int64_t up_to) {
+  return store_.locked([&](Db& db) {
+    return within("read the audit log",
+                  rows<std::string>(db, read_text0,
+                                    "SELECT hash FROM audit_events WHERE ?1 = 0 OR seq <= ?1 "
+                                    "ORDER BY seq",
+                                    up_to));
+  });
+}
+
 Result<AuditVerdict> AuditLog::verify() {
   if (sodium_init() < 0) return make_error("verify the audit log", "libsodium cannot start");
   return store_.locked([&](Db& db) -> Result<AuditVerdict> {
@@ -170,7 +200,7 @@ Result<AuditVerdict> AuditLog::verify() {
           return bad(e->seq, "event " + std::to_string(e->seq) + ": its prev_hash is not event " +
                                  std::to_string(e->seq - 1) + "'s hash (reordered or edited?)");
         }
-        if (hash_of(*e) != e->hash) {
+        if (audit_event_hash(*e) != e->hash) {
           return bad(e->seq, "event " + std::to_string(e->seq) +
                                  ": its hash does not match its fields (edited?)");
         }

@@ -52,6 +52,10 @@ struct AuditVerdict {
   std::string reason;                // "event 7: its hash does not match its fields"
 };
 
+// The hash of an event's fields (the formula above): what verify() checks and
+// what the Merkle log's leaves hold (proof/merkle.h).
+std::string audit_event_hash(const AuditEvent& e);
+
 class AuditLog {
  public:
   explicit AuditLog(Store& store) : store_(store) {}
@@ -64,6 +68,11 @@ class AuditLog {
   Result<std::vector<AuditEvent>> list(const AuditFilter& filter);
   // Walks the whole chain.
   Result<AuditVerdict> verify();
+  // The event of `seq`, or kNotFound.
+  Result<AuditEvent> get(int64_t seq);
+  // The hashes (hex) of events 1..up_to (all when 0), in seq order: the
+  // Merkle log's leaves. The size read is the number returned.
+  Result<std::vector<std::string>> hashes(int64_t up_to = 0);
 
  private:
   Store& store_;

@@ -1,0 +1,73 @@
+#include "cli/proof_session.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "cli/client_store.h"
+#include "core/io.h"
+#include "core/unique_fd.h"
+#include "host/boundary_facts.h"
+
+namespace rf::cli {
+
+Result<std::unique_ptr<ProofSession>> ProofSession::open(const std::string& state_dir) {
+  auto key = proof::SigningKey::load_or_create(state_dir);
+  if (!key) return key.take_error();
+  auto st = open_client_store(state_dir);
+  if (!st) return st.take_error();
+  return std::unique_ptr<ProofSession>(new ProofSession(std::move(*st), std::move(*key)));
+}
+
+ProofSession::ProofSession(std::unique_ptr<store::Store> store, proof::SigningKey key)
+    : store_(std::move(store)),
+      key_(std::move(key)),
+      log_(*store_, key_, proof::default_origin()) {}
+
+ProofSession::~ProofSession() { join(); }
+
+void ProofSession::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void ProofSession::start_report(Sandbox& sandbox) {
+  thread_ = std::thread([this, &sandbox] {
+    auto facts = host::gather_boundary_facts(sandbox);
+    if (!facts) {
+      report_ = Result<proof::Recorded>(facts.take_error());
+      return;
+    }
+    const auto bounds = proof::judge_bounds(*facts);
+    report_ = log_.record_report(proof::report_statement(*facts, bounds), proof::EventContext{});
+  });
+}
+
+Result<nlohmann::json> ProofSession::receipt(proof::CallRecord call) {
+  join();
+  if (!report_) return make_error("receipt", "no boundary report was made");
+  if (!*report_) return make_error("receipt", report_->error().to_string());
+  call.report_sha256 = (*report_)->sha256;
+  auto rec =
+      log_.record_receipt(proof::receipt_statement(call), (*report_)->seq, proof::EventContext{});
+  if (!rec) return rec.take_error();
+  return log_.bundle(rec->seq, (*report_)->seq);
+}
+
+Status write_receipt_file(const std::string& path, const nlohmann::json& bundle) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd) return sys_error("--receipt " + path);
+    if (auto w = write_all(fd.get(), bundle.dump(2) + "\n"); !w) {
+      ::unlink(tmp.c_str());
+      return make_error("--receipt " + path, w.error().to_string());
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return sys_error("--receipt " + path, err);
+  }
+  return ok_status();
+}
+
+}  // namespace rf::cli

@@ -1,0 +1,46 @@
+// One sandbox's proof, for the commands that hand out receipts (`sandbox exec
+// --receipt`): the signing key and the audit log under the state dir, the
+// boundary report made on a thread of its own while the first call runs (off
+// the critical path), and the receipt file of a call.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "core/result.h"
+#include "proof/proof_log.h"
+#include "proof/signing_key.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+
+namespace rf::cli {
+
+class ProofSession {
+ public:
+  static Result<std::unique_ptr<ProofSession>> open(const std::string& state_dir);
+  ~ProofSession();  // joins the report's thread
+
+  // Gathers, judges, signs and files `sandbox`'s boundary report, on a thread.
+  void start_report(Sandbox& sandbox);
+  // Files the receipt of `call` (its report digest filled in here) and
+  // returns the receipt file. Waits for the report.
+  Result<nlohmann::json> receipt(proof::CallRecord call);
+  // Joins the report's thread (before the sandbox goes).
+  void join();
+
+ private:
+  ProofSession(std::unique_ptr<store::Store> store, proof::SigningKey key);
+  std::unique_ptr<store::Store> store_;
+  proof::SigningKey key_;
+  proof::ProofLog log_;
+  std::thread thread_;
+  std::optional<Result<proof::Recorded>> report_;  // set by the thread
+};
+
+// Writes `bundle` to `path` (pretty JSON) atomically: all of it or nothing.
+Status write_receipt_file(const std::string& path, const nlohmann::json& bundle);
+
+}  // namespace rf::cli

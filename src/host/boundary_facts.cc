@@ -1,0 +1,157 @@
+#include "host/boundary_facts.h"
+
+#include <linux/filter.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "core/io.h"
+#include "host/runner_binary.h"
+#include "host/seccomp_profile.h"
+#include "proof/digest.h"
+
+namespace rf::host {
+namespace {
+
+constexpr const char* kRunnerInSandbox = "/.ringfence/tool-runner";
+
+std::string program_digest(const sock_filter* insns, size_t count) {
+  return proof::sha256_hex(
+      std::string_view(reinterpret_cast<const char*>(insns), count * sizeof(sock_filter)));
+}
+
+// Collects a call's stdout; stderr is kept for the error.
+struct Collect : OutputSink {
+  std::string out, err;
+  void on_stdout(std::string_view d) override {
+    if (out.size() < (4u << 20)) out.append(d);
+  }
+  void on_stderr(std::string_view d) override {
+    if (err.size() < 4096) err.append(d);
+  }
+};
+
+// The runner binary's digest, read once per process.
+std::string runner_sha256() {
+  static std::once_flag once;
+  static std::string digest;
+  std::call_once(once, [] {
+    auto path = find_runner_binary();
+    if (!path) return;
+    if (auto bytes = read_file(*path)) digest = proof::sha256_hex(*bytes);
+  });
+  return digest;
+}
+
+}  // namespace
+
+std::map<std::string, uint64_t> namespace_inodes(int pid) {
+  std::map<std::string, uint64_t> out;
+  for (const char* n : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}) {
+    const std::string path =
+        (pid == 0 ? std::string("/proc/self") : "/proc/" + std::to_string(pid)) + "/ns/" + n;
+    char buf[64];
+    const ssize_t len = ::readlink(path.c_str(), buf, sizeof buf - 1);
+    if (len <= 0) continue;
+    buf[len] = '\0';
+    if (const char* open = std::strchr(buf, '[')) out[n] = std::strtoull(open + 1, nullptr, 10);
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> seccomp_profile_digests(const std::string& profile) {
+  auto filters = build_seccomp_profile(profile);
+  if (!filters) return filters.take_error();
+  return std::vector<std::string>{
+      program_digest(filters->allowlist.data(), filters->allowlist.size()),
+      program_digest(filters->arg_rules.data(), filters->arg_rules.size())};
+}
+
+Result<std::vector<std::string>> read_seccomp_digests(int pid) {
+  const std::string where = "read seccomp filters of pid " + std::to_string(pid);
+  if (pid <= 0) return make_error(where, "no process");
+  if (::ptrace(PTRACE_SEIZE, pid, nullptr, nullptr) != 0) return sys_error(where + ": attach");
+  struct Detach {
+    int pid;
+    ~Detach() { ::ptrace(PTRACE_DETACH, pid, nullptr, nullptr); }
+  } detach{pid};
+  if (::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) != 0) return sys_error(where + ": stop");
+  int status = 0;
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &status, __WALL);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) return sys_error(where + ": wait");
+  }
+  if (!WIFSTOPPED(status)) return make_error(where, "the process ended");
+  std::vector<std::string> out;
+  for (unsigned long i = 0;; ++i) {
+    const long n = ::ptrace(PTRACE_SECCOMP_GET_FILTER, pid, reinterpret_cast<void*>(i), nullptr);
+    if (n < 0) {
+      if (errno == ENOENT) break;  // past the last program
+      return sys_error(where + ": PTRACE_SECCOMP_GET_FILTER");
+    }
+    std::vector<sock_filter> insns(static_cast<size_t>(n));
+    if (::ptrace(PTRACE_SECCOMP_GET_FILTER, pid, reinterpret_cast<void*>(i), insns.data()) != n)
+      return sys_error(where + ": PTRACE_SECCOMP_GET_FILTER");
+    out.push_back(program_digest(insns.data(), insns.size()));
+  }
+  return out;
+}
+
+Result<proof::BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
+  proof::BoundaryFacts f;
+  f.spec = sandbox.spec();
+  f.backend = std::string(to_string(f.spec.backend));
+  f.image = f.spec.image;
+  f.runner_version = sandbox.runner_version();
+  f.runner_sha256 = runner_sha256();
+  f.made_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+
+  // The self-probe: an ordinary call, so it has exactly what tools have.
+  ExecCall call;
+  if (f.spec.backend == BackendKind::kLocal) {
+    auto runner = find_runner_binary();
+    if (!runner) return runner.take_error();
+    call.argv = {*runner, "self-probe"};
+  } else {
+    call.argv = {kRunnerInSandbox, "self-probe"};
+  }
+  call.timeout = std::chrono::seconds(10);
+  Collect sink;
+  auto ran = sandbox.exec(call, sink);
+  if (!ran) return make_error("boundary report: self-probe", ran.error().to_string());
+  if (ran->exit_code != 0) {
+    return make_error("boundary report: self-probe",
+                      "exited " + std::to_string(ran->exit_code) + ": " + sink.err);
+  }
+  f.inside = nlohmann::json::parse(sink.out, nullptr, false);
+  if (!f.inside.is_object())
+    return make_error("boundary report: self-probe", "its output is not a JSON object");
+
+  const int pid = sandbox.init_pid();
+  if (pid > 0) {
+    // Only a PID 1 on this kernel can be compared with this host's namespaces.
+    f.host_ns = namespace_inodes(0);
+    auto loaded = read_seccomp_digests(pid);
+    if (loaded) {
+      f.seccomp_loaded = std::move(*loaded);
+    } else {
+      f.seccomp_readback_error = loaded.error().to_string();
+    }
+  } else {
+    f.seccomp_readback_error =
+        "the sandbox's PID 1 is not on this host (a remote daemon): its programs cannot be read";
+  }
+  f.cgroup = sandbox.cgroup_limit_files();
+  if (auto digests = seccomp_profile_digests(f.spec.seccomp))
+    f.seccomp_profile = std::move(*digests);
+  return f;
+}
+
+}  // namespace rf::host

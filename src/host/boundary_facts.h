@@ -1,0 +1,39 @@
+// Host side: the facts a sandbox's boundary report is judged from
+// (proof/boundary_report.h), gathered, never copied from its spec:
+//   - `ringfence-tool-runner self-probe` run in the sandbox as an ordinary
+//     tool call: namespaces, maps, capabilities, no_new_privs, seccomp mode,
+//     rlimits, mounts, interfaces, environment keys, attacks that must fail;
+//   - the host's own namespaces, to compare with (when the sandbox's PID 1 is
+//     on this kernel);
+//   - the sandbox cgroup's limit files, read back by the host;
+//   - each seccomp program as the kernel holds it, read from the sandbox's
+//     PID 1 with PTRACE_SECCOMP_GET_FILTER (root only), hashed;
+//   - the published digests of the profile, and the runner binary's sha256.
+// Works for every backend whose sandboxes run the tool runner.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "proof/boundary_report.h"
+#include "sandbox/sandbox.h"
+
+namespace rf::host {
+
+Result<proof::BoundaryFacts> gather_boundary_facts(Sandbox& sandbox);
+
+// SHA-256 (hex) of each program of the named profile, in load order: what
+// the profile publishes (docs/proof.md; `ringfence keys show --profile`).
+Result<std::vector<std::string>> seccomp_profile_digests(const std::string& profile);
+
+// SHA-256 (hex) of each seccomp program the kernel holds for `pid`, in load
+// order (PTRACE_SECCOMP_GET_FILTER's index 0 is the oldest): the process is stopped for the read
+// (PTRACE_SEIZE, PTRACE_INTERRUPT) and let go. Needs CAP_SYS_PTRACE over it and CAP_SYS_ADMIN; the
+// calling thread becomes its tracer meanwhile.
+Result<std::vector<std::string>> read_seccomp_digests(int pid);
+
+// The calling process's namespace inodes, by name (user, mnt, pid, ...).
+std::map<std::string, uint64_t> namespace_inodes(int pid);
+
+}  // namespace rf::host

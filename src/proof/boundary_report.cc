@@ -1,0 +1,451 @@
+#include "proof/boundary_report.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "proof/digest.h"
+
+namespace rf::proof {
+namespace {
+
+using json = nlohmann::json;
+
+Bound bound(std::string name, bool held, json evidence) {
+  return Bound{std::move(name), held ? BoundStatus::kHeld : BoundStatus::kNotHeld,
+               std::move(evidence)};
+}
+
+Bound unknown(std::string name, std::string why, json evidence = json::object()) {
+  evidence["why_unknown"] = std::move(why);
+  return Bound{std::move(name), BoundStatus::kUnknown, std::move(evidence)};
+}
+
+std::string str(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// The sandbox's inside said nothing: every bound it feeds is unknown.
+bool has_inside(const BoundaryFacts& f) { return f.inside.is_object() && f.inside.contains("ns"); }
+
+void namespaces(const BoundaryFacts& f, std::vector<Bound>& out) {
+  for (const char* n : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}) {
+    const std::string name = std::string("namespace.") + n;
+    const uint64_t inside = has_inside(f) ? f.inside["ns"].value(n, uint64_t{0}) : 0;
+    if (inside == 0) {
+      out.push_back(unknown(name, "the sandbox's namespace could not be read from inside"));
+      continue;
+    }
+    const auto host = f.host_ns.find(n);
+    if (host == f.host_ns.end()) {
+      out.push_back(unknown(name,
+                            "the sandbox runs on another kernel (a remote daemon): its namespace "
+                            "cannot be compared with this host's",
+                            {{"sandbox", inside}}));
+      continue;
+    }
+    json ev = {{"sandbox", inside}, {"host", host->second}};
+    if (std::string_view(n) == "net" && f.spec.network == NetworkPolicy::kHost)
+      ev["spec"] = "network host: the spec asks for the host's network";
+    out.push_back(bound(name, inside != host->second, ev));
+  }
+}
+
+// The host uid an inside uid maps to through `map` ("inside outside count" lines).
+std::optional<uint64_t> host_id(const std::string& map, uint64_t id) {
+  std::istringstream in(map);
+  uint64_t inside = 0, outside = 0, count = 0;
+  while (in >> inside >> outside >> count) {
+    if (id >= inside && id - inside < count) return outside + (id - inside);
+  }
+  return std::nullopt;
+}
+
+void identity(const BoundaryFacts& f, std::vector<Bound>& out) {
+  if (!has_inside(f)) {
+    out.push_back(unknown("uid", "no self-probe"));
+    return;
+  }
+  const uint64_t uid = f.inside.value("uid", uint64_t{0}), gid = f.inside.value("gid", uint64_t{0});
+  const std::string uid_map = str(f.inside, "uid_map"), gid_map = str(f.inside, "gid_map");
+  const auto host_uid = host_id(uid_map, uid), host_gid = host_id(gid_map, gid);
+  json ev = {{"uid", uid}, {"gid", gid}, {"uid_map", uid_map}, {"gid_map", gid_map}};
+  if (host_uid) ev["host_uid"] = *host_uid;
+  if (host_gid) ev["host_gid"] = *host_gid;
+  // Held: neither the process nor anything its map reaches is the host's root.
+  bool root_reachable = false;
+  std::istringstream in(uid_map);
+  uint64_t inside = 0, outside = 0, count = 0;
+  while (in >> inside >> outside >> count) {
+    if (outside == 0) root_reachable = true;
+  }
+  ev["host_root_mapped"] = root_reachable;
+  out.push_back(bound("uid", uid != 0 && host_uid && *host_uid != 0 && !root_reachable, ev));
+}
+
+void privileges(const BoundaryFacts& f, std::vector<Bound>& out) {
+  const json status = has_inside(f) ? f.inside.value("status", json::object()) : json::object();
+  if (status.empty()) {
+    out.push_back(unknown("capabilities", "no /proc/self/status from inside"));
+    out.push_back(unknown("no_new_privs", "no /proc/self/status from inside"));
+    out.push_back(unknown("seccomp", "no /proc/self/status from inside"));
+  } else {
+    auto zero = [&](const char* k) {
+      return std::strtoull(str(status, k).c_str(), nullptr, 16) == 0 && !str(status, k).empty();
+    };
+    json caps = json::object();
+    for (const char* k : {"CapInh", "CapPrm", "CapEff", "CapAmb", "CapBnd"})
+      caps[k] = str(status, k);
+    out.push_back(bound("capabilities",
+                        zero("CapInh") && zero("CapPrm") && zero("CapEff") && zero("CapAmb"),
+                        caps));
+    out.push_back(bound("no_new_privs", str(status, "NoNewPrivs") == "1",
+                        {{"NoNewPrivs", str(status, "NoNewPrivs")}}));
+    const std::string mode = str(status, "Seccomp");
+    const uint64_t filters = std::strtoull(str(status, "Seccomp_filters").c_str(), nullptr, 10);
+    out.push_back(bound("seccomp", mode == "2" && filters >= f.seccomp_profile.size(),
+                        {{"mode", mode},
+                         {"filters", filters},
+                         {"profile", f.spec.seccomp},
+                         {"profile_programs", f.seccomp_profile.size()}}));
+  }
+  json ev = {{"profile", f.seccomp_profile}};
+  if (f.seccomp_loaded.empty()) {
+    out.push_back(unknown("seccomp.digest",
+                          f.seccomp_readback_error.empty() ? "the loaded programs were not read"
+                                                           : f.seccomp_readback_error,
+                          ev));
+    return;
+  }
+  ev["loaded"] = f.seccomp_loaded;
+  // Both lists are in load order. Filters loaded before ours (a container
+  // runtime's own) only add to them: ours must be the last ones.
+  const size_t k = f.seccomp_profile.size(), n = f.seccomp_loaded.size();
+  bool same = n >= k && k > 0;
+  for (size_t i = 0; same && i < k; ++i) same = f.seccomp_loaded[n - k + i] == f.seccomp_profile[i];
+  out.push_back(bound("seccomp.digest", same, ev));
+}
+
+// A limit file's number: "max" (or -1 on v1) is none.
+std::optional<uint64_t> number(const std::string& text) {
+  if (text.empty() || text == "max" || text == "-1") return std::nullopt;
+  char* end = nullptr;
+  const uint64_t v = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str()) return std::nullopt;
+  return v;
+}
+
+void cgroups(const BoundaryFacts& f, std::vector<Bound>& out) {
+  std::map<std::string, std::string> files = f.cgroup;
+  std::string source = "the host read the sandbox's cgroup files";
+  if (files.empty() && has_inside(f) && f.inside.contains("cgroup")) {
+    for (const auto& [k, v] : f.inside["cgroup"].items())
+      if (v.is_string()) files[k] = v.get<std::string>();
+    source = "the sandbox read its cgroup files (cgroup namespace)";
+  }
+  if (files.empty()) {
+    const bool local = f.spec.backend == BackendKind::kLocal;
+    for (const char* n : {"cgroup.memory", "cgroup.pids", "cgroup.cpu"}) {
+      if (local) {
+        out.push_back(bound(n, false, {{"why", "the local backend sets no cgroup limits"}}));
+      } else {
+        out.push_back(unknown(n, "no cgroup limit file could be read"));
+      }
+    }
+    return;
+  }
+  auto file = [&](std::initializer_list<const char*> names) -> std::pair<std::string, std::string> {
+    for (const char* n : names) {
+      const auto it = files.find(n);
+      if (it != files.end()) return {n, it->second};
+    }
+    return {"", ""};
+  };
+  const Limits& l = f.spec.limits;
+  {
+    const auto [name, text] = file({"memory.max", "memory.limit_in_bytes"});
+    json ev = {{"file", name}, {"value", text}, {"spec_bytes", l.memory_bytes}, {"source", source}};
+    const auto v = number(text);
+    // The kernel rounds a limit down to whole pages.
+    const bool held =
+        v && l.memory_bytes != 0 && *v <= l.memory_bytes && *v + 4096 > l.memory_bytes;
+    out.push_back(name.empty() ? unknown("cgroup.memory", "no memory limit file", ev)
+                               : bound("cgroup.memory", held, ev));
+  }
+  {
+    const auto [name, text] = file({"pids.max"});
+    json ev = {{"file", name}, {"value", text}, {"spec", l.pids}, {"source", source}};
+    const auto v = number(text);
+    out.push_back(name.empty() ? unknown("cgroup.pids", "no pids.max", ev)
+                               : bound("cgroup.pids", v && l.pids != 0 && *v == l.pids, ev));
+  }
+  {
+    std::optional<double> cpus;
+    json ev = {{"spec_cpus", l.cpus}, {"source", source}};
+    if (const auto [name, text] = file({"cpu.max"}); !name.empty()) {
+      ev["cpu.max"] = text;
+      std::istringstream in(text);
+      std::string quota;
+      uint64_t period = 0;
+      in >> quota >> period;
+      if (const auto q = number(quota); q && period > 0)
+        cpus = static_cast<double>(*q) / static_cast<double>(period);
+    } else if (const auto [qn, qt] = file({"cpu.cfs_quota_us"}); !qn.empty()) {
+      const auto [pn, pt] = file({"cpu.cfs_period_us"});
+      ev["cpu.cfs_quota_us"] = qt;
+      ev["cpu.cfs_period_us"] = pt;
+      const auto q = number(qt), p = number(pt);
+      if (q && p && *p > 0) cpus = static_cast<double>(*q) / static_cast<double>(*p);
+    } else {
+      out.push_back(unknown("cgroup.cpu", "no cpu limit file", ev));
+      return;
+    }
+    if (cpus) ev["cpus"] = *cpus;
+    const bool held = cpus && l.cpus > 0 && std::abs(*cpus - l.cpus) < 0.005;
+    out.push_back(bound("cgroup.cpu", held, ev));
+  }
+}
+
+void rlimits(const BoundaryFacts& f, std::vector<Bound>& out) {
+  const json r = has_inside(f) ? f.inside.value("rlimits", json::object()) : json::object();
+  if (!r.contains("nofile") || !r.contains("core")) {
+    out.push_back(unknown("rlimits", "no rlimits from inside"));
+    return;
+  }
+  const json want = {f.spec.limits.nofile, f.spec.limits.nofile};
+  const bool held = r["nofile"] == want && r["core"] == json({0, 0});
+  json ev = r;
+  ev["spec_nofile"] = f.spec.limits.nofile;
+  out.push_back(bound("rlimits", held, ev));
+}
+
+std::set<std::string> options_of(const json& m, const char* key) {
+  std::set<std::string> out;
+  std::istringstream in(str(m, key));
+  for (std::string o; std::getline(in, o, ',');) out.insert(o);
+  return out;
+}
+
+void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
+  const json mounts = has_inside(f) ? f.inside.value("mounts", json::array()) : json::array();
+  if (mounts.empty()) {
+    for (const char* n : {"filesystem.root_readonly", "filesystem.writable", "filesystem.size",
+                          "filesystem.masked"})
+      out.push_back(unknown(n, "no mount table from inside"));
+    return;
+  }
+  // The mount on top at each point is the last listed there.
+  std::map<std::string, json> top;
+  for (const auto& m : mounts) top[str(m, "mount_point")] = m;
+  {
+    const auto root = top.find("/");
+    const bool ro = root != top.end() && options_of(root->second, "options").count("ro") != 0;
+    json ev = root == top.end() ? json::object()
+                                : json{{"fstype", str(root->second, "fstype")},
+                                       {"options", str(root->second, "options")}};
+    out.push_back(bound("filesystem.root_readonly", ro, ev));
+  }
+  // Writable places a tool may have: its workspace, /tmp, and kernel
+  // filesystems whose writes the namespaces confine.
+  // The device nodes are bound one by one; writing to them keeps nothing.
+  static const std::set<std::string> kMayWrite = {
+      "/workspace", "/tmp",      "/dev/shm",  "/dev/pts",    "/dev/mqueue",  "/proc",   "/dev",
+      "/dev/null",  "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+  json writable = json::array(), unexpected = json::array();
+  for (const auto& [point, m] : top) {
+    // The root is filesystem.root_readonly's to judge.
+    if (point == "/" || options_of(m, "options").count("rw") == 0) continue;
+    json w = {{"mount_point", point}, {"fstype", str(m, "fstype")}};
+    for (const auto& o : options_of(m, "super_options"))
+      if (o.rfind("size=", 0) == 0) w["size"] = o.substr(5);
+    writable.push_back(w);
+    const bool dev_ok = point == "/dev" && str(m, "fstype") == "tmpfs";
+    if (kMayWrite.count(point) == 0 || (point == "/dev" && !dev_ok)) unexpected.push_back(point);
+  }
+  out.push_back(bound("filesystem.writable", unexpected.empty(),
+                      {{"writable", writable}, {"unexpected", unexpected}}));
+  {
+    json sizes = json::object();
+    bool held = true, known = true;
+    for (const char* point : {"/workspace", "/tmp"}) {
+      const auto it = top.find(point);
+      if (it == top.end()) {
+        sizes[point] = "absent";
+        continue;
+      }
+      if (str(it->second, "fstype") != "tmpfs") {
+        sizes[point] = "not a tmpfs (" + str(it->second, "fstype") + "): sized by the host";
+        known = false;
+        continue;
+      }
+      std::string size;
+      for (const auto& o : options_of(it->second, "super_options"))
+        if (o.rfind("size=", 0) == 0) size = o.substr(5);
+      sizes[point] = size;
+      uint64_t bytes = std::strtoull(size.c_str(), nullptr, 10);
+      if (!size.empty() && size.back() == 'k') bytes <<= 10;
+      if (size.empty() || bytes == 0 || bytes > f.spec.limits.disk_bytes) held = false;
+    }
+    json ev = {{"sizes", sizes}, {"spec_disk_bytes", f.spec.limits.disk_bytes}};
+    out.push_back(!known && held ? unknown("filesystem.size",
+                                           "the workspace is a host directory: its size is the "
+                                           "host's; the runner's disk limit still applies",
+                                           ev)
+                                 : bound("filesystem.size", held, ev));
+  }
+  {
+    json masked = json::object();
+    bool held = true;
+    // A path this kernel does not have needs no mask.
+    const json exists = f.inside.value("exists", json::object());
+    for (const char* p : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/kallsyms"}) {
+      const bool m = top.count(p) != 0;
+      const bool absent = exists.value(p, true) == false;
+      masked[p] = m ? json(true) : absent ? json("absent") : json(false);
+      held = held && (m || absent);
+    }
+    out.push_back(bound("filesystem.masked", held, {{"masked", masked}}));
+  }
+}
+
+void network(const BoundaryFacts& f, std::vector<Bound>& out) {
+  json ev = {{"policy", std::string(to_string(f.spec.network))}, {"allow", f.spec.allow}};
+  if (!has_inside(f)) {
+    out.push_back(unknown("network", "no interfaces from inside", ev));
+    return;
+  }
+  ev["interfaces"] = f.inside.value("interfaces", json::array());
+  if (f.spec.network == NetworkPolicy::kHost) {
+    ev["why"] = "the spec asks for the host's network";
+    out.push_back(bound("network", false, ev));
+    return;
+  }
+  // none and proxy: loopback only; proxy's egress is the host's proxy, reached
+  // through the runner's bridge on loopback.
+  out.push_back(bound("network", ev["interfaces"] == json::array({"lo"}), ev));
+}
+
+void environment(const BoundaryFacts& f, std::vector<Bound>& out) {
+  if (!has_inside(f) || !f.inside.contains("env_keys")) {
+    out.push_back(unknown("environment", "no environment keys from inside"));
+    return;
+  }
+  std::set<std::string> expected;
+  for (const auto& [k, v] : base_environment(true)) expected.insert(k);
+  for (const auto& [k, v] : f.spec.env) expected.insert(k);
+  if (f.spec.network == NetworkPolicy::kProxy)
+    for (const auto& [k, v] : proxy_environment()) expected.insert(k);
+  if (f.spec.tls_intercept)
+    for (const auto& [k, v] : trust_environment()) expected.insert(k);
+  json keys = f.inside["env_keys"], unexpected = json::array();
+  for (const auto& k : keys)
+    if (k.is_string() && expected.count(k.get<std::string>()) == 0) unexpected.push_back(k);
+  out.push_back(
+      bound("environment", unexpected.empty(), {{"keys", keys}, {"unexpected", unexpected}}));
+}
+
+void attacks(const BoundaryFacts& f, std::vector<Bound>& out) {
+  if (!has_inside(f) || !f.inside.contains("attacks")) {
+    out.push_back(unknown("self_probe", "no self-probe"));
+    return;
+  }
+  bool held = true;
+  json succeeded = json::array();
+  for (const auto& a : f.inside["attacks"]) {
+    if (!a.value("failed", false)) {
+      held = false;
+      succeeded.push_back(a.value("attack", ""));
+    }
+  }
+  out.push_back(
+      bound("self_probe", held, {{"attacks", f.inside["attacks"]}, {"succeeded", succeeded}}));
+}
+
+// The spec as the report shows it: environment names only.
+json public_spec(const SandboxSpec& spec) {
+  json j = json::parse(spec_to_json(spec), nullptr, false);
+  if (!j.is_object()) return json::object();
+  json keys = json::array();
+  for (const auto& [k, v] : spec.env) keys.push_back(k);
+  j.erase("env");
+  j["env_keys"] = keys;
+  return j;
+}
+
+}  // namespace
+
+std::string_view to_string(BoundStatus s) {
+  switch (s) {
+    case BoundStatus::kHeld:
+      return "held";
+    case BoundStatus::kNotHeld:
+      return "not_held";
+    case BoundStatus::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+std::vector<Bound> judge_bounds(const BoundaryFacts& f) {
+  std::vector<Bound> out;
+  namespaces(f, out);
+  identity(f, out);
+  privileges(f, out);
+  cgroups(f, out);
+  rlimits(f, out);
+  filesystem(f, out);
+  network(f, out);
+  environment(f, out);
+  attacks(f, out);
+  return out;
+}
+
+json report_statement(const BoundaryFacts& f, const std::vector<Bound>& bounds) {
+  const json spec = public_spec(f.spec);
+  json list = json::array();
+  json summary = {{"held", 0}, {"not_held", 0}, {"unknown", 0}};
+  for (const Bound& b : bounds) {
+    const std::string s(to_string(b.status));
+    list.push_back({{"bound", b.name}, {"status", s}, {"evidence", b.evidence}});
+    summary[s] = summary[s].get<int>() + 1;
+  }
+  json predicate = {{"sandbox", f.spec.id},
+                    {"backend", f.backend},
+                    {"image", {{"name", f.image}, {"digest", f.image_digest}}},
+                    {"runner", {{"version", f.runner_version}, {"sha256", f.runner_sha256}}},
+                    {"spec", spec},
+                    {"made_at_ms", f.made_at_ms},
+                    {"bounds", list},
+                    {"summary", summary}};
+  if (!f.sandbox_mode.empty()) predicate["sandbox_mode"] = f.sandbox_mode;
+  return {{"_type", "https://in-toto.io/Statement/v1"},
+          {"subject", json::array({{{"name", "sandbox/" + f.spec.id},
+                                    {"digest", {{"sha256", sha256_hex(spec.dump())}}}}})},
+          {"predicateType", kReportPredicate},
+          {"predicate", predicate}};
+}
+
+Result<BoundSummary> summarize_report(const json& statement) {
+  if (statement.value("predicateType", "") != kReportPredicate)
+    return make_error("report", "its predicateType is not " + std::string(kReportPredicate));
+  const auto p = statement.find("predicate");
+  if (p == statement.end() || !p->is_object() || !p->contains("bounds") ||
+      !(*p)["bounds"].is_array())
+    return make_error("report", "it has no bounds");
+  BoundSummary s;
+  for (const auto& b : (*p)["bounds"]) {
+    const std::string status = b.value("status", ""), name = b.value("bound", "");
+    if (status == "held") {
+      ++s.held;
+    } else if (status == "not_held") {
+      s.not_held.push_back(name);
+    } else {
+      s.unknown.push_back(name);
+    }
+  }
+  return s;
+}
+
+}  // namespace rf::proof

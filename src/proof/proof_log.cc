@@ -1,0 +1,170 @@
+#include "proof/proof_log.h"
+
+#include <unistd.h>
+
+#include "core/base64.h"
+#include "proof/checkpoint.h"
+#include "proof/merkle.h"
+
+namespace rf::proof {
+namespace {
+
+using json = nlohmann::json;
+
+// The Merkle leaves of the log's first `size` events: each event's hash.
+Result<std::vector<std::string>> leaves(store::Store& st, int64_t size) {
+  auto hashes = store::AuditLog(st).hashes(size);
+  if (!hashes.ok()) return hashes.take_error();
+  std::vector<std::string> out;
+  out.reserve(hashes->size());
+  for (const auto& h : *hashes) {
+    auto raw = from_hex(h);
+    if (!raw || raw->size() != kHashBytes)
+      return make_error("audit log", "an event's hash is not 64 hex digits");
+    out.push_back(leaf_hash(*raw));
+  }
+  return out;
+}
+
+json hex_list(const std::vector<std::string>& hashes) {
+  json out = json::array();
+  for (const auto& h : hashes) out.push_back(to_hex(h));
+  return out;
+}
+
+}  // namespace
+
+std::string default_origin() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0')
+    std::snprintf(host, sizeof host, "localhost");
+  return std::string("ringfence/") + host + "/audit";
+}
+
+json event_json(const store::AuditEvent& e) {
+  json j = {{"seq", e.seq},
+            {"at", e.at},
+            {"kind", e.kind},
+            {"actor", e.actor},
+            {"detail_json", e.detail_json},
+            {"prev_hash", e.prev_hash},
+            {"hash", e.hash}};
+  j["project"] = e.project_id ? json(*e.project_id) : json(nullptr);
+  j["run"] = e.run_id ? json(*e.run_id) : json(nullptr);
+  j["call"] = e.call_id ? json(*e.call_id) : json(nullptr);
+  j["sandbox"] = e.sandbox_id ? json(*e.sandbox_id) : json(nullptr);
+  return j;
+}
+
+Result<store::AuditEvent> parse_event_json(const json& j, const std::string& where) {
+  auto bad = [&](const std::string& what) { return make_error(where, what); };
+  if (!j.is_object()) return bad("not a JSON object");
+  store::AuditEvent e;
+  try {
+    e.seq = j.at("seq").get<int64_t>();
+    e.at = j.at("at").get<int64_t>();
+    e.kind = j.at("kind").get<std::string>();
+    e.actor = j.at("actor").get<std::string>();
+    e.detail_json = j.at("detail_json").get<std::string>();
+    e.prev_hash = j.at("prev_hash").get<std::string>();
+    e.hash = j.at("hash").get<std::string>();
+    if (j.contains("project") && !j["project"].is_null())
+      e.project_id = j["project"].get<std::string>();
+    if (j.contains("run") && !j["run"].is_null()) e.run_id = j["run"].get<std::string>();
+    if (j.contains("call") && !j["call"].is_null()) e.call_id = j["call"].get<int64_t>();
+    if (j.contains("sandbox") && !j["sandbox"].is_null())
+      e.sandbox_id = j["sandbox"].get<std::string>();
+  } catch (const json::exception& ex) {
+    return bad(std::string("a field is missing or of the wrong type: ") + ex.what());
+  }
+  return e;
+}
+
+Result<Recorded> ProofLog::record(const char* kind, const json& statement, json detail,
+                                  const EventContext& ctx) {
+  Recorded r;
+  r.envelope = sign_envelope(key_, kInTotoPayloadType, statement.dump());
+  r.sha256 = sha256_hex(r.envelope.payload);
+  detail["sha256"] = r.sha256;
+  detail["envelope"] = envelope_json(r.envelope);
+  store::AuditEvent e;
+  e.kind = kind;
+  e.actor = ctx.actor;
+  e.project_id = ctx.project_id;
+  e.run_id = ctx.run_id;
+  e.call_id = ctx.call_id;
+  if (statement.contains("predicate") && statement["predicate"].contains("sandbox"))
+    e.sandbox_id = statement["predicate"]["sandbox"].get<std::string>();
+  e.detail_json = detail.dump();
+  auto seq = store::AuditLog(store_).append(e);
+  if (!seq.ok()) return seq.take_error();
+  r.seq = *seq;
+  return r;
+}
+
+Result<Recorded> ProofLog::record_report(const json& statement, const EventContext& ctx) {
+  json detail = json::object();
+  if (auto s = summarize_report(statement); s.ok()) {
+    detail["held"] = s->held;
+    detail["not_held"] = s->not_held;
+    detail["unknown"] = s->unknown;
+  }
+  return record("proof.report", statement, detail, ctx);
+}
+
+Result<Recorded> ProofLog::record_receipt(const json& statement, int64_t report_seq,
+                                          const EventContext& ctx) {
+  json detail = {{"report_sha256", statement["predicate"]["report"]["sha256"]},
+                 {"report_seq", report_seq}};
+  return record("proof.receipt", statement, detail, ctx);
+}
+
+Result<std::string> ProofLog::checkpoint() {
+  auto l = leaves(store_, 0);
+  if (!l.ok()) return l.take_error();
+  return sign_checkpoint({origin_, l->size(), tree_root(*l, l->size())}, key_);
+}
+
+Result<json> ProofLog::bundle(int64_t receipt_seq, int64_t report_seq) {
+  store::AuditLog log(store_);
+  auto receipt = log.get(receipt_seq);
+  if (!receipt.ok()) return receipt.take_error();
+  auto report = log.get(report_seq);
+  if (!report.ok()) return report.take_error();
+  auto l = leaves(store_, 0);
+  if (!l.ok()) return l.take_error();
+  const uint64_t size = l->size();
+  const std::string note = sign_checkpoint({origin_, size, tree_root(*l, size)}, key_);
+  auto entry = [&](const store::AuditEvent& e) {
+    const uint64_t index = static_cast<uint64_t>(e.seq - 1);
+    return json{{"event", event_json(e)},
+                {"index", index},
+                {"inclusion", hex_list(inclusion_proof(*l, index, size))}};
+  };
+  auto envelope_of = [](const store::AuditEvent& e) {
+    return json::parse(e.detail_json, nullptr, false).value("envelope", json::object());
+  };
+  return json{{"format", kBundleFormat},
+              {"receipt", envelope_of(*receipt)},
+              {"report", envelope_of(*report)},
+              {"log",
+               {{"origin", origin_},
+                {"size", size},
+                {"checkpoint", note},
+                {"receipt_entry", entry(*receipt)},
+                {"report_entry", entry(*report)}}}};
+}
+
+Result<json> ProofLog::bundle_for_receipt(int64_t receipt_seq) {
+  auto receipt = store::AuditLog(store_).get(receipt_seq);
+  if (!receipt.ok()) return receipt.take_error();
+  if (receipt->kind != "proof.receipt")
+    return make_error("audit event " + std::to_string(receipt_seq), "is not a receipt");
+  const json detail = json::parse(receipt->detail_json, nullptr, false);
+  const int64_t report_seq = detail.value("report_seq", int64_t{0});
+  if (report_seq <= 0 || report_seq >= receipt_seq)
+    return make_error("receipt " + std::to_string(receipt_seq), "it names no report before it");
+  return bundle(receipt_seq, report_seq);
+}
+
+}  // namespace rf::proof

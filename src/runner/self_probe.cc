@@ -1,0 +1,308 @@
+#include "runner/self_probe.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/io.h"
+
+extern char** environ;
+
+namespace rf::runner {
+namespace {
+
+using json = nlohmann::json;
+
+std::string read_or_empty(const char* path) {
+  auto text = rf::read_file(path);
+  return text ? *text : std::string();
+}
+
+// "mnt:[4026531840]" -> 4026531840; 0 when unreadable.
+uint64_t ns_inode(const std::string& name) {
+  char buf[64];
+  const std::string path = "/proc/self/ns/" + name;
+  const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* open = std::strchr(buf, '[');
+  return open != nullptr ? std::strtoull(open + 1, nullptr, 10) : 0;
+}
+
+json status_fields() {
+  json out = json::object();
+  std::istringstream in(read_or_empty("/proc/self/status"));
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, colon);
+    static const char* kKeep[] = {"CapInh", "CapPrm",     "CapEff",  "CapBnd",
+                                  "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters",
+                                  "Uid",    "Gid",        "Groups"};
+    if (std::find_if(std::begin(kKeep), std::end(kKeep), [&](const char* k) { return key == k; }) ==
+        std::end(kKeep))
+      continue;
+    std::string value = line.substr(colon + 1);
+    const auto b = value.find_first_not_of(" \t");
+    value = b == std::string::npos ? "" : value.substr(b);
+    for (char& c : value)
+      if (c == '\t') c = ' ';
+    out[key] = value;
+  }
+  return out;
+}
+
+json rlimits() {
+  static const std::pair<const char*, int> kLimits[] = {
+      {"core", RLIMIT_CORE},   {"nofile", RLIMIT_NOFILE},  {"fsize", RLIMIT_FSIZE},
+      {"nproc", RLIMIT_NPROC}, {"as", RLIMIT_AS},          {"cpu", RLIMIT_CPU},
+      {"stack", RLIMIT_STACK}, {"memlock", RLIMIT_MEMLOCK}};
+  json out = json::object();
+  for (const auto& [name, res] : kLimits) {
+    rlimit rl{};
+    if (::getrlimit(res, &rl) != 0) continue;
+    auto v = [](rlim_t x) -> json {
+      return x == RLIM_INFINITY ? json("unlimited") : json(static_cast<uint64_t>(x));
+    };
+    out[name] = {v(rl.rlim_cur), v(rl.rlim_max)};
+  }
+  return out;
+}
+
+// /proc/self/mountinfo: "36 35 98:0 /root /mnt opts opt-fields - fstype source super-opts".
+json mounts() {
+  json out = json::array();
+  std::istringstream in(read_or_empty("/proc/self/mountinfo"));
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    const auto dash = std::find(w.begin(), w.end(), "-");
+    if (dash == w.end()) continue;
+    const size_t d = static_cast<size_t>(dash - w.begin());
+    if (d < 6 || d + 1 >= w.size()) continue;
+    out.push_back({{"mount_point", w[4]},
+                   {"root", w[3]},
+                   {"options", w[5]},
+                   {"fstype", w[d + 1]},
+                   {"source", d + 2 < w.size() ? w[d + 2] : ""},
+                   {"super_options", d + 3 < w.size() ? w[d + 3] : ""}});
+  }
+  return out;
+}
+
+json interfaces() {
+  json out = json::array();
+  std::istringstream in(read_or_empty("/proc/self/net/dev"));
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (++n <= 2) continue;  // two header lines
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    name.erase(0, name.find_first_not_of(' '));
+    out.push_back(name);
+  }
+  std::vector<std::string> names = out.get<std::vector<std::string>>();
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The cgroup limits as this process sees them, when a cgroup filesystem is
+// mounted (docker mounts one with a cgroup namespace; native mounts none, and
+// the host reads the files itself).
+json cgroup_files() {
+  json out = json::object();
+  for (const char* f : {"memory.max", "memory.swap.max", "pids.max", "cpu.max"}) {
+    const std::string path = std::string("/sys/fs/cgroup/") + f;
+    if (auto text = rf::read_file(path)) {
+      std::string v = *text;
+      while (!v.empty() && v.back() == '\n') v.pop_back();
+      out[f] = v;
+    }
+  }
+  for (const char* f : {"memory/memory.limit_in_bytes", "pids/pids.max", "cpu/cpu.cfs_quota_us",
+                        "cpu/cpu.cfs_period_us"}) {
+    const std::string path = std::string("/sys/fs/cgroup/") + f;
+    if (auto text = rf::read_file(path)) {
+      std::string v = *text;
+      while (!v.empty() && v.back() == '\n') v.pop_back();
+      out[std::strchr(f, '/') + 1] = v;
+    }
+  }
+  return out;
+}
+
+json env_keys() {
+  std::vector<std::string> keys;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    keys.emplace_back(*e, eq != nullptr ? static_cast<size_t>(eq - *e) : std::strlen(*e));
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+const char* errno_name(int e) {
+  switch (e) {
+    case 0:
+      return "";
+    case EPERM:
+      return "EPERM";
+    case EACCES:
+      return "EACCES";
+    case EROFS:
+      return "EROFS";
+    case ENOENT:
+      return "ENOENT";
+    case ENOSYS:
+      return "ENOSYS";
+    case EINVAL:
+      return "EINVAL";
+    case EAFNOSUPPORT:
+      return "EAFNOSUPPORT";
+    case ENOTDIR:
+      return "ENOTDIR";
+    case EBUSY:
+      return "EBUSY";
+    default:
+      return "other";
+  }
+}
+
+// One attack: returns 0 when it succeeded (the bound did NOT hold), else errno.
+struct Attack {
+  const char* name;
+  const char* what;
+  std::function<int()> run;
+};
+
+int result_of(long rc) { return rc < 0 ? errno : 0; }
+
+std::vector<Attack> attacks() {
+  return {
+      {"mount", "mount a tmpfs over /tmp",
+       [] {
+         const int rc = ::mount("rf-probe", "/tmp", "tmpfs", 0, nullptr);
+         if (rc == 0) ::umount2("/tmp", MNT_DETACH);
+         return result_of(rc);
+       }},
+      {"unshare_user", "unshare(CLONE_NEWUSER): a user namespace of its own",
+       [] { return result_of(::unshare(CLONE_NEWUSER)); }},
+      {"setuid_root", "setuid(0)", [] { return result_of(::setuid(0)); }},
+      {"write_root", "create a file in /",
+       [] {
+         const int fd = ::open("/.rf-self-probe", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+         if (fd >= 0) {
+           ::close(fd);
+           ::unlink("/.rf-self-probe");
+           return 0;
+         }
+         return errno;
+       }},
+      {"write_usr", "create a file in /usr",
+       [] {
+         const int fd =
+             ::open("/usr/.rf-self-probe", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+         if (fd >= 0) {
+           ::close(fd);
+           ::unlink("/usr/.rf-self-probe");
+           return 0;
+         }
+         return errno;
+       }},
+      {"sysrq", "open /proc/sysrq-trigger for writing",
+       [] {
+         const int fd = ::open("/proc/sysrq-trigger", O_WRONLY | O_CLOEXEC);
+         if (fd >= 0) ::close(fd);
+         return fd >= 0 ? 0 : errno;
+       }},
+      {"raw_socket", "socket(AF_PACKET, SOCK_RAW)",
+       [] {
+         const int fd = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+         if (fd >= 0) ::close(fd);
+         return fd >= 0 ? 0 : errno;
+       }},
+      {"chroot", "chroot(\"/tmp\")", [] { return result_of(::chroot("/tmp")); }},
+      {"bpf", "bpf(BPF_PROG_LOAD)",
+       [] {
+         bpf_attr attr{};
+         return result_of(::syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr));
+       }},
+      {"kexec", "kexec_load",
+       [] { return result_of(::syscall(SYS_kexec_load, 0, 0, nullptr, 0)); }},
+      {"init_module", "init_module",
+       [] { return result_of(::syscall(SYS_init_module, nullptr, 0, "")); }},
+      {"runner_environ", "read the tool runner's (PID 1's) environment",
+       [] {
+         const int fd = ::open("/proc/1/environ", O_RDONLY | O_CLOEXEC);
+         if (fd < 0) return errno;
+         char c;
+         const ssize_t n = ::read(fd, &c, 1);
+         const int err = errno;
+         ::close(fd);
+         return n >= 0 ? 0 : err;
+       }},
+  };
+}
+
+json run_attacks() {
+  json out = json::array();
+  for (const Attack& a : attacks()) {
+    errno = 0;
+    const int err = a.run();
+    out.push_back({{"attack", a.name},
+                   {"what", a.what},
+                   {"failed", err != 0},
+                   {"errno", err},
+                   {"error", errno_name(err)}});
+  }
+  return out;
+}
+
+}  // namespace
+
+int self_probe_main() {
+  json j = {{"pid", ::getpid()},
+            {"uid", ::getuid()},
+            {"gid", ::getgid()},
+            {"no_new_privs", ::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1}};
+  json ns = json::object();
+  for (const char* n : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}) ns[n] = ns_inode(n);
+  j["ns"] = ns;
+  j["uid_map"] = read_or_empty("/proc/self/uid_map");
+  j["gid_map"] = read_or_empty("/proc/self/gid_map");
+  j["status"] = status_fields();
+  j["rlimits"] = rlimits();
+  j["mounts"] = mounts();
+  j["interfaces"] = interfaces();
+  j["cgroup"] = cgroup_files();
+  j["env_keys"] = env_keys();
+  // Whether the paths a sandbox masks exist at all on this kernel.
+  json exists = json::object();
+  for (const char* p : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/kallsyms"})
+    exists[p] = ::access(p, F_OK) == 0;
+  j["exists"] = exists;
+  j["attacks"] = run_attacks();  // last: nothing above may see their effects
+  const std::string out = j.dump() + "\n";
+  return rf::write_all(STDOUT_FILENO, out) ? 0 : 1;
+}
+
+}  // namespace rf::runner

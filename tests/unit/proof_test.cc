@@ -1,0 +1,482 @@
+// The proof's parts alone (issue 15): signing keys, DSSE, the Merkle tree
+// against RFC 6962's published vectors and a brute-force check of every
+// proof, signed checkpoints, the bounds judged from facts, and the receipt
+// file verified offline, with one byte changed anywhere it must fail.
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/base64.h"
+#include "core/io.h"
+#include "gtest/gtest.h"
+#include "proof/boundary_report.h"
+#include "proof/checkpoint.h"
+#include "proof/digest.h"
+#include "proof/dsse.h"
+#include "proof/merkle.h"
+#include "proof/proof_log.h"
+#include "proof/signing_key.h"
+#include "proof/verify.h"
+#include "store/store.h"
+
+namespace rf::proof {
+namespace {
+
+using json = nlohmann::json;
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/rf-proof-XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+// OpenSSL's own Ed25519 verification: independent of libsodium.
+bool openssl_verifies(const PublicKey& key, std::string_view msg, std::string_view sig) {
+  const std::string pem = key.pem();
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  EVP_PKEY* pkey = PEM_read_bio_PUBKEY(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  if (pkey == nullptr) return false;
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  bool ok = EVP_DigestVerifyInit(ctx, nullptr, nullptr, nullptr, pkey) == 1 &&
+            EVP_DigestVerify(ctx, reinterpret_cast<const unsigned char*>(sig.data()), sig.size(),
+                             reinterpret_cast<const unsigned char*>(msg.data()), msg.size()) == 1;
+  EVP_MD_CTX_free(ctx);
+  EVP_PKEY_free(pkey);
+  return ok;
+}
+
+TEST(SigningKey, MadeOnceWithMode0600AndTheSameOnTheNextLoad) {
+  const std::string dir = temp_dir();
+  auto a = SigningKey::load_or_create(dir);
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/keys/proof.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto b = SigningKey::load_or_create(dir);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a->public_key().raw, b->public_key().raw);
+  auto pem = read_public_key_file(public_key_path(dir));
+  ASSERT_TRUE(pem.ok()) << pem.error().to_string();
+  EXPECT_EQ(pem->raw, a->public_key().raw);
+  const std::string sig = a->sign("hello");
+  EXPECT_TRUE(verify_signature(a->public_key(), "hello", sig));
+  EXPECT_TRUE(openssl_verifies(a->public_key(), "hello", sig));
+  EXPECT_FALSE(verify_signature(a->public_key(), "hellp", sig));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SigningKey, ATooOpenOrShortSeedFailsClosedNamingTheFile) {
+  const std::string dir = temp_dir();
+  ASSERT_TRUE(SigningKey::load_or_create(dir).ok());
+  const std::string seed = dir + "/keys/proof.key";
+  ::chmod(seed.c_str(), 0644);
+  auto open = SigningKey::load_or_create(dir);
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.error().to_string().find(seed), std::string::npos);
+  EXPECT_NE(open.error().to_string().find("0644"), std::string::npos);
+  ::chmod(seed.c_str(), 0600);
+  { std::ofstream(seed, std::ios::trunc) << "short"; }
+  auto shrt = SigningKey::load(dir);
+  ASSERT_FALSE(shrt.ok());
+  EXPECT_NE(shrt.error().to_string().find("corrupt"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SigningKey, RotateRetiresTheOldPublicKey) {
+  const std::string dir = temp_dir();
+  auto a = SigningKey::load_or_create(dir);
+  ASSERT_TRUE(a.ok());
+  auto b = SigningKey::rotate(dir);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  EXPECT_NE(a->public_key().raw, b->public_key().raw);
+  auto retired = read_public_key_file(dir + "/keys/retired/" +
+                                      a->public_key().key_id().substr(0, 16) + ".pub");
+  ASSERT_TRUE(retired.ok()) << retired.error().to_string();
+  EXPECT_EQ(retired->raw, a->public_key().raw);
+  auto now = read_public_key_file(public_key_path(dir));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->raw, b->public_key().raw);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PublicKeyPem, RejectsWhatIsNotAnEd25519Key) {
+  EXPECT_FALSE(
+      parse_public_key_pem("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n").ok());
+  EXPECT_FALSE(
+      parse_public_key_pem("-----BEGIN PUBLIC KEY-----\n!!\n-----END PUBLIC KEY-----\n").ok());
+  EXPECT_FALSE(parse_public_key_pem("-----BEGIN PUBLIC KEY-----\nMCow").ok());
+}
+
+TEST(Dsse, PaeIsTheSpecsEncoding) {
+  // The DSSE spec's own example.
+  EXPECT_EQ(pae("http://example.com/HelloWorld", "hello world"),
+            "DSSEv1 29 http://example.com/HelloWorld 11 hello world");
+}
+
+TEST(Dsse, SignedEnvelopesVerifyAndAnyChangeIsNamed) {
+  const SigningKey key = SigningKey::generate();
+  const Envelope e = sign_envelope(key, kInTotoPayloadType, R"({"_type":"x"})");
+  ASSERT_TRUE(verify_envelope(e, key.public_key(), "report").ok());
+  EXPECT_TRUE(openssl_verifies(key.public_key(), pae(e.payload_type, e.payload), e.sig));
+  auto round = parse_envelope(envelope_json(e), "report");
+  ASSERT_TRUE(round.ok());
+  EXPECT_TRUE(verify_envelope(*round, key.public_key(), "report").ok());
+
+  Envelope changed = e;
+  changed.payload[3] ^= 1;
+  auto bad = verify_envelope(changed, key.public_key(), "report");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().to_string().find("report: the signature does not match"),
+            std::string::npos);
+  Envelope retyped = e;
+  retyped.payload_type = "text/plain";
+  EXPECT_FALSE(verify_envelope(retyped, key.public_key(), "report").ok());
+  const SigningKey other = SigningKey::generate();
+  auto foreign = verify_envelope(e, other.public_key(), "receipt");
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.error().to_string().find("another key"), std::string::npos);
+}
+
+std::vector<std::string> vector_leaves() {
+  // RFC 6962's test leaves, as the certificate-transparency tests use them.
+  const std::vector<std::string> data = {
+      "",
+      std::string(1, '\0'),
+      "\x10",
+      "\x20\x21",
+      "\x30\x31",
+      "\x40\x41\x42\x43",
+      "\x50\x51\x52\x53\x54\x55\x56\x57",
+      "\x60\x61\x62\x63\x64\x65\x66\x67\x68\x69\x6a\x6b\x6c\x6d\x6e\x6f"};
+  std::vector<std::string> out;
+  for (const auto& d : data) out.push_back(leaf_hash(d));
+  return out;
+}
+
+TEST(Merkle, RootsAreRfc6962s) {
+  const auto leaves = vector_leaves();
+  const char* roots[] = {"6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+                         "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125",
+                         "aeb6bcfe274b70a14fb067a5e5578264db0fa9b51af5e0ba159158f329e06e77",
+                         "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
+                         "4e3bbb1f7b478dcfe71fb631631519a3bca12c9aefca1612bfce4c13a86264d4",
+                         "76e67dadbcdf1e10e1b74ddc608abd2f98dfb16fbce75277b5232a127f2087ef",
+                         "ddb89be403809e325750d3d263cd78929c2942b7942a34b77e122c9594a74c8c",
+                         "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328"};
+  EXPECT_EQ(to_hex(tree_root(leaves, 0)),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  for (uint64_t n = 1; n <= 8; ++n) EXPECT_EQ(to_hex(tree_root(leaves, n)), roots[n - 1]) << n;
+}
+
+TEST(Merkle, EveryInclusionAndConsistencyProofVerifiesAndAChangedOneFails) {
+  std::vector<std::string> leaves;
+  for (int i = 0; i < 37; ++i) leaves.push_back(leaf_hash("event " + std::to_string(i)));
+  for (uint64_t n = 1; n <= leaves.size(); ++n) {
+    const std::string root = tree_root(leaves, n);
+    for (uint64_t i = 0; i < n; ++i) {
+      const auto path = inclusion_proof(leaves, i, n);
+      ASSERT_TRUE(verify_inclusion(i, n, leaves[i], path, root).ok()) << i << "/" << n;
+      if (!path.empty()) {
+        auto bent = path;
+        bent[0][5] ^= 1;
+        EXPECT_FALSE(verify_inclusion(i, n, leaves[i], bent, root).ok());
+      }
+      EXPECT_FALSE(verify_inclusion(i, n, leaf_hash("forged"), path, root).ok());
+      if (n > 1) {
+        EXPECT_FALSE(verify_inclusion((i + 1) % n, n, leaves[i], path, root).ok());
+      }
+    }
+    for (uint64_t m = 1; m <= n; ++m) {
+      const auto proof = consistency_proof(leaves, m, n);
+      const std::string old_root = tree_root(leaves, m);
+      ASSERT_TRUE(verify_consistency(m, n, old_root, root, proof).ok()) << m << "->" << n;
+      if (m < n) {
+        EXPECT_FALSE(verify_consistency(m, n, leaf_hash("x"), root, proof).ok());
+        auto bent = proof;
+        bent.back()[0] ^= 1;
+        EXPECT_FALSE(verify_consistency(m, n, old_root, root, bent).ok());
+      }
+    }
+  }
+}
+
+TEST(Checkpoint, SignedNoteVerifiesAndIsTheC2spFormat) {
+  const SigningKey key = SigningKey::generate();
+  const Checkpoint cp{"ringfence/test/audit", 12, sha256("root")};
+  const std::string note = sign_checkpoint(cp, key);
+  EXPECT_EQ(note.substr(0, note.find("\n\n") + 1),
+            "ringfence/test/audit\n12\n" + base64_encode(sha256("root")) + "\n");
+  EXPECT_NE(note.find("\n\n\xe2\x80\x94 ringfence/test/audit "), std::string::npos);
+  auto v = verify_checkpoint(note, key.public_key());
+  ASSERT_TRUE(v.ok()) << v.error().to_string();
+  EXPECT_EQ(v->size, 12u);
+  EXPECT_EQ(v->root, cp.root);
+  std::string bigger = note;
+  bigger.replace(bigger.find("\n12\n"), 4, "\n13\n");
+  auto b = verify_checkpoint(bigger, key.public_key());
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().to_string().find("changed after it was signed"), std::string::npos);
+  EXPECT_FALSE(verify_checkpoint(note, SigningKey::generate().public_key()).ok());
+}
+
+// Facts of a sandbox whose every bound held (shaped as native's self-probe says them).
+BoundaryFacts strong_facts() {
+  BoundaryFacts f;
+  f.spec.id = "rf-000000000001";
+  f.backend = "native";
+  f.inside = json::parse(R"({
+    "uid": 1000, "gid": 1000,
+    "ns": {"user": 11, "mnt": 12, "pid": 13, "net": 14, "ipc": 15, "uts": 16, "cgroup": 17},
+    "uid_map": "      1000     201000          1\n", "gid_map": "      1000     201000          1\n",
+    "status": {"CapInh": "0000000000000000", "CapPrm": "0000000000000000",
+               "CapEff": "0000000000000000", "CapAmb": "0000000000000000",
+               "CapBnd": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
+               "Seccomp_filters": "2"},
+    "rlimits": {"core": [0, 0], "nofile": [1024, 1024]},
+    "mounts": [
+      {"mount_point": "/", "fstype": "tmpfs", "options": "ro,nosuid", "super_options": "ro"},
+      {"mount_point": "/workspace", "fstype": "tmpfs", "options": "rw,nosuid,nodev",
+       "super_options": "rw,size=1048576k"},
+      {"mount_point": "/tmp", "fstype": "tmpfs", "options": "rw,nosuid,nodev",
+       "super_options": "rw,size=1048576k"},
+      {"mount_point": "/proc", "fstype": "proc", "options": "rw,nosuid", "super_options": "rw"},
+      {"mount_point": "/proc/kcore", "fstype": "devtmpfs", "options": "ro", "super_options": "rw"},
+      {"mount_point": "/proc/keys", "fstype": "devtmpfs", "options": "ro", "super_options": "rw"},
+      {"mount_point": "/proc/timer_list", "fstype": "devtmpfs", "options": "ro", "super_options": "rw"},
+      {"mount_point": "/proc/kallsyms", "fstype": "devtmpfs", "options": "ro", "super_options": "rw"}],
+    "interfaces": ["lo"],
+    "env_keys": ["HOME", "LANG", "PATH"],
+    "attacks": [{"attack": "mount", "failed": true, "errno": 1, "error": "EPERM"}]})");
+  f.host_ns = {{"user", 1}, {"mnt", 2}, {"pid", 3},   {"net", 4},
+               {"ipc", 5},  {"uts", 6}, {"cgroup", 7}};
+  f.cgroup = {{"memory.max", "536870912"}, {"pids.max", "256"}, {"cpu.max", "100000 100000"}};
+  f.seccomp_profile = {"aa", "bb"};
+  f.seccomp_loaded = {"aa", "bb"};
+  return f;
+}
+
+std::map<std::string, BoundStatus> by_name(const std::vector<Bound>& bounds) {
+  std::map<std::string, BoundStatus> out;
+  for (const auto& b : bounds) out[b.name] = b.status;
+  return out;
+}
+
+TEST(BoundaryReport, EveryBoundHeldWhenTheFactsSaySo) {
+  const auto bounds = judge_bounds(strong_facts());
+  for (const auto& b : bounds)
+    EXPECT_EQ(b.status, BoundStatus::kHeld) << b.name << ": " << b.evidence.dump();
+  EXPECT_EQ(bounds.size(), 23u);
+}
+
+TEST(BoundaryReport, EachWeakeningIsNotHeldForExactlyThatBound) {
+  struct Case {
+    const char* bound;
+    std::function<void(BoundaryFacts&)> weaken;
+  };
+  const std::vector<Case> cases = {
+      {"namespace.net", [](BoundaryFacts& f) { f.inside["ns"]["net"] = 4; }},
+      {"namespace.user", [](BoundaryFacts& f) { f.inside["ns"]["user"] = 1; }},
+      {"uid", [](BoundaryFacts& f) { f.inside["uid_map"] = "0 0 4294967295\n"; }},
+      {"capabilities", [](BoundaryFacts& f) { f.inside["status"]["CapEff"] = "0000000000200000"; }},
+      {"no_new_privs", [](BoundaryFacts& f) { f.inside["status"]["NoNewPrivs"] = "0"; }},
+      {"seccomp", [](BoundaryFacts& f) { f.inside["status"]["Seccomp"] = "0"; }},
+      {"seccomp.digest",
+       [](BoundaryFacts& f) {
+         f.seccomp_loaded = {"cc", "aa"};
+       }},
+      {"cgroup.memory", [](BoundaryFacts& f) { f.cgroup["memory.max"] = "max"; }},
+      {"cgroup.pids", [](BoundaryFacts& f) { f.cgroup["pids.max"] = "4096"; }},
+      {"cgroup.cpu", [](BoundaryFacts& f) { f.cgroup["cpu.max"] = "max 100000"; }},
+      {"rlimits",
+       [](BoundaryFacts& f) {
+         f.inside["rlimits"]["nofile"] = {1024, 1048576};
+       }},
+      {"filesystem.root_readonly",
+       [](BoundaryFacts& f) { f.inside["mounts"][0]["options"] = "rw"; }},
+      {"filesystem.writable",
+       [](BoundaryFacts& f) {
+         f.inside["mounts"].push_back({{"mount_point", "/usr"},
+                                       {"fstype", "ext4"},
+                                       {"options", "rw"},
+                                       {"super_options", "rw"}});
+       }},
+      {"filesystem.size",
+       [](BoundaryFacts& f) { f.inside["mounts"][2]["super_options"] = "rw,size=8388608k"; }},
+      {"filesystem.masked", [](BoundaryFacts& f) { f.inside["mounts"].erase(4); }},
+      {"network",
+       [](BoundaryFacts& f) {
+         f.inside["interfaces"] = {"eth0", "lo"};
+       }},
+      {"environment", [](BoundaryFacts& f) { f.inside["env_keys"].push_back("AWS_SECRET"); }},
+      {"self_probe", [](BoundaryFacts& f) { f.inside["attacks"][0]["failed"] = false; }},
+  };
+  for (const auto& c : cases) {
+    BoundaryFacts f = strong_facts();
+    c.weaken(f);
+    const auto status = by_name(judge_bounds(f));
+    for (const auto& [name, s] : status) {
+      EXPECT_EQ(s, name == c.bound ? BoundStatus::kNotHeld : BoundStatus::kHeld)
+          << "weakened " << c.bound << ", bound " << name;
+    }
+  }
+}
+
+TEST(BoundaryReport, AskingForLessIsNotHeldNeverHidden) {
+  BoundaryFacts f = strong_facts();
+  f.spec.network = NetworkPolicy::kHost;
+  f.inside["ns"]["net"] = 4;  // the host's
+  f.inside["interfaces"] = {"eth0", "lo"};
+  const auto s = by_name(judge_bounds(f));
+  EXPECT_EQ(s.at("network"), BoundStatus::kNotHeld);
+  EXPECT_EQ(s.at("namespace.net"), BoundStatus::kNotHeld);
+  BoundaryFacts remote = strong_facts();
+  remote.host_ns.clear();
+  remote.seccomp_loaded.clear();
+  remote.seccomp_readback_error = "remote";
+  const auto r = by_name(judge_bounds(remote));
+  EXPECT_EQ(r.at("namespace.pid"), BoundStatus::kUnknown);
+  EXPECT_EQ(r.at("seccomp.digest"), BoundStatus::kUnknown);
+}
+
+TEST(BoundaryReport, TheStatementNamesEnvironmentKeysNeverValues) {
+  BoundaryFacts f = strong_facts();
+  f.spec.env["API_TOKEN"] = "s3cr3t-value-never-in-a-report";
+  const json st = report_statement(f, judge_bounds(f));
+  EXPECT_EQ(st["_type"], "https://in-toto.io/Statement/v1");
+  EXPECT_EQ(st["predicateType"], kReportPredicate);
+  EXPECT_EQ(st.dump().find("s3cr3t"), std::string::npos);
+  EXPECT_NE(st.dump().find("API_TOKEN"), std::string::npos);
+}
+
+// The receipt file, end to end through a store, and every byte that matters changed.
+class ReceiptFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = temp_dir();
+    auto st = store::Store::open(dir_ + "/store.db");
+    ASSERT_TRUE(st.ok()) << st.error().to_string();
+    store_ = std::move(*st);
+    for (int i = 0; i < 5; ++i) {  // events before ours: the proofs are not trivial
+      store::AuditEvent e;
+      e.kind = "test.filler";
+      e.actor = "test";
+      ASSERT_TRUE(store::AuditLog(*store_).append(e).ok());
+    }
+    ProofLog log(*store_, key_, "ringfence/test/audit");
+    const BoundaryFacts facts = strong_facts();
+    auto report = log.record_report(report_statement(facts, judge_bounds(facts)), {});
+    ASSERT_TRUE(report.ok()) << report.error().to_string();
+    CallRecord call;
+    call.call = "exec";
+    call.sandbox = facts.spec.id;
+    call.report_sha256 = report->sha256;
+    call.argv = {"echo", "hi"};
+    call.stdout_sha256 = sha256_hex("hi\n");
+    call.stdout_bytes = 3;
+    auto receipt = log.record_receipt(receipt_statement(call), report->seq, {});
+    ASSERT_TRUE(receipt.ok()) << receipt.error().to_string();
+    auto b = log.bundle(receipt->seq, report->seq);
+    ASSERT_TRUE(b.ok()) << b.error().to_string();
+    bundle_ = *b;
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string problem(const json& bundle) {
+    auto v = verify_bundle(bundle, key_.public_key());
+    return v.ok() ? std::string() : v.error().to_string();
+  }
+
+  std::string dir_;
+  std::unique_ptr<store::Store> store_;
+  SigningKey key_ = SigningKey::generate();
+  json bundle_;
+};
+
+TEST_F(ReceiptFile, VerifiesOfflineWithOnlyThePublicKey) {
+  auto v = verify_bundle(bundle_, key_.public_key());
+  ASSERT_TRUE(v.ok()) << v.error().to_string();
+  EXPECT_EQ(v->bounds.held, 23);
+  EXPECT_TRUE(v->bounds.not_held.empty());
+  EXPECT_EQ(v->log_size, 7u);
+  EXPECT_EQ(v->receipt["predicate"]["stdout"]["sha256"], sha256_hex("hi\n"));
+}
+
+TEST_F(ReceiptFile, OneByteChangedAnywhereFailsAndSaysWhat) {
+  auto flip_payload = [](json& env) {
+    std::string p = *base64_decode(env["payload"].get<std::string>());
+    p[p.find("\"exit\"") + 2] ^= 1;
+    env["payload"] = base64_encode(p);
+  };
+  {
+    json b = bundle_;
+    std::string p = *base64_decode(b["receipt"]["payload"].get<std::string>());
+    p.replace(p.find(sha256_hex("hi\n")), 1, p[p.find(sha256_hex("hi\n"))] == '0' ? "1" : "0");
+    b["receipt"]["payload"] = base64_encode(p);
+    EXPECT_NE(problem(b).find("receipt: the signature does not match"), std::string::npos)
+        << problem(b);
+  }
+  {
+    json b = bundle_;
+    std::string p = *base64_decode(b["report"]["payload"].get<std::string>());
+    p.replace(p.find("\"held\""), 6, "\"hald\"");
+    b["report"]["payload"] = base64_encode(p);
+    EXPECT_NE(problem(b).find("report: the signature does not match"), std::string::npos)
+        << problem(b);
+  }
+  {
+    json b = bundle_;
+    std::string note = b["log"]["checkpoint"];
+    note.replace(note.find("\n7\n"), 3, "\n8\n");
+    b["log"]["checkpoint"] = note;
+    EXPECT_NE(problem(b).find("log checkpoint"), std::string::npos) << problem(b);
+  }
+  {
+    json b = bundle_;
+    std::string d = b["log"]["receipt_entry"]["event"]["detail_json"];
+    d[d.size() - 2] ^= 1;
+    b["log"]["receipt_entry"]["event"]["detail_json"] = d;
+    EXPECT_NE(problem(b).find("its hash does not match its fields"), std::string::npos)
+        << problem(b);
+  }
+  {
+    json b = bundle_;
+    std::string h = b["log"]["report_entry"]["inclusion"][0];
+    h[0] = h[0] == 'a' ? 'b' : 'a';
+    b["log"]["report_entry"]["inclusion"][0] = h;
+    EXPECT_NE(problem(b).find("does not lead to the checkpoint's root"), std::string::npos)
+        << problem(b);
+  }
+  {
+    json b = bundle_;
+    b["log"]["receipt_entry"]["index"] = 2;
+    EXPECT_NE(problem(b).find("index"), std::string::npos) << problem(b);
+  }
+  {
+    json b = bundle_;
+    flip_payload(b["receipt"]);
+    EXPECT_NE(problem(b), "");
+  }
+  // Another worker's key: nothing verifies.
+  auto other = verify_bundle(bundle_, SigningKey::generate().public_key());
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().to_string().find("another key"), std::string::npos);
+}
+
+TEST_F(ReceiptFile, AReportSwappedForAnotherSignedOneIsNamed) {
+  ProofLog log(*store_, key_, "ringfence/test/audit");
+  BoundaryFacts weak = strong_facts();
+  weak.spec.network = NetworkPolicy::kHost;
+  auto other = log.record_report(report_statement(weak, judge_bounds(weak)), {});
+  ASSERT_TRUE(other.ok());
+  json b = bundle_;
+  b["report"] = envelope_json(other->envelope);
+  EXPECT_NE(problem(b).find("receipt: it names report"), std::string::npos) << problem(b);
+}
+
+}  // namespace
+}  // namespace rf::proof
