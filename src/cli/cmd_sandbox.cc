@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "cli/backends.h"
@@ -193,6 +194,15 @@ int run(const SandboxFlags& flags, bool shell) {
   // The key and the log first: a receipt that cannot be made fails before anything runs.
   std::unique_ptr<ProofSession> proof;
   if (!flags.receipt.empty()) {
+    const auto slash = flags.receipt.rfind('/');
+    const std::string parent = slash == std::string::npos ? "."
+                               : slash == 0               ? "/"
+                                                          : flags.receipt.substr(0, slash);
+    if (::access(parent.c_str(), W_OK) != 0) {
+      std::fprintf(stderr, "ringfence: --receipt %s: %s: %s (nothing was run)\n",
+                   flags.receipt.c_str(), parent.c_str(), std::strerror(errno));
+      return kExitUsage;
+    }
     auto opened = ProofSession::open(state_dir_or_default(flags.state_dir));
     if (!opened) {
       std::fprintf(stderr, "ringfence: --receipt: %s\n", opened.error().to_string().c_str());

@@ -142,6 +142,7 @@ Result<std::unique_ptr<Backend>> make_native_backend(const NativeOptions& in) {
   if (!layout) return make_error("native backend: cgroups", layout.error().to_string());
   auto seccomp = host::build_seccomp_profile("default");
   if (!seccomp) return make_error("native backend: seccomp", seccomp.error().to_string());
+  if (options.test_seccomp_override) *seccomp = *options.test_seccomp_override;
   return std::unique_ptr<Backend>(
       std::make_unique<NativeBackend>(std::move(options), std::move(*layout), std::move(*seccomp)));
 }

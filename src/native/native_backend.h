@@ -3,9 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "host/egress_hub.h"
+#include "host/seccomp_profile.h"
 #include "sandbox/sandbox.h"
 
 namespace rf::native {
@@ -14,6 +16,10 @@ struct NativeOptions {
   std::string runner_path;  // empty: find_runner_binary()
   std::string cgroup_parent = "ringfence";
   host::EgressOptions egress;  // network proxy
+  // Tests only (never set by a command): the programs every sandbox loads
+  // instead of the "default" profile's, so that a test can make a sandbox
+  // whose filter was swapped and see its boundary report catch it.
+  std::optional<host::SeccompFilters> test_seccomp_override;
 };
 
 Result<std::unique_ptr<Backend>> make_native_backend(const NativeOptions& options);

@@ -1,0 +1,201 @@
+// Issue 15 as a new user meets it: `sandbox exec --receipt`, `audit verify
+// --receipt --key`, and the checks that need none of our code: openssl
+// verifies every signature over the DSSE pre-authentication encoding and the
+// checkpoint's text, and tests/proof/check_receipt.py (hashlib) walks each
+// inclusion proof to the checkpoint's root.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/base64.h"
+#include "integration/harness.h"
+#include "support/serve_process.h"
+#include "support/sha256_hex.h"
+
+namespace rf::testing {
+namespace {
+
+using json = nlohmann::json;
+
+class ProofCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) RF_SKIP() << "real sandboxes need root";
+    char tmpl[] = "/tmp/rf-proof-cli-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // `sandbox exec --receipt` into dir_/name.
+  CliRun exec(const std::string& name, std::vector<std::string> extra,
+              const std::vector<std::string>& command) {
+    std::vector<std::string> args = {"sandbox", "exec",      "--state-dir",
+                                     dir_,      "--receipt", dir_ + "/" + name};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    return run_cli(args);
+  }
+  CliRun verify(const std::string& receipt, const std::string& key = "") {
+    return run_cli({"audit", "verify", "--receipt", receipt, "--key",
+                    key.empty() ? dir_ + "/keys/proof.pub" : key});
+  }
+  std::string dir_;
+};
+
+TEST_F(ProofCli, EveryBoundHeldAndTheReceiptVerifiesOfflineAndByOpenssl) {
+  const auto ran = exec("r.json", {}, {"sh", "-c", "echo hi; echo oops >&2"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(ran.out, "hi\n");
+  const auto v = verify(dir_ + "/r.json");
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("every bound held (23 of 23)"), std::string::npos) << v.out;
+
+  // The receipt's digests are of the bytes as delivered.
+  const json bundle = json::parse(slurp(dir_ + "/r.json"));
+  const json receipt = json::parse(*base64_decode(bundle["receipt"]["payload"].get<std::string>()));
+  EXPECT_EQ(receipt["predicate"]["stdout"]["sha256"], sha256_hex("hi\n"));
+  EXPECT_EQ(receipt["predicate"]["stderr"]["sha256"], sha256_hex("oops\n"));
+  EXPECT_EQ(receipt["predicate"]["exit"]["code"], 0);
+
+  // Independently: hashlib for the log, openssl for every signature.
+  const auto [py, py_rc] =
+      run_capture("python3 " RF_PROOF_CHECK_PY " " + dir_ + "/r.json " + dir_ + " 2>&1");
+  ASSERT_EQ(py_rc, 0) << py;
+  EXPECT_NE(py.find("\"ok\": true"), std::string::npos) << py;
+  for (const std::string what : {"receipt", "report", "checkpoint"}) {
+    const std::string in = dir_ + "/" + what + (what == "checkpoint" ? ".txt" : ".pae");
+    const auto [out, rc] = run_capture("openssl pkeyutl -verify -pubin -inkey " + dir_ +
+                                       "/keys/proof.pub -rawin -in " + in + " -sigfile " + dir_ +
+                                       "/" + what + ".sig 2>&1");
+    EXPECT_EQ(rc, 0) << what << ": " << out;
+    EXPECT_NE(out.find("Signature Verified Successfully"), std::string::npos) << out;
+  }
+  // ... and openssl refuses a changed byte, so the check above can fail.
+  std::string pae = slurp(dir_ + "/receipt.pae");
+  pae[pae.size() / 2] ^= 1;
+  { std::ofstream(dir_ + "/receipt.pae", std::ios::binary | std::ios::trunc) << pae; }
+  const auto [bad, bad_rc] =
+      run_capture("openssl pkeyutl -verify -pubin -inkey " + dir_ + "/keys/proof.pub -rawin -in " +
+                  dir_ + "/receipt.pae -sigfile " + dir_ + "/receipt.sig 2>&1");
+  EXPECT_NE(bad_rc, 0) << bad;
+}
+
+TEST_F(ProofCli, OneByteEditedAnywhereFailsAndNamesIt) {
+  ASSERT_EQ(exec("r.json", {}, {"echo", "hi"}).exit_code, 0);
+  const std::string original = slurp(dir_ + "/r.json");
+  const json bundle = json::parse(original);
+  struct Edit {
+    std::string what, expect;
+    std::function<void(json&)> apply;
+  };
+  auto payload_edit = [](const char* which, const std::string& from, const std::string& to) {
+    return [=](json& b) {
+      std::string p = *base64_decode(b[which]["payload"].get<std::string>());
+      const auto at = p.find(from);
+      ASSERT_NE(at, std::string::npos) << from;
+      p.replace(at, from.size(), to);
+      b[which]["payload"] = base64_encode(p);
+    };
+  };
+  const std::vector<Edit> edits = {
+      {"the receipt's exit code", "receipt: the signature does not match",
+       payload_edit("receipt", "\"code\":0", "\"code\":1")},
+      {"a bound of the report", "report: the signature does not match",
+       payload_edit("report", "\"status\":\"held\"", "\"status\":\"hald\"")},
+      {"the checkpoint's size", "log checkpoint",
+       [](json& b) {
+         std::string n = b["log"]["checkpoint"];
+         n[n.find('\n') + 1] += 1;
+         b["log"]["checkpoint"] = n;
+       }},
+      {"the receipt's log event", "its hash does not match its fields",
+       [](json& b) { b["log"]["receipt_entry"]["event"]["actor"] = "clj"; }},
+      {"an inclusion hash", "checkpoint's root",
+       [](json& b) {
+         auto& inc = b["log"]["report_entry"]["inclusion"];
+         if (inc.empty()) {
+           b["log"]["report_entry"]["index"] = 1;
+           return;
+         }
+         std::string h = inc[0];
+         h[0] = h[0] == '0' ? '1' : '0';
+         inc[0] = h;
+       }},
+  };
+  for (const auto& e : edits) {
+    json b = bundle;
+    e.apply(b);
+    { std::ofstream(dir_ + "/edited.json", std::ios::trunc) << b.dump(2); }
+    const auto v = verify(dir_ + "/edited.json");
+    EXPECT_EQ(v.exit_code, 1) << e.what << ": " << v.out << v.err;
+    EXPECT_NE(v.out.find("receipt NOT verified"), std::string::npos) << e.what << ": " << v.out;
+    EXPECT_NE(v.out.find(e.expect), std::string::npos) << e.what << ": " << v.out;
+  }
+  // A single raw byte of the file: no longer a receipt, or no longer verifies.
+  std::string raw = original;
+  raw[raw.find("\"payload\"") + 14] ^= 1;
+  { std::ofstream(dir_ + "/edited.json", std::ios::trunc) << raw; }
+  EXPECT_EQ(verify(dir_ + "/edited.json").exit_code, 1);
+}
+
+TEST_F(ProofCli, AnotherKeyDoesNotVerifyAndRotationKeepsTheOldPublicKey) {
+  ASSERT_EQ(exec("r.json", {}, {"true"}).exit_code, 0);
+  const std::string old_pub = slurp(dir_ + "/keys/proof.pub");
+  const auto rotated = run_cli({"keys", "rotate", "--state-dir", dir_});
+  ASSERT_EQ(rotated.exit_code, 0) << rotated.err;
+  EXPECT_NE(rotated.out, old_pub);
+  const auto v = verify(dir_ + "/r.json");
+  EXPECT_EQ(v.exit_code, 1) << v.out;
+  EXPECT_NE(v.out.find("signed by another key"), std::string::npos) << v.out;
+  // The retired key still verifies what it signed.
+  std::string retired;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/keys/retired"))
+    retired = e.path();
+  ASSERT_FALSE(retired.empty());
+  EXPECT_EQ(slurp(retired), old_pub);
+  EXPECT_EQ(verify(dir_ + "/r.json", retired).exit_code, 0);
+}
+
+TEST_F(ProofCli, AskingForTheHostsNetworkIsReportedNotHeld) {
+  const auto ran = exec("h.json", {"--network", "host"}, {"true"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const auto v = verify(dir_ + "/h.json");
+  EXPECT_EQ(v.exit_code, 3) << v.out;
+  EXPECT_NE(v.out.find("NOT every bound held: 21 of 23 held"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("not held: network"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("not held: namespace.net"), std::string::npos) << v.out;
+}
+
+TEST_F(ProofCli, AReceiptIsFetchedLaterAndTheLogChecksOut) {
+  ASSERT_EQ(exec("r.json", {}, {"true"}).exit_code, 0);
+  ASSERT_EQ(exec("r2.json", {}, {"true"}).exit_code, 0);
+  // The first receipt again, proven against the log as it is now (larger).
+  const json first = json::parse(slurp(dir_ + "/r.json"));
+  const int64_t seq = first["log"]["receipt_entry"]["event"]["seq"];
+  const auto got = run_cli({"audit", "receipt", "--seq", std::to_string(seq), "-o",
+                            dir_ + "/again.json", "--state-dir", dir_});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  const json again = json::parse(slurp(dir_ + "/again.json"));
+  EXPECT_GT(again["log"]["size"].get<int>(), first["log"]["size"].get<int>());
+  EXPECT_EQ(verify(dir_ + "/again.json").exit_code, 0);
+  const auto chain = run_cli({"audit", "verify", "--state-dir", dir_});
+  EXPECT_EQ(chain.exit_code, 0) << chain.out;
+  const auto cp = run_cli({"audit", "checkpoint", "--state-dir", dir_});
+  ASSERT_EQ(cp.exit_code, 0);
+  EXPECT_NE(cp.out.find("\n4\n"), std::string::npos) << cp.out;
+}
+
+TEST_F(ProofCli, AReceiptThatCannotBeWrittenFailsBeforeAnythingRuns) {
+  const auto ran = run_cli({"sandbox", "exec", "--state-dir", dir_, "--receipt",
+                            dir_ + "/no/such/dir/r.json", "--", "echo", "ran"});
+  EXPECT_EQ(ran.exit_code, 2) << ran.err;
+  EXPECT_EQ(ran.out, "");
+  EXPECT_NE(ran.err.find("nothing was run"), std::string::npos) << ran.err;
+  EXPECT_NE(ran.err.find("--receipt " + dir_ + "/no/such/dir/r.json"), std::string::npos)
+      << ran.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/no"));
+}
+
+}  // namespace
+}  // namespace rf::testing
