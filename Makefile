@@ -35,8 +35,12 @@ demo-workflow: build agents
 # Every test: unit, integration, security and fault tests against real
 # sandboxes, then the unit tests again under ASAN/UBSAN, the tests of code that
 # runs threads under TSAN, then a short fuzz run.
+# The unit tests run as two processes (scripts/run-gtest-shards.sh), not one
+# per test: starting a test binary ~460 times cost more than the tests.
 test: build agents asan-test tsan-test fuzz
-	ctest --test-dir $(BUILD) --output-on-failure -j 2 --timeout 300
+	./scripts/run-gtest-shards.sh $(BUILD)/tests/rf_unit_tests 2 900
+	ctest --test-dir $(BUILD) --output-on-failure -j 2 --timeout 300 -LE '^unit$$'
+
 
 # ctest labels are the test folders: unit, integration, security, docker, proxy, identity, workflow.
 unit-test: build
@@ -52,7 +56,8 @@ asan-test: deps
 	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DRF_UNITY=$(UNITY) \
 	  -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_identity_tests
-	ctest --test-dir $(ASAN_BUILD) --output-on-failure -L 'unit|identity' -j 2 --timeout 300
+	./scripts/run-gtest-shards.sh $(ASAN_BUILD)/tests/rf_unit_tests 2 1800
+	./scripts/run-gtest-shards.sh $(ASAN_BUILD)/tests/rf_identity_tests 2 900
 
 # The tests labelled tsan (tests/CMakeLists.txt): unit, local, proxy, and the
 # sandbox tests of the CLI, worker, fallback, pool and proxy, and the workflow
@@ -62,7 +67,10 @@ tsan-test: deps
 	cmake -S . -B $(TSAN_BUILD) -DRF_TSAN=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DRF_UNITY=$(UNITY) >/dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_local_tests rf_proxy_tests rf_sandbox_tests rf_fallback_tests \
 	  rf_identity_tests rf_workflow_tests
-	ctest --test-dir $(TSAN_BUILD) --output-on-failure -L tsan -j 2 --timeout 300
+	for t in rf_unit_tests rf_proxy_tests rf_identity_tests; do \
+	  RF_SHARD_WRAPPER="setarch $$(uname -m) -R" TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1" \
+	    ./scripts/run-gtest-shards.sh $(TSAN_BUILD)/tests/$$t 2 1800 || exit 1; done
+	ctest --test-dir $(TSAN_BUILD) --output-on-failure -L tsan -LE '^(unit|proxy|identity)$$' -j 2 --timeout 300
 
 # Each fuzzer for a short while; longer runs: make fuzz FUZZ_SECONDS=600
 FUZZ_SECONDS ?= 30

@@ -1,0 +1,148 @@
+// rf_proof_bench (issue 15): what proof costs, against the sandbox start and
+// the call it is about, in one run.
+//   create       a native sandbox, to its handshake (the critical path)
+//   gather       the report's facts: the self-probe call, host read-back,
+//                seccomp programs through ptrace (off the critical path)
+//   first call   `true` in a fresh sandbox, while the report is made on
+//                another thread (as `sandbox exec --receipt` does)
+//   report sign  judging the facts, the statement, its DSSE signature
+//   receipt      a call's statement and signature
+//   verify       a receipt file, offline (2 signatures, checkpoint, 2
+//                inclusion proofs)
+//   bwrap        `bwrap ... /bin/true`, the peer of a sandbox run
+// Usage: rf_proof_bench [iterations]
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "bench_support.h"
+#include "host/boundary_facts.h"
+#include "native/native_backend.h"
+#include "proof/proof_log.h"
+#include "proof/verify.h"
+#include "store/store.h"
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double us_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t).count();
+}
+
+struct Drop : rf::OutputSink {
+  void on_stdout(std::string_view) override {}
+  void on_stderr(std::string_view) override {}
+};
+
+void row(const char* what, const rf::bench::Stats& s, const char* unit = "us") {
+  const double k = std::string_view(unit) == "ms" ? 1000.0 : 1.0;
+  std::printf("%-34s p50 %9.1f %s   p99 %9.1f %s\n", what, s.p50 / k, unit, s.p99 / k, unit);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 200;
+  auto backend = rf::native::make_native_backend({RF_RUNNER_PATH, "ringfence-bench"});
+  if (!backend) {
+    std::fprintf(stderr, "%s\n", backend.error().to_string().c_str());
+    return 1;
+  }
+  std::vector<double> create, gather, first_call, first_call_plain, report_ready, sign, receipt,
+      verify, bwrap;
+  rf::proof::SigningKey key = rf::proof::SigningKey::generate();
+  const std::string dir = "/tmp/rf-proof-bench-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  auto store = rf::store::Store::open(dir + "/store.db");
+  if (!store) return 1;
+  rf::proof::ProofLog log(**store, key, "ringfence/bench/audit");
+  Drop drop;
+  rf::ExecCall call;
+  call.argv = {"/bin/true"};
+  nlohmann::json bundle;
+  for (int i = 0; i < n; ++i) {
+    // A sandbox without proof: start and first call.
+    {
+      auto t = Clock::now();
+      auto sb = (*backend)->create(rf::SandboxSpec{});
+      if (!sb) return 1;
+      create.push_back(us_since(t));
+      t = Clock::now();
+      (void)(*sb)->exec(call, drop);
+      first_call_plain.push_back(us_since(t));
+      (void)(*sb)->destroy();
+    }
+    // A sandbox whose report is made beside its first call.
+    auto sb = (*backend)->create(rf::SandboxSpec{});
+    if (!sb) return 1;
+    const auto start = Clock::now();
+    std::optional<rf::Result<rf::proof::BoundaryFacts>> facts;
+    double ready_at = 0;
+    std::thread reporter([&] {
+      facts.emplace(rf::host::gather_boundary_facts(**sb));
+      ready_at = us_since(start);
+    });
+    (void)(*sb)->exec(call, drop);
+    first_call.push_back(us_since(start));
+    reporter.join();
+    report_ready.push_back(ready_at);
+    if (!*facts) {
+      std::fprintf(stderr, "%s\n", facts->error().to_string().c_str());
+      return 1;
+    }
+    // The facts alone, on the now-warm sandbox.
+    auto t = Clock::now();
+    auto again = rf::host::gather_boundary_facts(**sb);
+    gather.push_back(us_since(t));
+    t = Clock::now();
+    const auto statement = rf::proof::report_statement(**facts, rf::proof::judge_bounds(**facts));
+    const auto env = rf::proof::sign_envelope(key, rf::proof::kInTotoPayloadType, statement.dump());
+    sign.push_back(us_since(t));
+    auto recorded = log.record_report(statement, {});
+    rf::proof::CallRecord rec;
+    rec.call = "exec";
+    rec.sandbox = (*sb)->id();
+    rec.report_sha256 = recorded->sha256;
+    rec.argv = call.argv;
+    t = Clock::now();
+    const auto rst = rf::proof::receipt_statement(rec);
+    const auto renv = rf::proof::sign_envelope(key, rf::proof::kInTotoPayloadType, rst.dump());
+    receipt.push_back(us_since(t));
+    auto rrec = log.record_receipt(rst, recorded->seq, {});
+    if (i == 0 || i == n - 1) bundle = *log.bundle(rrec->seq, recorded->seq);
+    (void)(*sb)->destroy();
+    (void)env;
+    (void)renv;
+  }
+  for (int i = 0; i < n; ++i) {
+    const auto t = Clock::now();
+    auto v = rf::proof::verify_bundle(bundle, key.public_key());
+    verify.push_back(us_since(t));
+    if (!v) return 1;
+  }
+  for (int i = 0; i < std::min(n, 100); ++i) {
+    auto args = rf::bench::bwrap_args();
+    args.push_back("/bin/true");
+    const auto t = Clock::now();
+    std::string out;
+    if (rf::bench::run_cli(args[0], {args.begin() + 1, args.end()}, &out) != 0) break;
+    bwrap.push_back(us_since(t));
+  }
+  std::printf("rf_proof_bench: %d sandboxes, audit log of %d events\n", n,
+              bundle["log"]["size"].get<int>());
+  row("create (to handshake)", rf::bench::summarise(create), "ms");
+  row("first call, no report", rf::bench::summarise(first_call_plain), "ms");
+  row("first call, report beside it", rf::bench::summarise(first_call), "ms");
+  row("report ready (from first call)", rf::bench::summarise(report_ready), "ms");
+  row("gather facts (warm sandbox)", rf::bench::summarise(gather), "ms");
+  row("report: judge + sign", rf::bench::summarise(sign));
+  row("receipt: statement + sign", rf::bench::summarise(receipt));
+  row("verify a receipt file", rf::bench::summarise(verify), "ms");
+  if (!bwrap.empty()) row("bwrap /bin/true (peer)", rf::bench::summarise(bwrap), "ms");
+  std::filesystem::remove_all(dir);
+  return 0;
+}
