@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "bench_support.h"
-#include "host/boundary_facts.h"
+#include "proof/boundary_facts.h"
 #include "native/native_backend.h"
 #include "proof/proof_log.h"
 #include "proof/verify.h"
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     std::optional<rf::Result<rf::proof::BoundaryFacts>> facts;
     double ready_at = 0;
     std::thread reporter([&] {
-      facts.emplace(rf::host::gather_boundary_facts(**sb));
+      facts.emplace(rf::proof::gather_boundary_facts(**sb));
       ready_at = us_since(start);
     });
     (void)(*sb)->exec(call, drop);
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     }
     // The facts alone, on the now-warm sandbox.
     auto t = Clock::now();
-    auto again = rf::host::gather_boundary_facts(**sb);
+    auto again = rf::proof::gather_boundary_facts(**sb);
     gather.push_back(us_since(t));
     t = Clock::now();
     const auto statement = rf::proof::report_statement(**facts, rf::proof::judge_bounds(**facts));

@@ -17,6 +17,7 @@
 #include "identity/cascade.h"
 #include "store/identity_store.h"
 #include "store/store.h"
+#include "cli/proof_session.h"
 #include "worker/config_file.h"
 #include "worker/settings.h"
 #include "worker/settings_flags.h"
@@ -34,6 +35,7 @@ struct ClientFlags {
   bool jit = false;           // the sandbox may ask for credentials (rf-cred); implies identity
   std::string workflow, user;
   bool json = false;
+  std::string receipt;  // write the call's signed receipt here
   std::vector<std::string> command;
 };
 
@@ -61,6 +63,9 @@ int run_call(const ClientFlags& f) {
     auto d = parse_duration(f.wait_timeout);
     if (!d) return fail("--wait-timeout: " + d.error().to_string(), kExitUsage);
     wait_timeout = *d;
+  }
+  if (!f.receipt.empty()) {
+    if (auto ok = check_receipt_path(f.receipt); !ok) return fail(ok.error().to_string(), kExitUsage);
   }
   store::NewCall call;
   call.project = f.project;
@@ -119,7 +124,14 @@ int run_call(const ClientFlags& f) {
       if (!chunks->empty()) continue;
     }
     if (!view) return fail(view.error().to_string(), kExitRuntime);
-    if (view->state == store::CallState::done) return static_cast<int>(view->exit_code.value_or(0));
+    if (view->state == store::CallState::done) {
+      if (!f.receipt.empty()) {
+        auto bundle = wait_for_call_receipt(s, state_dir_of(f), *id, std::chrono::seconds(30));
+        Status written = bundle ? write_receipt_file(f.receipt, *bundle) : Status(bundle.error());
+        if (!written) return fail("receipt: " + written.error().to_string(), kExitRuntime);
+      }
+      return static_cast<int>(view->exit_code.value_or(0));
+    }
     if (view->state == store::CallState::failed || view->state == store::CallState::interrupted ||
         view->state == store::CallState::revoked) {
       return fail("call " + std::to_string(*id) + " " + std::string(store::to_string(view->state)) +
@@ -166,6 +178,10 @@ void add_call_command(CLI::App* call, CommandResult* result) {
                  "Identity-scoped, and the call may ask for the keys its profiles deliver by "
                  "jit: `rf-cred get KEY --scope S --reason R` inside, answered by the worker's "
                  "JIT policy (implies --identity)");
+  call->add_option("--receipt", f->receipt,
+                   "Write the call's signed receipt to FILE once it is done: its sandbox's "
+                   "boundary report, digests of argv, stdin, stdout and stderr as delivered, "
+                   "and their place in the audit log (`audit verify --receipt FILE`)");
   call->add_option("--workflow", f->workflow, "With --identity: the workflow level");
   call->add_option("--user", f->user, "With --identity: the user level");
   call->add_option("command", f->command, "The command and its arguments (after --)");

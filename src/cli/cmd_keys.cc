@@ -5,7 +5,7 @@
 
 #include "cli/client_store.h"
 #include "cli/commands.h"
-#include "host/boundary_facts.h"
+#include "proof/boundary_facts.h"
 #include "proof/signing_key.h"
 
 namespace rf::cli {
@@ -29,7 +29,7 @@ int show(const KeysFlags& f) {
                         {"path", proof::public_key_path(dir)}};
     // What the default seccomp profile publishes: reports compare the
     // programs loaded in a sandbox with these.
-    if (auto d = host::seccomp_profile_digests("default")) j["seccomp_default"] = *d;
+    if (auto d = proof::seccomp_profile_digests("default")) j["seccomp_default"] = *d;
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s", key->public_key().pem().c_str());

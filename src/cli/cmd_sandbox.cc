@@ -194,13 +194,8 @@ int run(const SandboxFlags& flags, bool shell) {
   // The key and the log first: a receipt that cannot be made fails before anything runs.
   std::unique_ptr<ProofSession> proof;
   if (!flags.receipt.empty()) {
-    const auto slash = flags.receipt.rfind('/');
-    const std::string parent = slash == std::string::npos ? "."
-                               : slash == 0               ? "/"
-                                                          : flags.receipt.substr(0, slash);
-    if (::access(parent.c_str(), W_OK) != 0) {
-      std::fprintf(stderr, "ringfence: --receipt %s: %s: %s (nothing was run)\n",
-                   flags.receipt.c_str(), parent.c_str(), std::strerror(errno));
+    if (auto ok = check_receipt_path(flags.receipt); !ok) {
+      std::fprintf(stderr, "ringfence: %s\n", ok.error().to_string().c_str());
       return kExitUsage;
     }
     auto opened = ProofSession::open(state_dir_or_default(flags.state_dir));

@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "cli/client_store.h"
 #include "core/io.h"
 #include "core/unique_fd.h"
-#include "host/boundary_facts.h"
+#include "proof/boundary_facts.h"
 
 namespace rf::cli {
 
@@ -31,7 +33,7 @@ void ProofSession::join() {
 
 void ProofSession::start_report(Sandbox& sandbox) {
   thread_ = std::thread([this, &sandbox] {
-    auto facts = host::gather_boundary_facts(sandbox);
+    auto facts = proof::gather_boundary_facts(sandbox);
     if (!facts) {
       report_ = Result<proof::Recorded>(facts.take_error());
       return;
@@ -50,6 +52,43 @@ Result<nlohmann::json> ProofSession::receipt(proof::CallRecord call) {
       log_.record_receipt(proof::receipt_statement(call), (*report_)->seq, proof::EventContext{});
   if (!rec) return rec.take_error();
   return log_.bundle(rec->seq, (*report_)->seq);
+}
+
+Status check_receipt_path(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string parent =
+      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::access(parent.c_str(), W_OK) != 0) {
+    return Error{"--receipt " + path, parent + ": " + std::strerror(errno) + " (nothing was run)"};
+  }
+  return ok_status();
+}
+
+Result<nlohmann::json> wait_for_call_receipt(store::Store& store, const std::string& state_dir,
+                                            int64_t call_id, std::chrono::milliseconds within) {
+  auto key = proof::SigningKey::load(state_dir);
+  if (!key) return key.take_error();
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  int64_t after = 0;
+  for (;;) {
+    store::AuditFilter filter;
+    filter.after_seq = after;
+    filter.limit = 10000;
+    auto events = store::AuditLog(store).list(filter);
+    if (!events) return events.take_error();
+    for (const auto& e : *events) {
+      after = e.seq;
+      if (e.kind == "proof.receipt" && e.call_id && *e.call_id == call_id) {
+        return proof::ProofLog(store, *key, proof::default_origin()).bundle_for_receipt(e.seq);
+      }
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return make_error("receipt of call " + std::to_string(call_id),
+                        "the worker filed none within " +
+                            std::to_string(within.count() / 1000) + " s (its log says why)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 Status write_receipt_file(const std::string& path, const nlohmann::json& bundle) {

@@ -4,6 +4,7 @@
 // the critical path), and the receipt file of a call.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -42,5 +43,12 @@ class ProofSession {
 
 // Writes `bundle` to `path` (pretty JSON) atomically: all of it or nothing.
 Status write_receipt_file(const std::string& path, const nlohmann::json& bundle);
+// Fails (naming --receipt and the directory) when `path` cannot be written:
+// checked before anything runs.
+Status check_receipt_path(const std::string& path);
+// The receipt file of call `call_id`, once the worker that ran it has filed
+// its receipt (it does so just after the call's result): waits up to `within`.
+Result<nlohmann::json> wait_for_call_receipt(store::Store& store, const std::string& state_dir,
+                                            int64_t call_id, std::chrono::milliseconds within);
 
 }  // namespace rf::cli

@@ -24,7 +24,7 @@ constexpr std::array<std::pair<ProjectEnvironment, const char*>, 3> kEnvironment
     {ProjectEnvironment::kDevelopment, "development"},
 }};
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+std::string in_quotes(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 template <class Table>
 std::string allowed_names(const Table& table) {
@@ -34,7 +34,7 @@ std::string allowed_names(const Table& table) {
 }
 
 Error expected(std::string_view what, std::string_view text) {
-  return make_error("", "expected " + std::string(what) + ", got " + quoted(text));
+  return make_error("", "expected " + std::string(what) + ", got " + in_quotes(text));
 }
 
 // The project environment's default sandbox mode, if it has one.
@@ -178,14 +178,14 @@ Result<SandboxMode> parse_sandbox_mode(std::string_view text) {
     if (text == name) return mode;
   }
   return make_error(
-      "", "unknown sandbox mode " + quoted(text) + " (allowed: " + allowed_names(kModes) + ")");
+      "", "unknown sandbox mode " + in_quotes(text) + " (allowed: " + allowed_names(kModes) + ")");
 }
 
 Result<ProjectEnvironment> parse_project_environment(std::string_view text) {
   for (const auto& [env, name] : kEnvironments) {
     if (text == name) return env;
   }
-  return make_error("", "unknown project environment " + quoted(text) +
+  return make_error("", "unknown project environment " + in_quotes(text) +
                             " (allowed: " + allowed_names(kEnvironments) + ")");
 }
 
@@ -311,7 +311,7 @@ Status validate_settings(const WorkerSettings& s) {
   }
   if (!s.state_dir.value.starts_with("/")) {
     return make_error(where_of(s.state_dir.source, "state_dir"),
-                      "must be an absolute path, got " + quoted(s.state_dir.value));
+                      "must be an absolute path, got " + in_quotes(s.state_dir.value));
   }
   if (s.idle_timeout.value.count() <= 0) {
     return make_error(where_of(s.idle_timeout.source, "sandbox.idle_timeout"), "must be positive");

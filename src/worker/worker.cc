@@ -7,6 +7,7 @@
 #include "core/fd_limit.h"
 #include "core/log.h"
 #include "identity/audit_events.h"
+#include "proof/output_digest.h"
 #include "redact/stream_redactor.h"
 #include "sandbox/result_json.h"
 #include "store/workflow_store.h"
@@ -154,6 +155,11 @@ Status Worker::init() {
                              s.allow_identity_without_sandbox.value, options_.revocation_period},
       [this](const std::shared_ptr<Sandbox>& sandbox) { serving()->router->discard(sandbox); });
   jit_ = std::make_unique<JitBroker>(*store_, *identity_, JitBroker::Options{jit_policy});
+  // The key that signs boundary reports and receipts: made on first use, and
+  // a worker that cannot read it does not start (a receipt is never missing).
+  auto proof_key = proof::SigningKey::load_or_create(s.state_dir.value);
+  if (!proof_key) return proof_key.take_error();
+  proof_ = std::make_unique<ProofRecorder>(*store_, std::move(*proof_key), "worker " + id_);
   ledger_ = std::make_unique<SandboxLedger>(*store_, id_, options_.ledger_period);
   serving_ = Serving::make(std::move(first_placement_), s, ledger_.get());
   WorkflowServices services;
@@ -332,10 +338,17 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   }
   with->call_path_failures = 0;
   const std::string sandbox_id = lease->sandbox->id();
+  proof::EventContext proof_ctx;
+  proof_ctx.project_id = c.project;
+  proof_ctx.run_id = c.run;
+  proof_->sandbox_in_use(lease->sandbox, proof_ctx);
   auto release = [&] {
     const bool gone = lease->destroy_after;
     with->router->release(std::move(*lease));
-    if (gone) identity_->sandbox_gone(sandbox_id);
+    if (gone) {
+      identity_->sandbox_gone(sandbox_id);
+      proof_->sandbox_gone(sandbox_id);
+    }
   };
   ExecCall call;
   call.argv = c.argv;
@@ -351,12 +364,14 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   if (!c.cwd.empty()) call.cwd = c.cwd;
   call.stdin_data = c.stdin_bytes;
   call.timeout = c.timeout;
+  // The receipt's digests are of the bytes as delivered: after redaction.
+  proof::DigestingSink delivered(*output);
   std::optional<RedactingSink> redacting;
   // A JIT call is redacted of what it is granted mid-call, even if it had nothing before.
   if (patterns || c.jit)
-    redacting.emplace(*output, patterns ? patterns : redact::compile_patterns({}));
-  OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : *output;
-  if (!notice.empty()) output->on_stderr(notice);
+    redacting.emplace(delivered, patterns ? patterns : redact::compile_patterns({}));
+  OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : delivered;
+  if (!notice.empty()) delivered.on_stderr(notice);
   if (c.jit) {
     JitBroker::put_rf_cred_on_path(call, *lease->sandbox);
     JitContext ctx{IdentityUse::of(claimed), "", "", lease->sandbox, &*redacting};
@@ -366,7 +381,9 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
     }
   }
   flusher_->add(output);
+  const int64_t started_ms = store::now_ms();
   auto result = lease->sandbox->exec(call, sink);
+  const int64_t ended_ms = store::now_ms();
   if (c.jit) jit_->close(sandbox_id);
   if (redacting) redacting->finish();
   flusher_->remove(output);
@@ -391,6 +408,28 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
       return store_->finish_call(claimed.id, id_, result->exit_code, clean(j.dump()), rest);
     });
     if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
+    proof::CallRecord rec;
+    rec.call = std::to_string(claimed.id);
+    rec.sandbox = sandbox_id;
+    rec.argv = c.argv;
+    rec.stdin_sha256 = proof::sha256_hex(c.stdin_bytes);
+    rec.stdin_bytes = c.stdin_bytes.size();
+    rec.stdout_sha256 = delivered.stdout_digest().hex();
+    rec.stdout_bytes = delivered.stdout_digest().bytes();
+    rec.stderr_sha256 = delivered.stderr_digest().hex();
+    rec.stderr_bytes = delivered.stderr_digest().bytes();
+    rec.exit_code = result->exit_code;
+    rec.signal = result->signal;
+    rec.timed_out = result->timed_out;
+    rec.oom_killed = result->oom_killed;
+    rec.output_truncated = result->output_truncated;
+    rec.limit = result->limit;
+    const SandboxSpec& spec = lease->sandbox->spec();
+    rec.egress = {{"policy", std::string(to_string(spec.network))}, {"allow", spec.allow}};
+    rec.started_ms = started_ms;
+    rec.ended_ms = ended_ms;
+    proof_ctx.call_id = claimed.id;
+    proof_->call_finished(sandbox_id, std::move(rec), proof_ctx);
   }
   // After the result is written: a per_tool sandbox's teardown is not on the client's path.
   release();

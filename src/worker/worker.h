@@ -21,6 +21,7 @@
 #include "worker/identity_calls.h"
 #include "worker/jit_broker.h"
 #include "worker/pool.h"
+#include "worker/proof_recorder.h"
 #include "worker/sandbox_router.h"
 #include "worker/serving.h"
 #include "worker/settings.h"
@@ -116,6 +117,7 @@ class Worker {
   std::unique_ptr<IdentityCalls> identity_;  // after store_: it uses it
   std::unique_ptr<JitBroker> jit_;           // after identity_: it uses it
   std::unique_ptr<WorkflowRuns> workflows_;  // after identity_ and ledger_: it uses them
+  std::unique_ptr<ProofRecorder> proof_;     // after store_: reports and receipts (issue 15)
   std::atomic<bool> claiming_{true};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> cancelling_{false};  // the grace period passed

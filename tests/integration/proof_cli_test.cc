@@ -9,6 +9,7 @@
 
 #include "core/base64.h"
 #include "integration/harness.h"
+#include "support/cli_process.h"
 #include "support/serve_process.h"
 #include "support/sha256_hex.h"
 
@@ -195,6 +196,35 @@ TEST_F(ProofCli, AReceiptThatCannotBeWrittenFailsBeforeAnythingRuns) {
   EXPECT_NE(ran.err.find("--receipt " + dir_ + "/no/such/dir/r.json"), std::string::npos)
       << ran.err;
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/no"));
+}
+
+// A worker's calls: every call gets a receipt, and `call --receipt` fetches it.
+TEST_F(ProofCli, AWorkersCallGetsAReceiptThatVerifies) {
+  Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run"});
+  const auto ran = run_cli({"call", "--state-dir", dir_, "--project", "p", "--run", "r1",
+                            "--receipt", dir_ + "/c.json", "--", "sh", "-c", "echo from-worker"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(ran.out, "from-worker\n");
+  const auto v = verify(dir_ + "/c.json");
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("every bound held (23 of 23)"), std::string::npos) << v.out;
+  const json bundle = json::parse(slurp(dir_ + "/c.json"));
+  const json receipt = json::parse(*base64_decode(bundle["receipt"]["payload"].get<std::string>()));
+  EXPECT_EQ(receipt["predicate"]["call"], "1");
+  EXPECT_EQ(receipt["predicate"]["stdout"]["sha256"], sha256_hex("from-worker\n"));
+  // The same run's next call shares the sandbox, and so its report.
+  ASSERT_EQ(run_cli({"call", "--state-dir", dir_, "--project", "p", "--run", "r1", "--receipt",
+                     dir_ + "/c2.json", "--", "true"})
+                .exit_code,
+            0);
+  const json second = json::parse(slurp(dir_ + "/c2.json"));
+  EXPECT_EQ(second["report"], bundle["report"]);
+  // Later, by call id.
+  const auto got = run_cli({"audit", "receipt", "1", "--state-dir", dir_, "-o", dir_ + "/1.json"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_EQ(verify(dir_ + "/1.json").exit_code, 0);
+  worker.signal(SIGTERM);
+  EXPECT_EQ(worker.wait(), 0) << worker.err();
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 #include <set>
 
-#include "host/boundary_facts.h"
+#include "proof/boundary_facts.h"
 #include "integration/harness.h"
 
 namespace rf::testing {
@@ -17,7 +17,7 @@ namespace {
 using proof::BoundStatus;
 
 std::map<std::string, proof::Bound> judged(Sandbox& sb) {
-  auto facts = host::gather_boundary_facts(sb);
+  auto facts = proof::gather_boundary_facts(sb);
   EXPECT_TRUE(facts.ok()) << facts.error().to_string();
   std::map<std::string, proof::Bound> out;
   if (!facts.ok()) return out;
@@ -113,7 +113,7 @@ TEST(BoundaryReportSwap, ASwappedSeccompFilterDiffersFromThePublishedDigest) {
   ASSERT_TRUE(backend.ok()) << backend.error().to_string();
   auto sb = (*backend)->create(SandboxSpec{});
   ASSERT_TRUE(sb.ok()) << sb.error().to_string();
-  auto facts = host::gather_boundary_facts(**sb);
+  auto facts = proof::gather_boundary_facts(**sb);
   ASSERT_TRUE(facts.ok()) << facts.error().to_string();
   std::map<std::string, proof::Bound> bounds;
   for (auto& b : proof::judge_bounds(*facts)) bounds[b.name] = b;

@@ -1,4 +1,4 @@
-#include "host/boundary_facts.h"
+#include "proof/boundary_facts.h"
 
 #include <linux/filter.h>
 #include <sys/ptrace.h>
@@ -14,13 +14,13 @@
 #include "host/seccomp_profile.h"
 #include "proof/digest.h"
 
-namespace rf::host {
+namespace rf::proof {
 namespace {
 
 constexpr const char* kRunnerInSandbox = "/.ringfence/tool-runner";
 
 std::string program_digest(const sock_filter* insns, size_t count) {
-  return proof::sha256_hex(
+  return sha256_hex(
       std::string_view(reinterpret_cast<const char*>(insns), count * sizeof(sock_filter)));
 }
 
@@ -40,9 +40,9 @@ std::string runner_sha256() {
   static std::once_flag once;
   static std::string digest;
   std::call_once(once, [] {
-    auto path = find_runner_binary();
+    auto path = host::find_runner_binary();
     if (!path) return;
-    if (auto bytes = read_file(*path)) digest = proof::sha256_hex(*bytes);
+    if (auto bytes = read_file(*path)) digest = sha256_hex(*bytes);
   });
   return digest;
 }
@@ -64,7 +64,7 @@ std::map<std::string, uint64_t> namespace_inodes(int pid) {
 }
 
 Result<std::vector<std::string>> seccomp_profile_digests(const std::string& profile) {
-  auto filters = build_seccomp_profile(profile);
+  auto filters = host::build_seccomp_profile(profile);
   if (!filters) return filters.take_error();
   return std::vector<std::string>{
       program_digest(filters->allowlist.data(), filters->allowlist.size()),
@@ -102,8 +102,8 @@ Result<std::vector<std::string>> read_seccomp_digests(int pid) {
   return out;
 }
 
-Result<proof::BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
-  proof::BoundaryFacts f;
+Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
+  BoundaryFacts f;
   f.spec = sandbox.spec();
   f.backend = std::string(to_string(f.spec.backend));
   f.image = f.spec.image;
@@ -116,7 +116,7 @@ Result<proof::BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
   // The self-probe: an ordinary call, so it has exactly what tools have.
   ExecCall call;
   if (f.spec.backend == BackendKind::kLocal) {
-    auto runner = find_runner_binary();
+    auto runner = host::find_runner_binary();
     if (!runner) return runner.take_error();
     call.argv = {*runner, "self-probe"};
   } else {
@@ -154,4 +154,4 @@ Result<proof::BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
   return f;
 }
 
-}  // namespace rf::host
+}  // namespace rf::proof

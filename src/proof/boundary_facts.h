@@ -1,4 +1,4 @@
-// Host side: the facts a sandbox's boundary report is judged from
+// Host side (above the backends: any sandbox that runs the tool runner): the facts a sandbox's boundary report is judged from
 // (proof/boundary_report.h), gathered, never copied from its spec:
 //   - `ringfence-tool-runner self-probe` run in the sandbox as an ordinary
 //     tool call: namespaces, maps, capabilities, no_new_privs, seccomp mode,
@@ -19,9 +19,9 @@
 #include "proof/boundary_report.h"
 #include "sandbox/sandbox.h"
 
-namespace rf::host {
+namespace rf::proof {
 
-Result<proof::BoundaryFacts> gather_boundary_facts(Sandbox& sandbox);
+Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox);
 
 // SHA-256 (hex) of each program of the named profile, in load order: what
 // the profile publishes (docs/proof.md; `ringfence keys show --profile`).
@@ -36,4 +36,4 @@ Result<std::vector<std::string>> read_seccomp_digests(int pid);
 // The calling process's namespace inodes, by name (user, mnt, pid, ...).
 std::map<std::string, uint64_t> namespace_inodes(int pid);
 
-}  // namespace rf::host
+}  // namespace rf::proof

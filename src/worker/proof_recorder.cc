@@ -1,0 +1,123 @@
+#include "worker/proof_recorder.h"
+
+#include <spdlog/spdlog.h>
+
+#include "proof/boundary_facts.h"
+
+namespace rf::worker {
+
+ProofRecorder::ProofRecorder(store::Store& store, proof::SigningKey key, std::string actor)
+    : store_(store),
+      key_(std::move(key)),
+      log_(store_, key_, proof::default_origin()),
+      actor_(std::move(actor)),
+      thread_([this] { loop(); }) {}
+
+ProofRecorder::~ProofRecorder() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void ProofRecorder::loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything is filed
+    auto task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    task();
+    lock.lock();
+    busy_ = false;
+    idle_cv_.notify_all();
+  }
+}
+
+void ProofRecorder::drain() {
+  std::unique_lock lock(mu_);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+void ProofRecorder::make_report(const std::shared_ptr<Sandbox>& sandbox,
+                                const proof::EventContext& ctx) {
+  Report r;
+  r.done = true;
+  auto facts = proof::gather_boundary_facts(*sandbox);
+  if (!facts) {
+    r.error = facts.error().to_string();
+    spdlog::warn("sandbox {}: no boundary report: {}", sandbox->id(), r.error);
+  } else {
+    auto recorded =
+        log_.record_report(proof::report_statement(*facts, proof::judge_bounds(*facts)), ctx);
+    if (recorded) {
+      r.sha256 = recorded->sha256;
+      r.seq = recorded->seq;
+    } else {
+      r.error = recorded.error().to_string();
+      spdlog::warn("sandbox {}: boundary report not filed: {}", sandbox->id(), r.error);
+    }
+  }
+  std::lock_guard lock(mu_);
+  reports_[sandbox->id()] = std::move(r);
+}
+
+void ProofRecorder::sandbox_in_use(const std::shared_ptr<Sandbox>& sandbox,
+                                   const proof::EventContext& ctx) {
+  {
+    std::lock_guard lock(mu_);
+    // Sandboxes that end with their run are not told apart here: past a
+    // bound, the made reports go (a sandbox still in use then gets a new one).
+    if (reports_.size() > 4096) std::erase_if(reports_, [](const auto& r) { return r.second.done; });
+    if (!reports_.emplace(sandbox->id(), Report{}).second) return;
+    proof::EventContext c = ctx;
+    c.actor = actor_;
+    c.call_id.reset();
+    queue_.push_back([this, sandbox, c] { make_report(sandbox, c); });
+  }
+  cv_.notify_one();
+}
+
+void ProofRecorder::call_finished(const std::string& sandbox_id, proof::CallRecord record,
+                                  proof::EventContext ctx) {
+  ctx.actor = actor_;
+  {
+    std::lock_guard lock(mu_);
+    // Queued after the sandbox's report: it is made by the time this runs.
+    queue_.push_back([this, sandbox_id, record = std::move(record), ctx]() mutable {
+      Report report;
+      {
+        std::lock_guard lock(mu_);
+        const auto it = reports_.find(sandbox_id);
+        if (it != reports_.end()) report = it->second;
+      }
+      if (report.seq == 0) {
+        spdlog::warn("call {}: no receipt: its sandbox {} has no boundary report{}",
+                     record.call, sandbox_id, report.error.empty() ? "" : ": " + report.error);
+        return;
+      }
+      record.report_sha256 = report.sha256;
+      auto filed = log_.record_receipt(proof::receipt_statement(record), report.seq, ctx);
+      if (!filed) spdlog::warn("call {}: receipt not filed: {}", record.call, filed.error().to_string());
+    });
+  }
+  cv_.notify_one();
+}
+
+void ProofRecorder::sandbox_gone(const std::string& sandbox_id) {
+  {
+    std::lock_guard lock(mu_);
+    // After what is queued for it: its last receipt still needs the report.
+    queue_.push_back([this, sandbox_id] {
+      std::lock_guard lock(mu_);
+      reports_.erase(sandbox_id);
+    });
+  }
+  cv_.notify_one();
+}
+
+}  // namespace rf::worker

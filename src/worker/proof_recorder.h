@@ -1,0 +1,63 @@
+// The worker's proof (issue 15, docs/proof.md): a boundary report for every
+// sandbox a call runs in, made on the recorder's thread beside the call, and
+// a signed receipt for every call, filed in the audit log after the call's
+// result (off the client's path). Reports and receipts are signed with the
+// state dir's key (proof/signing_key.h); `ringfence call --receipt` and
+// `ringfence audit receipt CALL_ID` read them back.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "proof/proof_log.h"
+#include "proof/signing_key.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+
+namespace rf::worker {
+
+class ProofRecorder {
+ public:
+  ProofRecorder(store::Store& store, proof::SigningKey key, std::string actor);
+  ~ProofRecorder();  // files what is queued, then stops
+
+  // Starts the report of `sandbox` unless it has one (made or under way).
+  void sandbox_in_use(const std::shared_ptr<Sandbox>& sandbox, const proof::EventContext& ctx);
+  // Queues the receipt of a finished call in `sandbox` (its report digest is
+  // filled in once the report is made).
+  void call_finished(const std::string& sandbox_id, proof::CallRecord record,
+                     proof::EventContext ctx);
+  // Forgets a destroyed sandbox's report.
+  void sandbox_gone(const std::string& sandbox_id);
+  // Waits until everything queued so far is filed (tests, shutdown).
+  void drain();
+
+ private:
+  struct Report {
+    bool done = false;
+    std::string sha256, error;
+    int64_t seq = 0;
+  };
+  void loop();
+  void make_report(const std::shared_ptr<Sandbox>& sandbox, const proof::EventContext& ctx);
+
+  store::Store& store_;
+  proof::SigningKey key_;
+  proof::ProofLog log_;
+  std::string actor_;
+  std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<std::function<void()>> queue_;
+  std::map<std::string, Report> reports_;  // by sandbox id
+  bool busy_ = false, stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace rf::worker
