@@ -236,6 +236,10 @@ void Api::route(const Caller& caller, const Target& t, const Request& request,
   if (seg.size() < 2 || seg[0] != "v1") return not_found();
   if (seg[1] == "workflows" || seg[1] == "runs" || seg[1] == "calls" || seg[1] == "approvals" ||
       seg[1] == "audit" || seg[1] == "audit:verify" || seg[1] == "console") {
+    if (seg[1] == "audit" && seg.size() > 2) {
+      route_audit_proofs(caller, t, request, responder);
+      return;
+    }
     route_records(caller, t, request, responder);
     return;
   }

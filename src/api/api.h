@@ -16,6 +16,7 @@
 #include "api/mcp.h"
 #include "api/request_target.h"
 #include "api/sandbox_service.h"
+#include "proof/signing_key.h"
 #include "store/store.h"
 #include "store/token_store.h"
 
@@ -27,6 +28,9 @@ struct ApiOptions {
   // How long a token's state is trusted before the store is asked again
   // (a revoked token stops working within this).
   std::chrono::milliseconds token_cache{1000};
+  // Signs the audit log's checkpoints (GET /v1/audit/checkpoint, proofs);
+  // without one those answer 503.
+  const proof::SigningKey* signing_key = nullptr;
 };
 
 class Api {
@@ -54,6 +58,11 @@ class Api {
   void route_records(const Caller& caller, const Target& target, const Request& request,
                      Responder& responder);
   nlohmann::json console_snapshot(const std::string& project);
+  // /v1/audit/checkpoint, /v1/audit/proofs/inclusion?seq=N,
+  // /v1/audit/proofs/consistency?from=M[&to=N] (issue 15): the log's Merkle
+  // tree, whole (its checkpoints and proofs name no project's data).
+  void route_audit_proofs(const Caller& caller, const Target& target, const Request& request,
+                          Responder& responder);
   void route_calls(const Caller& caller, const Target& target, const Request& request,
                    Responder& responder);
 

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "identity/audit_events.h"
 #include "identity/cascade.h"
+#include "proof/proof_log.h"
 #include "store/audit_log.h"
 #include "store/identity_store.h"
 #include "store/workflow_store.h"
@@ -537,6 +538,46 @@ void Api::route_calls(const Caller& caller, const Target& t, const Request& requ
     if (responder.client_gone()) return;
   }
   (void)responder.end_stream();
+}
+
+void Api::route_audit_proofs(const Caller& caller, const Target& t, const Request& request,
+                             Responder& responder) {
+  (void)caller;
+  const auto& seg = t.segments;
+  if (request.method() != http::verb::get) return fail(responder, 405, "", "allowed: GET");
+  if (options_.signing_key == nullptr)
+    return fail(responder, 503, "", "this server has no signing key");
+  proof::ProofLog log(store_, *options_.signing_key, proof::default_origin());
+  auto number = [&](const char* name) -> std::optional<int64_t> {
+    const auto it = t.query.find(name);
+    if (it == t.query.end()) return std::nullopt;
+    char* end = nullptr;
+    const long long v = std::strtoll(it->second.c_str(), &end, 10);
+    if (end == it->second.c_str() || *end != '\0' || v < 0) return -1;
+    return v;
+  };
+  Result<json> out = make_error("", "");
+  if (seg.size() == 3 && seg[2] == "checkpoint") {
+    auto note = log.checkpoint();
+    if (!note) return fail(responder, 500, "", note.error().to_string());
+    return answer(responder, 200, {{"checkpoint", *note}});
+  } else if (seg.size() == 4 && seg[2] == "proofs" && seg[3] == "inclusion") {
+    const auto seq = number("seq");
+    if (!seq || *seq <= 0) return fail(responder, 400, "seq", "a positive event number is needed");
+    out = log.inclusion(*seq);
+    if (!out && out.error().code == ErrorCode::kNotFound)
+      return fail(responder, 404, "seq", out.error().to_string());
+  } else if (seg.size() == 4 && seg[2] == "proofs" && seg[3] == "consistency") {
+    const auto from = number("from"), to = number("to");
+    if (!from || *from <= 0) return fail(responder, 400, "from", "a positive tree size is needed");
+    if (to && *to < 0) return fail(responder, 400, "to", "a tree size is needed");
+    out = log.consistency(static_cast<uint64_t>(*from), static_cast<uint64_t>(to.value_or(0)));
+    if (!out) return fail(responder, 400, "from", out.error().to_string());
+  } else {
+    return fail(responder, 404, "", "no such resource");
+  }
+  if (!out) return fail(responder, 500, "", out.error().to_string());
+  return answer(responder, 200, *out);
 }
 
 }  // namespace rf::api

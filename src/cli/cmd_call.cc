@@ -11,13 +11,13 @@
 
 #include "cli/call_wait.h"
 #include "cli/commands.h"
+#include "cli/proof_session.h"
 #include "core/io.h"
 #include "core/units.h"
 #include "identity/audit_events.h"
 #include "identity/cascade.h"
 #include "store/identity_store.h"
 #include "store/store.h"
-#include "cli/proof_session.h"
 #include "worker/config_file.h"
 #include "worker/settings.h"
 #include "worker/settings_flags.h"
@@ -65,7 +65,8 @@ int run_call(const ClientFlags& f) {
     wait_timeout = *d;
   }
   if (!f.receipt.empty()) {
-    if (auto ok = check_receipt_path(f.receipt); !ok) return fail(ok.error().to_string(), kExitUsage);
+    if (auto ok = check_receipt_path(f.receipt); !ok)
+      return fail(ok.error().to_string(), kExitUsage);
   }
   store::NewCall call;
   call.project = f.project;

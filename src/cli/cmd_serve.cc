@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "core/log.h"
 #include "core/units.h"
+#include "proof/signing_key.h"
 #include "store/audit_log.h"
 #include "store/token_store.h"
 
@@ -188,6 +189,9 @@ int serve(const ServeFlags& f) {
   api::SandboxService sandboxes(options, [](BackendKind k) { return make_backend(k); });
   api::ApiOptions api_options;
   api_options.max_requests_per_token = f.max_requests_per_token;
+  auto signing_key = proof::SigningKey::load_or_create(state_dir);
+  if (!signing_key) return fail(signing_key.error().to_string(), kExitRuntime);
+  api_options.signing_key = &*signing_key;
   api::Api api(**st, sandboxes, api_options);
   auto server = api::HttpServer::listen(
       *address, limits,

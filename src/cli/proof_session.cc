@@ -56,8 +56,9 @@ Result<nlohmann::json> ProofSession::receipt(proof::CallRecord call) {
 
 Status check_receipt_path(const std::string& path) {
   const auto slash = path.rfind('/');
-  const std::string parent =
-      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
   if (::access(parent.c_str(), W_OK) != 0) {
     return Error{"--receipt " + path, parent + ": " + std::strerror(errno) + " (nothing was run)"};
   }
@@ -65,7 +66,7 @@ Status check_receipt_path(const std::string& path) {
 }
 
 Result<nlohmann::json> wait_for_call_receipt(store::Store& store, const std::string& state_dir,
-                                            int64_t call_id, std::chrono::milliseconds within) {
+                                             int64_t call_id, std::chrono::milliseconds within) {
   auto key = proof::SigningKey::load(state_dir);
   if (!key) return key.take_error();
   const auto deadline = std::chrono::steady_clock::now() + within;
@@ -84,8 +85,8 @@ Result<nlohmann::json> wait_for_call_receipt(store::Store& store, const std::str
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       return make_error("receipt of call " + std::to_string(call_id),
-                        "the worker filed none within " +
-                            std::to_string(within.count() / 1000) + " s (its log says why)");
+                        "the worker filed none within " + std::to_string(within.count() / 1000) +
+                            " s (its log says why)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -49,6 +49,6 @@ Status check_receipt_path(const std::string& path);
 // The receipt file of call `call_id`, once the worker that ran it has filed
 // its receipt (it does so just after the call's result): waits up to `within`.
 Result<nlohmann::json> wait_for_call_receipt(store::Store& store, const std::string& state_dir,
-                                            int64_t call_id, std::chrono::milliseconds within);
+                                             int64_t call_id, std::chrono::milliseconds within);
 
 }  // namespace rf::cli

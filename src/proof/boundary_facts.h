@@ -1,5 +1,5 @@
-// Host side (above the backends: any sandbox that runs the tool runner): the facts a sandbox's boundary report is judged from
-// (proof/boundary_report.h), gathered, never copied from its spec:
+// Host side (above the backends: any sandbox that runs the tool runner): the facts a sandbox's
+// boundary report is judged from (proof/boundary_report.h), gathered, never copied from its spec:
 //   - `ringfence-tool-runner self-probe` run in the sandbox as an ordinary
 //     tool call: namespaces, maps, capabilities, no_new_privs, seccomp mode,
 //     rlimits, mounts, interfaces, environment keys, attacks that must fail;

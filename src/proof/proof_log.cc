@@ -155,6 +155,36 @@ Result<json> ProofLog::bundle(int64_t receipt_seq, int64_t report_seq) {
                 {"report_entry", entry(*report)}}}};
 }
 
+Result<json> ProofLog::inclusion(int64_t seq) {
+  auto event = store::AuditLog(store_).get(seq);
+  if (!event.ok()) return event.take_error();
+  auto l = leaves(store_, 0);
+  if (!l.ok()) return l.take_error();
+  const uint64_t size = l->size(), index = static_cast<uint64_t>(seq - 1);
+  return json{{"checkpoint", sign_checkpoint({origin_, size, tree_root(*l, size)}, key_)},
+              {"size", size},
+              {"index", index},
+              {"event", event_json(*event)},
+              {"inclusion", hex_list(inclusion_proof(*l, index, size))}};
+}
+
+Result<json> ProofLog::consistency(uint64_t from, uint64_t to) {
+  auto l = leaves(store_, 0);
+  if (!l.ok()) return l.take_error();
+  if (to == 0) to = l->size();
+  if (from == 0 || from > to || to > l->size()) {
+    return make_error("consistency proof", "from " + std::to_string(from) + " to " +
+                                               std::to_string(to) + ": the log has " +
+                                               std::to_string(l->size()) +
+                                               " events; 0 < from <= to <= that");
+  }
+  return json{{"checkpoint", sign_checkpoint({origin_, to, tree_root(*l, to)}, key_)},
+              {"from", from},
+              {"to", to},
+              {"from_root", to_hex(tree_root(*l, from))},
+              {"consistency", hex_list(consistency_proof(*l, from, to))}};
+}
+
 Result<json> ProofLog::bundle_for_receipt(int64_t receipt_seq) {
   auto receipt = store::AuditLog(store_).get(receipt_seq);
   if (!receipt.ok()) return receipt.take_error();

@@ -57,6 +57,12 @@ class ProofLog {
   Result<nlohmann::json> bundle(int64_t receipt_seq, int64_t report_seq);
   // The same, found from a receipt's event seq (the report's is in its detail).
   Result<nlohmann::json> bundle_for_receipt(int64_t receipt_seq);
+  // {"checkpoint", "size", "index", "event", "inclusion": [hex...]}: event
+  // `seq` in the log as it is now, with a new checkpoint.
+  Result<nlohmann::json> inclusion(int64_t seq);
+  // {"checkpoint", "from", "to", "from_root", "consistency": [hex...]}: the
+  // tree of `from` events is a prefix of the tree of `to` (0: all) events.
+  Result<nlohmann::json> consistency(uint64_t from, uint64_t to);
 
  private:
   Result<Recorded> record(const char* kind, const nlohmann::json& statement, nlohmann::json detail,

@@ -72,7 +72,8 @@ void ProofRecorder::sandbox_in_use(const std::shared_ptr<Sandbox>& sandbox,
     std::lock_guard lock(mu_);
     // Sandboxes that end with their run are not told apart here: past a
     // bound, the made reports go (a sandbox still in use then gets a new one).
-    if (reports_.size() > 4096) std::erase_if(reports_, [](const auto& r) { return r.second.done; });
+    if (reports_.size() > 4096)
+      std::erase_if(reports_, [](const auto& r) { return r.second.done; });
     if (!reports_.emplace(sandbox->id(), Report{}).second) return;
     proof::EventContext c = ctx;
     c.actor = actor_;
@@ -96,13 +97,14 @@ void ProofRecorder::call_finished(const std::string& sandbox_id, proof::CallReco
         if (it != reports_.end()) report = it->second;
       }
       if (report.seq == 0) {
-        spdlog::warn("call {}: no receipt: its sandbox {} has no boundary report{}",
-                     record.call, sandbox_id, report.error.empty() ? "" : ": " + report.error);
+        spdlog::warn("call {}: no receipt: its sandbox {} has no boundary report{}", record.call,
+                     sandbox_id, report.error.empty() ? "" : ": " + report.error);
         return;
       }
       record.report_sha256 = report.sha256;
       auto filed = log_.record_receipt(proof::receipt_statement(record), report.seq, ctx);
-      if (!filed) spdlog::warn("call {}: receipt not filed: {}", record.call, filed.error().to_string());
+      if (!filed)
+        spdlog::warn("call {}: receipt not filed: {}", record.call, filed.error().to_string());
     });
   }
   cv_.notify_one();

@@ -9,7 +9,12 @@
 
 #include "core/base64.h"
 #include "integration/harness.h"
+#include "proof/checkpoint.h"
+#include "proof/digest.h"
+#include "proof/merkle.h"
+#include "proof/signing_key.h"
 #include "support/cli_process.h"
+#include "support/http_probe.h"
 #include "support/serve_process.h"
 #include "support/sha256_hex.h"
 
@@ -225,6 +230,62 @@ TEST_F(ProofCli, AWorkersCallGetsAReceiptThatVerifies) {
   EXPECT_EQ(verify(dir_ + "/1.json").exit_code, 0);
   worker.signal(SIGTERM);
   EXPECT_EQ(worker.wait(), 0) << worker.err();
+}
+
+// The log's checkpoint and proofs, served (issue 15): what a verifier that
+// watches the log over time asks for.
+TEST_F(ProofCli, ServeAnswersCheckpointsAndInclusionAndConsistencyProofs) {
+  ASSERT_EQ(exec("r.json", {}, {"true"}).exit_code, 0);
+  ASSERT_EQ(exec("r2.json", {}, {"true"}).exit_code, 0);
+  ASSERT_EQ(exec("r3.json", {}, {"true"}).exit_code, 0);
+  const std::string token = make_token(dir_, "p");  // token.create: seven events now
+  int port = 0;
+  auto server = start_serve(dir_, &port);
+  ASSERT_NE(port, 0);
+  auto key = proof::read_public_key_file(dir_ + "/keys/proof.pub");
+  ASSERT_TRUE(key.ok());
+  auto get = [&](const std::string& target) {
+    HttpProbe probe(port);
+    return probe.request("GET", target, token);
+  };
+  const auto cp = get("/v1/audit/checkpoint");
+  ASSERT_EQ(cp.status, 200) << cp.body;
+  auto now = proof::verify_checkpoint(json::parse(cp.body)["checkpoint"].get<std::string>(), *key);
+  ASSERT_TRUE(now.ok()) << now.error().to_string();
+  EXPECT_EQ(now->size, 7u);
+
+  const auto inc = get("/v1/audit/proofs/inclusion?seq=3");
+  ASSERT_EQ(inc.status, 200) << inc.body;
+  const json i = json::parse(inc.body);
+  std::vector<std::string> path;
+  for (const auto& h : i["inclusion"]) path.push_back(*proof::from_hex(h.get<std::string>()));
+  EXPECT_TRUE(proof::verify_inclusion(
+                  2, 7, proof::leaf_hash(*proof::from_hex(i["event"]["hash"].get<std::string>())),
+                  path, now->root)
+                  .ok());
+
+  const auto con = get("/v1/audit/proofs/consistency?from=2&to=7");
+  ASSERT_EQ(con.status, 200) << con.body;
+  const json c = json::parse(con.body);
+  std::vector<std::string> cpath;
+  for (const auto& h : c["consistency"]) cpath.push_back(*proof::from_hex(h.get<std::string>()));
+  // The old root, from the first receipt's checkpoint (two events then).
+  const json first = json::parse(slurp(dir_ + "/r.json"));
+  auto then = proof::verify_checkpoint(first["log"]["checkpoint"].get<std::string>(), *key);
+  ASSERT_TRUE(then.ok());
+  ASSERT_EQ(then->size, 2u);
+  EXPECT_TRUE(proof::verify_consistency(2, 7, then->root, now->root, cpath).ok());
+  std::vector<std::string> bent = cpath;
+  bent[0][0] ^= 1;
+  EXPECT_FALSE(proof::verify_consistency(2, 7, then->root, now->root, bent).ok());
+
+  EXPECT_EQ(get("/v1/audit/proofs/consistency?from=8").status, 400);
+  EXPECT_EQ(get("/v1/audit/proofs/inclusion?seq=99").status, 404);
+  EXPECT_EQ(get("/v1/audit/proofs/inclusion?seq=x").status, 400);
+  HttpProbe anonymous(port);
+  EXPECT_EQ(anonymous.request("GET", "/v1/audit/checkpoint").status, 401);
+  server->signal(SIGTERM);
+  server->wait();
 }
 
 }  // namespace
