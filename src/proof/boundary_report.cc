@@ -374,6 +374,8 @@ json public_spec(const SandboxSpec& spec) {
   return j;
 }
 
+void judge_all(const BoundaryFacts& f, std::vector<Bound>& out);
+
 }  // namespace
 
 std::string_view to_string(BoundStatus s) {
@@ -388,8 +390,29 @@ std::string_view to_string(BoundStatus s) {
   return "unknown";
 }
 
-std::vector<Bound> judge_bounds(const BoundaryFacts& f) {
+std::vector<Bound> judge_bounds(const BoundaryFacts& in) {
+  // What the self-probe printed came out of the sandbox: anything of the
+  // wrong shape is dropped, and the bounds it feeds are unknown.
+  BoundaryFacts f = in;
+  if (!f.inside.is_object()) f.inside = nlohmann::json::object();
   std::vector<Bound> out;
+  try {
+    judge_all(f, out);
+  } catch (const nlohmann::json::exception& e) {
+    BoundaryFacts blind = in;
+    blind.inside = nlohmann::json::object();
+    out.clear();
+    judge_all(blind, out);
+    for (Bound& b : out) {
+      if (b.status == BoundStatus::kUnknown)
+        b.evidence["why_unknown"] = std::string("the self-probe's output is malformed: ") + e.what();
+    }
+  }
+  return out;
+}
+
+namespace {
+void judge_all(const BoundaryFacts& f, std::vector<Bound>& out) {
   namespaces(f, out);
   identity(f, out);
   privileges(f, out);
@@ -399,8 +422,8 @@ std::vector<Bound> judge_bounds(const BoundaryFacts& f) {
   network(f, out);
   environment(f, out);
   attacks(f, out);
-  return out;
 }
+}  // namespace
 
 json report_statement(const BoundaryFacts& f, const std::vector<Bound>& bounds) {
   const json spec = public_spec(f.spec);
@@ -428,6 +451,7 @@ json report_statement(const BoundaryFacts& f, const std::vector<Bound>& bounds) 
 }
 
 Result<BoundSummary> summarize_report(const json& statement) {
+  if (!statement.is_object()) return make_error("report", "not a JSON object");
   if (statement.value("predicateType", "") != kReportPredicate)
     return make_error("report", "its predicateType is not " + std::string(kReportPredicate));
   const auto p = statement.find("predicate");
@@ -436,7 +460,10 @@ Result<BoundSummary> summarize_report(const json& statement) {
     return make_error("report", "it has no bounds");
   BoundSummary s;
   for (const auto& b : (*p)["bounds"]) {
-    const std::string status = b.value("status", ""), name = b.value("bound", "");
+    if (!b.is_object() || !b.contains("status") || !b["status"].is_string() ||
+        !b.contains("bound") || !b["bound"].is_string())
+      return make_error("report", "a bound without a name or a status");
+    const std::string status = b["status"].get<std::string>(), name = b["bound"].get<std::string>();
     if (status == "held") {
       ++s.held;
     } else if (status == "not_held") {

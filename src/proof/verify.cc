@@ -72,9 +72,21 @@ Status check_entry(const json& log, const char* entry_name, const char* kind,
   return ok_status();
 }
 
+Result<BundleVerdict> verify_bundle_fields(const json& bundle, const PublicKey& key);
+
 }  // namespace
 
 Result<BundleVerdict> verify_bundle(const json& bundle, const PublicKey& key) {
+  // The file is anyone's: a field of the wrong type is a refusal, not a crash.
+  try {
+    return verify_bundle_fields(bundle, key);
+  } catch (const json::exception& e) {
+    return make_error("receipt file", std::string("malformed: ") + e.what());
+  }
+}
+
+namespace {
+Result<BundleVerdict> verify_bundle_fields(const json& bundle, const PublicKey& key) {
   if (!bundle.is_object() || bundle.value("format", "") != kBundleFormat)
     return make_error("receipt file",
                       "not a ringfence receipt (format " + std::string(kBundleFormat) + ")");
@@ -112,5 +124,6 @@ Result<BundleVerdict> verify_bundle(const json& bundle, const PublicKey& key) {
   v.log_size = cp->size;
   return v;
 }
+}  // namespace
 
 }  // namespace rf::proof
