@@ -82,7 +82,9 @@ void identity(const BoundaryFacts& f, std::vector<Bound>& out) {
     if (outside == 0) root_reachable = true;
   }
   ev["host_root_mapped"] = root_reachable;
-  out.push_back(bound("uid", uid != 0 && host_uid && *host_uid != 0 && !root_reachable, ev));
+  // Held: the process is not root, here or on the host. Whether its map
+  // could reach the host's root is evidence (namespace.user says the rest).
+  out.push_back(bound("uid", uid != 0 && host_uid && *host_uid != 0, ev));
 }
 
 void privileges(const BoundaryFacts& f, std::vector<Bound>& out) {
@@ -255,8 +257,12 @@ void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
       "/dev/null",  "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
   json writable = json::array(), unexpected = json::array();
   for (const auto& [point, m] : top) {
-    // The root is filesystem.root_readonly's to judge.
-    if (point == "/" || options_of(m, "options").count("rw") == 0) continue;
+    // The root is filesystem.root_readonly's to judge; a mask over a /proc
+    // file is filesystem.masked's.
+    static const std::set<std::string> kMasks = {"/proc/kcore", "/proc/keys", "/proc/timer_list",
+                                                 "/proc/kallsyms"};
+    if (point == "/" || kMasks.count(point) != 0 || options_of(m, "options").count("rw") == 0)
+      continue;
     json w = {{"mount_point", point}, {"fstype", str(m, "fstype")}};
     for (const auto& o : options_of(m, "super_options"))
       if (o.rfind("size=", 0) == 0) w["size"] = o.substr(5);
@@ -405,7 +411,8 @@ std::vector<Bound> judge_bounds(const BoundaryFacts& in) {
     judge_all(blind, out);
     for (Bound& b : out) {
       if (b.status == BoundStatus::kUnknown)
-        b.evidence["why_unknown"] = std::string("the self-probe's output is malformed: ") + e.what();
+        b.evidence["why_unknown"] =
+            std::string("the self-probe's output is malformed: ") + e.what();
     }
   }
   return out;

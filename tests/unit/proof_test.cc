@@ -279,7 +279,11 @@ TEST(BoundaryReport, EachWeakeningIsNotHeldForExactlyThatBound) {
   const std::vector<Case> cases = {
       {"namespace.net", [](BoundaryFacts& f) { f.inside["ns"]["net"] = 4; }},
       {"namespace.user", [](BoundaryFacts& f) { f.inside["ns"]["user"] = 1; }},
-      {"uid", [](BoundaryFacts& f) { f.inside["uid_map"] = "0 0 4294967295\n"; }},
+      {"uid",
+       [](BoundaryFacts& f) {
+         f.inside["uid"] = 0;
+         f.inside["uid_map"] = "0 0 4294967295\n";
+       }},
       {"capabilities", [](BoundaryFacts& f) { f.inside["status"]["CapEff"] = "0000000000200000"; }},
       {"no_new_privs", [](BoundaryFacts& f) { f.inside["status"]["NoNewPrivs"] = "0"; }},
       {"seccomp", [](BoundaryFacts& f) { f.inside["status"]["Seccomp"] = "0"; }},
