@@ -156,19 +156,15 @@ int run_receipt(const AuditFlags& f) {
   if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
   auto key = proof::SigningKey::load(dir);
   if (!key.ok()) return fail(key.error().to_string(), kExitRuntime);
+  proof::ProofLog log(**st, *key, proof::default_origin());
   int64_t seq = f.seq;
   if (seq == 0) {
-    store::AuditFilter filter;
-    filter.limit = 1000000;
-    auto events = store::AuditLog(**st).list(filter);
-    if (!events.ok()) return fail(events.error().to_string(), kExitRuntime);
-    for (const auto& e : *events) {
-      if (e.kind == "proof.receipt" && e.call_id && *e.call_id == f.call) seq = e.seq;
-    }
-    if (seq == 0)
+    auto found = log.receipt_of_call(f.call);
+    if (!found.ok()) return fail(found.error().to_string(), kExitRuntime);
+    if (!*found)
       return fail("call " + std::to_string(f.call) + ": no receipt in the audit log", kExitRuntime);
+    seq = **found;
   }
-  proof::ProofLog log(**st, *key, proof::default_origin());
   auto bundle = log.bundle_for_receipt(seq);
   if (!bundle.ok()) return fail(bundle.error().to_string(), kExitRuntime);
   if (f.output.empty() || f.output == "-") {

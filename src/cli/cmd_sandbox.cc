@@ -243,25 +243,11 @@ int run(const SandboxFlags& flags, bool shell) {
     return kExitRuntime;
   }
   if (proof) {
-    proof::CallRecord rec;
+    proof::CallRecord rec =
+        proof::finished_call(**sandbox, call.argv, *result, digests, started_ms, ended_ms);
     rec.call = "exec";
-    rec.sandbox = (*sandbox)->id();
-    rec.argv = call.argv;
     rec.stdin_sha256 = (*forwarder)->stdin_digest().hex();
     rec.stdin_bytes = (*forwarder)->stdin_digest().bytes();
-    rec.stdout_sha256 = digests.stdout_digest().hex();
-    rec.stdout_bytes = digests.stdout_digest().bytes();
-    rec.stderr_sha256 = digests.stderr_digest().hex();
-    rec.stderr_bytes = digests.stderr_digest().bytes();
-    rec.exit_code = result->exit_code;
-    rec.signal = result->signal;
-    rec.timed_out = result->timed_out;
-    rec.oom_killed = result->oom_killed;
-    rec.output_truncated = result->output_truncated;
-    rec.limit = result->limit;
-    rec.egress = {{"policy", std::string(to_string(spec->network))}, {"allow", spec->allow}};
-    rec.started_ms = started_ms;
-    rec.ended_ms = ended_ms;
     auto bundle = proof->receipt(std::move(rec));
     Status written = bundle ? write_receipt_file(flags.receipt, *bundle) : Status(bundle.error());
     if (!written) {

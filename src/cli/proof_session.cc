@@ -8,7 +8,6 @@
 #include "cli/client_store.h"
 #include "core/io.h"
 #include "core/unique_fd.h"
-#include "proof/boundary_facts.h"
 
 namespace rf::cli {
 
@@ -32,15 +31,8 @@ void ProofSession::join() {
 }
 
 void ProofSession::start_report(Sandbox& sandbox) {
-  thread_ = std::thread([this, &sandbox] {
-    auto facts = proof::gather_boundary_facts(sandbox);
-    if (!facts) {
-      report_ = Result<proof::Recorded>(facts.take_error());
-      return;
-    }
-    const auto bounds = proof::judge_bounds(*facts);
-    report_ = log_.record_report(proof::report_statement(*facts, bounds), proof::EventContext{});
-  });
+  thread_ = std::thread(
+      [this, &sandbox] { report_ = log_.record_sandbox_report(sandbox, proof::EventContext{}); });
 }
 
 Result<nlohmann::json> ProofSession::receipt(proof::CallRecord call) {
@@ -69,20 +61,12 @@ Result<nlohmann::json> wait_for_call_receipt(store::Store& store, const std::str
                                              int64_t call_id, std::chrono::milliseconds within) {
   auto key = proof::SigningKey::load(state_dir);
   if (!key) return key.take_error();
+  proof::ProofLog log(store, *key, proof::default_origin());
   const auto deadline = std::chrono::steady_clock::now() + within;
-  int64_t after = 0;
   for (;;) {
-    store::AuditFilter filter;
-    filter.after_seq = after;
-    filter.limit = 10000;
-    auto events = store::AuditLog(store).list(filter);
-    if (!events) return events.take_error();
-    for (const auto& e : *events) {
-      after = e.seq;
-      if (e.kind == "proof.receipt" && e.call_id && *e.call_id == call_id) {
-        return proof::ProofLog(store, *key, proof::default_origin()).bundle_for_receipt(e.seq);
-      }
-    }
+    auto found = log.receipt_of_call(call_id);
+    if (!found) return found.take_error();
+    if (*found) return log.bundle_for_receipt(**found);
     if (std::chrono::steady_clock::now() >= deadline) {
       return make_error("receipt of call " + std::to_string(call_id),
                         "the worker filed none within " + std::to_string(within.count() / 1000) +

@@ -399,11 +399,9 @@ std::string_view to_string(BoundStatus s) {
 std::vector<Bound> judge_bounds(const BoundaryFacts& in) {
   // What the self-probe printed came out of the sandbox: anything of the
   // wrong shape is dropped, and the bounds it feeds are unknown.
-  BoundaryFacts f = in;
-  if (!f.inside.is_object()) f.inside = nlohmann::json::object();
   std::vector<Bound> out;
   try {
-    judge_all(f, out);
+    judge_all(in, out);
   } catch (const nlohmann::json::exception& e) {
     BoundaryFacts blind = in;
     blind.inside = nlohmann::json::object();

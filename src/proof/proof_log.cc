@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "core/base64.h"
+#include "proof/boundary_facts.h"
 #include "proof/checkpoint.h"
 #include "proof/merkle.h"
 
@@ -30,6 +31,15 @@ json hex_list(const std::vector<std::string>& hashes) {
   json out = json::array();
   for (const auto& h : hashes) out.push_back(to_hex(h));
   return out;
+}
+
+// An event, its place in the tree of the first `size` leaves, and its audit path.
+json proven_entry(const std::vector<std::string>& leaves, uint64_t size,
+                  const store::AuditEvent& e) {
+  const uint64_t index = static_cast<uint64_t>(e.seq - 1);
+  return json{{"event", event_json(e)},
+              {"index", index},
+              {"inclusion", hex_list(inclusion_proof(leaves, index, size))}};
 }
 
 }  // namespace
@@ -135,12 +145,7 @@ Result<json> ProofLog::bundle(int64_t receipt_seq, int64_t report_seq) {
   if (!l.ok()) return l.take_error();
   const uint64_t size = l->size();
   const std::string note = sign_checkpoint({origin_, size, tree_root(*l, size)}, key_);
-  auto entry = [&](const store::AuditEvent& e) {
-    const uint64_t index = static_cast<uint64_t>(e.seq - 1);
-    return json{{"event", event_json(e)},
-                {"index", index},
-                {"inclusion", hex_list(inclusion_proof(*l, index, size))}};
-  };
+  auto entry = [&](const store::AuditEvent& e) { return proven_entry(*l, size, e); };
   auto envelope_of = [](const store::AuditEvent& e) {
     return json::parse(e.detail_json, nullptr, false).value("envelope", json::object());
   };
@@ -155,17 +160,33 @@ Result<json> ProofLog::bundle(int64_t receipt_seq, int64_t report_seq) {
                 {"report_entry", entry(*report)}}}};
 }
 
+Result<std::optional<int64_t>> ProofLog::receipt_of_call(int64_t call_id) {
+  store::AuditFilter f;
+  f.kind = "proof.receipt";
+  f.call_id = call_id;
+  f.limit = 1;
+  auto events = store::AuditLog(store_).list(f);
+  if (!events.ok()) return events.take_error();
+  if (events->empty()) return std::optional<int64_t>();
+  return std::optional<int64_t>(events->front().seq);
+}
+
+Result<Recorded> ProofLog::record_sandbox_report(Sandbox& sandbox, const EventContext& ctx) {
+  auto facts = gather_boundary_facts(sandbox);
+  if (!facts.ok()) return facts.take_error();
+  return record_report(report_statement(*facts, judge_bounds(*facts)), ctx);
+}
+
 Result<json> ProofLog::inclusion(int64_t seq) {
   auto event = store::AuditLog(store_).get(seq);
   if (!event.ok()) return event.take_error();
   auto l = leaves(store_, 0);
   if (!l.ok()) return l.take_error();
-  const uint64_t size = l->size(), index = static_cast<uint64_t>(seq - 1);
-  return json{{"checkpoint", sign_checkpoint({origin_, size, tree_root(*l, size)}, key_)},
-              {"size", size},
-              {"index", index},
-              {"event", event_json(*event)},
-              {"inclusion", hex_list(inclusion_proof(*l, index, size))}};
+  const uint64_t size = l->size();
+  json out = proven_entry(*l, size, *event);
+  out["checkpoint"] = sign_checkpoint({origin_, size, tree_root(*l, size)}, key_);
+  out["size"] = size;
+  return out;
 }
 
 Result<json> ProofLog::consistency(uint64_t from, uint64_t to) {

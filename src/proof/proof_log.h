@@ -18,6 +18,7 @@
 #include "proof/dsse.h"
 #include "proof/receipt.h"
 #include "proof/signing_key.h"
+#include "sandbox/sandbox.h"
 #include "store/audit_log.h"
 
 namespace rf::proof {
@@ -57,6 +58,10 @@ class ProofLog {
   Result<nlohmann::json> bundle(int64_t receipt_seq, int64_t report_seq);
   // The same, found from a receipt's event seq (the report's is in its detail).
   Result<nlohmann::json> bundle_for_receipt(int64_t receipt_seq);
+  // The seq of call `call_id`'s receipt event; nullopt while it has none.
+  Result<std::optional<int64_t>> receipt_of_call(int64_t call_id);
+  // Gathers, judges, signs and files `sandbox`'s boundary report.
+  Result<Recorded> record_sandbox_report(Sandbox& sandbox, const EventContext& ctx);
   // {"checkpoint", "size", "index", "event", "inclusion": [hex...]}: event
   // `seq` in the log as it is now, with a new checkpoint.
   Result<nlohmann::json> inclusion(int64_t seq);

@@ -13,6 +13,29 @@ std::string argv_sha256(const std::vector<std::string>& argv) {
   return s.hex();
 }
 
+CallRecord finished_call(const Sandbox& sandbox, const std::vector<std::string>& argv,
+                         const ExecResult& result, const DigestingSink& delivered,
+                         int64_t started_ms, int64_t ended_ms) {
+  CallRecord r;
+  r.sandbox = sandbox.id();
+  r.argv = argv;
+  r.stdout_sha256 = delivered.stdout_digest().hex();
+  r.stdout_bytes = delivered.stdout_digest().bytes();
+  r.stderr_sha256 = delivered.stderr_digest().hex();
+  r.stderr_bytes = delivered.stderr_digest().bytes();
+  r.exit_code = result.exit_code;
+  r.signal = result.signal;
+  r.timed_out = result.timed_out;
+  r.oom_killed = result.oom_killed;
+  r.output_truncated = result.output_truncated;
+  r.limit = result.limit;
+  const SandboxSpec& spec = sandbox.spec();
+  r.egress = {{"policy", std::string(to_string(spec.network))}, {"allow", spec.allow}};
+  r.started_ms = started_ms;
+  r.ended_ms = ended_ms;
+  return r;
+}
+
 nlohmann::json receipt_statement(const CallRecord& r) {
   using json = nlohmann::json;
   json predicate = {{"call", r.call},

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "proof/digest.h"
+#include "proof/output_digest.h"
+#include "sandbox/sandbox.h"
 
 namespace rf::proof {
 
@@ -32,6 +34,13 @@ struct CallRecord {
   nlohmann::json egress = nlohmann::json::object();
   int64_t started_ms = 0, ended_ms = 0;
 };
+
+// The record of a finished call as every caller makes it: its sandbox, argv,
+// how it ended, its output's digests as delivered, its sandbox's egress
+// policy, its times. The caller adds its id and its stdin's digest.
+CallRecord finished_call(const Sandbox& sandbox, const std::vector<std::string>& argv,
+                         const ExecResult& result, const DigestingSink& delivered,
+                         int64_t started_ms, int64_t ended_ms);
 
 // SHA-256 (hex) of the argv: each argument followed by a NUL byte.
 std::string argv_sha256(const std::vector<std::string>& argv);

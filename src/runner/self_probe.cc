@@ -129,23 +129,23 @@ json interfaces() {
 // mounted (docker mounts one with a cgroup namespace; native mounts none, and
 // the host reads the files itself).
 json cgroup_files() {
+  // v2 files at the top, then v1's, each under its controller: named without it.
+  static const char* kFiles[] = {"memory.max",
+                                 "memory.swap.max",
+                                 "pids.max",
+                                 "cpu.max",
+                                 "memory/memory.limit_in_bytes",
+                                 "pids/pids.max",
+                                 "cpu/cpu.cfs_quota_us",
+                                 "cpu/cpu.cfs_period_us"};
   json out = json::object();
-  for (const char* f : {"memory.max", "memory.swap.max", "pids.max", "cpu.max"}) {
-    const std::string path = std::string("/sys/fs/cgroup/") + f;
-    if (auto text = rf::read_file(path)) {
-      std::string v = *text;
-      while (!v.empty() && v.back() == '\n') v.pop_back();
-      out[f] = v;
-    }
-  }
-  for (const char* f : {"memory/memory.limit_in_bytes", "pids/pids.max", "cpu/cpu.cfs_quota_us",
-                        "cpu/cpu.cfs_period_us"}) {
-    const std::string path = std::string("/sys/fs/cgroup/") + f;
-    if (auto text = rf::read_file(path)) {
-      std::string v = *text;
-      while (!v.empty() && v.back() == '\n') v.pop_back();
-      out[std::strchr(f, '/') + 1] = v;
-    }
+  for (const char* f : kFiles) {
+    auto text = rf::read_file(std::string("/sys/fs/cgroup/") + f);
+    if (!text) continue;
+    std::string v = *text;
+    while (!v.empty() && v.back() == '\n') v.pop_back();
+    const char* slash = std::strchr(f, '/');
+    out[slash != nullptr ? slash + 1 : f] = v;
   }
   return out;
 }
@@ -196,6 +196,15 @@ struct Attack {
 
 int result_of(long rc) { return rc < 0 ? errno : 0; }
 
+// Creates (and removes again) a file at `path`: 0 when it could, else errno.
+int create_file(const char* path) {
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  ::close(fd);
+  ::unlink(path);
+  return 0;
+}
+
 std::vector<Attack> attacks() {
   return {
       {"mount", "mount a tmpfs over /tmp",
@@ -207,27 +216,8 @@ std::vector<Attack> attacks() {
       {"unshare_user", "unshare(CLONE_NEWUSER): a user namespace of its own",
        [] { return result_of(::unshare(CLONE_NEWUSER)); }},
       {"setuid_root", "setuid(0)", [] { return result_of(::setuid(0)); }},
-      {"write_root", "create a file in /",
-       [] {
-         const int fd = ::open("/.rf-self-probe", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-         if (fd >= 0) {
-           ::close(fd);
-           ::unlink("/.rf-self-probe");
-           return 0;
-         }
-         return errno;
-       }},
-      {"write_usr", "create a file in /usr",
-       [] {
-         const int fd =
-             ::open("/usr/.rf-self-probe", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-         if (fd >= 0) {
-           ::close(fd);
-           ::unlink("/usr/.rf-self-probe");
-           return 0;
-         }
-         return errno;
-       }},
+      {"write_root", "create a file in /", [] { return create_file("/.rf-self-probe"); }},
+      {"write_usr", "create a file in /usr", [] { return create_file("/usr/.rf-self-probe"); }},
       {"sysrq", "open /proc/sysrq-trigger for writing",
        [] {
          const int fd = ::open("/proc/sysrq-trigger", O_WRONLY | O_CLOEXEC);

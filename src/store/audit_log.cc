@@ -132,9 +132,10 @@ Result<std::vector<AuditEvent>> AuditLog::list(const AuditFilter& f) {
                          "SELECT " + std::string(kColumns) +
                              " FROM audit_events WHERE seq > ?1 "
                              "AND (?2 = '' OR run_id = ?2) AND (?3 = '' OR project_id = ?3) "
+                             "AND (?5 = '' OR kind = ?5) AND (?6 = 0 OR call_id = ?6) "
                              "ORDER BY seq LIMIT ?4",
                          f.after_seq, f.run_id.value_or(""), f.project_id.value_or(""),
-                         int64_t{f.limit}));
+                         int64_t{f.limit}, f.kind.value_or(""), f.call_id.value_or(0)));
   });
 }
 

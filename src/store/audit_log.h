@@ -41,6 +41,8 @@ struct AuditEvent {
 struct AuditFilter {
   std::optional<std::string> run_id;
   std::optional<std::string> project_id;
+  std::optional<std::string> kind;
+  std::optional<int64_t> call_id;
   int64_t after_seq = 0;
   int limit = 1000;
 };

@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "proof/boundary_facts.h"
-
 namespace rf::worker {
 
 ProofRecorder::ProofRecorder(store::Store& store, proof::SigningKey key, std::string actor)
@@ -47,20 +45,13 @@ void ProofRecorder::make_report(const std::shared_ptr<Sandbox>& sandbox,
                                 const proof::EventContext& ctx) {
   Report r;
   r.done = true;
-  auto facts = proof::gather_boundary_facts(*sandbox);
-  if (!facts) {
-    r.error = facts.error().to_string();
-    spdlog::warn("sandbox {}: no boundary report: {}", sandbox->id(), r.error);
+  auto recorded = log_.record_sandbox_report(*sandbox, ctx);
+  if (recorded) {
+    r.sha256 = recorded->sha256;
+    r.seq = recorded->seq;
   } else {
-    auto recorded =
-        log_.record_report(proof::report_statement(*facts, proof::judge_bounds(*facts)), ctx);
-    if (recorded) {
-      r.sha256 = recorded->sha256;
-      r.seq = recorded->seq;
-    } else {
-      r.error = recorded.error().to_string();
-      spdlog::warn("sandbox {}: boundary report not filed: {}", sandbox->id(), r.error);
-    }
+    r.error = recorded.error().to_string();
+    spdlog::warn("sandbox {}: no boundary report: {}", sandbox->id(), r.error);
   }
   std::lock_guard lock(mu_);
   reports_[sandbox->id()] = std::move(r);

@@ -408,26 +408,11 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
       return store_->finish_call(claimed.id, id_, result->exit_code, clean(j.dump()), rest);
     });
     if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
-    proof::CallRecord rec;
+    proof::CallRecord rec =
+        proof::finished_call(*lease->sandbox, c.argv, *result, delivered, started_ms, ended_ms);
     rec.call = std::to_string(claimed.id);
-    rec.sandbox = sandbox_id;
-    rec.argv = c.argv;
     rec.stdin_sha256 = proof::sha256_hex(c.stdin_bytes);
     rec.stdin_bytes = c.stdin_bytes.size();
-    rec.stdout_sha256 = delivered.stdout_digest().hex();
-    rec.stdout_bytes = delivered.stdout_digest().bytes();
-    rec.stderr_sha256 = delivered.stderr_digest().hex();
-    rec.stderr_bytes = delivered.stderr_digest().bytes();
-    rec.exit_code = result->exit_code;
-    rec.signal = result->signal;
-    rec.timed_out = result->timed_out;
-    rec.oom_killed = result->oom_killed;
-    rec.output_truncated = result->output_truncated;
-    rec.limit = result->limit;
-    const SandboxSpec& spec = lease->sandbox->spec();
-    rec.egress = {{"policy", std::string(to_string(spec.network))}, {"allow", spec.allow}};
-    rec.started_ms = started_ms;
-    rec.ended_ms = ended_ms;
     proof_ctx.call_id = claimed.id;
     proof_->call_finished(sandbox_id, std::move(rec), proof_ctx);
   }
