@@ -84,7 +84,11 @@ std::string or_none(const std::string& value) { return value.empty() ? "(none)" 
 
 template <class T>
 std::string line(std::string_view key, const std::string& value, const Resolved<T>& r) {
-  return std::string(key) + ": " + value + " (" + r.source + ")";
+  // Appended piecewise: GCC 12's -Warray-bounds misfires on the chained
+  // operator+ form when inlined under -fsanitize=thread.
+  std::string out(key);
+  out.append(": ").append(value).append(" (").append(r.source).append(")");
+  return out;
 }
 
 // validate_spec's field names, mapped back to the settings they came from.
