@@ -22,11 +22,6 @@ struct ApprovalFlags {
   bool json = false;
 };
 
-int fail(const std::string& what, int code) {
-  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
-  return code;
-}
-
 // Who answers: --as, else $USER, else the account's name.
 std::string who(const ApprovalFlags& f) {
   if (!f.as.empty()) return f.as;

@@ -32,11 +32,6 @@ struct AuditFlags {
   bool json = false;
 };
 
-int fail(const std::string& what, int code) {
-  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
-  return code;
-}
-
 std::string iso_time(int64_t ms) {
   const std::time_t secs = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};

@@ -48,11 +48,6 @@ Result<std::unique_ptr<store::Store>> open_store(const ClientFlags& f) {
   return store::Store::open(worker::store_path(state_dir_of(f)));
 }
 
-int fail(const std::string& what, int code) {
-  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
-  return code;
-}
-
 int run_call(const ClientFlags& f) {
   auto timeout = parse_duration(f.timeout);
   if (!timeout) return fail("--timeout: " + timeout.error().to_string(), kExitUsage);

@@ -24,11 +24,6 @@ struct IdentityFlags {
   bool json = false, explain = false;
 };
 
-int fail(const std::string& what, int code) {
-  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
-  return code;
-}
-
 constexpr const char* kEntryForms =
     "expected KEY=secret:SECRET, KEY=jit:SECRET, KEY=gateway:SECRET,OPTIONS, "
     "KEY=proxy:SECRET,host=HOST[,...] or KEY=value:TEXT";

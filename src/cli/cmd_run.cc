@@ -19,11 +19,6 @@ struct RunFlags {
   bool json = false, follow = false;
 };
 
-int fail(const std::string& what, int code) {
-  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
-  return code;
-}
-
 Result<std::unique_ptr<store::Store>> open_store(const RunFlags& f) {
   return open_client_store(state_dir_or_default(f.state_dir));
 }

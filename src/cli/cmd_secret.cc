@@ -18,11 +18,6 @@ struct SecretFlags {
   bool hard = false, json = false;
 };
 
-int fail(const std::string& what, int code) {
-  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
-  return code;
-}
-
 // All of stdin, less one trailing newline ("echo value | ringfence secret set").
 Result<identity::SecretValue> read_value_from_stdin() {
   if (::isatty(STDIN_FILENO)) {

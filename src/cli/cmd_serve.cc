@@ -24,11 +24,6 @@ namespace {
 
 using json = nlohmann::json;
 
-int fail(const std::string& what, int code) {
-  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
-  return code;
-}
-
 void audit(store::Store& st, const std::string& kind, const store::TokenRow& t) {
   store::AuditEvent e;
   e.kind = kind;

@@ -14,16 +14,11 @@ namespace {
 
 using nlohmann::json;
 
-struct RunFlags {
+struct WorkflowRunFlags {
   std::string file, project, user, run_id, state_dir, environment = "development";
   std::vector<std::string> inputs;
   bool follow = false, detach = false, json = false;
 };
-
-int fail(const std::string& what, int code) {
-  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
-  return code;
-}
 
 // --input k=v, typed as the workflow declares k; defaults fill the rest.
 Result<json> read_inputs(const workflow::WorkflowDef& def, const std::vector<std::string>& given) {
@@ -67,7 +62,7 @@ Result<json> read_inputs(const workflow::WorkflowDef& def, const std::vector<std
   return out;
 }
 
-int run_workflow(const RunFlags& f) {
+int run_workflow(const WorkflowRunFlags& f) {
   auto def = workflow::load_workflow_file(f.file);
   if (!def) {
     std::fprintf(stderr, "%s\n", def.error().to_string().c_str());
@@ -142,7 +137,7 @@ void add_workflow_commands(CLI::App* wf, CommandResult* result) {
   validate->add_option("file", *file, "The workflow (YAML or JSON)")->required();
   validate->callback([result, file] { result->exit_code = run_validate(*file); });
 
-  auto f = std::make_shared<RunFlags>();
+  auto f = std::make_shared<WorkflowRunFlags>();
   auto* run = wf->add_subcommand("run", "Run a workflow on the workers and wait for its end");
   run->add_option("file", f->file, "The workflow (YAML or JSON)")->required();
   run->add_option("--project", f->project, "Project")->required();

@@ -14,6 +14,9 @@ inline constexpr int kExitUsage = 2;
 inline constexpr int kExitWaitTimeout = 124;
 inline constexpr int kExitRuntime = 125;
 
+// Prints "ringfence: WHAT" to stderr and returns CODE: a command's failure.
+int fail(const std::string& what, int code);
+
 struct CommandResult {
   int exit_code = 0;
   // What followed the first "--" on the command line: the command of `sandbox

@@ -1,3 +1,5 @@
+#include <cstdio>
+
 #include "cli/commands.h"
 
 namespace rf::cli {
@@ -27,6 +29,11 @@ std::span<const TopCommand> top_commands() {
       {"mcp", "The MCP server on stdio, for agents: mcp --project P", add_mcp_command},
   };
   return kCommands;
+}
+
+int fail(const std::string& what, int code) {
+  std::fprintf(stderr, "ringfence: %s\n", what.c_str());
+  return code;
 }
 
 }  // namespace rf::cli

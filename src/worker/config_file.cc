@@ -44,11 +44,8 @@ std::string describe(const YAML::Node& node) {
 }
 
 template <class T>
-using Parser = Result<T> (*)(std::string_view);
-
-template <class T>
-Status set_scalar(const YAML::Node& v, const Loc& loc, const std::string& what, Parser<T> parse,
-                  Maybe<T>* out) {
+Status set_scalar(const YAML::Node& v, const Loc& loc, const std::string& what,
+                  SettingParser<T> parse, Maybe<T>* out) {
   if (!v.IsScalar()) return make_error(loc.where(), "expected " + what + ", got " + describe(v));
   auto value = parse(v.Scalar());
   if (!value) return make_error(loc.where(), value.error().message);
@@ -108,15 +105,16 @@ Status set_backends(const YAML::Node& v, const Loc& loc, Maybe<std::vector<Backe
   return ok_status();
 }
 
-using Apply = std::function<Status(const YAML::Node&, const Loc&, SettingsLayer*)>;
+using SetFromYaml = std::function<Status(const YAML::Node&, const Loc&, SettingsLayer*)>;
 
 struct Field {
   std::string name;
-  Apply apply;
+  SetFromYaml apply;
 };
 
 template <class T>
-Field field(std::string name, std::string what, Parser<T> parse, Maybe<T> SettingsLayer::*member) {
+Field field(std::string name, std::string what, SettingParser<T> parse,
+            Maybe<T> SettingsLayer::*member) {
   return {std::move(name), [=](const YAML::Node& v, const Loc& loc, SettingsLayer* layer) {
             return set_scalar(v, loc, what, parse, &(layer->*member));
           }};

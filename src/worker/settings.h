@@ -131,6 +131,11 @@ Status validate_settings(const WorkerSettings& settings);
 // Value parsers shared by the flag and config layers. Errors carry only a
 // message (empty `where`) such as `expected a size such as 512m, got "lots"`;
 // the caller prefixes the flag or file:line: key.
+// The shape of every parse_ function below; the config file and the flags
+// both take one per setting.
+template <class T>
+using SettingParser = Result<T> (*)(std::string_view);
+
 Result<SandboxMode> parse_sandbox_mode(std::string_view text);
 Result<ProjectEnvironment> parse_project_environment(std::string_view text);
 Result<BackendKind> parse_backend(std::string_view text);

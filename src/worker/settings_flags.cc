@@ -9,21 +9,19 @@
 namespace rf::worker {
 namespace {
 
-using Apply =
+using SetFromFlag =
     std::function<Status(std::string_view text, const std::string& source, SettingsLayer*)>;
 
 struct FlagDef {
   std::string flag;
   std::string help;
-  Apply apply;
+  SetFromFlag apply;
   bool list = false;  // comma-separated, and repeatable (the CLI joins repeats with ',')
 };
 
 template <class T>
-using Parser = Result<T> (*)(std::string_view);
-
-template <class T>
-FlagDef def(std::string flag, std::string help, Parser<T> parse, Maybe<T> SettingsLayer::*member) {
+FlagDef def(std::string flag, std::string help, SettingParser<T> parse,
+            Maybe<T> SettingsLayer::*member) {
   return {std::move(flag), std::move(help),
           [=](std::string_view text, const std::string& source, SettingsLayer* layer) -> Status {
             auto value = parse(text);

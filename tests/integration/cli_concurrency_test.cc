@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/unique_fd.h"
+#include "support/fd_read.h"
 
 #ifndef RF_CLI_CONCURRENCY_RUNS
 #define RF_CLI_CONCURRENCY_RUNS 2000
@@ -50,7 +51,7 @@ const char* name_of(Stdin s) {
 
 // One `ringfence` process: its stdin as `kind` says, stdout and stderr into
 // memory files read when it has exited.
-struct Cli {
+struct StartedCli {
   pid_t pid = -1;
   UniqueFd pidfd;
   UniqueFd keep;  // the pipe's write end or the pty's master, held until it exits
@@ -76,8 +77,9 @@ std::string read_memfd(int fd) {
 
 // Starts `ringfence ARGS`. Every fd of ours is close-on-exec, so a child holds
 // no other child's pipe open. `input` is written to a closing pipe first.
-Cli start_cli(const std::vector<std::string>& args, Stdin kind, const std::string& input = "") {
-  Cli c;
+StartedCli start_cli(const std::vector<std::string>& args, Stdin kind,
+                     const std::string& input = "") {
+  StartedCli c;
   c.kind = kind;
   c.out = UniqueFd(::memfd_create("cli-out", MFD_CLOEXEC));
   c.err = UniqueFd(::memfd_create("cli-err", MFD_CLOEXEC));
@@ -130,7 +132,7 @@ Cli start_cli(const std::vector<std::string>& args, Stdin kind, const std::strin
 }
 
 // Reaps `c`, which has exited (its pidfd is readable).
-Ended reap(Cli& c) {
+Ended reap(StartedCli& c) {
   Ended e;
   while (::waitpid(c.pid, &e.status, 0) < 0 && errno == EINTR) {
   }
@@ -141,7 +143,7 @@ Ended reap(Cli& c) {
 }
 
 // Waits for `c` to exit; a CLI that has not after `limit` is killed and fails the test.
-Ended wait_cli(Cli& c, seconds limit = seconds(60)) {
+Ended wait_cli(StartedCli& c, seconds limit = seconds(60)) {
   pollfd p{c.pidfd.get(), POLLIN, 0};
   const int r = ::poll(&p, 1, static_cast<int>(limit.count() * 1000));
   EXPECT_EQ(r, 1) << c.what << " still runs after " << limit.count() << " s";
@@ -174,7 +176,7 @@ TEST_F(CliConcurrency, ThousandsOfRunsEightAtATimeNeverCrashAndExitRight) {
   const Stdin kinds[] = {Stdin::kDevNull, Stdin::kClosingPipe, Stdin::kOpenPipe, Stdin::kPty};
   int started = 0, done = 0, crashed = 0, wrong = 0;
   std::vector<std::string> failures;  // the first few, in full
-  std::vector<Cli> running;
+  std::vector<StartedCli> running;
   while (done < kRuns) {
     while (started < kRuns && running.size() < kAtOnce) {
       const Stdin kind = kinds[started % 4];
@@ -185,7 +187,7 @@ TEST_F(CliConcurrency, ThousandsOfRunsEightAtATimeNeverCrashAndExitRight) {
       } else {
         args.push_back("true");
       }
-      Cli c = start_cli(args, kind, "stdin that nobody reads\n");
+      StartedCli c = start_cli(args, kind, "stdin that nobody reads\n");
       ASSERT_GT(c.pid, 0);
       c.expect = fails ? 3 : 0;
       running.push_back(std::move(c));
@@ -202,7 +204,7 @@ TEST_F(CliConcurrency, ThousandsOfRunsEightAtATimeNeverCrashAndExitRight) {
     }
     for (size_t i = running.size(); i-- > 0;) {
       if (fds[i].revents == 0) continue;
-      Cli& c = running[i];
+      StartedCli& c = running[i];
       const Ended e = reap(c);
       ++done;
       const bool exited_right = WIFEXITED(e.status) && WEXITSTATUS(e.status) == c.expect;
@@ -227,7 +229,7 @@ TEST_F(CliConcurrency, ThousandsOfRunsEightAtATimeNeverCrashAndExitRight) {
 TEST_F(CliConcurrency, StdinReachesTheCommandAndItsEofEndsIt) {
   std::string input;
   for (int i = 0; i < 20000; ++i) input += "line " + std::to_string(i) + "\n";  // > a pipe's buffer
-  Cli c = start_cli({"sandbox", "exec", "--", "sh", "-c", "cat; exit 4"}, Stdin::kOpenPipe);
+  StartedCli c = start_cli({"sandbox", "exec", "--", "sh", "-c", "cat; exit 4"}, Stdin::kOpenPipe);
   ASSERT_GT(c.pid, 0);
   // Written while it runs, then closed: cat ends only at our EOF.
   std::string_view rest = input;
@@ -245,9 +247,9 @@ TEST_F(CliConcurrency, StdinReachesTheCommandAndItsEofEndsIt) {
 
 // SIGTERM to the CLI goes to the command, which traps it and exits 7.
 TEST_F(CliConcurrency, ASignalToTheCliReachesTheCommand) {
-  Cli c = start_cli({"sandbox", "exec", "--timeout", "60s", "--", "sh", "-c",
-                     "trap 'exit 7' TERM; echo ready; while :; do sleep 0.05; done"},
-                    Stdin::kOpenPipe);
+  StartedCli c = start_cli({"sandbox", "exec", "--timeout", "60s", "--", "sh", "-c",
+                            "trap 'exit 7' TERM; echo ready; while :; do sleep 0.05; done"},
+                           Stdin::kOpenPipe);
   ASSERT_GT(c.pid, 0);
   // Wait for "ready" in its stdout file before signalling.
   const auto until = Clock::now() + seconds(30);
@@ -259,21 +261,6 @@ TEST_F(CliConcurrency, ASignalToTheCliReachesTheCommand) {
   ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
   const Ended e = wait_cli(c);
   EXPECT_EQ(describe(e.status), "exit 7") << e.err;
-}
-
-// Reads from `fd` until `want` appears or 20 s pass; returns all that was read.
-std::string read_until(int fd, const std::string& want) {
-  std::string seen;
-  const auto end = Clock::now() + seconds(20);
-  while (seen.find(want) == std::string::npos && Clock::now() < end) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    seen.append(buf, static_cast<size_t>(n));
-  }
-  return seen;
 }
 
 // `sandbox shell` on a terminal: resizing ours (the kernel sends the CLI

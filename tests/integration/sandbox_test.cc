@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "integration/harness.h"
+#include "support/fd_read.h"
 
 namespace rf::testing {
 namespace {
@@ -334,21 +335,6 @@ TEST_F(SandboxExec, CliNotFoundExits127) {
 
 namespace rf::testing {
 namespace {
-
-// Reads from `fd` until `want` appears or 10 s pass; returns all that was read.
-std::string read_until(int fd, const std::string& want) {
-  std::string seen;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (seen.find(want) == std::string::npos && std::chrono::steady_clock::now() < end) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    seen.append(buf, static_cast<size_t>(n));
-  }
-  return seen;
-}
 
 TEST_F(SandboxExec, CliShellRunsOnAPtyOfItsOwn) {
   int master = -1;
