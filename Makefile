@@ -2,14 +2,17 @@
 #   make demo   set up, build, and show untrusted code running contained
 #   make test   set up, build, and run every test (what CI runs)
 BUILD ?= build
-ASAN_BUILD ?= build-asan
+# One clang tree for the ASAN/UBSAN tests and the fuzzers (asan-test, fuzz).
+ASAN_BUILD ?= build-asan-fuzz
 TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
+# Each phase of `make test` says when it ended: CI's log shows where the time goes.
+DONE = echo "== make $@: done at $$(date -u +%T)"
 # Unity builds (CMakeLists.txt: RF_UNITY): a clean build in a fraction of the
 # time; UNITY=OFF for a developer's tree where one file changes at a time.
 UNITY ?= ON
 
-.PHONY: all deps agents build demo demo-workflow test unit-test sandbox-test workflow-test asan-test tsan-test bench fuzz format clean
+.PHONY: all deps agents build demo demo-workflow test unit-test sandbox-test workflow-test asan-configure asan-test tsan-test bench fuzz format clean
 
 all: build
 
@@ -19,6 +22,7 @@ deps:
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRF_UNITY=$(UNITY) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
+	@$(DONE)
 
 demo: build
 	./scripts/demo.sh $(BUILD)
@@ -27,6 +31,7 @@ demo: build
 # in agents/npm, from the npm registry.
 agents: deps
 	./scripts/install-agents.sh
+	@$(DONE)
 
 # The portfolio workflow end to end: fake model, git server, worker, Claude Code.
 demo-workflow: build agents
@@ -40,6 +45,7 @@ demo-workflow: build agents
 test: build agents asan-test tsan-test fuzz
 	./scripts/run-gtest-shards.sh $(BUILD)/tests/rf_unit_tests 2 900
 	ctest --test-dir $(BUILD) --output-on-failure -j 2 --timeout 300 -LE '^unit$$'
+	@$(DONE)
 
 
 # ctest labels are the test folders: unit, integration, security, docker, proxy, identity, workflow.
@@ -52,12 +58,18 @@ sandbox-test: build
 workflow-test: build agents
 	ctest --test-dir $(BUILD) --output-on-failure -L workflow
 
-asan-test: deps
-	cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DRF_UNITY=$(UNITY) \
-	  -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 >/dev/null
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_identity_tests
+# The unit and identity tests under ASAN/UBSAN, and the fuzzers, are built in
+# one clang tree, so the libraries are compiled once for both: instrumented for
+# libFuzzer's coverage, whose callbacks ASAN's runtime answers in the tests.
+asan-configure: deps
+	CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) -DRF_SANITIZE=ON -DRF_FUZZ=ON -DRF_BENCH=OFF \
+	  -DCMAKE_BUILD_TYPE=Debug -DRF_UNITY=$(UNITY) "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" "-DCMAKE_C_FLAGS_DEBUG=-O1 -g1" >/dev/null
+
+asan-test: asan-configure
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_unit_tests rf_identity_tests rf_fuzzers
 	./scripts/run-gtest-shards.sh $(ASAN_BUILD)/tests/rf_unit_tests 2 1800
 	./scripts/run-gtest-shards.sh $(ASAN_BUILD)/tests/rf_identity_tests 2 900
+	@$(DONE)
 
 # The tests labelled tsan (tests/CMakeLists.txt): unit, local, proxy, and the
 # sandbox tests of the CLI, worker, fallback, pool and proxy, and the workflow
@@ -71,13 +83,14 @@ tsan-test: deps
 	  RF_SHARD_WRAPPER="setarch $$(uname -m) -R" TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1" \
 	    ./scripts/run-gtest-shards.sh $(TSAN_BUILD)/tests/$$t 2 1800 || exit 1; done
 	ctest --test-dir $(TSAN_BUILD) --output-on-failure -L tsan -LE '^(unit|proxy|identity)$$' -j 2 --timeout 300
+	@$(DONE)
 
 # Each fuzzer for a short while; longer runs: make fuzz FUZZ_SECONDS=600
 FUZZ_SECONDS ?= 30
-fuzz: deps
-	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DRF_FUZZ=ON -DRF_TESTS=OFF -DRF_BENCH=OFF -DRF_UNITY=$(UNITY) >/dev/null
-	cmake --build build-fuzz -j $(JOBS) --target rf_fuzzers
-	./scripts/run-fuzzers.sh build-fuzz $(FUZZ_SECONDS)
+fuzz: asan-configure
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_fuzzers
+	./scripts/run-fuzzers.sh $(ASAN_BUILD) $(FUZZ_SECONDS)
+	@$(DONE)
 
 bench: build
 	./$(BUILD)/bench/rf_bench
@@ -86,4 +99,4 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
