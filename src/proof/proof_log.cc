@@ -90,10 +90,11 @@ Result<store::AuditEvent> parse_event_json(const json& j, const std::string& whe
   return e;
 }
 
-Result<Recorded> ProofLog::record(const char* kind, const json& statement, json detail,
+Result<Recorded> ProofLog::record(const char* kind, std::string payload,
+                                  std::optional<std::string> sandbox_id, json detail,
                                   const EventContext& ctx) {
   Recorded r;
-  r.envelope = sign_envelope(key_, kInTotoPayloadType, statement.dump());
+  r.envelope = sign_envelope(key_, kInTotoPayloadType, std::move(payload));
   r.sha256 = sha256_hex(r.envelope.payload);
   detail["sha256"] = r.sha256;
   detail["envelope"] = envelope_json(r.envelope);
@@ -103,8 +104,7 @@ Result<Recorded> ProofLog::record(const char* kind, const json& statement, json 
   e.project_id = ctx.project_id;
   e.run_id = ctx.run_id;
   e.call_id = ctx.call_id;
-  if (statement.contains("predicate") && statement["predicate"].contains("sandbox"))
-    e.sandbox_id = statement["predicate"]["sandbox"].get<std::string>();
+  e.sandbox_id = std::move(sandbox_id);
   e.detail_json = detail.dump();
   auto seq = store::AuditLog(store_).append(e);
   if (!seq.ok()) return seq.take_error();
@@ -119,14 +119,16 @@ Result<Recorded> ProofLog::record_report(const json& statement, const EventConte
     detail["not_held"] = s->not_held;
     detail["unknown"] = s->unknown;
   }
-  return record("proof.report", statement, detail, ctx);
+  std::optional<std::string> sandbox;
+  if (statement.contains("predicate") && statement["predicate"].contains("sandbox"))
+    sandbox = statement["predicate"]["sandbox"].get<std::string>();
+  return record("proof.report", statement.dump(), std::move(sandbox), std::move(detail), ctx);
 }
 
-Result<Recorded> ProofLog::record_receipt(const json& statement, int64_t report_seq,
+Result<Recorded> ProofLog::record_receipt(const CallRecord& call, int64_t report_seq,
                                           const EventContext& ctx) {
-  json detail = {{"report_sha256", statement["predicate"]["report"]["sha256"]},
-                 {"report_seq", report_seq}};
-  return record("proof.receipt", statement, detail, ctx);
+  json detail = {{"report_sha256", call.report_sha256}, {"report_seq", report_seq}};
+  return record("proof.receipt", receipt_payload(call), call.sandbox, std::move(detail), ctx);
 }
 
 Result<std::string> ProofLog::checkpoint() {

@@ -49,7 +49,8 @@ class ProofLog {
   // Signs the statement and appends its event.
   Result<Recorded> record_report(const nlohmann::json& statement, const EventContext& ctx);
   // `report_seq`: the event of the sandbox's report, which the receipt names.
-  Result<Recorded> record_receipt(const nlohmann::json& statement, int64_t report_seq,
+  // Signs `call`'s receipt (its report_sha256 filled in) and appends its event.
+  Result<Recorded> record_receipt(const CallRecord& call, int64_t report_seq,
                                   const EventContext& ctx);
 
   // A checkpoint of the log as it is now (size = its last seq).
@@ -70,7 +71,9 @@ class ProofLog {
   Result<nlohmann::json> consistency(uint64_t from, uint64_t to);
 
  private:
-  Result<Recorded> record(const char* kind, const nlohmann::json& statement, nlohmann::json detail,
+  // Signs `payload` (a statement's bytes) and appends its event.
+  Result<Recorded> record(const char* kind, std::string payload,
+                          std::optional<std::string> sandbox_id, nlohmann::json detail,
                           const EventContext& ctx);
   store::Store& store_;
   const SigningKey& key_;

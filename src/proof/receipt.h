@@ -45,6 +45,11 @@ CallRecord finished_call(const Sandbox& sandbox, const std::vector<std::string>&
 // SHA-256 (hex) of the argv: each argument followed by a NUL byte.
 std::string argv_sha256(const std::vector<std::string>& argv);
 
-nlohmann::json receipt_statement(const CallRecord& r);
+// The receipt's in-toto Statement, as the bytes that are signed: the
+// predicate holds call, sandbox, report {sha256}, argv {count, sha256},
+// stdin/stdout/stderr {bytes, sha256}, exit {code, signal}, limits_hit,
+// timed_out, oom_killed, output_truncated, egress, started_at_ms and
+// ended_at_ms; the subjects are stdout and stderr by digest.
+std::string receipt_payload(const CallRecord& r);
 
 }  // namespace rf::proof

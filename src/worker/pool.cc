@@ -31,12 +31,13 @@ std::string pool_key(const SandboxSpec& s) {
          (s.tls_intercept ? "/tls_intercept" : "");
 }
 
-WarmPool::WarmPool(Backend& backend, SandboxSpec spec, size_t target, size_t max)
+WarmPool::WarmPool(Backend& backend, SandboxSpec spec, size_t target, size_t max, OnWarm on_warm)
     : backend_(backend),
       spec_(std::move(spec)),
       key_(pool_key(spec_)),
       target_(std::min(target, max)),
-      max_(max) {}
+      max_(max),
+      on_warm_(std::move(on_warm)) {}
 
 WarmPool::~WarmPool() {
   {
@@ -110,6 +111,7 @@ void WarmPool::refill_loop() {
     if (sb) {
       if (auto p = (*sb)->probe(); !p) sb = p.take_error();
     }
+    if (sb && on_warm_) on_warm_(**sb);
     lock.lock();
     if (!sb) {
       ++stats_.failed;

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,8 +32,13 @@ struct PoolStats {
 
 class WarmPool {
  public:
+  // Called on the refill thread with each new sandbox before it counts as
+  // ready, after its first round trip (the worker makes its boundary report
+  // there, so a call never waits for one).
+  using OnWarm = std::function<void(Sandbox&)>;
+
   // Keeps `target` sandboxes of `spec` ready, never more than `max`.
-  WarmPool(Backend& backend, SandboxSpec spec, size_t target, size_t max);
+  WarmPool(Backend& backend, SandboxSpec spec, size_t target, size_t max, OnWarm on_warm = nullptr);
   ~WarmPool();  // stops refilling and destroys the sandboxes still ready
   WarmPool(const WarmPool&) = delete;
   WarmPool& operator=(const WarmPool&) = delete;
@@ -58,6 +64,7 @@ class WarmPool {
   const SandboxSpec spec_;
   const std::string key_;
   const size_t target_, max_;
+  const OnWarm on_warm_;
   mutable std::mutex mu_;
   std::condition_variable cv_;        // wakes the refill thread
   std::condition_variable ready_cv_;  // wakes wait_ready

@@ -41,20 +41,25 @@ void ProofRecorder::drain() {
   idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
 }
 
-void ProofRecorder::make_report(const std::shared_ptr<Sandbox>& sandbox,
-                                const proof::EventContext& ctx) {
+void ProofRecorder::make_report(Sandbox& sandbox, const proof::EventContext& ctx) {
   Report r;
   r.done = true;
-  auto recorded = log_.record_sandbox_report(*sandbox, ctx);
+  auto recorded = log_.record_sandbox_report(sandbox, ctx);
   if (recorded) {
     r.sha256 = recorded->sha256;
     r.seq = recorded->seq;
   } else {
     r.error = recorded.error().to_string();
-    spdlog::warn("sandbox {}: no boundary report: {}", sandbox->id(), r.error);
+    spdlog::warn("sandbox {}: no boundary report: {}", sandbox.id(), r.error);
   }
   std::lock_guard lock(mu_);
-  reports_[sandbox->id()] = std::move(r);
+  reports_[sandbox.id()] = std::move(r);
+}
+
+void ProofRecorder::report_now(Sandbox& sandbox) {
+  proof::EventContext c;
+  c.actor = actor_;
+  make_report(sandbox, c);
 }
 
 void ProofRecorder::sandbox_in_use(const std::shared_ptr<Sandbox>& sandbox,
@@ -69,7 +74,7 @@ void ProofRecorder::sandbox_in_use(const std::shared_ptr<Sandbox>& sandbox,
     proof::EventContext c = ctx;
     c.actor = actor_;
     c.call_id.reset();
-    queue_.push_back([this, sandbox, c] { make_report(sandbox, c); });
+    queue_.push_back([this, sandbox, c] { make_report(*sandbox, c); });
   }
   cv_.notify_one();
 }
@@ -93,7 +98,7 @@ void ProofRecorder::call_finished(const std::string& sandbox_id, proof::CallReco
         return;
       }
       record.report_sha256 = report.sha256;
-      auto filed = log_.record_receipt(proof::receipt_statement(record), report.seq, ctx);
+      auto filed = log_.record_receipt(record, report.seq, ctx);
       if (!filed)
         spdlog::warn("call {}: receipt not filed: {}", record.call, filed.error().to_string());
     });

@@ -28,6 +28,9 @@ class ProofRecorder {
   ProofRecorder(store::Store& store, proof::SigningKey key, std::string actor);
   ~ProofRecorder();  // files what is queued, then stops
 
+  // Makes the report of a sandbox the warm pool has just started, on the
+  // caller's thread (the pool's refill), before any call can run in it.
+  void report_now(Sandbox& sandbox);
   // Starts the report of `sandbox` unless it has one (made or under way).
   void sandbox_in_use(const std::shared_ptr<Sandbox>& sandbox, const proof::EventContext& ctx);
   // Queues the receipt of a finished call in `sandbox` (its report digest is
@@ -46,7 +49,7 @@ class ProofRecorder {
     int64_t seq = 0;
   };
   void loop();
-  void make_report(const std::shared_ptr<Sandbox>& sandbox, const proof::EventContext& ctx);
+  void make_report(Sandbox& sandbox, const proof::EventContext& ctx);
 
   store::Store& store_;
   proof::SigningKey key_;

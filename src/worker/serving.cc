@@ -5,7 +5,7 @@
 namespace rf::worker {
 
 std::shared_ptr<Serving> Serving::make(Placement placement, const WorkerSettings& s,
-                                       SandboxLedger* ledger) {
+                                       SandboxLedger* ledger, WarmPool::OnWarm on_warm) {
   auto out = std::make_shared<Serving>();
   out->placement = std::move(placement);
   const SandboxMode mode = out->placement.mode;
@@ -23,7 +23,8 @@ std::shared_ptr<Serving> Serving::make(Placement placement, const WorkerSettings
   spec.labels["mode"] = to_string(mode);
   out->spec = spec;
   if ((mode == SandboxMode::kPerTool || mode == SandboxMode::kPerRun) && s.pool_target.value > 0) {
-    out->pool = std::make_unique<WarmPool>(backend, spec, s.pool_target.value, s.pool_max.value);
+    out->pool = std::make_unique<WarmPool>(backend, spec, s.pool_target.value, s.pool_max.value,
+                                           std::move(on_warm));
     out->pool->start();
   }
   out->router = std::make_unique<SandboxRouter>(mode, backend, spec, out->pool.get(),

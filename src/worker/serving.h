@@ -23,8 +23,9 @@ struct Placement {
 };
 
 struct Serving {
+  // `on_warm`: given to the warm pool (WarmPool::OnWarm).
   static std::shared_ptr<Serving> make(Placement placement, const WorkerSettings& settings,
-                                       SandboxLedger* ledger);
+                                       SandboxLedger* ledger, WarmPool::OnWarm on_warm = nullptr);
   ~Serving() { shutdown(); }
   // Destroys its sandboxes (pooled, per_run, per_worker) and stops the pool's
   // refill; the router then has nothing to lend and must not be asked.

@@ -161,7 +161,7 @@ Status Worker::init() {
   if (!proof_key) return proof_key.take_error();
   proof_ = std::make_unique<ProofRecorder>(*store_, std::move(*proof_key), "worker " + id_);
   ledger_ = std::make_unique<SandboxLedger>(*store_, id_, options_.ledger_period);
-  serving_ = Serving::make(std::move(first_placement_), s, ledger_.get());
+  serving_ = Serving::make(std::move(first_placement_), s, ledger_.get(), report_at_warm_up());
   WorkflowServices services;
   services.store = store_.get();
   services.worker_id = id_;
@@ -182,6 +182,10 @@ Status Worker::init() {
   services.resolve = std::move(*parsed);
   workflows_ = std::make_unique<WorkflowRuns>(std::move(services));
   return ok_status();
+}
+
+WarmPool::OnWarm Worker::report_at_warm_up() {
+  return [recorder = proof_.get()](Sandbox& sandbox) { recorder->report_now(sandbox); };
 }
 
 std::shared_ptr<Serving> Worker::serving() const {
@@ -231,7 +235,7 @@ void Worker::watch_health() {
                  to_string(s.backend.value), to_string(s.mode.value));
   }
   const auto pinned = pinned_project(next->mode);
-  auto replacement = Serving::make(std::move(*next), s, ledger_.get());
+  auto replacement = Serving::make(std::move(*next), s, ledger_.get(), report_at_warm_up());
   {
     std::lock_guard lock(serving_mu_);
     retired_.push_back(serving_);

@@ -90,6 +90,9 @@ class Worker {
       : options_(std::move(options)), first_placement_(std::move(placement)) {}
   Status init();
   std::shared_ptr<Serving> serving() const;
+  // The warm pool's hook: each pooled sandbox's boundary report, made as it
+  // warms up, off every call's path.
+  WarmPool::OnWarm report_at_warm_up();
   // Looks at the backend's health when creations keep failing, and while
   // fallen back, whether the configured backend and mode work again.
   void watch_health();
@@ -108,6 +111,9 @@ class Worker {
   std::string id_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<SandboxLedger> ledger_;  // before serving_, which reports to it
+  // Reports and receipts (issue 15): after store_, which it uses; before
+  // serving_, whose pool's refill thread makes reports through it.
+  std::unique_ptr<ProofRecorder> proof_;
   mutable std::mutex serving_mu_;
   std::shared_ptr<Serving> serving_;
   std::vector<std::weak_ptr<Serving>> retired_;  // replaced, still lent to calls
@@ -117,7 +123,6 @@ class Worker {
   std::unique_ptr<IdentityCalls> identity_;  // after store_: it uses it
   std::unique_ptr<JitBroker> jit_;           // after identity_: it uses it
   std::unique_ptr<WorkflowRuns> workflows_;  // after identity_ and ledger_: it uses them
-  std::unique_ptr<ProofRecorder> proof_;     // after store_: reports and receipts (issue 15)
   std::atomic<bool> claiming_{true};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> cancelling_{false};  // the grace period passed

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/base64.h"
 #include "integration/harness.h"
@@ -228,6 +229,42 @@ TEST_F(ProofCli, AWorkersCallGetsAReceiptThatVerifies) {
   const auto got = run_cli({"audit", "receipt", "1", "--state-dir", dir_, "-o", dir_ + "/1.json"});
   ASSERT_EQ(got.exit_code, 0) << got.err;
   EXPECT_EQ(verify(dir_ + "/1.json").exit_code, 0);
+  worker.signal(SIGTERM);
+  EXPECT_EQ(worker.wait(), 0) << worker.err();
+}
+
+// The seqs of the audit log's proof.report events.
+std::vector<int64_t> report_seqs(const std::string& state_dir) {
+  const auto shown = run_cli({"audit", "show", "--json", "--state-dir", state_dir});
+  std::vector<int64_t> out;
+  const json events = json::parse(shown.out, nullptr, false);
+  if (!events.is_array()) return out;
+  for (const auto& e : events)
+    if (e.value("kind", "") == "proof.report") out.push_back(e["seq"].get<int64_t>());
+  return out;
+}
+
+// A pooled sandbox's report is made as the pool warms it up: before any call
+// is even sent, so no call waits for one (issue 15's bar), and a call's
+// receipt names that report.
+TEST_F(ProofCli, APooledSandboxIsReportedBeforeAnyCallAndItsCallsReceiptNamesThatReport) {
+  Cli worker(
+      {"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run", "--pool-target", "2"});
+  std::vector<int64_t> before;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((before = report_seqs(dir_)).size() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(before.size(), 2u) << "the pool's two sandboxes were never reported";
+  const auto ran = run_cli({"call", "--state-dir", dir_, "--project", "p", "--run", "r1",
+                            "--receipt", dir_ + "/c.json", "--", "echo", "pooled"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(ran.out, "pooled\n");
+  const auto v = verify(dir_ + "/c.json");
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  const json bundle = json::parse(slurp(dir_ + "/c.json"));
+  const int64_t named = bundle["log"]["report_entry"]["event"]["seq"].get<int64_t>();
+  EXPECT_NE(std::find(before.begin(), before.end(), named), before.end())
+      << "the receipt names report " << named << ", not one made at warm-up";
   worker.signal(SIGTERM);
   EXPECT_EQ(worker.wait(), 0) << worker.err();
 }

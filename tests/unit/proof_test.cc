@@ -264,6 +264,56 @@ std::map<std::string, BoundStatus> by_name(const std::vector<Bound>& bounds) {
   return out;
 }
 
+// The receipt's statement as a json tree: what receipt_payload writes field
+// by field must be exactly its dump.
+json receipt_statement(const CallRecord& r) {
+  json predicate = {{"call", r.call},
+                    {"sandbox", r.sandbox},
+                    {"report", {{"sha256", r.report_sha256}}},
+                    {"argv", {{"sha256", argv_sha256(r.argv)}, {"count", r.argv.size()}}},
+                    {"stdin", {{"sha256", r.stdin_sha256}, {"bytes", r.stdin_bytes}}},
+                    {"stdout", {{"sha256", r.stdout_sha256}, {"bytes", r.stdout_bytes}}},
+                    {"stderr", {{"sha256", r.stderr_sha256}, {"bytes", r.stderr_bytes}}},
+                    {"exit", {{"code", r.exit_code}, {"signal", r.signal}}},
+                    {"limits_hit", r.limit.empty() ? json::array() : json::array({r.limit})},
+                    {"timed_out", r.timed_out},
+                    {"oom_killed", r.oom_killed},
+                    {"output_truncated", r.output_truncated},
+                    {"egress", r.egress},
+                    {"started_at_ms", r.started_ms},
+                    {"ended_at_ms", r.ended_ms}};
+  return {
+      {"_type", kStatementType},
+      {"subject", json::array({{{"name", "stdout"}, {"digest", {{"sha256", r.stdout_sha256}}}},
+                               {{"name", "stderr"}, {"digest", {{"sha256", r.stderr_sha256}}}}})},
+      {"predicateType", kReceiptPredicate},
+      {"predicate", predicate}};
+}
+
+TEST(Receipt, ThePayloadIsTheStatementsJsonByteForByte) {
+  CallRecord r;
+  EXPECT_EQ(receipt_payload(r), receipt_statement(r).dump());
+  r.call = "42";
+  r.sandbox = "sb-\"quoted\"\\back\nline\x01\xc3\xa9";
+  r.report_sha256 = sha256_hex("report");
+  r.argv = {"sh", "-c", "echo \"hi\""};
+  r.stdin_sha256 = sha256_hex("in");
+  r.stdin_bytes = 2;
+  r.stdout_sha256 = sha256_hex("out");
+  r.stdout_bytes = 18446744073709551615ull;
+  r.exit_code = -1;
+  r.signal = 9;
+  r.timed_out = true;
+  r.oom_killed = true;
+  r.output_truncated = true;
+  r.limit = "memory \"512m\"";
+  r.egress = {{"policy", "proxy"}, {"allow", {"a.example", "b.example:443"}}};
+  r.started_ms = 1764140000000;
+  r.ended_ms = -5;
+  EXPECT_EQ(receipt_payload(r), receipt_statement(r).dump());
+  EXPECT_TRUE(json::parse(receipt_payload(r)).is_object());
+}
+
 TEST(BoundaryReport, EveryBoundHeldWhenTheFactsSaySo) {
   const auto bounds = judge_bounds(strong_facts());
   for (const auto& b : bounds)
@@ -380,7 +430,7 @@ class ReceiptFile : public ::testing::Test {
     call.argv = {"echo", "hi"};
     call.stdout_sha256 = sha256_hex("hi\n");
     call.stdout_bytes = 3;
-    auto receipt = log.record_receipt(receipt_statement(call), report->seq, {});
+    auto receipt = log.record_receipt(call, report->seq, {});
     ASSERT_TRUE(receipt.ok()) << receipt.error().to_string();
     auto b = log.bundle(receipt->seq, report->seq);
     ASSERT_TRUE(b.ok()) << b.error().to_string();
