@@ -183,8 +183,88 @@ int run_checkpoint(const AuditFlags& f) {
   return 0;
 }
 
+// Every receipt of run R's calls, made from the state dir's log and verified
+// as `--receipt` verifies a file: a call that finished (done) must have one
+// that verifies; calls that never finished in a sandbox are listed.
+int run_verify_run(const AuditFlags& f) {
+  const std::string dir = state_dir_or_default(f.state_dir);
+  auto st = open_client_store(dir);
+  if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
+  auto run = (*st)->run(f.run);
+  if (!run.ok()) return fail("--run " + f.run + ": " + run.error().to_string(), kExitUsage);
+  auto signer = proof::SigningKey::load(dir);
+  if (!signer.ok()) return fail(signer.error().to_string(), kExitRuntime);
+  auto key = proof::read_public_key_file(f.key.empty() ? proof::public_key_path(dir) : f.key);
+  if (!key.ok()) return fail(key.error().to_string(), kExitUsage);
+  proof::ProofLog log(**st, *signer, proof::default_origin());
+  bool all_verified = true, all_held = true;
+  int verified = 0;
+  json calls = json::array();
+  for (const auto& c : run->calls) {
+    json j = {{"call", c.id}, {"state", store::to_string(c.state)}};
+    std::string line;
+    auto seq = log.receipt_of_call(c.id);
+    auto bundle = seq.ok() && *seq ? log.bundle_for_receipt(**seq) : Result<json>(json());
+    if (!seq.ok() || !bundle.ok()) {
+      const Error& e = !seq.ok() ? seq.error() : bundle.error();
+      j["verified"] = false;
+      j["problem"] = e.to_string();
+      line = "receipt NOT verified: " + e.to_string();
+      all_verified = false;
+    } else if (!*seq) {
+      j["verified"] = false;
+      const bool finished = c.state == store::CallState::done;
+      j["problem"] = finished ? "no receipt" : "no receipt: it never finished in a sandbox";
+      line = finished ? "finished, but has NO receipt in the audit log"
+                      : "no receipt (" + std::string(store::to_string(c.state)) + ")";
+      if (finished) all_verified = false;
+    } else if (auto v = proof::verify_bundle(*bundle, *key); !v.ok()) {
+      j["verified"] = false;
+      j["problem"] = v.error().to_string();
+      line = "receipt NOT verified: " + v.error().to_string();
+      all_verified = false;
+    } else {
+      ++verified;
+      const bool held = v->bounds.not_held.empty() && v->bounds.unknown.empty();
+      all_held = all_held && held;
+      j["verified"] = true;
+      j["all_held"] = held;
+      j["not_held"] = v->bounds.not_held;
+      j["unknown"] = v->bounds.unknown;
+      j["sandbox"] = v->report["predicate"].value("sandbox", "");
+      line =
+          "receipt verified (sandbox " + j["sandbox"].get<std::string>() + "), " +
+          (held ? "every bound held"
+                : "NOT every bound held: " + json(v->bounds.not_held).dump() +
+                      (v->bounds.unknown.empty() ? ""
+                                                 : ", unknown: " + json(v->bounds.unknown).dump()));
+    }
+    calls.push_back(j);
+    if (!f.json) std::printf("call %lld: %s\n", static_cast<long long>(c.id), line.c_str());
+  }
+  if (f.json) {
+    std::printf("%s\n", json({{"run", f.run},
+                              {"verified", all_verified},
+                              {"all_held", all_verified && all_held},
+                              {"calls", calls}})
+                            .dump()
+                            .c_str());
+  } else {
+    std::printf("run %s: %zu calls, %d receipts verified; %s\n", f.run.c_str(), run->calls.size(),
+                verified,
+                !all_verified ? "NOT every receipt verified"
+                : all_held    ? "every bound held in each"
+                              : "NOT every bound held");
+  }
+  if (!all_verified) return kExitTampered;
+  return all_held ? 0 : kExitBoundsNotHeld;
+}
+
 int run_verify(const AuditFlags& f) {
+  if (!f.receipt.empty() && !f.run.empty())
+    return fail("audit verify: --receipt and --run are exclusive: name one", kExitUsage);
   if (!f.receipt.empty()) return run_verify_receipt(f);
+  if (!f.run.empty()) return run_verify_run(f);
   auto st = open_client_store(state_dir_or_default(f.state_dir));
   if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
   auto verdict = store::AuditLog(**st).verify();
@@ -216,21 +296,27 @@ void add_audit_commands(CLI::App* audit, CommandResult* result) {
   show->add_option("--state-dir", f->state_dir, "The state dir (default ~/.ringfence/state)");
   show->callback([f, result] { result->exit_code = run_show(*f); });
   auto* verify = audit->add_subcommand(
-      "verify", "Check the hash chain of every event; with --receipt, check a receipt offline");
+      "verify",
+      "Check the hash chain of every event; with --receipt, a receipt offline; with --run, every "
+      "receipt of a run");
   verify->add_flag("--json", f->json, "As JSON");
   verify->add_option("--state-dir", f->state_dir, "The state dir (default ~/.ringfence/state)");
   verify->add_option("--receipt", f->receipt,
                      "A receipt file (sandbox exec --receipt, audit receipt): its signatures, the "
                      "report it names, its place in the log and the checkpoint, with only the "
                      "public key");
+  verify->add_option("--run", f->run,
+                     "Every receipt of this run's calls, from the state dir's log, verified "
+                     "against the key as --receipt is");
   verify->add_option("--key", f->key,
                      "The signer's public key (PEM; `ringfence keys show`); default: the state "
                      "dir's");
   verify->footer(
       "Exit codes: 0 the chain is intact (with --receipt: the receipt verifies and every bound "
-      "held); 1 it is not (an event was edited, deleted or reordered; a receipt's signature, "
-      "report, log entry or checkpoint does not verify): what is named; 3 the receipt verifies "
-      "but not every bound held: those are listed; 125 the store cannot be read.");
+      "held; with --run: so does every finished call's); 1 it is not (an event was edited, "
+      "deleted or reordered; a receipt's signature, report, log entry or checkpoint does not "
+      "verify; a finished call has no receipt): what is named; 3 the receipts verify but not "
+      "every bound held: those are listed; 125 the store cannot be read.");
   auto* receipt = audit->add_subcommand(
       "receipt", "The receipt file of a call, with a new checkpoint: receipt CALL_ID -o FILE");
   receipt->add_option("call", f->call, "The call's id");

@@ -19,10 +19,7 @@ struct KeysFlags {
 int show(const KeysFlags& f) {
   const std::string dir = state_dir_or_default(f.state_dir);
   auto key = proof::SigningKey::load_or_create(dir);
-  if (!key) {
-    std::fprintf(stderr, "ringfence: %s\n", key.error().to_string().c_str());
-    return kExitRuntime;
-  }
+  if (!key) return fail(key.error().to_string(), kExitRuntime);
   if (f.json) {
     nlohmann::json j = {{"public_key_pem", key->public_key().pem()},
                         {"keyid", key->public_key().key_id()},
@@ -40,10 +37,7 @@ int show(const KeysFlags& f) {
 int rotate(const KeysFlags& f) {
   const std::string dir = state_dir_or_default(f.state_dir);
   auto key = proof::SigningKey::rotate(dir);
-  if (!key) {
-    std::fprintf(stderr, "ringfence: %s\n", key.error().to_string().c_str());
-    return kExitRuntime;
-  }
+  if (!key) return fail(key.error().to_string(), kExitRuntime);
   std::fprintf(
       stderr,
       "ringfence: a new signing key (keyid %s...); the old public key is kept in %s/retired "

@@ -16,7 +16,8 @@ std::span<const TopCommand> top_commands() {
       {"identity", "Identity profiles and their cascade: profile set|show|list, resolve",
        add_identity_commands},
       {"audit",
-       "The audit log: show, verify (the chain, or a receipt offline), receipt, checkpoint",
+       "The audit log: show, verify (the chain, a receipt offline, or a run's receipts), receipt, "
+       "checkpoint",
        add_audit_commands},
       {"keys", "The key that signs boundary reports, receipts and checkpoints: show, rotate",
        add_keys_commands},

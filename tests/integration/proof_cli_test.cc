@@ -229,6 +229,28 @@ TEST_F(ProofCli, AWorkersCallGetsAReceiptThatVerifies) {
   const auto got = run_cli({"audit", "receipt", "1", "--state-dir", dir_, "-o", dir_ + "/1.json"});
   ASSERT_EQ(got.exit_code, 0) << got.err;
   EXPECT_EQ(verify(dir_ + "/1.json").exit_code, 0);
+  // The whole run at once: each call's receipt, made from the log and verified.
+  const auto run = run_cli({"audit", "verify", "--run", "r1", "--state-dir", dir_});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("run r1: 2 calls, 2 receipts verified; every bound held in each"),
+            std::string::npos)
+      << run.out;
+  const auto as_json = run_cli({"audit", "verify", "--run", "r1", "--state-dir", dir_, "--json"});
+  const json j = json::parse(as_json.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << as_json.out;
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(j["calls"].size(), 2u);
+  // Another key: every receipt fails, and says so.
+  const std::string other = dir_ + "/other-key";
+  ASSERT_EQ(run_cli({"keys", "show", "--state-dir", other}).exit_code, 0);
+  const auto wrong = run_cli(
+      {"audit", "verify", "--run", "r1", "--state-dir", dir_, "--key", other + "/keys/proof.pub"});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("call 1: receipt NOT verified"), std::string::npos) << wrong.out;
+  // A run that does not exist is named.
+  const auto none = run_cli({"audit", "verify", "--run", "no-such-run", "--state-dir", dir_});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--run no-such-run"), std::string::npos) << none.err;
   worker.signal(SIGTERM);
   EXPECT_EQ(worker.wait(), 0) << worker.err();
 }
