@@ -9,6 +9,7 @@
 
 #include "api/console_page.h"
 #include "api/exec_json.h"
+#include "api/json_answers.h"
 #include "api/request_target.h"
 #include "api/tokens.h"
 #include "core/base64.h"
@@ -21,19 +22,6 @@ namespace http = boost::beast::http;
 using nlohmann::json;
 
 namespace {
-
-constexpr const char* kJson = "application/json";
-
-void answer(Responder& r, int status, const json& body,
-            const std::vector<std::pair<std::string, std::string>>& headers = {}) {
-  (void)r.respond(status, kJson, body.dump() + "\n", headers);
-}
-
-void fail(Responder& r, int status, const std::string& field, const std::string& message) {
-  json body = {{"error", message}};
-  if (!field.empty()) body["field"] = field;
-  answer(r, status, body);
-}
 
 void fail(Responder& r, const ServiceError& e) { fail(r, e.status, e.field, e.message); }
 
@@ -234,6 +222,10 @@ void Api::route(const Caller& caller, const Target& t, const Request& request,
     return;
   }
   if (seg.size() < 2 || seg[0] != "v1") return not_found();
+  if (seg[1] == "secrets") {
+    route_secrets(caller, t, request, responder);
+    return;
+  }
   if (seg[1] == "workflows" || seg[1] == "runs" || seg[1] == "calls" || seg[1] == "approvals" ||
       seg[1] == "audit" || seg[1] == "audit:verify" || seg[1] == "console") {
     if (seg[1] == "audit" && seg.size() > 2) {

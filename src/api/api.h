@@ -31,6 +31,9 @@ struct ApiOptions {
   // Signs the audit log's checkpoints (GET /v1/audit/checkpoint, proofs);
   // without one those answer 503.
   const proof::SigningKey* signing_key = nullptr;
+  // Where the key that seals secrets lives (identity/secrets.h); empty:
+  // /v1/secrets answers 503.
+  std::string state_dir;
 };
 
 class Api {
@@ -65,6 +68,9 @@ class Api {
                           Responder& responder);
   void route_calls(const Caller& caller, const Target& target, const Request& request,
                    Responder& responder);
+  // api_secrets.cc: /v1/secrets (list), /v1/secrets/NAME (PUT sets, DELETE revokes).
+  void route_secrets(const Caller& caller, const Target& target, const Request& request,
+                     Responder& responder);
 
   store::Store& store_;
   store::TokenStore tokens_;

@@ -9,6 +9,7 @@
 
 #include "api/api.h"
 #include "api/exec_json.h"
+#include "api/json_answers.h"
 #include "core/log.h"
 #include "identity/audit_events.h"
 #include "identity/cascade.h"
@@ -23,17 +24,6 @@ namespace http = boost::beast::http;
 using nlohmann::json;
 
 namespace {
-
-void answer(Responder& r, int status, const json& body,
-            const std::vector<std::pair<std::string, std::string>>& headers = {}) {
-  (void)r.respond(status, "application/json", body.dump() + "\n", headers);
-}
-
-void fail(Responder& r, int status, const std::string& field, const std::string& message) {
-  json body = {{"error", message}};
-  if (!field.empty()) body["field"] = field;
-  answer(r, status, body);
-}
 
 json opt(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
 json opt(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }

@@ -187,6 +187,7 @@ int serve(const ServeFlags& f) {
   auto signing_key = proof::SigningKey::load_or_create(state_dir);
   if (!signing_key) return fail(signing_key.error().to_string(), kExitRuntime);
   api_options.signing_key = &*signing_key;
+  api_options.state_dir = state_dir;
   api::Api api(**st, sandboxes, api_options);
   auto server = api::HttpServer::listen(
       *address, limits,

@@ -46,6 +46,7 @@ std::string cgroup_path_of(pid_t pid, host::CgroupVersion version) {
 Status DockerSandbox::start(const ContainerPlan& plan, std::vector<StepTiming> host_steps,
                             const host::CgroupLayout* cgroups) {
   timings_ = std::move(host_steps);
+  image_id_ = plan.image;
   takes_credentials_ = serves_credentials(spec_, plan);
   host::StepTimer timer(&timings_);
   const nlohmann::json body = container_create_body(spec_, plan);

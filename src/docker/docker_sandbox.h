@@ -36,6 +36,7 @@ class DockerSandbox : public host::RunnerSandbox {
   Status start(const ContainerPlan& plan, std::vector<StepTiming> host_steps,
                const host::CgroupLayout* cgroups);
   const std::string& container_id() const { return container_id_; }
+  std::string image_digest() const override { return image_id_; }
 
  private:
   // Why the container ended, once it has: "sandbox ended: container exited
@@ -49,6 +50,7 @@ class DockerSandbox : public host::RunnerSandbox {
   host::UidSlot slot_;
   std::unique_ptr<host::EgressLease> egress_;
   std::string container_id_;
+  std::string image_id_;  // what the container was created from (sha256:...)
   int host_pid_ = 0;
   std::unique_ptr<AttachChannel> channel_;
   std::unique_ptr<host::Cgroup> cgroup_;  // the daemon's; only read here

@@ -107,6 +107,7 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
   f.spec = sandbox.spec();
   f.backend = std::string(to_string(f.spec.backend));
   f.image = f.spec.image;
+  f.image_digest = sandbox.image_digest();
   f.runner_version = sandbox.runner_version();
   f.runner_sha256 = runner_sha256();
   f.made_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -72,6 +72,9 @@ class Sandbox {
   virtual const std::vector<StepTiming>& setup_timings() const = 0;
   // The tool runner's version, as it said in the handshake ("" when none).
   virtual std::string runner_version() const { return {}; }
+  // The content digest of the image it was made from ("sha256:...", docker's
+  // image id); "" where the image has none (native's host image).
+  virtual std::string image_digest() const { return {}; }
 
   // Runs one call to its end, streaming output to `sink`. Thread-safe: several
   // calls may run at once. While it runs, other threads may feed its stdin.

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/capture.h"
 #include "support/ci_skip.h"
 #include "support/cli_process.h"
 #include "support/http_probe.h"
@@ -500,6 +501,89 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
   EXPECT_NE(refused.body.find("acme-key"), std::string::npos) << refused.body;
   worker.signal(SIGTERM);
   worker.wait(30s);
+}
+
+// Secrets over the API: set, listed and revoked by a project's token, their
+// value never in an answer, a log or the store's file; another project's
+// token sees none of them; a secret set this way is injected and redacted
+// like any other.
+TEST_F(ServeCli, SecretsAreTheTokensProjectsAndTheirValuesNeverComeBack) {
+  const std::string tok = token("alpha", {"--name", "ci"});
+  const std::string other = token("beta");
+  const std::string secret = "sk-api-set-9876543210fedcbaQRS";
+  serve();
+  const json value = {{"value", secret}};
+  auto made = call("PUT", "/v1/secrets/api-key", tok, value.dump());
+  EXPECT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(json::parse(made.body)["version"], 1);
+  auto again = call("PUT", "/v1/secrets/api-key", tok, value.dump());
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(json::parse(again.body)["version"], 2);
+  auto listed = call("GET", "/v1/secrets", tok);
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  const json list = json::parse(listed.body)["secrets"];
+  ASSERT_EQ(list.size(), 1u) << listed.body;
+  EXPECT_EQ(list[0]["name"], "api-key");
+  EXPECT_EQ(list[0]["state"], "active");
+  EXPECT_EQ(listed.body.find(secret), std::string::npos);
+  // Another project's token: nothing to see, nothing to touch.
+  EXPECT_EQ(json::parse(call("GET", "/v1/secrets", other).body)["secrets"].size(), 0u);
+  EXPECT_EQ(call("GET", "/v1/secrets/api-key", other).status, 404);
+  EXPECT_EQ(call("DELETE", "/v1/secrets/api-key", other).status, 404);
+  EXPECT_EQ(call("PUT", "/v1/secrets/api-key", other, R"({"value": "beta's own"})").status, 201);
+  EXPECT_EQ(json::parse(call("GET", "/v1/secrets/api-key", tok).body)["version"], 2);
+  // Bad input names the field, and never echoes the body.
+  auto not_json = call("PUT", "/v1/secrets/api-key", tok, "{\"value\": \"" + secret);
+  EXPECT_EQ(not_json.status, 400);
+  EXPECT_NE(not_json.body.find("\"field\":\"body\""), std::string::npos) << not_json.body;
+  EXPECT_EQ(not_json.body.find(secret), std::string::npos) << not_json.body;
+  auto not_text = call("PUT", "/v1/secrets/api-key", tok, R"({"value": 5})");
+  EXPECT_EQ(not_text.status, 400);
+  EXPECT_NE(not_text.body.find("\"field\":\"value\""), std::string::npos) << not_text.body;
+  auto bad_name = call("PUT", "/v1/secrets/..%2Fbeta%2Fapi-key", tok, value.dump());
+  EXPECT_EQ(bad_name.status, 400);
+  EXPECT_NE(bad_name.body.find("\"field\":\"name\""), std::string::npos) << bad_name.body;
+
+  // Injected where a call asks for its identity, redacted on the way out.
+  Cli profile({"identity", "profile", "set", "alpha", "--level", "project", "--project", "alpha",
+               "API_KEY=secret:alpha:api-key", "--state-dir", dir_});
+  ASSERT_EQ(profile.wait(30s), 0) << profile.err();
+  Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run"});
+  auto run =
+      call("POST", "/v1/calls", tok, R"({"run": "r1", "cmd": "echo $API_KEY", "identity": {}})");
+  ASSERT_EQ(run.status, 201) << run.body;
+  const std::string id = std::to_string(json::parse(run.body)["id"].get<int64_t>());
+  HttpProbe follow(port_);
+  auto events =
+      follow.request("GET", "/v1/calls/" + id, tok, "", {{"Accept", "text/event-stream"}}, 60s);
+  EXPECT_NE(events.body.find("[REDACTED:API_KEY]"), std::string::npos) << events.body;
+  EXPECT_EQ(events.body.find(secret), std::string::npos);
+  // Revoked: the next call that asks for it is refused before it is queued.
+  auto revoked = call("DELETE", "/v1/secrets/api-key", tok);
+  EXPECT_EQ(revoked.status, 200) << revoked.body;
+  EXPECT_EQ(json::parse(revoked.body)["state"], "revoked");
+  auto refused =
+      call("POST", "/v1/calls", tok, R"({"run": "r2", "argv": ["true"], "identity": {}})");
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  worker.signal(SIGTERM);
+  worker.wait(30s);
+
+  // Never in the audit log (which names the token), the server's output, or
+  // the store's file in plaintext.
+  Cli audit({"audit", "show", "--json", "--state-dir", dir_});
+  ASSERT_EQ(audit.wait(30s), 0) << audit.err();
+  EXPECT_NE(audit.out().find("\"kind\":\"secret.set\""), std::string::npos);
+  EXPECT_NE(audit.out().find("token ci ("), std::string::npos) << audit.out();
+  EXPECT_EQ(audit.out().find(secret), std::string::npos);
+  server_->signal(SIGTERM);
+  EXPECT_EQ(server_->wait(30s), 0) << server_->err();
+  EXPECT_EQ(server_->out().find(secret), std::string::npos);
+  EXPECT_EQ(server_->err().find(secret), std::string::npos);
+  server_.reset();
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir_)) {
+    if (!f.is_regular_file()) continue;
+    EXPECT_EQ(slurp(f.path()).find(secret), std::string::npos) << f.path();
+  }
 }
 
 // The load test: 64 clients for 60 s (RF_SERVE_LOAD_SECONDS to change), each

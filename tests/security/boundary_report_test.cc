@@ -59,6 +59,26 @@ TEST_F(BoundaryReport, EveryBoundHeldOnADefaultSandbox) {
   EXPECT_EQ(errno_of.at("runner_environ"), EACCES);
 }
 
+// The report names the image and, where it has one, its content digest: the
+// image id the docker container was made from, as the daemon knows it.
+TEST_F(BoundaryReport, NamesTheImageAndItsDigest) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  auto facts = proof::gather_boundary_facts(*sb);
+  ASSERT_TRUE(facts.ok()) << facts.error().to_string();
+  const auto image =
+      proof::report_statement(*facts, proof::judge_bounds(*facts))["predicate"]["image"];
+  EXPECT_EQ(image["name"], sb->spec().image);
+  if (kDocker) {
+    const std::string digest = image["digest"];
+    EXPECT_EQ(digest.rfind("sha256:", 0), 0u) << digest;
+    EXPECT_EQ(digest.size(), 71u) << digest;
+  } else {
+    EXPECT_EQ(image["name"], "host");
+    EXPECT_EQ(image["digest"], "");
+  }
+}
+
 TEST_F(BoundaryReport, TheHostsNetworkIsNotHeldForExactlyTheNetworkBounds) {
   if (kDocker) GTEST_SKIP() << "docker: network host is refused by this backend's spec check";
   SandboxSpec spec;
