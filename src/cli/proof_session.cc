@@ -40,8 +40,7 @@ Result<nlohmann::json> ProofSession::receipt(proof::CallRecord call) {
   if (!report_) return make_error("receipt", "no boundary report was made");
   if (!*report_) return make_error("receipt", report_->error().to_string());
   call.report_sha256 = (*report_)->sha256;
-  auto rec =
-      log_.record_receipt(call, (*report_)->seq, proof::EventContext{});
+  auto rec = log_.record_receipt(call, (*report_)->seq, proof::EventContext{});
   if (!rec) return rec.take_error();
   return log_.bundle(rec->seq, (*report_)->seq);
 }
