@@ -9,6 +9,7 @@
 #include "api/api.h"
 #include "api/json_answers.h"
 #include "identity/secrets.h"
+#include "store/identity_store.h"
 
 namespace rf::api {
 namespace http = boost::beast::http;
@@ -50,18 +51,16 @@ void Api::route_secrets(const Caller& caller, const Target& t, const Request& re
       "token " + (caller.token_name.empty() ? caller.token_id
                                             : caller.token_name + " (" + caller.token_id + ")");
   identity::Secrets secrets(store_, identity::SecretsOptions{options_.state_dir, nullptr, by});
-  auto all = secrets.list();
-  if (!all) return fail(responder, 500, "", all.error().to_string());
-  // The caller's own, by the name it knows them by.
-  std::map<std::string, store::SecretRow> mine;
-  for (auto& s : *all) {
-    if (s.name.starts_with(prefix)) mine.emplace(s.name.substr(prefix.size()), std::move(s));
-  }
 
   if (seg.size() == 2) {
     if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
+    auto all = secrets.list();
+    if (!all) return fail(responder, 500, "", all.error().to_string());
+    // The caller's own, by the name it knows them by.
     json list = json::array();
-    for (const auto& [name, s] : mine) list.push_back(secret_json(s, name));
+    for (const auto& s : *all) {
+      if (s.name.starts_with(prefix)) list.push_back(secret_json(s, s.name.substr(prefix.size())));
+    }
     return answer(responder, 200, {{"secrets", list}});
   }
   if (seg.size() != 3) return fail(responder, 404, "", "no such route");
@@ -71,7 +70,8 @@ void Api::route_secrets(const Caller& caller, const Target& t, const Request& re
                 "a secret's name is 1 to 128 of A-Z a-z 0-9 . _ - (got " +
                     json(name.substr(0, 64)).dump() + ")");
   }
-  const auto found = mine.find(name);
+  auto found = store::IdentityStore(store_).secret(prefix + name);
+  if (!found) return fail(responder, 500, "", found.error().to_string());
 
   if (method == http::verb::put) {
     // The body holds the value: never echoed, whatever is wrong with it.
@@ -89,19 +89,18 @@ void Api::route_secrets(const Caller& caller, const Target& t, const Request& re
     identity::NewSecret s{prefix + name, identity::SecretValue(text), "builtin", std::nullopt};
     auto version = secrets.set(s);
     if (!version) return fail(responder, 500, "", version.error().to_string());
-    return answer(responder, found == mine.end() ? 201 : 200,
-                  {{"name", name}, {"version", *version}});
+    return answer(responder, *found ? 200 : 201, {{"name", name}, {"version", *version}});
   }
   if (method == http::verb::delete_) {
-    if (found == mine.end()) return fail(responder, 404, "name", "no secret " + name);
+    if (!*found) return fail(responder, 404, "name", "no secret " + name);
     const bool hard = t.query.count("hard") && t.query.at("hard") == "true";
     if (auto s = secrets.revoke(prefix + name, hard); !s)
       return fail(responder, 409, "", s.error().to_string());
     return answer(responder, 200, {{"name", name}, {"state", hard ? "hard_revoked" : "revoked"}});
   }
   if (method == http::verb::get) {
-    if (found == mine.end()) return fail(responder, 404, "name", "no secret " + name);
-    return answer(responder, 200, secret_json(found->second, name));
+    if (!*found) return fail(responder, 404, "name", "no secret " + name);
+    return answer(responder, 200, secret_json(**found, name));
   }
   return fail(responder, 405, "", "allowed: GET, PUT, DELETE");
 }

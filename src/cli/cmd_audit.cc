@@ -203,26 +203,24 @@ int run_verify_run(const AuditFlags& f) {
   for (const auto& c : run->calls) {
     json j = {{"call", c.id}, {"state", store::to_string(c.state)}};
     std::string line;
-    auto seq = log.receipt_of_call(c.id);
-    auto bundle = seq.ok() && *seq ? log.bundle_for_receipt(**seq) : Result<json>(json());
-    if (!seq.ok() || !bundle.ok()) {
-      const Error& e = !seq.ok() ? seq.error() : bundle.error();
+    auto not_verified = [&](const std::string& problem) {
       j["verified"] = false;
-      j["problem"] = e.to_string();
-      line = "receipt NOT verified: " + e.to_string();
+      j["problem"] = problem;
+      line = "receipt NOT verified: " + problem;
       all_verified = false;
-    } else if (!*seq) {
+    };
+    auto bundle = log.bundle_for_call(c.id);
+    if (!bundle.ok()) {
+      not_verified(bundle.error().to_string());
+    } else if (!*bundle) {
       j["verified"] = false;
       const bool finished = c.state == store::CallState::done;
       j["problem"] = finished ? "no receipt" : "no receipt: it never finished in a sandbox";
       line = finished ? "finished, but has NO receipt in the audit log"
                       : "no receipt (" + std::string(store::to_string(c.state)) + ")";
       if (finished) all_verified = false;
-    } else if (auto v = proof::verify_bundle(*bundle, *key); !v.ok()) {
-      j["verified"] = false;
-      j["problem"] = v.error().to_string();
-      line = "receipt NOT verified: " + v.error().to_string();
-      all_verified = false;
+    } else if (auto v = proof::verify_bundle(**bundle, *key); !v.ok()) {
+      not_verified(v.error().to_string());
     } else {
       ++verified;
       const bool held = v->bounds.not_held.empty() && v->bounds.unknown.empty();

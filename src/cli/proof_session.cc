@@ -63,9 +63,9 @@ Result<nlohmann::json> wait_for_call_receipt(store::Store& store, const std::str
   proof::ProofLog log(store, *key, proof::default_origin());
   const auto deadline = std::chrono::steady_clock::now() + within;
   for (;;) {
-    auto found = log.receipt_of_call(call_id);
-    if (!found) return found.take_error();
-    if (*found) return log.bundle_for_receipt(**found);
+    auto bundle = log.bundle_for_call(call_id);
+    if (!bundle) return bundle.take_error();
+    if (*bundle) return std::move(**bundle);
     if (std::chrono::steady_clock::now() >= deadline) {
       return make_error("receipt of call " + std::to_string(call_id),
                         "the worker filed none within " + std::to_string(within.count() / 1000) +

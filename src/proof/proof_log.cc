@@ -173,6 +173,15 @@ Result<std::optional<int64_t>> ProofLog::receipt_of_call(int64_t call_id) {
   return std::optional<int64_t>(events->front().seq);
 }
 
+Result<std::optional<json>> ProofLog::bundle_for_call(int64_t call_id) {
+  auto seq = receipt_of_call(call_id);
+  if (!seq.ok()) return seq.take_error();
+  if (!*seq) return std::optional<json>();
+  auto b = bundle_for_receipt(**seq);
+  if (!b.ok()) return b.take_error();
+  return std::optional<json>(std::move(*b));
+}
+
 Result<Recorded> ProofLog::record_sandbox_report(Sandbox& sandbox, const EventContext& ctx) {
   auto facts = gather_boundary_facts(sandbox);
   if (!facts.ok()) return facts.take_error();

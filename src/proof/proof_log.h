@@ -61,6 +61,8 @@ class ProofLog {
   Result<nlohmann::json> bundle_for_receipt(int64_t receipt_seq);
   // The seq of call `call_id`'s receipt event; nullopt while it has none.
   Result<std::optional<int64_t>> receipt_of_call(int64_t call_id);
+  // The receipt file of call `call_id`; nullopt while it has no receipt.
+  Result<std::optional<nlohmann::json>> bundle_for_call(int64_t call_id);
   // Gathers, judges, signs and files `sandbox`'s boundary report.
   Result<Recorded> record_sandbox_report(Sandbox& sandbox, const EventContext& ctx);
   // {"checkpoint", "size", "index", "event", "inclusion": [hex...]}: event

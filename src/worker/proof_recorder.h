@@ -1,5 +1,6 @@
 // The worker's proof (issue 15, docs/proof.md): a boundary report for every
-// sandbox a call runs in, made on the recorder's thread beside the call, and
+// sandbox a call runs in, made as the warm pool warms it up (report_now) or
+// else on the recorder's thread beside the sandbox's first call, and
 // a signed receipt for every call, filed in the audit log after the call's
 // result (off the client's path). Reports and receipts are signed with the
 // state dir's key (proof/signing_key.h); `ringfence call --receipt` and
