@@ -543,6 +543,14 @@ TEST_F(ServeCli, SecretsAreTheTokensProjectsAndTheirValuesNeverComeBack) {
   auto bad_name = call("PUT", "/v1/secrets/..%2Fbeta%2Fapi-key", tok, value.dump());
   EXPECT_EQ(bad_name.status, 400);
   EXPECT_NE(bad_name.body.find("\"field\":\"name\""), std::string::npos) << bad_name.body;
+  // Naming another project's secret by the store's own form (P:NAME) is refused too.
+  for (const std::string method : {"PUT", "GET", "DELETE"}) {
+    auto other_form = call(method, "/v1/secrets/beta%3Aapi-key", tok, value.dump());
+    EXPECT_EQ(other_form.status, 400) << method << ": " << other_form.body;
+    EXPECT_NE(other_form.body.find("\"field\":\"name\""), std::string::npos) << other_form.body;
+  }
+  EXPECT_EQ(json::parse(call("GET", "/v1/secrets/api-key", other).body)["version"], 1)
+      << "beta's secret is untouched";
 
   // Injected where a call asks for its identity, redacted on the way out.
   Cli profile({"identity", "profile", "set", "alpha", "--level", "project", "--project", "alpha",
