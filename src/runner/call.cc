@@ -181,8 +181,15 @@ Status Call::spawn(std::string stdin_data, bool stdin_complete) {
   return ok_status();
 }
 
+bool Call::output_open() const {
+  // Output waits in its pipe until the supervisor has said the command started
+  // (or can no longer say it), so STARTED always reaches the host before the
+  // first byte the command wrote.
+  return command_ > 0 || have_done_ || !report_ || supervisor_status_.has_value();
+}
+
 void Call::update_watches() {
-  const uint32_t in = loop_.output_paused() ? 0u : uint32_t{EPOLLIN};
+  const uint32_t in = loop_.output_paused() || !output_open() ? 0u : uint32_t{EPOLLIN};
   const uint32_t out = stdin_off_ < stdin_buf_.size() ? uint32_t{EPOLLOUT} : 0u;
   if (out_) loop_.watch(out_.get(), id(), FdKind::kStdout, in);
   if (err_) loop_.watch(err_.get(), id(), FdKind::kStderr, in);
@@ -286,6 +293,7 @@ void Call::read_report() {
                    r.wall_us,     r.user_us,    r.sys_us,     r.max_rss_kb};
     }
   }
+  if (!finished_) update_watches();
 }
 
 void Call::on_supervisor_exit(int wait_status) {

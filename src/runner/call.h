@@ -90,6 +90,7 @@ class Call {
   void update_watches();
 
  private:
+  bool output_open() const;
   Call(Loop& loop, CallPlan plan);
   Status spawn(std::string stdin_data, bool stdin_complete);
   void read_output(FdKind kind);

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -348,6 +349,34 @@ TEST_F(RunnerRawTest, EofOnTheSocketEndsTheRunnerCleanly) {
   const int sleeper = proto::parse_started(started->json)->pid;
   r.reset();  // closes our end, then waits for the runner
   EXPECT_FALSE(alive(sleeper));
+}
+
+// STARTED is the first frame of a call that started: a client may rely on it
+// to know the pid before any output (the API's event stream does). The
+// command's output and the supervisor's report travel by different pipes, so
+// a runner that read whichever was ready first sent output first now and then.
+TEST_F(RunnerRawTest, StartedComesBeforeTheFirstOutputEveryTime) {
+  RawRunner r(root_);
+  r.greet();
+  // Rounds of calls at once, so supervisors compete for the CPU with their
+  // commands and with each other.
+  for (uint32_t round = 0; round < 10; ++round) {
+    constexpr uint32_t kAtOnce = 32;
+    std::map<uint32_t, bool> started;
+    for (uint32_t i = 1; i <= kAtOnce; ++i) {
+      r.send(proto::MsgType::kExec, round * kAtOnce + i, proto::to_json(shell("echo one >&2")), "",
+             proto::kFlagStdinComplete);
+    }
+    for (uint32_t exited = 0; exited < kAtOnce;) {
+      auto f = r.next();
+      ASSERT_TRUE(f) << "round " << round;
+      if (f->type == proto::MsgType::kStarted) started[f->call_id] = true;
+      if (f->type == proto::MsgType::kStdout || f->type == proto::MsgType::kStderr) {
+        EXPECT_TRUE(started[f->call_id]) << "call " << f->call_id << "'s output came before STARTED";
+      }
+      if (f->type == proto::MsgType::kExit) ++exited;
+    }
+  }
 }
 
 // ---- exec ----
