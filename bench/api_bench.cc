@@ -4,6 +4,8 @@
 //       api   POST /v1/sandboxes/ID/exec {"argv": ["true"]}   (bar: 2 ms p50)
 //       mcp   POST /mcp tools/call sandbox_exec, 2026-07-28    (bar: 3 ms p50)
 //       bwrap the peer: a fresh bubblewrap sandbox running /bin/true
+//       floor the same exec into a warm native sandbox of this process,
+//             no HTTP: what serve adds is api minus floor
 //  2. Throughput: 16 kept-alive clients over 4 sandboxes for --seconds
 //     (bar: 2,000 exec calls/s on 2 cores).
 //  3. Streams: --streams server-sent-event execs (`sleep`) held at once by
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "bench_support.h"
+#include "native/native_backend.h"
 #include "http_probe.h"
 
 using namespace rf;
@@ -134,8 +137,22 @@ int main(int argc, char** argv) {
                          {"_meta", {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"}}}}}};
     const std::map<std::string, std::string> mcp_headers = {
         {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}};
-    std::vector<double> api_us, mcp_us, bwrap_us;
+    std::vector<double> api_us, mcp_us, bwrap_us, floor_us;
     const auto peer = bench::bwrap_args();
+    auto backend = native::make_native_backend(
+        native::NativeOptions{RF_RUNNER_PATH, "ringfence-api-bench"});
+    if (!backend) {
+      std::fprintf(stderr, "%s\n", backend.error().to_string().c_str());
+      return 1;
+    }
+    auto direct = (*backend)->create(SandboxSpec{});
+    if (!direct) {
+      std::fprintf(stderr, "%s\n", direct.error().to_string().c_str());
+      return 1;
+    }
+    ExecCall direct_call;
+    direct_call.argv = {"true"};
+    bench::NullSink null_sink;
     for (int i = 0; i < 20; ++i) {  // warm both paths
       api.request("POST", exec_path, tok, exec_body);
       mcp.request("POST", "/mcp", tok, call.dump(), mcp_headers);
@@ -155,6 +172,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "mcp exec: %d %s\n", r.status, r.body.c_str());
         return 1;
       }
+      t0 = Clock::now();
+      if (!(*direct)->exec(direct_call, null_sink)) {
+        std::fprintf(stderr, "direct exec failed\n");
+        return 1;
+      }
+      floor_us.push_back(us_since(t0));
       if (i % 5 == 0) {  // the peer is slow: a fifth as many samples
         t0 = Clock::now();
         if (bench::run_cli(peer[0], {peer.begin() + 1, peer.end()}, nullptr) != 0) {
@@ -172,7 +195,29 @@ int main(int argc, char** argv) {
     std::printf("round trips into one warm sandbox, kept-alive connection:\n");
     show("  api exec (argv true)", api_us);
     show("  mcp tools/call sandbox_exec", mcp_us);
+    show("  floor: same exec, no HTTP", floor_us);
     show("  peer: bwrap fresh sandbox, true", bwrap_us);
+
+    {  // Create to first command: a new sandbox over the API, `true` in it, then deleted.
+      std::vector<double> first_us;
+      HttpProbe c(server.port);
+      for (int i = 0; i < std::max(10, iterations / 10); ++i) {
+        const auto t0 = Clock::now();
+        auto made = c.request("POST", "/v1/sandboxes", tok, "{}");
+        if (made.status != 201) {
+          std::fprintf(stderr, "create: %d %s\n", made.status, made.body.c_str());
+          return 1;
+        }
+        const std::string fresh = json::parse(made.body)["id"];
+        auto r = c.request("POST", "/v1/sandboxes/" + fresh + "/exec", tok, exec_body);
+        first_us.push_back(us_since(t0));
+        if (r.status != 200 || c.request("DELETE", "/v1/sandboxes/" + fresh, tok).status != 204) {
+          std::fprintf(stderr, "first exec or delete failed: %d %s\n", r.status, r.body.c_str());
+          return 1;
+        }
+      }
+      show("  create + first exec (new sandbox)", first_us);
+    }
 
     // 2. Throughput: 16 clients over 4 sandboxes.
     std::vector<std::string> ids = {id};
@@ -198,6 +243,34 @@ int main(int argc, char** argv) {
     std::printf("throughput: 16 clients, 4 sandboxes, %d s: %.0f exec calls/s (%llu failed)\n",
                 seconds, done.load() / secs, static_cast<unsigned long long>(failed.load()));
     if (failed.load() != 0) rc = 1;
+    {  // The floor: the same execs from 16 threads of this process, no HTTP.
+      std::vector<std::unique_ptr<Sandbox>> direct_sbs;
+      for (int i = 0; i < 4; ++i) {
+        auto sb = (*backend)->create(SandboxSpec{});
+        if (!sb) {
+          std::fprintf(stderr, "%s\n", sb.error().to_string().c_str());
+          return 1;
+        }
+        direct_sbs.push_back(std::move(*sb));
+      }
+      std::atomic<uint64_t> floor_done{0};
+      std::atomic<bool> floor_stop{false};
+      std::vector<std::thread> threads;
+      for (int c = 0; c < 16; ++c) {
+        threads.emplace_back([&, c] {
+          bench::NullSink sink;
+          while (!floor_stop.load()) {
+            if ((*direct_sbs[c % 4]).exec(direct_call, sink)) floor_done++;
+          }
+        });
+      }
+      const auto f0 = Clock::now();
+      std::this_thread::sleep_for(std::chrono::seconds(seconds));
+      floor_stop = true;
+      for (auto& t : threads) t.join();
+      std::printf("floor: the same from 16 threads, no HTTP: %.0f exec calls/s\n",
+                  floor_done.load() / (us_since(f0) / 1e6));
+    }
 
     // 3. Streams held at once.
     if (streams > 0) {
@@ -206,7 +279,8 @@ int main(int argc, char** argv) {
       for (int i = 0; i < (streams + per - 1) / per; ++i)
         stream_ids.push_back(create(server.port, tok));
       std::vector<std::unique_ptr<HttpProbe>> open;
-      const std::string body = R"({"argv": ["sleep", "8"]})";
+      // Long enough that the first is still running when the last has started.
+      const std::string body = R"({"argv": ["sleep", "40"]})";
       const auto s0 = Clock::now();
       for (int i = 0; i < streams; ++i) {
         open.push_back(std::make_unique<HttpProbe>(server.port));
@@ -216,28 +290,36 @@ int main(int argc, char** argv) {
                               tok + "\r\nContent-Length: " + std::to_string(body.size()) +
                               "\r\n\r\n" + body);
       }
-      // Each stream's head and `started` event, while every one is open.
+      // Each stream's head and `started` event.
       int started = 0;
       for (auto& p : open) {
         const auto deadline = Clock::now() + std::chrono::seconds(30);
         while (p->buffered().find("event: started") == std::string::npos &&
                Clock::now() < deadline) {
-          p->closed_within(std::chrono::milliseconds(50));
+          p->read_some(std::chrono::milliseconds(50));
         }
         started += p->buffered().find("event: started") != std::string::npos;
       }
       const double open_s = us_since(s0) / 1e6;
+      // Held at once: started, and not one has ended yet.
+      int held = 0;
+      for (auto& p : open) {
+        while (p->read_some(std::chrono::milliseconds(0))) {
+        }
+        held += p->buffered().find("event: started") != std::string::npos &&
+                p->buffered().find("event: exit") == std::string::npos;
+      }
       int exited = 0;
       for (auto& p : open) {
-        const auto deadline = Clock::now() + std::chrono::seconds(60);
+        const auto deadline = Clock::now() + std::chrono::seconds(90);
         while (p->buffered().find("event: exit") == std::string::npos && Clock::now() < deadline) {
-          p->closed_within(std::chrono::milliseconds(100));
+          p->read_some(std::chrono::milliseconds(100));
         }
         exited += p->buffered().find("event: exit") != std::string::npos;
       }
       std::printf(
-          "streams: %d held at once (all started within %.1f s), %d of %d ended with exit\n",
-          started, open_s, exited, streams);
+          "streams: %d of %d started within %.1f s, %d held open at once, %d ended with exit\n",
+          started, streams, open_s, held, exited);
       if (started != streams || exited != streams) rc = 1;
     }
   }

@@ -134,6 +134,17 @@ class HttpProbe {
       buf_.append(b, static_cast<size_t>(n));
     }
   }
+  // Waits up to `within` for bytes, and takes what has come; false when none
+  // came or the connection closed.
+  bool read_some(std::chrono::milliseconds within) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(within.count())) <= 0) return false;
+    char b[4096];
+    const ssize_t n = ::recv(fd_, b, sizeof b, 0);
+    if (n <= 0) return false;
+    buf_.append(b, static_cast<size_t>(n));
+    return true;
+  }
   const std::string& buffered() const { return buf_; }
 
  private:
