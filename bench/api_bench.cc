@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "bench_support.h"
-#include "native/native_backend.h"
 #include "http_probe.h"
+#include "native/native_backend.h"
 
 using namespace rf;
 using Clock = std::chrono::steady_clock;
@@ -139,8 +139,8 @@ int main(int argc, char** argv) {
         {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}};
     std::vector<double> api_us, mcp_us, bwrap_us, floor_us;
     const auto peer = bench::bwrap_args();
-    auto backend = native::make_native_backend(
-        native::NativeOptions{RF_RUNNER_PATH, "ringfence-api-bench"});
+    auto backend =
+        native::make_native_backend(native::NativeOptions{RF_RUNNER_PATH, "ringfence-api-bench"});
     if (!backend) {
       std::fprintf(stderr, "%s\n", backend.error().to_string().c_str());
       return 1;

@@ -9,10 +9,12 @@
 
 #include "api/console_page.h"
 #include "api/exec_json.h"
+#include "api/fleet_metrics.h"
 #include "api/json_answers.h"
 #include "api/request_target.h"
 #include "api/tokens.h"
 #include "core/base64.h"
+#include "core/counters.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "sandbox/result_json.h"
@@ -443,7 +445,8 @@ std::string Api::metrics_text() {
   line("ringfence_exec_errors_total " + std::to_string(exec_errors_.load()));
   line("# TYPE ringfence_sse_streams_open gauge");
   line("ringfence_sse_streams_open " + std::to_string(streams_open_.load()));
-  return out;
+  // With this process's own counters (its sandboxes' egress decisions).
+  return out + fleet_metrics_text(store_, store::now_ms(), counters::snapshot());
 }
 
 }  // namespace rf::api

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "core/counters.h"
 #include "core/io.h"
 #include "core/log.h"
 
@@ -23,6 +24,8 @@ Result<std::shared_ptr<proxy::EgressProxy>> EgressHub::proxy() {
   o.resolve_override = options_.resolve;
   o.edge = options_.edge;
   o.on_event = [](const proxy::ConnectionEvent& e) {
+    counters::add(e.allowed ? R"(ringfence_egress_decisions_total{decision="allowed"})"
+                            : R"(ringfence_egress_decisions_total{decision="refused"})");
     spdlog::info("egress {}", proxy::to_json(e));
   };
   auto started = proxy::EgressProxy::start(std::move(o));

@@ -441,9 +441,16 @@ CREATE TABLE api_tokens (
 CREATE INDEX api_tokens_by_project ON api_tokens (project_id);
 )sql";
 
+// Version 8 (issue 14): each worker's figures (counters and gauges as
+// Prometheus series, a JSON object), written with its heartbeat, so `serve`
+// shows every live worker's at /metrics.
+constexpr std::string_view kV8 = R"sql(
+ALTER TABLE workers ADD COLUMN metrics_json TEXT NOT NULL DEFAULT '{}';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1}, {2, kV2}, {3, kV3, /*rebuilds_tables=*/true}, {4, kV4, /*rebuilds_tables=*/true},
-    {5, kV5}, {6, kV6}, {7, kV7},
+    {5, kV5}, {6, kV6}, {7, kV7}, {8, kV8},
 };
 
 constexpr std::string_view kVersionTable =

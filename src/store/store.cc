@@ -142,13 +142,13 @@ Result<OutputChunk> read_chunk(const Statement& st) {
 }
 
 constexpr std::string_view kWorkerColumns =
-    "id, pid, hostname, started_at, heartbeat_at, state, project";
+    "id, pid, hostname, started_at, heartbeat_at, state, project, metrics_json";
 
 Result<WorkerRow> read_worker(const Statement& st) {
   auto state = parse_name(kWorkerStates, st.text(5), "worker state");
   if (!state.ok()) return state.take_error();
-  return WorkerRow{st.text(0),  st.int64(1), st.text(2),    st.int64(3),
-                   st.int64(4), *state,      st.opt_text(6)};
+  return WorkerRow{st.text(0),  st.int64(1), st.text(2),     st.int64(3),
+                   st.int64(4), *state,      st.opt_text(6), st.text(7)};
 }
 
 constexpr std::string_view kSandboxColumns =
@@ -710,13 +710,19 @@ Status Store::end_held_call(int64_t call_id, const std::string& worker_id, std::
   return ended;
 }
 
-Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds lease) {
+Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds lease,
+                        const std::optional<std::string>& metrics_json) {
   std::lock_guard lock(mu_);
   auto beat = [&]() -> Status {
     RF_TRY(check_lease(lease));
     RF_TRY(require_running_worker(db_, worker_id));
     int64_t at = now();
-    RF_TRY(exec(db_, "UPDATE workers SET heartbeat_at = ?2 WHERE id = ?1", worker_id, at));
+    if (metrics_json) {
+      RF_TRY(exec(db_, "UPDATE workers SET heartbeat_at = ?2, metrics_json = ?3 WHERE id = ?1",
+                  worker_id, at, *metrics_json));
+    } else {
+      RF_TRY(exec(db_, "UPDATE workers SET heartbeat_at = ?2 WHERE id = ?1", worker_id, at));
+    }
     // A lease that already expired stays lost: the sweep may interrupt the call
     // any moment, and finish_call already refuses it.
     RF_TRY(exec(db_,
@@ -892,6 +898,28 @@ Result<std::vector<WorkerRow>> Store::workers() {
   return within("list workers", rows<WorkerRow>(db_, read_worker,
                                                 "SELECT " + std::string(kWorkerColumns) +
                                                     " FROM workers ORDER BY id"));
+}
+
+Result<Store::LiveCalls> Store::live_calls() {
+  std::lock_guard lock(mu_);
+  auto read = [&]() -> Result<LiveCalls> {
+    auto count = [&](const char* sql) -> Result<int64_t> {
+      auto st = db_.prepare(sql);
+      if (!st) return st.take_error();
+      auto row = st->step();
+      if (!row) return row.take_error();
+      return st->int64(0);
+    };
+    LiveCalls c;
+    auto queued = count("SELECT count(*) FROM tool_calls WHERE state = 'queued'");
+    if (!queued) return queued.take_error();
+    auto held = count("SELECT count(*) FROM tool_calls WHERE state IN ('claimed', 'running')");
+    if (!held) return held.take_error();
+    c.queued = *queued;
+    c.held = *held;
+    return c;
+  };
+  return within("count live calls", read_transaction(db_, read));
 }
 
 Result<std::vector<WorkerRow>> Store::workers_serving(const std::string& project,

@@ -137,6 +137,9 @@ struct WorkerRow {
   WorkerState state = WorkerState::running;
   // The one project it serves (a per_worker worker); empty: every project.
   std::optional<std::string> project;
+  // Its figures at its last heartbeat: {"counters": {series: n}, "gauges":
+  // {series: x}} (core/counters.h names).
+  std::string metrics_json = "{}";
 };
 
 struct SandboxRow {
@@ -253,7 +256,9 @@ class Store {
                      const std::vector<PendingChunk>& output = {});
   // Moves heartbeat_at to now and the lease of every call the worker holds to
   // now + lease.
-  Status heartbeat(const std::string& worker_id, std::chrono::milliseconds lease);
+  // `metrics_json`, when given, replaces the worker's figures (WorkerRow).
+  Status heartbeat(const std::string& worker_id, std::chrono::milliseconds lease,
+                   const std::optional<std::string>& metrics_json = std::nullopt);
   // Calls claimed or running whose lease expired before `now` become interrupted
   // ("worker W stopped heartbeating"). Never queued again: tool calls are not
   // idempotent. Returns how many.
@@ -290,6 +295,12 @@ class Store {
   // stopped").
   Status stop_worker(const std::string& id);
   Result<std::vector<WorkerRow>> workers();
+  // Calls waiting for a worker, and calls a worker holds (claimed or
+  // running): the queue's depth for /metrics, from the partial indexes only.
+  struct LiveCalls {
+    int64_t queued = 0, held = 0;
+  };
+  Result<LiveCalls> live_calls();
   // Running workers that serve `project` (pinned to it or to none) and
   // heartbeat at or after `heartbeat_since`: those that may claim its calls.
   Result<std::vector<WorkerRow>> workers_serving(const std::string& project,

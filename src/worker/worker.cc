@@ -4,6 +4,7 @@
 #include <sodium.h>
 #include <unistd.h>
 
+#include "core/counters.h"
 #include "core/fd_limit.h"
 #include "core/log.h"
 #include "identity/audit_events.h"
@@ -311,6 +312,7 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
     return patterns ? redact::redact_all(*patterns, text) : text;
   };
   auto fail = [&](const std::string& why) {
+    counters::add(R"(ringfence_worker_calls_total{outcome="failed"})");
     auto s = output->close(
         [&](const auto& rest) { return store_->fail_call(claimed.id, id_, clean(why), rest); });
     if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
@@ -393,10 +395,15 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   flusher_->remove(output);
   for (auto& [key, value] : call.env) sodium_memzero(value.data(), value.size());
   if (redacting) {
-    identity::audit_redactions(*store_, "worker " + id_, c.project, redacting->counts(),
+    const auto counts = redacting->counts();
+    uint64_t redactions = 0;
+    for (const auto& [what, n] : counts) redactions += n;
+    if (redactions) counters::add("ringfence_redactions_total", redactions);
+    identity::audit_redactions(*store_, "worker " + id_, c.project, counts,
                                {c.run, claimed.id, sandbox_id});
   }
   if (auto revoked = identity_->call_ended(claimed.id)) {
+    counters::add(R"(ringfence_worker_calls_total{outcome="revoked"})");
     auto s = output->close(
         [&](const auto& rest) { return store_->revoke_call(claimed.id, id_, *revoked, rest); });
     if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
@@ -405,6 +412,7 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
                            result.error().to_string() + ")"
                      : result.error().to_string());
   } else {
+    counters::add(R"(ringfence_worker_calls_total{outcome="finished"})");
     auto j = exec_result_json(*result, sandbox_id);
     j["mode"] = to_string(with->placement.mode);
     j["backend"] = with->placement.backend->name();
@@ -424,13 +432,32 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   release();
 }
 
+std::string Worker::metrics_json() const {
+  nlohmann::json gauges = nlohmann::json::object(), counts = nlohmann::json::object();
+  for (const auto& [series, n] : counters::snapshot()) counts[series] = n;
+  const auto with = serving();
+  const std::string labels = "{mode=\"" + std::string(to_string(with->placement.mode)) +
+                             "\",backend=\"" + with->placement.backend->name() + "\"}";
+  gauges["ringfence_worker_info" + labels] = 1;
+  gauges["ringfence_worker_calls_in_flight"] = in_flight_.load();
+  gauges["ringfence_worker_runs_live"] = with->router->live_runs().size();
+  if (with->pool) {
+    const PoolStats p = with->pool->stats();
+    gauges["ringfence_worker_pool_ready"] = p.ready;
+    gauges["ringfence_worker_pool_target"] = options_.settings.pool_target.value;
+    counts["ringfence_worker_pool_hits_total"] = p.hits;
+    counts["ringfence_worker_pool_misses_total"] = p.misses;
+  }
+  return nlohmann::json{{"counters", counts}, {"gauges", gauges}}.dump();
+}
+
 void Worker::housekeeping_loop() {
   // Ended runs and idle sandboxes are noticed within a second; the heartbeat
   // (one UPDATE) rides along.
   const auto period = std::clamp(options_.lease / 3, std::chrono::milliseconds(100),
                                  std::chrono::milliseconds(1000));
   while (!stopped_) {
-    if (auto s = store_->heartbeat(id_, options_.lease); !s)
+    if (auto s = store_->heartbeat(id_, options_.lease, metrics_json()); !s)
       spdlog::warn("heartbeat: {}", s.error().to_string());
     warn_unless_ok(store_->interrupt_orphaned_calls(store::now_ms()),
                    "interrupting calls whose worker's lease ran out");

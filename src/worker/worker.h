@@ -101,6 +101,8 @@ class Worker {
   // hands the rest to the followers.
   void executor_loop();
   void housekeeping_loop();
+  // What the heartbeat sends for /metrics (store::WorkerRow::metrics_json).
+  std::string metrics_json() const;
   void run_call(const store::ClaimedCall& call);
   // The one project a per_worker worker serves (what it claims, and what the
   // store says it serves); nullopt for every other mode.

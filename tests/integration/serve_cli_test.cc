@@ -4,7 +4,11 @@
 // token of another project sees none of it; hostile requests (no token, a
 // revoked one, malformed JSON, oversized heads and bodies, a slow client, too
 // many requests at once) get the exact status and an error that names what.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -461,7 +465,8 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
     ASSERT_EQ(profile.wait(30s), 0) << profile.err();
   }
   serve();
-  Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run"});
+  Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run", "--worker-id",
+              "w-redact"});
 
   auto made = call("POST", "/v1/calls", tok,
                    R"({"run": "r1", "cmd": "echo hello; echo $API_KEY; echo err >&2; exit 3",
@@ -487,6 +492,15 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
   EXPECT_NE(j["stdout"].get<std::string>().find("[REDACTED:API_KEY]"), std::string::npos)
       << shown.body;
   EXPECT_EQ(shown.body.find(secret), std::string::npos);
+  // The worker's figures count the redaction (its next heartbeat, within a second).
+  std::string metrics;
+  const std::string redacted = R"(ringfence_redactions_total{worker="w-redact"} 1)";
+  for (int i = 0; i < 100 && metrics.find(redacted) == std::string::npos; ++i) {
+    if (i) std::this_thread::sleep_for(100ms);
+    metrics = call("GET", "/metrics", tok).body;
+  }
+  EXPECT_NE(metrics.find(redacted + "\n"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find(secret), std::string::npos);
   // Another project: 404; bad input: 400 naming the field.
   EXPECT_EQ(call("GET", "/v1/calls/" + id, other).status, 404);
   auto bad = call("POST", "/v1/calls", tok, R"({"cmd": "true"})");
@@ -501,6 +515,89 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
   EXPECT_NE(refused.body.find("acme-key"), std::string::npos) << refused.body;
   worker.signal(SIGTERM);
   worker.wait(30s);
+}
+
+// /metrics shows what serve's own sandboxes did (egress decisions) and, from
+// the store, each live worker's figures as its heartbeat wrote them: calls by
+// outcome, its pool, its mode and backend, labelled with the worker's id. A
+// stopped worker drops out.
+TEST_F(ServeCli, MetricsCountEgressDecisionsAndShowEachLiveWorker) {
+  const std::string tok = token("acme");
+  // An origin on loopback the sandbox may reach through the proxy.
+  const int origin = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(origin, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(origin, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(origin, 8), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(origin, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int origin_port = ntohs(addr.sin_port);
+  std::thread answer([origin] {
+    pollfd p{origin, POLLIN, 0};
+    if (::poll(&p, 1, 30'000) != 1) return;
+    const int c = ::accept(origin, nullptr, nullptr);
+    if (c < 0) return;
+    char buf[4096];
+    (void)!::read(c, buf, sizeof buf);
+    const std::string reply = "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    (void)!::write(c, reply.data(), reply.size());
+    ::close(c);
+  });
+  serve();
+  const std::string allow = "127.0.0.1:" + std::to_string(origin_port);
+  const std::string id = create(tok, R"({"network": "proxy", "allow": [")" + allow + R"("]})");
+  // --noproxy "": through the proxy even to loopback (NO_PROXY names it).
+  auto code = [&](const std::string& url) {
+    auto r =
+        call("POST", "/v1/sandboxes/" + id + "/exec", tok,
+             json{{"argv",
+                   {"curl", "-s", "--noproxy", "", "-o", "/dev/null", "-w", "%{http_code}", url}}}
+                 .dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body).value("stdout", "");
+  };
+  EXPECT_EQ(code("http://" + allow + "/"), "200");
+  EXPECT_EQ(code("http://refused.test/"), "403");
+  answer.join();
+  ::close(origin);
+
+  Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run", "--worker-id",
+              "w-metrics", "--pool-target", "1"});
+  auto made = call("POST", "/v1/calls", tok, R"({"run": "r1", "argv": ["true"]})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string call_id = std::to_string(json::parse(made.body)["id"].get<int64_t>());
+  std::string metrics;
+  auto has = [&](const std::string& line) {
+    return metrics.find(line + "\n") != std::string::npos;
+  };
+  const auto end = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < end) {
+    metrics = call("GET", "/metrics", tok).body;
+    if (has(R"(ringfence_worker_calls_total{worker="w-metrics",outcome="finished"} 1)") &&
+        has(R"(ringfence_worker_pool_ready{worker="w-metrics"} 1)"))
+      break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(has(R"(ringfence_egress_decisions_total{decision="allowed"} 1)")) << metrics;
+  EXPECT_TRUE(has(R"(ringfence_egress_decisions_total{decision="refused"} 1)")) << metrics;
+  EXPECT_TRUE(has("ringfence_workers_live 1")) << metrics;
+  EXPECT_TRUE(has(R"(ringfence_worker_calls_total{worker="w-metrics",outcome="finished"} 1)"))
+      << metrics;
+  EXPECT_TRUE(has(R"(ringfence_worker_info{worker="w-metrics",mode="per_run",backend="native"} 1)"))
+      << metrics;
+  EXPECT_TRUE(has(R"(ringfence_worker_pool_ready{worker="w-metrics"} 1)")) << metrics;
+  EXPECT_TRUE(has(R"(ringfence_worker_pool_target{worker="w-metrics"} 1)")) << metrics;
+  EXPECT_TRUE(has("# TYPE ringfence_worker_calls_total counter")) << metrics;
+  EXPECT_TRUE(has("# TYPE ringfence_worker_pool_ready gauge")) << metrics;
+  EXPECT_TRUE(has("ringfence_calls_queued 0")) << metrics;
+  // Stopped: out of the figures at once.
+  worker.signal(SIGTERM);
+  EXPECT_EQ(worker.wait(30s), 0) << worker.err();
+  metrics = call("GET", "/metrics", tok).body;
+  EXPECT_TRUE(has("ringfence_workers_live 0")) << metrics;
+  EXPECT_EQ(metrics.find("w-metrics"), std::string::npos) << metrics;
 }
 
 // Secrets over the API: set, listed and revoked by a project's token, their
