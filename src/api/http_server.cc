@@ -359,24 +359,19 @@ HttpServer::~HttpServer() { stop(); }
 
 size_t HttpServer::open_connections() const { return impl_->open.load(); }
 
-Result<std::unique_ptr<HttpServer>> HttpServer::listen(const ListenAddress& address,
-                                                       ServerLimits limits, Handler handler) {
-  auto impl = std::make_unique<Impl>();
-  impl->limits = limits;
-  impl->handler = std::move(handler);
-  std::string bound;
+Result<UniqueFd> bind_listener(const ListenAddress& address, std::string* bound) {
+  UniqueFd fd;
   if (address.unix_socket) {
-    impl->listen_fd = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!impl->listen_fd) return sys_error("socket");
+    fd = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return sys_error("socket");
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
     std::memcpy(sa.sun_path, address.host.c_str(), address.host.size());
     ::unlink(address.host.c_str());
-    if (::bind(impl->listen_fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
       return sys_error("listen on unix:" + address.host);
     }
-    impl->unix_path = address.host;
-    bound = "unix:" + address.host;
+    *bound = "unix:" + address.host;
   } else {
     sockaddr_storage ss{};
     socklen_t len = 0;
@@ -396,22 +391,35 @@ Result<std::unique_ptr<HttpServer>> HttpServer::listen(const ListenAddress& addr
     } else {
       return make_error("--listen", "\"" + host + "\" is not an IP address");
     }
-    impl->listen_fd = UniqueFd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!impl->listen_fd) return sys_error("socket");
+    fd = UniqueFd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return sys_error("socket");
     const int one = 1;
-    ::setsockopt(impl->listen_fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(impl->listen_fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
       return sys_error("listen on " + host + ":" + std::to_string(address.port));
     }
     sockaddr_storage got{};
     socklen_t got_len = sizeof got;
-    ::getsockname(impl->listen_fd.get(), reinterpret_cast<sockaddr*>(&got), &got_len);
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&got), &got_len);
     const uint16_t port =
         ntohs(family == AF_INET ? reinterpret_cast<sockaddr_in*>(&got)->sin_port
                                 : reinterpret_cast<sockaddr_in6*>(&got)->sin6_port);
-    bound = (family == AF_INET6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+    *bound = (family == AF_INET6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
   }
-  if (::listen(impl->listen_fd.get(), 1024) != 0) return sys_error("listen on " + bound);
+  if (::listen(fd.get(), 1024) != 0) return sys_error("listen on " + *bound);
+  return fd;
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::listen(const ListenAddress& address,
+                                                       ServerLimits limits, Handler handler) {
+  auto impl = std::make_unique<Impl>();
+  impl->limits = limits;
+  impl->handler = std::move(handler);
+  std::string bound;
+  auto fd = bind_listener(address, &bound);
+  if (!fd) return fd.take_error();
+  impl->listen_fd = std::move(*fd);
+  if (address.unix_socket) impl->unix_path = address.host;
   impl->stop_fd = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!impl->stop_fd) return sys_error("eventfd");
   Impl* raw = impl.get();

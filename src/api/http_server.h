@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/unique_fd.h"
 
 namespace rf::api {
 
@@ -43,6 +44,9 @@ struct ListenAddress {
   uint16_t port = 0;
 };
 Result<ListenAddress> parse_listen_address(std::string_view text);
+// A listening socket on `address` (a unix socket's old file is replaced);
+// *bound: "HOST:PORT" with the port bound, or "unix:PATH".
+Result<UniqueFd> bind_listener(const ListenAddress& address, std::string* bound);
 
 // One request's answer. A handler answers once: with respond(), or with
 // begin_stream() and chunks (Transfer-Encoding: chunked, as SSE needs).

@@ -1,18 +1,23 @@
 // `ringfence serve` (the HTTP API, issue 14) and `ringfence token create |
 // list | revoke` (its bearer tokens).
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
+#include "api/http_server.h"
 #include "api/mcp_stdio.h"
 #include "api/tokens.h"
 #include "cli/backends.h"
 #include "cli/client_store.h"
 #include "cli/commands.h"
+#include "cli/tls_front.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "proof/signing_key.h"
@@ -147,11 +152,17 @@ struct ServeFlags {
   int max_requests_per_token = 64;
   std::string max_body = "64m";
   std::string request_timeout = "10s";
+  std::string tls_cert, tls_key;
 };
 
 int serve(const ServeFlags& f) {
   auto address = api::parse_listen_address(f.listen);
   if (!address) return fail(address.error().to_string(), kExitUsage);
+  const bool tls = !f.tls_cert.empty() || !f.tls_key.empty();
+  if (tls && (f.tls_cert.empty() || f.tls_key.empty()))
+    return fail("--tls-cert and --tls-key go together", kExitUsage);
+  if (tls && address->unix_socket)
+    return fail("--tls-cert: TLS is for a HOST:PORT --listen, not " + f.listen, kExitUsage);
   api::ServerLimits limits;
   auto body = parse_size(f.max_body);
   if (!body || *body == 0)
@@ -189,13 +200,35 @@ int serve(const ServeFlags& f) {
   api_options.signing_key = &*signing_key;
   api_options.state_dir = state_dir;
   api::Api api(**st, sandboxes, api_options);
+  // With TLS, serve itself listens on a unix socket only root can reach, and
+  // ringfence-serve-tls takes the --listen socket (cli/tls_front.h).
+  api::ListenAddress own = *address;
+  UniqueFd public_listener;
+  std::string public_address;
+  if (tls) {
+    auto bound = api::bind_listener(*address, &public_address);
+    if (!bound) return fail(bound.error().to_string(), kExitRuntime);
+    public_listener = std::move(*bound);
+    own = api::ListenAddress{true, state_dir + "/serve-" + std::to_string(::getpid()) + ".sock", 0};
+  }
   auto server = api::HttpServer::listen(
-      *address, limits,
-      [&api](const api::Request& req, api::Responder& res) { api.handle(req, res); });
+      own, limits, [&api](const api::Request& req, api::Responder& res) { api.handle(req, res); });
   if (!server) return fail(server.error().to_string(), kExitRuntime);
+  std::unique_ptr<TlsFront> front;
+  if (tls) {
+    if (::chmod(own.host.c_str(), 0600) != 0)
+      return fail("chmod " + own.host + ": " + std::strerror(errno), kExitRuntime);
+    auto started = TlsFront::start(std::move(public_listener), own.host, f.tls_cert, f.tls_key);
+    if (!started) return fail(started.error().to_string(), kExitRuntime);
+    front = std::move(*started);
+  }
   // The first line on stdout says where (tests and scripts read it).
-  std::printf("listening on %s%s\n", address->unix_socket ? "" : "http://",
-              (*server)->address().c_str());
+  if (tls) {
+    std::printf("listening on https://%s\n", public_address.c_str());
+  } else {
+    std::printf("listening on %s%s\n", address->unix_socket ? "" : "http://",
+                (*server)->address().c_str());
+  }
   std::fflush(stdout);
   spdlog::info("serve: listening on {} (state {}, backend {})", (*server)->address(), state_dir,
                f.backend);
@@ -205,7 +238,9 @@ int serve(const ServeFlags& f) {
                sandboxes.list("").size());
   // Sandboxes first: calls in flight end, so their connections can close.
   sandboxes.destroy_all();
+  front.reset();  // no new connections through TLS
   (*server)->stop();
+  if (tls) ::unlink(own.host.c_str());
   return 0;
 }
 
@@ -274,6 +309,9 @@ void add_serve_command(CLI::App* serve_cmd, CommandResult* result) {
   serve_cmd->add_option("--listen", f->listen, "HOST:PORT or unix:PATH")
       ->default_val("127.0.0.1:8080");
   serve_cmd->add_option("--state-dir", f->state_dir, "The store's directory (tokens, workers)");
+  serve_cmd->add_option("--tls-cert", f->tls_cert,
+                        "HTTPS: the certificate chain (PEM, leaf first) to serve --listen with");
+  serve_cmd->add_option("--tls-key", f->tls_key, "HTTPS: the private key of --tls-cert (PEM)");
   serve_cmd->add_option("--backend", f->backend, "The backend of the API's sandboxes")
       ->default_val("native");
   serve_cmd->add_option("--docker-host", f->docker_host, "The Docker daemon, for --backend docker");

@@ -66,16 +66,6 @@ Result<Cert> new_cert(EVP_PKEY* pub, const std::string& cn, std::chrono::seconds
 
 }  // namespace
 
-std::string openssl_errors() {
-  std::string out;
-  while (const unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    out += (out.empty() ? "" : "; ") + std::string(buf);
-  }
-  return out.empty() ? "unknown TLS error" : out;
-}
-
 Result<std::unique_ptr<SandboxCa>> SandboxCa::make(const std::string& sandbox_id) {
   std::unique_ptr<SandboxCa> ca(new SandboxCa());
   ca->ca_key_.reset(EVP_EC_gen("P-256"));

@@ -15,6 +15,7 @@
 
 #include "core/result.h"
 #include "net/egress_policy.h"
+#include "tls_stream/tls_stream.h"
 
 namespace rf::egress_tls {
 
@@ -53,8 +54,6 @@ class SandboxCa {
   std::map<std::string, std::shared_ptr<const Leaf>> leaves_;
 };
 
-// OpenSSL's error queue as text ("error:0A000086:SSL routines::certificate
-// verify failed"), emptied.
-std::string openssl_errors();
+using tls::openssl_errors;
 
 }  // namespace rf::egress_tls

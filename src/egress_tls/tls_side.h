@@ -18,42 +18,11 @@
 #include "core/result.h"
 #include "egress_tls/sandbox_ca.h"
 #include "net/egress_policy.h"
+#include "tls_stream/tls_stream.h"
 
 namespace rf::egress_tls {
 
-class Side {
- public:
-  explicit Side(int fd, SSL* ssl = nullptr) : fd_(fd), ssl_(ssl) {}
-  ~Side();  // frees the TLS state; closes the socket only if it owns it (keep())
-  Side(const Side&) = delete;
-  Side& operator=(const Side&) = delete;
-
-  int fd() const { return fd_; }
-  bool tls() const { return ssl_ != nullptr; }
-  // Decrypted bytes already buffered (poll() does not see them).
-  bool pending() const { return ssl_ != nullptr && SSL_pending(ssl_) > 0; }
-  // > 0: bytes; 0: the end of the stream; kAgain: a TLS record with no data
-  // came (a session ticket, a key update): poll again; < 0 otherwise: an
-  // error, said in *error. One call never waits for a second record, so a
-  // relay polling both ends never blocks on one while the other has data.
-  static constexpr ssize_t kAgain = -2;
-  ssize_t read(char* buf, size_t n, std::string* error);
-  // read() until data, the end or an error (never kAgain).
-  ssize_t read_some(char* buf, size_t n, std::string* error);
-  bool write_all(std::string_view data, std::string* error);
-  // No more from this side: TLS close_notify, then the socket's write half.
-  void close_write();
-  // The side outlives the connection that brought its socket (an upstream
-  // kept for the next request): it takes a duplicate of the socket, which it
-  // owns from now on. False when the socket cannot be duplicated.
-  bool keep();
-
- private:
-  int fd_;
-  SSL* ssl_;
-  bool write_closed_ = false;
-  bool owns_fd_ = false;
-};
+using tls::Side;
 
 class TlsContexts {
  public:

@@ -600,6 +600,86 @@ TEST_F(ServeCli, MetricsCountEgressDecisionsAndShowEachLiveWorker) {
   EXPECT_EQ(metrics.find("w-metrics"), std::string::npos) << metrics;
 }
 
+// HTTPS: `serve --tls-cert --tls-key` answers over TLS with that certificate
+// (curl verifies it), streams server-sent events through it, and keeps
+// OpenSSL in ringfence-serve-tls: serve itself listens on a unix socket only
+// root may reach. Plain HTTP and a handshake that never comes get nothing and
+// hold nobody up; a key that is not the certificate's stops serve, naming it.
+TEST_F(ServeCli, HttpsWithTheGivenCertificate) {
+  const std::string cert = dir_ + "/cert.pem", key = dir_ + "/key.pem";
+  const auto made = run_capture(
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+      "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " 2>&1");
+  ASSERT_EQ(made.second, 0) << made.first;
+  const std::string tok = token("acme");
+  serve({"--tls-cert", cert, "--tls-key", key});
+  EXPECT_NE(server_->out().find("listening on https://127.0.0.1:"), std::string::npos)
+      << server_->out();
+  const std::string base = "https://127.0.0.1:" + std::to_string(port_);
+  const std::string curl = "curl -sS --max-time 20 --cacert " + cert + " ";
+  // A client that never says hello holds up nobody.
+  HttpProbe silent(port_);
+  ASSERT_TRUE(silent.connected());
+  EXPECT_EQ(run_capture(curl + base + "/healthz").first, "{\"ok\":true}\n");
+  // Verified for real: without our CA curl refuses (60: peer certificate).
+  EXPECT_EQ(run_capture("curl -sS --max-time 20 " + base + "/healthz 2>/dev/null").second, 60);
+  // Plain HTTP to the TLS port: no answer (the handshake fails), and serve goes on.
+  HttpProbe plain(port_);
+  EXPECT_EQ(plain.request("GET", "/healthz").status, 0);
+  const std::string auth = "-H 'Authorization: Bearer " + tok + "' ";
+  auto created = run_capture(curl + auth + "-X POST -d '{}' " + base + "/v1/sandboxes");
+  ASSERT_EQ(created.second, 0);
+  const std::string id = json::parse(created.first).value("id", "");
+  ASSERT_FALSE(id.empty()) << created.first;
+  auto streamed = run_capture(curl + "-N " + auth + "-H 'Accept: text/event-stream' -d " +
+                              R"('{"cmd": "echo one; sleep 0.2; echo two"}' )" + base +
+                              "/v1/sandboxes/" + id + "/exec");
+  ASSERT_EQ(streamed.second, 0);
+  const std::string& ev = streamed.first;
+  const auto started = ev.find("event: started"), one = ev.find("\"one\\n\""),
+             two = ev.find("\"two\\n\""), exit = ev.find("event: exit");
+  ASSERT_NE(exit, std::string::npos) << ev;
+  EXPECT_LT(started, one) << ev;
+  EXPECT_LT(one, two) << ev;
+  EXPECT_LT(two, exit) << ev;
+  // serve's own socket: root's only.
+  std::string own;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    if (e.path().filename().string().rfind("serve-", 0) == 0) own = e.path();
+  }
+  ASSERT_FALSE(own.empty());
+  struct stat st {};
+  ASSERT_EQ(::stat(own.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // Stopped: the socket is gone with it.
+  server_->signal(SIGTERM);
+  EXPECT_EQ(server_->wait(30s), 0) << server_->err();
+  server_.reset();
+  EXPECT_FALSE(std::filesystem::exists(own));
+
+  // A key that is not the certificate's, a missing file, half a pair, a unix socket.
+  const std::string other = dir_ + "/other.pem";
+  ASSERT_EQ(
+      run_capture("openssl genpkey -algorithm ec -pkeyopt ec_paramgen_curve:prime256v1 -out " +
+                  other + " 2>&1")
+          .second,
+      0);
+  auto refused = [&](std::vector<std::string> args, int code, const std::string& says) {
+    std::vector<std::string> a{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir_};
+    a.insert(a.end(), args.begin(), args.end());
+    Cli c(a);
+    EXPECT_EQ(c.wait(30s), code) << c.err();
+    EXPECT_NE(c.err().find(says), std::string::npos) << c.err();
+  };
+  refused({"--tls-cert", cert, "--tls-key", other}, 125,
+          "--tls-key " + other + ": is not the key of --tls-cert " + cert);
+  refused({"--tls-cert", dir_ + "/missing.pem", "--tls-key", key}, 125,
+          "--tls-cert " + dir_ + "/missing.pem");
+  refused({"--tls-cert", cert}, 2, "--tls-cert and --tls-key go together");
+}
+
 // Secrets over the API: set, listed and revoked by a project's token, their
 // value never in an answer, a log or the store's file; another project's
 // token sees none of them; a secret set this way is injected and redacted

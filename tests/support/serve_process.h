@@ -43,7 +43,8 @@ inline std::unique_ptr<Cli> start_serve(const std::string& state_dir, int* port,
     server->stderr_shows("listening", std::chrono::milliseconds(100));
   }
   *port = 0;
-  if (server->out().find("listening on http://127.0.0.1:") == std::string::npos) {
+  if (server->out().find("listening on http://127.0.0.1:") == std::string::npos &&
+      server->out().find("listening on https://127.0.0.1:") == std::string::npos) {
     ADD_FAILURE() << "serve did not start: " << server->out() << server->err();
     return server;
   }
