@@ -106,6 +106,14 @@ void ProofRecorder::call_finished(const std::string& sandbox_id, proof::CallReco
   cv_.notify_one();
 }
 
+void ProofRecorder::wait_for_report(const std::string& sandbox_id) {
+  std::unique_lock lock(mu_);
+  idle_cv_.wait(lock, [&] {
+    const auto it = reports_.find(sandbox_id);
+    return it == reports_.end() || it->second.done;
+  });
+}
+
 void ProofRecorder::sandbox_gone(const std::string& sandbox_id) {
   {
     std::lock_guard lock(mu_);

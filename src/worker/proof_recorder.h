@@ -38,6 +38,10 @@ class ProofRecorder {
   // filled in once the report is made).
   void call_finished(const std::string& sandbox_id, proof::CallRecord record,
                      proof::EventContext ctx);
+  // Waits until the report of `sandbox_id` under way is made or has failed
+  // (at once when none is): a sandbox about to be destroyed right after its
+  // first call (per_tool) must outlive its self-probe.
+  void wait_for_report(const std::string& sandbox_id);
   // Forgets a destroyed sandbox's report.
   void sandbox_gone(const std::string& sandbox_id);
   // Waits until everything queued so far is filed (tests, shutdown).

@@ -9,10 +9,13 @@
 #include "core/units.h"
 #include "identity/audit_events.h"
 #include "net/egress_policy.h"
+#include "proof/output_digest.h"
+#include "proof/receipt.h"
 #include "redact/stream_redactor.h"
 #include "sandbox/result_json.h"
 #include "worker/artifact_delivery.h"
 #include "worker/call_output.h"
+#include "worker/proof_recorder.h"
 #include "worker/redacting_sink.h"
 
 namespace rf::worker {
@@ -252,11 +255,18 @@ class SandboxStep {
     call.timeout = r_.timeout;
     std::optional<RedactingSink> redacting;
     Capture capture(*output);
+    // The receipt's digests are of the bytes as delivered: after redaction.
+    proof::DigestingSink delivered(capture);
     const bool jit = step_.mode == ExecutionMode::kCliAgentJit;
     // A JIT step is redacted of what it is granted mid-call, even if it had nothing before.
     if (patterns_ || jit)
-      redacting.emplace(capture, patterns_ ? patterns_ : redact::compile_patterns({}));
-    OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : capture;
+      redacting.emplace(delivered, patterns_ ? patterns_ : redact::compile_patterns({}));
+    OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : delivered;
+    proof::EventContext proof_ctx;
+    proof_ctx.project_id = r_.project;
+    proof_ctx.run_id = r_.run_id;
+    proof_ctx.call_id = call_id;
+    if (s_.proof) s_.proof->sandbox_in_use(sandbox_, proof_ctx);
     if (!notice_.empty()) output->on_stderr(notice_);
     if (jit) {
       JitBroker::put_rf_cred_on_path(call, *sandbox_);
@@ -270,7 +280,9 @@ class SandboxStep {
       }
     }
     if (s_.flusher) s_.flusher->add(output);
+    const int64_t started_ms = store::now_ms();
     ran.result = sandbox_->exec(call, sink);
+    const int64_t ended_ms = store::now_ms();
     if (jit) s_.jit->close(sandbox_->id());
     if (redacting) redacting->finish();
     if (s_.flusher) s_.flusher->remove(output);
@@ -284,6 +296,12 @@ class SandboxStep {
       ran.result = make_error("", r_.control->why());
     }
     end_call(call_id, *output, ran.result, sandbox_->id(), ran.revoked);
+    if (s_.proof && ran.result && !ran.revoked) {
+      proof::CallRecord rec =
+          proof::finished_call(*sandbox_, call.argv, *ran.result, delivered, started_ms, ended_ms);
+      rec.call = std::to_string(call_id);
+      s_.proof->call_finished(sandbox_->id(), std::move(rec), proof_ctx);
+    }
     ran.out = std::move(capture.out_);
     ran.err = std::move(capture.err_);
     return ran;
@@ -468,9 +486,15 @@ class SandboxStep {
     if (!lease_) return;
     const bool destroyed = !lease_->per_run;
     const std::string id = sandbox_->id();
+    // Its self-probe runs in it: a per_tool sandbox is destroyed now, a
+    // per_run one maybe at the run's end, right after this step.
+    if (s_.proof) s_.proof->wait_for_report(id);
     sandboxes_.release(std::move(*lease_));
     lease_.reset();
-    if (destroyed) s_.identity->sandbox_gone(id);
+    if (destroyed) {
+      s_.identity->sandbox_gone(id);
+      if (s_.proof) s_.proof->sandbox_gone(id);
+    }
     for (auto& [k, v] : identity_env_) sodium_memzero(v.data(), v.size());
   }
 

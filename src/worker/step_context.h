@@ -25,6 +25,8 @@
 
 namespace rf::worker {
 
+class ProofRecorder;
+
 class OutputFlusher;
 class StepSandboxes;
 
@@ -39,6 +41,8 @@ struct WorkflowServices {
   JitBroker* jit = nullptr;  // cli_agent_jit steps' rf-cred requests
   SandboxLedger* ledger = nullptr;
   OutputFlusher* flusher = nullptr;
+  // Reports of step sandboxes and receipts of their calls (issue 15); null: none.
+  ProofRecorder* proof = nullptr;
   std::string artifact_root;  // --artifact-root: where `local` artifacts go ("" = refused)
   std::string agents_dir;     // where claude-code.yaml, codex.yaml are
   // sandbox.proxy_resolve, parsed once: the names the worker's own requests

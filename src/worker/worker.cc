@@ -173,6 +173,7 @@ Status Worker::init() {
   services.jit = jit_.get();
   services.ledger = ledger_.get();
   services.flusher = flusher_.get();
+  services.proof = proof_.get();
   services.artifact_root = options_.artifact_root;
   services.agents_dir = options_.agents_dir;
   services.max_runs = options_.max_workflow_runs;
@@ -350,6 +351,7 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   proof_->sandbox_in_use(lease->sandbox, proof_ctx);
   auto release = [&] {
     const bool gone = lease->destroy_after;
+    if (gone) proof_->wait_for_report(sandbox_id);  // its self-probe runs in it
     with->router->release(std::move(*lease));
     if (gone) {
       identity_->sandbox_gone(sandbox_id);
