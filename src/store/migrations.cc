@@ -449,8 +449,14 @@ ALTER TABLE workers ADD COLUMN metrics_json TEXT NOT NULL DEFAULT '{}';
 )sql";
 
 constexpr Migration kMigrations[] = {
-    {1, kV1}, {2, kV2}, {3, kV3, /*rebuilds_tables=*/true}, {4, kV4, /*rebuilds_tables=*/true},
-    {5, kV5}, {6, kV6}, {7, kV7}, {8, kV8},
+    {1, kV1},
+    {2, kV2},
+    {3, kV3, /*rebuilds_tables=*/true},
+    {4, kV4, /*rebuilds_tables=*/true},
+    {5, kV5},
+    {6, kV6},
+    {7, kV7},
+    {8, kV8},
 };
 
 constexpr std::string_view kVersionTable =

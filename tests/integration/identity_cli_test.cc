@@ -24,8 +24,8 @@
 #include "store/db.h"
 #include "store/store.h"
 #include "support/ci_skip.h"
-#include "support/slowdown.h"
 #include "support/cli_process.h"
+#include "support/slowdown.h"
 #include "support/vault_server.h"
 #include "worker/worker.h"
 

@@ -372,7 +372,8 @@ TEST_F(RunnerRawTest, StartedComesBeforeTheFirstOutputEveryTime) {
       ASSERT_TRUE(f) << "round " << round;
       if (f->type == proto::MsgType::kStarted) started[f->call_id] = true;
       if (f->type == proto::MsgType::kStdout || f->type == proto::MsgType::kStderr) {
-        EXPECT_TRUE(started[f->call_id]) << "call " << f->call_id << "'s output came before STARTED";
+        EXPECT_TRUE(started[f->call_id])
+            << "call " << f->call_id << "'s output came before STARTED";
       }
       if (f->type == proto::MsgType::kExit) ++exited;
     }
