@@ -33,22 +33,6 @@ int session_index() {
   return index;
 }
 
-int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                unsigned int inlen, void*) {
-  // HTTP/1.1 or nothing: the proxy reads heads; an HTTP/2-only client fails here.
-  for (unsigned int i = 0; i < inlen;) {
-    const unsigned int n = in[i];
-    if (i + 1 + n > inlen) break;
-    if (n == 8 && std::memcmp(in + i + 1, "http/1.1", 8) == 0) {
-      *out = in + i + 1;
-      *outlen = static_cast<unsigned char>(n);
-      return SSL_TLSEXT_ERR_OK;
-    }
-    i += 1 + n;
-  }
-  return SSL_TLSEXT_ERR_ALERT_FATAL;
-}
-
 // A BIO that reads `prefix` first, then the socket; writes go to the socket.
 struct PrefixBio {
   int fd;
@@ -143,7 +127,8 @@ Result<std::unique_ptr<TlsContexts>> TlsContexts::make(const std::string& ca_fil
   SSL_CTX_set_options(t->server_, SSL_OP_NO_TICKET);
   SSL_CTX_set_session_cache_mode(t->server_, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_num_tickets(t->server_, 0);
-  SSL_CTX_set_alpn_select_cb(t->server_, &select_alpn, nullptr);
+  // HTTP/1.1 or nothing: the proxy reads heads.
+  SSL_CTX_set_alpn_select_cb(t->server_, &tls::select_http11, nullptr);
   return t;
 }
 

@@ -20,22 +20,6 @@ namespace {
 
 std::atomic<int> g_open{0};
 
-int select_http11(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                  unsigned int inlen, void*) {
-  // serve speaks HTTP/1.1; a client offering only h2 is told so by the handshake.
-  for (unsigned int i = 0; i < inlen;) {
-    const unsigned int n = in[i];
-    if (i + 1 + n > inlen) break;
-    if (n == 8 && std::memcmp(in + i + 1, "http/1.1", 8) == 0) {
-      *out = in + i + 1;
-      *outlen = static_cast<unsigned char>(n);
-      return SSL_TLSEXT_ERR_OK;
-    }
-    i += 1 + n;
-  }
-  return SSL_TLSEXT_ERR_ALERT_FATAL;
-}
-
 Result<UniqueFd> connect_unix(const std::string& path) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return sys_error("socket");
@@ -55,7 +39,7 @@ Result<Front> Front::make(FrontOptions options) {
   f.ctx_ = SSL_CTX_new(TLS_server_method());
   if (f.ctx_ == nullptr) return make_error("TLS", tls::openssl_errors());
   SSL_CTX_set_min_proto_version(f.ctx_, TLS1_2_VERSION);
-  SSL_CTX_set_alpn_select_cb(f.ctx_, &select_http11, nullptr);
+  SSL_CTX_set_alpn_select_cb(f.ctx_, &tls::select_http11, nullptr);
   if (SSL_CTX_use_certificate_chain_file(f.ctx_, f.options_.cert_file.c_str()) != 1)
     return make_error("--tls-cert " + f.options_.cert_file, tls::openssl_errors());
   if (SSL_CTX_use_PrivateKey_file(f.ctx_, f.options_.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {

@@ -49,6 +49,21 @@ std::string failure(SSL* ssl, int rc, const char* what) {
   return std::string(what) + ": " + openssl_errors();
 }
 
+int select_http11(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                  unsigned int inlen, void*) {
+  for (unsigned int i = 0; i < inlen;) {
+    const unsigned int n = in[i];
+    if (i + 1 + n > inlen) break;
+    if (n == 8 && std::memcmp(in + i + 1, "http/1.1", 8) == 0) {
+      *out = in + i + 1;
+      *outlen = static_cast<unsigned char>(n);
+      return SSL_TLSEXT_ERR_OK;
+    }
+    i += 1 + n;
+  }
+  return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
 Side::~Side() {
   if (ssl_ != nullptr) SSL_free(ssl_);
   if (owns_fd_) ::close(fd_);

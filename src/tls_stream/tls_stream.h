@@ -54,6 +54,10 @@ std::string openssl_errors();
 // The result of a failed SSL call (rc), in words: timed out, closed by the
 // peer, a certificate that did not verify, or OpenSSL's own errors.
 std::string failure(SSL* ssl, int rc, const char* what);
+// An ALPN select callback for a server that speaks HTTP/1.1 only: it picks
+// "http/1.1", and a client that offers only h2 fails the handshake.
+int select_http11(SSL* ssl, const unsigned char** out, unsigned char* outlen,
+                  const unsigned char* in, unsigned int inlen, void* arg);
 // SO_RCVTIMEO and SO_SNDTIMEO of `fd` (0: none), for a blocking handshake.
 void set_timeouts(int fd, std::chrono::milliseconds t);
 
