@@ -293,7 +293,11 @@ void Call::read_report() {
                    r.wall_us,     r.user_us,    r.sys_us,     r.max_rss_kb};
     }
   }
-  if (!finished_) update_watches();
+  // Watch the output once it may flow (one epoll update per call, not per report).
+  if (!finished_ && !output_watched_ && output_open()) {
+    output_watched_ = true;
+    update_watches();
+  }
 }
 
 void Call::on_supervisor_exit(int wait_status) {

@@ -116,7 +116,8 @@ class Call {
   UniqueFd in_;               // stdin write end (pipes only)
   UniqueFd report_, ctl_, timer_;
   bool out_eof_ = false, err_eof_ = false;
-  bool pty_eof_ = false;  // the master read EIO: no slave is left open
+  bool output_watched_ = false;  // output_open() was seen: its fds are watched
+  bool pty_eof_ = false;         // the master read EIO: no slave is left open
 
   std::string stdin_buf_;
   size_t stdin_off_ = 0;

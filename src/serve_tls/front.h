@@ -28,7 +28,9 @@ class Front {
   Front(Front&&) noexcept;
   ~Front();
   // Accepts on `listener` until it fails or `stop_fd` is readable (serve's
-  // end of our stdin closed: serve is gone).
+  // end of our stdin closed: serve is gone). Each connection is relayed on a
+  // detached thread that uses this Front: the caller ends the process
+  // (_Exit) rather than destroy it after serve() returns.
   void serve(int listener, int stop_fd);
 
  private:
