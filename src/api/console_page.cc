@@ -82,12 +82,9 @@ const size = (b) => b >= 1 << 30 ? (b / (1 << 30)).toFixed(1) + " GiB" : Math.ro
 function fill(tbody, rows, columns) {
   tbody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { class: "empty", colSpan: columns }, "none"))]));
 }
-function render(s) {
-  $("#project").textContent = "project " + s.project;
-  fill($("#sandboxes tbody"), s.sandboxes.map((b) => el("tr", { "data-id": b.id },
-    el("td", {}, el("code", {}, b.id)), el("td", {}, b.backend), el("td", {}, b.project), el("td", {}, b.run || "-"),
-    el("td", {}, b.mode), el("td", {}, age(b.age_s)), el("td", {}, size(b.memory)), el("td", {}, b.calls_running))), 8);
-  fill($("#approvals tbody"), s.approvals.map((a) => {
+let shownApprovals = null;
+function renderApprovals(list) {
+  fill($("#approvals tbody"), list.map((a) => {
     const reason = el("input", { placeholder: "reason to deny", "data-reason": a.id });
     return el("tr", { "data-approval": a.id },
       el("td", {}, a.id), el("td", {}, a.kind),
@@ -95,6 +92,19 @@ function render(s) {
       el("td", {}, el("button", { class: "approve", "data-approve": a.id, onclick: () => decide(a.id, "approve", "") }, "Approve"), " ",
         reason, " ", el("button", { class: "deny", "data-deny": a.id, onclick: () => decide(a.id, "deny", reason.value) }, "Deny")));
   }), 4);
+}
+function render(s) {
+  $("#project").textContent = "project " + s.project;
+  fill($("#sandboxes tbody"), s.sandboxes.map((b) => el("tr", { "data-id": b.id },
+    el("td", {}, el("code", {}, b.id)), el("td", {}, b.backend), el("td", {}, b.project), el("td", {}, b.run || "-"),
+    el("td", {}, b.mode), el("td", {}, age(b.age_s)), el("td", {}, size(b.memory)), el("td", {}, b.calls_running))), 8);
+  // Only when they changed: a snapshot comes every second, and rebuilding the
+  // rows would drop a click in flight and a reason being typed.
+  const approvals = JSON.stringify(s.approvals);
+  if (approvals !== shownApprovals) {
+    shownApprovals = approvals;
+    renderApprovals(s.approvals);
+  }
   fill($("#runs tbody"), s.runs.map((r) => el("tr", { "data-run": r.id },
     el("td", {}, el("code", {}, r.id)), el("td", {}, r.workflow), el("td", { class: "state-" + r.state }, r.state),
     el("td", {}, ...r.steps.map((st) => el("span", { class: "mode", title: st.state }, st.step + ": " + st.mode))))), 4);
