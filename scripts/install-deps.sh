@@ -21,6 +21,9 @@ packages=(
   libkainjow-mustache-dev git python3-botocore
   # The web console's test drives a real browser (issue 14)
   chromium
+  # The fleet's shared store (issue 16): libpq, and the PostgreSQL the tests
+  # start themselves (initdb into a temporary directory)
+  libpq-dev postgresql-15
 )
 # node and npm fetch s3rver and the agent CLIs from the npm registry
 # (scripts/install-agents.sh). Debian's only where there is none: a node from

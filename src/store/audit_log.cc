@@ -176,8 +176,10 @@ Result<AuditVerdict> AuditLog::verify() {
         v.reason = std::move(why);
         return v;
       };
-      // In rowid order as stored, not sorted by seq: a reordering shows.
-      auto st = db.prepare("SELECT " + std::string(kColumns) + " FROM audit_events ORDER BY rowid");
+      // In the order stored (on SQLite, seq is the rowid), each checked
+      // against the one before: a reordering shows.
+      auto st = db.prepare("SELECT " + std::string(kColumns) + " FROM audit_events ORDER BY " +
+                           (db.engine() == Engine::sqlite ? "rowid" : "seq"));
       if (!st.ok()) return st.take_error();
       std::string prev = kGenesis;
       int64_t expected = 1;

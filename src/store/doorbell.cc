@@ -40,6 +40,12 @@ Result<std::unique_ptr<Doorbell>> Doorbell::open(const std::string& path) {
   return std::unique_ptr<Doorbell>(new Doorbell(static_cast<Slot*>(map)));
 }
 
+Result<std::unique_ptr<Doorbell>> Doorbell::open_private() {
+  void* map = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return sys_error("map a private doorbell", errno);
+  return std::unique_ptr<Doorbell>(new Doorbell(static_cast<Slot*>(map)));
+}
+
 Doorbell::~Doorbell() { ::munmap(slots_, kBytes); }
 
 uint32_t Doorbell::call_slot(int64_t call_id) {
@@ -73,5 +79,16 @@ void Doorbell::wait(uint32_t slot, uint32_t seen, std::chrono::microseconds time
   if (s.version.load(std::memory_order_seq_cst) == seen) futex(&s.version, FUTEX_WAIT, seen, &ts);
   s.waiters.fetch_sub(1, std::memory_order_seq_cst);
 }
+
+void Doorbell::ring_all() {
+  for (uint32_t slot = 0; slot < kSlots; ++slot) ring(slot);
+}
+
+namespace {
+std::atomic<BellRelayMaker> relay_maker{nullptr};
+}  // namespace
+
+void register_bell_relay(BellRelayMaker maker) { relay_maker.store(maker); }
+BellRelayMaker bell_relay_maker() { return relay_maker.load(); }
 
 }  // namespace rf::store

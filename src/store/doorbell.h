@@ -14,6 +14,10 @@
 // The doorbell is an optimisation, never a correctness condition: waiters always
 // pass a timeout and look again, so a process that does not ring (or a bell file
 // that cannot be opened) only costs latency.
+//
+// On PostgreSQL, whose clients live on many hosts, each process keeps a bell of
+// its own (open_private) and a BellRelay carries the rings between processes:
+// LISTEN/NOTIFY (pg_bell.cc).
 #pragma once
 
 #include <atomic>
@@ -33,6 +37,8 @@ class Doorbell {
 
   // Opens (creating, mode 0600) the bell file and maps it shared.
   static Result<std::unique_ptr<Doorbell>> open(const std::string& path);
+  // A bell of this process only (its rings come from a BellRelay).
+  static Result<std::unique_ptr<Doorbell>> open_private();
   ~Doorbell();
   Doorbell(const Doorbell&) = delete;
   Doorbell& operator=(const Doorbell&) = delete;
@@ -47,6 +53,8 @@ class Doorbell {
   void ring(uint32_t slot);
   // Sleeps until the counter differs from `seen` or `timeout` passes.
   void wait(uint32_t slot, uint32_t seen, std::chrono::microseconds timeout);
+  // Rings every slot (rings may have been missed: a relay reconnected).
+  void ring_all();
 
  private:
   struct Slot {
@@ -59,5 +67,23 @@ class Doorbell {
   Doorbell(Slot* slots) : slots_(slots) {}
   Slot* slots_;
 };
+
+// Carries rings between the processes that share a store on many hosts: a
+// ring published here reaches every process's bell (its own included).
+class BellRelay {
+ public:
+  virtual ~BellRelay() = default;
+  // After a commit: rings `slot` in every process. Never fails loudly: a ring
+  // lost only costs a waiter its timeout.
+  virtual void publish(uint32_t slot) = 0;
+};
+
+// The PostgreSQL engine's relay (pg_bell.cc), registered with it
+// (store/postgres.h): relays rings for the store at `uri` into `bell`, which
+// must outlive it.
+using BellRelayMaker = Result<std::unique_ptr<BellRelay>> (*)(const std::string& uri,
+                                                              Doorbell& bell);
+void register_bell_relay(BellRelayMaker maker);
+BellRelayMaker bell_relay_maker();
 
 }  // namespace rf::store

@@ -304,7 +304,8 @@ Result<std::map<std::string, std::pair<SecretRow, SealedVersion>>> IdentityStore
         "SELECT s.name, s.backend, s.vault_addr, s.vault_mount, s.vault_path, s.state, "
         "s.current_version, s.created_at, s.updated_at, s.revoked_at, v.sealed, v.key_id "
         "FROM secrets s JOIN secret_versions v ON v.name = s.name "
-        "AND v.version = s.current_version WHERE s.name IN (SELECT value FROM json_each(?1))",
+        "AND v.version = s.current_version WHERE s.name IN (" +
+            json_values(db, 1) + ")",
         list);
     if (!found.ok()) return within("read secrets", std::move(found)).take_error();
     Out out;

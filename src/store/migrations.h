@@ -1,4 +1,5 @@
-// The store's schema as an ordered list of versioned migrations. Each one is
+// The store's schema as an ordered list of versioned migrations, one list for
+// both engines. Each one is
 // applied in its own write transaction and recorded in schema_version, so a
 // half-applied migration never exists and applying twice is a no-op. Several
 // processes may open (and so migrate) the same file at once: the version is read
@@ -13,11 +14,15 @@
 
 namespace rf::store {
 
+// Each version is written for both engines; the two say the same in their
+// own dialects.
 struct Migration {
-  int version;           // 1, 2, 3...: strictly increasing
-  std::string_view sql;  // one or more statements
-  // The migration rebuilds a table others refer to (create new, copy, drop,
-  // rename): it runs with foreign keys off, which are checked before commit.
+  int version;                // 1, 2, 3...: strictly increasing
+  std::string_view sql;       // SQLite: one or more statements
+  std::string_view postgres;  // the same on PostgreSQL
+  // On SQLite, the migration rebuilds a table others refer to (create new,
+  // copy, drop, rename): it runs with foreign keys off, which are checked
+  // before commit. (PostgreSQL changes constraints in place.)
   bool rebuilds_tables = false;
 };
 

@@ -85,4 +85,40 @@ Result<std::optional<T>> first_row(Db& db, Read read, std::string_view sql, cons
 
 inline Result<std::string> read_text0(const Statement& st) { return st.text(0); }
 
+// The id an INSERT ... RETURNING id gave the new row.
+template <class... Args>
+Result<int64_t> inserted_id(Db& db, std::string_view sql, const Args&... args) {
+  auto id = first_row<int64_t>(
+      db, [](const Statement& st) -> Result<int64_t> { return st.int64(0); }, sql, args...);
+  if (!id.ok()) return id.take_error();
+  if (!*id) return fail("the insert returned no id");
+  return **id;
+}
+
+// Where the two engines' SQL differs.
+// The elements of the JSON array (of strings) bound to ?N, as rows of one
+// column: `x IN (json_values(db, 1))`.
+inline std::string json_values(const Db& db, int param) {
+  const std::string p = "?" + std::to_string(param);
+  return db.engine() == Engine::sqlite
+             ? "SELECT value FROM json_each(" + p + ")"
+             : "SELECT value FROM json_array_elements_text(" + p + "::json)";
+}
+// Locks the rows a SELECT reads, skipping those another transaction holds:
+// PostgreSQL's queue idiom (claim_transaction). "" on SQLite, whose writers
+// take turns anyway.
+inline std::string skip_locked(const Db& db) {
+  return db.engine() == Engine::sqlite ? "" : " FOR UPDATE SKIP LOCKED";
+}
+// Share-locks the rows a SELECT reads until the transaction ends (a writer of
+// them waits). "" on SQLite.
+inline std::string share_locked(const Db& db) {
+  return db.engine() == Engine::sqlite ? "" : " FOR SHARE";
+}
+// A column that orders a table's rows as inserted: SQLite's rowid, and on
+// PostgreSQL the identity column `ord` that its migrations give such tables.
+inline std::string insertion_order(const Db& db) {
+  return db.engine() == Engine::sqlite ? "rowid" : "ord";
+}
+
 }  // namespace rf::store::sql

@@ -178,9 +178,13 @@ Result<Project> require_project(Db& db, const std::string& id) {
   return std::move(**p);
 }
 
+// On PostgreSQL the worker's row is share-locked until the transaction ends,
+// so a claim (which takes no write lock) and stop_worker (which interrupts
+// what the worker holds) happen one after the other: never a call claimed by
+// a worker that has just stopped.
 Status require_running_worker(Db& db, const std::string& id) {
-  auto state =
-      first_row<std::string>(db, read_text0, "SELECT state FROM workers WHERE id = ?1", id);
+  auto state = first_row<std::string>(
+      db, read_text0, "SELECT state FROM workers WHERE id = ?1" + share_locked(db), id);
   if (!state.ok()) return state.take_error();
   if (!*state) return fail("worker " + id + " is not registered");
   if (**state != "running") return fail("worker " + id + " is " + **state);
@@ -286,17 +290,17 @@ Result<ClaimedCall> read_queued(const Statement& st) {
 
 // The oldest queued call the filter allows, or nullopt. Rows that cannot be
 // decoded fail (so they do not block the queue) and the next is taken.
+// On PostgreSQL the row is locked (FOR UPDATE SKIP LOCKED): claimers on many
+// hosts each take a different call without waiting for one another.
 Result<std::optional<ClaimedCall>> next_queued(Db& db, const ClaimFilter& filter, int64_t now) {
-  constexpr std::string_view kAny =
+  const std::string select =
       "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, sandbox_image, "
-      "identity_json "
-      "FROM tool_calls WHERE state = 'queued' ORDER BY id LIMIT 1";
-  constexpr std::string_view kOfProject =
-      "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, sandbox_image, "
-      "identity_json "
-      "FROM tool_calls WHERE state = 'queued' AND project_id = ?1 ORDER BY id LIMIT 1";
+      "identity_json FROM tool_calls WHERE state = 'queued'";
+  const std::string any = select + " ORDER BY id LIMIT 1" + skip_locked(db);
+  const std::string of_project =
+      select + " AND project_id = ?1 ORDER BY id LIMIT 1" + skip_locked(db);
   while (true) {
-    auto st = filter.project ? query(db, kOfProject, *filter.project) : query(db, kAny);
+    auto st = filter.project ? query(db, of_project, *filter.project) : query(db, any);
     if (!st.ok()) return st.take_error();
     auto row = st->step();
     if (!row.ok()) return row.take_error();
@@ -388,21 +392,40 @@ int64_t now_ms() {
 // ---- opening
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
-  RF_TRY(within("open store " + path, make_parent_dirs(path)));
+  if (!is_postgres_uri(path)) {
+    RF_TRY(within("open store " + path, make_parent_dirs(path)));
+    auto db = Db::open(path);
+    if (!db.ok()) return db.take_error();
+    RF_TRY(migrate(*db));
+    auto bell = Doorbell::open(path + "-bell");  // without it, waits sleep: slower, still correct
+    return std::unique_ptr<Store>(
+        new Store(std::move(*db), bell.ok() ? std::move(*bell) : nullptr));
+  }
+  // PostgreSQL: the processes sharing it live on many hosts, so each keeps a
+  // bell of its own, and a relay (LISTEN/NOTIFY) rings it.
   auto db = Db::open(path);
   if (!db.ok()) return db.take_error();
   RF_TRY(migrate(*db));
-  auto bell = Doorbell::open(path + "-bell");  // without it, waits sleep: slower, still correct
-  return std::unique_ptr<Store>(new Store(std::move(*db), bell.ok() ? std::move(*bell) : nullptr));
+  auto bell = Doorbell::open_private();
+  if (!bell.ok()) return bell.take_error();
+  const std::string name = db->path();  // the URI without its password
+  auto store = std::unique_ptr<Store>(new Store(std::move(*db), std::move(*bell)));
+  if (BellRelayMaker make = bell_relay_maker()) {
+    auto relay = make(path, *store->bell_);
+    if (!relay.ok()) return within("open store " + name, std::move(relay)).take_error();
+    store->relay_ = std::move(*relay);
+  }
+  return store;
 }
 
-void Store::ring_queue() {
-  if (bell_) bell_->ring(Doorbell::kQueueSlot);
+void Store::ring(uint32_t slot) {
+  if (bell_) bell_->ring(slot);
+  if (relay_) relay_->publish(slot);
 }
 
-void Store::ring_call(int64_t call_id) {
-  if (bell_) bell_->ring(Doorbell::call_slot(call_id));
-}
+void Store::ring_queue() { ring(Doorbell::kQueueSlot); }
+
+void Store::ring_call(int64_t call_id) { ring(Doorbell::call_slot(call_id)); }
 
 uint32_t Store::queue_version() const { return bell_ ? bell_->version(Doorbell::kQueueSlot) : 0; }
 
@@ -436,9 +459,7 @@ void Store::wait_for_run(const std::string& run_id, uint32_t seen,
   bell_->wait(Doorbell::run_slot(run_id), seen, timeout);
 }
 
-void Store::ring_run(const std::string& run_id) {
-  if (bell_) bell_->ring(Doorbell::run_slot(run_id));
-}
+void Store::ring_run(const std::string& run_id) { ring(Doorbell::run_slot(run_id)); }
 
 void Store::set_clock(std::function<int64_t()> clock) {
   std::lock_guard lock(mu_);
@@ -479,14 +500,13 @@ Result<int64_t> Store::enqueue_call(const NewCall& c) {
     auto project = require_project(db_, c.project);
     if (!project.ok()) return project.take_error();
     RF_TRY(open_run(db_, c.run, c.project, at));
-    RF_TRY(exec(db_,
-                "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, stdin, "
-                "timeout_ms, state, enqueued_at, sandbox_image, identity_json) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10)",
-                c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
-                Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at, c.sandbox_image,
-                identity_json(c.identity, c.jit)));
-    return db_.last_insert_rowid();
+    return inserted_id(db_,
+                       "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, "
+                       "stdin, timeout_ms, state, enqueued_at, sandbox_image, identity_json) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10) RETURNING id",
+                       c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
+                       Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at, c.sandbox_image,
+                       identity_json(c.identity, c.jit));
   };
   std::string operation = "enqueue call in run " + c.run;
   RF_TRY(within(operation, validate_call(c)));
@@ -505,15 +525,15 @@ Result<int64_t> Store::start_call(const NewCall& c, const std::string& worker_id
     auto project = require_project(db_, c.project);
     if (!project.ok()) return project.take_error();
     RF_TRY(open_run(db_, c.run, c.project, at));
-    RF_TRY(exec(db_,
-                "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, stdin, "
-                "timeout_ms, state, worker_id, lease_expires_at, enqueued_at, claimed_at, "
-                "sandbox_image, identity_json) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?10, ?11, ?12)",
-                c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
-                Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, worker_id, at + lease.count(), at,
-                c.sandbox_image, identity_json(c.identity, c.jit)));
-    return db_.last_insert_rowid();
+    return inserted_id(
+        db_,
+        "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, stdin, "
+        "timeout_ms, state, worker_id, lease_expires_at, enqueued_at, claimed_at, "
+        "sandbox_image, identity_json) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?10, ?11, ?12) RETURNING id",
+        c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd, Blob{c.stdin_bytes},
+        int64_t{c.timeout.count()}, worker_id, at + lease.count(), at, c.sandbox_image,
+        identity_json(c.identity, c.jit));
   };
   const std::string operation = "start call in run " + c.run;
   RF_TRY(within(operation, validate_call(c)));
@@ -583,7 +603,7 @@ Result<std::optional<ClaimedCall>> Store::claim_next(const std::string& worker_i
     RF_TRY(take_queued(db_, c.id, "claimed", worker_id, c.lease_expires_at, at));
     return next;
   };
-  return within("claim a call for worker " + worker_id, write_transaction(db_, claim));
+  return within("claim a call for worker " + worker_id, claim_transaction(db_, claim));
 }
 
 Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_id,
@@ -621,7 +641,7 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
   auto queued = within(operation, any());
   if (!queued.ok()) return queued.take_error();
   if (!*queued || max == 0) return std::vector<ClaimedCall>();
-  return within(operation, write_transaction(db_, claim));
+  return within(operation, claim_transaction(db_, claim));
 }
 
 Status Store::mark_running(int64_t call_id, const std::string& worker_id) {
@@ -842,7 +862,8 @@ Result<std::vector<std::string>> Store::ended_runs(const std::vector<std::string
   auto read = [&] {
     return rows<std::string>(db_, read_text0,
                              "SELECT id FROM runs WHERE state = 'ended' "
-                             "AND id IN (SELECT value FROM json_each(?1))",
+                             "AND id IN (" +
+                                 json_values(db_, 1) + ")",
                              ids);
   };
   return within("read ended runs", read_transaction(db_, read));
@@ -1028,12 +1049,12 @@ Result<int64_t> Store::append_event(const Event& e) {
   auto append = [&]() -> Result<int64_t> {
     if (e.kind.empty()) return fail("the event kind is empty");
     if (e.detail_json && !json::accept(*e.detail_json)) return fail("its detail is not valid JSON");
-    RF_TRY(exec(db_,
-                "INSERT INTO events (at, kind, project_id, run_id, call_id, sandbox_id, "
-                "worker_id, detail_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                e.at != 0 ? e.at : now(), e.kind, e.project_id, e.run_id, e.call_id, e.sandbox_id,
-                e.worker_id, e.detail_json));
-    return db_.last_insert_rowid();
+    return inserted_id(db_,
+                       "INSERT INTO events (at, kind, project_id, run_id, call_id, sandbox_id, "
+                       "worker_id, detail_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+                       "RETURNING id",
+                       e.at != 0 ? e.at : now(), e.kind, e.project_id, e.run_id, e.call_id,
+                       e.sandbox_id, e.worker_id, e.detail_json);
   };
   auto id = within("append event " + e.kind, write_transaction(db_, append));
   if (id.ok() && e.run_id) ring_run(*e.run_id);
@@ -1046,14 +1067,19 @@ Result<std::vector<Event>> Store::events(const EventFilter& filter) {
   std::string sql =
       "SELECT id, at, kind, project_id, run_id, call_id, sandbox_id, worker_id, detail_json "
       "FROM events WHERE id > ?1";
-  if (filter.run_id) sql += " AND run_id = ?3";
-  if (filter.call_id) sql += " AND call_id = ?4";
+  // Numbered without gaps: PostgreSQL wants a type for every parameter up to
+  // the highest.
+  int next = 3;
+  const int run_param = filter.run_id ? next++ : 0;
+  const int call_param = filter.call_id ? next++ : 0;
+  if (run_param != 0) sql += " AND run_id = ?" + std::to_string(run_param);
+  if (call_param != 0) sql += " AND call_id = ?" + std::to_string(call_param);
   sql += " ORDER BY id LIMIT ?2";
   auto list = [&]() -> Result<std::vector<Event>> {
     auto st = query(db_, sql, filter.after_id, filter.limit);
     if (!st.ok()) return st.take_error();
-    if (filter.run_id) st->bind(3, *filter.run_id);
-    if (filter.call_id) st->bind(4, *filter.call_id);
+    if (run_param != 0) st->bind(run_param, *filter.run_id);
+    if (call_param != 0) st->bind(call_param, *filter.call_id);
     return read_rows<Event>(*st, read_event);
   };
   return within("list events", list());

@@ -337,6 +337,8 @@ class Store {
 
  private:
   Store(Db db, std::unique_ptr<Doorbell> bell) : db_(std::move(db)), bell_(std::move(bell)) {}
+  // Rings the slot here and, on PostgreSQL, in every other process.
+  void ring(uint32_t slot);
 
   int64_t now() const { return clock_(); }
   // fail_call and revoke_call: the held call ends in `state` (failed, revoked).
@@ -350,6 +352,9 @@ class Store {
   std::mutex mu_;
   Db db_;
   std::unique_ptr<Doorbell> bell_;  // null when the bell file cannot be opened: waits sleep
+  // PostgreSQL: carries rings to and from the other processes (LISTEN/NOTIFY).
+  // Declared after bell_, so it stops before the bell it rings goes.
+  std::unique_ptr<BellRelay> relay_;
   std::function<int64_t()> clock_ = now_ms;
 };
 

@@ -487,7 +487,8 @@ Result<std::vector<AttemptRow>> WorkflowStore::attempts(const std::string& run_i
                   rows<AttemptRow>(db, read_attempt,
                                    "SELECT " + std::string(kAttemptColumns) +
                                        " FROM step_attempts WHERE run_id = ?1 "
-                                       "ORDER BY started_at, rowid",
+                                       "ORDER BY started_at, " +
+                                       insertion_order(db),
                                    run_id));
   });
 }
@@ -498,13 +499,13 @@ Result<int64_t> WorkflowStore::request_approval(const ApprovalRow& a) {
   }
   auto out = store_.locked([&](Db& db) -> Result<int64_t> {
     return within("request approval", write_transaction(db, [&]() -> Result<int64_t> {
-                    RF_TRY(exec(db,
-                                "INSERT INTO approvals (project_id, run_id, step_id, kind, "
-                                "request_json, state, created_at, expires_at) "
-                                "VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7)",
-                                a.project_id, a.run_id, a.step_id, a.kind, a.request_json,
-                                store_.clock_now(), a.expires_at));
-                    return db.last_insert_rowid();
+                    return inserted_id(db,
+                                       "INSERT INTO approvals (project_id, run_id, step_id, kind, "
+                                       "request_json, state, created_at, expires_at) "
+                                       "VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7) "
+                                       "RETURNING id",
+                                       a.project_id, a.run_id, a.step_id, a.kind, a.request_json,
+                                       store_.clock_now(), a.expires_at);
                   }));
   });
   if (out.ok() && a.run_id) store_.ring_run(*a.run_id);
@@ -592,9 +593,13 @@ Status WorkflowStore::put_artifact(const ArtifactRow& a) {
     return within("record the artifact of step " + a.step_id + " of run " + a.run_id,
                   write_transaction(db, [&]() -> Status {
                     auto st = query(db,
-                                    "INSERT OR REPLACE INTO artifacts (run_id, step_id, attempt, "
-                                    "dest, ref_json, data, size, sha256, created_at) "
-                                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                    "INSERT INTO artifacts (run_id, step_id, attempt, dest, "
+                                    "ref_json, data, size, sha256, created_at) "
+                                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
+                                    "ON CONFLICT (run_id, step_id, attempt) DO UPDATE SET "
+                                    "dest = excluded.dest, ref_json = excluded.ref_json, "
+                                    "data = excluded.data, size = excluded.size, "
+                                    "sha256 = excluded.sha256, created_at = excluded.created_at",
                                     a.run_id, a.step_id, a.attempt, a.dest, a.ref_json);
                     if (!st.ok()) return st.take_error();
                     if (a.data) {

@@ -15,6 +15,7 @@
 
 #include "store/db.h"
 #include "store/store.h"
+#include "support/postgres_server.h"
 
 namespace rf::store {
 namespace {
@@ -25,13 +26,14 @@ class AuditLogTest : public ::testing::Test {
     char tmpl[] = "/tmp/rf-audit-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    target_ = rf::testing::fresh_store_target(dir_ + "/ringfence.db");
     store_ = open();
     log_ = std::make_unique<AuditLog>(*store_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::unique_ptr<Store> open() {
-    auto s = Store::open(dir_ + "/ringfence.db");
+    auto s = Store::open(target_);
     EXPECT_TRUE(s.ok()) << s.error().to_string();
     return s.ok() ? std::move(*s) : nullptr;
   }
@@ -57,6 +59,7 @@ class AuditLogTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string target_;  // the store: a file in dir_, or a PostgreSQL schema
   std::unique_ptr<Store> store_;
   std::unique_ptr<AuditLog> log_;
 };

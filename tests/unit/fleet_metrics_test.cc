@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <string>
 
+#include "support/postgres_server.h"
+
 namespace rf::api {
 namespace {
 
@@ -18,7 +20,7 @@ class FleetMetrics : public ::testing::Test {
     std::string tmpl = (std::filesystem::temp_directory_path() / "rf-fleet-XXXXXX").string();
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    auto s = store::Store::open(dir_ + "/store.db");
+    auto s = store::Store::open(rf::testing::fresh_store_target(dir_ + "/store.db"));
     ASSERT_TRUE(s.ok()) << s.error().to_string();
     store_ = std::move(*s);
     store_->set_clock([this] { return now_; });

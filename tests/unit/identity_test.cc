@@ -15,6 +15,7 @@
 #include "identity/secrets.h"
 #include "store/identity_store.h"
 #include "store/store.h"
+#include "support/postgres_server.h"
 
 namespace rf::identity {
 namespace {
@@ -38,7 +39,7 @@ class IdentityTest : public ::testing::Test {
     char tmpl[] = "/tmp/rf-identity-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    auto s = store::Store::open(dir_ + "/ringfence.db");
+    auto s = store::Store::open(rf::testing::fresh_store_target(dir_ + "/ringfence.db"));
     ASSERT_TRUE(s.ok()) << s.error().to_string();
     store_ = std::move(*s);
     rows_ = std::make_unique<store::IdentityStore>(*store_);

@@ -12,6 +12,7 @@
 #include "store/db.h"
 #include "store/migrations.h"
 #include "store/store.h"
+#include "support/postgres_server.h"
 
 namespace rf::store {
 namespace {
@@ -25,7 +26,7 @@ class StoreCancel : public ::testing::Test {
     std::string tmpl = (std::filesystem::temp_directory_path() / "rf-cancel-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    path_ = dir_ + "/ringfence.db";
+    path_ = rf::testing::fresh_store_target(dir_ + "/ringfence.db");
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
@@ -200,34 +201,47 @@ TEST_F(StoreCancel, VersionTwoFilesMigrateKeepingEveryRow) {
   ASSERT_TRUE(db.ok());
   const Migration v2[] = {migrations()[0], migrations()[1]};
   ASSERT_TRUE(migrate(*db, v2).ok());
+  const bool pg = rf::testing::store_tests_on_postgres();
+  // A blob literal in each engine's SQL.
+  auto bytes = [pg](const std::string& hex) {
+    return pg ? "decode('" + hex + "', 'hex')" : "x'" + hex + "'";
+  };
   ASSERT_TRUE(db->exec("INSERT INTO projects VALUES ('p', 'development', 1);"
                        "INSERT INTO runs VALUES ('r1', 'p', 'open', 1, NULL);"
                        "INSERT INTO workers VALUES ('w1', 7, 'h', 1, 1, 'running');"
                        "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, "
                        "stdin, timeout_ms, state, worker_id, lease_expires_at, exit_code, "
                        "result_json, enqueued_at, claimed_at, finished_at, sandbox_image) "
-                       "VALUES ('r1', 'p', '[\"echo\",\"old\"]', '{}', '', x'00', 1000, "
-                       "'done', 'w1', 5, 0, '{}', 1, 2, 3, 'img');"
-                       "INSERT INTO call_output VALUES (1, 1, 1, x'6f6c640a');")
+                       "VALUES ('r1', 'p', '[\"echo\",\"old\"]', '{}', '', " +
+                       bytes("00") +
+                       ", 1000, 'done', 'w1', 5, 0, '{}', 1, 2, 3, 'img');"
+                       "INSERT INTO call_output VALUES (1, 1, 1, " +
+                       bytes("6f6c640a") + ");")
                   .ok());
   ASSERT_TRUE(migrate(*db).ok());
   auto version = schema_version(*db);
   ASSERT_TRUE(version.ok());
   EXPECT_EQ(*version, migrations().back().version);
-  // Foreign keys are on again for the connection that migrated, and hold.
-  auto fk = db->prepare("PRAGMA foreign_keys");
-  ASSERT_TRUE(fk.ok() && *fk->step());
-  EXPECT_EQ(fk->int64(0), 1);
-  auto check = db->prepare("PRAGMA foreign_key_check");
-  ASSERT_TRUE(check.ok());
-  EXPECT_FALSE(*check->step());
-  auto orphan = db->exec("INSERT INTO call_output VALUES (999, 1, 1, x'00')");
+  if (!pg) {
+    // Foreign keys are on again for the connection that migrated, and hold.
+    auto fk = db->prepare("PRAGMA foreign_keys");
+    ASSERT_TRUE(fk.ok() && *fk->step());
+    EXPECT_EQ(fk->int64(0), 1);
+    auto check = db->prepare("PRAGMA foreign_key_check");
+    ASSERT_TRUE(check.ok());
+    EXPECT_FALSE(*check->step());
+  }
+  auto orphan = db->exec("INSERT INTO call_output VALUES (999, 1, 1, " + bytes("00") + ")");
   ASSERT_FALSE(orphan.ok());
-  EXPECT_THAT(orphan.error().to_string(), HasSubstr("FOREIGN KEY"));
-  // The indexes came back with the table.
+  EXPECT_THAT(orphan.error().to_string(),
+              HasSubstr(pg ? "violates foreign key constraint" : "FOREIGN KEY"));
+  // The indexes came back with the table (SQLite rebuilds it).
   auto indexes = db->prepare(
-      "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tool_calls' "
-      "AND name LIKE 'tool_calls_%'");
+      pg ? "SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND "
+           "tablename = 'tool_calls' AND indexname LIKE 'tool_calls_%' AND "
+           "indexname <> 'tool_calls_pkey'"
+         : "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tool_calls' "
+           "AND name LIKE 'tool_calls_%'");
   ASSERT_TRUE(indexes.ok() && *indexes->step());
   EXPECT_EQ(indexes->int64(0), 5);
 

@@ -16,6 +16,7 @@
 
 #include "store/db.h"
 #include "store/migrations.h"
+#include "support/postgres_server.h"
 
 namespace rf::store {
 namespace {
@@ -29,7 +30,8 @@ class StoreTest : public ::testing::Test {
     std::string tmpl = (std::filesystem::temp_directory_path() / "rf-store-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    path_ = dir_ + "/state/ringfence.db";  // the parent directory does not exist yet
+    // the parent directory does not exist yet (or a fresh PostgreSQL schema)
+    path_ = rf::testing::fresh_store_target(dir_ + "/state/ringfence.db");
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
@@ -58,6 +60,15 @@ class StoreTest : public ::testing::Test {
     return st->int64(0);
   }
   int64_t count(const std::string& table) { return scalar("SELECT count(*) FROM " + table); }
+  // SQL that counts the tables called `name` (0 or 1), on either engine.
+  static std::string tables_named(const std::string& name) {
+    if (rf::testing::store_tests_on_postgres()) {
+      return "SELECT count(*) FROM information_schema.tables WHERE table_schema = "
+             "current_schema() AND table_name = '" +
+             name + "'";
+    }
+    return "SELECT count(*) FROM sqlite_master WHERE name = '" + name + "'";
+  }
 
   static NewCall make_call(const std::string& project, const std::string& run,
                            std::vector<std::string> argv = {"echo", "hi"}) {
@@ -103,14 +114,13 @@ TEST_F(StoreTest, OpenCreatesTheSchemaAndReopenIsANoOp) {
   for (const char* table : {"projects", "runs", "tool_calls", "call_output", "sandboxes", "workers",
                             "events", "secrets", "secret_versions", "identity_profiles",
                             "profile_entries", "injections", "audit_events", "audit_head"}) {
-    EXPECT_EQ(
-        scalar(std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + table + "'"), 1)
-        << table;
+    EXPECT_EQ(scalar(tables_named(table)), 1) << table;
   }
   ASSERT_NE(open(), nullptr);
   Db db = raw();
   ASSERT_TRUE(migrate(db).ok());
   EXPECT_EQ(count("schema_version"), latest());
+  if (rf::testing::store_tests_on_postgres()) return;  // SQLite's journal, below
   auto mode = db.prepare("PRAGMA journal_mode");
   ASSERT_TRUE(mode.ok() && *mode->step());
   EXPECT_EQ(mode->text(0), "wal");
@@ -151,13 +161,15 @@ TEST_F(StoreTest, NewerSchemaIsRefusedNamingBothVersions) {
 TEST_F(StoreTest, FailedMigrationLeavesNoTrace) {
   ASSERT_NE(open(), nullptr);
   std::vector<Migration> list(migrations().begin(), migrations().end());
-  list.push_back({latest() + 1, "CREATE TABLE half (x INTEGER); INSERT INTO nowhere VALUES (1);"});
+  constexpr std::string_view kHalf =
+      "CREATE TABLE half (x INTEGER); INSERT INTO nowhere VALUES (1);";
+  list.push_back({latest() + 1, kHalf, kHalf});
   Db db = raw();
   auto migrated = migrate(db, list);
   ASSERT_FALSE(migrated.ok());
   EXPECT_THAT(migrated.error().to_string(), HasSubstr("migration " + std::to_string(latest() + 1)));
   EXPECT_EQ(scalar("SELECT max(version) FROM schema_version"), latest());
-  EXPECT_EQ(scalar("SELECT count(*) FROM sqlite_master WHERE name = 'half'"), 0);
+  EXPECT_EQ(scalar(tables_named("half")), 0);
 }
 
 // ---- projects and calls

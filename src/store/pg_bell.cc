@@ -1,0 +1,150 @@
+// The store's doorbell across hosts, on PostgreSQL: LISTEN/NOTIFY.
+//
+// Each process that opens a PostgreSQL store keeps a private bell
+// (Doorbell::open_private) and one relay: publish() sends NOTIFY rf_bell with
+// the slot's number over a connection of its own, and a thread holds a second
+// connection that LISTENs and rings the local bell for every notification
+// (its own process's included). PostgreSQL delivers a NOTIFY to listeners
+// only once the transaction that sent it commits; publish() runs after the
+// store's commit, in a transaction of its own.
+//
+// A lost connection is opened again with backoff (50 ms doubling to 2 s);
+// notifications sent meanwhile are lost, so after reconnecting every slot is
+// rung once: waiters look at the database again. Waiters always have a
+// timeout, so a relay that cannot reach the database costs latency only.
+#include <libpq-fe.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "core/unique_fd.h"
+#include "store/db.h"
+#include "store/doorbell.h"
+
+namespace rf::store {
+namespace {
+
+constexpr const char* kChannel = "rf_bell";
+
+void ignore_notice(void*, const char*) {}
+
+PGconn* connect(const std::string& uri) {
+  const char* keys[] = {"connect_timeout", "dbname", nullptr};
+  const char* values[] = {"10", uri.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, 1);
+  if (conn != nullptr && PQstatus(conn) != CONNECTION_OK) {
+    PQfinish(conn);
+    return nullptr;
+  }
+  if (conn != nullptr) PQsetNoticeProcessor(conn, ignore_notice, nullptr);
+  return conn;
+}
+
+bool listen_on(PGconn* conn) {
+  PGresult* r = PQexec(conn, (std::string("LISTEN ") + kChannel).c_str());
+  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  return ok;
+}
+
+class PgBellRelay final : public BellRelay {
+ public:
+  PgBellRelay(std::string uri, Doorbell& bell, UniqueFd stop)
+      : uri_(std::move(uri)), bell_(bell), stop_(std::move(stop)) {}
+
+  ~PgBellRelay() override {
+    const uint64_t one = 1;
+    (void)!::write(stop_.get(), &one, sizeof one);
+    if (thread_.joinable()) thread_.join();
+    PQfinish(listener_);
+    PQfinish(sender_);
+  }
+  PgBellRelay(const PgBellRelay&) = delete;
+  PgBellRelay& operator=(const PgBellRelay&) = delete;
+
+  Status start() {
+    listener_ = connect(uri_);
+    if (listener_ == nullptr || !listen_on(listener_)) {
+      return make_error("listen for the store's rings on " + engine::redact_uri(uri_),
+                        listener_ != nullptr ? PQerrorMessage(listener_) : "cannot connect");
+    }
+    thread_ = std::thread([this] { listen_loop(); });
+    return ok_status();
+  }
+
+  void publish(uint32_t slot) override {
+    std::lock_guard lock(mu_);
+    if (sender_ == nullptr || PQstatus(sender_) != CONNECTION_OK) {
+      PQfinish(sender_);
+      sender_ = connect(uri_);
+      if (sender_ == nullptr) return;
+    }
+    const std::string payload = std::to_string(slot);
+    const char* values[] = {kChannel, payload.c_str()};
+    PQclear(
+        PQexecParams(sender_, "SELECT pg_notify($1, $2)", 2, nullptr, values, nullptr, nullptr, 0));
+  }
+
+ private:
+  bool stopping(int timeout_ms) {
+    pollfd p{stop_.get(), POLLIN, 0};
+    return ::poll(&p, 1, timeout_ms) > 0;
+  }
+
+  void listen_loop() {
+    auto backoff = std::chrono::milliseconds(50);
+    while (true) {
+      if (listener_ == nullptr || PQstatus(listener_) != CONNECTION_OK) {
+        PQfinish(listener_);
+        listener_ = connect(uri_);
+        if (listener_ == nullptr || !listen_on(listener_)) {
+          if (stopping(static_cast<int>(backoff.count()))) return;
+          backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+          continue;
+        }
+        backoff = std::chrono::milliseconds(50);
+        bell_.ring_all();  // what was rung while we were away
+      }
+      pollfd fds[2] = {{PQsocket(listener_), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+      if (::poll(fds, 2, 1000) < 0) continue;
+      if ((fds[1].revents & POLLIN) != 0) return;
+      if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      if (PQconsumeInput(listener_) == 0) {
+        PQfinish(listener_);
+        listener_ = nullptr;
+        continue;
+      }
+      while (PGnotify* n = PQnotifies(listener_)) {
+        bell_.ring(static_cast<uint32_t>(std::strtoul(n->extra, nullptr, 10)));
+        PQfreemem(n);
+      }
+    }
+  }
+
+  std::string uri_;
+  Doorbell& bell_;
+  UniqueFd stop_;
+  PGconn* listener_ = nullptr;  // the listening thread's
+  std::mutex mu_;
+  PGconn* sender_ = nullptr;  // publish()'s, under mu_
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BellRelay>> start_pg_bell_relay(const std::string& uri, Doorbell& bell) {
+  UniqueFd stop(::eventfd(0, EFD_CLOEXEC));
+  if (!stop) return sys_error("eventfd for the store's bell relay", errno);
+  auto relay = std::make_unique<PgBellRelay>(uri, bell, std::move(stop));
+  RF_TRY(relay->start());
+  return std::unique_ptr<BellRelay>(std::move(relay));
+}
+
+}  // namespace rf::store
