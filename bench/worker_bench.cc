@@ -1,7 +1,12 @@
 // Worker throughput: calls per second sustained through a worker (store,
 // claim, sandbox, exec, output, result) with 1, 8 and 64 concurrent clients,
 // in per_tool and per_run modes, running /bin/true.
+// --workers W runs W workers in this process, each with a state dir of its
+// own (as on W hosts), sharing one store; --store-engine postgres runs them on
+// a PostgreSQL cluster the bench starts (tests/support/postgres_server.h), and
+// both runs the two engines side by side (issue 16).
 // Usage: rf_worker_bench [--calls N] [--mode per_tool|per_run] [--clients C]
+//                        [--workers W] [--store-engine sqlite|postgres|both]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,19 +15,21 @@
 #include <vector>
 
 #include "cli/backends.h"
+#include "store/postgres.h"
+#include "support/postgres_server.h"
 #include "worker/worker.h"
 
 using namespace std::chrono;
 
 namespace {
 
-double run_clients(const std::string& state, int clients, int calls) {
+double run_clients(const std::string& target, int clients, int calls) {
   std::vector<std::thread> threads;
   std::atomic<int> next{0}, failed{0};
   const auto start = steady_clock::now();
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
-      auto s = rf::store::Store::open(rf::worker::store_path(state));
+      auto s = rf::store::Store::open(target);
       if (!s) std::abort();
       for (int i; (i = next++) < calls;) {
         rf::store::NewCall call;
@@ -54,53 +61,81 @@ double run_clients(const std::string& state, int clients, int calls) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int calls = 300;
+  int calls = 300, workers = 1;
   std::vector<std::string> modes = {"per_tool", "per_run"};
   std::vector<int> client_counts = {1, 8, 64};
+  std::vector<std::string> engines = {"sqlite"};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--calls") && i + 1 < argc) calls = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) modes = {argv[++i]};
     if (!std::strcmp(argv[i], "--clients") && i + 1 < argc) client_counts = {std::atoi(argv[++i])};
+    if (!std::strcmp(argv[i], "--workers") && i + 1 < argc) workers = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--store-engine") && i + 1 < argc) {
+      const std::string e = argv[++i];
+      engines = e == "both" ? std::vector<std::string>{"sqlite", "postgres"}
+                            : std::vector<std::string>{e};
+    }
   }
   ::setenv("RINGFENCE_TOOL_RUNNER", RF_RUNNER_PATH, 0);  // the runner is not next to this binary
-  std::printf("%-9s %8s %8s %10s\n", "mode", "clients", "calls", "calls/s");
-  for (const auto& mode : modes) {
-    for (int clients : client_counts) {
-      char tmpl[] = "/tmp/rf-wbench-XXXXXX";
-      const std::string state = mkdtemp(tmpl);
-      auto s = rf::worker::default_settings("/nonexistent");
-      s.state_dir.value = state;
-      s.mode.value =
-          mode == "per_tool" ? rf::worker::SandboxMode::kPerTool : rf::worker::SandboxMode::kPerRun;
-      s.pool_target.value = 4;
-      s.pool_max.value = 8;
-      auto placement = rf::cli::place_worker(s);
-      if (!placement) {
-        std::fprintf(stderr, "%s\n", placement.error().to_string().c_str());
+  rf::store::enable_postgres();
+  std::unique_ptr<rf::testing::PostgresServer> pg;
+  std::printf("%-9s %-9s %8s %8s %8s %10s\n", "engine", "mode", "workers", "clients", "calls",
+              "calls/s");
+  for (const auto& engine : engines) {
+    if (engine == "postgres" && !pg) {
+      pg = std::make_unique<rf::testing::PostgresServer>();
+      if (!pg->ok()) {
+        std::fprintf(stderr, "PostgreSQL did not start: %s\n", pg->error().c_str());
         return 1;
       }
-      rf::worker::WorkerOptions o;
-      o.settings = s;
-      o.concurrency = std::min(clients, 16);
-      auto w = rf::worker::Worker::start(o, std::move(*placement));
-      if (!w) {
-        std::fprintf(stderr, "%s\n", w.error().to_string().c_str());
-        return 1;
+    }
+    for (const auto& mode : modes) {
+      for (int clients : client_counts) {
+        char tmpl[] = "/tmp/rf-wbench-XXXXXX";
+        const std::string state = mkdtemp(tmpl);
+        const std::string target =
+            engine == "postgres" ? pg->fresh_schema_uri() : state + "/w0/ringfence.db";
+        std::vector<std::unique_ptr<rf::worker::Worker>> running;
+        for (int n = 0; n < workers; ++n) {
+          auto s = rf::worker::default_settings("/nonexistent");
+          s.state_dir.value = state + "/w" + std::to_string(n);
+          s.store.value = target;
+          s.mode.value = mode == "per_tool" ? rf::worker::SandboxMode::kPerTool
+                                            : rf::worker::SandboxMode::kPerRun;
+          s.pool_target.value = 4;
+          s.pool_max.value = 8;
+          auto placement = rf::cli::place_worker(s);
+          if (!placement) {
+            std::fprintf(stderr, "%s\n", placement.error().to_string().c_str());
+            return 1;
+          }
+          rf::worker::WorkerOptions o;
+          o.settings = s;
+          o.worker_id = "bench-w" + std::to_string(n);
+          o.concurrency = std::min(clients, 16);
+          auto w = rf::worker::Worker::start(o, std::move(*placement));
+          if (!w) {
+            std::fprintf(stderr, "%s\n", w.error().to_string().c_str());
+            return 1;
+          }
+          running.push_back(std::move(*w));
+        }
+        {
+          auto st = rf::store::Store::open(target);
+          (void)(*st)->ensure_project("bench", rf::store::Environment::development);
+        }
+        std::this_thread::sleep_for(milliseconds(500));  // let the pools fill
+        const double rate = run_clients(target, clients, calls);
+        std::printf("%-9s %-9s %8d %8d %8d %10.0f\n", engine.c_str(), mode.c_str(), workers,
+                    clients, calls, rate);
+        std::fflush(stdout);
+        for (auto& w : running) w->stop();
+        running.clear();
+        if (!getenv("RF_KEEP"))
+          std::system(("rm -rf " + state).c_str());
+        else
+          std::printf("kept %s\n", state.c_str());
       }
-      {
-        auto st = rf::store::Store::open(rf::worker::store_path(state));
-        (void)(*st)->ensure_project("bench", rf::store::Environment::development);
-      }
-      std::this_thread::sleep_for(milliseconds(500));  // let the pool fill
-      const double rate = run_clients(state, clients, calls);
-      std::printf("%-9s %8d %8d %10.0f\n", mode.c_str(), clients, calls, rate);
-      std::fflush(stdout);
-      (*w)->stop();
-      w->reset();
-      if (!getenv("RF_KEEP"))
-        std::system(("rm -rf " + state).c_str());
-      else
-        std::printf("kept %s\n", state.c_str());
     }
   }
   return 0;

@@ -1,5 +1,6 @@
-// The store a client command opens (cli side): the one under --state-dir, or
-// under the workers' default state dir (~/.ringfence/state).
+// The store a client command opens (cli side): $RINGFENCE_STORE (a postgres://
+// URI, say), or the one under --state-dir, or under the workers' default state
+// dir (~/.ringfence/state).
 #pragma once
 
 #include <memory>
@@ -12,6 +13,10 @@ namespace rf::cli {
 
 // `flag` when set, else the workers' default.
 std::string state_dir_or_default(const std::string& flag);
+// The store a command opens: `store_flag` (--store) when set, else
+// $RINGFENCE_STORE, else the SQLite file in `state_dir` (docs/store.md).
+std::string store_target(const std::string& store_flag, const std::string& state_dir);
+// The store of store_target("", state_dir).
 Result<std::unique_ptr<store::Store>> open_client_store(const std::string& state_dir);
 
 }  // namespace rf::cli

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/call_wait.h"
+#include "cli/client_store.h"
 #include "cli/commands.h"
 #include "cli/proof_session.h"
 #include "core/io.h"
@@ -28,6 +29,7 @@ namespace {
 
 struct ClientFlags {
   std::string state_dir;  // empty: the worker's default
+  std::string store;      // empty: $RINGFENCE_STORE, else the state dir's
   std::string project, run, stdin_file, environment = "development", timeout = "30s";
   std::string sandbox_image;  // an agent's own image; "" = the worker's
   std::string wait_timeout;   // "" = wait for a worker as long as it takes
@@ -45,7 +47,7 @@ std::string state_dir_of(const ClientFlags& f) {
 }
 
 Result<std::unique_ptr<store::Store>> open_store(const ClientFlags& f) {
-  return store::Store::open(worker::store_path(state_dir_of(f)));
+  return store::Store::open(store_target(f.store, state_dir_of(f)));
 }
 
 int run_call(const ClientFlags& f) {
@@ -102,7 +104,7 @@ int run_call(const ClientFlags& f) {
   if (!id) return fail(id.error().to_string(), kExitUsage);
   QueueWatch watch({.call_id = *id,
                     .project = f.project,
-                    .store_path = worker::store_path(state_dir_of(f)),
+                    .store_path = store::engine::redact_uri(store_target(f.store, state_dir_of(f))),
                     .state_dir = state_dir_of(f),
                     .environment = project ? project->environment : *env,
                     .wait_timeout = wait_timeout,
@@ -163,6 +165,9 @@ void add_call_command(CLI::App* call, CommandResult* result) {
       ->default_val("development");
   call->add_option("--state-dir", f->state_dir,
                    "The workers' state dir (default ~/.ringfence/state)");
+  call->add_option("--store", f->store,
+                   "The workers' store, when not the state dir's: a postgres:// URI (its "
+                   "password in PGPASSFILE) or a SQLite file. Default: $RINGFENCE_STORE");
   call->add_option("--wait-timeout", f->wait_timeout,
                    "Give up when no worker has claimed the call within this long (e.g. 30s): "
                    "the call is cancelled, never runs, and the exit code is 124. "

@@ -1,12 +1,22 @@
 // ringfence: the command line. A thin layer over the library; each verb group
 // lives in its own cmd_*.cc.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <string_view>
 
 #include "cli/commands.h"
 #include "cli/name_services.h"
 #include "core/log.h"
+#include "store/db.h"
+#ifdef RF_WITH_POSTGRES
+#include "store/postgres.h"
+#endif
 
 namespace {
 
@@ -25,11 +35,52 @@ std::string_view command_word(int argc, char** argv) {
   return {};
 }
 
+#ifdef RF_STATIC_CLI
+// The static ringfence has no libpq (docs/store.md). A command given a
+// PostgreSQL store (--store URI or $RINGFENCE_STORE) becomes ringfence-pg, the
+// same CLI linked with libpq, next to this binary, before it does anything.
+bool names_a_postgres_store(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--store" && i + 1 < argc && rf::store::is_postgres_uri(argv[i + 1])) return true;
+    if (arg.starts_with("--store=") && rf::store::is_postgres_uri(arg.substr(8))) return true;
+  }
+  const char* env = std::getenv("RINGFENCE_STORE");
+  return env != nullptr && rf::store::is_postgres_uri(env);
+}
+
+[[noreturn]] void become_postgres_twin(char** argv) {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string twin = n > 0 ? std::string(self, n) : std::string();
+  twin = twin.substr(0, twin.rfind('/') + 1) + "ringfence-pg";
+  ::execv(twin.c_str(), argv);
+  std::fprintf(stderr, "ringfence: a PostgreSQL store needs %s (the CLI with libpq): %s\n",
+               twin.c_str(), std::strerror(errno));
+  std::exit(2);
+}
+
+// A store named where the scan above cannot see it (a worker's config file):
+// say what to run instead.
+rf::Result<std::unique_ptr<rf::store::engine::ConnectionImpl>> refuse_postgres(
+    const std::string& target, const rf::store::DbOptions&) {
+  return rf::make_error("open database " + rf::store::engine::redact_uri(target),
+                        "the static ringfence has no libpq: run ringfence-pg (next to it), or "
+                        "name the store with --store or RINGFENCE_STORE, which hand it over");
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
 #ifdef RF_STATIC_CLI
+  if (names_a_postgres_store(argc, argv)) become_postgres_twin(argv);
+  rf::store::engine::register_postgres(refuse_postgres);
   rf::cli::use_builtin_name_services();  // a static binary cannot load NSS modules
+#endif
+#ifdef RF_WITH_POSTGRES
+  rf::store::enable_postgres();
 #endif
   CLI::App app{"ringfence: run AI agents' tool calls in disposable sandboxes"};
   app.name("ringfence");

@@ -23,7 +23,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A sandbox's setup takes milliseconds; the limit catches a child that hangs.
+// Under ThreadSanitizer the child (forked from a threaded, instrumented
+// process) sets up many times slower, and several at once passed 10 s.
+#if defined(__SANITIZE_THREAD__)
+constexpr std::chrono::milliseconds kSetupTimeout{60'000};
+#else
 constexpr std::chrono::milliseconds kSetupTimeout{10'000};
+#endif
 
 void sigkill(int pidfd, pid_t) { ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0); }
 

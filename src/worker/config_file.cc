@@ -14,6 +14,7 @@
 #include "core/io.h"
 #include "core/units.h"
 #include "net/egress_policy.h"
+#include "store/db.h"
 
 namespace rf::worker {
 namespace {
@@ -283,6 +284,8 @@ const std::vector<Field>& root_fields() {
             parse_project_environment, &SettingsLayer::project_environment),
       field("project", "a project name", parse_name, &SettingsLayer::project),
       field("state_dir", "a directory", parse_text, &SettingsLayer::state_dir),
+      field("store", "a store (an absolute SQLite file path or a postgres:// URI)", parse_store,
+            &SettingsLayer::store),
       section("sandbox", sandbox_fields()),
       section("pool", pool_fields()),
       section("identity", identity_fields()),
@@ -370,6 +373,10 @@ std::string settings_to_yaml(const WorkerSettings& s) {
   }
   if (!s.project.value.empty()) out << YAML::Key << "project" << YAML::Value << s.project.value;
   out << YAML::Key << "state_dir" << YAML::Value << s.state_dir.value;
+  // Without its password: this is shown, not kept.
+  if (!s.store.value.empty()) {
+    out << YAML::Key << "store" << YAML::Value << store::engine::redact_uri(s.store.value);
+  }
   out << YAML::Key << "sandbox" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "mode" << YAML::Value << to_string(s.mode.value);
   out << YAML::Key << "backend" << YAML::Value << std::string(to_string(s.backend.value));

@@ -7,6 +7,7 @@
 
 #include "core/units.h"
 #include "net/resolve_override.h"
+#include "store/db.h"
 
 namespace rf::worker {
 namespace {
@@ -217,6 +218,13 @@ Result<std::string> parse_text(std::string_view text) {
   return std::string(text);
 }
 
+Result<std::string> parse_store(std::string_view text) {
+  if (store::is_postgres_uri(text) || text.starts_with("/")) return std::string(text);
+  // Shown without a password, should it be a URI of another scheme.
+  return expected("an absolute SQLite file path or a postgres:// URI",
+                  store::engine::redact_uri(text));
+}
+
 Result<std::string> parse_name(std::string_view text) {
   bool ok = !text.empty();
   for (char c : text) {
@@ -279,6 +287,7 @@ WorkerSettings merge_settings(const SettingsLayer& flags, const SettingsLayer& c
   pick(&s.project, flags.project, config.project);
   pick(&s.state_dir, flags.state_dir, config.state_dir);
   s.state_dir.value = expand_home(s.state_dir.value, home);
+  pick(&s.store, flags.store, config.store);
   pick(&s.backend, flags.backend, config.backend);
   pick(&s.docker_host, flags.docker_host, config.docker_host);
   pick(&s.fallback_backends, flags.fallback_backends, config.fallback_backends);
@@ -317,6 +326,13 @@ Status validate_settings(const WorkerSettings& s) {
     return make_error(where_of(s.state_dir.source, "state_dir"),
                       "must be an absolute path, got " + in_quotes(s.state_dir.value));
   }
+  // Any process on the host can read another's argv: a password stays out.
+  if (s.store.source.starts_with("flag") &&
+      store::engine::redact_uri(s.store.value) != s.store.value) {
+    return make_error(where_of(s.store.source, "store"),
+                      "the URI holds a password, which any process can read in argv; put it "
+                      "in the config file (store:) or in libpq's PGPASSFILE");
+  }
   if (s.idle_timeout.value.count() <= 0) {
     return make_error(where_of(s.idle_timeout.source, "sandbox.idle_timeout"), "must be positive");
   }
@@ -342,6 +358,10 @@ SandboxSpec WorkerSettings::sandbox_spec() const {
   return spec;
 }
 
+std::string WorkerSettings::store_target() const {
+  return store.value.empty() ? state_dir.value + "/ringfence.db" : store.value;
+}
+
 const std::string& ResolvedLimits::source_of(std::string_view name) const {
   static const std::string kDefault(kDefaultSource);
   const auto it = sources.find(name);
@@ -354,6 +374,7 @@ std::vector<std::string> WorkerSettings::explain() const {
       line("project_environment", to_string(project_environment.value), project_environment),
       line("project", or_none(project.value), project),
       line("state_dir", state_dir.value, state_dir),
+      line("store", store::engine::redact_uri(store_target()), store),
       line("sandbox.mode", to_string(mode.value), mode),
       line("sandbox.backend", std::string(to_string(backend.value)), backend),
       line("sandbox.docker_host", or_none(docker_host.value), docker_host),

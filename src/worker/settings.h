@@ -59,6 +59,7 @@ struct SettingsLayer {
   Maybe<ProjectEnvironment> project_environment;
   Maybe<std::string> project;
   Maybe<std::string> state_dir;
+  Maybe<std::string> store;
   Maybe<SandboxMode> mode;
   Maybe<BackendKind> backend;
   Maybe<std::string> docker_host;
@@ -84,6 +85,9 @@ struct WorkerSettings {
   Resolved<ProjectEnvironment> project_environment;
   Resolved<std::string> project;  // per_worker: the one project this worker serves
   Resolved<std::string> state_dir;
+  // The store: empty, the SQLite file in state_dir; else a SQLite file or a
+  // postgres:// URI (docs/store.md). Use store_target().
+  Resolved<std::string> store;
   Resolved<SandboxMode> mode;
   Resolved<BackendKind> backend;
   Resolved<std::string> docker_host;  // docker backends: the daemon's URL; empty: $DOCKER_HOST
@@ -111,6 +115,8 @@ struct WorkerSettings {
 
   // The spec of one sandbox with these settings (backend, image, network, limits).
   SandboxSpec sandbox_spec() const;
+  // What Store::open takes: `store`, or <state_dir>/ringfence.db.
+  std::string store_target() const;
   // One line per setting, "key: value (source)", for `worker config --explain`.
   std::vector<std::string> explain() const;
 };
@@ -145,6 +151,8 @@ Result<std::string> parse_proxy_resolve(std::string_view text);
 // A limit's text, checked as the table's parser reads it.
 Status check_limit_text(const LimitField& field, std::string_view text);
 Result<std::string> parse_text(std::string_view text);  // any non-empty text (image, paths)
+// An absolute SQLite file path, or a postgres:// (postgresql://) URI.
+Result<std::string> parse_store(std::string_view text);
 Result<std::string> parse_name(std::string_view text);  // [A-Za-z0-9._-]+ (project, pool)
 Result<uint64_t> parse_count(std::string_view text);
 Result<std::chrono::milliseconds> parse_duration_setting(std::string_view text);

@@ -91,6 +91,10 @@ std::vector<FlagDef> make_flag_defs() {
           &SettingsLayer::project),
       def("--state-dir", "State directory (default ~/.ringfence/state)", parse_text,
           &SettingsLayer::state_dir),
+      def("--store",
+          "The store: a SQLite file (default <state-dir>/ringfence.db) or a postgres:// URI "
+          "(its password in PGPASSFILE, never here)",
+          parse_store, &SettingsLayer::store),
       def("--sandbox-mode", "none, per_tool, per_run or per_worker", parse_sandbox_mode,
           &SettingsLayer::mode),
       def("--jit-policy", "The JIT credential policy file (YAML); without one, rf-cred is denied",

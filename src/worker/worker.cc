@@ -112,7 +112,7 @@ Status Worker::init() {
   }
   id_ = options_.worker_id.empty() ? hostname() + "-" + std::to_string(::getpid())
                                    : options_.worker_id;
-  auto st = store::Store::open(store_path(s.state_dir.value));
+  auto st = store::Store::open(s.store_target());
   if (!st) return st.take_error();
   store_ = std::move(*st);
   // Crash safety: calls held by a dead worker of this host are interrupted

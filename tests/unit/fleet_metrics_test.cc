@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "support/postgres_server.h"
+#include "support/store_target.h"
 
 namespace rf::api {
 namespace {

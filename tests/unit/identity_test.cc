@@ -15,7 +15,7 @@
 #include "identity/secrets.h"
 #include "store/identity_store.h"
 #include "store/store.h"
-#include "support/postgres_server.h"
+#include "support/store_target.h"
 
 namespace rf::identity {
 namespace {

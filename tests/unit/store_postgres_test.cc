@@ -10,7 +10,7 @@
 
 #include "store/db.h"
 #include "store/store.h"
-#include "support/postgres_server.h"
+#include "support/store_target.h"
 
 namespace rf::store {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "store/db.h"
 #include "store/migrations.h"
-#include "support/postgres_server.h"
+#include "support/store_target.h"
 
 namespace rf::store {
 namespace {

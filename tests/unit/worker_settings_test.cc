@@ -193,6 +193,7 @@ TEST(WorkerSettings, ExplainLines) {
       "project_environment: production (flag --project-environment)",
       "project: (none) (default)",
       "state_dir: /home/u/.ringfence/state (default)",
+      "store: /home/u/.ringfence/state/ringfence.db (default)",
       "sandbox.mode: per_run (project environment production)",
       "sandbox.backend: native (default)",
       "sandbox.docker_host: (none) (default)",
@@ -275,6 +276,30 @@ TEST(WorkerSettings, YamlRoundTrip) {
   }
 }
 
+// The store (issue 16): the state dir's SQLite file unless the flag or the
+// file names one; a password only from the file, and shown by no line.
+TEST(WorkerSettings, TheStoreComesFromTheFlagOrTheFileAndHidesItsPassword) {
+  EXPECT_EQ(merged({}, "").store_target(), "/home/u/.ringfence/state/ringfence.db");
+  WorkerSettings s = merged({}, "store: postgres://rf:pw@db/rf\n");
+  EXPECT_EQ(s.store_target(), "postgres://rf:pw@db/rf");
+  EXPECT_TRUE(validate_settings(s).ok());
+  for (const std::string& line : s.explain()) EXPECT_EQ(line.find(":pw@"), std::string::npos);
+  EXPECT_NE(settings_to_yaml(s).find("store: postgres://rf:***@db/rf"), std::string::npos);
+  s = merged({"--store", "postgresql:///rf?host=/run/pg"}, "store: /var/lib/rf/other.db\n");
+  EXPECT_EQ(s.store_target(), "postgresql:///rf?host=/run/pg");
+  EXPECT_EQ(s.store.source, "flag --store");
+  s = merged({"--store", "postgres://rf:pw@db/rf"}, "");
+  auto refused = validate_settings(s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().to_string(),
+            "--store: the URI holds a password, which any process can read in argv; put it in "
+            "the config file (store:) or in libpq's PGPASSFILE");
+  EXPECT_EQ(config_error("store: relative.db\n"),
+            std::string(kPath) +
+                ":1: store: expected an absolute SQLite file path or a postgres:// URI, got "
+                "\"relative.db\"");
+}
+
 TEST(WorkerSettings, StateDirTildeIsHome) {
   EXPECT_EQ(merged({}, "state_dir: ~/rf\n").state_dir.value, "/home/u/rf");
 }
@@ -299,7 +324,7 @@ TEST(WorkerConfig, TheJitPolicyComesFromTheFileOrTheFlag) {
 TEST(WorkerConfig, UnknownTopLevelKey) {
   EXPECT_EQ(config_error("colour: red\n"),
             "/etc/rf/worker.yaml:1: colour: unknown key (allowed: project_environment, project, "
-            "state_dir, sandbox, pool, identity)");
+            "state_dir, store, sandbox, pool, identity)");
   EXPECT_EQ(config_error("pool:\n  max: 3\nprojects: acme\n"),
             "/etc/rf/worker.yaml:3: projects: unknown key (did you mean \"project\"?)");
 }
