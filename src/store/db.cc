@@ -4,8 +4,6 @@
 
 namespace rf::store {
 
-std::string_view to_string(Engine e) { return e == Engine::sqlite ? "sqlite" : "postgres"; }
-
 bool is_postgres_uri(std::string_view target) {
   return target.starts_with("postgres://") || target.starts_with("postgresql://");
 }
@@ -96,10 +94,7 @@ Status Db::exec(std::string_view sql) { return conn_->exec(sql); }
 // ---- Transaction
 
 Result<Transaction> Transaction::begin(Db& db, Kind kind) {
-  using B = engine::ConnectionImpl::Begin;
-  RF_TRY(db.connection().begin(kind == Kind::read    ? B::read
-                               : kind == Kind::write ? B::write
-                                                     : B::claim));
+  RF_TRY(db.connection().begin(kind));
   return Transaction(&db);
 }
 

@@ -25,7 +25,19 @@
 namespace rf::store {
 
 enum class Engine { sqlite, postgres };
-std::string_view to_string(Engine e);
+
+// What a transaction is for (Transaction::begin).
+enum class TransactionKind {
+  read,   // one consistent snapshot for several reads (SQLite: BEGIN;
+          // PostgreSQL: REPEATABLE READ)
+  write,  // takes the database's write lock now, so writers take turns and
+          // reads inside see what the writes will be applied to (SQLite:
+          // BEGIN IMMEDIATE, waiting up to the busy timeout; PostgreSQL: a
+          // transaction-scoped advisory lock, db_postgres.cc)
+  claim,  // a write that touches only rows it has locked (SELECT ... FOR
+          // UPDATE SKIP LOCKED, then UPDATE those rows), so it need not
+          // wait for the write lock: PostgreSQL takes none; on SQLite, as write
+};
 
 // true for a postgres:// or postgresql:// URI; anything else is a SQLite path.
 bool is_postgres_uri(std::string_view target);
@@ -55,10 +67,7 @@ class ConnectionImpl {
   virtual Status exec(std::string_view sql) = 0;
   virtual int changes() const = 0;
   virtual bool in_transaction() const = 0;
-  // A write transaction takes the database's one write lock at once; a claim
-  // transaction writes too, under row locks only (see Transaction::Kind).
-  enum class Begin { read, write, claim };
-  virtual Status begin(Begin kind) = 0;
+  virtual Status begin(TransactionKind kind) = 0;
   virtual Status commit() = 0;
   virtual void rollback() = 0;
 };
@@ -182,17 +191,7 @@ std::string sql_excerpt(std::string_view sql);
 // A transaction that rolls back when destroyed without commit().
 class Transaction {
  public:
-  enum class Kind {
-    read,   // one consistent snapshot for several reads (SQLite: BEGIN;
-            // PostgreSQL: REPEATABLE READ)
-    write,  // takes the database's write lock now, so writers take turns and
-            // reads inside see what the writes will be applied to (SQLite:
-            // BEGIN IMMEDIATE, waiting up to the busy timeout; PostgreSQL: a
-            // transaction-scoped advisory lock, db_postgres.cc)
-    claim,  // a write that touches only rows it has locked (SELECT ... FOR
-            // UPDATE SKIP LOCKED, then UPDATE those rows), so it need not
-            // wait for the write lock: PostgreSQL takes none; on SQLite, as write
-  };
+  using Kind = TransactionKind;
   static Result<Transaction> begin(Db& db, Kind kind);
 
   Transaction(Transaction&& other) noexcept;

@@ -15,14 +15,13 @@
 //   tried once more, when it was not inside a transaction; inside one, the
 //   transaction fails and its caller sees the error. Statements are prepared
 //   again on the new connection as they are next used.
-#include <libpq-fe.h>
-
 #include <cstdlib>
 #include <unordered_map>
 #include <vector>
 
 #include "store/db.h"
 #include "store/doorbell.h"
+#include "store/pg_connect.h"
 #include "store/postgres.h"
 
 namespace rf::store::engine {
@@ -240,9 +239,9 @@ class PgConnection final : public ConnectionImpl {
     return s == PQTRANS_INTRANS || s == PQTRANS_INERROR || s == PQTRANS_ACTIVE;
   }
 
-  Status begin(Begin kind) override {
-    if (kind == Begin::read) return exec("BEGIN ISOLATION LEVEL REPEATABLE READ");
-    if (kind == Begin::claim) return exec("BEGIN");
+  Status begin(TransactionKind kind) override {
+    if (kind == TransactionKind::read) return exec("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    if (kind == TransactionKind::claim) return exec("BEGIN");
     return exec("BEGIN; SET LOCAL lock_timeout = " + std::to_string(options_.busy_timeout.count()) +
                 "; SELECT pg_advisory_xact_lock(" + std::to_string(kWriteLockKey) + ")");
   }
@@ -374,18 +373,24 @@ void ignore_notice(void*, const char*) {}
 
 Result<std::unique_ptr<ConnectionImpl>> open_postgres(const std::string& uri,
                                                       const DbOptions& options) {
-  // connect_timeout first: a value in the URI overrides it.
-  const char* keys[] = {"connect_timeout", "dbname", nullptr};
-  const char* values[] = {"10", uri.c_str(), nullptr};
-  PGconn* raw = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  PGconn* raw = pg_connect(uri);
   if (raw == nullptr) return make_error("open database " + redact_uri(uri), "out of memory");
   auto conn = std::make_unique<PgConnection>(raw, redact_uri(uri), options);
   RF_TRY(conn->connect_check());
-  PQsetNoticeProcessor(raw, ignore_notice, nullptr);
   return std::unique_ptr<ConnectionImpl>(std::move(conn));
 }
 
 }  // namespace
+
+PGconn* pg_connect(const std::string& uri) {
+  // connect_timeout first: a value in the URI overrides it.
+  const char* keys[] = {"connect_timeout", "dbname", nullptr};
+  const char* values[] = {"10", uri.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  if (conn != nullptr) PQsetNoticeProcessor(conn, ignore_notice, nullptr);
+  return conn;
+}
+
 }  // namespace rf::store::engine
 
 namespace rf::store {

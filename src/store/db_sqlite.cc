@@ -163,8 +163,8 @@ class SqliteConnection final : public ConnectionImpl {
 
   int changes() const override { return sqlite3_changes(db_); }
   bool in_transaction() const override { return sqlite3_get_autocommit(db_) == 0; }
-  Status begin(Begin kind) override {
-    return exec(kind == Begin::read ? "BEGIN" : "BEGIN IMMEDIATE");
+  Status begin(TransactionKind kind) override {
+    return exec(kind == TransactionKind::read ? "BEGIN" : "BEGIN IMMEDIATE");
   }
 
   Status commit() override {

@@ -12,7 +12,6 @@
 // notifications sent meanwhile are lost, so after reconnecting every slot is
 // rung once: waiters look at the database again. Waiters always have a
 // timeout, so a relay that cannot reach the database costs latency only.
-#include <libpq-fe.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -27,23 +26,20 @@
 #include "core/unique_fd.h"
 #include "store/db.h"
 #include "store/doorbell.h"
+#include "store/pg_connect.h"
 
 namespace rf::store {
 namespace {
 
 constexpr const char* kChannel = "rf_bell";
 
-void ignore_notice(void*, const char*) {}
-
+// A working connection, or null.
 PGconn* connect(const std::string& uri) {
-  const char* keys[] = {"connect_timeout", "dbname", nullptr};
-  const char* values[] = {"10", uri.c_str(), nullptr};
-  PGconn* conn = PQconnectdbParams(keys, values, 1);
+  PGconn* conn = engine::pg_connect(uri);
   if (conn != nullptr && PQstatus(conn) != CONNECTION_OK) {
     PQfinish(conn);
     return nullptr;
   }
-  if (conn != nullptr) PQsetNoticeProcessor(conn, ignore_notice, nullptr);
   return conn;
 }
 

@@ -392,20 +392,18 @@ int64_t now_ms() {
 // ---- opening
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
-  if (!is_postgres_uri(path)) {
-    RF_TRY(within("open store " + path, make_parent_dirs(path)));
-    auto db = Db::open(path);
-    if (!db.ok()) return db.take_error();
-    RF_TRY(migrate(*db));
+  const bool postgres = is_postgres_uri(path);
+  if (!postgres) RF_TRY(within("open store " + path, make_parent_dirs(path)));
+  auto db = Db::open(path);
+  if (!db.ok()) return db.take_error();
+  RF_TRY(migrate(*db));
+  if (!postgres) {
     auto bell = Doorbell::open(path + "-bell");  // without it, waits sleep: slower, still correct
     return std::unique_ptr<Store>(
         new Store(std::move(*db), bell.ok() ? std::move(*bell) : nullptr));
   }
   // PostgreSQL: the processes sharing it live on many hosts, so each keeps a
   // bell of its own, and a relay (LISTEN/NOTIFY) rings it.
-  auto db = Db::open(path);
-  if (!db.ok()) return db.take_error();
-  RF_TRY(migrate(*db));
   auto bell = Doorbell::open_private();
   if (!bell.ok()) return bell.take_error();
   const std::string name = db->path();  // the URI without its password
