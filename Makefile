@@ -103,7 +103,10 @@ fuzz: asan-configure
 	./scripts/run-fuzzers.sh $(ASAN_BUILD) $(FUZZ_SECONDS)
 	@$(DONE)
 
+# The benchmarks are not in the default build (CI does not run them): this
+# builds all of them (build/bench/rf_*_bench), then runs rf_bench.
 bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target rf_benches
 	./$(BUILD)/bench/rf_bench
 
 format:
