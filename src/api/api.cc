@@ -10,6 +10,7 @@
 #include "api/console_page.h"
 #include "api/exec_json.h"
 #include "api/fleet_metrics.h"
+#include "api/fleet_view.h"
 #include "api/json_answers.h"
 #include "api/request_target.h"
 #include "api/tokens.h"
@@ -224,6 +225,15 @@ void Api::route(const Caller& caller, const Target& t, const Request& request,
     return;
   }
   if (seg.size() < 2 || seg[0] != "v1") return not_found();
+  // GET /v1/fleet: the workers that may serve the caller's project, with the
+  // load of that project only (a token sees nothing of another project's).
+  if (seg.size() == 2 && seg[1] == "fleet") {
+    if (method != http::verb::get) return not_allowed("GET");
+    auto fleet = store_.fleet(caller.project);
+    if (!fleet) return fail(responder, 500, "", fleet.error().to_string());
+    answer(responder, 200, fleet_json(*fleet, store::now_ms()));
+    return;
+  }
   if (seg[1] == "secrets") {
     route_secrets(caller, t, request, responder);
     return;

@@ -412,7 +412,7 @@ void Api::route_calls(const Caller& caller, const Target& t, const Request& requ
       return fail(responder, 400, "body", "expected a JSON object");
     }
     json exec = body;
-    for (const char* k : {"run", "identity"}) exec.erase(k);
+    for (const char* k : {"run", "identity", "requires"}) exec.erase(k);
     auto parsed = parse_exec(exec);
     if (auto* e = std::get_if<ServiceError>(&parsed))
       return fail(responder, e->status, e->field, e->message);
@@ -429,6 +429,27 @@ void Api::route_calls(const Caller& caller, const Target& t, const Request& requ
     call.cwd = body.contains("cwd") ? ec.cwd : "";
     call.stdin_bytes = ec.stdin_data;
     if (ec.timeout.count() > 0) call.timeout = ec.timeout;
+    // "requires": {"labels": {"zone": "b"}}: only a worker with them takes it.
+    if (body.contains("requires")) {
+      const json& req = body["requires"];
+      if (!req.is_object()) return fail(responder, 400, "requires", "expected {\"labels\": {...}}");
+      for (auto it = req.begin(); it != req.end(); ++it) {
+        if (it.key() != "labels")
+          return fail(responder, 400, "requires." + it.key(), "unknown field");
+      }
+      if (req.contains("labels")) {
+        if (!req["labels"].is_object())
+          return fail(responder, 400, "requires.labels", "expected an object of strings");
+        auto labels = store::labels_from_json(req["labels"].dump());
+        if (!labels) {
+          const std::string where = labels.error().where.empty()
+                                        ? "requires.labels"
+                                        : "requires.labels." + labels.error().where.substr(6);
+          return fail(responder, 400, where, labels.error().message);
+        }
+        call.requires_labels = std::move(*labels);
+      }
+    }
     if (body.contains("identity")) {
       const json& id = body["identity"];
       if (!id.is_object())

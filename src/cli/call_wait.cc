@@ -25,22 +25,27 @@ bool process_gone(const store::WorkerRow& w, const std::string& host) {
 
 }  // namespace
 
-Result<bool> live_worker_serves(store::Store& store, const std::string& project, int64_t now_ms) {
+Result<bool> live_worker_serves(store::Store& store, const std::string& project,
+                                const store::Labels& labels, int64_t now_ms) {
   auto workers = store.workers_serving(project, now_ms - kWorkerStaleAfter.count());
   if (!workers) return workers.take_error();
   const std::string host = this_host();
-  return std::any_of(workers->begin(), workers->end(),
-                     [&](const store::WorkerRow& w) { return !process_gone(w, host); });
+  return std::any_of(workers->begin(), workers->end(), [&](const store::WorkerRow& w) {
+    return !process_gone(w, host) && store::labels_match(labels, w.labels);
+  });
 }
 
 std::string no_worker_notice(const QueueWatchOptions& o) {
   std::string text = "ringfence: call " + std::to_string(o.call_id) +
-                     " waits: no live worker serves project " + o.project + " in store " +
-                     o.store_path + "; it runs when one starts";
+                     " waits: no live worker serves project " + o.project +
+                     (o.labels.empty() ? "" : " with labels " + store::labels_text(o.labels)) +
+                     " in store " + o.store_path + "; it runs when one starts";
   text += o.wait_timeout ? " (or is cancelled after --wait-timeout " + o.wait_timeout_text + ")"
                          : " (no --wait-timeout: it waits until then)";
   text += "\nringfence: start one with: ringfence worker start --state-dir " + o.state_dir +
-          " --project-environment " + std::string(store::to_string(o.environment)) + "\n";
+          " --project-environment " + std::string(store::to_string(o.environment));
+  for (const auto& [k, v] : o.labels) text += " --label " + k + "=" + v;
+  text += "\n";
   return text;
 }
 
@@ -61,7 +66,7 @@ std::chrono::milliseconds QueueWatch::next_look(std::chrono::milliseconds at_mos
 }
 
 void QueueWatch::look_for_workers(store::Store& store) {
-  auto live = live_worker_serves(store, o_.project, store::now_ms());
+  auto live = live_worker_serves(store, o_.project, o_.labels, store::now_ms());
   if (!live) {
     if (!look_failed_)  // said once; the call still waits, and the next look may work
       std::fprintf(stderr, "ringfence: call %lld waits; looking for live workers failed: %s\n",

@@ -13,20 +13,22 @@
 
 namespace rf::cli {
 
-// A worker is live while it is registered running, has heartbeat within this
-// long (workers beat at least once a second), and, on this host, its pid exists.
-inline constexpr std::chrono::milliseconds kWorkerStaleAfter{10'000};
+// A worker is live while it is registered running, has heartbeat within
+// store::kLiveWorkerWindow, and, on this host, its pid exists.
+inline constexpr std::chrono::milliseconds kWorkerStaleAfter = store::kLiveWorkerWindow;
 // A call still queued this long makes the client look for live workers (a live
 // one claims within milliseconds; the fast path never looks).
 inline constexpr std::chrono::milliseconds kLookForWorkersAfter{1'000};
 inline constexpr std::chrono::milliseconds kLookAgainEvery{1'000};
 
-// Whether a live worker may claim calls of `project` at `now_ms`.
-Result<bool> live_worker_serves(store::Store& store, const std::string& project, int64_t now_ms);
+// Whether a live worker may claim calls of `project` that require `labels` at `now_ms`.
+Result<bool> live_worker_serves(store::Store& store, const std::string& project,
+                                const store::Labels& labels, int64_t now_ms);
 
 struct QueueWatchOptions {
   int64_t call_id = 0;
   std::string project;
+  store::Labels labels;  // the call requires them of its worker
   std::string store_path;
   std::string state_dir;
   store::Environment environment = store::Environment::development;

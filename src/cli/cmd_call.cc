@@ -37,7 +37,8 @@ struct ClientFlags {
   bool jit = false;           // the sandbox may ask for credentials (rf-cred); implies identity
   std::string workflow, user;
   bool json = false;
-  std::string receipt;  // write the call's signed receipt here
+  std::string receipt;               // write the call's signed receipt here
+  std::vector<std::string> require;  // KEY=VALUE labels a worker must have
   std::vector<std::string> command;
 };
 
@@ -71,6 +72,16 @@ int run_call(const ClientFlags& f) {
   call.argv = f.command;
   call.timeout = *timeout;
   call.sandbox_image = f.sandbox_image;
+  for (const std::string& text : f.require) {
+    auto labels = worker::parse_labels(text);
+    if (!labels) return fail("--require: " + labels.error().to_string(), kExitUsage);
+    for (auto& [k, v] : *labels) {
+      if (!call.requires_labels.emplace(k, v).second)
+        return fail("--require: the label " + k + " is given twice", kExitUsage);
+    }
+  }
+  if (auto many = store::check_labels(call.requires_labels); !many)
+    return fail("--require: " + many.error().to_string(), kExitUsage);
   if (!f.stdin_file.empty()) {
     auto data = read_file(f.stdin_file);
     if (!data) return fail("--stdin: " + data.error().to_string(), kExitUsage);
@@ -104,6 +115,7 @@ int run_call(const ClientFlags& f) {
   if (!id) return fail(id.error().to_string(), kExitUsage);
   QueueWatch watch({.call_id = *id,
                     .project = f.project,
+                    .labels = call.requires_labels,
                     .store_path = store::engine::redact_uri(store_target(f.store, state_dir_of(f))),
                     .state_dir = state_dir_of(f),
                     .environment = project ? project->environment : *env,
@@ -168,6 +180,9 @@ void add_call_command(CLI::App* call, CommandResult* result) {
   call->add_option("--store", f->store,
                    "The workers' store, when not the state dir's: a postgres:// URI (its "
                    "password in PGPASSFILE) or a SQLite file. Default: $RINGFENCE_STORE");
+  call->add_option("--require", f->require,
+                   "A label the worker must have, KEY=VALUE (repeatable); a call no live "
+                   "worker has the labels for fails, naming what each lacks");
   call->add_option("--wait-timeout", f->wait_timeout,
                    "Give up when no worker has claimed the call within this long (e.g. 30s): "
                    "the call is cancelled, never runs, and the exit code is 124. "

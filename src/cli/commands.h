@@ -60,6 +60,8 @@ void add_serve_command(CLI::App* serve, CommandResult* result);
 void add_token_commands(CLI::App* token, CommandResult* result);
 // `keys show | rotate`: the proof signing key (issue 15).
 void add_keys_commands(CLI::App* keys, CommandResult* result);
+// `fleet status`: the workers sharing a store (issue 16).
+void add_fleet_commands(CLI::App* fleet, CommandResult* result);
 // `mcp`: the MCP server on stdio (issue 14).
 void add_mcp_command(CLI::App* mcp, CommandResult* result);
 

@@ -178,7 +178,7 @@ Result<store::WorkflowRunRow> wait_for_run(store::Store& s, const std::string& r
     if (any) continue;
     if (run->state == store::WorkflowRunState::queued && !told_no_worker &&
         std::chrono::steady_clock::now() - started > milliseconds(2000)) {
-      auto live = live_worker_serves(s, run->project_id, store::now_ms());
+      auto live = live_worker_serves(s, run->project_id, {}, store::now_ms());
       if (live && !*live) {
         std::fprintf(stderr,
                      "ringfence: workflow run %s waits: no live worker serves project %s; it "

@@ -448,6 +448,24 @@ constexpr std::string_view kV8 = R"sql(
 ALTER TABLE workers ADD COLUMN metrics_json TEXT NOT NULL DEFAULT '{}';
 )sql";
 
+// Version 9 (issue 16): a fleet. Each worker's host id and labels, and a
+// fencing token (epoch: one more at each registration of its id) that its
+// claims carry; each call's required labels (a JSON object, "{}" for none),
+// and a workflow run's: those of the step it waits to run, set when a worker
+// without them handed it back to the queue (handed_off_at).
+// A write to a held call is refused unless the call's claim_epoch is the
+// writer's: a partitioned process of a worker id registered again since
+// cannot write over what the new one does.
+constexpr std::string_view kV9 = R"sql(
+ALTER TABLE workers ADD COLUMN host_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE workers ADD COLUMN labels_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE workers ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tool_calls ADD COLUMN requires_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE tool_calls ADD COLUMN claim_epoch INTEGER;
+ALTER TABLE workflow_runs ADD COLUMN requires_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE workflow_runs ADD COLUMN handed_off_at INTEGER;
+)sql";
+
 // ---- The same versions on PostgreSQL. Each does what its SQLite twin above
 // does, in PostgreSQL's dialect: BIGINT for every integer (times are
 // milliseconds), BYTEA for blobs, identity columns for SQLite's INTEGER
@@ -773,6 +791,16 @@ constexpr std::string_view kPgV8 = R"sql(
 ALTER TABLE workers ADD COLUMN metrics_json TEXT NOT NULL DEFAULT '{}';
 )sql";
 
+constexpr std::string_view kPgV9 = R"sql(
+ALTER TABLE workers ADD COLUMN host_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE workers ADD COLUMN labels_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE workers ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE tool_calls ADD COLUMN requires_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE tool_calls ADD COLUMN claim_epoch BIGINT;
+ALTER TABLE workflow_runs ADD COLUMN requires_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE workflow_runs ADD COLUMN handed_off_at BIGINT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1, kPgV1},
     {2, kV2, kPgV2},
@@ -782,6 +810,7 @@ constexpr Migration kMigrations[] = {
     {6, kV6, kPgV6},
     {7, kV7, kPgV7},
     {8, kV8, kPgV8},
+    {9, kV9, kPgV9},
 };
 
 std::string_view version_table(const Db& db) {

@@ -115,6 +115,18 @@ inline std::string skip_locked(const Db& db) {
 inline std::string share_locked(const Db& db) {
   return db.engine() == Engine::sqlite ? "" : " FOR SHARE";
 }
+// True when the labels a row requires (`column`, a JSON object of strings)
+// are all among those bound to ?N, with the same values: which calls a worker
+// with those labels may take. "{}" (nothing required) matches at once.
+inline std::string labels_held(const Db& db, std::string_view column, int param) {
+  const std::string c(column), p = "?" + std::to_string(param);
+  if (db.engine() == Engine::sqlite) {
+    return "(" + c + " = '{}' OR NOT EXISTS (SELECT 1 FROM json_each(" + c +
+           ") r WHERE NOT EXISTS (SELECT 1 FROM json_each(" + p +
+           ") w WHERE w.key = r.key AND w.value = r.value)))";
+  }
+  return "(" + c + " = '{}' OR " + c + "::jsonb <@ " + p + "::jsonb)";
+}
 // A column that orders a table's rows as inserted: SQLite's rowid, and on
 // PostgreSQL the identity column `ord` that its migrations give such tables.
 inline std::string insertion_order(const Db& db) {

@@ -114,7 +114,7 @@ Result<Project> read_project(const Statement& st) {
 
 constexpr std::string_view kCallColumns =
     "id, run_id, project_id, argv_json, state, worker_id, exit_code, result_json, error, "
-    "enqueued_at, claimed_at, finished_at";
+    "enqueued_at, claimed_at, finished_at, requires_json";
 
 Result<CallView> read_call(const Statement& st) {
   CallView v;
@@ -134,6 +134,10 @@ Result<CallView> read_call(const Statement& st) {
   v.enqueued_at = st.int64(9);
   v.claimed_at = st.opt_int64(10);
   v.finished_at = st.opt_int64(11);
+  auto labels = labels_from_json(st.text(12));
+  if (!labels.ok())
+    return make_error(call_name(v.id), "its required labels: " + labels.error().to_string());
+  v.requires_labels = std::move(*labels);
   return v;
 }
 
@@ -142,13 +146,16 @@ Result<OutputChunk> read_chunk(const Statement& st) {
 }
 
 constexpr std::string_view kWorkerColumns =
-    "id, pid, hostname, started_at, heartbeat_at, state, project, metrics_json";
+    "id, pid, hostname, started_at, heartbeat_at, state, project, metrics_json, host_id, "
+    "labels_json, epoch";
 
 Result<WorkerRow> read_worker(const Statement& st) {
   auto state = parse_name(kWorkerStates, st.text(5), "worker state");
   if (!state.ok()) return state.take_error();
-  return WorkerRow{st.text(0),  st.int64(1), st.text(2),     st.int64(3),
-                   st.int64(4), *state,      st.opt_text(6), st.text(7)};
+  auto labels = labels_from_json(st.text(9));
+  if (!labels.ok()) return make_error("worker " + st.text(0), labels.error().to_string());
+  return WorkerRow{st.text(0),     st.int64(1), st.text(2), st.int64(3),        st.int64(4), *state,
+                   st.opt_text(6), st.text(7),  st.text(8), std::move(*labels), st.int64(10)};
 }
 
 constexpr std::string_view kSandboxColumns =
@@ -182,28 +189,55 @@ Result<Project> require_project(Db& db, const std::string& id) {
 // so a claim (which takes no write lock) and stop_worker (which interrupts
 // what the worker holds) happen one after the other: never a call claimed by
 // a worker that has just stopped.
-Status require_running_worker(Db& db, const std::string& id) {
-  auto state = first_row<std::string>(
-      db, read_text0, "SELECT state FROM workers WHERE id = ?1" + share_locked(db), id);
-  if (!state.ok()) return state.take_error();
-  if (!*state) return fail("worker " + id + " is not registered");
-  if (**state != "running") return fail("worker " + id + " is " + **state);
-  return ok_status();
+Result<int64_t> read_int0(const Statement& st) { return st.int64(0); }
+
+// The message when a process writes under a fence the store has replaced.
+Error fenced(const std::string& worker, int64_t mine, int64_t current) {
+  return fail("worker " + worker + " was registered again (epoch " + std::to_string(current) +
+              ") since this process registered it (epoch " + std::to_string(mine) +
+              "): fenced, another process serves as " + worker + " now");
+}
+
+// The worker must be registered and running, and, when this process
+// registered it (`fence`), still under that registration. Returns its epoch:
+// the fencing token its claims carry.
+Result<int64_t> require_running_worker(Db& db, const std::string& id,
+                                       std::optional<int64_t> fence) {
+  auto read = [](const Statement& st) -> Result<std::pair<std::string, int64_t>> {
+    return std::pair(st.text(0), st.int64(1));
+  };
+  auto row = first_row<std::pair<std::string, int64_t>>(
+      db, read, "SELECT state, epoch FROM workers WHERE id = ?1" + share_locked(db), id);
+  if (!row.ok()) return row.take_error();
+  if (!*row) return fail("worker " + id + " is not registered");
+  const auto& [state, epoch] = **row;
+  if (fence && *fence != epoch) return fenced(id, *fence, epoch);
+  if (state != "running") return fail("worker " + id + " is " + state);
+  return epoch;
 }
 
 struct Holder {
   std::string state;
   std::optional<std::string> worker_id;
   std::optional<int64_t> lease_expires_at;
+  std::optional<int64_t> claim_epoch;
+  std::optional<int64_t> worker_epoch;  // the holder's current registration
 };
 
-// The call must be claimed or running by `worker`, its lease not expired at `now`.
-Status require_held(Db& db, int64_t call_id, const std::string& worker, int64_t now) {
+// The call must be claimed or running by `worker`, its lease not expired at
+// `now`, and the writer must hold the fence: `fence` (this process's
+// registration of the worker; unknown: the current one) must be the worker's
+// current epoch and the one the call was claimed under.
+Status require_held(Db& db, int64_t call_id, const std::string& worker, int64_t now,
+                    std::optional<int64_t> fence) {
   auto read = [](const Statement& st) -> Result<Holder> {
-    return Holder{st.text(0), st.opt_text(1), st.opt_int64(2)};
+    return Holder{st.text(0), st.opt_text(1), st.opt_int64(2), st.opt_int64(3), st.opt_int64(4)};
   };
-  auto h = first_row<Holder>(
-      db, read, "SELECT state, worker_id, lease_expires_at FROM tool_calls WHERE id = ?1", call_id);
+  auto h = first_row<Holder>(db, read,
+                             "SELECT c.state, c.worker_id, c.lease_expires_at, c.claim_epoch, "
+                             "w.epoch FROM tool_calls c LEFT JOIN workers w ON w.id = c.worker_id "
+                             "WHERE c.id = ?1",
+                             call_id);
   if (!h.ok()) return h.take_error();
   if (!*h) return fail(call_name(call_id) + " does not exist");
   std::string lost = call_name(call_id) + " is not held by worker " + worker + " (lease lost): ";
@@ -212,6 +246,13 @@ Status require_held(Db& db, int64_t call_id, const std::string& worker, int64_t 
   if (held.worker_id != worker) return fail(lost + "worker " + *held.worker_id + " holds it");
   if (*held.lease_expires_at < now) {
     return fail(lost + "the lease expired at " + std::to_string(*held.lease_expires_at));
+  }
+  if (!held.worker_epoch) return ok_status();  // a worker row that is gone: nothing to fence
+  if (fence && *fence != *held.worker_epoch) return fenced(worker, *fence, *held.worker_epoch);
+  if (held.claim_epoch && *held.claim_epoch != *held.worker_epoch) {
+    return fail(lost + "it was claimed under epoch " + std::to_string(*held.claim_epoch) +
+                " of the worker, and the writer holds epoch " + std::to_string(*held.worker_epoch) +
+                " (fenced)");
   }
   return ok_status();
 }
@@ -248,6 +289,8 @@ Status validate_call(const NewCall& c) {
   if (c.timeout.count() <= 0) {
     return fail("timeout must be positive (got " + std::to_string(c.timeout.count()) + " ms)");
   }
+  if (auto labels = check_labels(c.requires_labels); !labels.ok())
+    return fail("required labels: " + labels.error().to_string());
   return check_call_text(c);
 }
 
@@ -275,6 +318,9 @@ Result<ClaimedCall> read_queued(const Statement& st) {
                    st.blob(6),
                    std::chrono::milliseconds(st.int64(7)),
                    st.text(8)};
+  auto labels = labels_from_json(st.text(10));
+  if (!labels.ok()) return fail("its required labels: " + labels.error().to_string());
+  c.call.requires_labels = std::move(*labels);
   if (!st.is_null(9)) {
     json id = json::parse(st.text(9), nullptr, false);
     if (!id.is_object() || !id.value("workflow", json()).is_string() ||
@@ -295,12 +341,15 @@ Result<ClaimedCall> read_queued(const Statement& st) {
 Result<std::optional<ClaimedCall>> next_queued(Db& db, const ClaimFilter& filter, int64_t now) {
   const std::string select =
       "SELECT id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, sandbox_image, "
-      "identity_json FROM tool_calls WHERE state = 'queued'";
+      "identity_json, requires_json FROM tool_calls WHERE state = 'queued' AND " +
+      labels_held(db, "requires_json", 1);
   const std::string any = select + " ORDER BY id LIMIT 1" + skip_locked(db);
   const std::string of_project =
-      select + " AND project_id = ?1 ORDER BY id LIMIT 1" + skip_locked(db);
+      select + " AND project_id = ?2 ORDER BY id LIMIT 1" + skip_locked(db);
+  const std::string offered = labels_json(filter.labels);
   while (true) {
-    auto st = filter.project ? query(db, of_project, *filter.project) : query(db, any);
+    auto st =
+        filter.project ? query(db, of_project, offered, *filter.project) : query(db, any, offered);
     if (!st.ok()) return st.take_error();
     auto row = st->step();
     if (!row.ok()) return row.take_error();
@@ -313,17 +362,15 @@ Result<std::optional<ClaimedCall>> next_queued(Db& db, const ClaimFilter& filter
   }
 }
 
-Result<int64_t> read_int0(const Statement& st) { return st.int64(0); }
-
 // A worker takes a queued call (claimed, or straight to running). Only a call
 // still queued is taken, as cancel_queued_call cancels only a call still
 // queued: whichever commits first wins, and the other changes nothing.
 Status take_queued(Db& db, int64_t call_id, std::string_view state, const std::string& worker,
-                   int64_t lease_expires_at, int64_t at) {
+                   int64_t epoch, int64_t lease_expires_at, int64_t at) {
   RF_TRY(exec(db,
               "UPDATE tool_calls SET state = ?5, worker_id = ?2, lease_expires_at = ?3, "
-              "claimed_at = ?4 WHERE id = ?1 AND state = 'queued'",
-              call_id, worker, lease_expires_at, at, state));
+              "claimed_at = ?4, claim_epoch = ?6 WHERE id = ?1 AND state = 'queued'",
+              call_id, worker, lease_expires_at, at, state, epoch));
   if (db.changes() == 1) return ok_status();
   return fail(call_name(call_id) + " is no longer queued");
 }
@@ -500,11 +547,13 @@ Result<int64_t> Store::enqueue_call(const NewCall& c) {
     RF_TRY(open_run(db_, c.run, c.project, at));
     return inserted_id(db_,
                        "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, "
-                       "stdin, timeout_ms, state, enqueued_at, sandbox_image, identity_json) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10) RETURNING id",
+                       "stdin, timeout_ms, state, enqueued_at, sandbox_image, identity_json, "
+                       "requires_json) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10, ?11) "
+                       "RETURNING id",
                        c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
                        Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at, c.sandbox_image,
-                       identity_json(c.identity, c.jit));
+                       identity_json(c.identity, c.jit), labels_json(c.requires_labels));
   };
   std::string operation = "enqueue call in run " + c.run;
   RF_TRY(within(operation, validate_call(c)));
@@ -518,7 +567,8 @@ Result<int64_t> Store::start_call(const NewCall& c, const std::string& worker_id
   std::lock_guard lock(mu_);
   auto insert = [&]() -> Result<int64_t> {
     RF_TRY(check_lease(lease));
-    RF_TRY(require_running_worker(db_, worker_id));
+    auto epoch = require_running_worker(db_, worker_id, fence_of(worker_id));
+    if (!epoch.ok()) return epoch.take_error();
     const int64_t at = now();
     auto project = require_project(db_, c.project);
     if (!project.ok()) return project.take_error();
@@ -527,11 +577,12 @@ Result<int64_t> Store::start_call(const NewCall& c, const std::string& worker_id
         db_,
         "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, stdin, "
         "timeout_ms, state, worker_id, lease_expires_at, enqueued_at, claimed_at, "
-        "sandbox_image, identity_json) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?10, ?11, ?12) RETURNING id",
+        "sandbox_image, identity_json, requires_json, claim_epoch) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?10, ?11, ?12, ?13, ?14) "
+        "RETURNING id",
         c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd, Blob{c.stdin_bytes},
         int64_t{c.timeout.count()}, worker_id, at + lease.count(), at, c.sandbox_image,
-        identity_json(c.identity, c.jit));
+        identity_json(c.identity, c.jit), labels_json(c.requires_labels), *epoch);
   };
   const std::string operation = "start call in run " + c.run;
   RF_TRY(within(operation, validate_call(c)));
@@ -590,15 +641,17 @@ Result<std::optional<ClaimedCall>> Store::claim_next(const std::string& worker_i
                                                      std::chrono::milliseconds lease,
                                                      const ClaimFilter& filter) {
   std::lock_guard lock(mu_);
+  const std::optional<int64_t> fence = fence_of(worker_id);
   auto claim = [&]() -> Result<std::optional<ClaimedCall>> {
     RF_TRY(check_lease(lease));
-    RF_TRY(require_running_worker(db_, worker_id));
+    auto epoch = require_running_worker(db_, worker_id, fence);
+    if (!epoch.ok()) return epoch.take_error();
     int64_t at = now();
     auto next = next_queued(db_, filter, at);
     if (!next.ok() || !*next) return next;
     ClaimedCall& c = **next;
     c.lease_expires_at = at + lease.count();
-    RF_TRY(take_queued(db_, c.id, "claimed", worker_id, c.lease_expires_at, at));
+    RF_TRY(take_queued(db_, c.id, "claimed", worker_id, *epoch, c.lease_expires_at, at));
     return next;
   };
   return within("claim a call for worker " + worker_id, claim_transaction(db_, claim));
@@ -608,9 +661,11 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
                                                       std::chrono::milliseconds lease, size_t max,
                                                       const ClaimFilter& filter) {
   std::lock_guard lock(mu_);
+  const std::optional<int64_t> fence = fence_of(worker_id);
   auto claim = [&]() -> Result<std::vector<ClaimedCall>> {
     RF_TRY(check_lease(lease));
-    RF_TRY(require_running_worker(db_, worker_id));
+    auto epoch = require_running_worker(db_, worker_id, fence);
+    if (!epoch.ok()) return epoch.take_error();
     int64_t at = now();
     std::vector<ClaimedCall> out;
     while (out.size() < max) {
@@ -619,19 +674,20 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
       if (!*next) break;
       ClaimedCall& c = **next;
       c.lease_expires_at = at + lease.count();
-      RF_TRY(take_queued(db_, c.id, "running", worker_id, c.lease_expires_at, at));
+      RF_TRY(take_queued(db_, c.id, "running", worker_id, *epoch, c.lease_expires_at, at));
       out.push_back(std::move(c));
     }
     return out;
   };
   // Most looks find the queue empty: a read does not take the write lock.
+  // Calls that require labels this worker lacks are not looked at.
   auto any = [&]() -> Result<bool> {
-    auto st =
-        filter.project
-            ? query(db_,
-                    "SELECT 1 FROM tool_calls WHERE state = 'queued' AND project_id = ?1 LIMIT 1",
-                    *filter.project)
-            : query(db_, "SELECT 1 FROM tool_calls WHERE state = 'queued' LIMIT 1");
+    const std::string select = "SELECT 1 FROM tool_calls WHERE state = 'queued' AND " +
+                               labels_held(db_, "requires_json", 1);
+    const std::string offered = labels_json(filter.labels);
+    auto st = filter.project
+                  ? query(db_, select + " AND project_id = ?2 LIMIT 1", offered, *filter.project)
+                  : query(db_, select + " LIMIT 1", offered);
     if (!st.ok()) return st.take_error();
     return st->step();
   };
@@ -645,7 +701,7 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
 Status Store::mark_running(int64_t call_id, const std::string& worker_id) {
   std::lock_guard lock(mu_);
   auto mark = [&]() -> Status {
-    RF_TRY(require_held(db_, call_id, worker_id, now()));
+    RF_TRY(require_held(db_, call_id, worker_id, now(), fence_of(worker_id)));
     return exec(db_, "UPDATE tool_calls SET state = 'running' WHERE id = ?1", call_id);
   };
   return within("mark " + call_name(call_id) + " running", write_transaction(db_, mark));
@@ -655,7 +711,7 @@ Result<int64_t> Store::append_output(int64_t call_id, const std::string& worker_
                                      std::string_view bytes) {
   std::lock_guard lock(mu_);
   auto append = [&]() -> Result<int64_t> {
-    RF_TRY(require_held(db_, call_id, worker_id, now()));
+    RF_TRY(require_held(db_, call_id, worker_id, now(), fence_of(worker_id)));
     auto next = first_row<int64_t>(
         db_, [](const Statement& st) -> Result<int64_t> { return st.int64(0); },
         "SELECT coalesce(max(seq), 0) + 1 FROM call_output WHERE call_id = ?1", call_id);
@@ -674,7 +730,7 @@ Result<int64_t> Store::append_outputs(int64_t call_id, const std::string& worker
                                       const std::vector<PendingChunk>& chunks) {
   std::lock_guard lock(mu_);
   auto append = [&]() -> Result<int64_t> {
-    RF_TRY(require_held(db_, call_id, worker_id, now()));
+    RF_TRY(require_held(db_, call_id, worker_id, now(), fence_of(worker_id)));
     return insert_chunks(db_, call_id, chunks);
   };
   auto seq = within("append output of " + call_name(call_id), write_transaction(db_, append));
@@ -688,7 +744,7 @@ Status Store::finish_call(int64_t call_id, const std::string& worker_id, int exi
   auto finish = [&]() -> Status {
     if (!json::accept(result_json)) return fail("the result is not valid JSON");
     int64_t at = now();
-    RF_TRY(require_held(db_, call_id, worker_id, at));
+    RF_TRY(require_held(db_, call_id, worker_id, at, fence_of(worker_id)));
     auto appended = insert_chunks(db_, call_id, output);
     if (!appended.ok()) return appended.take_error();
     return exec(db_,
@@ -716,7 +772,7 @@ Status Store::end_held_call(int64_t call_id, const std::string& worker_id, std::
   std::lock_guard lock(mu_);
   auto end_it = [&]() -> Status {
     int64_t at = now();
-    RF_TRY(require_held(db_, call_id, worker_id, at));
+    RF_TRY(require_held(db_, call_id, worker_id, at, fence_of(worker_id)));
     auto appended = insert_chunks(db_, call_id, output);
     if (!appended.ok()) return appended.take_error();
     return exec(db_, "UPDATE tool_calls SET state = ?4, error = ?2, finished_at = ?3 WHERE id = ?1",
@@ -731,9 +787,11 @@ Status Store::end_held_call(int64_t call_id, const std::string& worker_id, std::
 Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds lease,
                         const std::optional<std::string>& metrics_json) {
   std::lock_guard lock(mu_);
+  const std::optional<int64_t> fence = fence_of(worker_id);
   auto beat = [&]() -> Status {
     RF_TRY(check_lease(lease));
-    RF_TRY(require_running_worker(db_, worker_id));
+    auto epoch = require_running_worker(db_, worker_id, fence);
+    if (!epoch.ok()) return epoch.take_error();
     int64_t at = now();
     if (metrics_json) {
       RF_TRY(exec(db_, "UPDATE workers SET heartbeat_at = ?2, metrics_json = ?3 WHERE id = ?1",
@@ -745,8 +803,9 @@ Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds 
     // any moment, and finish_call already refuses it.
     RF_TRY(exec(db_,
                 "UPDATE tool_calls SET lease_expires_at = ?2 WHERE worker_id = ?1 "
-                "AND state IN ('claimed', 'running') AND lease_expires_at >= ?3",
-                worker_id, at + lease.count(), at));
+                "AND state IN ('claimed', 'running') AND lease_expires_at >= ?3 "
+                "AND (claim_epoch IS NULL OR claim_epoch = ?4)",
+                worker_id, at + lease.count(), at, *epoch));
     // The workflow runs it holds (workflow_store.h) keep their leases the same way.
     return exec(db_,
                 "UPDATE workflow_runs SET lease_expires_at = ?2 WHERE worker_id = ?1 "
@@ -799,6 +858,76 @@ Result<int> Store::fail_unserved_calls(const std::string& project, int64_t enque
         project, enqueued_before, error, now());
   };
   return ring_each(within("fail unserved calls", write_transaction(db_, sweep)));
+}
+
+namespace {
+
+struct UnmatchedCall {
+  int64_t id = 0;
+  std::string project;
+  Labels requires_labels;
+};
+
+bool serves(const WorkerRow& w, const std::string& project) {
+  return !w.project || *w.project == project;
+}
+
+}  // namespace
+
+std::optional<std::string> unmatched_reason(const std::vector<WorkerRow>& workers,
+                                            const std::string& project, const Labels& labels,
+                                            std::string_view what) {
+  std::string lacks;
+  int listed = 0, serving = 0;
+  for (const WorkerRow& w : workers) {
+    if (!serves(w, project)) continue;
+    ++serving;
+    Labels missing = missing_labels(labels, w.labels);
+    if (missing.empty()) return std::nullopt;
+    if (++listed > 5) continue;
+    if (!lacks.empty()) lacks += "; ";
+    lacks += "worker " + w.id + " (host " + w.host_id + ") lacks " + labels_text(missing);
+  }
+  if (serving == 0) return std::nullopt;
+  if (listed > 5) lacks += "; and " + std::to_string(listed - 5) + " more";
+  return "no live worker has the labels this " + std::string(what) + " requires (" +
+         labels_text(labels) + "): " + lacks;
+}
+
+Result<int> Store::fail_unmatched_calls(int64_t enqueued_before, int64_t heartbeat_since) {
+  std::lock_guard lock(mu_);
+  auto sweep = [&]() -> Result<std::vector<int64_t>> {
+    auto read = [](const Statement& st) -> Result<UnmatchedCall> {
+      auto labels = labels_from_json(st.text(2));
+      if (!labels.ok()) return labels.take_error();
+      return UnmatchedCall{st.int64(0), st.text(1), std::move(*labels)};
+    };
+    auto calls = rows<UnmatchedCall>(db_, read,
+                                     "SELECT id, project_id, requires_json FROM tool_calls "
+                                     "WHERE state = 'queued' AND requires_json <> '{}' "
+                                     "AND enqueued_at < ?1 ORDER BY id LIMIT 1000",
+                                     enqueued_before);
+    if (!calls.ok()) return calls.take_error();
+    std::vector<int64_t> failed;
+    if (calls->empty()) return failed;
+    auto live = rows<WorkerRow>(db_, read_worker,
+                                "SELECT " + std::string(kWorkerColumns) +
+                                    " FROM workers WHERE state = 'running' AND heartbeat_at >= ?1",
+                                heartbeat_since);
+    if (!live.ok()) return live.take_error();
+    const int64_t at = now();
+    for (const UnmatchedCall& c : *calls) {
+      auto why = unmatched_reason(*live, c.project, c.requires_labels, "call");
+      if (!why) continue;
+      RF_TRY(exec(db_,
+                  "UPDATE tool_calls SET state = 'failed', error = ?2, finished_at = ?3 "
+                  "WHERE id = ?1 AND state = 'queued'",
+                  c.id, *why, at));
+      if (db_.changes() == 1) failed.push_back(c.id);
+    }
+    return failed;
+  };
+  return ring_each(within("fail calls no live worker may take", write_transaction(db_, sweep)));
 }
 
 // ---- runs
@@ -870,19 +999,35 @@ Result<std::vector<std::string>> Store::ended_runs(const std::vector<std::string
 // ---- workers
 
 Status Store::register_worker(const std::string& id, int64_t pid, const std::string& hostname,
-                              const std::optional<std::string>& project) {
+                              const std::optional<std::string>& project, const WorkerSite& site) {
   std::lock_guard lock(mu_);
-  auto upsert = [&]() -> Status {
+  auto upsert = [&]() -> Result<int64_t> {
     if (id.empty()) return fail("the worker id is empty");
-    return exec(db_,
-                "INSERT INTO workers (id, pid, hostname, started_at, heartbeat_at, state, project) "
-                "VALUES (?1, ?2, ?3, ?4, ?4, 'running', ?5) "
-                "ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, hostname = excluded.hostname, "
-                "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, "
-                "state = 'running', project = excluded.project",
-                id, pid, hostname, now(), project);
+    if (auto labels = check_labels(site.labels); !labels.ok())
+      return fail("its labels: " + labels.error().to_string());
+    return inserted_id(
+        db_,
+        "INSERT INTO workers (id, pid, hostname, started_at, heartbeat_at, state, project, "
+        "host_id, labels_json, epoch) "
+        "VALUES (?1, ?2, ?3, ?4, ?4, 'running', ?5, ?6, ?7, 1) "
+        "ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, hostname = excluded.hostname, "
+        "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, "
+        "state = 'running', project = excluded.project, host_id = excluded.host_id, "
+        "labels_json = excluded.labels_json, epoch = workers.epoch + 1 "
+        "RETURNING epoch",
+        id, pid, hostname, now(), project, site.host_id.empty() ? hostname : site.host_id,
+        labels_json(site.labels));
   };
-  return within("register worker " + id, write_transaction(db_, upsert));
+  auto epoch = within("register worker " + id, write_transaction(db_, upsert));
+  if (!epoch.ok()) return epoch.take_error();
+  fences_[id] = *epoch;
+  return ok_status();
+}
+
+std::optional<int64_t> Store::fence_of(const std::string& worker_id) const {
+  auto it = fences_.find(worker_id);
+  if (it == fences_.end()) return std::nullopt;
+  return it->second;
 }
 
 Status Store::set_worker_project(const std::string& id, const std::optional<std::string>& project) {
@@ -939,6 +1084,51 @@ Result<Store::LiveCalls> Store::live_calls() {
     return c;
   };
   return within("count live calls", read_transaction(db_, read));
+}
+
+Result<std::vector<FleetWorker>> Store::fleet(const std::optional<std::string>& project) {
+  std::lock_guard lock(mu_);
+  auto read = [&]() -> Result<std::vector<FleetWorker>> {
+    auto workers = project ? rows<WorkerRow>(db_, read_worker,
+                                             "SELECT " + std::string(kWorkerColumns) +
+                                                 " FROM workers WHERE project IS NULL OR "
+                                                 "project = ?1 ORDER BY state, id",
+                                             *project)
+                           : rows<WorkerRow>(db_, read_worker,
+                                             "SELECT " + std::string(kWorkerColumns) +
+                                                 " FROM workers ORDER BY state, id");
+    if (!workers.ok()) return workers.take_error();
+    // Per worker: how many calls it holds, and how many sandboxes it has live.
+    auto counts = [&](std::string sql) -> Result<std::map<std::string, int64_t>> {
+      auto read_count = [](const Statement& st) -> Result<std::pair<std::string, int64_t>> {
+        return std::pair(st.text(0), st.int64(1));
+      };
+      if (project) sql += " AND project_id = ?1";
+      sql += " GROUP BY worker_id";
+      auto found = project ? rows<std::pair<std::string, int64_t>>(db_, read_count, sql, *project)
+                           : rows<std::pair<std::string, int64_t>>(db_, read_count, sql);
+      if (!found.ok()) return found.take_error();
+      return std::map<std::string, int64_t>(found->begin(), found->end());
+    };
+    auto held = counts(
+        "SELECT worker_id, count(*) FROM tool_calls WHERE state IN ('claimed', 'running') "
+        "AND worker_id IS NOT NULL");
+    if (!held.ok()) return held.take_error();
+    auto sandboxes = counts(
+        "SELECT worker_id, count(*) FROM sandboxes WHERE state IN ('pooled', 'active') "
+        "AND worker_id IS NOT NULL");
+    if (!sandboxes.ok()) return sandboxes.take_error();
+    std::vector<FleetWorker> out;
+    for (WorkerRow& w : *workers) {
+      FleetWorker f{std::move(w)};
+      if (auto it = held->find(f.worker.id); it != held->end()) f.held_calls = it->second;
+      if (auto it = sandboxes->find(f.worker.id); it != sandboxes->end())
+        f.live_sandboxes = it->second;
+      out.push_back(std::move(f));
+    }
+    return out;
+  };
+  return within("read the fleet", read_transaction(db_, read));
 }
 
 Result<std::vector<WorkerRow>> Store::workers_serving(const std::string& project,

@@ -27,6 +27,7 @@
 #include "core/result.h"
 #include "store/db.h"
 #include "store/doorbell.h"
+#include "store/labels.h"
 
 namespace rf::store {
 
@@ -48,6 +49,10 @@ std::string_view to_string(WorkerState s);
 Result<Environment> parse_environment(std::string_view text);
 
 int64_t now_ms();
+
+// A worker is live while it is registered running and has heartbeat within
+// this long (workers beat at least once a second).
+inline constexpr std::chrono::milliseconds kLiveWorkerWindow{10'000};
 
 struct Project {
   std::string id;
@@ -79,11 +84,14 @@ struct NewCall {
   std::optional<IdentityScope> identity;
   // `call --jit` (with identity): the sandbox may ask for credentials (rf-cred).
   bool jit = false;
+  // `call --require k=v`: only a worker with every one of these labels takes it.
+  Labels requires_labels;
 };
 
 // Which queued calls a worker may take.
 struct ClaimFilter {
   std::optional<std::string> project;  // per_worker workers serve one project
+  Labels labels;                       // the worker's: calls requiring others are left
 };
 
 // Output a worker held back, written with the next write of the call.
@@ -111,6 +119,7 @@ struct CallView {
   int64_t enqueued_at = 0;
   std::optional<int64_t> claimed_at;
   std::optional<int64_t> finished_at;
+  Labels requires_labels;
 };
 
 struct OutputChunk {
@@ -140,6 +149,34 @@ struct WorkerRow {
   // Its figures at its last heartbeat: {"counters": {series: n}, "gauges":
   // {series: x}} (core/counters.h names).
   std::string metrics_json = "{}";
+  // Where it runs and what it offers (issue 16). host_id: its host in the
+  // fleet (`--host-id`; the hostname by default).
+  std::string host_id;
+  Labels labels;
+  // Its fencing token: one more at each registration of the id.
+  int64_t epoch = 0;
+};
+
+// A worker's place in a fleet, given at registration.
+struct WorkerSite {
+  std::string host_id;  // "" = the hostname
+  Labels labels;
+};
+
+// Why none of `live` may take work of `project` that requires `labels`: "no
+// live worker has the labels this <what> requires (zone=b): worker w1 (host
+// h1) lacks zone=b; ..."; nullopt when one may, or when none of them serves the
+// project (the work then waits for a worker, as any other).
+std::optional<std::string> unmatched_reason(const std::vector<WorkerRow>& live,
+                                            const std::string& project, const Labels& labels,
+                                            std::string_view what);
+
+// What the fleet looks like to `fleet status` and GET /v1/fleet: each worker
+// with the calls it holds and the sandboxes it has live.
+struct FleetWorker {
+  WorkerRow worker;
+  int64_t held_calls = 0;
+  int64_t live_sandboxes = 0;
 };
 
 struct SandboxRow {
@@ -272,6 +309,11 @@ class Store {
   // other worker took). Returns how many.
   Result<int> fail_unserved_calls(const std::string& project, int64_t enqueued_before,
                                   const std::string& error);
+  // Queued calls that require labels, enqueued before `enqueued_before`, that
+  // no running worker heartbeating since `heartbeat_since` (and serving the
+  // call's project) may take, fail with an error naming the labels each
+  // live worker lacks. Returns how many.
+  Result<int> fail_unmatched_calls(int64_t enqueued_before, int64_t heartbeat_since);
 
   // ---- runs
   // Ends the run (a no-op when already ended); its queued calls fail with "run
@@ -287,14 +329,22 @@ class Store {
   // hostname, started_at). A worker reusing its id calls
   // interrupt_calls_of_worker first.
   // `project`: the one project it serves (per_worker); nullopt: every project.
+  // Each registration gives the id a new epoch (its fencing token): this Store
+  // then claims, heartbeats and writes held calls under it, and once another
+  // process registers the same id, those of this one are refused ("fenced").
   Status register_worker(const std::string& id, int64_t pid, const std::string& hostname,
-                         const std::optional<std::string>& project = std::nullopt);
+                         const std::optional<std::string>& project = std::nullopt,
+                         const WorkerSite& site = {});
   // What it serves changed (a per_worker worker fell back to another mode).
   Status set_worker_project(const std::string& id, const std::optional<std::string>& project);
   // Marks it stopped; the calls it still holds become interrupted ("worker W
   // stopped").
   Status stop_worker(const std::string& id);
   Result<std::vector<WorkerRow>> workers();
+  // Every worker (running ones first, then by id) with its load; `project`
+  // set: only workers that may serve it, and only its calls and sandboxes
+  // counted.
+  Result<std::vector<FleetWorker>> fleet(const std::optional<std::string>& project = std::nullopt);
   // Calls waiting for a worker, and calls a worker holds (claimed or
   // running): the queue's depth for /metrics, from the partial indexes only.
   struct LiveCalls {
@@ -349,8 +399,13 @@ class Store {
   // Rings each call's slot; returns how many.
   Result<int> ring_each(Result<std::vector<int64_t>> ids);
 
+  // The fence (epoch) this Store registered each worker id with; a worker
+  // id it did not register is checked against the store's current epoch.
+  std::optional<int64_t> fence_of(const std::string& worker_id) const;
+
   std::mutex mu_;
   Db db_;
+  std::map<std::string, int64_t, std::less<>> fences_;  // under mu_
   std::unique_ptr<Doorbell> bell_;  // null when the bell file cannot be opened: waits sleep
   // PostgreSQL: carries rings to and from the other processes (LISTEN/NOTIFY).
   // Declared after bell_, so it stops before the bell it rings goes.

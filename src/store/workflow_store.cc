@@ -299,7 +299,8 @@ Result<WorkflowRunState> WorkflowStore::request_cancel(const std::string& run_id
 }
 
 Result<std::optional<WorkflowRunRow>> WorkflowStore::claim_run(const std::string& worker_id,
-                                                               std::chrono::milliseconds lease) {
+                                                               std::chrono::milliseconds lease,
+                                                               const Labels& labels) {
   auto out = store_.locked([&](Db& db) -> Result<std::optional<WorkflowRunRow>> {
     return within(
         "claim a workflow run",
@@ -310,10 +311,11 @@ Result<std::optional<WorkflowRunRow>> WorkflowStore::claim_run(const std::string
           if (!state.ok()) return state.take_error();
           if (!*state) return fail("worker " + worker_id + " is not registered");
           if (**state != "running") return fail("worker " + worker_id + " is " + **state);
-          auto next =
-              first_row<std::string>(db, read_text0,
-                                     "SELECT run_id FROM workflow_runs WHERE state = 'queued' "
-                                     "ORDER BY enqueued_at, run_id LIMIT 1");
+          auto next = first_row<std::string>(
+              db, read_text0,
+              "SELECT run_id FROM workflow_runs WHERE state = 'queued' AND " +
+                  labels_held(db, "requires_json", 1) + " ORDER BY enqueued_at, run_id LIMIT 1",
+              labels_json(labels));
           if (!next.ok()) return next.take_error();
           if (!*next) return std::optional<WorkflowRunRow>();
           const int64_t at = store_.clock_now();
@@ -354,6 +356,74 @@ Status WorkflowStore::finish_run(const std::string& run_id, const std::string& w
         }));
   });
   if (out.ok()) store_.ring_run(run_id);
+  return out;
+}
+
+Status WorkflowStore::hand_off_run(const std::string& run_id, const std::string& worker_id,
+                                   const Labels& labels, const std::string& why) {
+  auto out = store_.locked([&](Db& db) -> Status {
+    return within("hand workflow run " + run_id + " off", write_transaction(db, [&]() -> Status {
+                    const int64_t at = store_.clock_now();
+                    RF_TRY(require_held_run(db, run_id, worker_id, at));
+                    RF_TRY(exec(db,
+                                "UPDATE workflow_runs SET state = 'queued', worker_id = NULL, "
+                                "lease_expires_at = NULL, requires_json = ?2, handed_off_at = ?3 "
+                                "WHERE run_id = ?1",
+                                run_id, labels_json(labels), at));
+                    return ok_status();
+                  }));
+  });
+  if (!out.ok()) return out;
+  (void)store_.append_event(Event{0, 0, "run.handoff", std::nullopt, run_id, std::nullopt,
+                                  std::nullopt, worker_id,
+                                  nlohmann::json{{"labels", labels}, {"why", why}}.dump()});
+  store_.wake_queue_waiters();
+  return out;
+}
+
+Result<int> WorkflowStore::fail_unmatched_runs(int64_t handed_before, int64_t heartbeat_since) {
+  auto live = store_.workers();  // outside the store's lock: its own read
+  if (!live.ok()) return live.take_error();
+  std::erase_if(*live, [&](const WorkerRow& w) {
+    return w.state != WorkerState::running || w.heartbeat_at < heartbeat_since;
+  });
+  std::vector<std::string> ids;
+  auto out = store_.locked([&](Db& db) -> Result<int> {
+    return within(
+        "fail workflow runs no live worker may take", write_transaction(db, [&]() -> Result<int> {
+          struct Waiting {
+            std::string run_id, project, labels;
+          };
+          auto read = [](const Statement& st) -> Result<Waiting> {
+            return Waiting{st.text(0), st.text(1), st.text(2)};
+          };
+          auto waiting =
+              rows<Waiting>(db, read,
+                            "SELECT run_id, project_id, requires_json FROM workflow_runs "
+                            "WHERE state = 'queued' AND requires_json <> '{}' "
+                            "AND handed_off_at < ?1 LIMIT 1000",
+                            handed_before);
+          if (!waiting.ok()) return waiting.take_error();
+          const int64_t at = store_.clock_now();
+          for (const Waiting& w : *waiting) {
+            auto labels = labels_from_json(w.labels);
+            if (!labels.ok()) continue;
+            auto why = unmatched_reason(*live, w.project, *labels, "run's next step");
+            if (!why) continue;
+            RF_TRY(exec(db,
+                        "UPDATE workflow_runs SET state = 'failed', error = ?2, finished_at = ?3 "
+                        "WHERE run_id = ?1 AND state = 'queued'",
+                        w.run_id, *why, at));
+            RF_TRY(exec(db,
+                        "UPDATE runs SET state = 'ended', ended_at = ?2 "
+                        "WHERE id = ?1 AND state = 'open'",
+                        w.run_id, at));
+            ids.push_back(w.run_id);
+          }
+          return static_cast<int>(ids.size());
+        }));
+  });
+  for (const auto& id : ids) store_.ring_run(id);
   return out;
 }
 

@@ -145,10 +145,21 @@ class WorkflowStore {
   Result<WorkflowRunState> request_cancel(const std::string& run_id, const std::string& why);
 
   // ---- runs, worker side
-  // Takes the oldest queued run: running, held by the worker until now +
-  // lease; its deadline is fixed by the first claim (now + its timeout).
+  // Takes the oldest queued run whose required labels (a hand-off's) are
+  // among `labels`: running, held by the worker until now + lease; its
+  // deadline is fixed by the first claim (now + its timeout).
   Result<std::optional<WorkflowRunRow>> claim_run(const std::string& worker_id,
-                                                  std::chrono::milliseconds lease);
+                                                  std::chrono::milliseconds lease,
+                                                  const Labels& labels = {});
+  // The worker holds the run and lacks the labels its next step requires: the
+  // run goes back to the queue requiring them, for a worker that has them
+  // (its finished steps stay done). `why` goes into the run's events.
+  Status hand_off_run(const std::string& run_id, const std::string& worker_id, const Labels& labels,
+                      const std::string& why);
+  // Runs handed off before `handed_before` that no running worker
+  // heartbeating since `heartbeat_since` (serving the run's project) may take
+  // fail, naming what each live worker lacks. Returns how many.
+  Result<int> fail_unmatched_runs(int64_t handed_before, int64_t heartbeat_since);
   // A held run ends (succeeded, failed, cancelled); its runs row ends too.
   // Refused ("lease lost") when the worker no longer holds it.
   Status finish_run(const std::string& run_id, const std::string& worker_id, WorkflowRunState state,

@@ -73,6 +73,30 @@ Status set_allow(const YAML::Node& v, const Loc& loc, Maybe<std::vector<std::str
   return ok_status();
 }
 
+// labels: a mapping of KEY: VALUE (store/labels.h); YAML's true and 3 are
+// taken as the texts "true" and "3".
+Status set_labels(const YAML::Node& v, const Loc& loc, Maybe<store::Labels>* out) {
+  if (!v.IsMap()) {
+    return make_error(loc.where(),
+                      "expected a mapping such as {gpu: true, zone: eu}, got " + describe(v));
+  }
+  store::Labels labels;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const Loc item{loc.path, line_of(it->first), loc.key + "." + it->first.Scalar()};
+    if (!it->first.IsScalar() || !it->second.IsScalar()) {
+      return make_error(item.where(),
+                        "expected KEY: VALUE with a text value, got " + describe(it->second));
+    }
+    if (auto bad = store::check_label(it->first.Scalar(), it->second.Scalar()); !bad.ok())
+      return make_error(item.where(), bad.error().to_string());
+    labels[it->first.Scalar()] = it->second.Scalar();
+  }
+  if (auto bad = store::check_labels(labels); !bad.ok())
+    return make_error(loc.where(), bad.error().to_string());
+  *out = Resolved<store::Labels>{std::move(labels), loc.source()};
+  return ok_status();
+}
+
 // sandbox.proxy_resolve: a list of NAME=ADDR.
 Status set_resolve(const YAML::Node& v, const Loc& loc, Maybe<std::vector<std::string>>* out) {
   if (!v.IsSequence()) {
@@ -286,6 +310,9 @@ const std::vector<Field>& root_fields() {
       field("state_dir", "a directory", parse_text, &SettingsLayer::state_dir),
       field("store", "a store (an absolute SQLite file path or a postgres:// URI)", parse_store,
             &SettingsLayer::store),
+      field("host_id", "a host id such as rack4-node2", parse_name, &SettingsLayer::host_id),
+      {"labels", [](const YAML::Node& v, const Loc& loc,
+                    SettingsLayer* layer) { return set_labels(v, loc, &layer->labels); }},
       section("sandbox", sandbox_fields()),
       section("pool", pool_fields()),
       section("identity", identity_fields()),
@@ -376,6 +403,12 @@ std::string settings_to_yaml(const WorkerSettings& s) {
   // Without its password: this is shown, not kept.
   if (!s.store.value.empty()) {
     out << YAML::Key << "store" << YAML::Value << store::engine::redact_uri(s.store.value);
+  }
+  if (!s.host_id.value.empty()) out << YAML::Key << "host_id" << YAML::Value << s.host_id.value;
+  if (!s.labels.value.empty()) {
+    out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
+    for (const auto& [k, v] : s.labels.value) out << YAML::Key << k << YAML::Value << v;
+    out << YAML::EndMap;
   }
   out << YAML::Key << "sandbox" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "mode" << YAML::Value << to_string(s.mode.value);

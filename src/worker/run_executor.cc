@@ -489,7 +489,7 @@ void RunExecutor::run() {
     int running = 0;
     for (auto& [id, s] : steps_) running += s.status == Status::kRunning ? 1 : 0;
     bool waiting = false;  // a step that may still start later (backoff)
-    if (draining_) {
+    if (draining_ || handoff_) {
       if (running == 0) break;
     } else if (!failure && !cancelled) {
       for (const auto& step : def_.steps) {
@@ -519,6 +519,15 @@ void RunExecutor::run() {
           waiting = true;
           continue;
         }
+        if (s_.settings && !labels_match(step.requires_labels, s_.settings->labels.value)) {
+          handoff_ = step.requires_labels;
+          event("step.handoff", {{"step", step.id},
+                                 {"requires", labels_text(step.requires_labels)},
+                                 {"lacks", labels_text(missing_labels(step.requires_labels,
+                                                                      s_.settings->labels.value))},
+                                 {"worker", s_.worker_id}});
+          break;
+        }
         launch(s);
         ++running;
       }
@@ -540,6 +549,21 @@ void RunExecutor::run() {
     }
     if (!any) break;
     cv_.wait_for(lock, milliseconds(50));
+  }
+  if (handoff_ && !stopping_ && !lease_lost_ && !failure && !cancelled) {
+    lock.unlock();
+    if (sandboxes_) {
+      for (const auto& id : sandboxes_->destroy_all()) s_.identity->sandbox_gone(id);
+    }
+    const std::string why = "worker " + s_.worker_id + " lacks " +
+                            labels_text(missing_labels(*handoff_, s_.settings->labels.value));
+    if (auto s = wf_.hand_off_run(row_.run_id, s_.worker_id, *handoff_, why); !s) {
+      spdlog::warn("run {}: handing it off: {}", row_.run_id, s.error().to_string());
+    } else {
+      spdlog::info("run {}: handed off ({}); its next step requires {}", row_.run_id, why,
+                   labels_text(*handoff_));
+    }
+    return;
   }
   if (stopping_ || lease_lost_ || (draining_ && !failure && !cancelled)) {
     lock.unlock();

@@ -16,6 +16,11 @@
 // only with retry.on_interrupt: true, otherwise it failed, and the run
 // continues or fails as for any failure.
 //
+// Labels (issue 16): a step that requires labels this worker lacks does not
+// start here. The worker lets its running steps end, then hands the run back
+// to the queue requiring them; a worker that has them takes it and resumes it
+// as above (per_run sandboxes do not move: the step gets a fresh one there).
+//
 // Ends: succeeded when every step succeeded (or failed with allow_failure);
 // failed at the first failure (running steps finish, the rest are skipped),
 // when its wall clock passes, or when its definition cannot be read;
@@ -98,6 +103,9 @@ class RunExecutor {
   std::condition_variable cv_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};
+  // The labels of a ready step this worker lacks: no step starts, and once the
+  // running ones end the run is handed to a worker that has them.
+  std::optional<Labels> handoff_;
   std::string stop_why_;
   bool lease_lost_ = false;
 };

@@ -218,6 +218,20 @@ Result<std::string> parse_text(std::string_view text) {
   return std::string(text);
 }
 
+Result<store::Labels> parse_labels(std::string_view text) {
+  store::Labels labels;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    auto label = store::parse_label(text.substr(0, comma));
+    if (!label) return label.take_error();
+    if (!labels.emplace(label->first, label->second).second)
+      return make_error("", "the label " + label->first + " is given twice");
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+  }
+  RF_TRY(store::check_labels(labels));
+  return labels;
+}
+
 Result<std::string> parse_store(std::string_view text) {
   if (store::is_postgres_uri(text) || text.starts_with("/")) return std::string(text);
   // Shown without a password, should it be a URI of another scheme.
@@ -288,6 +302,8 @@ WorkerSettings merge_settings(const SettingsLayer& flags, const SettingsLayer& c
   pick(&s.state_dir, flags.state_dir, config.state_dir);
   s.state_dir.value = expand_home(s.state_dir.value, home);
   pick(&s.store, flags.store, config.store);
+  pick(&s.host_id, flags.host_id, config.host_id);
+  pick(&s.labels, flags.labels, config.labels);
   pick(&s.backend, flags.backend, config.backend);
   pick(&s.docker_host, flags.docker_host, config.docker_host);
   pick(&s.fallback_backends, flags.fallback_backends, config.fallback_backends);
@@ -375,6 +391,8 @@ std::vector<std::string> WorkerSettings::explain() const {
       line("project", or_none(project.value), project),
       line("state_dir", state_dir.value, state_dir),
       line("store", store::engine::redact_uri(store_target()), store),
+      line("host_id", host_id.value.empty() ? "(the hostname)" : host_id.value, host_id),
+      line("labels", store::labels_text(labels.value), labels),
       line("sandbox.mode", to_string(mode.value), mode),
       line("sandbox.backend", std::string(to_string(backend.value)), backend),
       line("sandbox.docker_host", or_none(docker_host.value), docker_host),

@@ -17,6 +17,7 @@
 
 #include "core/result.h"
 #include "sandbox/spec.h"
+#include "store/labels.h"
 
 namespace rf::worker {
 
@@ -60,6 +61,8 @@ struct SettingsLayer {
   Maybe<std::string> project;
   Maybe<std::string> state_dir;
   Maybe<std::string> store;
+  Maybe<std::string> host_id;
+  Maybe<store::Labels> labels;
   Maybe<SandboxMode> mode;
   Maybe<BackendKind> backend;
   Maybe<std::string> docker_host;
@@ -88,6 +91,10 @@ struct WorkerSettings {
   // The store: empty, the SQLite file in state_dir; else a SQLite file or a
   // postgres:// URI (docs/store.md). Use store_target().
   Resolved<std::string> store;
+  // Its place in a fleet (issue 16): the host it runs on ("" = the hostname)
+  // and the labels calls and steps may require of it (`--label gpu=true`).
+  Resolved<std::string> host_id;
+  Resolved<store::Labels> labels;
   Resolved<SandboxMode> mode;
   Resolved<BackendKind> backend;
   Resolved<std::string> docker_host;  // docker backends: the daemon's URL; empty: $DOCKER_HOST
@@ -154,6 +161,8 @@ Result<std::string> parse_text(std::string_view text);  // any non-empty text (i
 // An absolute SQLite file path, or a postgres:// (postgresql://) URI.
 Result<std::string> parse_store(std::string_view text);
 Result<std::string> parse_name(std::string_view text);  // [A-Za-z0-9._-]+ (project, pool)
+// KEY=VALUE[,KEY=VALUE...] (store/labels.h); a key given twice is refused.
+Result<store::Labels> parse_labels(std::string_view text);
 Result<uint64_t> parse_count(std::string_view text);
 Result<std::chrono::milliseconds> parse_duration_setting(std::string_view text);
 Result<bool> parse_bool(std::string_view text);  // true/false, yes/no, on/off

@@ -95,6 +95,18 @@ std::vector<FlagDef> make_flag_defs() {
           "The store: a SQLite file (default <state-dir>/ringfence.db) or a postgres:// URI "
           "(its password in PGPASSFILE, never here)",
           parse_store, &SettingsLayer::store),
+      def("--host-id", "This worker's host in the fleet (default: the hostname)", parse_name,
+          &SettingsLayer::host_id),
+      {"--label",
+       "A label calls and steps may require of this worker, KEY=VALUE (repeatable or "
+       "comma-separated)",
+       [](std::string_view text, const std::string& source, SettingsLayer* layer) -> Status {
+         auto labels = parse_labels(text);
+         if (!labels) return labels.take_error();
+         layer->labels = Resolved<store::Labels>{std::move(*labels), source};
+         return ok_status();
+       },
+       true},
       def("--sandbox-mode", "none, per_tool, per_run or per_worker", parse_sandbox_mode,
           &SettingsLayer::mode),
       def("--jit-policy", "The JIT credential policy file (YAML); without one, rf-cred is denied",

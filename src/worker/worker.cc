@@ -112,6 +112,7 @@ Status Worker::init() {
   }
   id_ = options_.worker_id.empty() ? hostname() + "-" + std::to_string(::getpid())
                                    : options_.worker_id;
+  const std::string host = s.host_id.value.empty() ? hostname() : s.host_id.value;
   auto st = store::Store::open(s.store_target());
   if (!st) return st.take_error();
   store_ = std::move(*st);
@@ -119,8 +120,9 @@ Status Worker::init() {
   // now (never re-run), and sandboxes whose owner died are reaped.
   if (auto workers = store_->workers()) {
     for (const auto& w : *workers) {
-      if (w.state != store::WorkerState::running || w.hostname != hostname() || w.id == id_)
-        continue;
+      // Only a worker of this host can be known dead by its pid.
+      const std::string& its_host = w.host_id.empty() ? w.hostname : w.host_id;
+      if (w.state != store::WorkerState::running || its_host != host || w.id == id_) continue;
       if (::kill(static_cast<pid_t>(w.pid), 0) == 0 || errno != ESRCH) continue;
       const std::string dead = "worker " + w.id + " (pid " + std::to_string(w.pid) + ") died";
       warn_unless_ok(store_->interrupt_calls_of_worker(w.id), dead + ": interrupting its calls");
@@ -134,8 +136,8 @@ Status Worker::init() {
       spdlog::warn("{}; its calls are marked interrupted", dead);
     }
   }
-  RF_TRY(
-      store_->register_worker(id_, ::getpid(), hostname(), pinned_project(first_placement_.mode)));
+  RF_TRY(store_->register_worker(id_, ::getpid(), hostname(), pinned_project(first_placement_.mode),
+                                 store::WorkerSite{host, s.labels.value}));
   // A worker of the same id that died (a restart with --worker-id) left these.
   warn_unless_ok(store_->interrupt_calls_of_worker(id_), "interrupting this worker's old calls");
   warn_unless_ok(store::WorkflowStore(*store_).requeue_runs_of_worker(
@@ -284,6 +286,7 @@ void Worker::executor_loop() {
     const uint32_t seen = store_->queue_version();
     store::ClaimFilter filter;
     filter.project = pinned_project(mode());
+    filter.labels = options_.settings.labels.value;
     auto batch =
         store_->claim_running(id_, options_.lease, static_cast<size_t>(std::max(free, 1)), filter);
     if (!batch) spdlog::warn("claim: {}", batch.error().to_string());  // a busy store: look again
@@ -466,6 +469,14 @@ void Worker::housekeeping_loop() {
     warn_unless_ok(store::WorkflowStore(*store_).requeue_orphaned_runs(store::now_ms()),
                    "requeueing workflow runs whose worker's lease ran out");
     watch_health();
+    // A call requiring labels no live worker has fails with what each lacks.
+    warn_unless_ok(store_->fail_unmatched_calls(store::now_ms() - options_.unserved_after.count(),
+                                                store::now_ms() - store::kLiveWorkerWindow.count()),
+                   "failing calls no live worker may take");
+    warn_unless_ok(store::WorkflowStore(*store_).fail_unmatched_runs(
+                       store::now_ms() - options_.unserved_after.count(),
+                       store::now_ms() - store::kLiveWorkerWindow.count()),
+                   "failing workflow runs no live worker may take");
     if (mode() == SandboxMode::kPerWorker) {
       const std::string& project = options_.settings.project.value;
       warn_unless_ok(store_->fail_unserved_calls(

@@ -31,7 +31,8 @@ void WorkflowRuns::claim_loop() {
     }
     const uint32_t seen = s_.store->queue_version();
     if (live < static_cast<size_t>(s_.max_runs)) {
-      auto claimed = wf.claim_run(s_.worker_id, s_.lease);
+      auto claimed = wf.claim_run(s_.worker_id, s_.lease,
+                                  s_.settings ? s_.settings->labels.value : store::Labels{});
       if (!claimed) {
         spdlog::warn("claiming a workflow run: {}", claimed.error().to_string());
       } else if (*claimed) {

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/labels.h"
 #include "core/result.h"
 
 namespace rf::workflow {
@@ -152,6 +153,9 @@ struct StepDef {
 
   std::chrono::milliseconds timeout{0};  // 0 = the default for its mode
   RetryPolicy retry;
+  // requires: {labels: {...}}: the step runs on a worker with these labels
+  // (core/labels.h); a worker without them hands the run to one that has them.
+  Labels requires_labels;
   bool allow_failure = false;  // the run goes on (and may succeed) when this step fails
 
   // The keys the file gave this step, with their lines: what validate checks

@@ -267,7 +267,7 @@ const std::vector<std::string> kStepKeys = {
     "id",    "needs",   "mode",     "kind",    "timeout", "retry",     "allow_failure", "template",
     "input", "pointer", "patch",    "schema",  "method",  "url",       "headers",       "body",
     "allow", "model",   "prompt",   "system",  "message", "approvers", "duration",      "run",
-    "argv",  "agent",   "identity", "sandbox", "env",     "artifact"};
+    "argv",  "agent",   "identity", "sandbox", "env",     "artifact",  "requires"};
 const std::vector<std::string> kRetryKeys = {"attempts", "backoff", "factor", "on", "on_interrupt"};
 const std::vector<std::string> kModelKeys = {"api",     "base_url",   "model",
                                              "key_env", "max_tokens", "temperature"};
@@ -445,6 +445,25 @@ void parse_sandbox(Reader& r, const YAML::Node& n, const std::string& key, StepD
     if (s.network.empty()) s.network = "proxy";
   }
   step->sandbox = std::move(s);
+}
+
+// requires: {labels: {KEY: VALUE}} (core/labels.h).
+void parse_requires(Reader& r, const YAML::Node& n, const std::string& key, StepDef* step) {
+  static const std::vector<std::string> kRequiresKeys = {"labels"};
+  if (!r.keys(n, key, kRequiresKeys)) return;
+  if (!n["labels"]) return;
+  std::map<std::string, std::string> given;
+  if (!r.string_map(n["labels"], key + ".labels", &given)) return;
+  Labels labels(given.begin(), given.end());
+  for (const auto& [k, v] : labels) {
+    if (auto bad = check_label(k, v); !bad.ok())
+      r.problem(n["labels"], key + ".labels." + k, bad.error().to_string());
+  }
+  if (labels.size() > kMaxLabels) {
+    r.problem(n["labels"], key + ".labels",
+              std::to_string(labels.size()) + " labels: at most " + std::to_string(kMaxLabels));
+  }
+  step->requires_labels = std::move(labels);
 }
 
 void parse_artifact(Reader& r, const YAML::Node& n, const std::string& key, StepDef* step) {
@@ -673,6 +692,7 @@ void parse_step(Reader& r, const YAML::Node& n, size_t index, WorkflowDef* def) 
     }
   }
   if (n["artifact"]) parse_artifact(r, n["artifact"], k("artifact"), &s);
+  if (n["requires"]) parse_requires(r, n["requires"], k("requires"), &s);
   def->steps.push_back(std::move(s));
 }
 

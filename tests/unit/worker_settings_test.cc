@@ -194,6 +194,8 @@ TEST(WorkerSettings, ExplainLines) {
       "project: (none) (default)",
       "state_dir: /home/u/.ringfence/state (default)",
       "store: /home/u/.ringfence/state/ringfence.db (default)",
+      "host_id: (the hostname) (default)",
+      "labels: (none) (default)",
       "sandbox.mode: per_run (project environment production)",
       "sandbox.backend: native (default)",
       "sandbox.docker_host: (none) (default)",
@@ -324,7 +326,7 @@ TEST(WorkerConfig, TheJitPolicyComesFromTheFileOrTheFlag) {
 TEST(WorkerConfig, UnknownTopLevelKey) {
   EXPECT_EQ(config_error("colour: red\n"),
             "/etc/rf/worker.yaml:1: colour: unknown key (allowed: project_environment, project, "
-            "state_dir, store, sandbox, pool, identity)");
+            "state_dir, store, host_id, labels, sandbox, pool, identity)");
   EXPECT_EQ(config_error("pool:\n  max: 3\nprojects: acme\n"),
             "/etc/rf/worker.yaml:3: projects: unknown key (did you mean \"project\"?)");
 }

@@ -107,7 +107,7 @@ TEST(WorkflowParse, UnknownKeysAndModesNameLineAndKey) {
       "one of: id, needs, mode, kind, timeout, retry, allow_failure, template, input, "
       "pointer, patch, schema, method, url, headers, body, allow, model, prompt, "
       "system, message, approvers, duration, run, argv, agent, identity, sandbox, "
-      "env, artifact)");
+      "env, artifact, requires)");
   expect_problem("name: w\nsteps:\n  - id: a\n    mode: sandboxd\n    run: true\n",
                  "wf.yaml:4: steps[0].mode: unknown execution mode \"sandboxd\" (expected "
                  "in_process, sandboxed, identity_scoped, cli_agent or cli_agent_jit) (did you "
