@@ -37,6 +37,7 @@ int run_config(const worker::WorkerFlags& flags, bool explain) {
 struct StartFlags {
   int concurrency = 8;
   std::string grace = "10s";
+  std::string lease = "10s";
   std::string worker_id;
   int max_workflow_runs = 4;
   std::string artifact_root;
@@ -82,6 +83,14 @@ int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
   options.worker_id = start.worker_id;
   options.concurrency = start.concurrency;
   options.grace = *grace;
+  auto lease = parse_duration(start.lease);
+  if (!lease || lease->count() < 2000) {
+    std::fprintf(stderr, "ringfence: --lease %s: %s\n", start.lease.c_str(),
+                 lease ? "at least 2s (workers heartbeat once a second)"
+                       : lease.error().to_string().c_str());
+    return kExitUsage;
+  }
+  options.lease = *lease;
   options.max_workflow_runs = start.max_workflow_runs;
   options.agents_dir = start.agents_dir.empty() ? agents::default_agents_dir() : start.agents_dir;
   if (!start.artifact_root.empty()) {
@@ -152,6 +161,11 @@ void add_worker_commands(CLI::App* worker, CommandResult* result) {
   start->add_option("--grace", start_opts->grace, "How long in-flight calls may finish on SIGTERM")
       ->default_val("10s");
   start->add_option("--worker-id", start_opts->worker_id, "Default: <hostname>-<pid>");
+  start
+      ->add_option("--lease", start_opts->lease,
+                   "How long a call outlives this worker's last heartbeat before it is marked "
+                   "interrupted (at least 2s)")
+      ->default_val("10s");
   start
       ->add_option("--max-workflow-runs", start_opts->max_workflow_runs,
                    "Workflow runs executed at once")

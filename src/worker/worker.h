@@ -33,7 +33,8 @@ struct WorkerOptions {
   WorkerSettings settings;
   std::string worker_id;  // empty: "<hostname>-<pid>"
   int concurrency = 8;
-  std::chrono::milliseconds lease{30'000};
+  // A held call outlives the last heartbeat this long, then is interrupted.
+  std::chrono::milliseconds lease{10'000};
   std::chrono::milliseconds grace{10'000};
   // How long an idle worker sleeps between looks at the queue when nobody
   // rings the store's doorbell (another process that does not ring).

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -21,9 +22,11 @@ namespace rf::testing {
 class Cli {
  public:
   // `stdin_data`: what the process reads on stdin (then EOF); none: /dev/null.
+  // `netns`: the name of a network namespace (/run/netns/NAME, one the test
+  // made) the process runs in.
   explicit Cli(const std::vector<std::string>& args,
                std::optional<std::string> stdin_data = std::nullopt,
-               const std::vector<std::string>& extra_env = {}) {
+               const std::vector<std::string>& extra_env = {}, const std::string& netns = "") {
     int out[2], err[2];
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
@@ -44,6 +47,10 @@ class Cli {
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
       ::dup2(input >= 0 ? input : ::open("/dev/null", O_RDONLY), 0);
+      if (!netns.empty()) {
+        const int ns = ::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
+        if (ns < 0 || ::setns(ns, CLONE_NEWNET) != 0) ::_exit(98);
+      }
       std::vector<char*> argv{const_cast<char*>(RF_CLI_PATH)};
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);

@@ -46,7 +46,9 @@ class PostgresServer {
   static constexpr gid_t kNogroup = 65534;
 
   // Starts a cluster; on failure, error() says why (and the server's log).
-  PostgresServer() {
+  // `also_listen`: an address besides 127.0.0.1 (one the test gave a veth of
+  // its own) that the server listens on and trusts clients from.
+  explicit PostgresServer(std::string also_listen = "") : also_listen_(std::move(also_listen)) {
     store::enable_postgres();
     std::string tmpl = (std::filesystem::temp_directory_path() / "rf-pg-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) {
@@ -67,6 +69,10 @@ class PostgresServer {
       error_ = "initdb exited " + std::to_string(rc) + ": " + slurp(dir_ + "/initdb.log");
       return;
     }
+    if (!also_listen_.empty()) {
+      std::ofstream hba(data + "/pg_hba.conf", std::ios::app);
+      hba << "host all all " << also_listen_ << "/24 trust\n";
+    }
     start();
   }
 
@@ -83,9 +89,9 @@ class PostgresServer {
   std::string uri() const {
     return "postgresql://rf@/postgres?host=" + dir_ + "&port=" + std::to_string(port_);
   }
-  // The same over TCP on 127.0.0.1.
-  std::string tcp_uri() const {
-    return "postgresql://rf@127.0.0.1:" + std::to_string(port_) + "/postgres";
+  // The same over TCP on 127.0.0.1 (or `address`).
+  std::string tcp_uri(const std::string& address = "127.0.0.1") const {
+    return "postgresql://rf@" + address + ":" + std::to_string(port_) + "/postgres";
   }
 
   // A new, empty schema, and a URI whose connections use it.
@@ -115,7 +121,8 @@ class PostgresServer {
       const std::string data = dir_ + "/data";
       const std::string postgres = std::string(kBin) + "/postgres";
       std::vector<std::string> argv = {
-          postgres, "-D", data, "-k", dir_, "-p", port, "-c", "listen_addresses=127.0.0.1",
+          postgres, "-D", data, "-k", dir_, "-p", port, "-c",
+          "listen_addresses=127.0.0.1" + (also_listen_.empty() ? "" : "," + also_listen_),
           // A commit is in the WAL when it returns (the
           // tests crash the server and count calls), but
           // never waits for the disk: the OS keeps it.
@@ -214,6 +221,7 @@ class PostgresServer {
     return ss.str();
   }
 
+  std::string also_listen_;
   std::string dir_;
   std::string error_;
   int port_ = 0;

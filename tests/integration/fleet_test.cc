@@ -1,0 +1,304 @@
+// A fleet (issue 16): real `worker start` processes, each with a host id,
+// labels and a state dir of its own, sharing a PostgreSQL cluster the test
+// starts. One of them runs in a network namespace the test makes, reaching
+// the cluster over a veth pair on addresses the test assigns (as a worker on
+// another host would, over TCP); the others over the unix socket. Calls and
+// a workflow are routed by label, `fleet status` shows the workers, work no
+// live worker may take fails naming what each lacks, and a worker killed
+// with SIGKILL mid-call loses nothing: its call is interrupted once its lease
+// runs out, never run twice, while the others keep serving.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/store.h"
+#include "store/workflow_store.h"
+#include "support/cli_process.h"
+#include "support/postgres_server.h"
+
+namespace rf::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+// A network namespace and a veth pair into it, made (and removed) by the
+// test: host side 10.213.N.1/24, namespace side 10.213.N.2/24.
+class VethNamespace {
+ public:
+  VethNamespace() {
+    const int n = static_cast<int>(::getpid() % 200) + 20;
+    name_ = "rf-fleet-" + std::to_string(::getpid());
+    host_if_ = "rfh" + std::to_string(::getpid());
+    ns_if_ = "rfn" + std::to_string(::getpid());
+    host_addr_ = "10.213." + std::to_string(n) + ".1";
+    ns_addr_ = "10.213." + std::to_string(n) + ".2";
+    for (const std::string& cmd : {
+             "ip netns add " + name_,
+             "ip link add " + host_if_ + " type veth peer name " + ns_if_,
+             "ip link set " + ns_if_ + " netns " + name_,
+             "ip addr add " + host_addr_ + "/24 dev " + host_if_,
+             "ip link set " + host_if_ + " up",
+             "ip -n " + name_ + " addr add " + ns_addr_ + "/24 dev " + ns_if_,
+             "ip -n " + name_ + " link set " + ns_if_ + " up",
+             "ip -n " + name_ + " link set lo up",
+         }) {
+      if (std::system((cmd + " 2>/tmp/rf-fleet-ip.err").c_str()) != 0) {
+        error_ = cmd + " failed";
+        return;
+      }
+    }
+  }
+  ~VethNamespace() {
+    (void)std::system(("ip link del " + host_if_ + " 2>/dev/null").c_str());
+    (void)std::system(("ip netns del " + name_ + " 2>/dev/null").c_str());
+  }
+  const std::string& error() const { return error_; }
+  const std::string& name() const { return name_; }
+  const std::string& host_addr() const { return host_addr_; }
+
+ private:
+  std::string name_, host_if_, ns_if_, host_addr_, ns_addr_, error_;
+};
+
+class Fleet : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(veth_.error().empty()) << veth_.error();
+    ASSERT_TRUE(pg_.ok()) << pg_.error();
+    char tmpl[] = "/tmp/rf-fleet-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto s = store::Store::open(pg_.uri());
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    store_ = std::move(*s);
+  }
+  void TearDown() override {
+    for (auto& [id, w] : workers_) {
+      w->signal(SIGTERM);
+      w->wait(20s);
+    }
+    workers_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A worker of host `id` with `labels`, on the unix socket or (netns) over
+  // the veth pair; returns once it is registered.
+  void start_worker(const std::string& id, const std::vector<std::string>& labels,
+                    bool in_netns = false, const std::string& lease = "10s") {
+    const std::string store = in_netns ? pg_.tcp_uri(veth_.host_addr()) : pg_.uri();
+    std::vector<std::string> args = {
+        "worker",         "start",     "--store", store,         "--state-dir",
+        dir_ + "/" + id,  "--host-id", id,        "--worker-id", id,
+        "--sandbox-mode", "per_run",   "--lease", lease};
+    for (const auto& l : labels) args.insert(args.end(), {"--label", l});
+    workers_[id] = std::make_unique<Cli>(args, std::nullopt, std::vector<std::string>{},
+                                         in_netns ? veth_.name() : "");
+    const auto end = Clock::now() + 30s;
+    while (Clock::now() < end) {
+      auto rows = store_->workers();
+      if (rows) {
+        for (const auto& w : *rows)  // this process's registration, not a dead one's row
+          if (w.id == id && w.pid == workers_[id]->pid() && w.state == store::WorkerState::running)
+            return;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    FAIL() << "worker " << id << " never registered: " << workers_[id]->err();
+  }
+  Cli call(const std::string& run, const std::vector<std::string>& require,
+           const std::vector<std::string>& command) {
+    std::vector<std::string> args = {
+        "call", "--store", pg_.uri(), "--state-dir", dir_ + "/c", "--project", "p", "--run", run};
+    for (const auto& r : require) args.insert(args.end(), {"--require", r});
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    return Cli(args);
+  }
+  // Who ran the run's only call.
+  std::string worker_of(const std::string& run) {
+    auto r = store_->run(run);
+    if (!r || r->calls.size() != 1) return "?";
+    return r->calls[0].worker_id.value_or("none");
+  }
+
+  VethNamespace veth_;  // before the cluster: it listens on the veth's address
+  PostgresServer pg_{veth_.host_addr()};
+  std::string dir_;
+  std::unique_ptr<store::Store> store_;
+  std::map<std::string, std::unique_ptr<Cli>> workers_;
+};
+
+TEST_F(Fleet, CallsAndAWorkflowAreRoutedByLabelAndFleetStatusShowsTheWorkers) {
+  start_worker("gpu-host", {"gpu=true", "zone=b"}, /*in_netns=*/true);
+  start_worker("a-host", {"zone=a"});
+  start_worker("b-host", {"zone=b"});
+
+  Cli a = call("r-a", {"zone=a"}, {"echo", "on a"});
+  Cli gpu = call("r-gpu", {"gpu=true"}, {"sh", "-c", "echo on gpu"});
+  Cli both = call("r-both", {"gpu=true", "zone=b"}, {"echo", "on gpu too"});
+  EXPECT_EQ(a.wait(), 0) << a.err();
+  EXPECT_EQ(a.out(), "on a\n");
+  EXPECT_EQ(gpu.wait(), 0) << gpu.err();
+  EXPECT_EQ(gpu.out(), "on gpu\n");
+  EXPECT_EQ(both.wait(), 0) << both.err();
+  EXPECT_EQ(worker_of("r-a"), "a-host");
+  EXPECT_EQ(worker_of("r-gpu"), "gpu-host");  // the one in the netns, over TCP
+  EXPECT_EQ(worker_of("r-both"), "gpu-host");
+  for (int i = 0; i < 6; ++i) {  // zone=b: either of the two that have it, never a-host
+    Cli b = call("r-b" + std::to_string(i), {"zone=b"}, {"true"});
+    EXPECT_EQ(b.wait(), 0) << b.err();
+    EXPECT_NE(worker_of("r-b" + std::to_string(i)), "a-host");
+  }
+
+  // No live worker has zone=c: the call fails within seconds, naming what each lacks.
+  const auto asked = Clock::now();
+  Cli nowhere = call("r-c", {"zone=c", "gpu=true"}, {"echo", "never"});
+  EXPECT_EQ(nowhere.wait(40s), 125) << nowhere.err();
+  EXPECT_LT(Clock::now() - asked, 15s);
+  EXPECT_THAT(nowhere.err(),
+              HasSubstr("no live worker has the labels this call requires (gpu=true zone=c): "));
+  EXPECT_THAT(nowhere.err(), HasSubstr("worker a-host (host a-host) lacks gpu=true zone=c"));
+  EXPECT_THAT(nowhere.err(), HasSubstr("worker gpu-host (host gpu-host) lacks zone=c"));
+  EXPECT_EQ(nowhere.out(), "");
+
+  // A workflow whose steps need different workers: each runs where it may.
+  const std::string wf = dir_ + "/routed.yaml";
+  std::ofstream(wf) << R"(name: routed
+steps:
+  - id: prepare
+    mode: sandboxed
+    requires: {labels: {zone: a}}
+    run: "echo prepared"
+  - id: train
+    needs: [prepare]
+    mode: sandboxed
+    requires: {labels: {gpu: "true"}}
+    run: "echo trained"
+  - id: report
+    needs: [train]
+    mode: in_process
+    kind: template
+    template: "{{steps.prepare.output}}+{{steps.train.output}}"
+)";
+  Cli run({"workflow", "run", wf, "--state-dir", dir_ + "/c", "--project", "p", "--run-id",
+           "wr-routed", "--follow"},
+          std::nullopt, {"RINGFENCE_STORE=" + pg_.uri()});
+  EXPECT_EQ(run.wait(90s), 0) << run.out() << run.err();
+  store::WorkflowStore wfs(*store_);
+  auto attempts = wfs.attempts("wr-routed");
+  ASSERT_TRUE(attempts.ok()) << attempts.error().to_string();
+  std::map<std::string, std::string> ran_on;
+  for (const auto& at : *attempts) {
+    if (at.state == store::AttemptState::succeeded) ran_on[at.step_id] = at.worker_id.value_or("");
+  }
+  EXPECT_EQ(ran_on["prepare"], "a-host");
+  EXPECT_EQ(ran_on["train"], "gpu-host");
+  auto done = wfs.run("wr-routed");
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, store::WorkflowRunState::succeeded) << done->error.value_or("");
+
+  // fleet status: all three, live, with their labels and hosts.
+  Cli status({"fleet", "status", "--json", "--store", pg_.uri()});
+  ASSERT_EQ(status.wait(), 0) << status.err();
+  const json fleet = json::parse(status.out(), nullptr, false);
+  ASSERT_TRUE(fleet.is_object()) << status.out();
+  EXPECT_EQ(fleet["live_workers"], 3);
+  std::map<std::string, json> by_id;
+  for (const auto& w : fleet["workers"]) by_id[w["id"].get<std::string>()] = w;
+  ASSERT_EQ(by_id.size(), 3u) << status.out();
+  EXPECT_EQ(by_id["gpu-host"]["labels"], (json{{"gpu", "true"}, {"zone", "b"}}));
+  EXPECT_EQ(by_id["gpu-host"]["host_id"], "gpu-host");
+  EXPECT_EQ(by_id["a-host"]["labels"], (json{{"zone", "a"}}));
+  EXPECT_EQ(by_id["b-host"]["live"], true);
+  EXPECT_LT(by_id["b-host"]["heartbeat_age_ms"].get<int64_t>(), 5000);
+  EXPECT_GE(by_id["a-host"]["live_sandboxes"].get<int64_t>(), 0);
+  Cli table({"fleet", "status", "--store", pg_.uri()});
+  ASSERT_EQ(table.wait(), 0) << table.err();
+  EXPECT_THAT(table.out(), HasSubstr("gpu-host"));
+  EXPECT_THAT(table.out(), HasSubstr("gpu=true zone=b"));
+  EXPECT_THAT(table.out(), HasSubstr("3 live worker(s) in store"));
+}
+
+TEST_F(Fleet, AWorkerKilledMidCallLosesNothingAndTheOthersKeepServing) {
+  start_worker("doomed", {"role=doomed"}, /*in_netns=*/false, "3s");
+  start_worker("steady", {"role=steady"}, /*in_netns=*/true);
+  // A call that runs on the doomed worker until it is killed.
+  Cli victim =
+      call("r-victim", {"role=doomed"}, {"sh", "-c", "echo started; sleep 60; echo never"});
+  // It runs once its first line is in the store.
+  int64_t victim_id = 0;
+  const auto started_by = Clock::now() + 30s;
+  while (Clock::now() < started_by && victim_id == 0) {
+    auto r = store_->run("r-victim");
+    if (r && !r->calls.empty()) {
+      auto out = store_->output(r->calls[0].id);
+      if (out && !out->empty()) victim_id = r->calls[0].id;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_NE(victim_id, 0) << "the call never started: " << victim.err();
+  workers_["doomed"]->signal(SIGKILL);
+  ASSERT_EQ(workers_["doomed"]->wait(10s), 128 + SIGKILL);
+  const auto killed_at = Clock::now();
+  // Meanwhile the steady worker serves.
+  for (int i = 0; i < 5; ++i) {
+    Cli c = call("r-steady" + std::to_string(i), {"role=steady"}, {"echo", "still here"});
+    EXPECT_EQ(c.wait(), 0) << c.err();
+    EXPECT_EQ(c.out(), "still here\n");
+  }
+  // The victim's client learns of it once the lease (3 s) has run out and a
+  // live worker swept it: interrupted, never run twice.
+  EXPECT_EQ(victim.wait(30s), 125);
+  EXPECT_LT(Clock::now() - killed_at, 10s);
+  EXPECT_THAT(victim.err(), HasSubstr("interrupted"));
+  auto v = store_->call(victim_id);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->state, store::CallState::interrupted);
+  EXPECT_EQ(v->worker_id, "doomed");
+  // The output it wrote before dying is kept.
+  auto out = store_->output(victim_id);
+  ASSERT_TRUE(out.ok());
+  std::string text;
+  for (const auto& c : *out) text += c.data;
+  EXPECT_EQ(text, "started\n");
+  // Restarted on the same host, it reaps what the dead one left and serves again.
+  start_worker("doomed", {"role=doomed"});
+  auto rows = store_->workers();
+  ASSERT_TRUE(rows.ok());
+  for (const auto& w : *rows)
+    if (w.id == "doomed") {
+      EXPECT_EQ(w.epoch, 2);
+    }
+  // Its start forgets (and reaps) the dead one's per_run sandbox.
+  auto doomed_sandboxes = [&] {
+    auto live = store_->live_sandboxes();
+    int n = 0;
+    if (live) {
+      for (const auto& sb : *live) n += sb.worker_id == std::optional<std::string>("doomed");
+    }
+    return n;
+  };
+  const auto reaped_by = Clock::now() + 10s;
+  while (doomed_sandboxes() > 0 && Clock::now() < reaped_by) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(doomed_sandboxes(), 0);
+  Cli again = call("r-again", {"role=doomed"}, {"echo", "back"});
+  EXPECT_EQ(again.wait(), 0) << again.err();
+  EXPECT_EQ(again.out(), "back\n");
+  EXPECT_EQ(store_->call(victim_id)->state, store::CallState::interrupted);
+}
+
+}  // namespace
+}  // namespace rf::testing
