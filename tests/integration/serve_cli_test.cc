@@ -517,6 +517,62 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
   worker.wait(30s);
 }
 
+// GET /v1/fleet shows the workers that may serve the token's project, with
+// its own load only; a call's "requires" routes it by label, and bad labels
+// get a 400 naming the field (issue 16).
+TEST_F(ServeCli, TheFleetAndCallsRoutedByLabel) {
+  const std::string tok = token("acme");
+  const std::string beta = token("beta");
+  serve();
+  Cli gpu({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "none", "--worker-id", "w-gpu",
+           "--host-id", "rack1", "--label", "gpu=true"});
+  Cli pinned({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_worker", "--project",
+              "beta", "--worker-id", "w-beta"});
+  json fleet;
+  for (int i = 0; i < 200; ++i) {
+    if (i) std::this_thread::sleep_for(50ms);
+    auto got = call("GET", "/v1/fleet", tok);
+    ASSERT_EQ(got.status, 200) << got.body;
+    fleet = json::parse(got.body);
+    if (fleet["live_workers"] == 1) break;
+  }
+  ASSERT_EQ(fleet["workers"].size(), 1u) << fleet.dump();  // w-beta serves beta only
+  EXPECT_EQ(fleet["workers"][0]["id"], "w-gpu");
+  EXPECT_EQ(fleet["workers"][0]["host_id"], "rack1");
+  EXPECT_EQ(fleet["workers"][0]["labels"], (json{{"gpu", "true"}}));
+  EXPECT_EQ(fleet["workers"][0]["live"], true);
+  auto made =
+      call("POST", "/v1/calls", tok,
+           R"({"run": "r1", "argv": ["echo", "on gpu"], "requires": {"labels": {"gpu": "true"}}})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = std::to_string(json::parse(made.body)["id"].get<int64_t>());
+  json shown;
+  for (int i = 0; i < 200; ++i) {
+    if (i) std::this_thread::sleep_for(50ms);
+    shown = json::parse(call("GET", "/v1/calls/" + id, tok).body);
+    if (shown["state"] == "done") break;
+  }
+  EXPECT_EQ(shown["state"], "done") << shown.dump();
+  EXPECT_EQ(shown["stdout"], "on gpu\n");
+  // Beta sees w-beta (and w-gpu, which serves every project), none of acme's load.
+  auto beta_fleet = json::parse(call("GET", "/v1/fleet", beta).body);
+  EXPECT_EQ(beta_fleet["workers"].size(), 2u) << beta_fleet.dump();
+  for (const auto& w : beta_fleet["workers"]) EXPECT_EQ(w["held_calls"], 0);
+  auto bad = call("POST", "/v1/calls", tok,
+                  R"({"run": "r2", "argv": ["true"], "requires": {"labels": {"gpu": true}}})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("\"field\":\"requires.labels.gpu\""), std::string::npos) << bad.body;
+  bad = call("POST", "/v1/calls", tok,
+             R"({"run": "r2", "argv": ["true"], "requires": {"zone": "b"}})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("\"field\":\"requires.zone\""), std::string::npos) << bad.body;
+  EXPECT_EQ(call("POST", "/v1/fleet", tok, "{}").status, 405);
+  gpu.signal(SIGTERM);
+  pinned.signal(SIGTERM);
+  gpu.wait(30s);
+  pinned.wait(30s);
+}
+
 // /metrics shows what serve's own sandboxes did (egress decisions) and, from
 // the store, each live worker's figures as its heartbeat wrote them: calls by
 // outcome, its pool, its mode and backend, labelled with the worker's id. A
