@@ -12,7 +12,7 @@ DONE = echo "== make $@: done at $$(date -u +%T)"
 # time; UNITY=OFF for a developer's tree where one file changes at a time.
 UNITY ?= ON
 
-.PHONY: all deps agents build demo demo-workflow test unit-test sandbox-test workflow-test asan-configure asan-test tsan-test bench fuzz format clean
+.PHONY: all deps agents build demo demo-workflow demo-fleet test unit-test sandbox-test workflow-test asan-configure asan-test tsan-test bench fuzz format clean
 
 all: build
 
@@ -36,6 +36,12 @@ agents: deps
 # The portfolio workflow end to end: fake model, git server, worker, Claude Code.
 demo-workflow: build agents
 	./scripts/demo-workflow.sh $(BUILD)
+
+# A fleet on this machine: PostgreSQL (its own cluster in a temp dir), three
+# labelled workers, calls and a workflow routed by label, fleet status, and a
+# worker killed mid-call (docs/fleet.md).
+demo-fleet: build
+	./scripts/demo-fleet.sh $(BUILD)
 
 # Every test: unit, integration, security and fault tests against real
 # sandboxes, then the unit tests again under ASAN/UBSAN, the tests of code that

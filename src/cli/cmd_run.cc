@@ -41,6 +41,8 @@ int run_show(const RunFlags& f) {
   for (const auto& c : run->calls) {
     json j = {{"id", c.id}, {"argv", c.argv}, {"state", store::to_string(c.state)}};
     if (c.exit_code) j["exit_code"] = *c.exit_code;
+    if (c.worker_id) j["worker_id"] = *c.worker_id;
+    if (!c.requires_labels.empty()) j["requires"] = {{"labels", c.requires_labels}};
     if (c.error) j["error"] = *c.error;
     if (c.result_json) j["result"] = json::parse(*c.result_json, nullptr, false);
     calls.push_back(j);
@@ -68,9 +70,11 @@ int run_show(const RunFlags& f) {
       if (ch == '\n') ch = ' ';
     }
     if (argv.size() > 100) argv = argv.substr(0, 100) + "...";
-    std::printf("  %-6lld %-12s %-5s %s\n", static_cast<long long>(c.id),
+    std::printf("  %-6lld %-12s %-5s %-16s %s\n", static_cast<long long>(c.id),
                 std::string(store::to_string(c.state)).c_str(),
-                c.exit_code ? std::to_string(*c.exit_code).c_str() : "-", argv.c_str());
+                c.exit_code ? std::to_string(*c.exit_code).c_str() : "-",
+                c.worker_id.value_or("-").c_str(), argv.c_str());
+    if (c.error) std::printf("         %s\n", c.error->c_str());
   }
   return 0;
 }

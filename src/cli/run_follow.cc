@@ -117,6 +117,10 @@ void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
     std::printf("  %-14s retrying (%s) in %s: attempt %lld\n", step.c_str(),
                 d.value("because", "").c_str(), seconds(d.value("after_ms", 0)).c_str(),
                 static_cast<long long>(d.value("next_attempt", 2)));
+  } else if (e.kind == "step.handoff") {
+    std::printf("  %-14s requires %s; worker %s lacks %s: the run goes to a worker that has them\n",
+                step.c_str(), d.value("requires", "").c_str(), d.value("worker", "?").c_str(),
+                d.value("lacks", "").c_str());
   } else if (e.kind == "step.resume") {
     std::printf("  %-14s %s\n", step.c_str(), d.value("why", "").c_str());
   } else if (e.kind == "step.end") {
