@@ -604,17 +604,21 @@ Result<CallView> Store::call(int64_t call_id) {
 
 Result<std::vector<OutputChunk>> Store::output(int64_t call_id, int64_t after_seq, int limit) {
   std::lock_guard lock(mu_);
+  // One statement, so no transaction (on PostgreSQL a client polling its call
+  // saves three round trips); the call is looked for only when there is none.
   auto read = [&]() -> Result<std::vector<OutputChunk>> {
+    auto chunks = rows<OutputChunk>(db_, read_chunk,
+                                    "SELECT seq, stream, data FROM call_output "
+                                    "WHERE call_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                                    call_id, after_seq, limit);
+    if (!chunks.ok() || !chunks->empty()) return chunks;
     auto found = first_row<std::string>(db_, read_text0,
                                         "SELECT state FROM tool_calls WHERE id = ?1", call_id);
     if (!found.ok()) return found.take_error();
     if (!*found) return fail(call_name(call_id) + " does not exist");
-    return rows<OutputChunk>(db_, read_chunk,
-                             "SELECT seq, stream, data FROM call_output "
-                             "WHERE call_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-                             call_id, after_seq, limit);
+    return chunks;
   };
-  return within("read output of " + call_name(call_id), read_transaction(db_, read));
+  return within("read output of " + call_name(call_id), read());
 }
 
 Result<bool> Store::cancel_queued_call(int64_t call_id, const std::string& error) {
