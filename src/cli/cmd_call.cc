@@ -122,6 +122,11 @@ int run_call(const ClientFlags& f) {
                     .wait_timeout = wait_timeout,
                     .wait_timeout_text = f.wait_timeout});
   int64_t seq = 0;
+  // How long the client waits for a store it cannot reach before it gives up
+  // (the call itself goes on, and `run show` finds it later).
+  constexpr std::chrono::milliseconds kUnreachableFor{60'000};
+  int64_t unreachable_until = store::now_ms() + kUnreachableFor.count();
+  bool said_unreachable = false;
   for (;;) {
     const uint32_t seen = s.call_version(*id);  // before looking: a later change rings it
     auto view = s.call(*id);  // read the state first: output written before it is then complete
@@ -133,7 +138,22 @@ int run_call(const ClientFlags& f) {
       }
       if (!chunks->empty()) continue;
     }
-    if (!view) return fail(view.error().to_string(), kExitRuntime);
+    if (!view) {
+      // The store is restarting (PostgreSQL): the call goes on without us, so
+      // wait for the store to come back (a while), then read on.
+      if (view.error().code != ErrorCode::kUnavailable || store::now_ms() > unreachable_until) {
+        return fail(view.error().to_string(), kExitRuntime);
+      }
+      if (!said_unreachable) {
+        std::fprintf(stderr,
+                     "ringfence: call %lld: the store is unreachable (%s); waiting for it\n",
+                     static_cast<long long>(*id), view.error().to_string().c_str());
+        said_unreachable = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    unreachable_until = store::now_ms() + kUnreachableFor.count();
     if (view->state == store::CallState::done) {
       if (!f.receipt.empty()) {
         auto bundle = wait_for_call_receipt(s, state_dir_of(f), *id, std::chrono::seconds(30));

@@ -226,7 +226,8 @@ class PgConnection final : public ConnectionImpl {
       Result_ r(PQexec(conn_, text.c_str()));
       if (r.ok()) return ok_status();
       if (attempt > 0 || was_in_transaction || !connection_lost(r.r)) {
-        return make_error("exec \"" + sql_excerpt(sql) + "\"", failure(r.r));
+        return tagged(make_error("exec \"" + sql_excerpt(sql) + "\"", failure(r.r)),
+                      connection_lost(r.r));
       }
       reconnect();
     }
@@ -285,8 +286,8 @@ class PgConnection final : public ConnectionImpl {
           st.result_ = std::move(r);
           return ok_status();
         }
-        made = make_error("step \"" + p.excerpt + "\"", failure(r.r));
         lost_ = connection_lost(r.r);
+        made = tagged(make_error("step \"" + p.excerpt + "\"", failure(r.r)), lost_);
       }
       if (attempt > 0 || was_in_transaction || !lost_) return made;
       reconnect();
@@ -295,7 +296,7 @@ class PgConnection final : public ConnectionImpl {
 
   Status connect_check() {
     if (PQstatus(conn_) == CONNECTION_OK) return ok_status();
-    return make_error("open database " + name_, one_line(PQerrorMessage(conn_)));
+    return tagged(make_error("open database " + name_, one_line(PQerrorMessage(conn_))), true);
   }
 
  private:
@@ -303,6 +304,13 @@ class PgConnection final : public ConnectionImpl {
   std::string failure(PGresult* r) const {
     const char* m = r != nullptr ? PQresultErrorMessage(r) : "";
     return one_line(m != nullptr && *m != 0 ? m : PQerrorMessage(conn_));
+  }
+
+  // An error of a lost connection is ErrorCode::kUnavailable: the caller may
+  // keep what it was writing and try again once the server is back.
+  static Error tagged(Error e, bool lost) {
+    if (lost) e.code = ErrorCode::kUnavailable;
+    return e;
   }
 
   // The connection itself failed (not the statement): libpq raised it (no
@@ -322,13 +330,13 @@ class PgConnection final : public ConnectionImpl {
     Result_ made(PQprepare(conn_, p.name.c_str(), p.text.c_str(), 0, nullptr));
     if (!made.ok()) {
       lost_ = connection_lost(made.r);
-      return make_error("prepare \"" + p.excerpt + "\"", failure(made.r));
+      return tagged(make_error("prepare \"" + p.excerpt + "\"", failure(made.r)), lost_);
     }
     if (p.generation < 0) {
       Result_ described(PQdescribePrepared(conn_, p.name.c_str()));
       if (!described.ok()) {
         lost_ = connection_lost(described.r);
-        return make_error("prepare \"" + p.excerpt + "\"", failure(described.r));
+        return tagged(make_error("prepare \"" + p.excerpt + "\"", failure(described.r)), lost_);
       }
       p.params = PQnparams(described.r);
     }

@@ -18,11 +18,12 @@ namespace rf::store::sql {
 // An error whose message is the whole sentence ("run R has ended").
 inline Error fail(std::string message) { return make_error("", std::move(message)); }
 
-// Puts the operation in front of an error: "enqueue call in run R: run R has ended".
+// Puts the operation in front of an error: "enqueue call in run R: run R has
+// ended". Its code stays (kUnavailable: the store could not be reached).
 template <class T>
 Result<T> within(const std::string& operation, Result<T> result) {
   if (result.ok()) return result;
-  return make_error(operation, result.error().to_string());
+  return make_error(result.error().code, operation, result.error().to_string());
 }
 
 struct Blob {

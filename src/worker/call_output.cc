@@ -1,5 +1,8 @@
 #include "worker/call_output.h"
 
+#include <iterator>
+#include <utility>
+
 #include "core/log.h"
 
 namespace rf::worker {
@@ -37,7 +40,20 @@ void CallOutput::hold(store::Stream stream, std::string_view data) {
 bool CallOutput::due(std::chrono::steady_clock::time_point now,
                      std::chrono::milliseconds delay) const {
   std::lock_guard lock(mu_);
-  return !held_.empty() && now - held_since_ >= delay;
+  return !held_.empty() && now >= retry_after_ && now - held_since_ >= delay;
+}
+
+bool CallOutput::waiting() const {
+  std::lock_guard lock(mu_);
+  return !held_.empty();
+}
+
+void CallOutput::said_unavailable(const Error& e) {
+  if (std::exchange(said_unavailable_, true)) return;
+  spdlog::warn(
+      "call {}: the store is unreachable ({}); its output is kept and written when "
+      "it is back",
+      call_id_, e.to_string());
 }
 
 void CallOutput::flush() {
@@ -46,12 +62,28 @@ void CallOutput::flush() {
   {
     std::lock_guard lock(mu_);
     if (closed_ || held_.empty()) return;
+    // The store was unreachable a moment ago: not again yet (the output
+    // stays held; the sandbox's output limit bounds it).
+    if (std::chrono::steady_clock::now() < retry_after_) return;
     chunks.swap(held_);
     held_bytes_ = 0;
   }
-  if (auto r = store_.append_outputs(call_id_, worker_id_, chunks); !r) {
-    spdlog::warn("call {}: output lost: {}", call_id_, r.error().to_string());
+  auto r = store_.append_outputs(call_id_, worker_id_, chunks);
+  if (r) return;
+  if (r.error().code != ErrorCode::kUnavailable) {
+    // The call is no longer this worker's (its lease ran out, it was fenced):
+    // the store refuses its output for good, and the call's state says why.
+    spdlog::warn("call {}: output not written: {}", call_id_, r.error().to_string());
+    return;
   }
+  said_unavailable(r.error());
+  // Kept, in order, before what arrived meanwhile; tried again in a while.
+  std::lock_guard lock(mu_);
+  for (const auto& c : chunks) held_bytes_ += c.data.size();
+  chunks.insert(chunks.end(), std::make_move_iterator(held_.begin()),
+                std::make_move_iterator(held_.end()));
+  held_.swap(chunks);
+  retry_after_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
 }
 
 OutputFlusher::OutputFlusher(std::chrono::milliseconds delay)
@@ -97,7 +129,7 @@ void OutputFlusher::loop() {
     for (const auto& o : outputs_) {
       if (o->due(now, delay_)) {
         due.push_back(o);
-      } else if (o->due(now, std::chrono::milliseconds(0))) {
+      } else if (o->waiting()) {
         pending_ = true;  // held, not due yet: look again
       }
     }

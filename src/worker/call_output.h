@@ -7,6 +7,13 @@
 // Held-back output is written when it reaches `max_bytes`, or by the worker's
 // OutputFlusher once the oldest byte has waited `delay`, so a long-running
 // call still streams.
+//
+// When the store cannot be reached (ErrorCode::kUnavailable: PostgreSQL
+// restarting), nothing is dropped: the output stays held and goes with the
+// next write, and the call's end (close) is tried again with backoff for up
+// to `retry_for`; past it, or when the call is no longer this worker's (its
+// lease ran out meanwhile), the error is said loudly and the call's state in
+// the store tells the client (interrupted).
 #pragma once
 
 #include <chrono>
@@ -19,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/result.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
@@ -35,12 +43,16 @@ class CallOutput : public OutputSink {
 
   // Writes what is held back now.
   void flush();
-  // True when output has waited at least `delay` (the flusher asks).
+  // True when output has waited at least `delay` (the flusher asks), and no
+  // retry after an unreachable store is pending.
   bool due(std::chrono::steady_clock::time_point now, std::chrono::milliseconds delay) const;
+  // Output is held back (due or not).
+  bool waiting() const;
   // Ends the stream: `write` gets what is still held back and writes it with
-  // the call's result (finish_call / fail_call); no flush runs after.
+  // the call's result (finish_call / fail_call); no flush runs after. A
+  // write the store could not take (kUnavailable) is tried again.
   template <class Write>
-  auto close(Write&& write) {
+  Status close(Write&& write) {
     std::lock_guard writing(write_mu_);
     std::vector<store::PendingChunk> rest;
     {
@@ -49,11 +61,25 @@ class CallOutput : public OutputSink {
       held_bytes_ = 0;
       closed_ = true;
     }
-    return write(rest);
+    const auto give_up = std::chrono::steady_clock::now() + retry_for_;
+    auto pause = std::chrono::milliseconds(50);
+    for (;;) {
+      Status written = write(rest);
+      if (written.ok() || written.error().code != ErrorCode::kUnavailable ||
+          std::chrono::steady_clock::now() + pause > give_up) {
+        return written;
+      }
+      said_unavailable(written.error());
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+    }
   }
+  // How long close() keeps trying while the store is unreachable.
+  void set_retry_for(std::chrono::milliseconds d) { retry_for_ = d; }
 
  private:
   void hold(store::Stream stream, std::string_view data);
+  void said_unavailable(const Error& e);  // once per call
 
   store::Store& store_;
   const int64_t call_id_;
@@ -65,7 +91,10 @@ class CallOutput : public OutputSink {
   std::vector<store::PendingChunk> held_;
   size_t held_bytes_ = 0;
   std::chrono::steady_clock::time_point held_since_;
+  std::chrono::steady_clock::time_point retry_after_;  // the store was unreachable
   bool closed_ = false;
+  bool said_unavailable_ = false;
+  std::chrono::milliseconds retry_for_{30'000};
 };
 
 // One thread per worker: writes output held back longer than `delay`.
