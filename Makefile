@@ -100,10 +100,10 @@ tsan-test: deps
 	ctest --test-dir $(TSAN_BUILD) --output-on-failure -L tsan -LE '^(unit|proxy|identity)$$' -j 2 --timeout 300
 	@$(DONE)
 
-# Each fuzzer for a short while (17 of them, two at a time: 10 s each is
-# 1.5 min of CI), from the seed corpora in fuzz/corpus; longer runs:
+# Each fuzzer for a short while (17 of them, two at a time: 5 s each is
+# 45 s of CI), from the seed corpora in fuzz/corpus; longer runs:
 # make fuzz FUZZ_SECONDS=600
-FUZZ_SECONDS ?= 10
+FUZZ_SECONDS ?= 5
 fuzz: asan-configure
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target rf_fuzzers
 	./scripts/run-fuzzers.sh $(ASAN_BUILD) $(FUZZ_SECONDS)

@@ -900,6 +900,14 @@ std::optional<std::string> unmatched_reason(const std::vector<WorkerRow>& worker
 
 Result<int> Store::fail_unmatched_calls(int64_t enqueued_before, int64_t heartbeat_since) {
   std::lock_guard lock(mu_);
+  // Every worker asks this every second: a read first, so the write lock is
+  // taken only when some call waits for labels.
+  auto any = first_row<int64_t>(db_, read_int0,
+                                "SELECT id FROM tool_calls WHERE state = 'queued' "
+                                "AND requires_json <> '{}' AND enqueued_at < ?1 LIMIT 1",
+                                enqueued_before);
+  if (!any.ok()) return within("fail calls no live worker may take", Result<int>(any.take_error()));
+  if (!*any) return 0;
   auto sweep = [&]() -> Result<std::vector<int64_t>> {
     auto read = [](const Statement& st) -> Result<UnmatchedCall> {
       auto labels = labels_from_json(st.text(2));

@@ -382,6 +382,16 @@ Status WorkflowStore::hand_off_run(const std::string& run_id, const std::string&
 }
 
 Result<int> WorkflowStore::fail_unmatched_runs(int64_t handed_before, int64_t heartbeat_since) {
+  // Every worker asks this every second: a read first, the rest only when a
+  // handed-off run waits.
+  auto waiting = store_.locked([&](Db& db) {
+    return first_row<std::string>(db, read_text0,
+                                  "SELECT run_id FROM workflow_runs WHERE state = 'queued' "
+                                  "AND requires_json <> '{}' AND handed_off_at < ?1 LIMIT 1",
+                                  handed_before);
+  });
+  if (!waiting.ok()) return waiting.take_error();
+  if (!*waiting) return 0;
   auto live = store_.workers();  // outside the store's lock: its own read
   if (!live.ok()) return live.take_error();
   std::erase_if(*live, [&](const WorkerRow& w) {

@@ -463,7 +463,9 @@ void RunExecutor::run() {
       lock.unlock();
       auto r = wf_.run(row_.run_id);
       lock.lock();
-      if (r && !r->held_by(s_.worker_id, s_.store->clock_now())) {
+      // Taken over: by another worker, or claimed again (its lease ran out
+      // while this one was stalled) by another executor of this worker.
+      if (r && (!r->held_by(s_.worker_id, s_.store->clock_now()) || r->claims != row_.claims)) {
         lease_lost_ = true;
         break;
       }
