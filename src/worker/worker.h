@@ -34,7 +34,9 @@ struct WorkerOptions {
   std::string worker_id;  // empty: "<hostname>-<pid>"
   int concurrency = 8;
   // A held call outlives the last heartbeat this long, then is interrupted.
-  std::chrono::milliseconds lease{10'000};
+  // `worker start --lease` defaults to 10 s; embedders (and the tests that
+  // drive a Worker under ThreadSanitizer, where a heartbeat can lag) get 30 s.
+  std::chrono::milliseconds lease{30'000};
   std::chrono::milliseconds grace{10'000};
   // How long an idle worker sleeps between looks at the queue when nobody
   // rings the store's doorbell (another process that does not ring).
