@@ -62,6 +62,18 @@ class StoreFleet : public ::testing::Test {
     return (**c).id;
   }
 
+  // A workflow run of project p, queued.
+  static void enqueue_run(WorkflowStore& wf, const std::string& id) {
+    NewWorkflowRun run;
+    run.run_id = id;
+    run.project = "p";
+    run.workflow = "w";
+    run.file = "w.yaml";
+    run.definition = "name: w";
+    auto queued = wf.enqueue_run(run);
+    ASSERT_TRUE(queued.ok()) << queued.error().to_string();
+  }
+
   std::string dir_, path_;
   std::atomic<int64_t> clock_{1'000'000};
 };
@@ -275,13 +287,7 @@ TEST_F(StoreFleet, AWorkflowRunHandedOffIsClaimedOnlyByAWorkerWithTheLabels) {
   add_worker(*s, "wa", {{"zone", "a"}});
   add_worker(*s, "wgpu", {{"gpu", "true"}});
   WorkflowStore wf(*s);
-  NewWorkflowRun run;
-  run.run_id = "wr-1";
-  run.project = "p";
-  run.workflow = "w";
-  run.file = "w.yaml";
-  run.definition = "name: w";
-  ASSERT_TRUE(wf.enqueue_run(run).ok());
+  enqueue_run(wf, "wr-1");
   auto claimed = wf.claim_run("wa", milliseconds(5000), {{"zone", "a"}});
   ASSERT_TRUE(claimed.ok() && *claimed) << (claimed.ok() ? "none" : claimed.error().to_string());
   // Another worker cannot hand off what it does not hold.
@@ -309,13 +315,7 @@ TEST_F(StoreFleet, AWorkflowRunNoLiveWorkerMayTakeFails) {
   ASSERT_TRUE(s->ensure_project("p", Environment::development).ok());
   add_worker(*s, "wa", {{"zone", "a"}});
   WorkflowStore wf(*s);
-  NewWorkflowRun run;
-  run.run_id = "wr-2";
-  run.project = "p";
-  run.workflow = "w";
-  run.file = "w.yaml";
-  run.definition = "name: w";
-  ASSERT_TRUE(wf.enqueue_run(run).ok());
+  enqueue_run(wf, "wr-2");
   ASSERT_TRUE(wf.claim_run("wa", milliseconds(5000), {{"zone", "a"}}).ok());
   ASSERT_TRUE(wf.hand_off_run("wr-2", "wa", {{"gpu", "true"}}, "worker wa lacks gpu=true").ok());
   auto n = wf.fail_unmatched_runs(clock_ - 5000, clock_ - 10'000);
