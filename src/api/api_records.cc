@@ -442,9 +442,10 @@ void Api::route_calls(const Caller& caller, const Target& t, const Request& requ
           return fail(responder, 400, "requires.labels", "expected an object of strings");
         auto labels = store::labels_from_json(req["labels"].dump());
         if (!labels) {
-          const std::string where = labels.error().where.empty()
-                                        ? "requires.labels"
-                                        : "requires.labels." + labels.error().where.substr(6);
+          // labels_from_json names a bad entry "label KEY".
+          const std::string& at = labels.error().where;
+          const std::string where =
+              at.starts_with("label ") ? "requires.labels." + at.substr(6) : "requires.labels";
           return fail(responder, 400, where, labels.error().message);
         }
         call.requires_labels = std::move(*labels);

@@ -17,7 +17,7 @@ nlohmann::json fleet_json(const std::vector<store::FleetWorker>& fleet, int64_t 
     nlohmann::json labels = nlohmann::json::object();
     for (const auto& [k, v] : w.labels) labels[k] = v;
     workers.push_back({{"id", w.id},
-                       {"host_id", w.host_id.empty() ? w.hostname : w.host_id},
+                       {"host_id", w.host_id},
                        {"hostname", w.hostname},
                        {"pid", w.pid},
                        {"state", std::string(store::to_string(w.state))},

@@ -53,8 +53,7 @@ int status(const FleetFlags& f) {
     const store::WorkerRow& r = w.worker;
     std::string labels = store::labels_text(r.labels);
     if (r.project) labels += " (project " + *r.project + " only)";
-    std::printf("%-24s %-16s %-8s %-5s %-6lld %-9lld %-12s %s\n", r.id.c_str(),
-                (r.host_id.empty() ? r.hostname : r.host_id).c_str(),
+    std::printf("%-24s %-16s %-8s %-5s %-6lld %-9lld %-12s %s\n", r.id.c_str(), r.host_id.c_str(),
                 std::string(store::to_string(r.state)).c_str(),
                 api::worker_is_live(r, now) ? "yes" : "no", static_cast<long long>(w.held_calls),
                 static_cast<long long>(w.live_sandboxes), age_text(now - r.heartbeat_at).c_str(),

@@ -154,8 +154,11 @@ Result<WorkerRow> read_worker(const Statement& st) {
   if (!state.ok()) return state.take_error();
   auto labels = labels_from_json(st.text(9));
   if (!labels.ok()) return make_error("worker " + st.text(0), labels.error().to_string());
-  return WorkerRow{st.text(0),     st.int64(1), st.text(2), st.int64(3),        st.int64(4), *state,
-                   st.opt_text(6), st.text(7),  st.text(8), std::move(*labels), st.int64(10)};
+  // Rows from before host ids (schema v9) are on their hostname's host.
+  std::string host_id = st.text(8).empty() ? st.text(2) : st.text(8);
+  return WorkerRow{st.text(0),  st.int64(1),    st.text(2), st.int64(3),        st.int64(4),
+                   *state,      st.opt_text(6), st.text(7), std::move(host_id), std::move(*labels),
+                   st.int64(10)};
 }
 
 constexpr std::string_view kSandboxColumns =
@@ -902,10 +905,10 @@ Result<int> Store::fail_unmatched_calls(int64_t enqueued_before, int64_t heartbe
   std::lock_guard lock(mu_);
   // Every worker asks this every second: a read first, so the write lock is
   // taken only when some call waits for labels.
-  auto any = first_row<int64_t>(db_, read_int0,
-                                "SELECT id FROM tool_calls WHERE state = 'queued' "
-                                "AND requires_json <> '{}' AND enqueued_at < ?1 LIMIT 1",
-                                enqueued_before);
+  const std::string waiting =
+      " FROM tool_calls WHERE state = 'queued' AND requires_json <> '{}' AND enqueued_at < ?1";
+  auto any =
+      first_row<int64_t>(db_, read_int0, "SELECT id" + waiting + " LIMIT 1", enqueued_before);
   if (!any.ok()) return within("fail calls no live worker may take", Result<int>(any.take_error()));
   if (!*any) return 0;
   auto sweep = [&]() -> Result<std::vector<int64_t>> {
@@ -914,11 +917,9 @@ Result<int> Store::fail_unmatched_calls(int64_t enqueued_before, int64_t heartbe
       if (!labels.ok()) return labels.take_error();
       return UnmatchedCall{st.int64(0), st.text(1), std::move(*labels)};
     };
-    auto calls = rows<UnmatchedCall>(db_, read,
-                                     "SELECT id, project_id, requires_json FROM tool_calls "
-                                     "WHERE state = 'queued' AND requires_json <> '{}' "
-                                     "AND enqueued_at < ?1 ORDER BY id LIMIT 1000",
-                                     enqueued_before);
+    auto calls = rows<UnmatchedCall>(
+        db_, read, "SELECT id, project_id, requires_json" + waiting + " ORDER BY id LIMIT 1000",
+        enqueued_before);
     if (!calls.ok()) return calls.take_error();
     std::vector<int64_t> failed;
     if (calls->empty()) return failed;

@@ -150,7 +150,7 @@ struct WorkerRow {
   // {series: x}} (core/counters.h names).
   std::string metrics_json = "{}";
   // Where it runs and what it offers (issue 16). host_id: its host in the
-  // fleet (`--host-id`; the hostname by default).
+  // fleet (`--host-id`; the hostname by default, and for rows from before).
   std::string host_id;
   Labels labels;
   // Its fencing token: one more at each registration of the id.

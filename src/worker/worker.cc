@@ -121,8 +121,7 @@ Status Worker::init() {
   if (auto workers = store_->workers()) {
     for (const auto& w : *workers) {
       // Only a worker of this host can be known dead by its pid.
-      const std::string& its_host = w.host_id.empty() ? w.hostname : w.host_id;
-      if (w.state != store::WorkerState::running || its_host != host || w.id == id_) continue;
+      if (w.state != store::WorkerState::running || w.host_id != host || w.id == id_) continue;
       if (::kill(static_cast<pid_t>(w.pid), 0) == 0 || errno != ESRCH) continue;
       const std::string dead = "worker " + w.id + " (pid " + std::to_string(w.pid) + ") died";
       warn_unless_ok(store_->interrupt_calls_of_worker(w.id), dead + ": interrupting its calls");
