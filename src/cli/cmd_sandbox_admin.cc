@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "cli/backends.h"
+#include "cli/client_store.h"
 #include "cli/commands.h"
 #include "core/units.h"
 #include "host/host_health.h"
@@ -77,15 +78,16 @@ std::optional<std::vector<BackendKind>> backends_for(const AdminFlags& f, const 
 // created). A store that cannot be read: none, and a warning.
 std::map<std::string, store::SandboxRow> stored_sandboxes(const std::string& state_dir) {
   std::map<std::string, store::SandboxRow> by_id;
-  const std::string path = worker::store_path(state_dir);
+  const std::string path = store_target("", state_dir);
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return by_id;
+  if (!store::is_postgres_uri(path) && ::stat(store::sqlite_path(path).c_str(), &st) != 0)
+    return by_id;
   auto st_open = store::Store::open(path);
   auto rows = st_open ? (*st_open)->live_sandboxes()
                       : Result<std::vector<store::SandboxRow>>(st_open.error());
   if (!rows) {
-    complain("sandbox list: store " + path + ": " + rows.error().to_string() +
-             " (project, run and mode not shown)");
+    complain("sandbox list: store " + store::engine::redact_uri(path) + ": " +
+             rows.error().to_string() + " (project, run and mode not shown)");
     return by_id;
   }
   for (auto& r : *rows) by_id.emplace(r.id, std::move(r));

@@ -62,6 +62,8 @@ void add_token_commands(CLI::App* token, CommandResult* result);
 void add_keys_commands(CLI::App* keys, CommandResult* result);
 // `fleet status`: the workers sharing a store (issue 16).
 void add_fleet_commands(CLI::App* fleet, CommandResult* result);
+// `store migrate`: a store moved to the other engine (issue 16).
+void add_store_commands(CLI::App* store, CommandResult* result);
 // `mcp`: the MCP server on stdio (issue 14).
 void add_mcp_command(CLI::App* mcp, CommandResult* result);
 

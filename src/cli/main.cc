@@ -26,7 +26,7 @@ namespace {
 std::string_view command_word(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (arg == "--log-level") {
+    if (arg == "--log-level" || arg == "--store") {  // the program's options with a value
       ++i;
       continue;
     }
@@ -37,14 +37,19 @@ std::string_view command_word(int argc, char** argv) {
 
 #ifdef RF_STATIC_CLI
 // The static ringfence has no libpq (docs/store.md). A command given a
-// PostgreSQL store (--store URI or $RINGFENCE_STORE) becomes ringfence-pg, the
-// same CLI linked with libpq, next to this binary, before it does anything.
+// PostgreSQL store (--store URI, $RINGFENCE_STORE, or store migrate's --from
+// and --to) becomes ringfence-pg, the same CLI linked with libpq, next to this
+// binary, before it does anything.
 bool names_a_postgres_store(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--") break;
-    if (arg == "--store" && i + 1 < argc && rf::store::is_postgres_uri(argv[i + 1])) return true;
-    if (arg.starts_with("--store=") && rf::store::is_postgres_uri(arg.substr(8))) return true;
+    for (std::string_view flag : {"--store", "--from", "--to"}) {
+      if (arg == flag && i + 1 < argc && rf::store::is_postgres_uri(argv[i + 1])) return true;
+      if (arg.starts_with(flag) && arg.size() > flag.size() && arg[flag.size()] == '=' &&
+          rf::store::is_postgres_uri(arg.substr(flag.size() + 1)))
+        return true;
+    }
   }
   const char* env = std::getenv("RINGFENCE_STORE");
   return env != nullptr && rf::store::is_postgres_uri(env);
@@ -91,6 +96,25 @@ int main(int argc, char** argv) {
       ->default_val("warn")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   app.parse_complete_callback([&] { rf::init_logging(log_level); });
+  // The store, for every command, before or after its name (a command's
+  // options fall through to these): it becomes $RINGFENCE_STORE, which every
+  // command that opens the store reads (cli/client_store.h). A command with a
+  // --store of its own (call, fleet status, worker start) takes it itself.
+  app.fallthrough();
+  std::string store;
+  app.add_option("--store", store,
+                 "The store every command opens: postgres://... or sqlite:PATH (default "
+                 "$RINGFENCE_STORE, else the state dir's SQLite file)")
+      ->check(
+          [](const std::string& uri) {
+            return rf::store::engine::redact_uri(uri) == uri
+                       ? std::string()
+                       : std::string(
+                             "the URI holds a password, which any process can read in "
+                             "argv; put it in libpq's PGPASSFILE (or ~/.pgpass)");
+          },
+          "a store without a password")
+      ->each([](const std::string& uri) { ::setenv("RINGFENCE_STORE", uri.c_str(), 1); });
 
   rf::cli::CommandResult result;
   // Everything after the first "--" is a command, never options: CLI11 keeps

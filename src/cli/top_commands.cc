@@ -13,6 +13,8 @@ std::span<const TopCommand> top_commands() {
       {"run", "Runs: show, end, cancel, replay, artifact", add_run_commands},
       {"worker", "Worker settings", add_worker_commands},
       {"fleet", "The workers sharing the store: status [--json]", add_fleet_commands},
+      {"store", "The store: migrate --from sqlite:PATH --to postgres://... (moves its data)",
+       add_store_commands},
       {"secret", "Secrets: set (value from stdin), list, revoke, rotate-key", add_secret_commands},
       {"identity", "Identity profiles and their cascade: profile set|show|list, resolve",
        add_identity_commands},

@@ -165,62 +165,64 @@ Result<std::vector<std::string>> AuditLog::hashes(int64_t up_to) {
   });
 }
 
-Result<AuditVerdict> AuditLog::verify() {
+Result<AuditVerdict> verify_audit_chain(Db& db) {
   if (sodium_init() < 0) return make_error("verify the audit log", "libsodium cannot start");
+  AuditVerdict v;
+  auto bad = [&](int64_t seq, std::string why) {
+    v.intact = false;
+    v.first_bad = seq;
+    v.reason = std::move(why);
+    return v;
+  };
+  // In the order stored (on SQLite, seq is the rowid), each checked
+  // against the one before: a reordering shows.
+  auto st = db.prepare("SELECT " + std::string(kColumns) + " FROM audit_events ORDER BY " +
+                       (db.engine() == Engine::sqlite ? "rowid" : "seq"));
+  if (!st.ok()) return st.take_error();
+  std::string prev = kGenesis;
+  int64_t expected = 1;
+  for (;;) {
+    auto row = st->step();
+    if (!row.ok()) return row.take_error();
+    if (!*row) break;
+    auto e = read_event(*st);
+    if (!e.ok()) return e.take_error();
+    ++v.events;
+    if (e->seq != expected) {
+      return bad(expected, e->seq > expected
+                               ? "event " + std::to_string(expected) +
+                                     " is missing (deleted?): the chain goes from " +
+                                     std::to_string(expected - 1) + " to " + std::to_string(e->seq)
+                               : "event " + std::to_string(e->seq) + " comes after event " +
+                                     std::to_string(expected - 1) + " (reordered?)");
+    }
+    if (e->prev_hash != prev) {
+      return bad(e->seq, "event " + std::to_string(e->seq) + ": its prev_hash is not event " +
+                             std::to_string(e->seq - 1) + "'s hash (reordered or edited?)");
+    }
+    if (audit_event_hash(*e) != e->hash) {
+      return bad(e->seq, "event " + std::to_string(e->seq) +
+                             ": its hash does not match its fields (edited?)");
+    }
+    prev = e->hash;
+    ++expected;
+  }
+  auto head = read_head(db);
+  if (!head.ok()) return head.take_error();
+  if (head->seq != expected - 1 || head->hash != prev) {
+    return bad(expected, "the head says " + std::to_string(head->seq) + " events, the log has " +
+                             std::to_string(expected - 1) +
+                             (head->seq > expected - 1 ? " (the newest deleted?)"
+                                                       : " (the head was edited?)"));
+  }
+  v.head_hash = prev;
+  return v;
+}
+
+Result<AuditVerdict> AuditLog::verify() {
   return store_.locked([&](Db& db) -> Result<AuditVerdict> {
-    auto walk = [&]() -> Result<AuditVerdict> {
-      AuditVerdict v;
-      auto bad = [&](int64_t seq, std::string why) {
-        v.intact = false;
-        v.first_bad = seq;
-        v.reason = std::move(why);
-        return v;
-      };
-      // In the order stored (on SQLite, seq is the rowid), each checked
-      // against the one before: a reordering shows.
-      auto st = db.prepare("SELECT " + std::string(kColumns) + " FROM audit_events ORDER BY " +
-                           (db.engine() == Engine::sqlite ? "rowid" : "seq"));
-      if (!st.ok()) return st.take_error();
-      std::string prev = kGenesis;
-      int64_t expected = 1;
-      for (;;) {
-        auto row = st->step();
-        if (!row.ok()) return row.take_error();
-        if (!*row) break;
-        auto e = read_event(*st);
-        if (!e.ok()) return e.take_error();
-        ++v.events;
-        if (e->seq != expected) {
-          return bad(expected, e->seq > expected
-                                   ? "event " + std::to_string(expected) +
-                                         " is missing (deleted?): the chain goes from " +
-                                         std::to_string(expected - 1) + " to " +
-                                         std::to_string(e->seq)
-                                   : "event " + std::to_string(e->seq) + " comes after event " +
-                                         std::to_string(expected - 1) + " (reordered?)");
-        }
-        if (e->prev_hash != prev) {
-          return bad(e->seq, "event " + std::to_string(e->seq) + ": its prev_hash is not event " +
-                                 std::to_string(e->seq - 1) + "'s hash (reordered or edited?)");
-        }
-        if (audit_event_hash(*e) != e->hash) {
-          return bad(e->seq, "event " + std::to_string(e->seq) +
-                                 ": its hash does not match its fields (edited?)");
-        }
-        prev = e->hash;
-        ++expected;
-      }
-      auto head = read_head(db);
-      if (!head.ok()) return head.take_error();
-      if (head->seq != expected - 1 || head->hash != prev) {
-        return bad(expected, "the head says " + std::to_string(head->seq) +
-                                 " events, the log has " + std::to_string(expected - 1) +
-                                 (head->seq > expected - 1 ? " (the newest deleted?)"
-                                                           : " (the head was edited?)"));
-      }
-      return v;
-    };
-    return within("verify the audit log", read_transaction(db, walk));
+    return within("verify the audit log",
+                  read_transaction(db, [&] { return verify_audit_chain(db); }));
   });
 }
 

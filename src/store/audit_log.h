@@ -52,11 +52,17 @@ struct AuditVerdict {
   int64_t events = 0;                // how many were checked
   std::optional<int64_t> first_bad;  // the seq of the first bad event
   std::string reason;                // "event 7: its hash does not match its fields"
+  std::string head_hash;             // the last event's hash (intact chains; 64 zeros: none)
 };
 
 // The hash of an event's fields (the formula above): what verify() checks and
 // what the Merkle log's leaves hold (proof/merkle.h).
 std::string audit_event_hash(const AuditEvent& e);
+
+// Walks the whole chain of `db` (the caller holds it: its lock, and the
+// transaction the walk reads in): what AuditLog::verify and `store migrate`
+// check.
+Result<AuditVerdict> verify_audit_chain(Db& db);
 
 class AuditLog {
  public:

@@ -8,6 +8,11 @@ bool is_postgres_uri(std::string_view target) {
   return target.starts_with("postgres://") || target.starts_with("postgresql://");
 }
 
+std::string sqlite_path(std::string_view target) {
+  if (target.starts_with("sqlite:")) target.remove_prefix(7);
+  return std::string(target);
+}
+
 // ---- Statement
 
 Status Statement::run() {
@@ -78,9 +83,10 @@ Result<Db> Db::open(const std::string& target, DbOptions options) {
     if (!conn.ok()) return conn.take_error();
     return Db(Engine::postgres, engine::redact_uri(target), std::move(*conn));
   }
-  auto conn = engine::open_sqlite(target, options);
+  const std::string file = sqlite_path(target);
+  auto conn = engine::open_sqlite(file, options);
   if (!conn.ok()) return conn.take_error();
-  return Db(Engine::sqlite, target, std::move(*conn));
+  return Db(Engine::sqlite, file, std::move(*conn));
 }
 
 Result<Statement> Db::prepare(std::string_view sql) {

@@ -39,8 +39,10 @@ enum class TransactionKind {
           // wait for the write lock: PostgreSQL takes none; on SQLite, as write
 };
 
-// true for a postgres:// or postgresql:// URI; anything else is a SQLite path.
+// true for a postgres:// or postgresql:// URI; anything else is a SQLite file.
 bool is_postgres_uri(std::string_view target);
+// The SQLite file a target names: "sqlite:PATH" or PATH itself.
+std::string sqlite_path(std::string_view target);
 
 namespace engine {
 // What each engine implements (db_sqlite.cc, db_postgres.cc).

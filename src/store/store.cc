@@ -441,8 +441,9 @@ int64_t now_ms() {
 
 // ---- opening
 
-Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
-  const bool postgres = is_postgres_uri(path);
+Result<std::unique_ptr<Store>> Store::open(const std::string& target) {
+  const bool postgres = is_postgres_uri(target);
+  const std::string path = postgres ? target : sqlite_path(target);
   if (!postgres) RF_TRY(within("open store " + path, make_parent_dirs(path)));
   auto db = Db::open(path);
   if (!db.ok()) return db.take_error();

@@ -213,9 +213,10 @@ struct EventFilter {
 
 class Store {
  public:
-  // Creates the file and its parent directories if missing, then WAL, foreign
-  // keys, a 5 s busy timeout, and the schema migrations.
-  static Result<std::unique_ptr<Store>> open(const std::string& path);
+  // `target`: a postgres:// URI, or a SQLite file (PATH or sqlite:PATH).
+  // SQLite: creates the file and its parent directories if missing, then WAL,
+  // foreign keys, a 5 s busy timeout. Both: the schema migrations.
+  static Result<std::unique_ptr<Store>> open(const std::string& target);
 
   // The clock for every time the store writes (tests move it).
   void set_clock(std::function<int64_t()> clock);

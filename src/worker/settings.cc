@@ -233,9 +233,10 @@ Result<store::Labels> parse_labels(std::string_view text) {
 }
 
 Result<std::string> parse_store(std::string_view text) {
-  if (store::is_postgres_uri(text) || text.starts_with("/")) return std::string(text);
+  if (store::is_postgres_uri(text) || store::sqlite_path(text).starts_with("/"))
+    return std::string(text);
   // Shown without a password, should it be a URI of another scheme.
-  return expected("an absolute SQLite file path or a postgres:// URI",
+  return expected("an absolute SQLite file path (PATH or sqlite:PATH) or a postgres:// URI",
                   store::engine::redact_uri(text));
 }
 

@@ -9,13 +9,16 @@
 
 #include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "store/store.h"
 #include "support/cli_process.h"
+#include "support/http_probe.h"
 #include "support/postgres_server.h"
+#include "support/serve_process.h"
 
 namespace rf::testing {
 namespace {
@@ -97,6 +100,111 @@ TEST_F(StoreCli, APasswordOnTheCommandLineIsRefusedWithoutEchoingIt) {
   Cli explain({"worker", "config", "--explain", "--store", uri_, "--state-dir", dir_ + "/w"});
   EXPECT_EQ(explain.wait(), 0) << explain.err();
   EXPECT_THAT(explain.out(), HasSubstr("store: " + uri_ + " (flag --store)"));
+}
+
+// A host's SQLite store moved to PostgreSQL with `store migrate`: its runs,
+// calls and audit chain are there, the run goes on through a worker on the
+// new store, and a second move into it (no longer empty) is refused. Every
+// command takes --store, before or after its name.
+TEST_F(StoreCli, AStateDirMovedToPostgresGoesOnThere) {
+  const std::string state = dir_ + "/host-a", file = state + "/ringfence.db";
+  {
+    Cli worker({"worker", "start", "--state-dir", state});
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    bool registered = false;
+    while (!registered && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(50ms);
+      if (!std::filesystem::exists(file)) continue;
+      auto s = store::Store::open(file);
+      auto w = s ? (*s)->workers() : Result<std::vector<store::WorkerRow>>(s.error());
+      registered = w && !w->empty();
+    }
+    ASSERT_TRUE(registered) << worker.err();
+    for (const char* word : {"one", "two"}) {
+      Cli call({"call", "--state-dir", state, "--project", "p", "--run", "r1", "--", "echo", word});
+      ASSERT_EQ(call.wait(), 0) << call.err();
+    }
+    worker.signal(SIGTERM);
+    worker.wait();
+  }
+  Cli move({"store", "migrate", "--from", "sqlite:" + file, "--to", uri_});
+  ASSERT_EQ(move.wait(), 0) << move.err();
+  EXPECT_THAT(move.out(), HasSubstr("moved sqlite:" + file + " -> " + uri_ + " (schema version "));
+  EXPECT_THAT(move.out(), HasSubstr("audit chain verified in " + uri_ + ": "));
+  EXPECT_THAT(move.out(), ::testing::ContainsRegex("tool_calls +2\n"));
+
+  // Before the command's name, and after it.
+  Cli show({"--store", uri_, "run", "show", "r1"});
+  EXPECT_EQ(show.wait(), 0) << show.err();
+  EXPECT_THAT(show.out(), HasSubstr("2 calls"));
+  Cli verify({"audit", "verify", "--store", uri_});
+  EXPECT_EQ(verify.wait(), 0) << verify.err();
+  EXPECT_THAT(verify.out(), HasSubstr("audit log intact"));
+
+  start_worker("host-b");
+  Cli call({"call", "--store", uri_, "--project", "p", "--run", "r1", "--", "echo", "three"});
+  EXPECT_EQ(call.wait(), 0) << call.err();
+  EXPECT_EQ(call.out(), "three\n");
+  Cli again({"run", "show", "r1", "--store", uri_});
+  EXPECT_EQ(again.wait(), 0) << again.err();
+  EXPECT_THAT(again.out(), HasSubstr("3 calls"));
+
+  Cli twice({"store", "migrate", "--from", file, "--to", uri_});
+  EXPECT_EQ(twice.wait(), 125);
+  EXPECT_THAT(twice.err(), HasSubstr("already holds data (table "));
+  EXPECT_THAT(twice.err(), HasSubstr("(no row was written to " + uri_ + ")"));
+}
+
+TEST_F(StoreCli, StoreMigrateRefusesWhatItCannotMove) {
+  const std::string pw =
+      "postgresql://rf:S3cretPw@127.0.0.1:" + std::to_string(pg_.port()) + "/postgres";
+  Cli with_password({"store", "migrate", "--from", dir_ + "/x.db", "--to", pw});
+  EXPECT_EQ(with_password.wait(), 2);
+  EXPECT_THAT(with_password.err(), HasSubstr("--to postgresql://rf:***@"));
+  EXPECT_THAT(with_password.err(), HasSubstr("holds a password"));
+  EXPECT_THAT(with_password.err(), Not(HasSubstr("S3cretPw")));
+  Cli missing({"store", "migrate", "--from", "sqlite:" + dir_ + "/none.db", "--to", uri_});
+  EXPECT_EQ(missing.wait(), 2);
+  EXPECT_THAT(missing.err(), HasSubstr("--from sqlite:" + dir_ + "/none.db: no such SQLite file"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/none.db"));
+  Cli root_password({"--store", pw, "run", "show", "r1"});
+  EXPECT_EQ(root_password.wait(), 2);
+  EXPECT_THAT(root_password.err(), HasSubstr("holds a password"));
+  EXPECT_THAT(root_password.err(), Not(HasSubstr("S3cretPw")));
+}
+
+// `serve` on a PostgreSQL store (its own --store): the token it checks, the
+// fleet it shows and the calls it queues are the cluster's, served by a
+// worker of another state dir.
+TEST_F(StoreCli, ServeOnAPostgresStore) {
+  const std::string tok = make_token(dir_ + "/api", "acme", {"--store", uri_});
+  ASSERT_EQ(tok.rfind("rft_", 0), 0u) << tok;
+  int port = 0;
+  auto server = start_serve(dir_ + "/api", &port, {"--store", uri_});
+  ASSERT_NE(port, 0);
+  start_worker("host-a");
+  auto get = [&](const std::string& target) {
+    HttpProbe p(port);
+    EXPECT_TRUE(p.connected());
+    return p.request("GET", target, tok);
+  };
+  auto fleet = nlohmann::json::parse(get("/v1/fleet").body);
+  EXPECT_EQ(fleet["live_workers"], 1) << fleet.dump();
+  HttpProbe p(port);
+  auto made = p.request("POST", "/v1/calls", tok, R"({"run": "r1", "argv": ["echo", "via pg"]})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = std::to_string(nlohmann::json::parse(made.body)["id"].get<int64_t>());
+  nlohmann::json shown;
+  for (int i = 0; i < 200; ++i) {
+    if (i) std::this_thread::sleep_for(50ms);
+    shown = nlohmann::json::parse(get("/v1/calls/" + id).body);
+    if (shown["state"] == "done") break;
+  }
+  EXPECT_EQ(shown["stdout"], "via pg\n") << shown.dump();
+  // The token lives in the cluster, not in the state dir's file.
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/api/ringfence.db"));
+  server->signal(SIGTERM);
+  EXPECT_EQ(server->wait(30s), 0) << server->err();
 }
 
 }  // namespace

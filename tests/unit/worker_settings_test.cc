@@ -298,7 +298,8 @@ TEST(WorkerSettings, TheStoreComesFromTheFlagOrTheFileAndHidesItsPassword) {
             "the config file (store:) or in libpq's PGPASSFILE");
   EXPECT_EQ(config_error("store: relative.db\n"),
             std::string(kPath) +
-                ":1: store: expected an absolute SQLite file path or a postgres:// URI, got "
+                ":1: store: expected an absolute SQLite file path (PATH or sqlite:PATH) or a "
+                "postgres:// URI, got "
                 "\"relative.db\"");
 }
 
