@@ -18,6 +18,14 @@ namespace rf::store::sql {
 // An error whose message is the whole sentence ("run R has ended").
 inline Error fail(std::string message) { return make_error("", std::move(message)); }
 
+// A writer whose worker id was registered again since it registered it
+// (store.h: fencing tokens).
+inline Error fenced(const std::string& worker, int64_t mine, int64_t current) {
+  return fail("worker " + worker + " was registered again (epoch " + std::to_string(current) +
+              ") since this process registered it (epoch " + std::to_string(mine) +
+              "): fenced, another process serves as " + worker + " now");
+}
+
 // Puts the operation in front of an error: "enqueue call in run R: run R has
 // ended". Its code stays (kUnavailable: the store could not be reached).
 template <class T>

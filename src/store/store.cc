@@ -195,12 +195,6 @@ Result<Project> require_project(Db& db, const std::string& id) {
 Result<int64_t> read_int0(const Statement& st) { return st.int64(0); }
 
 // The message when a process writes under a fence the store has replaced.
-Error fenced(const std::string& worker, int64_t mine, int64_t current) {
-  return fail("worker " + worker + " was registered again (epoch " + std::to_string(current) +
-              ") since this process registered it (epoch " + std::to_string(mine) +
-              "): fenced, another process serves as " + worker + " now");
-}
-
 // The worker must be registered and running, and, when this process
 // registered it (`fence`), still under that registration. Returns its epoch:
 // the fencing token its claims carry.

@@ -385,6 +385,9 @@ class Store {
     return fn(db_);
   }
   int64_t clock_now() const { return now(); }
+  // Under locked(): the epoch this Store registered `worker_id` under (the
+  // fence its writes carry), or nullopt when it did not register it.
+  std::optional<int64_t> fence_of(const std::string& worker_id) const;
 
  private:
   Store(Db db, std::unique_ptr<Doorbell> bell) : db_(std::move(db)), bell_(std::move(bell)) {}
@@ -399,10 +402,6 @@ class Store {
   void ring_call(int64_t call_id);
   // Rings each call's slot; returns how many.
   Result<int> ring_each(Result<std::vector<int64_t>> ids);
-
-  // The fence (epoch) this Store registered each worker id with; a worker
-  // id it did not register is checked against the store's current epoch.
-  std::optional<int64_t> fence_of(const std::string& worker_id) const;
 
   std::mutex mu_;
   Db db_;

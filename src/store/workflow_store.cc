@@ -152,24 +152,36 @@ Result<WorkflowRunRow> run_in(Db& db, const std::string& run_id) {
   return std::move(**r);
 }
 
-// The run must be running and held by `worker` with its lease not expired.
-Status require_held_run(Db& db, const std::string& run_id, const std::string& worker, int64_t now) {
-  auto read = [](const Statement& st) -> Result<std::tuple<std::string, std::string, int64_t>> {
-    return std::tuple(st.text(0), st.text(1), st.is_null(2) ? int64_t{0} : st.int64(2));
+// The run must be running and held by `worker` with its lease not expired,
+// and the writer must hold the worker's fence: `fence` (the epoch this
+// process registered the worker under; nullopt: not this process) must be
+// the worker's current one, or a worker restarted under the same id would
+// share its runs with the process it replaced.
+Status require_held_run(Db& db, const std::string& run_id, const std::string& worker, int64_t now,
+                        std::optional<int64_t> fence) {
+  struct Held {
+    std::string state, holder;
+    int64_t expires = 0;
+    std::optional<int64_t> epoch;
   };
-  auto h = first_row<std::tuple<std::string, std::string, int64_t>>(
+  auto read = [](const Statement& st) -> Result<Held> {
+    return Held{st.text(0), st.text(1), st.is_null(2) ? int64_t{0} : st.int64(2), st.opt_int64(3)};
+  };
+  auto h = first_row<Held>(
       db, read,
-      "SELECT state, coalesce(worker_id, ''), lease_expires_at FROM workflow_runs "
-      "WHERE run_id = ?1",
+      "SELECT r.state, coalesce(r.worker_id, ''), r.lease_expires_at, w.epoch "
+      "FROM workflow_runs r LEFT JOIN workers w ON w.id = r.worker_id WHERE r.run_id = ?1",
       run_id);
   if (!h.ok()) return h.take_error();
   if (!*h) return fail("workflow run " + run_id + " does not exist");
-  const auto& [state, holder, expires] = **h;
+  const Held& held = **h;
   const std::string lost =
       "workflow run " + run_id + " is not held by worker " + worker + " (lease lost): ";
-  if (state != "running") return fail(lost + "it is " + state);
-  if (holder != worker) return fail(lost + "worker " + holder + " holds it");
-  if (expires < now) return fail(lost + "the lease expired at " + std::to_string(expires));
+  if (held.state != "running") return fail(lost + "it is " + held.state);
+  if (held.holder != worker) return fail(lost + "worker " + held.holder + " holds it");
+  if (fence && held.epoch && *held.epoch != *fence) return fenced(worker, *fence, *held.epoch);
+  if (held.expires < now)
+    return fail(lost + "the lease expired at " + std::to_string(held.expires));
   return ok_status();
 }
 
@@ -343,7 +355,7 @@ Status WorkflowStore::finish_run(const std::string& run_id, const std::string& w
     return within(
         "finish workflow run " + run_id, write_transaction(db, [&]() -> Status {
           const int64_t at = store_.clock_now();
-          RF_TRY(require_held_run(db, run_id, worker_id, at));
+          RF_TRY(require_held_run(db, run_id, worker_id, at, store_.fence_of(worker_id)));
           RF_TRY(exec(db,
                       "UPDATE workflow_runs SET state = ?2, error = ?3, finished_at = ?4, "
                       "lease_expires_at = NULL WHERE run_id = ?1",
@@ -364,7 +376,7 @@ Status WorkflowStore::hand_off_run(const std::string& run_id, const std::string&
   auto out = store_.locked([&](Db& db) -> Status {
     return within("hand workflow run " + run_id + " off", write_transaction(db, [&]() -> Status {
                     const int64_t at = store_.clock_now();
-                    RF_TRY(require_held_run(db, run_id, worker_id, at));
+                    RF_TRY(require_held_run(db, run_id, worker_id, at, store_.fence_of(worker_id)));
                     RF_TRY(exec(db,
                                 "UPDATE workflow_runs SET state = 'queued', worker_id = NULL, "
                                 "lease_expires_at = NULL, requires_json = ?2, handed_off_at = ?3 "
@@ -484,7 +496,8 @@ Status WorkflowStore::start_attempt(const AttemptRow& a) {
                       ") of run " + a.run_id,
                   write_transaction(db, [&]() -> Status {
                     const int64_t at = store_.clock_now();
-                    RF_TRY(require_held_run(db, a.run_id, a.worker_id.value_or(""), at));
+                    RF_TRY(require_held_run(db, a.run_id, a.worker_id.value_or(""), at,
+                                            store_.fence_of(a.worker_id.value_or(""))));
                     return exec(
                         db,
                         "INSERT INTO step_attempts (run_id, step_id, attempt, mode, kind, "
@@ -531,7 +544,7 @@ Status WorkflowStore::finish_attempt(const std::string& run_id, const std::strin
         "finish step " + step_id + " (attempt " + std::to_string(attempt) + ") of run " + run_id,
         write_transaction(db, [&]() -> Status {
           const int64_t at = store_.clock_now();
-          RF_TRY(require_held_run(db, run_id, worker_id, at));
+          RF_TRY(require_held_run(db, run_id, worker_id, at, store_.fence_of(worker_id)));
           auto state = first_row<std::string>(
               db, read_text0,
               "SELECT state FROM step_attempts WHERE run_id = ?1 AND step_id = ?2 AND attempt = ?3",

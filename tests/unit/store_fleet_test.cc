@@ -227,6 +227,44 @@ TEST_F(StoreFleet, AProcessWhoseWorkerIdWasRegisteredAgainIsFenced) {
               HasSubstr("(fenced)"));
 }
 
+// The same for a workflow run: once the worker id is registered again and
+// the new process holds the run, the old one writes no step and cannot end
+// the run, though the run's worker id is its own.
+TEST_F(StoreFleet, AWorkflowRunsOldProcessIsFencedOnceItsWorkerIdIsRegisteredAgain) {
+  auto old_process = open();
+  ASSERT_TRUE(old_process->ensure_project("p", Environment::development).ok());
+  add_worker(*old_process, "w1", {});
+  WorkflowStore old_runs(*old_process);
+  enqueue_run(old_runs, "wf-1");
+  auto held = old_runs.claim_run("w1", milliseconds(60'000));
+  ASSERT_TRUE(held.ok() && *held) << (held.ok() ? "none" : held.error().to_string());
+  auto new_process = open();
+  add_worker(*new_process, "w1", {});
+  WorkflowStore new_runs(*new_process);
+  auto requeued = new_runs.requeue_runs_of_worker("w1", "w1 restarted");
+  ASSERT_TRUE(requeued.ok()) << requeued.error().to_string();
+  EXPECT_EQ(*requeued, 1);
+  auto again = new_runs.claim_run("w1", milliseconds(60'000));
+  ASSERT_TRUE(again.ok() && *again);
+  AttemptRow step;
+  step.run_id = "wf-1";
+  step.step_id = "build";
+  step.mode = "sandboxed";
+  step.worker_id = "w1";
+  auto late = old_runs.start_attempt(step);
+  ASSERT_FALSE(late.ok());
+  EXPECT_THAT(late.error().to_string(),
+              HasSubstr("worker w1 was registered again (epoch 2) since this process registered "
+                        "it (epoch 1): fenced"));
+  auto ended = old_runs.finish_run("wf-1", "w1", WorkflowRunState::failed, "late");
+  ASSERT_FALSE(ended.ok());
+  EXPECT_THAT(ended.error().to_string(), HasSubstr("fenced"));
+  ASSERT_TRUE(new_runs.start_attempt(step).ok());
+  auto done = new_runs.finish_run("wf-1", "w1", WorkflowRunState::succeeded, std::nullopt);
+  ASSERT_TRUE(done.ok()) << done.error().to_string();
+  EXPECT_EQ(new_runs.run("wf-1")->state, WorkflowRunState::succeeded);
+}
+
 TEST_F(StoreFleet, AnExpiredLeaseIsNotRenewedByALateHeartbeatOfTheOldProcess) {
   auto s = open();
   ASSERT_TRUE(s->ensure_project("p", Environment::development).ok());
