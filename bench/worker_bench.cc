@@ -4,16 +4,19 @@
 // --workers W runs W workers in this process, each with a state dir of its
 // own (as on W hosts), sharing one store; --store-engine postgres runs them on
 // a PostgreSQL cluster the bench starts (tests/support/postgres_server.h), and
-// both runs the two engines side by side (issue 16).
+// both runs the two engines side by side (issue 16). Also the claim wait of
+// each call (enqueued to claimed, the store's ms clock): p50, p99.
 // Usage: rf_worker_bench [--calls N] [--mode per_tool|per_run] [--clients C]
 //                        [--workers W] [--store-engine sqlite|postgres|both]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "bench_support.h"
 #include "cli/backends.h"
 #include "store/postgres.h"
 #include "support/postgres_server.h"
@@ -23,9 +26,17 @@ using namespace std::chrono;
 
 namespace {
 
-double run_clients(const std::string& target, int clients, int calls) {
+struct Figures {
+  double calls_per_s = 0;
+  // Enqueued to claimed by a worker, in ms of the store's clock (whole ms).
+  rf::bench::Stats claim_wait_ms{};
+};
+
+Figures run_clients(const std::string& target, int clients, int calls) {
   std::vector<std::thread> threads;
   std::atomic<int> next{0}, failed{0};
+  std::mutex mu;
+  std::vector<double> waits;
   const auto start = steady_clock::now();
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
@@ -41,7 +52,12 @@ double run_clients(const std::string& target, int clients, int calls) {
         for (;;) {
           const uint32_t seen = (*s)->call_version(*id);
           auto v = (*s)->call(*id);
-          if (v && v->state == rf::store::CallState::done) break;
+          if (v && v->state == rf::store::CallState::done) {
+            std::lock_guard lock(mu);
+            waits.push_back(
+                static_cast<double>(v->claimed_at.value_or(v->enqueued_at) - v->enqueued_at));
+            break;
+          }
           if (v && (v->state == rf::store::CallState::failed ||
                     v->state == rf::store::CallState::interrupted)) {
             ++failed;
@@ -55,7 +71,10 @@ double run_clients(const std::string& target, int clients, int calls) {
   for (auto& t : threads) t.join();
   const double secs = duration<double>(steady_clock::now() - start).count();
   if (failed) std::fprintf(stderr, "%d calls failed\n", failed.load());
-  return calls / secs;
+  Figures f;
+  f.calls_per_s = calls / secs;
+  if (!waits.empty()) f.claim_wait_ms = rf::bench::summarise(waits);
+  return f;
 }
 
 }  // namespace
@@ -79,8 +98,8 @@ int main(int argc, char** argv) {
   ::setenv("RINGFENCE_TOOL_RUNNER", RF_RUNNER_PATH, 0);  // the runner is not next to this binary
   rf::store::enable_postgres();
   std::unique_ptr<rf::testing::PostgresServer> pg;
-  std::printf("%-9s %-9s %8s %8s %8s %10s\n", "engine", "mode", "workers", "clients", "calls",
-              "calls/s");
+  std::printf("%-9s %-9s %8s %8s %8s %10s %14s %14s\n", "engine", "mode", "workers", "clients",
+              "calls", "calls/s", "claim p50 ms", "claim p99 ms");
   for (const auto& engine : engines) {
     if (engine == "postgres" && !pg) {
       pg = std::make_unique<rf::testing::PostgresServer>();
@@ -125,9 +144,10 @@ int main(int argc, char** argv) {
           (void)(*st)->ensure_project("bench", rf::store::Environment::development);
         }
         std::this_thread::sleep_for(milliseconds(500));  // let the pools fill
-        const double rate = run_clients(target, clients, calls);
-        std::printf("%-9s %-9s %8d %8d %8d %10.0f\n", engine.c_str(), mode.c_str(), workers,
-                    clients, calls, rate);
+        const Figures f = run_clients(target, clients, calls);
+        std::printf("%-9s %-9s %8d %8d %8d %10.0f %14.0f %14.0f\n", engine.c_str(), mode.c_str(),
+                    workers, clients, calls, f.calls_per_s, f.claim_wait_ms.p50,
+                    f.claim_wait_ms.p99);
         std::fflush(stdout);
         for (auto& w : running) w->stop();
         running.clear();

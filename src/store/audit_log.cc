@@ -80,15 +80,33 @@ Result<Head> read_head(Db& db) {
   return h->value_or(Head{});
 }
 
-// Appends under the write lock the caller holds.
-Result<int64_t> append_locked(Db& db, const AuditEvent& in, int64_t now) {
+// Takes the chain's head for this transaction: on PostgreSQL its row is
+// locked for update (made first, at seq 0, when the log is empty), so
+// appenders take turns on the chain alone while every other writer goes on;
+// on SQLite the transaction's write lock does it.
+Result<Head> lock_head(Db& db) {
+  auto read = [](const Statement& st) -> Result<Head> { return Head{st.int64(0), st.text(1)}; };
+  const std::string select = "SELECT seq, hash FROM audit_head WHERE one = 1" + for_update(db);
+  auto h = first_row<Head>(db, read, select);
+  if (!h.ok()) return h.take_error();
+  if (*h || db.engine() == Engine::sqlite) return h->value_or(Head{});
+  RF_TRY(exec(db,
+              "INSERT INTO audit_head (one, seq, hash) VALUES (1, 0, ?1) "
+              "ON CONFLICT (one) DO NOTHING",
+              kGenesis));
+  h = first_row<Head>(db, read, select);
+  if (!h.ok()) return h.take_error();
+  return h->value_or(Head{});
+}
+
+// Appends in the caller's transaction after `head` (from lock_head), which
+// moves to the new event.
+Result<int64_t> append_locked(Db& db, const AuditEvent& in, int64_t now, Head& head) {
   RF_TRY(check_event(in));
-  auto head = read_head(db);
-  if (!head.ok()) return head.take_error();
   AuditEvent e = in;
-  e.seq = head->seq + 1;
+  e.seq = head.seq + 1;
   e.at = in.at ? in.at : now;
-  e.prev_hash = head->hash;
+  e.prev_hash = head.hash;
   e.hash = audit_event_hash(e);
   RF_TRY(exec(db,
               "INSERT INTO audit_events (seq, at, kind, actor, project_id, run_id, call_id, "
@@ -100,6 +118,7 @@ Result<int64_t> append_locked(Db& db, const AuditEvent& in, int64_t now) {
               "INSERT INTO audit_head (one, seq, hash) VALUES (1, ?1, ?2) "
               "ON CONFLICT (one) DO UPDATE SET seq = ?1, hash = ?2",
               e.seq, e.hash));
+  head = Head{e.seq, e.hash};
   return e.seq;
 }
 
@@ -112,15 +131,17 @@ Result<int64_t> AuditLog::append_all(const std::vector<AuditEvent>& events) {
   const int64_t now = store_.clock_now();
   return store_.locked([&](Db& db) {
     auto all = [&]() -> Result<int64_t> {
+      auto head = lock_head(db);
+      if (!head.ok()) return head.take_error();
       int64_t last = 0;
       for (const auto& e : events) {
-        auto seq = append_locked(db, e, now);
+        auto seq = append_locked(db, e, now, *head);
         if (!seq.ok()) return seq.take_error();
         last = *seq;
       }
       return last;
     };
-    return within("append audit events", write_transaction(db, all));
+    return within("append audit events", claim_transaction(db, all));
   });
 }
 

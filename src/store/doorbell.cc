@@ -49,13 +49,13 @@ Result<std::unique_ptr<Doorbell>> Doorbell::open_private() {
 Doorbell::~Doorbell() { ::munmap(slots_, kBytes); }
 
 uint32_t Doorbell::call_slot(int64_t call_id) {
-  return 1 + static_cast<uint32_t>(static_cast<uint64_t>(call_id) % (kSlots - 1));
+  return 2 + static_cast<uint32_t>(static_cast<uint64_t>(call_id) % (kSlots - 2));
 }
 
 uint32_t Doorbell::run_slot(std::string_view run_id) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : run_id) h = (h ^ c) * 1099511628211ull;
-  return 1 + static_cast<uint32_t>(h % (kSlots - 1));
+  return 2 + static_cast<uint32_t>(h % (kSlots - 2));
 }
 
 uint32_t Doorbell::version(uint32_t slot) const {

@@ -8,8 +8,9 @@
 // when someone waits, FUTEX_WAKE. A waiter reads the counter, looks at the
 // database, and if nothing is there yet sleeps until the counter moves past what
 // it read (or a timeout passes): no wake-up is lost between the look and the
-// sleep. Slot 0 is the queue (a call was enqueued); the others are call slots,
-// shared by call ids modulo their number (a spurious wake-up is harmless).
+// sleep. Slot 0 is the queue (a call was enqueued), slot 1 the workflow runs'
+// queue; the others are call and run slots, shared by call ids modulo their
+// number and by hashes of run ids (a spurious wake-up is harmless).
 //
 // The doorbell is an optimisation, never a correctness condition: waiters always
 // pass a timeout and look again, so a process that does not ring (or a bell file
@@ -33,7 +34,8 @@ namespace rf::store {
 
 class Doorbell {
  public:
-  static constexpr uint32_t kQueueSlot = 0;
+  static constexpr uint32_t kQueueSlot = 0;     // a call was queued
+  static constexpr uint32_t kRunQueueSlot = 1;  // a workflow run was queued (or requeued)
 
   // Opens (creating, mode 0600) the bell file and maps it shared.
   static Result<std::unique_ptr<Doorbell>> open(const std::string& path);

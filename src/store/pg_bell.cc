@@ -1,12 +1,22 @@
 // The store's doorbell across hosts, on PostgreSQL: LISTEN/NOTIFY.
 //
 // Each process that opens a PostgreSQL store keeps a private bell
-// (Doorbell::open_private) and one relay: publish() sends NOTIFY rf_bell with
-// the slot's number over a connection of its own, and a thread holds a second
-// connection that LISTENs and rings the local bell for every notification
-// (its own process's included). PostgreSQL delivers a NOTIFY to listeners
-// only once the transaction that sent it commits; publish() runs after the
-// store's commit, in a transaction of its own.
+// (Doorbell::open_private) and one relay: publish() hands the slot to a
+// sender thread, which sends NOTIFY rf_bell over a connection of its own, and
+// a listener thread holds a second connection that LISTENs and rings the
+// local bell for every slot it hears of (its own process's included).
+// PostgreSQL delivers a NOTIFY to listeners only once the transaction that
+// sent it commits; publish() is called after the store's commit.
+//
+// The sender coalesces: the slots published while it was sending go out
+// together, as one notification whose payload lists them ("3,17,42"). Every
+// NOTIFY wakes every listening backend and, through it, every process's
+// listener, so a burst of rings (a worker claiming eight calls, executors
+// ending theirs) costs one or two notifications, not one each; and the writer,
+// which rings holding the store's lock, never waits for the round trip. A
+// relay being destroyed sends what is pending first: a process that ends
+// without destroying its store (_exit) may lose its last rings, which costs
+// their waiters a timeout.
 //
 // A lost connection is opened again with backoff (50 ms doubling to 2 s);
 // notifications sent meanwhile are lost, so after reconnecting every slot is
@@ -19,8 +29,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <set>
+#include <string_view>
 #include <thread>
 
 #include "core/unique_fd.h"
@@ -56,6 +69,12 @@ class PgBellRelay final : public BellRelay {
       : uri_(std::move(uri)), bell_(bell), stop_(std::move(stop)) {}
 
   ~PgBellRelay() override {
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+    }
+    pending_cv_.notify_one();
+    if (sender_thread_.joinable()) sender_thread_.join();
     const uint64_t one = 1;
     (void)!::write(stop_.get(), &one, sizeof one);
     if (thread_.joinable()) thread_.join();
@@ -72,20 +91,16 @@ class PgBellRelay final : public BellRelay {
                         listener_ != nullptr ? PQerrorMessage(listener_) : "cannot connect");
     }
     thread_ = std::thread([this] { listen_loop(); });
+    sender_thread_ = std::thread([this] { send_loop(); });
     return ok_status();
   }
 
   void publish(uint32_t slot) override {
-    std::lock_guard lock(mu_);
-    if (sender_ == nullptr || PQstatus(sender_) != CONNECTION_OK) {
-      PQfinish(sender_);
-      sender_ = connect(uri_);
-      if (sender_ == nullptr) return;
+    {
+      std::lock_guard lock(mu_);
+      pending_.insert(slot);
     }
-    const std::string payload = std::to_string(slot);
-    const char* values[] = {kChannel, payload.c_str()};
-    PQclear(
-        PQexecParams(sender_, "SELECT pg_notify($1, $2)", 2, nullptr, values, nullptr, nullptr, 0));
+    pending_cv_.notify_one();
   }
 
  private:
@@ -118,19 +133,67 @@ class PgBellRelay final : public BellRelay {
         continue;
       }
       while (PGnotify* n = PQnotifies(listener_)) {
-        bell_.ring(static_cast<uint32_t>(std::strtoul(n->extra, nullptr, 10)));
+        ring_listed(n->extra);
         PQfreemem(n);
       }
     }
   }
 
+  // Rings each slot of a payload "3,17,42" (slots out of range are the
+  // bell's to ignore).
+  void ring_listed(std::string_view payload) {
+    while (!payload.empty()) {
+      const size_t comma = payload.find(',');
+      const std::string number(payload.substr(0, comma));
+      bell_.ring(static_cast<uint32_t>(std::strtoul(number.c_str(), nullptr, 10)));
+      if (comma == std::string_view::npos) break;
+      payload.remove_prefix(comma + 1);
+    }
+  }
+
+  // Sends what was published, coalesced, until the relay closes (and then
+  // what is still pending).
+  void send_loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      pending_cv_.wait(lock, [&] { return closing_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // closing, nothing left
+      std::string payload;
+      for (uint32_t slot : pending_) {
+        if (!payload.empty()) payload += ',';
+        payload += std::to_string(slot);
+      }
+      pending_.clear();
+      lock.unlock();
+      send(payload);
+      lock.lock();
+    }
+  }
+
+  // The sender thread's: one NOTIFY, on a connection opened again if lost
+  // (a notification that cannot be sent is dropped: waiters time out).
+  void send(const std::string& payload) {
+    if (sender_ == nullptr || PQstatus(sender_) != CONNECTION_OK) {
+      PQfinish(sender_);
+      sender_ = connect(uri_);
+      if (sender_ == nullptr) return;
+    }
+    const char* values[] = {kChannel, payload.c_str()};
+    PQclear(
+        PQexecParams(sender_, "SELECT pg_notify($1, $2)", 2, nullptr, values, nullptr, nullptr, 0));
+  }
+
   std::string uri_;
   Doorbell& bell_;
   UniqueFd stop_;
-  PGconn* listener_ = nullptr;  // the listening thread's
+  PGconn* listener_ = nullptr;  // the listener thread's
+  PGconn* sender_ = nullptr;    // the sender thread's
   std::mutex mu_;
-  PGconn* sender_ = nullptr;  // publish()'s, under mu_
-  std::thread thread_;
+  std::condition_variable pending_cv_;
+  std::set<uint32_t> pending_;  // under mu_: published, not sent yet
+  bool closing_ = false;        // under mu_
+  std::thread thread_;          // the listener
+  std::thread sender_thread_;
 };
 
 }  // namespace

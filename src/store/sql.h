@@ -119,6 +119,13 @@ inline std::string json_values(const Db& db, int param) {
 inline std::string skip_locked(const Db& db) {
   return db.engine() == Engine::sqlite ? "" : " FOR UPDATE SKIP LOCKED";
 }
+// Locks the rows a SELECT reads for update until the transaction ends (the
+// writes of a claim transaction, which takes no write lock: others writing
+// those rows wait). "" on SQLite. `of`: only that table's rows (a join).
+inline std::string for_update(const Db& db, std::string_view of = {}) {
+  if (db.engine() == Engine::sqlite) return "";
+  return of.empty() ? " FOR UPDATE" : " FOR UPDATE OF " + std::string(of);
+}
 // Share-locks the rows a SELECT reads until the transaction ends (a writer of
 // them waits). "" on SQLite.
 inline std::string share_locked(const Db& db) {

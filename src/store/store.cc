@@ -225,20 +225,33 @@ struct Holder {
 // `now`, and the writer must hold the fence: `fence` (this process's
 // registration of the worker; unknown: the current one) must be the worker's
 // current epoch and the one the call was claimed under.
+//
+// Held writes run in claim transactions (no write lock), so this locks what
+// it reads: the worker's row first, share-locked, then the call's row for
+// update, the order every writer of both takes (claims, heartbeats, a
+// registration, stop_worker), so none waits for another in a cycle. A
+// registration of the same id (a new epoch) waits for this write, or this
+// write sees the new epoch; a sweep or a cancel of the call waits for it and
+// then finds the call ended.
 Status require_held(Db& db, int64_t call_id, const std::string& worker, int64_t now,
                     std::optional<int64_t> fence) {
+  auto epoch = first_row<int64_t>(
+      db, [](const Statement& st) -> Result<int64_t> { return st.int64(0); },
+      "SELECT epoch FROM workers WHERE id = ?1" + share_locked(db), worker);
+  if (!epoch.ok()) return epoch.take_error();
   auto read = [](const Statement& st) -> Result<Holder> {
-    return Holder{st.text(0), st.opt_text(1), st.opt_int64(2), st.opt_int64(3), st.opt_int64(4)};
+    return Holder{st.text(0), st.opt_text(1), st.opt_int64(2), st.opt_int64(3), std::nullopt};
   };
   auto h = first_row<Holder>(db, read,
-                             "SELECT c.state, c.worker_id, c.lease_expires_at, c.claim_epoch, "
-                             "w.epoch FROM tool_calls c LEFT JOIN workers w ON w.id = c.worker_id "
-                             "WHERE c.id = ?1",
+                             "SELECT state, worker_id, lease_expires_at, claim_epoch "
+                             "FROM tool_calls WHERE id = ?1" +
+                                 for_update(db),
                              call_id);
   if (!h.ok()) return h.take_error();
   if (!*h) return fail(call_name(call_id) + " does not exist");
   std::string lost = call_name(call_id) + " is not held by worker " + worker + " (lease lost): ";
-  const Holder& held = **h;
+  Holder held = **h;
+  held.worker_epoch = *epoch;
   if (held.state != "claimed" && held.state != "running") return fail(lost + "it is " + held.state);
   if (held.worker_id != worker) return fail(lost + "worker " + *held.worker_id + " holds it");
   if (*held.lease_expires_at < now) {
@@ -470,7 +483,17 @@ void Store::ring_queue() { ring(Doorbell::kQueueSlot); }
 
 void Store::ring_call(int64_t call_id) { ring(Doorbell::call_slot(call_id)); }
 
-uint32_t Store::queue_version() const { return bell_ ? bell_->version(Doorbell::kQueueSlot) : 0; }
+void Store::ring_run_queue() { ring(Doorbell::kRunQueueSlot); }
+
+namespace {
+uint32_t queue_slot(Store::Queue queue) {
+  return queue == Store::Queue::runs ? Doorbell::kRunQueueSlot : Doorbell::kQueueSlot;
+}
+}  // namespace
+
+uint32_t Store::queue_version(Queue queue) const {
+  return bell_ ? bell_->version(queue_slot(queue)) : 0;
+}
 
 uint32_t Store::call_version(int64_t call_id) const {
   return bell_ ? bell_->version(Doorbell::call_slot(call_id)) : 0;
@@ -482,9 +505,9 @@ void sleep_instead(std::chrono::microseconds timeout) {
 }
 }  // namespace
 
-void Store::wait_for_queue(uint32_t seen, std::chrono::microseconds timeout) const {
+void Store::wait_for_queue(uint32_t seen, std::chrono::microseconds timeout, Queue queue) const {
   if (!bell_) return sleep_instead(timeout);
-  bell_->wait(Doorbell::kQueueSlot, seen, timeout);
+  bell_->wait(queue_slot(queue), seen, timeout);
 }
 
 void Store::wait_for_call(int64_t call_id, uint32_t seen, std::chrono::microseconds timeout) const {
@@ -553,9 +576,27 @@ Result<int64_t> Store::enqueue_call(const NewCall& c) {
                        Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at, c.sandbox_image,
                        identity_json(c.identity, c.jit), labels_json(c.requires_labels));
   };
+  // The common case, a call into an open run of the project, is one
+  // statement: it inserts only when the run is open (share-locking its row on
+  // PostgreSQL, so end_run waits for it or it sees the run ended). Anything
+  // else (a new run, a refusal to explain) takes the transaction above.
+  auto into_open_run = [&]() -> Result<std::optional<int64_t>> {
+    return first_row<int64_t>(
+        db_, read_int0,
+        "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, stdin, "
+        "timeout_ms, state, enqueued_at, sandbox_image, identity_json, requires_json) "
+        "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10, ?11 FROM runs "
+        "WHERE id = ?1 AND project_id = ?2 AND state = 'open'" +
+            share_locked(db_) + " RETURNING id",
+        c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd, Blob{c.stdin_bytes},
+        int64_t{c.timeout.count()}, now(), c.sandbox_image, identity_json(c.identity, c.jit),
+        labels_json(c.requires_labels));
+  };
   std::string operation = "enqueue call in run " + c.run;
   RF_TRY(within(operation, validate_call(c)));
-  auto id = within(operation, write_transaction(db_, insert));
+  auto fast = within(operation, into_open_run());
+  if (!fast.ok()) return fast.take_error();
+  auto id = *fast ? Result<int64_t>(**fast) : within(operation, write_transaction(db_, insert));
   if (id.ok()) ring_queue();
   return id;
 }
@@ -693,10 +734,59 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
     if (!st.ok()) return st.take_error();
     return st->step();
   };
+  // Calls are queued: one statement takes up to `max` of them, checking that
+  // the worker is running under this process's epoch (its row share-locked
+  // on PostgreSQL, as require_running_worker does). When it takes none (others
+  // took them first, or the worker cannot claim), the transaction above says
+  // which.
+  auto take_batch = [&]() -> Result<std::vector<ClaimedCall>> {
+    RF_TRY(check_lease(lease));
+    const int64_t at = now();
+    const std::string sql =
+        "UPDATE tool_calls SET state = 'running', worker_id = ?2, lease_expires_at = ?3, "
+        "claimed_at = ?4, claim_epoch = (SELECT epoch FROM workers WHERE id = ?2) "
+        "WHERE id IN (SELECT id FROM tool_calls WHERE state = 'queued' AND " +
+        labels_held(db_, "requires_json", 1) +
+        (filter.project ? " AND project_id = ?7" : " AND ?7 = ''") + " ORDER BY id LIMIT ?5" +
+        skip_locked(db_) +
+        ") AND EXISTS (SELECT 1 FROM workers WHERE id = ?2 AND state = 'running' "
+        "AND (?6 < 0 OR epoch = ?6)" +
+        share_locked(db_) +
+        ") RETURNING id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, "
+        "sandbox_image, identity_json, requires_json";
+    auto st = query(db_, sql, labels_json(filter.labels), worker_id, at + lease.count(), at,
+                    static_cast<int64_t>(max), fence.value_or(-1), filter.project.value_or(""));
+    if (!st.ok()) return st.take_error();
+    std::vector<ClaimedCall> out;
+    std::vector<std::pair<int64_t, std::string>> bad;  // rows that do not read: failed below
+    while (true) {
+      auto row = st->step();
+      if (!row.ok()) return row.take_error();
+      if (!*row) break;
+      auto call = read_queued(*st);
+      if (!call.ok()) {
+        bad.emplace_back(st->int64(0), call.error().to_string());
+        continue;
+      }
+      call->lease_expires_at = at + lease.count();
+      out.push_back(std::move(*call));
+    }
+    for (const auto& [id, why] : bad) {
+      RF_TRY(exec(db_,
+                  "UPDATE tool_calls SET state = 'failed', error = ?2, finished_at = ?3 "
+                  "WHERE id = ?1",
+                  id, why, at));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const ClaimedCall& a, const ClaimedCall& b) { return a.id < b.id; });
+    return out;
+  };
   const std::string operation = "claim calls for worker " + worker_id;
   auto queued = within(operation, any());
   if (!queued.ok()) return queued.take_error();
   if (!*queued || max == 0) return std::vector<ClaimedCall>();
+  auto taken = within(operation, take_batch());
+  if (!taken.ok() || !taken->empty()) return taken;
   return within(operation, claim_transaction(db_, claim));
 }
 
@@ -706,7 +796,7 @@ Status Store::mark_running(int64_t call_id, const std::string& worker_id) {
     RF_TRY(require_held(db_, call_id, worker_id, now(), fence_of(worker_id)));
     return exec(db_, "UPDATE tool_calls SET state = 'running' WHERE id = ?1", call_id);
   };
-  return within("mark " + call_name(call_id) + " running", write_transaction(db_, mark));
+  return within("mark " + call_name(call_id) + " running", claim_transaction(db_, mark));
 }
 
 Result<int64_t> Store::append_output(int64_t call_id, const std::string& worker_id, Stream stream,
@@ -723,7 +813,7 @@ Result<int64_t> Store::append_output(int64_t call_id, const std::string& worker_
                 call_id, seq, static_cast<int>(stream), Blob{bytes}));
     return seq;
   };
-  auto seq = within("append output of " + call_name(call_id), write_transaction(db_, append));
+  auto seq = within("append output of " + call_name(call_id), claim_transaction(db_, append));
   if (seq.ok()) ring_call(call_id);
   return seq;
 }
@@ -735,7 +825,7 @@ Result<int64_t> Store::append_outputs(int64_t call_id, const std::string& worker
     RF_TRY(require_held(db_, call_id, worker_id, now(), fence_of(worker_id)));
     return insert_chunks(db_, call_id, chunks);
   };
-  auto seq = within("append output of " + call_name(call_id), write_transaction(db_, append));
+  auto seq = within("append output of " + call_name(call_id), claim_transaction(db_, append));
   if (seq.ok()) ring_call(call_id);
   return seq;
 }
@@ -754,7 +844,27 @@ Status Store::finish_call(int64_t call_id, const std::string& worker_id, int exi
                 "finished_at = ?4 WHERE id = ?1",
                 call_id, exit_code, result_json, at);
   };
-  auto done = within("finish " + call_name(call_id), write_transaction(db_, finish));
+  // The common case, a call with no output held back, held by this worker
+  // under its current epoch, is one statement that checks all of it (the
+  // worker's row share-locked on PostgreSQL, as require_held does). When it
+  // changes nothing, the transaction above says why, or does it.
+  if (output.empty() && json::accept(result_json)) {
+    const int64_t at = now();
+    const int64_t fence = fence_of(worker_id).value_or(-1);
+    auto updated = exec(db_,
+                        "UPDATE tool_calls SET state = 'done', exit_code = ?2, result_json = ?3, "
+                        "finished_at = ?4 WHERE id = ?1 AND worker_id = ?5 "
+                        "AND state IN ('claimed', 'running') AND lease_expires_at >= ?4 "
+                        "AND claim_epoch = (SELECT epoch FROM workers WHERE id = ?5" +
+                            share_locked(db_) + ") AND (?6 < 0 OR claim_epoch = ?6)",
+                        call_id, exit_code, result_json, at, worker_id, fence);
+    if (!updated.ok()) return within("finish " + call_name(call_id), std::move(updated));
+    if (db_.changes() == 1) {
+      ring_call(call_id);
+      return ok_status();
+    }
+  }
+  auto done = within("finish " + call_name(call_id), claim_transaction(db_, finish));
   if (done.ok()) ring_call(call_id);
   return done;
 }
@@ -781,7 +891,7 @@ Status Store::end_held_call(int64_t call_id, const std::string& worker_id, std::
                 call_id, error, at, state);
   };
   const std::string verb = state == "failed" ? "fail " : "revoke ";
-  auto ended = within(verb + call_name(call_id), write_transaction(db_, end_it));
+  auto ended = within(verb + call_name(call_id), claim_transaction(db_, end_it));
   if (ended.ok()) ring_call(call_id);
   return ended;
 }

@@ -245,12 +245,21 @@ class Store {
   // ---- waiting without polling (see doorbell.h). Read the version, look at
   // the store, then wait with that version: a change in between is not missed.
   // Waits never exceed `timeout`, and may end early for nothing.
-  uint32_t queue_version() const;
-  void wait_for_queue(uint32_t seen, std::chrono::microseconds timeout) const;
+  // Which queue: the calls', or the workflow runs' (a worker's run claimer
+  // sleeps on that one, so queued calls do not wake it).
+  enum class Queue { calls, runs };
+  uint32_t queue_version(Queue queue = Queue::calls) const;
+  void wait_for_queue(uint32_t seen, std::chrono::microseconds timeout,
+                      Queue queue = Queue::calls) const;
   uint32_t call_version(int64_t call_id) const;
   void wait_for_call(int64_t call_id, uint32_t seen, std::chrono::microseconds timeout) const;
   // Wakes every process waiting on the queue (a worker stopping its claimer).
-  void wake_queue_waiters() { ring_queue(); }
+  void wake_queue_waiters() {
+    ring_queue();
+    ring_run_queue();
+  }
+  // A workflow run was queued, handed off or requeued.
+  void ring_run_queue();
   // A run's slot: rung by every event of the run and every change of a
   // workflow run (workflow_store.h), so `workflow run --follow` sleeps too.
   uint32_t run_version(const std::string& run_id) const;

@@ -256,7 +256,7 @@ Result<std::string> WorkflowStore::enqueue_run(const NewWorkflowRun& r) {
                   }));
   });
   if (id_out.ok()) {
-    store_.wake_queue_waiters();
+    store_.ring_run_queue();
     store_.ring_run(id);
   }
   return id_out;
@@ -287,10 +287,18 @@ Result<WorkflowRunState> WorkflowStore::request_cancel(const std::string& run_id
                     if (!r.ok()) return r.take_error();
                     const int64_t at = store_.clock_now();
                     if (r->state == WorkflowRunState::queued) {
+                      // A claim takes no write lock: only a run still queued
+                      // is cancelled here; one claimed meanwhile is running.
                       RF_TRY(exec(db,
                                   "UPDATE workflow_runs SET state = 'cancelled', error = ?2, "
-                                  "finished_at = ?3 WHERE run_id = ?1",
+                                  "finished_at = ?3 WHERE run_id = ?1 AND state = 'queued'",
                                   run_id, why, at));
+                      if (db.changes() == 0) {
+                        r = run_in(db, run_id);
+                        if (!r.ok()) return r.take_error();
+                      }
+                    }
+                    if (r->state == WorkflowRunState::queued) {
                       RF_TRY(exec(db,
                                   "UPDATE runs SET state = 'ended', ended_at = ?2 "
                                   "WHERE id = ?1 AND state = 'open'",
@@ -313,20 +321,41 @@ Result<WorkflowRunState> WorkflowStore::request_cancel(const std::string& run_id
 Result<std::optional<WorkflowRunRow>> WorkflowStore::claim_run(const std::string& worker_id,
                                                                std::chrono::milliseconds lease,
                                                                const Labels& labels) {
+  // A claim transaction, as a call's (store.h): no write lock; on PostgreSQL
+  // the queued row is locked, skipping those another claimer holds, and the
+  // worker's row share-locked, so claims on many hosts do not wait for every
+  // writer (a worker looks for runs each time it looks for calls).
   auto out = store_.locked([&](Db& db) -> Result<std::optional<WorkflowRunRow>> {
+    // Most looks find no run queued (a worker looks each time a call is
+    // queued): one read, outside a transaction, says so.
+    auto any =
+        first_row<std::string>(db, read_text0,
+                               "SELECT run_id FROM workflow_runs WHERE state = 'queued' AND " +
+                                   labels_held(db, "requires_json", 1) + " LIMIT 1",
+                               labels_json(labels));
+    if (!any.ok()) return within("claim a workflow run", std::move(any)).take_error();
+    if (!*any) return Result<std::optional<WorkflowRunRow>>(std::nullopt);
     return within(
         "claim a workflow run",
-        write_transaction(db, [&]() -> Result<std::optional<WorkflowRunRow>> {
+        claim_transaction(db, [&]() -> Result<std::optional<WorkflowRunRow>> {
           if (lease.count() <= 0) return fail("the lease must be positive");
-          auto state = first_row<std::string>(db, read_text0,
-                                              "SELECT state FROM workers WHERE id = ?1", worker_id);
-          if (!state.ok()) return state.take_error();
-          if (!*state) return fail("worker " + worker_id + " is not registered");
-          if (**state != "running") return fail("worker " + worker_id + " is " + **state);
+          auto read = [](const Statement& st) -> Result<std::pair<std::string, int64_t>> {
+            return std::pair(st.text(0), st.int64(1));
+          };
+          auto worker = first_row<std::pair<std::string, int64_t>>(
+              db, read, "SELECT state, epoch FROM workers WHERE id = ?1" + share_locked(db),
+              worker_id);
+          if (!worker.ok()) return worker.take_error();
+          if (!*worker) return fail("worker " + worker_id + " is not registered");
+          const auto& [state, epoch] = **worker;
+          if (auto fence = store_.fence_of(worker_id); fence && *fence != epoch)
+            return fenced(worker_id, *fence, epoch);
+          if (state != "running") return fail("worker " + worker_id + " is " + state);
           auto next = first_row<std::string>(
               db, read_text0,
               "SELECT run_id FROM workflow_runs WHERE state = 'queued' AND " +
-                  labels_held(db, "requires_json", 1) + " ORDER BY enqueued_at, run_id LIMIT 1",
+                  labels_held(db, "requires_json", 1) + " ORDER BY enqueued_at, run_id LIMIT 1" +
+                  skip_locked(db),
               labels_json(labels));
           if (!next.ok()) return next.take_error();
           if (!*next) return std::optional<WorkflowRunRow>();
@@ -389,7 +418,7 @@ Status WorkflowStore::hand_off_run(const std::string& run_id, const std::string&
   (void)store_.append_event(Event{0, 0, "run.handoff", std::nullopt, run_id, std::nullopt,
                                   std::nullopt, worker_id,
                                   nlohmann::json{{"labels", labels}, {"why", why}}.dump()});
-  store_.wake_queue_waiters();
+  store_.ring_run_queue();
   return out;
 }
 
@@ -465,7 +494,7 @@ Result<int> WorkflowStore::requeue_runs_of_worker(const std::string& worker_id,
                   }));
   });
   for (const auto& id : ids) store_.ring_run(id);
-  if (!ids.empty()) store_.wake_queue_waiters();
+  if (!ids.empty()) store_.ring_run_queue();
   return out;
 }
 
@@ -486,7 +515,7 @@ Result<int> WorkflowStore::requeue_orphaned_runs(int64_t now) {
                   }));
   });
   for (const auto& id : ids) store_.ring_run(id);
-  if (!ids.empty()) store_.wake_queue_waiters();
+  if (!ids.empty()) store_.ring_run_queue();
   return out;
 }
 

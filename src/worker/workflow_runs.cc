@@ -29,7 +29,8 @@ void WorkflowRuns::claim_loop() {
       }
       live = running_.size();
     }
-    const uint32_t seen = s_.store->queue_version();
+    // The runs' queue: queued calls do not wake this claimer.
+    const uint32_t seen = s_.store->queue_version(store::Store::Queue::runs);
     if (live < static_cast<size_t>(s_.max_runs)) {
       auto claimed = wf.claim_run(s_.worker_id, s_.lease,
                                   s_.settings ? s_.settings->labels.value : store::Labels{});
@@ -47,7 +48,9 @@ void WorkflowRuns::claim_loop() {
         continue;  // look again at once: more may be queued
       }
     }
-    if (!stopping_) s_.store->wait_for_queue(seen, std::chrono::milliseconds(250));
+    if (!stopping_) {
+      s_.store->wait_for_queue(seen, std::chrono::milliseconds(250), store::Store::Queue::runs);
+    }
   }
 }
 

@@ -127,6 +127,15 @@ class PostgresServer {
           // tests crash the server and count calls), but
           // never waits for the disk: the OS keeps it.
           "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300"};
+      // RF_TEST_PG_OPTIONS: more settings, for a profile (space-separated
+      // name=value: shared_preload_libraries=pg_stat_statements).
+      if (const char* extra = std::getenv("RF_TEST_PG_OPTIONS")) {
+        std::istringstream words(extra);
+        for (std::string w; words >> w;) {
+          argv.push_back("-c");
+          argv.push_back(w);
+        }
+      }
       exec(argv);
     }
     if (pid_ < 0) {
