@@ -164,16 +164,20 @@ class PgBellRelay final : public BellRelay {
         payload += std::to_string(slot);
       }
       pending_.clear();
+      const bool closing = closing_;
       lock.unlock();
-      send(payload);
+      send(payload, /*reconnect=*/!closing);
       lock.lock();
     }
   }
 
   // The sender thread's: one NOTIFY, on a connection opened again if lost
-  // (a notification that cannot be sent is dropped: waiters time out).
-  void send(const std::string& payload) {
+  // (a notification that cannot be sent is dropped: waiters time out). A
+  // relay closing does not reconnect: the process would wait up to the
+  // connect timeout to exit, for a ring that only saves a waiter its timeout.
+  void send(const std::string& payload, bool reconnect) {
     if (sender_ == nullptr || PQstatus(sender_) != CONNECTION_OK) {
+      if (!reconnect && sender_ != nullptr) return;
       PQfinish(sender_);
       sender_ = connect(uri_);
       if (sender_ == nullptr) return;

@@ -175,7 +175,10 @@ Result<std::vector<const Table*>> copy_order(const Catalog& tables) {
   std::set<std::string> placed;
   while (order.size() < tables.size()) {
     const size_t before = order.size();
-    for (const auto& [name, table] : tables) {
+    for (const auto& entry : tables) {
+      // Not a structured binding: clang 14 cannot capture one in a lambda.
+      const std::string& name = entry.first;
+      const Table& table = entry.second;
       if (placed.contains(name)) continue;
       const bool ready =
           std::all_of(table.references.begin(), table.references.end(),
