@@ -26,6 +26,14 @@ inline Error fenced(const std::string& worker, int64_t mine, int64_t current) {
               "): fenced, another process serves as " + worker + " now");
 }
 
+// The worker must be registered and running, and, when this process
+// registered it (`fence`), still under that registration. Its row is
+// share-locked on PostgreSQL until the transaction ends, so a claim (which
+// takes no write lock) and stop_worker or a new registration come one after
+// the other. Returns its epoch: the fencing token its claims carry.
+inline Result<int64_t> require_running_worker(Db& db, const std::string& id,
+                                              std::optional<int64_t> fence);
+
 // Puts the operation in front of an error: "enqueue call in run R: run R has
 // ended". Its code stays (kUnavailable: the store could not be reached).
 template <class T>
@@ -147,6 +155,21 @@ inline std::string labels_held(const Db& db, std::string_view column, int param)
 // PostgreSQL the identity column `ord` that its migrations give such tables.
 inline std::string insertion_order(const Db& db) {
   return db.engine() == Engine::sqlite ? "rowid" : "ord";
+}
+
+inline Result<int64_t> require_running_worker(Db& db, const std::string& id,
+                                              std::optional<int64_t> fence) {
+  auto read = [](const Statement& st) -> Result<std::pair<std::string, int64_t>> {
+    return std::pair(st.text(0), st.int64(1));
+  };
+  auto row = first_row<std::pair<std::string, int64_t>>(
+      db, read, "SELECT state, epoch FROM workers WHERE id = ?1" + share_locked(db), id);
+  if (!row.ok()) return row.take_error();
+  if (!*row) return fail("worker " + id + " is not registered");
+  const auto& [state, epoch] = **row;
+  if (fence && *fence != epoch) return fenced(id, *fence, epoch);
+  if (state != "running") return fail("worker " + id + " is " + state);
+  return epoch;
 }
 
 }  // namespace rf::store::sql

@@ -188,30 +188,7 @@ Result<Project> require_project(Db& db, const std::string& id) {
   return std::move(**p);
 }
 
-// On PostgreSQL the worker's row is share-locked until the transaction ends,
-// so a claim (which takes no write lock) and stop_worker (which interrupts
-// what the worker holds) happen one after the other: never a call claimed by
-// a worker that has just stopped.
 Result<int64_t> read_int0(const Statement& st) { return st.int64(0); }
-
-// The message when a process writes under a fence the store has replaced.
-// The worker must be registered and running, and, when this process
-// registered it (`fence`), still under that registration. Returns its epoch:
-// the fencing token its claims carry.
-Result<int64_t> require_running_worker(Db& db, const std::string& id,
-                                       std::optional<int64_t> fence) {
-  auto read = [](const Statement& st) -> Result<std::pair<std::string, int64_t>> {
-    return std::pair(st.text(0), st.int64(1));
-  };
-  auto row = first_row<std::pair<std::string, int64_t>>(
-      db, read, "SELECT state, epoch FROM workers WHERE id = ?1" + share_locked(db), id);
-  if (!row.ok()) return row.take_error();
-  if (!*row) return fail("worker " + id + " is not registered");
-  const auto& [state, epoch] = **row;
-  if (fence && *fence != epoch) return fenced(id, *fence, epoch);
-  if (state != "running") return fail("worker " + id + " is " + state);
-  return epoch;
-}
 
 struct Holder {
   std::string state;

@@ -339,18 +339,8 @@ Result<std::optional<WorkflowRunRow>> WorkflowStore::claim_run(const std::string
         "claim a workflow run",
         claim_transaction(db, [&]() -> Result<std::optional<WorkflowRunRow>> {
           if (lease.count() <= 0) return fail("the lease must be positive");
-          auto read = [](const Statement& st) -> Result<std::pair<std::string, int64_t>> {
-            return std::pair(st.text(0), st.int64(1));
-          };
-          auto worker = first_row<std::pair<std::string, int64_t>>(
-              db, read, "SELECT state, epoch FROM workers WHERE id = ?1" + share_locked(db),
-              worker_id);
-          if (!worker.ok()) return worker.take_error();
-          if (!*worker) return fail("worker " + worker_id + " is not registered");
-          const auto& [state, epoch] = **worker;
-          if (auto fence = store_.fence_of(worker_id); fence && *fence != epoch)
-            return fenced(worker_id, *fence, epoch);
-          if (state != "running") return fail("worker " + worker_id + " is " + state);
+          auto epoch = require_running_worker(db, worker_id, store_.fence_of(worker_id));
+          if (!epoch.ok()) return epoch.take_error();
           auto next = first_row<std::string>(
               db, read_text0,
               "SELECT run_id FROM workflow_runs WHERE state = 'queued' AND " +

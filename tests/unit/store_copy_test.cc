@@ -157,6 +157,17 @@ class StoreCopy : public ::testing::Test {
     ASSERT_TRUE(s.stop_worker("w1").ok());
   }
 
+  // The SQLite store, filled (fill); null, with the failure recorded, when
+  // it cannot be.
+  std::unique_ptr<Store> filled_source() {
+    auto s = Store::open(sqlite_);
+    EXPECT_TRUE(s.ok()) << s.error().to_string();
+    if (!s.ok()) return nullptr;
+    fill(**s);
+    if (::testing::Test::HasFatalFailure()) return nullptr;
+    return std::move(*s);
+  }
+
   static Result<StoreCopyReport> copy(const std::string& from, const std::string& to,
                                       int64_t live_window_ms = 10'000) {
     auto a = Db::open(from);
@@ -170,11 +181,7 @@ class StoreCopy : public ::testing::Test {
 };
 
 TEST_F(StoreCopy, SqliteToPostgresAndBackGivesEveryRowBackByteForByte) {
-  {
-    auto s = Store::open(sqlite_);
-    ASSERT_TRUE(s.ok()) << s.error().to_string();
-    fill(**s);
-  }
+  ASSERT_NE(filled_source(), nullptr);
   auto there = copy("sqlite:" + sqlite_, pg_uri_);
   ASSERT_TRUE(there.ok()) << there.error().to_string();
   EXPECT_EQ(there->audit_events, 5);
@@ -205,10 +212,9 @@ TEST_F(StoreCopy, SqliteToPostgresAndBackGivesEveryRowBackByteForByte) {
 TEST_F(StoreCopy, ThePostgresStoreWorksOnAfterTheMove) {
   int64_t last_call = 0;
   {
-    auto s = Store::open(sqlite_);
-    ASSERT_TRUE(s.ok());
-    fill(**s);
-    auto r = (*s)->run("r1");
+    auto s = filled_source();
+    ASSERT_NE(s, nullptr);
+    auto r = s->run("r1");
     ASSERT_TRUE(r.ok());
     last_call = r->calls.back().id;
   }
@@ -245,9 +251,8 @@ TEST_F(StoreCopy, ThePostgresStoreWorksOnAfterTheMove) {
 
 TEST_F(StoreCopy, ATargetThatHoldsDataIsRefusedAndKeepsIt) {
   {
-    auto s = Store::open(sqlite_);
-    ASSERT_TRUE(s.ok());
-    fill(**s);
+    auto s = filled_source();
+    ASSERT_NE(s, nullptr);
     auto t = Store::open(pg_uri_);
     ASSERT_TRUE(t.ok());
     ASSERT_TRUE((*t)->ensure_project("other", Environment::staging).ok());
@@ -263,10 +268,9 @@ TEST_F(StoreCopy, ATargetThatHoldsDataIsRefusedAndKeepsIt) {
 
 TEST_F(StoreCopy, AStoreInUseIsNotMoved) {
   {
-    auto s = Store::open(sqlite_);
-    ASSERT_TRUE(s.ok());
-    fill(**s);
-    ASSERT_TRUE((*s)->register_worker("w2", 43, "host-b", std::nullopt).ok());
+    auto s = filled_source();
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->register_worker("w2", 43, "host-b", std::nullopt).ok());
   }
   auto r = copy(sqlite_, pg_uri_);
   ASSERT_FALSE(r.ok());
@@ -277,11 +281,7 @@ TEST_F(StoreCopy, AStoreInUseIsNotMoved) {
 }
 
 TEST_F(StoreCopy, ABrokenAuditChainIsNotMoved) {
-  {
-    auto s = Store::open(sqlite_);
-    ASSERT_TRUE(s.ok());
-    fill(**s);
-  }
+  ASSERT_NE(filled_source(), nullptr);
   {
     auto db = Db::open(sqlite_);
     ASSERT_TRUE(db.ok());
@@ -299,11 +299,7 @@ TEST_F(StoreCopy, ABrokenAuditChainIsNotMoved) {
 // A row PostgreSQL refuses halfway through (text with a NUL byte, which
 // SQLite keeps): the whole move rolls back.
 TEST_F(StoreCopy, ARowTheTargetRefusesRollsTheWholeMoveBack) {
-  {
-    auto s = Store::open(sqlite_);
-    ASSERT_TRUE(s.ok());
-    fill(**s);
-  }
+  ASSERT_NE(filled_source(), nullptr);
   {
     auto db = Db::open(sqlite_);
     ASSERT_TRUE(db.ok());
