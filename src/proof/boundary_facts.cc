@@ -139,6 +139,10 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
   if (pid > 0) {
     // Only a PID 1 on this kernel can be compared with this host's namespaces.
     f.host_ns = namespace_inodes(0);
+    f.pid1_ns = namespace_inodes(pid);
+    const std::string proc = "/proc/" + std::to_string(pid);
+    if (auto m = read_file(proc + "/uid_map")) f.pid1_uid_map = std::move(*m);
+    if (auto m = read_file(proc + "/gid_map")) f.pid1_gid_map = std::move(*m);
     auto loaded = read_seccomp_digests(pid);
     if (loaded) {
       f.seccomp_loaded = std::move(*loaded);

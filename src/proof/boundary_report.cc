@@ -30,26 +30,38 @@ std::string str(const json& j, const char* key) {
 // The sandbox's inside said nothing: every bound it feeds is unknown.
 bool has_inside(const BoundaryFacts& f) { return f.inside.is_object() && f.inside.contains("ns"); }
 
+std::optional<uint64_t> inode(const std::map<std::string, uint64_t>& ns, const char* n) {
+  const auto it = ns.find(n);
+  return it == ns.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+}
+
+// Held: the sandbox's namespace is not the host's, as the tool sees it (the
+// self-probe) and as the host reads it from the sandbox's PID 1 (which no
+// process inside can tamper with). Either one being the host's is not held.
 void namespaces(const BoundaryFacts& f, std::vector<Bound>& out) {
   for (const char* n : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}) {
     const std::string name = std::string("namespace.") + n;
     const uint64_t inside = has_inside(f) ? f.inside["ns"].value(n, uint64_t{0}) : 0;
-    if (inside == 0) {
-      out.push_back(unknown(name, "the sandbox's namespace could not be read from inside"));
-      continue;
-    }
-    const auto host = f.host_ns.find(n);
-    if (host == f.host_ns.end()) {
+    const auto host = inode(f.host_ns, n), pid1 = inode(f.pid1_ns, n);
+    if (!host && inside != 0) {
       out.push_back(unknown(name,
                             "the sandbox runs on another kernel (a remote daemon): its namespace "
                             "cannot be compared with this host's",
                             {{"sandbox", inside}}));
       continue;
     }
-    json ev = {{"sandbox", inside}, {"host", host->second}};
+    if (!host || (inside == 0 && !pid1)) {
+      out.push_back(unknown(name, "the sandbox's namespace could not be read"));
+      continue;
+    }
+    json ev = {{"host", *host}};
+    if (inside != 0) ev["sandbox"] = inside;
+    if (pid1) ev["pid1"] = *pid1;
+    if (inside != 0 && pid1 && inside != *pid1) ev["tool_differs_from_pid1"] = true;
     if (std::string_view(n) == "net" && f.spec.network == NetworkPolicy::kHost)
       ev["spec"] = "network host: the spec asks for the host's network";
-    out.push_back(bound(name, inside != host->second, ev));
+    const bool held = (inside == 0 || inside != *host) && (!pid1 || *pid1 != *host);
+    out.push_back(bound(name, held, ev));
   }
 }
 
@@ -69,9 +81,17 @@ void identity(const BoundaryFacts& f, std::vector<Bound>& out) {
     return;
   }
   const uint64_t uid = f.inside.value("uid", uint64_t{0}), gid = f.inside.value("gid", uint64_t{0});
-  const std::string uid_map = str(f.inside, "uid_map"), gid_map = str(f.inside, "gid_map");
+  // The maps as the host reads them from PID 1 when it can (the tool shares
+  // its user namespace), else as the tool printed them.
+  const bool host_read = !f.pid1_uid_map.empty() && !f.pid1_gid_map.empty();
+  const std::string uid_map = host_read ? f.pid1_uid_map : str(f.inside, "uid_map");
+  const std::string gid_map = host_read ? f.pid1_gid_map : str(f.inside, "gid_map");
   const auto host_uid = host_id(uid_map, uid), host_gid = host_id(gid_map, gid);
-  json ev = {{"uid", uid}, {"gid", gid}, {"uid_map", uid_map}, {"gid_map", gid_map}};
+  json ev = {{"uid", uid},
+             {"gid", gid},
+             {"uid_map", uid_map},
+             {"gid_map", gid_map},
+             {"maps_read_by", host_read ? "host" : "sandbox"}};
   if (host_uid) ev["host_uid"] = *host_uid;
   if (host_gid) ev["host_gid"] = *host_gid;
   // Held: neither the process nor anything its map reaches is the host's root.

@@ -39,6 +39,10 @@ struct BoundaryFacts {
   // The host's own namespaces, to compare with the sandbox's; empty when the
   // sandbox runs on another kernel (a remote Docker daemon).
   std::map<std::string, uint64_t> host_ns;
+  // The sandbox's PID 1 as the host reads it (/proc/<pid>/ns, uid_map,
+  // gid_map): what its inside cannot tamper with. Empty on another kernel.
+  std::map<std::string, uint64_t> pid1_ns;
+  std::string pid1_uid_map, pid1_gid_map;
   // The sandbox cgroup's limit files read back by the host: file -> content.
   std::map<std::string, std::string> cgroup;
   // SHA-256 (hex) of each seccomp program as the kernel holds it, read back

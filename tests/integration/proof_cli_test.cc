@@ -65,6 +65,23 @@ TEST_F(ProofCli, EveryBoundHeldAndTheReceiptVerifiesOfflineAndByOpenssl) {
   EXPECT_EQ(receipt["predicate"]["stderr"]["sha256"], sha256_hex("oops\n"));
   EXPECT_EQ(receipt["predicate"]["exit"]["code"], 0);
 
+  // The namespaces and maps were read by the host from the sandbox's PID 1
+  // too, not only printed by the self-probe inside.
+  const json report = json::parse(*base64_decode(bundle["report"]["payload"].get<std::string>()));
+  int read_from_pid1 = 0;
+  for (const auto& b : report["predicate"]["bounds"]) {
+    const std::string name = b["bound"];
+    if (name.rfind("namespace.", 0) == 0) {
+      ASSERT_TRUE(b["evidence"].contains("pid1")) << b.dump();
+      EXPECT_NE(b["evidence"]["pid1"], b["evidence"]["host"]) << b.dump();
+      ++read_from_pid1;
+    }
+    if (name == "uid") {
+      EXPECT_EQ(b["evidence"]["maps_read_by"], "host") << b.dump();
+    }
+  }
+  EXPECT_EQ(read_from_pid1, 7);
+
   // Independently: hashlib for the log, openssl for every signature.
   const auto [py, py_rc] =
       run_capture("python3 " RF_PROOF_CHECK_PY " " + dir_ + "/r.json " + dir_ + " 2>&1");

@@ -252,6 +252,10 @@ BoundaryFacts strong_facts() {
     "attacks": [{"attack": "mount", "failed": true, "errno": 1, "error": "EPERM"}]})");
   f.host_ns = {{"user", 1}, {"mnt", 2}, {"pid", 3},   {"net", 4},
                {"ipc", 5},  {"uts", 6}, {"cgroup", 7}};
+  // As the host reads them from the sandbox's PID 1.
+  f.pid1_ns = {{"user", 11}, {"mnt", 12}, {"pid", 13},   {"net", 14},
+               {"ipc", 15},  {"uts", 16}, {"cgroup", 17}};
+  f.pid1_uid_map = f.pid1_gid_map = "      1000     201000          1\n";
   f.cgroup = {{"memory.max", "536870912"}, {"pids.max", "256"}, {"cpu.max", "100000 100000"}};
   f.seccomp_profile = {"aa", "bb"};
   f.seccomp_loaded = {"aa", "bb"};
@@ -329,6 +333,10 @@ TEST(BoundaryReport, EachWeakeningIsNotHeldForExactlyThatBound) {
   const std::vector<Case> cases = {
       {"namespace.net", [](BoundaryFacts& f) { f.inside["ns"]["net"] = 4; }},
       {"namespace.user", [](BoundaryFacts& f) { f.inside["ns"]["user"] = 1; }},
+      // The inside says otherwise, but the host reads PID 1's: an inside that
+      // lies cannot hide a namespace shared with the host, or a map to root.
+      {"namespace.pid", [](BoundaryFacts& f) { f.pid1_ns["pid"] = 3; }},
+      {"uid", [](BoundaryFacts& f) { f.pid1_uid_map = "1000 0 1\n"; }},
       {"uid",
        [](BoundaryFacts& f) {
          f.inside["uid"] = 0;
@@ -388,6 +396,9 @@ TEST(BoundaryReport, AskingForLessIsNotHeldNeverHidden) {
   EXPECT_EQ(s.at("namespace.net"), BoundStatus::kNotHeld);
   BoundaryFacts remote = strong_facts();
   remote.host_ns.clear();
+  remote.pid1_ns.clear();
+  remote.pid1_uid_map.clear();
+  remote.pid1_gid_map.clear();
   remote.seccomp_loaded.clear();
   remote.seccomp_readback_error = "remote";
   const auto r = by_name(judge_bounds(remote));
