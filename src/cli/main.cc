@@ -26,7 +26,8 @@ namespace {
 std::string_view command_word(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (arg == "--log-level" || arg == "--store") {  // the program's options with a value
+    // the program's options with a value
+    if (arg == "--log-level" || arg == "--store" || arg == "--state-dir") {
       ++i;
       continue;
     }
@@ -115,6 +116,13 @@ int main(int argc, char** argv) {
           },
           "a store without a password")
       ->each([](const std::string& uri) { ::setenv("RINGFENCE_STORE", uri.c_str(), 1); });
+  // The state dir the same way: $RINGFENCE_STATE_DIR, every command's default
+  // (worker/settings.h), unless the command is given its own.
+  std::string state_dir;
+  app.add_option("--state-dir", state_dir,
+                 "The state dir of every command (default $RINGFENCE_STATE_DIR, else "
+                 "~/.ringfence/state)")
+      ->each([](const std::string& dir) { ::setenv("RINGFENCE_STATE_DIR", dir.c_str(), 1); });
 
   rf::cli::CommandResult result;
   // Everything after the first "--" is a command, never options: CLI11 keeps

@@ -1,6 +1,7 @@
 #include "worker/settings.h"
 
 #include <array>
+#include <cstdlib>
 #include <sstream>
 #include <type_traits>
 #include <utility>
@@ -277,7 +278,11 @@ WorkerSettings default_settings(const std::string& home) {
   const SandboxSpec spec;
   WorkerSettings s;
   s.project_environment.value = ProjectEnvironment::kNone;
-  s.state_dir.value = home + "/.ringfence/state";
+  if (const char* env = std::getenv("RINGFENCE_STATE_DIR"); env != nullptr && *env != '\0') {
+    s.state_dir = {env, "environment RINGFENCE_STATE_DIR"};
+  } else {
+    s.state_dir.value = home + "/.ringfence/state";
+  }
   s.mode.value = SandboxMode::kNone;
   s.backend.value = spec.backend;
   s.image.value = spec.image;

@@ -128,8 +128,9 @@ struct WorkerSettings {
   std::vector<std::string> explain() const;
 };
 
-// The built-in defaults, all with source "default". `home` expands state_dir
-// (~/.ringfence/state).
+// The built-in defaults, all with source "default". The state dir is
+// $RINGFENCE_STATE_DIR (what `ringfence --state-dir DIR COMMAND` sets), else
+// `home`'s ~/.ringfence/state.
 WorkerSettings default_settings(const std::string& home);
 
 // Precedence, highest first: flags, config, the project environment's default

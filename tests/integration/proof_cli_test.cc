@@ -181,6 +181,22 @@ TEST_F(ProofCli, AnotherKeyDoesNotVerifyAndRotationKeepsTheOldPublicKey) {
   EXPECT_EQ(verify(dir_ + "/r.json", retired).exit_code, 0);
 }
 
+TEST_F(ProofCli, TheStateDirGivenBeforeTheCommandIsEveryCommands) {
+  const auto ran = run_cli(
+      {"--state-dir", dir_, "sandbox", "exec", "--receipt", dir_ + "/r.json", "--", "true"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/keys/proof.pub"));
+  const auto shown = run_cli({"--state-dir", dir_, "keys", "show"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(shown.out, slurp(dir_ + "/keys/proof.pub"));
+  const auto v = run_cli({"--state-dir", dir_, "audit", "verify", "--receipt", dir_ + "/r.json"});
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  // The command's own option wins over the program's.
+  const std::string other = dir_ + "/other";
+  ASSERT_EQ(run_cli({"--state-dir", dir_, "keys", "show", "--state-dir", other}).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(other + "/keys/proof.pub"));
+}
+
 TEST_F(ProofCli, AskingForTheHostsNetworkIsReportedNotHeld) {
   const auto ran = exec("h.json", {"--network", "host"}, {"true"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
