@@ -90,15 +90,15 @@ Result<store::AuditEvent> parse_event_json(const json& j, const std::string& whe
   return e;
 }
 
-Result<Recorded> ProofLog::record(const char* kind, std::string payload,
-                                  std::optional<std::string> sandbox_id, json detail,
-                                  const EventContext& ctx) {
-  Recorded r;
+Signed ProofLog::sign(const char* kind, std::string payload, std::optional<std::string> sandbox_id,
+                      json detail, const EventContext& ctx) {
+  Signed s;
+  Recorded& r = s.recorded;
   r.envelope = sign_envelope(key_, kInTotoPayloadType, std::move(payload));
   r.sha256 = sha256_hex(r.envelope.payload);
   detail["sha256"] = r.sha256;
   detail["envelope"] = envelope_json(r.envelope);
-  store::AuditEvent e;
+  store::AuditEvent& e = s.event;
   e.kind = kind;
   e.actor = ctx.actor;
   e.project_id = ctx.project_id;
@@ -106,10 +106,27 @@ Result<Recorded> ProofLog::record(const char* kind, std::string payload,
   e.call_id = ctx.call_id;
   e.sandbox_id = std::move(sandbox_id);
   e.detail_json = detail.dump();
-  auto seq = store::AuditLog(store_).append(e);
-  if (!seq.ok()) return seq.take_error();
-  r.seq = *seq;
-  return r;
+  return s;
+}
+
+Status ProofLog::file(std::vector<Signed>& batch) {
+  if (batch.empty()) return ok_status();
+  std::vector<store::AuditEvent> events;
+  events.reserve(batch.size());
+  for (const auto& s : batch) events.push_back(s.event);
+  auto last = store::AuditLog(store_).append_all(events);
+  if (!last.ok()) return last.take_error();
+  // One transaction: the events are consecutive, ending at `last`.
+  int64_t seq = *last - static_cast<int64_t>(batch.size());
+  for (auto& s : batch) s.recorded.seq = s.event.seq = ++seq;
+  return ok_status();
+}
+
+Result<Recorded> ProofLog::file_one(Signed s) {
+  std::vector<Signed> one;
+  one.push_back(std::move(s));
+  if (auto filed = file(one); !filed.ok()) return filed.take_error();
+  return std::move(one.front().recorded);
 }
 
 Result<Recorded> ProofLog::record_report(const json& statement, const EventContext& ctx) {
@@ -122,13 +139,18 @@ Result<Recorded> ProofLog::record_report(const json& statement, const EventConte
   std::optional<std::string> sandbox;
   if (statement.contains("predicate") && statement["predicate"].contains("sandbox"))
     sandbox = statement["predicate"]["sandbox"].get<std::string>();
-  return record("proof.report", statement.dump(), std::move(sandbox), std::move(detail), ctx);
+  return file_one(
+      sign("proof.report", statement.dump(), std::move(sandbox), std::move(detail), ctx));
+}
+
+Signed ProofLog::sign_receipt(const CallRecord& call, int64_t report_seq, const EventContext& ctx) {
+  json detail = {{"report_sha256", call.report_sha256}, {"report_seq", report_seq}};
+  return sign("proof.receipt", receipt_payload(call), call.sandbox, std::move(detail), ctx);
 }
 
 Result<Recorded> ProofLog::record_receipt(const CallRecord& call, int64_t report_seq,
                                           const EventContext& ctx) {
-  json detail = {{"report_sha256", call.report_sha256}, {"report_seq", report_seq}};
-  return record("proof.receipt", receipt_payload(call), call.sandbox, std::move(detail), ctx);
+  return file_one(sign_receipt(call, report_seq, ctx));
 }
 
 Result<std::string> ProofLog::checkpoint() {

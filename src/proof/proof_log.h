@@ -38,6 +38,13 @@ struct EventContext {
   std::optional<int64_t> call_id;
 };
 
+// A signed statement and the audit event that will file it (its seq comes
+// from filing it).
+struct Signed {
+  Recorded recorded;
+  store::AuditEvent event;
+};
+
 // The log's name in checkpoints: "ringfence/<host name>/audit".
 std::string default_origin();
 
@@ -52,6 +59,11 @@ class ProofLog {
   // Signs `call`'s receipt (its report_sha256 filled in) and appends its event.
   Result<Recorded> record_receipt(const CallRecord& call, int64_t report_seq,
                                   const EventContext& ctx);
+  // The same in two halves, so that a busy worker files many receipts in one
+  // transaction: sign one, then file several (in order; each one's seq is
+  // filled in).
+  Signed sign_receipt(const CallRecord& call, int64_t report_seq, const EventContext& ctx);
+  Status file(std::vector<Signed>& batch);
 
   // A checkpoint of the log as it is now (size = its last seq).
   Result<std::string> checkpoint();
@@ -73,10 +85,10 @@ class ProofLog {
   Result<nlohmann::json> consistency(uint64_t from, uint64_t to);
 
  private:
-  // Signs `payload` (a statement's bytes) and appends its event.
-  Result<Recorded> record(const char* kind, std::string payload,
-                          std::optional<std::string> sandbox_id, nlohmann::json detail,
-                          const EventContext& ctx);
+  // Signs `payload` (a statement's bytes) and makes its event.
+  Signed sign(const char* kind, std::string payload, std::optional<std::string> sandbox_id,
+              nlohmann::json detail, const EventContext& ctx);
+  Result<Recorded> file_one(Signed s);
   store::Store& store_;
   const SigningKey& key_;
   std::string origin_;

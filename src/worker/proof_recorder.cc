@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 namespace rf::worker {
 
 ProofRecorder::ProofRecorder(store::Store& store, proof::SigningKey key, std::string actor)
@@ -21,18 +23,72 @@ ProofRecorder::~ProofRecorder() {
 }
 
 void ProofRecorder::loop() {
+  // At most this many receipts in one transaction: a bounded wait for the
+  // store's other writers, and a bounded loss when the store refuses it.
+  constexpr size_t kMaxBatch = 64;
+  // A busy worker (receipts filed within kBusy) lets receipts gather for up
+  // to kLinger before filing them together: one transaction, and one turn on
+  // the audit chain's head, for several calls. An idle one files at once.
+  constexpr auto kBusy = std::chrono::milliseconds(100);
+  constexpr auto kLinger = std::chrono::milliseconds(20);
+  std::chrono::steady_clock::time_point last_filed{};
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and everything is filed
-    auto task = std::move(queue_.front());
-    queue_.pop_front();
+    if (queue_.front().receipt && std::chrono::steady_clock::now() - last_filed < kBusy) {
+      // Only receipts queued: anything else (a report a call waits for) ends the wait.
+      cv_.wait_for(lock, kLinger, [&] {
+        return stopping_ || queue_.size() >= kMaxBatch || !queue_.back().receipt;
+      });
+    }
+    std::function<void()> run;
+    std::vector<Receipt> receipts;
+    while (!queue_.empty() && queue_.front().receipt && receipts.size() < kMaxBatch) {
+      receipts.push_back(std::move(*queue_.front().receipt));
+      queue_.pop_front();
+    }
+    if (receipts.empty()) {
+      run = std::move(queue_.front().run);
+      queue_.pop_front();
+    }
     busy_ = true;
     lock.unlock();
-    task();
+    if (run) run();
+    if (!receipts.empty()) {
+      file_receipts(receipts);
+      last_filed = std::chrono::steady_clock::now();
+    }
     lock.lock();
     busy_ = false;
     idle_cv_.notify_all();
+  }
+}
+
+void ProofRecorder::file_receipts(std::vector<Receipt>& batch) {
+  if (batch.empty()) return;
+  std::vector<proof::Signed> signed_receipts;
+  std::vector<std::string> calls;
+  for (auto& r : batch) {
+    Report report;
+    {
+      std::lock_guard lock(mu_);
+      // Queued after the sandbox's report: it is made by the time this runs.
+      const auto it = reports_.find(r.sandbox_id);
+      if (it != reports_.end()) report = it->second;
+    }
+    if (report.seq == 0) {
+      spdlog::warn("call {}: no receipt: its sandbox {} has no boundary report{}", r.record.call,
+                   r.sandbox_id, report.error.empty() ? "" : ": " + report.error);
+      continue;
+    }
+    r.record.report_sha256 = report.sha256;
+    calls.push_back(r.record.call);
+    signed_receipts.push_back(log_.sign_receipt(r.record, report.seq, r.ctx));
+  }
+  if (auto filed = log_.file(signed_receipts); !filed.ok()) {
+    for (const auto& call : calls)
+      spdlog::warn("call {}: receipt not filed: {}", call, filed.error().to_string());
   }
 }
 
@@ -74,7 +130,7 @@ void ProofRecorder::sandbox_in_use(const std::shared_ptr<Sandbox>& sandbox,
     proof::EventContext c = ctx;
     c.actor = actor_;
     c.call_id.reset();
-    queue_.push_back([this, sandbox, c] { make_report(*sandbox, c); });
+    queue_.push_back({[this, sandbox, c] { make_report(*sandbox, c); }, std::nullopt});
   }
   cv_.notify_one();
 }
@@ -84,24 +140,7 @@ void ProofRecorder::call_finished(const std::string& sandbox_id, proof::CallReco
   ctx.actor = actor_;
   {
     std::lock_guard lock(mu_);
-    // Queued after the sandbox's report: it is made by the time this runs.
-    queue_.push_back([this, sandbox_id, record = std::move(record), ctx]() mutable {
-      Report report;
-      {
-        std::lock_guard lock(mu_);
-        const auto it = reports_.find(sandbox_id);
-        if (it != reports_.end()) report = it->second;
-      }
-      if (report.seq == 0) {
-        spdlog::warn("call {}: no receipt: its sandbox {} has no boundary report{}", record.call,
-                     sandbox_id, report.error.empty() ? "" : ": " + report.error);
-        return;
-      }
-      record.report_sha256 = report.sha256;
-      auto filed = log_.record_receipt(record, report.seq, ctx);
-      if (!filed)
-        spdlog::warn("call {}: receipt not filed: {}", record.call, filed.error().to_string());
-    });
+    queue_.push_back({{}, Receipt{sandbox_id, std::move(record), std::move(ctx)}});
   }
   cv_.notify_one();
 }
@@ -118,10 +157,11 @@ void ProofRecorder::sandbox_gone(const std::string& sandbox_id) {
   {
     std::lock_guard lock(mu_);
     // After what is queued for it: its last receipt still needs the report.
-    queue_.push_back([this, sandbox_id] {
-      std::lock_guard lock(mu_);
-      reports_.erase(sandbox_id);
-    });
+    queue_.push_back({[this, sandbox_id] {
+                        std::lock_guard lock(mu_);
+                        reports_.erase(sandbox_id);
+                      },
+                      std::nullopt});
   }
   cv_.notify_one();
 }

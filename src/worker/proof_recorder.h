@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "proof/proof_log.h"
 #include "proof/signing_key.h"
@@ -53,8 +54,21 @@ class ProofRecorder {
     std::string sha256, error;
     int64_t seq = 0;
   };
+  // A finished call's receipt, waiting to be signed and filed.
+  struct Receipt {
+    std::string sandbox_id;
+    proof::CallRecord record;
+    proof::EventContext ctx;
+  };
+  // What the recorder's thread does, in order: a report, a receipt, or a
+  // sandbox forgotten. Consecutive receipts are filed in one transaction.
+  struct Task {
+    std::function<void()> run;       // a report, a sandbox forgotten
+    std::optional<Receipt> receipt;  // or this
+  };
   void loop();
   void make_report(Sandbox& sandbox, const proof::EventContext& ctx);
+  void file_receipts(std::vector<Receipt>& batch);
 
   store::Store& store_;
   proof::SigningKey key_;
@@ -62,7 +76,7 @@ class ProofRecorder {
   std::string actor_;
   std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Task> queue_;
   std::map<std::string, Report> reports_;  // by sandbox id
   bool busy_ = false, stopping_ = false;
   std::thread thread_;

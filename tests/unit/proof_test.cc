@@ -471,6 +471,45 @@ TEST_F(ReceiptFile, VerifiesOfflineWithOnlyThePublicKey) {
   EXPECT_EQ(v->receipt["predicate"]["stdout"]["sha256"], sha256_hex("hi\n"));
 }
 
+// A busy worker files its receipts several to a transaction: each still gets
+// an event of its own, in order, naming its call, and each verifies.
+TEST_F(ReceiptFile, ReceiptsFiledTogetherEachHaveTheirOwnEventAndVerify) {
+  ProofLog log(*store_, key_, "ringfence/test/audit");
+  const json first =
+      json::parse(bundle_["log"]["report_entry"]["event"]["detail_json"].get<std::string>());
+  const int64_t report_seq = bundle_["log"]["report_entry"]["event"]["seq"];
+  std::vector<Signed> batch;
+  for (int64_t call_id = 100; call_id < 103; ++call_id) {
+    CallRecord call;
+    call.call = std::to_string(call_id);
+    call.sandbox = strong_facts().spec.id;
+    call.report_sha256 = first["sha256"];
+    call.argv = {"echo", std::to_string(call_id)};
+    EventContext ctx;
+    ctx.call_id = call_id;
+    batch.push_back(log.sign_receipt(call, report_seq, ctx));
+  }
+  auto filed = log.file(batch);
+  ASSERT_TRUE(filed.ok()) << filed.error().to_string();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int64_t call_id = 100 + static_cast<int64_t>(i);
+    auto seq = log.receipt_of_call(call_id);
+    ASSERT_TRUE(seq.ok() && *seq) << call_id;
+    EXPECT_EQ(**seq, batch[i].recorded.seq) << call_id;
+    if (i > 0) {
+      EXPECT_EQ(batch[i].recorded.seq, batch[i - 1].recorded.seq + 1);
+    }
+    auto b = log.bundle_for_call(call_id);
+    ASSERT_TRUE(b.ok() && *b) << call_id;
+    EXPECT_EQ(problem(**b), "") << call_id;
+    auto v = verify_bundle(**b, key_.public_key());
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(v->receipt["predicate"]["call"], std::to_string(call_id));
+  }
+  std::vector<Signed> none;
+  EXPECT_TRUE(log.file(none).ok());
+}
+
 TEST_F(ReceiptFile, OneByteChangedAnywhereFailsAndSaysWhat) {
   auto flip_payload = [](json& env) {
     std::string p = *base64_decode(env["payload"].get<std::string>());
