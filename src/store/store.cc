@@ -711,42 +711,61 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
     if (!st.ok()) return st.take_error();
     return st->step();
   };
-  // Calls are queued: one statement takes up to `max` of them, checking that
-  // the worker is running under this process's epoch (its row share-locked
-  // on PostgreSQL, as require_running_worker does). When it takes none (others
-  // took them first, or the worker cannot claim), the transaction above says
-  // which.
-  auto take_batch = [&]() -> Result<std::vector<ClaimedCall>> {
+  // One statement takes up to `max` queued calls, checking that the worker is
+  // running under this process's epoch. On SQLite it runs once a read found
+  // calls queued (the read does not take the write lock). On PostgreSQL it
+  // runs at once, looks or not (every worker wakes on each enqueue: a read
+  // first would cost each a round trip): taking calls, it share-locks the
+  // worker's row, as require_running_worker does, and its last column says
+  // whether the worker could claim; a row of NULLs stands for none taken. When the worker cannot
+  // claim (or, on SQLite, others took the calls first), the transaction
+  // above says which.
+  const bool pg = db_.engine() != Engine::sqlite;
+  struct Taken {
+    std::vector<ClaimedCall> calls;
+    bool worker_ok = true;
+  };
+  auto take_batch = [&]() -> Result<Taken> {
     RF_TRY(check_lease(lease));
     const int64_t at = now();
-    const std::string sql =
-        "UPDATE tool_calls SET state = 'running', worker_id = ?2, lease_expires_at = ?3, "
-        "claimed_at = ?4, claim_epoch = (SELECT epoch FROM workers WHERE id = ?2) "
-        "WHERE id IN (SELECT id FROM tool_calls WHERE state = 'queued' AND " +
-        labels_held(db_, "requires_json", 1) +
-        (filter.project ? " AND project_id = ?7" : " AND ?7 = ''") + " ORDER BY id LIMIT ?5" +
-        skip_locked(db_) +
-        ") AND EXISTS (SELECT 1 FROM workers WHERE id = ?2 AND state = 'running' "
-        "AND (?6 < 0 OR epoch = ?6)" +
-        share_locked(db_) +
-        ") RETURNING id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, "
+    const std::string queued = "SELECT id FROM tool_calls WHERE state = 'queued' AND " +
+                               labels_held(db_, "requires_json", 1) +
+                               (filter.project ? " AND project_id = ?7" : " AND ?7 = ''") +
+                               " ORDER BY id LIMIT ?5" + skip_locked(db_);
+    const std::string running_worker =
+        "workers WHERE id = ?2 AND state = 'running' AND (?6 < 0 OR epoch = ?6)";
+    const std::string returning =
+        " RETURNING id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, "
         "sandbox_image, identity_json, requires_json";
+    const std::string sql =
+        pg ? "WITH t AS (UPDATE tool_calls SET state = 'running', worker_id = ?2, "
+             "lease_expires_at = ?3, claimed_at = ?4, "
+             "claim_epoch = (SELECT epoch FROM workers WHERE id = ?2) WHERE id IN (" +
+                 queued + ") AND EXISTS (SELECT 1 FROM " + running_worker + " FOR SHARE)" +
+                 returning + ") SELECT t.*, (SELECT count(*) FROM " + running_worker +
+                 ") FROM (SELECT 1) AS one LEFT JOIN t ON true"
+           : "UPDATE tool_calls SET state = 'running', worker_id = ?2, lease_expires_at = ?3, "
+             "claimed_at = ?4, claim_epoch = (SELECT epoch FROM workers WHERE id = ?2) "
+             "WHERE id IN (" +
+                 queued + ") AND EXISTS (SELECT 1 FROM " + running_worker + ")" + returning;
     auto st = query(db_, sql, labels_json(filter.labels), worker_id, at + lease.count(), at,
                     static_cast<int64_t>(max), fence.value_or(-1), filter.project.value_or(""));
     if (!st.ok()) return st.take_error();
-    std::vector<ClaimedCall> out;
+    Taken out;
     std::vector<std::pair<int64_t, std::string>> bad;  // rows that do not read: failed below
     while (true) {
       auto row = st->step();
       if (!row.ok()) return row.take_error();
       if (!*row) break;
+      if (pg) out.worker_ok = st->int64(11) > 0;
+      if (st->is_null(0)) continue;  // none taken
       auto call = read_queued(*st);
       if (!call.ok()) {
         bad.emplace_back(st->int64(0), call.error().to_string());
         continue;
       }
       call->lease_expires_at = at + lease.count();
-      out.push_back(std::move(*call));
+      out.calls.push_back(std::move(*call));
     }
     for (const auto& [id, why] : bad) {
       RF_TRY(exec(db_,
@@ -754,16 +773,25 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
                   "WHERE id = ?1",
                   id, why, at));
     }
-    std::sort(out.begin(), out.end(),
+    std::sort(out.calls.begin(), out.calls.end(),
               [](const ClaimedCall& a, const ClaimedCall& b) { return a.id < b.id; });
     return out;
   };
   const std::string operation = "claim calls for worker " + worker_id;
-  auto queued = within(operation, any());
-  if (!queued.ok()) return queued.take_error();
-  if (!*queued || max == 0) return std::vector<ClaimedCall>();
+  if (max == 0) return std::vector<ClaimedCall>();
+  if (!pg) {
+    auto queued = within(operation, any());
+    if (!queued.ok()) return queued.take_error();
+    if (!*queued) return std::vector<ClaimedCall>();
+  }
   auto taken = within(operation, take_batch());
-  if (!taken.ok() || !taken->empty()) return taken;
+  if (!taken.ok()) return taken.take_error();
+  if (!taken->calls.empty() || (pg && taken->worker_ok)) return std::move(taken->calls);
+  if (pg) {  // as on SQLite, an empty queue is not an error, whoever looks
+    auto queued = within(operation, any());
+    if (!queued.ok()) return queued.take_error();
+    if (!*queued) return std::vector<ClaimedCall>();
+  }
   return within(operation, claim_transaction(db_, claim));
 }
 
