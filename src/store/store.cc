@@ -1,7 +1,11 @@
 #include "store/store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <system_error>
 #include <thread>
@@ -425,6 +429,39 @@ int64_t now_ms() {
 
 // ---- opening
 
+namespace {
+
+// A process's bell and relay for one PostgreSQL store, shared by every Store
+// it opens on that database: each listening connection is woken by every
+// NOTIFY of every process, so a process with many Stores (serve's requests,
+// a bench's clients) listens once.
+struct SharedBell {
+  pid_t pid = ::getpid();  // a forked child makes its own: the relay's threads are not in it
+  std::unique_ptr<Doorbell> bell;
+  std::unique_ptr<BellRelay> relay;  // declared after the bell: stops before it goes
+};
+
+Result<std::shared_ptr<SharedBell>> shared_bell(const std::string& uri) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<SharedBell>> bells;
+  std::lock_guard lock(mu);
+  std::weak_ptr<SharedBell>& slot = bells[uri];
+  if (auto found = slot.lock(); found && found->pid == ::getpid()) return found;
+  auto made = std::make_shared<SharedBell>();
+  auto bell = Doorbell::open_private();
+  if (!bell.ok()) return bell.take_error();
+  made->bell = std::move(*bell);
+  if (BellRelayMaker make = bell_relay_maker()) {
+    auto relay = make(uri, *made->bell);
+    if (!relay.ok()) return relay.take_error();
+    made->relay = std::move(*relay);
+  }
+  slot = made;
+  return made;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Store>> Store::open(const std::string& target) {
   const bool postgres = is_postgres_uri(target);
   const std::string path = postgres ? target : sqlite_path(target);
@@ -439,15 +476,12 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& target) {
   }
   // PostgreSQL: the processes sharing it live on many hosts, so each keeps a
   // bell of its own, and a relay (LISTEN/NOTIFY) rings it.
-  auto bell = Doorbell::open_private();
-  if (!bell.ok()) return bell.take_error();
   const std::string name = db->path();  // the URI without its password
-  auto store = std::unique_ptr<Store>(new Store(std::move(*db), std::move(*bell)));
-  if (BellRelayMaker make = bell_relay_maker()) {
-    auto relay = make(path, *store->bell_);
-    if (!relay.ok()) return within("open store " + name, std::move(relay)).take_error();
-    store->relay_ = std::move(*relay);
-  }
+  auto shared = shared_bell(path);
+  if (!shared.ok()) return within("open store " + name, std::move(shared)).take_error();
+  auto store = std::unique_ptr<Store>(
+      new Store(std::move(*db), std::shared_ptr<Doorbell>(*shared, (*shared)->bell.get())));
+  if ((*shared)->relay) store->relay_ = std::shared_ptr<BellRelay>(*shared, (*shared)->relay.get());
   return store;
 }
 

@@ -399,7 +399,7 @@ class Store {
   std::optional<int64_t> fence_of(const std::string& worker_id) const;
 
  private:
-  Store(Db db, std::unique_ptr<Doorbell> bell) : db_(std::move(db)), bell_(std::move(bell)) {}
+  Store(Db db, std::shared_ptr<Doorbell> bell) : db_(std::move(db)), bell_(std::move(bell)) {}
   // Rings the slot here and, on PostgreSQL, in every other process.
   void ring(uint32_t slot);
 
@@ -415,10 +415,10 @@ class Store {
   std::mutex mu_;
   Db db_;
   std::map<std::string, int64_t, std::less<>> fences_;  // under mu_
-  std::unique_ptr<Doorbell> bell_;  // null when the bell file cannot be opened: waits sleep
+  std::shared_ptr<Doorbell> bell_;  // null when the bell file cannot be opened: waits sleep
   // PostgreSQL: carries rings to and from the other processes (LISTEN/NOTIFY).
-  // Declared after bell_, so it stops before the bell it rings goes.
-  std::unique_ptr<BellRelay> relay_;
+  // Shared by every Store of this process on the same database, with bell_.
+  std::shared_ptr<BellRelay> relay_;
   std::function<int64_t()> clock_ = now_ms;
 };
 

@@ -3,10 +3,14 @@
 // cluster of the process's own (support/postgres_server.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "store/db.h"
 #include "store/store.h"
@@ -163,6 +167,68 @@ TEST_F(StorePostgres, AnEnqueueOnAnotherConnectionWakesAWaiterAtOnce) {
   enqueue.join();
   EXPECT_NE((*waiter)->queue_version(), seen);
   EXPECT_LT(waited, std::chrono::seconds(10));  // a wake-up, not the 30 s timeout
+}
+
+// Every NOTIFY wakes every listening backend: the Stores of one process share
+// one listening connection (and one bell), however many it opens; a process
+// of its own (a forked child) listens on a connection of its own.
+TEST_F(StorePostgres, TheStoresOfOneProcessListenOnOneConnection) {
+  auto listeners = [&](Store& s) -> int64_t {
+    auto n = s.locked([](Db& db) -> Result<int64_t> {
+      auto st = db.prepare(
+          "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN rf_bell' AND "
+          "state = 'idle'");
+      if (!st.ok()) return st.take_error();
+      auto row = st->step();
+      if (!row.ok()) return row.take_error();
+      return st->int64(0);
+    });
+    return n.ok() ? *n : -1;
+  };
+  // Until `want` backends listen (their relay threads connect on their own).
+  auto wait_for = [&](Store& s, int64_t want) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (listeners(s) != want && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return listeners(s);
+  };
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int i = 0; i < 4; ++i) {
+    auto s = Store::open(uri_);
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    stores.push_back(std::move(*s));
+  }
+  const int64_t mine = wait_for(*stores[0], 1);
+  EXPECT_EQ(mine, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(listeners(*stores[0]), mine);  // not one per Store, late
+
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    ::close(done[1]);
+    auto s = Store::open(uri_);
+    if (!s.ok()) ::_exit(2);
+    (void)!::write(ready[1], "x", 1);
+    char b;
+    (void)!::read(done[0], &b, 1);  // until the parent has counted
+    s->reset();
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  ::close(done[0]);
+  char b;
+  ASSERT_EQ(::read(ready[0], &b, 1), 1);
+  ::close(ready[0]);
+  EXPECT_EQ(wait_for(*stores[0], mine + 1), mine + 1);
+  ::close(done[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
