@@ -1,18 +1,26 @@
 // Worker throughput: calls per second sustained through a worker (store,
 // claim, sandbox, exec, output, result) with 1, 8 and 64 concurrent clients,
 // in per_tool and per_run modes, running /bin/true.
-// --workers W runs W workers in this process, each with a state dir of its
-// own (as on W hosts), sharing one store; --store-engine postgres runs them on
+// --workers W runs W workers, each in a process of its own with a state dir
+// of its own (as on W hosts: its own store connections and, on PostgreSQL,
+// its own listening connection), sharing one store; the clients are threads
+// of this process (as behind one `serve`); --store-engine postgres runs them on
 // a PostgreSQL cluster the bench starts (tests/support/postgres_server.h), and
 // both runs the two engines side by side (issue 16). Also the claim wait of
 // each call (enqueued to claimed, the store's ms clock): p50, p99.
 // Usage: rf_worker_bench [--calls N] [--mode per_tool|per_run] [--clients C]
 //                        [--workers W] [--store-engine sqlite|postgres|both]
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -31,6 +39,64 @@ struct Figures {
   // Enqueued to claimed by a worker, in ms of the store's clock (whole ms).
   rf::bench::Stats claim_wait_ms{};
 };
+
+// A worker in a child process: started, then stopped when `stop_fd` closes.
+struct WorkerProcess {
+  pid_t pid = -1;
+  int stop_fd = -1;
+};
+
+// Forks before this process has threads of its own (the clients come after).
+// `others`: the workers started before, whose stop pipes the child must not hold.
+std::optional<WorkerProcess> start_worker_process(const rf::worker::WorkerSettings& s,
+                                                  const rf::worker::WorkerOptions& o,
+                                                  const std::vector<WorkerProcess>& others) {
+  int ready[2], stop[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(stop, O_CLOEXEC) != 0) return std::nullopt;
+  const pid_t pid = ::fork();
+  if (pid < 0) return std::nullopt;
+  if (pid == 0) {
+    ::close(ready[0]);
+    ::close(stop[1]);
+    for (const auto& other : others) ::close(other.stop_fd);
+    auto placement = rf::cli::place_worker(s);
+    if (!placement) {
+      std::fprintf(stderr, "%s\n", placement.error().to_string().c_str());
+      ::_exit(1);
+    }
+    auto w = rf::worker::Worker::start(o, std::move(*placement));
+    if (!w) {
+      std::fprintf(stderr, "%s\n", w.error().to_string().c_str());
+      ::_exit(1);
+    }
+    const char up = 1;
+    (void)!::write(ready[1], &up, 1);
+    char b;
+    while (::read(stop[0], &b, 1) < 0 && errno == EINTR) {
+    }
+    (*w)->stop();
+    w->reset();
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  ::close(stop[0]);
+  char b = 0;
+  ssize_t n;
+  while ((n = ::read(ready[0], &b, 1)) < 0 && errno == EINTR) {
+  }
+  ::close(ready[0]);
+  if (n != 1) {
+    ::close(stop[1]);
+    ::waitpid(pid, nullptr, 0);
+    return std::nullopt;
+  }
+  return WorkerProcess{pid, stop[1]};
+}
+
+void stop_worker_process(const WorkerProcess& w) {
+  ::close(w.stop_fd);
+  ::waitpid(w.pid, nullptr, 0);
+}
 
 Figures run_clients(const std::string& target, int clients, int calls) {
   std::vector<std::thread> threads;
@@ -114,7 +180,7 @@ int main(int argc, char** argv) {
         const std::string state = mkdtemp(tmpl);
         const std::string target =
             engine == "postgres" ? pg->fresh_schema_uri() : state + "/w0/ringfence.db";
-        std::vector<std::unique_ptr<rf::worker::Worker>> running;
+        std::vector<WorkerProcess> running;
         for (int n = 0; n < workers; ++n) {
           auto s = rf::worker::default_settings("/nonexistent");
           s.state_dir.value = state + "/w" + std::to_string(n);
@@ -123,21 +189,16 @@ int main(int argc, char** argv) {
                                             : rf::worker::SandboxMode::kPerRun;
           s.pool_target.value = 4;
           s.pool_max.value = 8;
-          auto placement = rf::cli::place_worker(s);
-          if (!placement) {
-            std::fprintf(stderr, "%s\n", placement.error().to_string().c_str());
-            return 1;
-          }
           rf::worker::WorkerOptions o;
           o.settings = s;
           o.worker_id = "bench-w" + std::to_string(n);
           o.concurrency = std::min(clients, 16);
-          auto w = rf::worker::Worker::start(o, std::move(*placement));
+          auto w = start_worker_process(s, o, running);
           if (!w) {
-            std::fprintf(stderr, "%s\n", w.error().to_string().c_str());
+            std::fprintf(stderr, "worker %d did not start\n", n);
             return 1;
           }
-          running.push_back(std::move(*w));
+          running.push_back(*w);
         }
         {
           auto st = rf::store::Store::open(target);
@@ -149,7 +210,7 @@ int main(int argc, char** argv) {
                     workers, clients, calls, f.calls_per_s, f.claim_wait_ms.p50,
                     f.claim_wait_ms.p99);
         std::fflush(stdout);
-        for (auto& w : running) w->stop();
+        for (const auto& w : running) stop_worker_process(w);
         running.clear();
         if (!getenv("RF_KEEP"))
           std::system(("rm -rf " + state).c_str());
