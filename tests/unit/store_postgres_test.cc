@@ -3,8 +3,6 @@
 // cluster of the process's own (support/postgres_server.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <memory>
@@ -170,8 +168,11 @@ TEST_F(StorePostgres, AnEnqueueOnAnotherConnectionWakesAWaiterAtOnce) {
 }
 
 // Every NOTIFY wakes every listening backend: the Stores of one process share
-// one listening connection (and one bell), however many it opens; a process
-// of its own (a forked child) listens on a connection of its own.
+// one listening connection (and one bell), however many it opens. (That a
+// forked child listens on a connection of its own, not on its parent's relay
+// whose threads it lacks, StoreTest.DoorbellWakesAWaiterInAnotherProcess
+// shows on this engine: its child's ring would never arrive. No fork here:
+// ThreadSanitizer refuses threads started after a multi-threaded fork.)
 TEST_F(StorePostgres, TheStoresOfOneProcessListenOnOneConnection) {
   auto listeners = [&](Store& s) -> int64_t {
     auto n = s.locked([](Db& db) -> Result<int64_t> {
@@ -202,33 +203,6 @@ TEST_F(StorePostgres, TheStoresOfOneProcessListenOnOneConnection) {
   EXPECT_EQ(mine, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(listeners(*stores[0]), mine);  // not one per Store, late
-
-  int ready[2], done[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(done), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(ready[0]);
-    ::close(done[1]);
-    auto s = Store::open(uri_);
-    if (!s.ok()) ::_exit(2);
-    (void)!::write(ready[1], "x", 1);
-    char b;
-    (void)!::read(done[0], &b, 1);  // until the parent has counted
-    s->reset();
-    ::_exit(0);
-  }
-  ::close(ready[1]);
-  ::close(done[0]);
-  char b;
-  ASSERT_EQ(::read(ready[0], &b, 1), 1);
-  ::close(ready[0]);
-  EXPECT_EQ(wait_for(*stores[0], mine + 1), mine + 1);
-  ::close(done[1]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
