@@ -8,6 +8,7 @@
 #include "cli/client_store.h"
 #include "core/io.h"
 #include "core/unique_fd.h"
+#include "proof/boundary_facts.h"
 
 namespace rf::cli {
 
@@ -16,15 +17,22 @@ Result<std::unique_ptr<ProofSession>> ProofSession::open(const std::string& stat
   if (!key) return key.take_error();
   auto st = open_client_store(state_dir);
   if (!st) return st.take_error();
-  return std::unique_ptr<ProofSession>(new ProofSession(std::move(*st), std::move(*key)));
+  return std::unique_ptr<ProofSession>(
+      new ProofSession(std::move(*st), std::move(*key), state_dir + "/keys/runner.sha256"));
 }
 
-ProofSession::ProofSession(std::unique_ptr<store::Store> store, proof::SigningKey key)
+ProofSession::ProofSession(std::unique_ptr<store::Store> store, proof::SigningKey key,
+                           std::string runner_digest_cache)
     : store_(std::move(store)),
       key_(std::move(key)),
-      log_(*store_, key_, proof::default_origin()) {}
+      log_(*store_, key_, proof::default_origin()),
+      runner_digest_(
+          [cache = std::move(runner_digest_cache)] { proof::warm_runner_sha256(cache); }) {}
 
-ProofSession::~ProofSession() { join(); }
+ProofSession::~ProofSession() {
+  join();
+  runner_digest_.join();
+}
 
 void ProofSession::join() {
   if (thread_.joinable()) thread_.join();

@@ -1,7 +1,8 @@
 // One sandbox's proof, for the commands that hand out receipts (`sandbox exec
 // --receipt`): the signing key and the audit log under the state dir, the
 // boundary report made on a thread of its own while the first call runs (off
-// the critical path), and the receipt file of a call.
+// the critical path; the runner binary's digest from the session's start),
+// and the receipt file of a call.
 #pragma once
 
 #include <chrono>
@@ -33,12 +34,17 @@ class ProofSession {
   void join();
 
  private:
-  ProofSession(std::unique_ptr<store::Store> store, proof::SigningKey key);
+  ProofSession(std::unique_ptr<store::Store> store, proof::SigningKey key,
+               std::string runner_digest_cache);
   std::unique_ptr<store::Store> store_;
   proof::SigningKey key_;
   proof::ProofLog log_;
   std::thread thread_;
   std::optional<Result<proof::Recorded>> report_;  // set by the thread
+  // The runner binary's digest, from the start (proof::warm_runner_sha256,
+  // through keys/runner.sha256), while the sandbox is made and the command
+  // runs, not on the report's path.
+  std::thread runner_digest_;
 };
 
 // Writes `bundle` to `path` (pretty JSON) atomically: all of it or nothing.

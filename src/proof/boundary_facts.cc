@@ -2,6 +2,7 @@
 
 #include <linux/filter.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,19 +36,54 @@ struct Collect : OutputSink {
   }
 };
 
-// The runner binary's digest, read once per process.
-std::string runner_sha256() {
-  static std::once_flag once;
-  static std::string digest;
-  std::call_once(once, [] {
-    auto path = host::find_runner_binary();
-    if (!path) return;
-    if (auto bytes = read_file(*path)) digest = sha256_hex(*bytes);
-  });
-  return digest;
+}  // namespace
+
+namespace {
+
+std::once_flag runner_once;
+std::string runner_digest;
+
+// What identifies the binary's bytes without reading them: a write to the
+// file changes its ctime, which no process can set back.
+std::string file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " +
+         std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + " " + std::to_string(st.st_ctim.tv_sec) + "." +
+         std::to_string(st.st_ctim.tv_nsec);
+}
+
+void hash_runner(const std::string& cache_file) {
+  auto path = host::find_runner_binary();
+  if (!path) return;
+  const std::string identity = file_identity(*path);
+  const std::string key = *path + "\n" + identity + "\n";
+  if (!cache_file.empty() && !identity.empty()) {
+    if (auto cached = read_file(cache_file);
+        cached && cached->size() == key.size() + 64 && cached->compare(0, key.size(), key) == 0) {
+      runner_digest = cached->substr(key.size());
+      return;
+    }
+  }
+  auto bytes = read_file(*path);
+  if (!bytes) return;
+  runner_digest = sha256_hex(*bytes);
+  // Kept only when the file did not change while it was read.
+  if (!cache_file.empty() && !identity.empty() && file_identity(*path) == identity)
+    (void)::rf::write_file_atomic(cache_file, key + runner_digest, 0600);
 }
 
 }  // namespace
+
+std::string runner_sha256() {
+  std::call_once(runner_once, [] { hash_runner(""); });
+  return runner_digest;
+}
+
+void warm_runner_sha256(const std::string& cache_file) {
+  std::call_once(runner_once, [&] { hash_runner(cache_file); });
+}
 
 std::map<std::string, uint64_t> namespace_inodes(int pid) {
   std::map<std::string, uint64_t> out;
@@ -109,7 +145,6 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
   f.image = f.spec.image;
   f.image_digest = sandbox.image_digest();
   f.runner_version = sandbox.runner_version();
-  f.runner_sha256 = runner_sha256();
   f.made_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();
@@ -131,6 +166,9 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
     return make_error("boundary report: self-probe",
                       "exited " + std::to_string(ran->exit_code) + ": " + sink.err);
   }
+  // After the probe: a short-lived process hashes the binary meanwhile
+  // (cli/proof_session.h), and this waits for it.
+  f.runner_sha256 = runner_sha256();
   f.inside = nlohmann::json::parse(sink.out, nullptr, false);
   if (!f.inside.is_object())
     return make_error("boundary report: self-probe", "its output is not a JSON object");

@@ -197,6 +197,31 @@ TEST_F(ProofCli, TheStateDirGivenBeforeTheCommandIsEveryCommands) {
   EXPECT_TRUE(std::filesystem::exists(other + "/keys/proof.pub"));
 }
 
+// The runner binary's digest is kept under the state dir while the binary
+// is the same file (path, inode, size, mtime, ctime): a short-lived `sandbox
+// exec --receipt` does not hash 2 MB each time. A cache that does not match
+// the binary is made again, and the report names the binary's real digest.
+TEST_F(ProofCli, TheRunnersDigestIsKeptWhileTheBinaryIsTheSame) {
+  const std::string real = sha256_hex(slurp(RF_RUNNER_PATH));
+  auto runner_in_report = [&](const std::string& name) {
+    const json bundle = json::parse(slurp(dir_ + "/" + name));
+    const json report = json::parse(*base64_decode(bundle["report"]["payload"].get<std::string>()));
+    return report["predicate"]["runner"]["sha256"].get<std::string>();
+  };
+  ASSERT_EQ(exec("a.json", {}, {"true"}).exit_code, 0);
+  const std::string cache = dir_ + "/keys/runner.sha256";
+  const std::string kept = slurp(cache);
+  ASSERT_GE(kept.size(), 64u) << kept;
+  EXPECT_EQ(kept.substr(kept.size() - 64), real);
+  EXPECT_EQ(runner_in_report("a.json"), real);
+  // Another binary's entry (another identity line): not used, made again.
+  const std::string forged = "/elsewhere/tool-runner\n1 2 3 4.5 6.7\n" + std::string(64, 'a');
+  { std::ofstream(cache, std::ios::trunc) << forged; }
+  ASSERT_EQ(exec("b.json", {}, {"true"}).exit_code, 0);
+  EXPECT_EQ(runner_in_report("b.json"), real);
+  EXPECT_EQ(slurp(cache), kept);
+}
+
 TEST_F(ProofCli, AskingForTheHostsNetworkIsReportedNotHeld) {
   const auto ran = exec("h.json", {"--network", "host"}, {"true"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
