@@ -8,6 +8,7 @@
 #include "core/fd_limit.h"
 #include "core/log.h"
 #include "identity/audit_events.h"
+#include "proof/boundary_facts.h"
 #include "proof/output_digest.h"
 #include "redact/stream_redactor.h"
 #include "sandbox/result_json.h"
@@ -162,6 +163,9 @@ Status Worker::init() {
   auto proof_key = proof::SigningKey::load_or_create(s.state_dir.value);
   if (!proof_key) return proof_key.take_error();
   proof_ = std::make_unique<ProofRecorder>(*store_, std::move(*proof_key), "worker " + id_);
+  // The runner binary's digest, which every report names: made (or read back
+  // from the state dir) now, not on the first report's path.
+  proof::warm_runner_sha256(s.state_dir.value + "/keys/runner.sha256");
   ledger_ = std::make_unique<SandboxLedger>(*store_, id_, options_.ledger_period);
   serving_ = Serving::make(std::move(first_placement_), s, ledger_.get(), report_at_warm_up());
   WorkflowServices services;
