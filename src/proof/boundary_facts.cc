@@ -36,10 +36,6 @@ struct Collect : OutputSink {
   }
 };
 
-}  // namespace
-
-namespace {
-
 std::once_flag runner_once;
 std::string runner_digest;
 

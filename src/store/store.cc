@@ -746,14 +746,12 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
     return st->step();
   };
   // One statement takes up to `max` queued calls, checking that the worker is
-  // running under this process's epoch. On SQLite it runs once a read found
-  // calls queued (the read does not take the write lock). On PostgreSQL it
-  // runs at once, looks or not (every worker wakes on each enqueue: a read
-  // first would cost each a round trip): taking calls, it share-locks the
-  // worker's row, as require_running_worker does, and its last column says
-  // whether the worker could claim; a row of NULLs stands for none taken. When the worker cannot
-  // claim (or, on SQLite, others took the calls first), the transaction
-  // above says which.
+  // running under this process's epoch. On PostgreSQL it runs at once, looks
+  // or not (every worker wakes on each enqueue: a read first would cost each
+  // a round trip); taking calls, it share-locks the worker's row, as
+  // require_running_worker does, and its last column says whether the worker
+  // could claim (a row of NULLs stands for none taken). On SQLite a read
+  // looks first, which leaves the write lock free.
   const bool pg = db_.engine() != Engine::sqlite;
   struct Taken {
     std::vector<ClaimedCall> calls;
@@ -813,19 +811,22 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
   };
   const std::string operation = "claim calls for worker " + worker_id;
   if (max == 0) return std::vector<ClaimedCall>();
+  if (pg) {
+    auto taken = within(operation, take_batch());
+    if (!taken.ok()) return taken.take_error();
+    if (!taken->calls.empty() || taken->worker_ok) return std::move(taken->calls);
+  }
+  // An empty queue is no error, whoever looks.
+  auto queued = within(operation, any());
+  if (!queued.ok()) return queued.take_error();
+  if (!*queued) return std::vector<ClaimedCall>();
   if (!pg) {
-    auto queued = within(operation, any());
-    if (!queued.ok()) return queued.take_error();
-    if (!*queued) return std::vector<ClaimedCall>();
+    auto taken = within(operation, take_batch());
+    if (!taken.ok()) return taken.take_error();
+    if (!taken->calls.empty()) return std::move(taken->calls);
   }
-  auto taken = within(operation, take_batch());
-  if (!taken.ok()) return taken.take_error();
-  if (!taken->calls.empty() || (pg && taken->worker_ok)) return std::move(taken->calls);
-  if (pg) {  // as on SQLite, an empty queue is not an error, whoever looks
-    auto queued = within(operation, any());
-    if (!queued.ok()) return queued.take_error();
-    if (!*queued) return std::vector<ClaimedCall>();
-  }
+  // None taken: the worker may not claim, or others took the calls first.
+  // The transaction says which (or takes what is left).
   return within(operation, claim_transaction(db_, claim));
 }
 

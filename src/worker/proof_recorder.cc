@@ -66,7 +66,6 @@ void ProofRecorder::loop() {
 }
 
 void ProofRecorder::file_receipts(std::vector<Receipt>& batch) {
-  if (batch.empty()) return;
   std::vector<proof::Signed> signed_receipts;
   std::vector<std::string> calls;
   for (auto& r : batch) {
