@@ -244,24 +244,26 @@ class Handler(BaseHTTPRequestHandler):
         if user is None:
             # Drain a small body so the client reads the 401 instead of a reset.
             self._drain_small_body()
+            # Logged before the answer: the client (and a test reading the log)
+            # may be gone the moment the last byte of a Content-Length body lands.
+            self._finish_log(401)
             self._send_simple(401, "authentication required",
                               [("WWW-Authenticate", 'Basic realm="git"')])
-            self._finish_log(401)
             return
 
         url = urllib.parse.urlsplit(self.path)  # absolute-form too: the path is what counts
         path_info = urllib.parse.unquote(url.path)
         if not path_info.startswith("/") or "\0" in path_info or any(
                 p == ".." for p in path_info.split("/")):
-            self._send_simple(400, "bad path")
             self._finish_log(400, user)
+            self._send_simple(400, "bad path")
             return
 
         try:
             body, body_len = self._body_file()
         except BadRequest as e:
-            self._send_simple(400, "bad request: %s" % e)
             self._finish_log(400, user, ' error="%s"' % e)
+            self._send_simple(400, "bad request: %s" % e)
             return
 
         env = {
