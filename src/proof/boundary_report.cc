@@ -243,51 +243,81 @@ void rlimits(const BoundaryFacts& f, std::vector<Bound>& out) {
   out.push_back(bound("rlimits", held, ev));
 }
 
-std::set<std::string> options_of(const json& m, const char* key) {
-  std::set<std::string> out;
-  std::istringstream in(str(m, key));
-  for (std::string o; std::getline(in, o, ',');) out.insert(o);
-  return out;
+// A string field of a JSON object, viewed in place ("" when absent or not a string).
+std::string_view view(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? std::string_view(it->get_ref<const std::string&>())
+                                          : std::string_view();
+}
+
+// Whether the comma-separated `list` ("rw,nosuid,...") has `option`.
+bool has_option(std::string_view list, std::string_view option) {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (list.substr(0, comma) == option) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// The value of the last "key=value" option in `list`.
+std::optional<std::string> option_value(std::string_view list, std::string_view key) {
+  std::optional<std::string_view> found;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view o = list.substr(0, comma);
+    if (o.size() > key.size() && o.substr(0, key.size()) == key && o[key.size()] == '=')
+      found = o.substr(key.size() + 1);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  if (!found) return std::nullopt;
+  return std::string(*found);
 }
 
 void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
-  const json mounts = has_inside(f) ? f.inside.value("mounts", json::array()) : json::array();
+  static const json kNone = json::array();
+  const json* found = has_inside(f) && f.inside.contains("mounts") ? &f.inside["mounts"] : &kNone;
+  const json& mounts = found->is_array() ? *found : kNone;
   if (mounts.empty()) {
     for (const char* n : {"filesystem.root_readonly", "filesystem.writable", "filesystem.size",
                           "filesystem.masked"})
       out.push_back(unknown(n, "no mount table from inside"));
     return;
   }
-  // The mount on top at each point is the last listed there.
-  std::map<std::string, json> top;
-  for (const auto& m : mounts) top[str(m, "mount_point")] = m;
+  // The mount on top at each point is the last listed there. The table is
+  // read in place: it is the largest part of what the self-probe prints.
+  std::map<std::string_view, const json*> top;
+  for (const auto& m : mounts)
+    if (m.is_object()) top[view(m, "mount_point")] = &m;
   {
     const auto root = top.find("/");
-    const bool ro = root != top.end() && options_of(root->second, "options").count("ro") != 0;
+    const bool ro = root != top.end() && has_option(view(*root->second, "options"), "ro");
     json ev = root == top.end() ? json::object()
-                                : json{{"fstype", str(root->second, "fstype")},
-                                       {"options", str(root->second, "options")}};
+                                : json{{"fstype", view(*root->second, "fstype")},
+                                       {"options", view(*root->second, "options")}};
     out.push_back(bound("filesystem.root_readonly", ro, ev));
   }
   // Writable places a tool may have: its workspace, /tmp, and kernel
   // filesystems whose writes the namespaces confine.
   // The device nodes are bound one by one; writing to them keeps nothing.
-  static const std::set<std::string> kMayWrite = {
+  static const std::set<std::string_view> kMayWrite = {
       "/workspace", "/tmp",      "/dev/shm",  "/dev/pts",    "/dev/mqueue",  "/proc",   "/dev",
       "/dev/null",  "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"};
+  // The root is filesystem.root_readonly's to judge; a mask over a /proc
+  // file is filesystem.masked's.
+  static const std::set<std::string_view> kMasks = {"/proc/kcore", "/proc/keys", "/proc/timer_list",
+                                                    "/proc/kallsyms"};
   json writable = json::array(), unexpected = json::array();
   for (const auto& [point, m] : top) {
-    // The root is filesystem.root_readonly's to judge; a mask over a /proc
-    // file is filesystem.masked's.
-    static const std::set<std::string> kMasks = {"/proc/kcore", "/proc/keys", "/proc/timer_list",
-                                                 "/proc/kallsyms"};
-    if (point == "/" || kMasks.count(point) != 0 || options_of(m, "options").count("rw") == 0)
+    if (point == "/" || kMasks.count(point) != 0 || !has_option(view(*m, "options"), "rw"))
       continue;
-    json w = {{"mount_point", point}, {"fstype", str(m, "fstype")}};
-    for (const auto& o : options_of(m, "super_options"))
-      if (o.rfind("size=", 0) == 0) w["size"] = o.substr(5);
-    writable.push_back(w);
-    const bool dev_ok = point == "/dev" && str(m, "fstype") == "tmpfs";
+    const std::string_view fstype = view(*m, "fstype");
+    json w = {{"mount_point", point}, {"fstype", fstype}};
+    if (auto size = option_value(view(*m, "super_options"), "size")) w["size"] = std::move(*size);
+    writable.push_back(std::move(w));
+    const bool dev_ok = point == "/dev" && fstype == "tmpfs";
     if (kMayWrite.count(point) == 0 || (point == "/dev" && !dev_ok)) unexpected.push_back(point);
   }
   out.push_back(bound("filesystem.writable", unexpected.empty(),
@@ -301,14 +331,14 @@ void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
         sizes[point] = "absent";
         continue;
       }
-      if (str(it->second, "fstype") != "tmpfs") {
-        sizes[point] = "not a tmpfs (" + str(it->second, "fstype") + "): sized by the host";
+      const std::string_view fstype = view(*it->second, "fstype");
+      if (fstype != "tmpfs") {
+        sizes[point] = "not a tmpfs (" + std::string(fstype) + "): sized by the host";
         known = false;
         continue;
       }
-      std::string size;
-      for (const auto& o : options_of(it->second, "super_options"))
-        if (o.rfind("size=", 0) == 0) size = o.substr(5);
+      const std::string size =
+          option_value(view(*it->second, "super_options"), "size").value_or("");
       sizes[point] = size;
       uint64_t bytes = std::strtoull(size.c_str(), nullptr, 10);
       if (!size.empty() && size.back() == 'k') bytes <<= 10;
@@ -450,29 +480,37 @@ void judge_all(const BoundaryFacts& f, std::vector<Bound>& out) {
 }
 }  // namespace
 
-json report_statement(const BoundaryFacts& f, const std::vector<Bound>& bounds) {
-  const json spec = public_spec(f.spec);
+json report_statement(const BoundaryFacts& f, std::vector<Bound> bounds) {
+  json spec = public_spec(f.spec);
   json list = json::array();
   json summary = {{"held", 0}, {"not_held", 0}, {"unknown", 0}};
-  for (const Bound& b : bounds) {
+  for (Bound& b : bounds) {
     const std::string s(to_string(b.status));
-    list.push_back({{"bound", b.name}, {"status", s}, {"evidence", b.evidence}});
+    json entry = json::object();
+    entry["bound"] = std::move(b.name);
+    entry["status"] = s;
+    entry["evidence"] = std::move(b.evidence);  // moved: the self-probe's attacks are in it
+    list.push_back(std::move(entry));
     summary[s] = summary[s].get<int>() + 1;
   }
+  const std::string spec_sha256 = sha256_hex(spec.dump());
   json predicate = {{"sandbox", f.spec.id},
                     {"backend", f.backend},
                     {"image", {{"name", f.image}, {"digest", f.image_digest}}},
                     {"runner", {{"version", f.runner_version}, {"sha256", f.runner_sha256}}},
-                    {"spec", spec},
                     {"made_at_ms", f.made_at_ms},
-                    {"bounds", list},
                     {"summary", summary}};
+  // Moved in, not listed above: an initializer list copies what it holds.
+  predicate["spec"] = std::move(spec);
+  predicate["bounds"] = std::move(list);
   if (!f.sandbox_mode.empty()) predicate["sandbox_mode"] = f.sandbox_mode;
-  return {{"_type", "https://in-toto.io/Statement/v1"},
-          {"subject", json::array({{{"name", "sandbox/" + f.spec.id},
-                                    {"digest", {{"sha256", sha256_hex(spec.dump())}}}}})},
-          {"predicateType", kReportPredicate},
-          {"predicate", predicate}};
+  json statement = {
+      {"_type", "https://in-toto.io/Statement/v1"},
+      {"subject",
+       json::array({{{"name", "sandbox/" + f.spec.id}, {"digest", {{"sha256", spec_sha256}}}}})},
+      {"predicateType", kReportPredicate}};
+  statement["predicate"] = std::move(predicate);
+  return statement;
 }
 
 Result<BoundSummary> summarize_report(const json& statement) {

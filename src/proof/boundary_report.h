@@ -58,7 +58,7 @@ struct BoundaryFacts {
 std::vector<Bound> judge_bounds(const BoundaryFacts& facts);
 
 // The in-toto statement (subject: the sandbox, with the SHA-256 of its spec).
-nlohmann::json report_statement(const BoundaryFacts& facts, const std::vector<Bound>& bounds);
+nlohmann::json report_statement(const BoundaryFacts& facts, std::vector<Bound> bounds);
 
 // From a statement already parsed: the bounds not held (and unknown), by name.
 struct BoundSummary {
