@@ -17,8 +17,8 @@
 #include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/io.h"
@@ -46,25 +46,49 @@ uint64_t ns_inode(const std::string& name) {
   return open != nullptr ? std::strtoull(open + 1, nullptr, 10) : 0;
 }
 
+// The lines of `text`, each without its '\n'. Parsed by hand, not with
+// streams: the probe runs once per sandbox, on the way to its report.
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    out.push_back(text.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+// The whitespace-separated words of `line`.
+std::vector<std::string_view> words_of(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
 json status_fields() {
+  static constexpr std::string_view kKeep[] = {"CapInh", "CapPrm",     "CapEff",  "CapBnd",
+                                               "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters",
+                                               "Uid",    "Gid",        "Groups"};
   json out = json::object();
-  std::istringstream in(read_or_empty("/proc/self/status"));
-  for (std::string line; std::getline(in, line);) {
+  const std::string text = read_or_empty("/proc/self/status");
+  for (const std::string_view line : lines_of(text)) {
     const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string key = line.substr(0, colon);
-    static const char* kKeep[] = {"CapInh", "CapPrm",     "CapEff",  "CapBnd",
-                                  "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters",
-                                  "Uid",    "Gid",        "Groups"};
-    if (std::find_if(std::begin(kKeep), std::end(kKeep), [&](const char* k) { return key == k; }) ==
-        std::end(kKeep))
-      continue;
-    std::string value = line.substr(colon + 1);
-    const auto b = value.find_first_not_of(" \t");
-    value = b == std::string::npos ? "" : value.substr(b);
+    if (colon == std::string_view::npos) continue;
+    const std::string_view key = line.substr(0, colon);
+    if (std::find(std::begin(kKeep), std::end(kKeep), key) == std::end(kKeep)) continue;
+    std::string_view rest = line.substr(colon + 1);
+    const auto b = rest.find_first_not_of(" \t");
+    std::string value(b == std::string_view::npos ? std::string_view() : rest.substr(b));
     for (char& c : value)
       if (c == '\t') c = ' ';
-    out[key] = value;
+    out[std::string(key)] = std::move(value);
   }
   return out;
 }
@@ -89,38 +113,36 @@ json rlimits() {
 // /proc/self/mountinfo: "36 35 98:0 /root /mnt opts opt-fields - fstype source super-opts".
 json mounts() {
   json out = json::array();
-  std::istringstream in(read_or_empty("/proc/self/mountinfo"));
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line);
-    std::vector<std::string> w;
-    for (std::string x; words >> x;) w.push_back(x);
+  const std::string text = read_or_empty("/proc/self/mountinfo");
+  for (const std::string_view line : lines_of(text)) {
+    const std::vector<std::string_view> w = words_of(line);
     const auto dash = std::find(w.begin(), w.end(), "-");
     if (dash == w.end()) continue;
     const size_t d = static_cast<size_t>(dash - w.begin());
     if (d < 6 || d + 1 >= w.size()) continue;
-    out.push_back({{"mount_point", w[4]},
-                   {"root", w[3]},
-                   {"options", w[5]},
-                   {"fstype", w[d + 1]},
-                   {"source", d + 2 < w.size() ? w[d + 2] : ""},
-                   {"super_options", d + 3 < w.size() ? w[d + 3] : ""}});
+    json m = json::object();
+    m["mount_point"] = w[4];
+    m["root"] = w[3];
+    m["options"] = w[5];
+    m["fstype"] = w[d + 1];
+    m["source"] = d + 2 < w.size() ? w[d + 2] : std::string_view();
+    m["super_options"] = d + 3 < w.size() ? w[d + 3] : std::string_view();
+    out.push_back(std::move(m));
   }
   return out;
 }
 
 json interfaces() {
-  json out = json::array();
-  std::istringstream in(read_or_empty("/proc/self/net/dev"));
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    if (++n <= 2) continue;  // two header lines
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(0, colon);
-    name.erase(0, name.find_first_not_of(' '));
-    out.push_back(name);
+  std::vector<std::string> names;
+  const std::string text = read_or_empty("/proc/self/net/dev");
+  const std::vector<std::string_view> lines = lines_of(text);
+  for (size_t i = 2; i < lines.size(); ++i) {  // after two header lines
+    const auto colon = lines[i].find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string_view name = lines[i].substr(0, colon);
+    const auto b = name.find_first_not_of(' ');
+    names.emplace_back(b == std::string_view::npos ? std::string_view() : name.substr(b));
   }
-  std::vector<std::string> names = out.get<std::vector<std::string>>();
   std::sort(names.begin(), names.end());
   return names;
 }
