@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "core/io.h"
 #include "host/runner_binary.h"
@@ -134,41 +135,12 @@ Result<std::vector<std::string>> read_seccomp_digests(int pid) {
   return out;
 }
 
-Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
-  BoundaryFacts f;
-  f.spec = sandbox.spec();
-  f.backend = std::string(to_string(f.spec.backend));
-  f.image = f.spec.image;
-  f.image_digest = sandbox.image_digest();
-  f.runner_version = sandbox.runner_version();
-  f.made_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count();
+namespace {
 
-  // The self-probe: an ordinary call, so it has exactly what tools have.
-  ExecCall call;
-  if (f.spec.backend == BackendKind::kLocal) {
-    auto runner = host::find_runner_binary();
-    if (!runner) return runner.take_error();
-    call.argv = {*runner, "self-probe"};
-  } else {
-    call.argv = {kRunnerInSandbox, "self-probe"};
-  }
-  call.timeout = std::chrono::seconds(10);
-  Collect sink;
-  auto ran = sandbox.exec(call, sink);
-  if (!ran) return make_error("boundary report: self-probe", ran.error().to_string());
-  if (ran->exit_code != 0) {
-    return make_error("boundary report: self-probe",
-                      "exited " + std::to_string(ran->exit_code) + ": " + sink.err);
-  }
-  // After the probe: a short-lived process hashes the binary meanwhile
-  // (cli/proof_session.h), and this waits for it.
-  f.runner_sha256 = runner_sha256();
-  f.inside = nlohmann::json::parse(sink.out, nullptr, false);
-  if (!f.inside.is_object())
-    return make_error("boundary report: self-probe", "its output is not a JSON object");
-
+// What the host reads of a sandbox by itself, without the self-probe: PID 1's
+// namespaces, id maps and seccomp programs, the cgroup limit files, and the
+// digests of the profile the spec names.
+void read_host_side(const Sandbox& sandbox, BoundaryFacts& f) {
   const int pid = sandbox.init_pid();
   if (pid > 0) {
     // Only a PID 1 on this kernel can be compared with this host's namespaces.
@@ -190,6 +162,49 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
   f.cgroup = sandbox.cgroup_limit_files();
   if (auto digests = seccomp_profile_digests(f.spec.seccomp))
     f.seccomp_profile = std::move(*digests);
+  // A short-lived process hashes the runner binary beside the sandbox's
+  // start (cli/proof_session.h); this waits for it.
+  f.runner_sha256 = runner_sha256();
+}
+
+}  // namespace
+
+Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
+  BoundaryFacts f;
+  f.spec = sandbox.spec();
+  f.backend = std::string(to_string(f.spec.backend));
+  f.image = f.spec.image;
+  f.image_digest = sandbox.image_digest();
+  f.runner_version = sandbox.runner_version();
+  f.made_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+
+  // The self-probe: an ordinary call, so it has exactly what tools have.
+  ExecCall call;
+  if (f.spec.backend == BackendKind::kLocal) {
+    auto runner = host::find_runner_binary();
+    if (!runner) return runner.take_error();
+    call.argv = {*runner, "self-probe"};
+  } else {
+    call.argv = {kRunnerInSandbox, "self-probe"};
+  }
+  call.timeout = std::chrono::seconds(10);
+  // The host's own reads need nothing from the probe: they run beside it
+  // (about half a millisecond here, mostly stopping PID 1 to read its
+  // seccomp programs), so the report waits for the slower of the two only.
+  std::thread host_side([&sandbox, &f] { read_host_side(sandbox, f); });
+  Collect sink;
+  auto ran = sandbox.exec(call, sink);
+  host_side.join();
+  if (!ran) return make_error("boundary report: self-probe", ran.error().to_string());
+  if (ran->exit_code != 0) {
+    return make_error("boundary report: self-probe",
+                      "exited " + std::to_string(ran->exit_code) + ": " + sink.err);
+  }
+  f.inside = nlohmann::json::parse(sink.out, nullptr, false);
+  if (!f.inside.is_object())
+    return make_error("boundary report: self-probe", "its output is not a JSON object");
   return f;
 }
 
