@@ -17,6 +17,8 @@
 //   verify       a receipt file, offline (2 signatures, checkpoint, 2
 //                inclusion proofs)
 //   bwrap        `bwrap ... /bin/true`, the peer of a sandbox run
+//   bundle       a receipt's bundle (checkpoint + inclusion proofs) once the
+//                audit log holds 1,000, 10,000 and 100,000 events
 // Usage: rf_proof_bench [iterations]
 #include <unistd.h>
 
@@ -32,6 +34,7 @@
 #include "proof/boundary_facts.h"
 #include "proof/proof_log.h"
 #include "proof/verify.h"
+#include "store/audit_log.h"
 #include "store/store.h"
 #include "worker/pool.h"
 
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
   rf::ExecCall call;
   call.argv = {"/bin/true"};
   nlohmann::json bundle;
+  int64_t last_receipt_seq = 0, last_report_seq = 0;
   for (int i = 0; i < n; ++i) {
     // A sandbox without proof: start and first call.
     {
@@ -145,6 +149,8 @@ int main(int argc, char** argv) {
     auto rrec = log.record_receipt(rec, recorded->seq, {});
     receipt_filed.push_back(us_since(t));
     if (i == 0 || i == n - 1) bundle = *log.bundle(rrec->seq, recorded->seq);
+    last_receipt_seq = rrec->seq;
+    last_report_seq = recorded->seq;
     (void)(*sb)->destroy();
     (void)env;
     (void)renv;
@@ -192,6 +198,34 @@ int main(int argc, char** argv) {
     if (rf::bench::run_cli(args[0], {args.begin() + 1, args.end()}, &out) != 0) break;
     bwrap.push_back(us_since(t));
   }
+  // A receipt's bundle (checkpoint, two inclusion proofs) as the log grows:
+  // filler events appended 1000 per transaction, then the bundle made 5 times.
+  std::vector<std::pair<int, double>> bundle_at;
+  {
+    rf::store::AuditLog audit(**store);
+    int64_t size = 2 * static_cast<int64_t>(n);
+    for (const int64_t target : {int64_t{1000}, int64_t{10000}, int64_t{100000}}) {
+      while (size < target) {
+        std::vector<rf::store::AuditEvent> batch(
+            static_cast<size_t>(std::min<int64_t>(1000, target - size)));
+        for (auto& e : batch) {
+          e.kind = "bench.filler";
+          e.actor = "bench";
+          e.detail_json = "{}";
+        }
+        auto last = audit.append_all(batch);
+        if (!last) return 1;
+        size = *last;
+      }
+      std::vector<double> took;
+      for (int k = 0; k < 5; ++k) {
+        const auto t = Clock::now();
+        if (!log.bundle(last_receipt_seq, last_report_seq)) return 1;
+        took.push_back(us_since(t));
+      }
+      bundle_at.emplace_back(static_cast<int>(size), rf::bench::summarise(took).p50);
+    }
+  }
   std::printf("rf_proof_bench: %d sandboxes, audit log of %d events\n", n,
               bundle["log"]["size"].get<int>());
   row("create (to handshake)", rf::bench::summarise(create), "ms");
@@ -211,6 +245,9 @@ int main(int argc, char** argv) {
   row("receipt: filed in the audit log", rf::bench::summarise(receipt_filed));
   row("verify a receipt file", rf::bench::summarise(verify), "ms");
   if (!bwrap.empty()) row("bwrap /bin/true (peer)", rf::bench::summarise(bwrap), "ms");
+  for (const auto& [size, us] : bundle_at)
+    std::printf("%-34s p50 %9.1f ms\n", ("receipt bundle, log of " + std::to_string(size)).c_str(),
+                us / 1000);
   std::filesystem::remove_all(dir);
   return 0;
 }
