@@ -27,17 +27,30 @@ uint64_t split(uint64_t n) {
   return k;
 }
 
-// MTH(D[begin, end)).
-std::string mth(const Leaves& d, uint64_t begin, uint64_t end) {
+// log2(n) when n is a power of two.
+unsigned level_of(uint64_t n) {
+  unsigned l = 0;
+  while ((uint64_t{1} << l) < n) ++l;
+  return l;
+}
+
+bool power_of_two(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+// MTH(D[begin, end)). In RFC 6962's recursion a range of 2^l leaves always
+// starts at a multiple of 2^l: a complete subtree, one node.
+std::string mth(MerkleNodes& d, uint64_t begin, uint64_t end) {
   const uint64_t n = end - begin;
   if (n == 0) return sha256("");
-  if (n == 1) return d[begin];
+  if (power_of_two(n)) {
+    const unsigned l = level_of(n);
+    return d.node(l, begin >> l);
+  }
   const uint64_t k = split(n);
   return node_hash(mth(d, begin, begin + k), mth(d, begin + k, end));
 }
 
 // PATH(m, D[begin, end)).
-void path(const Leaves& d, uint64_t m, uint64_t begin, uint64_t end, Leaves& out) {
+void path(MerkleNodes& d, uint64_t m, uint64_t begin, uint64_t end, Leaves& out) {
   const uint64_t n = end - begin;
   if (n <= 1) return;
   const uint64_t k = split(n);
@@ -51,7 +64,7 @@ void path(const Leaves& d, uint64_t m, uint64_t begin, uint64_t end, Leaves& out
 }
 
 // SUBPROOF(m, D[begin, end), b).
-void subproof(const Leaves& d, uint64_t m, uint64_t begin, uint64_t end, bool b, Leaves& out) {
+void subproof(MerkleNodes& d, uint64_t m, uint64_t begin, uint64_t end, bool b, Leaves& out) {
   const uint64_t n = end - begin;
   if (m == n) {
     if (!b) out.push_back(mth(d, begin, end));
@@ -67,6 +80,29 @@ void subproof(const Leaves& d, uint64_t m, uint64_t begin, uint64_t end, bool b,
   }
 }
 
+// Complete subtrees computed from the leaves themselves (O(n) in all).
+class LeafNodes final : public MerkleNodes {
+ public:
+  explicit LeafNodes(const Leaves& leaves) : leaves_(leaves) {}
+  std::string node(unsigned level, uint64_t index) override {
+    if (level == 0) return leaves_[index];
+    return node_hash(node(level - 1, 2 * index), node(level - 1, 2 * index + 1));
+  }
+
+ private:
+  const Leaves& leaves_;
+};
+
+// Records which nodes are read; the hashes it gives are placeholders.
+class NodeRecorder final : public MerkleNodes {
+ public:
+  std::string node(unsigned level, uint64_t index) override {
+    refs.push_back({level, index});
+    return std::string(kHashBytes, '\0');
+  }
+  std::vector<NodeRef> refs;
+};
+
 Error mismatch(const std::string& what) { return make_error("merkle proof", what); }
 
 }  // namespace
@@ -76,19 +112,54 @@ std::string node_hash(std::string_view left, std::string_view right) {
   return prefixed_hash(0x01, left, right);
 }
 
-std::string tree_root(const Leaves& leaves, uint64_t size) { return mth(leaves, 0, size); }
+std::vector<NodeRef> nodes_for_root(uint64_t size) {
+  NodeRecorder r;
+  (void)tree_root(r, size);
+  return std::move(r.refs);
+}
 
-Leaves inclusion_proof(const Leaves& leaves, uint64_t index, uint64_t size) {
+std::vector<NodeRef> nodes_for_inclusion(uint64_t index, uint64_t size) {
+  NodeRecorder r;
+  (void)inclusion_proof(r, index, size);
+  return std::move(r.refs);
+}
+
+std::vector<NodeRef> nodes_for_consistency(uint64_t old_size, uint64_t size) {
+  NodeRecorder r;
+  (void)consistency_proof(r, old_size, size);
+  return std::move(r.refs);
+}
+
+std::string tree_root(MerkleNodes& nodes, uint64_t size) { return mth(nodes, 0, size); }
+
+Leaves inclusion_proof(MerkleNodes& nodes, uint64_t index, uint64_t size) {
   Leaves out;
-  if (index < size && size <= leaves.size()) path(leaves, index, 0, size, out);
+  if (index < size) path(nodes, index, 0, size, out);
   return out;
 }
 
-Leaves consistency_proof(const Leaves& leaves, uint64_t old_size, uint64_t size) {
+Leaves consistency_proof(MerkleNodes& nodes, uint64_t old_size, uint64_t size) {
   Leaves out;
-  if (old_size > 0 && old_size <= size && size <= leaves.size())
-    subproof(leaves, old_size, 0, size, true, out);
+  if (old_size > 0 && old_size <= size) subproof(nodes, old_size, 0, size, true, out);
   return out;
+}
+
+std::string tree_root(const Leaves& leaves, uint64_t size) {
+  if (size > leaves.size()) return sha256("");
+  LeafNodes nodes(leaves);
+  return tree_root(nodes, size);
+}
+
+Leaves inclusion_proof(const Leaves& leaves, uint64_t index, uint64_t size) {
+  if (size > leaves.size()) return {};
+  LeafNodes nodes(leaves);
+  return inclusion_proof(nodes, index, size);
+}
+
+Leaves consistency_proof(const Leaves& leaves, uint64_t old_size, uint64_t size) {
+  if (size > leaves.size()) return {};
+  LeafNodes nodes(leaves);
+  return consistency_proof(nodes, old_size, size);
 }
 
 Status verify_inclusion(uint64_t index, uint64_t size, std::string_view leaf, const Leaves& proof,

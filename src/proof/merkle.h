@@ -19,6 +19,34 @@ namespace rf::proof {
 std::string leaf_hash(std::string_view data);
 std::string node_hash(std::string_view left, std::string_view right);
 
+// The hashes of the tree's complete subtrees, wherever they are kept:
+// node(level, index) is MTH of leaves [index << level, (index + 1) << level),
+// so node(0, i) is leaf hash i. Every subtree RFC 6962's recursion names is
+// complete or splits into complete ones, so a root or a proof needs O(log n)
+// of them, not the leaves.
+class MerkleNodes {
+ public:
+  virtual ~MerkleNodes() = default;
+  virtual std::string node(unsigned level, uint64_t index) = 0;
+};
+
+// The nodes a root or a proof reads, in the order it reads them: to fetch
+// them from a store in one query before computing with them.
+struct NodeRef {
+  unsigned level = 0;
+  uint64_t index = 0;
+  bool operator<(const NodeRef& o) const {
+    return level != o.level ? level < o.level : index < o.index;
+  }
+};
+std::vector<NodeRef> nodes_for_root(uint64_t size);
+std::vector<NodeRef> nodes_for_inclusion(uint64_t index, uint64_t size);
+std::vector<NodeRef> nodes_for_consistency(uint64_t old_size, uint64_t size);
+
+std::string tree_root(MerkleNodes& nodes, uint64_t size);
+std::vector<std::string> inclusion_proof(MerkleNodes& nodes, uint64_t index, uint64_t size);
+std::vector<std::string> consistency_proof(MerkleNodes& nodes, uint64_t old_size, uint64_t size);
+
 // MTH of the first `size` leaf hashes (size <= leaves.size()).
 std::string tree_root(const std::vector<std::string>& leaves, uint64_t size);
 // The audit path of leaf `index` in the tree of the first `size` leaves.

@@ -6,8 +6,10 @@
 #include <openssl/pem.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/base64.h"
 #include "core/io.h"
@@ -199,6 +201,54 @@ TEST(Merkle, EveryInclusionAndConsistencyProofVerifiesAndAChangedOneFails) {
         bent.back()[0] ^= 1;
         EXPECT_FALSE(verify_consistency(m, n, old_root, root, bent).ok());
       }
+    }
+  }
+}
+
+// Kept nodes: every complete subtree's hash in a map, as a store keeps them.
+// A root or a proof from them is the one from the leaves, and it reads only
+// the nodes nodes_for_* name (a handful, not the leaves).
+class KeptNodes final : public MerkleNodes {
+ public:
+  explicit KeptNodes(const std::vector<std::string>& leaves) {
+    for (uint64_t i = 0; i < leaves.size(); ++i) kept[{0, i}] = leaves[i];
+    for (unsigned l = 1; (uint64_t{1} << l) <= leaves.size(); ++l)
+      for (uint64_t i = 0; (i + 1) << l <= leaves.size(); ++i)
+        kept[{l, i}] = node_hash(kept.at({l - 1, 2 * i}), kept.at({l - 1, 2 * i + 1}));
+  }
+  std::string node(unsigned level, uint64_t index) override {
+    read.push_back({level, index});
+    return kept.at({level, index});
+  }
+  std::map<NodeRef, std::string> kept;
+  std::vector<NodeRef> read;
+};
+
+bool same_refs(const std::vector<NodeRef>& a, const std::vector<NodeRef>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const NodeRef& x, const NodeRef& y) { return !(x < y) && !(y < x); });
+}
+
+TEST(Merkle, KeptNodesGiveTheLeavesRootsAndProofsReadingFewNodes) {
+  std::vector<std::string> leaves;
+  for (int i = 0; i < 70; ++i) leaves.push_back(leaf_hash("event " + std::to_string(i)));
+  for (uint64_t n = 1; n <= leaves.size(); ++n) {
+    std::vector<std::string> prefix(leaves.begin(), leaves.begin() + static_cast<long>(n));
+    KeptNodes kept(prefix);
+    kept.read.clear();
+    EXPECT_EQ(tree_root(kept, n), tree_root(leaves, n)) << n;
+    EXPECT_TRUE(same_refs(kept.read, nodes_for_root(n))) << n;
+    EXPECT_LE(kept.read.size(), 7u) << n;  // one per set bit of n
+    for (uint64_t i = 0; i < n; ++i) {
+      kept.read.clear();
+      EXPECT_EQ(inclusion_proof(kept, i, n), inclusion_proof(leaves, i, n)) << i << "/" << n;
+      EXPECT_TRUE(same_refs(kept.read, nodes_for_inclusion(i, n))) << i << "/" << n;
+      EXPECT_LE(kept.read.size(), 2u * 7u) << i << "/" << n;
+    }
+    for (uint64_t m = 1; m <= n; ++m) {
+      kept.read.clear();
+      EXPECT_EQ(consistency_proof(kept, m, n), consistency_proof(leaves, m, n)) << m << "->" << n;
+      EXPECT_TRUE(same_refs(kept.read, nodes_for_consistency(m, n))) << m << "->" << n;
     }
   }
 }
