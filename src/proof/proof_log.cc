@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <map>
+
 #include "core/base64.h"
 #include "proof/boundary_facts.h"
 #include "proof/checkpoint.h"
@@ -12,19 +14,78 @@ namespace {
 
 using json = nlohmann::json;
 
-// The Merkle leaves of the log's first `size` events: each event's hash.
-Result<std::vector<std::string>> leaves(store::Store& st, int64_t size) {
-  auto hashes = store::AuditLog(st).hashes(size);
+// The log's tree as the store keeps it (store::AuditLog::merkle_*), read a
+// node at a time and remembered for one root or proof.
+class StoredNodes final : public MerkleNodes {
+ public:
+  explicit StoredNodes(store::AuditLog& log) : log_(log) {}
+  std::string node(unsigned level, uint64_t index) override {
+    const NodeRef ref{level, index};
+    if (const auto it = read_.find(ref); it != read_.end()) return it->second;
+    auto hex = log_.merkle_node(static_cast<int>(level), static_cast<int64_t>(index));
+    std::string raw;
+    if (hex.ok() && *hex) {
+      if (auto r = from_hex(**hex); r && r->size() == kHashBytes) raw = std::move(*r);
+    }
+    if (raw.empty()) {
+      // Not kept, or unreadable: the answer cannot be trusted; say which.
+      failed_ = "node " + std::to_string(level) + "/" + std::to_string(index) + " of the tree " +
+                (hex.ok() ? "is not kept" : hex.error().to_string());
+      raw.assign(kHashBytes, '\0');
+    }
+    return read_[ref] = raw;
+  }
+  const std::string& failed() const { return failed_; }
+
+ private:
+  store::AuditLog& log_;
+  std::map<NodeRef, std::string> read_;
+  std::string failed_;
+};
+
+// Extends the kept tree to cover the log's first `size` events: their leaf
+// hashes and every complete subtree they finish, O(new events + log n) rows.
+Status keep_tree(store::AuditLog& log, uint64_t size) {
+  auto covered = log.merkle_leaves();
+  if (!covered.ok()) return covered.take_error();
+  const uint64_t from = static_cast<uint64_t>(*covered);
+  if (from >= size) return ok_status();
+  auto hashes = log.hashes_between(static_cast<int64_t>(from), static_cast<int64_t>(size));
   if (!hashes.ok()) return hashes.take_error();
-  std::vector<std::string> out;
-  out.reserve(hashes->size());
-  for (const auto& h : *hashes) {
-    auto raw = from_hex(h);
+  if (hashes->size() != size - from) return make_error("audit log", "events are missing");
+  std::map<NodeRef, std::string> made;
+  for (uint64_t i = 0; i < hashes->size(); ++i) {
+    auto raw = from_hex((*hashes)[i]);
     if (!raw || raw->size() != kHashBytes)
       return make_error("audit log", "an event's hash is not 64 hex digits");
-    out.push_back(leaf_hash(*raw));
+    made[{0, from + i}] = leaf_hash(*raw);
   }
-  return out;
+  StoredNodes kept(log);
+  auto child = [&](unsigned level, uint64_t index) {
+    const auto it = made.find({level, index});
+    return it != made.end() ? it->second : kept.node(level, index);
+  };
+  for (unsigned l = 1; l < 64 && (uint64_t{1} << l) <= size; ++l) {
+    // The nodes of this level that the new leaves finish.
+    for (uint64_t j = from >> l; ((j + 1) << l) <= size; ++j) {
+      if (((j + 1) << l) <= from) continue;  // finished before: kept already
+      made[{l, j}] = node_hash(child(l - 1, 2 * j), child(l - 1, 2 * j + 1));
+    }
+  }
+  if (!kept.failed().empty()) return make_error("audit log", kept.failed());
+  std::vector<store::AuditLog::MerkleNode> rows;
+  rows.reserve(made.size());
+  for (const auto& [ref, hash] : made)
+    rows.push_back({static_cast<int>(ref.level), static_cast<int64_t>(ref.index), to_hex(hash)});
+  return log.keep_merkle_nodes(rows);
+}
+
+// The log's size now, with its tree kept that far.
+Result<uint64_t> kept_size(store::AuditLog& log) {
+  auto size = log.size();
+  if (!size.ok()) return size.take_error();
+  RF_TRY(keep_tree(log, static_cast<uint64_t>(*size)));
+  return static_cast<uint64_t>(*size);
 }
 
 json hex_list(const std::vector<std::string>& hashes) {
@@ -34,12 +95,11 @@ json hex_list(const std::vector<std::string>& hashes) {
 }
 
 // An event, its place in the tree of the first `size` leaves, and its audit path.
-json proven_entry(const std::vector<std::string>& leaves, uint64_t size,
-                  const store::AuditEvent& e) {
+json proven_entry(MerkleNodes& nodes, uint64_t size, const store::AuditEvent& e) {
   const uint64_t index = static_cast<uint64_t>(e.seq - 1);
   return json{{"event", event_json(e)},
               {"index", index},
-              {"inclusion", hex_list(inclusion_proof(leaves, index, size))}};
+              {"inclusion", hex_list(inclusion_proof(nodes, index, size))}};
 }
 
 }  // namespace
@@ -154,9 +214,13 @@ Result<Recorded> ProofLog::record_receipt(const CallRecord& call, int64_t report
 }
 
 Result<std::string> ProofLog::checkpoint() {
-  auto l = leaves(store_, 0);
-  if (!l.ok()) return l.take_error();
-  return sign_checkpoint({origin_, l->size(), tree_root(*l, l->size())}, key_);
+  store::AuditLog log(store_);
+  auto size = kept_size(log);
+  if (!size.ok()) return size.take_error();
+  StoredNodes nodes(log);
+  const std::string root = tree_root(nodes, *size);
+  if (!nodes.failed().empty()) return make_error("checkpoint", nodes.failed());
+  return sign_checkpoint({origin_, *size, root}, key_);
 }
 
 Result<json> ProofLog::bundle(int64_t receipt_seq, int64_t report_seq) {
@@ -165,15 +229,16 @@ Result<json> ProofLog::bundle(int64_t receipt_seq, int64_t report_seq) {
   if (!receipt.ok()) return receipt.take_error();
   auto report = log.get(report_seq);
   if (!report.ok()) return report.take_error();
-  auto l = leaves(store_, 0);
-  if (!l.ok()) return l.take_error();
-  const uint64_t size = l->size();
-  const std::string note = sign_checkpoint({origin_, size, tree_root(*l, size)}, key_);
-  auto entry = [&](const store::AuditEvent& e) { return proven_entry(*l, size, e); };
+  auto kept = kept_size(log);
+  if (!kept.ok()) return kept.take_error();
+  const uint64_t size = *kept;
+  StoredNodes nodes(log);
+  const std::string note = sign_checkpoint({origin_, size, tree_root(nodes, size)}, key_);
+  auto entry = [&](const store::AuditEvent& e) { return proven_entry(nodes, size, e); };
   auto envelope_of = [](const store::AuditEvent& e) {
     return json::parse(e.detail_json, nullptr, false).value("envelope", json::object());
   };
-  return json{{"format", kBundleFormat},
+  json out = {{"format", kBundleFormat},
               {"receipt", envelope_of(*receipt)},
               {"report", envelope_of(*report)},
               {"log",
@@ -182,6 +247,8 @@ Result<json> ProofLog::bundle(int64_t receipt_seq, int64_t report_seq) {
                 {"checkpoint", note},
                 {"receipt_entry", entry(*receipt)},
                 {"report_entry", entry(*report)}}}};
+  if (!nodes.failed().empty()) return make_error("receipt bundle", nodes.failed());
+  return out;
 }
 
 Result<std::optional<int64_t>> ProofLog::receipt_of_call(int64_t call_id) {
@@ -211,32 +278,39 @@ Result<Recorded> ProofLog::record_sandbox_report(Sandbox& sandbox, const EventCo
 }
 
 Result<json> ProofLog::inclusion(int64_t seq) {
-  auto event = store::AuditLog(store_).get(seq);
+  store::AuditLog log(store_);
+  auto event = log.get(seq);
   if (!event.ok()) return event.take_error();
-  auto l = leaves(store_, 0);
-  if (!l.ok()) return l.take_error();
-  const uint64_t size = l->size();
-  json out = proven_entry(*l, size, *event);
-  out["checkpoint"] = sign_checkpoint({origin_, size, tree_root(*l, size)}, key_);
+  auto kept = kept_size(log);
+  if (!kept.ok()) return kept.take_error();
+  const uint64_t size = *kept;
+  StoredNodes nodes(log);
+  json out = proven_entry(nodes, size, *event);
+  out["checkpoint"] = sign_checkpoint({origin_, size, tree_root(nodes, size)}, key_);
   out["size"] = size;
+  if (!nodes.failed().empty()) return make_error("inclusion proof", nodes.failed());
   return out;
 }
 
 Result<json> ProofLog::consistency(uint64_t from, uint64_t to) {
-  auto l = leaves(store_, 0);
-  if (!l.ok()) return l.take_error();
-  if (to == 0) to = l->size();
-  if (from == 0 || from > to || to > l->size()) {
+  store::AuditLog log(store_);
+  auto kept = kept_size(log);
+  if (!kept.ok()) return kept.take_error();
+  if (to == 0) to = *kept;
+  if (from == 0 || from > to || to > *kept) {
     return make_error("consistency proof", "from " + std::to_string(from) + " to " +
                                                std::to_string(to) + ": the log has " +
-                                               std::to_string(l->size()) +
+                                               std::to_string(*kept) +
                                                " events; 0 < from <= to <= that");
   }
-  return json{{"checkpoint", sign_checkpoint({origin_, to, tree_root(*l, to)}, key_)},
+  StoredNodes nodes(log);
+  json out = {{"checkpoint", sign_checkpoint({origin_, to, tree_root(nodes, to)}, key_)},
               {"from", from},
               {"to", to},
-              {"from_root", to_hex(tree_root(*l, from))},
-              {"consistency", hex_list(consistency_proof(*l, from, to))}};
+              {"from_root", to_hex(tree_root(nodes, from))},
+              {"consistency", hex_list(consistency_proof(nodes, from, to))}};
+  if (!nodes.failed().empty()) return make_error("consistency proof", nodes.failed());
+  return out;
 }
 
 Result<json> ProofLog::bundle_for_receipt(int64_t receipt_seq) {

@@ -186,6 +186,63 @@ Result<std::vector<std::string>> AuditLog::hashes(int64_t up_to) {
   });
 }
 
+Result<std::vector<std::string>> AuditLog::hashes_between(int64_t after, int64_t up_to) {
+  return store_.locked([&](Db& db) {
+    return within("read the audit log",
+                  rows<std::string>(db, read_text0,
+                                    "SELECT hash FROM audit_events WHERE seq > ?1 AND seq <= ?2 "
+                                    "ORDER BY seq",
+                                    after, up_to));
+  });
+}
+
+Result<int64_t> AuditLog::size() {
+  auto n = store_.locked([&](Db& db) {
+    return within("read the audit log",
+                  first_row<int64_t>(
+                      db, [](const Statement& st) -> Result<int64_t> { return st.int64(0); },
+                      "SELECT COALESCE(MAX(seq), 0) FROM audit_events"));
+  });
+  if (!n.ok()) return n.take_error();
+  return n->value_or(0);
+}
+
+Result<int64_t> AuditLog::merkle_leaves() {
+  auto n = store_.locked([&](Db& db) {
+    return within("read the audit log's tree",
+                  first_row<int64_t>(
+                      db, [](const Statement& st) -> Result<int64_t> { return st.int64(0); },
+                      "SELECT COALESCE(MAX(idx) + 1, 0) FROM audit_merkle WHERE level = 0"));
+  });
+  if (!n.ok()) return n.take_error();
+  return n->value_or(0);
+}
+
+Result<std::optional<std::string>> AuditLog::merkle_node(int level, int64_t index) {
+  return store_.locked([&](Db& db) {
+    return within("read the audit log's tree",
+                  first_row<std::string>(db, read_text0,
+                                         "SELECT hash FROM audit_merkle WHERE level = ?1 AND "
+                                         "idx = ?2",
+                                         int64_t{level}, index));
+  });
+}
+
+Status AuditLog::keep_merkle_nodes(const std::vector<MerkleNode>& nodes) {
+  if (nodes.empty()) return ok_status();
+  return store_.locked([&](Db& db) {
+    return within("keep the audit log's tree", write_transaction(db, [&]() -> Status {
+                    for (const MerkleNode& n : nodes) {
+                      RF_TRY(exec(db,
+                                  "INSERT INTO audit_merkle (level, idx, hash) VALUES (?1, ?2, ?3) "
+                                  "ON CONFLICT (level, idx) DO NOTHING",
+                                  int64_t{n.level}, n.index, n.hash));
+                    }
+                    return ok_status();
+                  }));
+  });
+}
+
 Result<AuditVerdict> verify_audit_chain(Db& db) {
   if (sodium_init() < 0) return make_error("verify the audit log", "libsodium cannot start");
   AuditVerdict v;

@@ -81,6 +81,24 @@ class AuditLog {
   // The hashes (hex) of events 1..up_to (all when 0), in seq order: the
   // Merkle log's leaves. The size read is the number returned.
   Result<std::vector<std::string>> hashes(int64_t up_to = 0);
+  // The hashes (hex) of events after..up_to, in seq order.
+  Result<std::vector<std::string>> hashes_between(int64_t after, int64_t up_to);
+  // The last event's seq: the log's size (0 when empty).
+  Result<int64_t> size();
+
+  // The Merkle tree's kept nodes (proof/merkle.h: the hash of leaves
+  // [index << level, (index + 1) << level), hex). How many leaves they
+  // cover; one node (nullopt when not kept); new ones, in one transaction,
+  // each kept once (a node is the same whoever computes it, so writers that
+  // race agree).
+  struct MerkleNode {
+    int level = 0;
+    int64_t index = 0;
+    std::string hash;
+  };
+  Result<int64_t> merkle_leaves();
+  Result<std::optional<std::string>> merkle_node(int level, int64_t index);
+  Status keep_merkle_nodes(const std::vector<MerkleNode>& nodes);
 
  private:
   Store& store_;

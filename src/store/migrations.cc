@@ -466,6 +466,19 @@ ALTER TABLE workflow_runs ADD COLUMN requires_json TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE workflow_runs ADD COLUMN handed_off_at INTEGER;
 )sql";
 
+// v10: the audit log's Merkle tree, kept (proof/merkle.h): the hash (hex) of
+// each complete subtree, leaves [idx << level, (idx + 1) << level). Derived
+// from audit_events alone, so any store can rebuild it; kept so a root or a
+// proof reads O(log n) rows, not every event.
+constexpr std::string_view kV10 = R"sql(
+CREATE TABLE audit_merkle (
+  level INTEGER NOT NULL CHECK (level >= 0 AND level < 64),
+  idx INTEGER NOT NULL CHECK (idx >= 0),
+  hash TEXT NOT NULL CHECK (length(hash) = 64),
+  PRIMARY KEY (level, idx)
+) STRICT, WITHOUT ROWID;
+)sql";
+
 // ---- The same versions on PostgreSQL. Each does what its SQLite twin above
 // does, in PostgreSQL's dialect: BIGINT for every integer (times are
 // milliseconds), BYTEA for blobs, identity columns for SQLite's INTEGER
@@ -801,6 +814,15 @@ ALTER TABLE workflow_runs ADD COLUMN requires_json TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE workflow_runs ADD COLUMN handed_off_at BIGINT;
 )sql";
 
+constexpr std::string_view kPgV10 = R"sql(
+CREATE TABLE audit_merkle (
+  level BIGINT NOT NULL CHECK (level >= 0 AND level < 64),
+  idx BIGINT NOT NULL CHECK (idx >= 0),
+  hash TEXT NOT NULL CHECK (length(hash) = 64),
+  PRIMARY KEY (level, idx)
+);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1, kPgV1},
     {2, kV2, kPgV2},
@@ -811,6 +833,7 @@ constexpr Migration kMigrations[] = {
     {7, kV7, kPgV7},
     {8, kV8, kPgV8},
     {9, kV9, kPgV9},
+    {10, kV10, kPgV10},
 };
 
 std::string_view version_table(const Db& db) {

@@ -23,6 +23,7 @@
 #include "proof/signing_key.h"
 #include "proof/verify.h"
 #include "store/store.h"
+#include "support/store_target.h"
 
 namespace rf::proof {
 namespace {
@@ -471,7 +472,8 @@ class ReceiptFile : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = temp_dir();
-    auto st = store::Store::open(dir_ + "/store.db");
+    target_ = rf::testing::fresh_store_target(dir_ + "/store.db");  // both engines
+    auto st = store::Store::open(target_);
     ASSERT_TRUE(st.ok()) << st.error().to_string();
     store_ = std::move(*st);
     for (int i = 0; i < 5; ++i) {  // events before ours: the proofs are not trivial
@@ -506,7 +508,7 @@ class ReceiptFile : public ::testing::Test {
     return v.ok() ? std::string() : v.error().to_string();
   }
 
-  std::string dir_;
+  std::string dir_, target_;
   std::unique_ptr<store::Store> store_;
   SigningKey key_ = SigningKey::generate();
   json bundle_;
@@ -558,6 +560,60 @@ TEST_F(ReceiptFile, ReceiptsFiledTogetherEachHaveTheirOwnEventAndVerify) {
   }
   std::vector<Signed> none;
   EXPECT_TRUE(log.file(none).ok());
+}
+
+// The log's tree is kept in the store and extended as the log grows: each
+// checkpoint and proof is the one the leaves give, whichever store handle
+// extended it last, and a kept node changed by hand makes proofs fail to
+// verify rather than pass.
+TEST_F(ReceiptFile, TheKeptTreeGrowsWithTheLogAndIsTheLeavesTree) {
+  ProofLog log(*store_, key_, "ringfence/test/audit");
+  auto other = store::Store::open(target_);  // another writer of the same store
+  ASSERT_TRUE(other.ok()) << other.error().to_string();
+  ProofLog other_log(**other, key_, "ringfence/test/audit");
+  const int64_t receipt_seq = bundle_["log"]["receipt_entry"]["event"]["seq"];
+  const int64_t report_seq = bundle_["log"]["report_entry"]["event"]["seq"];
+  for (int round = 0; round < 6; ++round) {
+    std::vector<store::AuditEvent> more(static_cast<size_t>(round * 7 + 1));
+    for (auto& e : more) {
+      e.kind = "test.filler";
+      e.actor = "test";
+    }
+    ASSERT_TRUE(store::AuditLog(round % 2 ? **other : *store_).append_all(more).ok());
+    ProofLog& by = round % 2 ? other_log : log;
+    auto b = by.bundle(receipt_seq, report_seq);
+    ASSERT_TRUE(b.ok()) << b.error().to_string();
+    EXPECT_EQ(problem(*b), "") << round;
+    // The checkpoint's root is the leaves' root.
+    auto hashes = store::AuditLog(*store_).hashes();
+    ASSERT_TRUE(hashes.ok());
+    std::vector<std::string> leaves;
+    for (const auto& h : *hashes) leaves.push_back(leaf_hash(*from_hex(h)));
+    auto cp = verify_checkpoint((*b)["log"]["checkpoint"].get<std::string>(), key_.public_key());
+    ASSERT_TRUE(cp.ok()) << cp.error().to_string();
+    EXPECT_EQ(cp->size, leaves.size());
+    EXPECT_EQ(cp->root, tree_root(leaves, leaves.size())) << round;
+    auto c = by.consistency(7, 0);
+    ASSERT_TRUE(c.ok()) << c.error().to_string();
+    std::vector<std::string> proof;
+    for (const auto& h : (*c)["consistency"]) proof.push_back(*from_hex(h.get<std::string>()));
+    EXPECT_TRUE(verify_consistency(7, leaves.size(), tree_root(leaves, 7), cp->root, proof).ok());
+  }
+  auto kept = store::AuditLog(*store_).merkle_leaves();
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, *store::AuditLog(*store_).size());
+  // A kept node changed in the file, as someone with write access could:
+  // what is built from it no longer verifies against the leaves' proof path.
+  auto s = store_->locked([&](store::Db& db) {
+    // The largest complete subtree: the checkpoint's root reads it.
+    return db.exec(
+        "UPDATE audit_merkle SET hash = CASE WHEN substr(hash, 1, 1) = 'f' THEN 'e' ELSE 'f' END "
+        "|| substr(hash, 2) WHERE level = (SELECT MAX(level) FROM audit_merkle)");
+  });
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  auto b = log.bundle(receipt_seq, report_seq);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  EXPECT_NE(problem(*b), "");
 }
 
 TEST_F(ReceiptFile, OneByteChangedAnywhereFailsAndSaysWhat) {
