@@ -66,11 +66,10 @@ Status keep_tree(store::AuditLog& log, uint64_t size) {
     return it != made.end() ? it->second : kept.node(level, index);
   };
   for (unsigned l = 1; l < 64 && (uint64_t{1} << l) <= size; ++l) {
-    // The nodes of this level that the new leaves finish.
-    for (uint64_t j = from >> l; ((j + 1) << l) <= size; ++j) {
-      if (((j + 1) << l) <= from) continue;  // finished before: kept already
+    // The nodes of this level that the new leaves finish (the first one
+    // ends past `from`: the ones before it were kept by an earlier extension).
+    for (uint64_t j = from >> l; ((j + 1) << l) <= size; ++j)
       made[{l, j}] = node_hash(child(l - 1, 2 * j), child(l - 1, 2 * j + 1));
-    }
   }
   if (!kept.failed().empty()) return make_error("audit log", kept.failed());
   std::vector<store::AuditLog::MerkleNode> rows;

@@ -176,16 +176,6 @@ Result<AuditEvent> AuditLog::get(int64_t seq) {
   return std::move(**e);
 }
 
-Result<std::vector<std::string>> AuditLog::hashes(int64_t up_to) {
-  return store_.locked([&](Db& db) {
-    return within("read the audit log",
-                  rows<std::string>(db, read_text0,
-                                    "SELECT hash FROM audit_events WHERE ?1 = 0 OR seq <= ?1 "
-                                    "ORDER BY seq",
-                                    up_to));
-  });
-}
-
 Result<std::vector<std::string>> AuditLog::hashes_between(int64_t after, int64_t up_to) {
   return store_.locked([&](Db& db) {
     return within("read the audit log",
@@ -197,23 +187,17 @@ Result<std::vector<std::string>> AuditLog::hashes_between(int64_t after, int64_t
 }
 
 Result<int64_t> AuditLog::size() {
-  auto n = store_.locked([&](Db& db) {
-    return within("read the audit log",
-                  first_row<int64_t>(
-                      db, [](const Statement& st) -> Result<int64_t> { return st.int64(0); },
-                      "SELECT COALESCE(MAX(seq), 0) FROM audit_events"));
-  });
-  if (!n.ok()) return n.take_error();
-  return n->value_or(0);
+  return number("read the audit log", "SELECT COALESCE(MAX(seq), 0) FROM audit_events");
 }
 
 Result<int64_t> AuditLog::merkle_leaves() {
-  auto n = store_.locked([&](Db& db) {
-    return within("read the audit log's tree",
-                  first_row<int64_t>(
-                      db, [](const Statement& st) -> Result<int64_t> { return st.int64(0); },
-                      "SELECT COALESCE(MAX(idx) + 1, 0) FROM audit_merkle WHERE level = 0"));
-  });
+  return number("read the audit log's tree",
+                "SELECT COALESCE(MAX(idx) + 1, 0) FROM audit_merkle WHERE level = 0");
+}
+
+Result<int64_t> AuditLog::number(const char* what, std::string_view sql) {
+  auto n =
+      store_.locked([&](Db& db) { return within(what, first_row<int64_t>(db, read_int0, sql)); });
   if (!n.ok()) return n.take_error();
   return n->value_or(0);
 }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -78,10 +79,8 @@ class AuditLog {
   Result<AuditVerdict> verify();
   // The event of `seq`, or kNotFound.
   Result<AuditEvent> get(int64_t seq);
-  // The hashes (hex) of events 1..up_to (all when 0), in seq order: the
-  // Merkle log's leaves. The size read is the number returned.
-  Result<std::vector<std::string>> hashes(int64_t up_to = 0);
-  // The hashes (hex) of events after..up_to, in seq order.
+  // The hashes (hex) of events after+1..up_to, in seq order: the Merkle
+  // log's leaves (proof/merkle.h).
   Result<std::vector<std::string>> hashes_between(int64_t after, int64_t up_to);
   // The last event's seq: the log's size (0 when empty).
   Result<int64_t> size();
@@ -101,6 +100,9 @@ class AuditLog {
   Status keep_merkle_nodes(const std::vector<MerkleNode>& nodes);
 
  private:
+  // A one-number query's answer (0 when it gives no row).
+  Result<int64_t> number(const char* what, std::string_view sql);
+
   Store& store_;
 };
 

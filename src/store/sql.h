@@ -101,12 +101,12 @@ Result<std::optional<T>> first_row(Db& db, Read read, std::string_view sql, cons
 }
 
 inline Result<std::string> read_text0(const Statement& st) { return st.text(0); }
+inline Result<int64_t> read_int0(const Statement& st) { return st.int64(0); }
 
 // The id an INSERT ... RETURNING id gave the new row.
 template <class... Args>
 Result<int64_t> inserted_id(Db& db, std::string_view sql, const Args&... args) {
-  auto id = first_row<int64_t>(
-      db, [](const Statement& st) -> Result<int64_t> { return st.int64(0); }, sql, args...);
+  auto id = first_row<int64_t>(db, read_int0, sql, args...);
   if (!id.ok()) return id.take_error();
   if (!*id) return fail("the insert returned no id");
   return **id;

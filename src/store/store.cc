@@ -192,8 +192,6 @@ Result<Project> require_project(Db& db, const std::string& id) {
   return std::move(**p);
 }
 
-Result<int64_t> read_int0(const Statement& st) { return st.int64(0); }
-
 struct Holder {
   std::string state;
   std::optional<std::string> worker_id;
