@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "runner/supervisor.h"
 
@@ -127,12 +128,18 @@ proto::ExitStatus command_not_found(const std::string& name) {
   return e;
 }
 
-Call::Call(Loop& loop, CallPlan plan)
-    : loop_(loop), plan_(std::move(plan)), started_at_(std::chrono::steady_clock::now()) {}
+Call::Call(Loop& loop, SupervisorPool& pool, CallPlan plan)
+    : loop_(loop),
+      pool_(pool),
+      plan_(std::move(plan)),
+      started_at_(std::chrono::steady_clock::now()) {}
 
 Call::~Call() {
   for (UniqueFd* fd : {&out_, &err_, &pty_, &in_, &report_, &timer_}) release(*fd);
-  ctl_.reset();  // if the supervisor still runs, this ends the call's tree
+  ctl_.reset();  // if the supervisor is still busy with us, this ends the call's tree
+  // ... and it exits once it has (its socket closes here): it is not handed
+  // another call while this one may still be ending.
+  if (supervisor_ > 0) pool_.let_go(supervisor_);
 }
 
 void Call::release(UniqueFd& fd) {
@@ -142,9 +149,9 @@ void Call::release(UniqueFd& fd) {
   fd.reset();
 }
 
-Result<std::unique_ptr<Call>> Call::start(Loop& loop, CallPlan plan, std::string stdin_data,
-                                          bool stdin_complete) {
-  std::unique_ptr<Call> call(new Call(loop, std::move(plan)));
+Result<std::unique_ptr<Call>> Call::start(Loop& loop, SupervisorPool& pool, CallPlan plan,
+                                          std::string stdin_data, bool stdin_complete) {
+  std::unique_ptr<Call> call(new Call(loop, pool, std::move(plan)));
   RF_TRY(call->spawn(std::move(stdin_data), stdin_complete));
   return call;
 }
@@ -165,12 +172,10 @@ Status Call::spawn(std::string stdin_data, bool stdin_complete) {
     if (!timer) return timer.take_error();
     timer_ = std::move(*timer);
   }
-  const ChildArgs a = child_args(plan_, ends);
-  // fork, not vfork: the runner is single-threaded, so the child may allocate.
-  const pid_t pid = ::fork();
-  if (pid < 0) return sys_error("exec: fork");
-  if (pid == 0) run_supervisor(a);
-  supervisor_ = pid;
+  auto pid = pool_.start(child_args(plan_, ends));
+  if (!pid) return pid.take_error();
+  supervisor_ = *pid;
+  // `ends` close here: the supervisor has its own copies.
 
   for (int fd : {out_.get(), err_.get(), in_.get(), pty_.get(), report_.get()}) set_nonblocking(fd);
   loop_.watch(report_.get(), id(), FdKind::kReport, EPOLLIN);
@@ -288,7 +293,9 @@ void Call::read_report() {
       command_ = r.pid;
       loop_.send(proto::MsgType::kStarted, id(), proto::to_json(proto::Started{r.pid}));
     } else if (r.kind == kDone) {
+      // Nothing of the call is left: its supervisor may take the next one.
       have_done_ = true;
+      if (supervisor_ > 0) pool_.finished(std::exchange(supervisor_, 0));
       done_ = Done{r.wait_status, r.exec_stage, r.exec_errno, r.killed != 0,
                    r.wall_us,     r.user_us,    r.sys_us,     r.max_rss_kb};
     }
@@ -298,6 +305,7 @@ void Call::read_report() {
     output_watched_ = true;
     update_watches();
   }
+  maybe_finish();
 }
 
 void Call::on_supervisor_exit(int wait_status) {
@@ -462,7 +470,7 @@ proto::ExitStatus Call::exit_status() const {
 }
 
 void Call::maybe_finish() {
-  if (finished_ || !supervisor_status_ || !out_eof_ || !err_eof_) return;
+  if (finished_ || (!have_done_ && !supervisor_status_) || !out_eof_ || !err_eof_) return;
   finished_ = true;
   loop_.send(proto::MsgType::kExit, id(), proto::to_json(exit_status()));
   drop_stdin();

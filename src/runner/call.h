@@ -5,11 +5,13 @@
 //
 //   runner (PID 1) ── supervisor (subreaper) ── command (own session) ── ...
 //
-// The supervisor forks the command, waits for it, then SIGKILLs every process
-// left below it (orphans reparent to it because it is a subreaper) until it has
-// no children, and only then writes its report and exits. So nothing a call
-// started outlives the call or keeps its stdout open. Closing the control pipe
-// (timeout, output cap, shutdown, or the runner dying) makes it kill the tree.
+// The supervisor (one of the runner's, runner/supervisor_pool.h, busy with
+// one call at a time) forks the command, waits for it, then SIGKILLs every
+// process left below it (orphans reparent to it because it is a subreaper)
+// until it has no children, and only then writes its report (kDone) and waits
+// for its next call. So nothing a call started outlives the call or keeps its
+// stdout open. Closing the control pipe (timeout, output cap, shutdown, or the
+// runner dying) makes it kill the tree.
 #pragma once
 
 #include <sys/types.h>
@@ -27,6 +29,7 @@
 #include "proto/frame.h"
 #include "proto/messages.h"
 #include "runner/supervisor.h"
+#include "runner/supervisor_pool.h"
 
 namespace rf::runner {
 
@@ -62,13 +65,15 @@ proto::ExitStatus command_not_found(const std::string& name);
 
 class Call {
  public:
-  // Forks the supervisor. A command that cannot start is reported through EXIT,
-  // not here; an error here means no process was made (pipes, fork).
-  static Result<std::unique_ptr<Call>> start(Loop& loop, CallPlan plan, std::string stdin_data,
-                                             bool stdin_complete);
+  // Hands the call to a supervisor of `pool`. A command that cannot start is
+  // reported through EXIT, not here; an error here means no process was made
+  // (pipes, fork).
+  static Result<std::unique_ptr<Call>> start(Loop& loop, SupervisorPool& pool, CallPlan plan,
+                                             std::string stdin_data, bool stdin_complete);
   ~Call();
 
   uint32_t id() const { return plan_.id; }
+  // The supervisor while it is busy with this call (0 once its kDone was read).
   pid_t supervisor_pid() const { return supervisor_; }
   pid_t command_pid() const { return command_; }
   bool finished() const { return finished_; }
@@ -91,7 +96,7 @@ class Call {
 
  private:
   bool output_open() const;
-  Call(Loop& loop, CallPlan plan);
+  Call(Loop& loop, SupervisorPool& pool, CallPlan plan);
   Status spawn(std::string stdin_data, bool stdin_complete);
   void read_output(FdKind kind);
   void forward(FdKind kind, std::string_view data);
@@ -107,6 +112,7 @@ class Call {
   UniqueFd& output_slot(FdKind kind);
 
   Loop& loop_;
+  SupervisorPool& pool_;
   CallPlan plan_;
   std::chrono::steady_clock::time_point started_at_;
   pid_t supervisor_ = 0;

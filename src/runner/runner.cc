@@ -358,7 +358,9 @@ void Runner::reap_children() {
   pid_t pid;
   // Reaps supervisors and, as PID 1, any orphan that reparented to us.
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-    bool supervisor = false;
+    // A supervisor died: killed by a process of the sandbox (same uid), or let
+    // go. While busy, its call is told; idle, it is only forgotten.
+    bool supervisor = supervisors_.reaped(pid);
     for (auto it = calls_.begin(); it != calls_.end(); ++it) {
       if (it->second->supervisor_pid() != pid) continue;
       supervisor = true;
@@ -378,11 +380,8 @@ void Runner::kill_orphans() {
   std::vector<pid_t> children;
   children_of(::getpid(), &children);
   for (pid_t pid : children) {
-    const bool supervisor = std::any_of(calls_.begin(), calls_.end(), [pid](const auto& c) {
-      return c.second->supervisor_pid() == pid;
-    });
     // Our only children are supervisors; anything else escaped a killed one.
-    if (!supervisor) kill_tree(pid);
+    if (!supervisors_.owns(pid)) kill_tree(pid);
   }
 }
 
@@ -470,7 +469,7 @@ void Runner::handle_exec(proto::Frame&& f) {
     send(MsgType::kExit, id, proto::to_json(command_not_found(plan.req.argv[0])));
     return;
   }
-  auto call = Call::start(*this, std::move(plan), std::move(f.data),
+  auto call = Call::start(*this, supervisors_, std::move(plan), std::move(f.data),
                           (f.flags & proto::kFlagStdinComplete) != 0);
   if (!call) return reply_error(id, call.error());
   calls_[id] = std::move(*call);
@@ -554,13 +553,11 @@ void Runner::handle_probe(const proto::Frame& f) {
 // ---- the end ----
 
 void Runner::end_all_calls() {
-  std::vector<pid_t> supervisors;
-  for (auto& [id, call] : calls_) {
-    call->kill("shutdown");
-    if (call->supervisor_pid() > 0) supervisors.push_back(call->supervisor_pid());
-  }
-  // Each supervisor kills its tree and exits; wait a little so none outlives us
-  // when we are not PID 1 (as PID 1, our exit ends the whole namespace anyway).
+  for (auto& [id, call] : calls_) call->kill("shutdown");
+  // Each supervisor kills its call's tree and exits (its socket is closed);
+  // wait a little so none outlives us when we are not PID 1 (as PID 1, our
+  // exit ends the whole namespace anyway).
+  std::vector<pid_t> supervisors = supervisors_.close_all();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (!supervisors.empty() && std::chrono::steady_clock::now() < deadline) {
     std::erase_if(supervisors, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) != 0; });

@@ -18,6 +18,7 @@
 #include "runner/cred_server.h"
 #include "runner/egress_bridge.h"
 #include "runner/file_ops.h"
+#include "runner/supervisor_pool.h"
 
 namespace rf::runner {
 
@@ -88,6 +89,7 @@ class Runner final : public Loop {
   size_t out_off_ = 0;
   bool paused_ = false;
   uint32_t sock_events_ = 0;
+  SupervisorPool supervisors_;  // before calls_: a call gives its supervisor back as it goes
   std::map<uint32_t, std::unique_ptr<Call>> calls_;
   std::map<std::string, std::string> extra_env_;  // from set_env, under every call's env
   std::optional<int> exit_code_;

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <string>
 
+#include "runner/call_handoff.h"
+
 namespace rf::runner {
 
 // Children of `pid` (every thread's), from /proc/<pid>/task/<tid>/children.
@@ -173,6 +175,7 @@ void supervise(pid_t command, int ctl, int64_t start_us, Report* r) {
     }
     if (pid < 0 && errno == ECHILD) done = true;
   }
+  if (sigfd >= 0) ::close(sigfd);
 }
 
 // Kills and reaps until nothing is left below the supervisor.
@@ -184,14 +187,15 @@ void reap_everything(pid_t command) {
 }
 
 // Forks the command and waits until it has exec'd; returns its pid, or -1 with
-// the failure in `r`.
-pid_t start_command(const ChildArgs& a, Report* r) {
+// the failure in `r`. The call's stdio goes with the command.
+pid_t start_command(ReceivedCall& call, Report* r) {
   int errpipe[2];
   if (::pipe2(errpipe, O_CLOEXEC) != 0) {
     r->exec_stage = kStageSetup;
     r->exec_errno = errno;
     return -1;
   }
+  const ChildArgs a = call.args();
   // vfork: no page-table copy; run_command makes only syscalls and then execs or _exits.
   const pid_t command = ::vfork();
   if (command == 0) {
@@ -200,9 +204,10 @@ pid_t start_command(const ChildArgs& a, Report* r) {
   }
   const int fork_errno = errno;
   ::close(errpipe[1]);
-  ::close(a.in);  // the command holds its own copies now
-  if (a.out != a.in) ::close(a.out);
-  if (a.err != a.in) ::close(a.err);
+  // The command holds its own copies now: its stdout reaches EOF with it.
+  call.in.reset();
+  call.out.reset();
+  call.err.reset();
   ExecFailure f{kStageSetup, fork_errno};
   ssize_t n = command < 0 ? sizeof f : 0;
   while (command > 0 && (n = ::read(errpipe[0], &f, sizeof f)) < 0 && errno == EINTR) {
@@ -214,27 +219,40 @@ pid_t start_command(const ChildArgs& a, Report* r) {
   return command;
 }
 
-}  // namespace
-
-[[noreturn]] void run_supervisor(const ChildArgs& a) {
-  close_all_but({a.in, a.out, a.err, a.report, a.ctl});
-  // Subreaper: whatever the command leaves behind (daemonised, setsid) reparents to
-  // us instead of PID 1, so it can be found and killed before the call ends.
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+// One call, start to end: kStarted once the command runs, kDone once nothing
+// of it is left.
+void supervise_call(ReceivedCall& call) {
   Report r;
   r.kind = kDone;
   const int64_t start_us = now_us();
-  const pid_t command = start_command(a, &r);
+  const pid_t command = start_command(call, &r);
   if (command > 0 && r.exec_stage == kStageNone) {
     Report started;
     started.kind = kStarted;
     started.pid = command;
-    (void)!::write(a.report, &started, sizeof started);
+    (void)!::write(call.report.get(), &started, sizeof started);
   }
-  if (command > 0) supervise(command, a.ctl, start_us, &r);
+  if (command > 0) supervise(command, call.ctl.get(), start_us, &r);
   reap_everything(command);
-  (void)!::write(a.report, &r, sizeof r);
-  ::_exit(0);
+  (void)!::write(call.report.get(), &r, sizeof r);
+}
+
+}  // namespace
+
+[[noreturn]] void serve_calls(int sock) {
+  close_all_but({sock});
+  // Subreaper: whatever a command leaves behind (daemonised, setsid) reparents
+  // to us instead of PID 1, so it can be found and killed before its call ends.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  for (;;) {
+    auto call = receive_call(sock);
+    // The runner closed our socket (or it broke): no call is running, so
+    // nothing is left below us.
+    if (!call || !*call) ::_exit(0);
+    // The runner waits for this before it lets the call's descriptors go.
+    if (::write(sock, &kCallAck, 1) != 1) ::_exit(0);
+    supervise_call(**call);
+  }  // the call's report and control descriptors close here
 }
 
 }  // namespace rf::runner

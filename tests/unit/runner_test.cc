@@ -23,6 +23,8 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "host/runner_client.h"
@@ -677,6 +679,85 @@ TEST_F(RunnerTest, ConcurrentCallsEachGetTheirOwnOutput) {
     EXPECT_EQ(runs[i].out, n + "\n" + n + "\n" + n + "\n");
     EXPECT_EQ(runs[i].err, "e" + n + "\n");
     EXPECT_EQ(runs[i].exit.exit_code, i);
+  }
+}
+
+// ---- supervisors, kept between calls (runner/supervisor_pool.h) ----
+
+TEST_F(RunnerTest, OneCallAtATimeReusesOneSupervisor) {
+  // $PPID is the call's supervisor: calls one after another share it, and what
+  // a call left behind is gone before the next one starts.
+  std::set<std::string> supervisors;
+  std::string left;
+  for (int i = 0; i < 5; ++i) {
+    Outcome r = sh("echo $PPID; setsid sleep 100 & echo $!");
+    ASSERT_TRUE(r.ok) << r.error;
+    ASSERT_EQ(r.exit.exit_code, 0);
+    std::istringstream lines(r.out);
+    std::string ppid, bg;
+    lines >> ppid >> bg;
+    supervisors.insert(ppid);
+    ASSERT_GT(std::atoi(bg.c_str()), 0) << r.out;
+    EXPECT_FALSE(alive(std::atoi(bg.c_str()))) << "call " << i << " left " << bg << " running";
+  }
+  EXPECT_EQ(supervisors.size(), 1u);
+}
+
+TEST_F(RunnerTest, ConcurrentCallsHaveSupervisorsOfTheirOwn) {
+  std::vector<std::thread> threads;
+  std::vector<Outcome> runs(3);
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] { runs[i] = sh("sleep 0.3; echo $PPID"); });
+  }
+  for (auto& t : threads) t.join();
+  std::set<std::string> supervisors;
+  for (const auto& r : runs) {
+    ASSERT_TRUE(r.ok) << r.error;
+    supervisors.insert(r.out);
+  }
+  EXPECT_EQ(supervisors.size(), 3u);
+}
+
+TEST_F(RunnerTest, AnIdleSupervisorStoppedOrKilledByACallDoesNotHoldTheNext) {
+  // Same uid: a call can signal the supervisors idle beside its own. One that
+  // was stopped is woken for its next call; one that was killed is replaced.
+  std::vector<std::thread> threads;
+  std::vector<Outcome> runs(2);
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] { runs[i] = sh("sleep 0.3; echo $PPID"); });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(runs[0].ok && runs[1].ok);
+  const std::string a = runs[0].out.substr(0, runs[0].out.size() - 1);
+  const std::string b = runs[1].out.substr(0, runs[1].out.size() - 1);
+  ASSERT_NE(a, b);
+  // Whichever runs this call, it stops (and then kills) the other idle one.
+  Outcome stop = sh("for p in " + a + " " + b + "; do [ $p = $PPID ] || kill -STOP $p; done");
+  ASSERT_TRUE(stop.ok) << stop.error;
+  EXPECT_EQ(stop.exit.exit_code, 0);
+  for (int i = 0; i < 3; ++i) {
+    const auto start = Clock::now();
+    std::vector<std::thread> again;
+    std::vector<Outcome> more(2);
+    for (int j = 0; j < 2; ++j) {
+      again.emplace_back([&, j] { more[j] = sh("sleep 0.1; echo ran"); });
+    }
+    for (auto& t : again) t.join();
+    for (const auto& r : more) {
+      ASSERT_TRUE(r.ok) << r.error;
+      EXPECT_EQ(r.out, "ran\n");
+    }
+    EXPECT_LT(Clock::now() - start, 3s);
+  }
+  Outcome kill = sh("for p in " + a + " " + b + "; do [ $p = $PPID ] || kill -9 $p; done");
+  ASSERT_TRUE(kill.ok) << kill.error;
+  std::vector<std::thread> last;
+  std::vector<Outcome> after(2);
+  for (int j = 0; j < 2; ++j) last.emplace_back([&, j] { after[j] = sh("echo ran"); });
+  for (auto& t : last) t.join();
+  for (const auto& r : after) {
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.out, "ran\n");
   }
 }
 
