@@ -208,6 +208,10 @@ int Runner::run() {
   ev.data.u64 = kSocketToken;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sock_.get(), &ev);
   sock_events_ = EPOLLIN;
+  // The first call's supervisor, forked while the host is still busy with
+  // the sandbox's start (when the first exec came behind hello, it is the fork
+  // that call needed anyway): a first call 0.1-0.3 ms sooner (rf_proof_bench).
+  (void)supervisors_.prefork(1);
   while (decoder_.has_frame() && !exit_code_) handle(decoder_.pop());  // sent right behind hello
 
   epoll_event events[64];
