@@ -500,6 +500,16 @@ TEST_F(RunnerTest, CwdIsHonoured) {
   EXPECT_EQ(r.out, root_ + "\n");
 }
 
+TEST_F(RunnerTest, TheCommandStartsWithNoSignalIgnoredOrBlocked) {
+  // The runner ignores SIGPIPE and blocks SIGCHLD, SIGTERM, SIGINT and SIGHUP;
+  // none of it reaches a command, on a supervisor's first call or its later ones.
+  for (int i = 0; i < 3; ++i) {
+    Outcome r = run(request({"/bin/grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"}));
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  }
+}
+
 TEST_F(RunnerTest, OnlyStdioReachesTheCommand) {
   Outcome r = sh("ls /proc/self/fd");
   ASSERT_TRUE(r.ok) << r.error;
