@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/fd_passing.h"
+
 namespace rf::egress_tls {
 
 using namespace proxy::edge;
@@ -13,31 +15,15 @@ using namespace proxy::edge;
 void Control::serve() {
   std::vector<char> buf(kMaxMessage + 1);
   for (;;) {
-    alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
-    iovec iov{buf.data(), buf.size()};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
-    std::vector<UniqueFd> fds;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-        fds.emplace_back(fd);
-      }
-    }
-    if (n <= 0) break;  // the proxy is gone
-    if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+    auto got = receive_with_fds(fd_, buf, "ringfence-egress-tls: receive");
+    if (!got || got->bytes == 0) break;  // the proxy is gone
+    if (got->cut) {
       std::fprintf(stderr, "ringfence-egress-tls: a message was cut short; dropped\n");
       continue;
     }
-    auto m = decode(std::string_view(buf.data(), static_cast<size_t>(n)));
+    std::vector<UniqueFd> fds = std::move(got->fds);
+    const size_t n = got->bytes;
+    auto m = decode(std::string_view(buf.data(), n));
     if (!m) {
       std::fprintf(stderr, "ringfence-egress-tls: %s\n", m.error().to_string().c_str());
       continue;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/fd_passing.h"
 #include "core/helper_binary.h"
 #include "core/log.h"
 #include "core/spawn.h"
@@ -63,25 +64,11 @@ bool EdgeLink::alive() const {
 }
 
 Status EdgeLink::send_bytes(const std::string& bytes, const int* fds, size_t nfds) {
-  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
-  if (nfds > 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-    std::memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-  }
   std::lock_guard lock(send_mu_);
-  for (;;) {
-    if (::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL) >= 0) return ok_status();
-    if (errno != EINTR) return sys_error("egress TLS: send");
-  }
+  // A datagram socket: the message goes whole or not at all.
+  auto sent = send_with_fds(fd_.get(), bytes, std::span(fds, nfds), "egress TLS: send");
+  if (!sent) return sent.take_error();
+  return ok_status();
 }
 
 Status EdgeLink::send(const edge::Message& message) {

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/fd_passing.h"
+
 namespace rf::runner {
 namespace {
 
@@ -63,63 +65,31 @@ Status send_call(int sock, const ChildArgs& a) {
   h.bytes = strings.size();
 
   const int fds[kFds] = {a.in, a.out, a.err, a.report, a.ctl};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
-  iovec iov{&h, sizeof h};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
-  ssize_t n;
-  while ((n = ::sendmsg(sock, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-  }
-  if (n < 0) return sys_error("hand a call to its supervisor");
+  auto sent = send_with_fds(sock, std::string_view(reinterpret_cast<const char*>(&h), sizeof h),
+                            fds, "hand a call to its supervisor");
+  if (!sent) return sent.take_error();
   // The descriptors went with the first byte; the rest of the header and the
   // strings follow as plain bytes.
-  RF_TRY(write_all_blocking(sock, reinterpret_cast<const char*>(&h) + n, sizeof h - n));
+  RF_TRY(write_all_blocking(sock, reinterpret_cast<const char*>(&h) + *sent, sizeof h - *sent));
   return write_all_blocking(sock, strings.data(), strings.size());
 }
 
 Result<std::optional<ReceivedCall>> receive_call(int sock) {
   Header h;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kFds)] = {};
-  iovec iov{&h, sizeof h};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  auto got = receive_with_fds(sock, std::span(reinterpret_cast<char*>(&h), sizeof h),
+                              "supervisor: receive a call");
+  if (!got) return got.take_error();
+  if (got->bytes == 0) return std::optional<ReceivedCall>();
+  if (got->cut || got->fds.size() != kFds) {
+    return make_error("supervisor: receive a call", "expected " + std::to_string(kFds) +
+                                                        " descriptors, got " +
+                                                        std::to_string(got->fds.size()));
   }
-  if (n < 0) return sys_error("supervisor: receive a call");
-  if (n == 0) return std::optional<ReceivedCall>();
   ReceivedCall call;
   UniqueFd* slots[kFds] = {&call.in, &call.out, &call.err, &call.report, &call.ctl};
-  int got = 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (got < kFds) {
-        slots[got++]->reset(fd);
-      } else {
-        ::close(fd);
-      }
-    }
-  }
-  if ((msg.msg_flags & MSG_CTRUNC) != 0 || got != kFds) {
-    return make_error("supervisor: receive a call", "expected " + std::to_string(kFds) +
-                                                        " descriptors, got " + std::to_string(got));
-  }
-  auto rest = read_exact(sock, reinterpret_cast<char*>(&h) + n, sizeof h - static_cast<size_t>(n));
+  for (int i = 0; i < kFds; ++i) *slots[i] = std::move(got->fds[static_cast<size_t>(i)]);
+  const size_t n = got->bytes;
+  auto rest = read_exact(sock, reinterpret_cast<char*>(&h) + n, sizeof h - n);
   if (!rest) return rest.take_error();
   if (!*rest || h.magic != kMagic || h.bytes > (uint64_t{256} << 20) ||
       uint64_t{h.counts[0]} + h.counts[1] + h.counts[2] >= h.bytes) {
