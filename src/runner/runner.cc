@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +33,9 @@ constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 constexpr uint64_t kSocketToken = 100;
 constexpr uint64_t kSignalToken = 101;
 constexpr uint64_t kOutputToken = 102;  // --stdio: the output pipe
+constexpr uint64_t kIdleToken = 103;    // the idle supervisors' timer
+// How long a supervisor may stay idle before it is let go (supervisor_pool.h).
+constexpr auto kSupervisorIdle = std::chrono::seconds(1);
 // The egress bridge's fds: this bit, or the bridge's own tag (below 2^62).
 constexpr uint64_t kBridgeBit = uint64_t{1} << 63;
 // The credential server's fds: this bit, or the server's own tag (below 2^62).
@@ -119,6 +123,8 @@ Result<std::unique_ptr<Runner>> Runner::create(const Options& options) {
   if (!r->sigfd_) return sys_error("signalfd");
   r->epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!r->epoll_) return sys_error("epoll_create1");
+  r->idle_timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  if (!r->idle_timer_) return sys_error("timerfd_create");
   if (options.egress_bridge) {
     // Listening before the handshake: the first call may connect at once.
     Runner* raw = r.get();
@@ -218,6 +224,7 @@ int Runner::run() {
   while (!exit_code_) {
     flush_out();
     if (exit_code_) break;
+    watch_idle_supervisors();
     const int n = ::epoll_wait(epoll_.get(), events, 64, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -233,6 +240,8 @@ int Runner::run() {
         flush_out();
       } else if (t == kSignalToken) {
         on_signals();
+      } else if (t == kIdleToken) {
+        on_idle_timer();
       } else if (t & kBridgeBit) {
         if (bridge_) bridge_->on_event(t & ~kBridgeBit, events[i].events);
       } else if (t & kCredBit) {
@@ -246,6 +255,28 @@ int Runner::run() {
   end_all_calls();
   flush_before_exit();
   return *exit_code_;
+}
+
+void Runner::watch_idle_supervisors() {
+  if (idle_timer_armed_ || !supervisors_.has_idle()) return;
+  // Ticking while calls come and go costs no syscall per call; a supervisor
+  // is let go between 1 and 2 idle seconds.
+  itimerspec its{};
+  its.it_value.tv_sec = its.it_interval.tv_sec = kSupervisorIdle.count();
+  if (::timerfd_settime(idle_timer_.get(), 0, &its, nullptr) != 0) return;
+  watch_token(idle_timer_.get(), kIdleToken, EPOLLIN);
+  idle_timer_armed_ = true;
+}
+
+void Runner::on_idle_timer() {
+  uint64_t ticks;
+  (void)!::read(idle_timer_.get(), &ticks, sizeof ticks);
+  supervisors_.let_go_idle_since(std::chrono::steady_clock::now() - kSupervisorIdle);
+  if (supervisors_.has_idle()) return;
+  const itimerspec off{};
+  ::timerfd_settime(idle_timer_.get(), 0, &off, nullptr);
+  watch_token(idle_timer_.get(), kIdleToken, 0);
+  idle_timer_armed_ = false;
 }
 
 void Runner::watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) {

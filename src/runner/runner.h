@@ -90,6 +90,10 @@ class Runner final : public Loop {
   bool paused_ = false;
   uint32_t sock_events_ = 0;
   SupervisorPool supervisors_;  // before calls_: a call gives its supervisor back as it goes
+  UniqueFd idle_timer_;         // ticks every second while a supervisor is idle
+  bool idle_timer_armed_ = false;
+  void watch_idle_supervisors();
+  void on_idle_timer();
   std::map<uint32_t, std::unique_ptr<Call>> calls_;
   std::map<std::string, std::string> extra_env_;  // from set_env, under every call's env
   std::optional<int> exit_code_;

@@ -32,7 +32,7 @@ Status SupervisorPool::prefork(size_t n) {
   for (size_t i = 0; i < n; ++i) {
     auto pid = fork_one();
     if (!pid) return pid.take_error();
-    idle_.push_back(*pid);
+    idle_.emplace_back(*pid, std::chrono::steady_clock::now());
   }
   return ok_status();
 }
@@ -57,7 +57,7 @@ Status SupervisorPool::hand_to(pid_t pid, const ChildArgs& a) {
 
 Result<pid_t> SupervisorPool::start(const ChildArgs& a) {
   while (!idle_.empty()) {
-    const pid_t pid = idle_.back();
+    const pid_t pid = idle_.back().first;
     idle_.pop_back();
     // A process of an earlier call (same uid) may have stopped it while idle.
     ::kill(pid, SIGCONT);
@@ -84,17 +84,25 @@ void SupervisorPool::finished(pid_t pid) {
     sockets_.erase(it);  // EOF: it exits
     return;
   }
-  idle_.push_back(pid);
+  idle_.emplace_back(pid, std::chrono::steady_clock::now());
 }
 
 void SupervisorPool::let_go(pid_t pid) {
-  std::erase(idle_, pid);
+  std::erase_if(idle_, [pid](const auto& i) { return i.first == pid; });
   sockets_.erase(pid);
 }
 
 bool SupervisorPool::reaped(pid_t pid) {
-  std::erase(idle_, pid);
+  std::erase_if(idle_, [pid](const auto& i) { return i.first == pid; });
   return sockets_.erase(pid) != 0;
+}
+
+void SupervisorPool::let_go_idle_since(std::chrono::steady_clock::time_point cutoff) {
+  // Oldest first: the ones idle longest are at the front.
+  while (!idle_.empty() && idle_.front().second < cutoff) {
+    sockets_.erase(idle_.front().first);  // EOF: it exits
+    idle_.erase(idle_.begin());
+  }
 }
 
 std::vector<pid_t> SupervisorPool::close_all() {

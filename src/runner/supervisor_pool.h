@@ -5,11 +5,16 @@
 // one is forked only when every one is busy. Each still runs one call at a
 // time and reports kDone only once nothing of that call is left, so a call's
 // tree and its leftovers are exactly the processes below its supervisor.
+// One idle for a second is let go (Runner: a 1 s timer while any is idle): a
+// kept process cost each live sandbox ~120 KiB of host memory (issue 10's
+// density bench), which is worth it only while calls keep coming.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -39,6 +44,9 @@ class SupervisorPool {
   // Closes every socket: each supervisor exits once its call (if any) has
   // ended. Returns their pids.
   std::vector<pid_t> close_all();
+  // Lets go of the supervisors idle since before `cutoff`.
+  void let_go_idle_since(std::chrono::steady_clock::time_point cutoff);
+  bool has_idle() const { return !idle_.empty(); }
 
  private:
   Result<pid_t> fork_one();
@@ -48,7 +56,8 @@ class SupervisorPool {
 
   size_t max_idle_;
   std::map<pid_t, UniqueFd> sockets_;  // every supervisor's socket, by pid
-  std::vector<pid_t> idle_;            // most recently idle last
+  // Idle supervisors and since when, most recently idle last.
+  std::vector<std::pair<pid_t, std::chrono::steady_clock::time_point>> idle_;
 };
 
 }  // namespace rf::runner

@@ -713,6 +713,23 @@ TEST_F(RunnerTest, OneCallAtATimeReusesOneSupervisor) {
   EXPECT_EQ(supervisors.size(), 1u);
 }
 
+TEST_F(RunnerTest, AnIdleSupervisorIsLetGoAfterASecondAndTheNextCallGetsANewOne) {
+  // Kept only while calls keep coming: an idle process per live sandbox cost
+  // ~120 KiB of host memory each (issue 10's density bench).
+  Outcome first = sh("echo $PPID");
+  ASSERT_TRUE(first.ok) << first.error;
+  const int supervisor = std::atoi(first.out.c_str());
+  ASSERT_GT(supervisor, 0) << first.out;
+  EXPECT_TRUE(alive(supervisor));
+  const auto end = Clock::now() + 5s;
+  while (alive(supervisor) && Clock::now() < end) std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(alive(supervisor)) << "an idle supervisor outlived 5 s";
+  Outcome next = sh("echo $PPID");
+  ASSERT_TRUE(next.ok) << next.error;
+  EXPECT_NE(std::atoi(next.out.c_str()), supervisor);
+  EXPECT_GT(std::atoi(next.out.c_str()), 0);
+}
+
 TEST_F(RunnerTest, ConcurrentCallsHaveSupervisorsOfTheirOwn) {
   std::vector<std::thread> threads;
   std::vector<Outcome> runs(3);
