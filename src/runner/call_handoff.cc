@@ -1,6 +1,5 @@
 #include "runner/call_handoff.h"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +7,7 @@
 #include <cstring>
 
 #include "core/fd_passing.h"
+#include "core/io.h"
 
 namespace rf::runner {
 namespace {
@@ -23,17 +23,6 @@ struct Header {
 };
 
 void put(std::string* out, const char* s) { out->append(s, std::strlen(s) + 1); }
-
-Status write_all_blocking(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return sys_error("hand a call to its supervisor");
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return ok_status();
-}
 
 // Reads exactly `n` bytes; false on EOF before them.
 Result<bool> read_exact(int fd, char* p, size_t n) {
@@ -70,8 +59,12 @@ Status send_call(int sock, const ChildArgs& a) {
   if (!sent) return sent.take_error();
   // The descriptors went with the first byte; the rest of the header and the
   // strings follow as plain bytes.
-  RF_TRY(write_all_blocking(sock, reinterpret_cast<const char*>(&h) + *sent, sizeof h - *sent));
-  return write_all_blocking(sock, strings.data(), strings.size());
+  // (The runner ignores SIGPIPE: a supervisor gone is an error here.)
+  const std::string_view header(reinterpret_cast<const char*>(&h), sizeof h);
+  Status w = write_all(sock, header.substr(*sent));
+  if (w) w = write_all(sock, strings);
+  if (!w) return make_error("hand a call to its supervisor", w.error().to_string());
+  return ok_status();
 }
 
 Result<std::optional<ReceivedCall>> receive_call(int sock) {

@@ -730,6 +730,36 @@ TEST_F(RunnerTest, AnIdleSupervisorIsLetGoAfterASecondAndTheNextCallGetsANewOne)
   EXPECT_GT(std::atoi(next.out.c_str()), 0);
 }
 
+TEST_F(RunnerTest, AnIdleSupervisorHoldsNothingOfTheCallsItRan) {
+  // Between calls a supervisor keeps only its socket to the runner: no pipe,
+  // pty or control descriptor of an earlier call reaches a later one.
+  Outcome a = run(request({"/bin/sh", "-c", "echo $PPID"}));
+  ASSERT_TRUE(a.ok) << a.error;
+  Outcome b = sh("cat </dev/null; echo $PPID");  // the same supervisor, a second call
+  ASSERT_TRUE(b.ok) << b.error;
+  ASSERT_EQ(a.out, b.out);
+  const std::string fd_dir = "/proc/" + std::to_string(std::atoi(a.out.c_str())) + "/fd";
+  auto held_now = [&] {
+    std::vector<std::string> held;
+    for (const auto& e : std::filesystem::directory_iterator(fd_dir)) {
+      if (std::atoi(e.path().filename().c_str()) < 3) continue;  // stdio, from the runner
+      std::error_code ec;
+      const auto target = std::filesystem::read_symlink(e.path(), ec);
+      if (!ec) held.push_back(target.string());
+    }
+    return held;
+  };
+  // The exit may reach us while the supervisor is still closing the call's
+  // report and control pipes (it wrote kDone just before): idle means after.
+  std::vector<std::string> held = held_now();
+  for (const auto end = Clock::now() + 500ms; held.size() > 1 && Clock::now() < end;) {
+    std::this_thread::sleep_for(10ms);
+    held = held_now();
+  }
+  ASSERT_EQ(held.size(), 1u) << "an idle supervisor holds more than its socket";
+  EXPECT_EQ(held[0].rfind("socket:[", 0), 0u) << held[0];
+}
+
 TEST_F(RunnerTest, ConcurrentCallsHaveSupervisorsOfTheirOwn) {
   std::vector<std::thread> threads;
   std::vector<Outcome> runs(3);
