@@ -82,10 +82,14 @@ enum class Relayed {
 // and the body read so far, swapped) goes first; with `complete` that is the
 // whole request, and the sandbox is not read any more. `retryable`: `up` is
 // a kept connection, and a failure before the answer says nothing to the
-// sandbox (kStale).
+// sandbox (kStale). `answered_whole` runs once the response has ended by its
+// framing, before its last bytes go to the sandbox: `up` is not touched after
+// it, so it may hand the connection on (the sandbox's next request, sent once
+// it has read this answer, finds it).
 Relayed relay(Side& client, Side& up, std::string_view host, std::string_view first, bool complete,
               bool retryable, proxy::EdgeStream& request, proxy::EdgeStream& response,
-              proxy::ResponseHeads& heads, uint64_t max_up, Done& d) {
+              proxy::ResponseHeads& heads, uint64_t max_up, Done& d,
+              const std::function<void()>& answered_whole) {
   std::string error;
   bool client_done = complete, answered = false, got_any = false;
   auto to_upstream = [&](std::string_view bytes) {
@@ -131,7 +135,10 @@ Relayed relay(Side& client, Side& up, std::string_view host, std::string_view fi
       return false;
     }
     response.feed(framed, &out);
-    if (heads.done()) response.finish(&out);
+    if (heads.done()) {
+      response.finish(&out);
+      answered_whole();
+    }
     if (!out.empty()) answered = true;
     if (!client.write_all(out, &error)) return false;
     d.bytes_down += out.size();
@@ -364,21 +371,25 @@ void exchange(const EdgeConnectionInput& in, Side& client, const proxy::RequestH
     }
     proxy::ResponseHeads heads(head.method == "HEAD");
     proxy::EdgeStream response(kind.response);
+    // Into the pool before the sandbox reads the end of the answer, or its
+    // next request could come first and open a connection of its own.
+    const auto keep_for_next = [&] {
+      if (!heads.reusable() || !complete || !in.pool) return;
+      const bool was_fresh = kept == nullptr;
+      std::unique_ptr<Side>& used = was_fresh ? fresh : kept;
+      if (!used->keep()) return;
+      in.pool->give(key, std::move(used));
+      *kept_fresh = was_fresh;
+    };
     const uint64_t sent_before = d.bytes_up;
     const Relayed how = relay(client, *up, host, first, complete, /*retryable=*/kept != nullptr,
-                              request, response, heads, in.conn.max_up, d);
+                              request, response, heads, in.conn.max_up, d, keep_for_next);
     d.restored = response.swapped();
     d.substitutions = r.substitutions + request.swapped();
     if (how == Relayed::kStale) {
       kept.reset();  // closed while it waited: the request goes again, fresh
       d.bytes_up = sent_before;
       continue;
-    }
-    const bool was_fresh = kept == nullptr;
-    std::unique_ptr<Side> used = kept ? std::move(kept) : std::move(fresh);
-    if (how == Relayed::kDone && heads.reusable() && complete && in.pool && used->keep()) {
-      in.pool->give(key, std::move(used));
-      *kept_fresh = was_fresh;
     }
     return;
   }
