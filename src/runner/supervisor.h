@@ -49,8 +49,9 @@ bool children_of(pid_t pid, std::vector<pid_t>* out);
 // SIGKILLs `pid` and every process below it.
 void kill_tree(pid_t pid);
 
-// In the forked child: runs the supervisor, which writes kStarted and then
-// kDone to a.report, and exits. Never returns.
-[[noreturn]] void run_supervisor(const ChildArgs& a);
+// In a forked child: serves calls handed to it over `sock`
+// (runner/call_handoff.h), one at a time, writing kStarted and then kDone to
+// each call's report pipe; exits once `sock` closes. Never returns.
+[[noreturn]] void serve_calls(int sock);
 
 }  // namespace rf::runner
