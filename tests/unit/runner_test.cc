@@ -453,6 +453,23 @@ TEST_F(RunnerTest, StdinGivenWhole) {
   EXPECT_EQ(r.out, "line one\nline two\n");
 }
 
+// No input at all: /dev/null, not a pipe (one pipe fewer per call); any
+// input, even streamed later: a pipe.
+TEST_F(RunnerTest, EmptyCompleteStdinIsDevNullAndAnyOtherIsAPipe) {
+  Outcome none = run(request({"/bin/sh", "-c", "readlink /proc/self/fd/0; cat; echo end"}), "");
+  ASSERT_TRUE(none.ok) << none.error;
+  EXPECT_EQ(none.out, "/dev/null\nend\n");
+  Outcome some = run(request({"/bin/sh", "-c", "readlink /proc/self/fd/0; cat"}), "x\n");
+  ASSERT_TRUE(some.ok) << some.error;
+  EXPECT_EQ(some.out.substr(0, 6), "pipe:[") << some.out;
+  EXPECT_NE(some.out.find("]\nx\n"), std::string::npos) << some.out;
+  Outcome later = run(request({"/bin/sh", "-c", "readlink /proc/self/fd/0"}), "", nullptr,
+                      /*stdin_complete=*/false);
+  // (stdin left open: the command does not read it, and its exit ends the call)
+  ASSERT_TRUE(later.ok) << later.error;
+  EXPECT_EQ(later.out.substr(0, 6), "pipe:[") << later.out;
+}
+
 TEST_F(RunnerTest, StdinStreamedInPieces) {
   struct Feeder : Captured {
     host::RunnerClient* client = nullptr;
