@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -53,24 +54,25 @@ Status send_call(int sock, const ChildArgs& a) {
   h.counts[2] = static_cast<uint32_t>(a.candidates.size());
   h.bytes = strings.size();
 
-  const int fds[kFds] = {a.in, a.out, a.err, a.report, a.ctl};
-  auto sent = send_with_fds(sock, std::string_view(reinterpret_cast<const char*>(&h), sizeof h),
-                            fds, "hand a call to its supervisor");
-  if (!sent) return sent.take_error();
-  // The descriptors went with the first byte; the rest of the header and the
-  // strings follow as plain bytes.
+  // One sendmsg for the header, the strings and the descriptors (with the
+  // first byte); what a full socket did not take follows as plain bytes.
   // (The runner ignores SIGPIPE: a supervisor gone is an error here.)
-  const std::string_view header(reinterpret_cast<const char*>(&h), sizeof h);
-  Status w = write_all(sock, header.substr(*sent));
-  if (w) w = write_all(sock, strings);
-  if (!w) return make_error("hand a call to its supervisor", w.error().to_string());
+  strings.insert(0, reinterpret_cast<const char*>(&h), sizeof h);
+  const int fds[kFds] = {a.in, a.out, a.err, a.report, a.ctl};
+  auto sent = send_with_fds(sock, strings, fds, "hand a call to its supervisor");
+  if (!sent) return sent.take_error();
+  if (*sent == strings.size()) return ok_status();
+  if (Status w = write_all(sock, std::string_view(strings).substr(*sent)); !w) {
+    return make_error("hand a call to its supervisor", w.error().to_string());
+  }
   return ok_status();
 }
 
 Result<std::optional<ReceivedCall>> receive_call(int sock) {
-  Header h;
-  auto got = receive_with_fds(sock, std::span(reinterpret_cast<char*>(&h), sizeof h),
-                              "supervisor: receive a call");
+  // Most calls come whole in the first read (the supervisor is single-threaded:
+  // one buffer serves them all); a longer one is read on.
+  static char first[16384];
+  auto got = receive_with_fds(sock, std::span(first, sizeof first), "supervisor: receive a call");
   if (!got) return got.take_error();
   if (got->bytes == 0) return std::optional<ReceivedCall>();
   if (got->cut || got->fds.size() != kFds) {
@@ -82,14 +84,27 @@ Result<std::optional<ReceivedCall>> receive_call(int sock) {
   UniqueFd* slots[kFds] = {&call.in, &call.out, &call.err, &call.report, &call.ctl};
   for (int i = 0; i < kFds; ++i) *slots[i] = std::move(got->fds[static_cast<size_t>(i)]);
   const size_t n = got->bytes;
-  auto rest = read_exact(sock, reinterpret_cast<char*>(&h) + n, sizeof h - n);
-  if (!rest) return rest.take_error();
-  if (!*rest || h.magic != kMagic || h.bytes > (uint64_t{256} << 20) ||
-      uint64_t{h.counts[0]} + h.counts[1] + h.counts[2] >= h.bytes) {
+  // The environment may hold credentials: not kept here past this call's start.
+  struct Wipe {
+    size_t n;
+    ~Wipe() { ::explicit_bzero(first, n); }
+  } wipe{n};
+  Header h;
+  std::memcpy(&h, first, std::min(n, sizeof h));
+  if (n < sizeof h) {
+    auto rest = read_exact(sock, reinterpret_cast<char*>(&h) + n, sizeof h - n);
+    if (!rest) return rest.take_error();
+    if (!*rest) return make_error("supervisor: receive a call", "the runner closed mid-call");
+  }
+  if (h.magic != kMagic || h.bytes > (uint64_t{256} << 20) ||
+      uint64_t{h.counts[0]} + h.counts[1] + h.counts[2] >= h.bytes ||
+      (n > sizeof h && n - sizeof h > h.bytes)) {
     return make_error("supervisor: receive a call", "bad header");
   }
   std::string strings(h.bytes, '\0');
-  auto body = read_exact(sock, strings.data(), strings.size());
+  const size_t have = n > sizeof h ? n - sizeof h : 0;
+  std::memcpy(strings.data(), first + sizeof h, have);
+  auto body = read_exact(sock, strings.data() + have, strings.size() - have);
   if (!body) return body.take_error();
   if (!*body) return make_error("supervisor: receive a call", "the runner closed mid-call");
 

@@ -509,6 +509,22 @@ TEST_F(RunnerTest, EnvironmentIsExactlyWhatWasGiven) {
   EXPECT_EQ(r.out, "A=1\nB=two words\n");
 }
 
+// A call is handed to its supervisor in one message when it fits the first
+// read (16 KiB) and read on when it does not: both arrive whole.
+TEST_F(RunnerTest, CallsLargerThanTheFirstReadArriveWhole) {
+  // Up to 600 KB in all, more than a socket takes at once; each string under
+  // the kernel's 128 KiB for one argument.
+  for (size_t size : {size_t{100}, size_t{16000}, size_t{20000}, size_t{100000}}) {
+    auto req = request({"/bin/sh", "-c",
+                        "printf %s \"$B0$B1$B2$B3$B4$B5\" | wc -c; printf %s \"$1\" | wc -c", "sh",
+                        std::string(size, 'a')});
+    for (int i = 0; i < 6; ++i) req.env["B" + std::to_string(i)] = std::string(size, 'x');
+    Outcome r = run(req);
+    ASSERT_TRUE(r.ok) << size << ": " << r.error;
+    EXPECT_EQ(r.out, std::to_string(6 * size) + "\n" + std::to_string(size) + "\n") << size;
+  }
+}
+
 TEST_F(RunnerTest, CwdIsHonoured) {
   auto req = request({"pwd"});
   req.cwd = root_;
