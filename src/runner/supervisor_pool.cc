@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <string>
 
+#include "core/io.h"
 #include "runner/call_handoff.h"
 
 namespace rf::runner {
@@ -37,6 +38,18 @@ Status SupervisorPool::prefork(size_t n) {
   return ok_status();
 }
 
+namespace {
+
+// The one-letter state of `pid` in /proc ("R", "S", "T", ...); "" when unreadable.
+std::string process_state(pid_t pid) {
+  auto st = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!st) return {};
+  const auto close = st->rfind(')');
+  return close != std::string::npos && close + 2 < st->size() ? st->substr(close + 2, 1) : "";
+}
+
+}  // namespace
+
 Status SupervisorPool::hand_to(pid_t pid, const ChildArgs& a) {
   const int sock = sockets_[pid].get();
   RF_TRY(send_call(sock, a));
@@ -44,15 +57,27 @@ Status SupervisorPool::hand_to(pid_t pid, const ChildArgs& a) {
   // after it was chosen (a call's process may kill the idle ones, and the kill
   // can still be on its way) says nothing, and the call goes to another one
   // with nothing started. Waiting costs one wake-up of an idle process.
-  pollfd p{sock, POLLIN, 0};
-  int ready;
-  while ((ready = ::poll(&p, 1, kAckTimeoutMs)) < 0 && errno == EINTR) {
+  // A second without an answer: one stopped, traced or asleep is given up;
+  // one that is only waiting for a CPU or in the kernel (a sandbox at its cpu
+  // or memory limit, a busy host: seen in the 64-client load test) is waited
+  // for, up to kAckGiveUpMs.
+  std::string state;
+  for (int waited = 0; waited < kAckGiveUpMs; waited += kAckTimeoutMs) {
+    pollfd p{sock, POLLIN, 0};
+    int ready;
+    while ((ready = ::poll(&p, 1, kAckTimeoutMs)) < 0 && errno == EINTR) {
+    }
+    if (ready == 1) {
+      char ack = 0;
+      if (::read(sock, &ack, 1) == 1 && ack == kCallAck) return ok_status();
+      return make_error("exec: hand the call to supervisor " + std::to_string(pid), "it ended");
+    }
+    state = process_state(pid);
+    if (state != "R" && state != "D") break;
   }
-  char ack = 0;
-  if (ready == 1 && ::read(sock, &ack, 1) == 1 && ack == kCallAck) return ok_status();
   return make_error("exec: hand the call to supervisor " + std::to_string(pid),
-                    ready == 0 ? "no answer within " + std::to_string(kAckTimeoutMs) + " ms"
-                               : std::string("it ended"));
+                    "no answer within " + std::to_string(kAckTimeoutMs) + " ms (state " +
+                        (state.empty() ? "unknown" : state) + ")");
 }
 
 Result<pid_t> SupervisorPool::start(const ChildArgs& a) {

@@ -53,6 +53,7 @@ class SupervisorPool {
   // Sends the call and waits for the supervisor to say it has it.
   Status hand_to(pid_t pid, const ChildArgs& a);
   static constexpr int kAckTimeoutMs = 1000;
+  static constexpr int kAckGiveUpMs = 30000;  // for one running but starved of CPU
 
   size_t max_idle_;
   std::map<pid_t, UniqueFd> sockets_;  // every supervisor's socket, by pid
