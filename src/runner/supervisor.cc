@@ -99,25 +99,18 @@ void note_ignored_signals() {
   }
 }
 
-// Where the command child says why it could not exec: memory of the
-// supervisor's, which a vfork child shares until it execs or exits (the
-// supervisor is suspended meanwhile, so it reads the record only once the
-// child is done with it). Volatile: written on the child's path, read on the
-// parent's, which the compiler cannot see are the same memory.
-using FailureSlot = volatile ExecFailure;
-
-[[noreturn]] void fail_exec(FailureSlot* slot, int32_t stage) {
-  slot->err = errno;
-  slot->stage = stage;
+[[noreturn]] void fail_exec(int errfd, int32_t stage) {
+  const ExecFailure f{stage, errno};
+  (void)!::write(errfd, &f, sizeof f);
   ::_exit(127);
 }
 
-[[noreturn]] void run_command(const ChildArgs& a, FailureSlot* slot) {
+[[noreturn]] void run_command(const ChildArgs& a, int errfd) {
   // A new session: the call's own process group, and a pty can be its controlling tty.
-  if (::setsid() < 0) fail_exec(slot, kStageSetup);
-  if (a.pty && ::ioctl(a.in, TIOCSCTTY, 0) != 0) fail_exec(slot, kStageSetup);
+  if (::setsid() < 0) fail_exec(errfd, kStageSetup);
+  if (a.pty && ::ioctl(a.in, TIOCSCTTY, 0) != 0) fail_exec(errfd, kStageSetup);
   if (::dup2(a.in, 0) < 0 || ::dup2(a.out, 1) < 0 || ::dup2(a.err, 2) < 0) {
-    fail_exec(slot, kStageSetup);
+    fail_exec(errfd, kStageSetup);
   }
   // The runner ignores SIGPIPE and blocks SIGCHLD/SIGTERM: a command starts
   // clean. Handlers go at exec by themselves; what is ignored stays, so only
@@ -129,9 +122,12 @@ using FailureSlot = volatile ExecFailure;
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Only 0, 1 and 2 reach the command.
-  if (::close_range(3, ~0U, 0) != 0) fail_exec(slot, kStageSetup);
-  if (::chdir(a.cwd) != 0) fail_exec(slot, kStageCwd);
+  // Only 0, 1 and 2 reach the command (errfd is close-on-exec and goes at exec).
+  if ((errfd > 3 && ::close_range(3, static_cast<unsigned>(errfd) - 1, 0) != 0) ||
+      ::close_range(static_cast<unsigned>(errfd) + 1, ~0U, 0) != 0) {
+    fail_exec(errfd, kStageSetup);
+  }
+  if (::chdir(a.cwd) != 0) fail_exec(errfd, kStageCwd);
   int err = ENOENT;
   for (const char* path : a.candidates) {
     ::execve(path, a.argv.data(), a.envp.data());
@@ -143,7 +139,7 @@ using FailureSlot = volatile ExecFailure;
     }
   }
   errno = err;
-  fail_exec(slot, kStageExec);
+  fail_exec(errfd, kStageExec);
 }
 
 // ---- the supervisor ----
@@ -223,25 +219,33 @@ void reap_everything(pid_t command) {
 // Forks the command and waits until it has exec'd; returns its pid, or -1 with
 // the failure in `r`. The call's stdio goes with the command.
 pid_t start_command(ReceivedCall& call, Report* r) {
+  int errpipe[2];
+  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
+    r->exec_stage = kStageSetup;
+    r->exec_errno = errno;
+    return -1;
+  }
   const ChildArgs a = call.args();
-  // vfork: no page-table copy; run_command makes only syscalls and then execs
-  // or _exits, and says why in `failure` (no pipe needed: shared memory).
-  ExecFailure failure{kStageNone, 0};
+  // vfork: no page-table copy; run_command makes only syscalls and then execs or _exits.
   const pid_t command = ::vfork();
-  if (command == 0) run_command(a, &failure);
+  if (command == 0) {
+    ::close(errpipe[0]);
+    run_command(a, errpipe[1]);
+  }
   const int fork_errno = errno;
+  ::close(errpipe[1]);
   // The command holds its own copies now: its stdout reaches EOF with it.
   call.in.reset();
   call.out.reset();
   call.err.reset();
-  if (command < 0) {
-    r->exec_stage = kStageSetup;
-    r->exec_errno = fork_errno;
-    return command;
+  ExecFailure f{kStageSetup, fork_errno};
+  ssize_t n = command < 0 ? sizeof f : 0;
+  while (command > 0 && (n = ::read(errpipe[0], &f, sizeof f)) < 0 && errno == EINTR) {
   }
-  const FailureSlot& said = failure;
-  r->exec_stage = said.stage;
-  r->exec_errno = said.err;
+  ::close(errpipe[0]);
+  if (n != static_cast<ssize_t>(sizeof f)) return command;  // EOF: exec succeeded
+  r->exec_stage = f.stage;
+  r->exec_errno = f.err;
   return command;
 }
 
