@@ -75,6 +75,12 @@ Result<std::optional<ReceivedCall>> receive_call(int sock) {
   auto got = receive_with_fds(sock, std::span(first, sizeof first), "supervisor: receive a call");
   if (!got) return got.take_error();
   if (got->bytes == 0) return std::optional<ReceivedCall>();
+  const size_t n = got->bytes;
+  // The environment may hold credentials: not kept here past this call's start.
+  struct Wipe {
+    size_t n;
+    ~Wipe() { ::explicit_bzero(first, n); }
+  } wipe{n};
   if (got->cut || got->fds.size() != kFds) {
     return make_error("supervisor: receive a call", "expected " + std::to_string(kFds) +
                                                         " descriptors, got " +
@@ -83,12 +89,6 @@ Result<std::optional<ReceivedCall>> receive_call(int sock) {
   ReceivedCall call;
   UniqueFd* slots[kFds] = {&call.in, &call.out, &call.err, &call.report, &call.ctl};
   for (int i = 0; i < kFds; ++i) *slots[i] = std::move(got->fds[static_cast<size_t>(i)]);
-  const size_t n = got->bytes;
-  // The environment may hold credentials: not kept here past this call's start.
-  struct Wipe {
-    size_t n;
-    ~Wipe() { ::explicit_bzero(first, n); }
-  } wipe{n};
   Header h;
   std::memcpy(&h, first, std::min(n, sizeof h));
   if (n < sizeof h) {

@@ -62,7 +62,8 @@ Status SupervisorPool::hand_to(pid_t pid, const ChildArgs& a) {
   // or memory limit, a busy host: seen in the 64-client load test) is waited
   // for, up to kAckGiveUpMs.
   std::string state;
-  for (int waited = 0; waited < kAckGiveUpMs; waited += kAckTimeoutMs) {
+  int waited = 0;
+  while (waited < kAckGiveUpMs) {
     pollfd p{sock, POLLIN, 0};
     int ready;
     while ((ready = ::poll(&p, 1, kAckTimeoutMs)) < 0 && errno == EINTR) {
@@ -72,11 +73,12 @@ Status SupervisorPool::hand_to(pid_t pid, const ChildArgs& a) {
       if (::read(sock, &ack, 1) == 1 && ack == kCallAck) return ok_status();
       return make_error("exec: hand the call to supervisor " + std::to_string(pid), "it ended");
     }
+    waited += kAckTimeoutMs;
     state = process_state(pid);
     if (state != "R" && state != "D") break;
   }
   return make_error("exec: hand the call to supervisor " + std::to_string(pid),
-                    "no answer within " + std::to_string(kAckTimeoutMs) + " ms (state " +
+                    "no answer within " + std::to_string(waited) + " ms (state " +
                         (state.empty() ? "unknown" : state) + ")");
 }
 
