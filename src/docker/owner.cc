@@ -5,25 +5,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/io.h"
+#include "core/proc_stat.h"
 #include "docker/container_spec.h"
 
 namespace rf::docker {
-
-uint64_t process_start_time(pid_t pid) {
-  auto stat = rf::read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return 0;
-  // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-  const auto close = stat->rfind(')');
-  if (close == std::string::npos) return 0;
-  size_t pos = close + 2;
-  for (int field = 3; field < 22; ++field) {
-    pos = stat->find(' ', pos);
-    if (pos == std::string::npos) return 0;
-    ++pos;
-  }
-  return std::strtoull(stat->c_str() + pos, nullptr, 10);
-}
 
 const Owner& self_owner() {
   static const Owner me = [] {
@@ -31,7 +16,7 @@ const Owner& self_owner() {
     char name[256] = {};
     if (::gethostname(name, sizeof name - 1) == 0) o.host = name;
     o.pid = ::getpid();
-    o.start = process_start_time(o.pid);
+    o.start = start_time_of(o.pid);
     return o;
   }();
   return me;
@@ -47,7 +32,7 @@ OwnerState owner_state(const std::map<std::string, std::string>& labels) {
   const int pid = std::atoi(get(kLabelOwnerPid).c_str());
   const uint64_t start = std::strtoull(get(kLabelOwnerStart).c_str(), nullptr, 10);
   if (pid <= 0) return OwnerState::kUnknown;
-  const uint64_t now = process_start_time(pid);
+  const uint64_t now = start_time_of(pid);
   if (now == 0 || (start != 0 && now != start)) return OwnerState::kGone;
   return OwnerState::kAlive;
 }

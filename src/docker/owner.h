@@ -20,9 +20,6 @@ struct Owner {
 // This process.
 const Owner& self_owner();
 
-// The start time of `pid` (0 when it does not exist).
-uint64_t process_start_time(pid_t pid);
-
 enum class OwnerState { kAlive, kGone, kUnknown /* another host, or no labels */ };
 OwnerState owner_state(const std::map<std::string, std::string>& labels);
 

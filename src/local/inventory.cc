@@ -15,7 +15,7 @@
 
 #include "core/unique_fd.h"
 #include "local/owner_marker.h"
-#include "local/proc_stat.h"
+#include "core/proc_stat.h"
 #include "local/remove_tree.h"
 
 namespace rf::local {

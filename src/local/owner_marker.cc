@@ -9,7 +9,7 @@
 
 #include "core/io.h"
 #include "core/unique_fd.h"
-#include "local/proc_stat.h"
+#include "core/proc_stat.h"
 
 namespace rf::local {
 namespace {

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "core/io.h"
+#include "core/proc_stat.h"
 
 namespace rf::native {
 namespace {
@@ -24,14 +25,6 @@ bool is_namespace_init(pid_t pid) {
   const auto end = status->find('\n', at);
   const std::string line = status->substr(at, end - at);
   return line.size() > 2 && line.compare(line.size() - 2, 2, "\t1") == 0;
-}
-
-pid_t parent_of(pid_t pid) {
-  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return 0;
-  const auto close = stat->rfind(')');
-  if (close == std::string::npos || close + 4 > stat->size()) return 0;
-  return static_cast<pid_t>(std::atoi(stat->c_str() + close + 4));  // ") S <ppid>"
 }
 
 std::chrono::seconds age_of(const std::string& dir) {
@@ -52,7 +45,8 @@ SandboxInfo describe(const std::string& name, const host::Cgroup& cg) {
   }
   // The owner is the init's parent; once the owner dies the init is killed
   // (parent-death signal), so a live init with parent 1 is an orphan too.
-  const pid_t owner = info.pid ? parent_of(info.pid) : 0;
+  const auto stat = info.pid ? read_proc_stat(info.pid) : std::nullopt;
+  const pid_t owner = stat ? stat->ppid : 0;
   info.owner_pid = owner > 1 ? owner : 0;
   const auto paths = cg.paths();
   if (!paths.empty()) info.age = age_of(paths.front());

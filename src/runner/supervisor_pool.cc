@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <string>
 
-#include "core/io.h"
+#include "core/proc_stat.h"
 #include "runner/call_handoff.h"
 
 namespace rf::runner {
@@ -38,18 +38,6 @@ Status SupervisorPool::prefork(size_t n) {
   return ok_status();
 }
 
-namespace {
-
-// The one-letter state of `pid` in /proc ("R", "S", "T", ...); "" when unreadable.
-std::string process_state(pid_t pid) {
-  auto st = read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!st) return {};
-  const auto close = st->rfind(')');
-  return close != std::string::npos && close + 2 < st->size() ? st->substr(close + 2, 1) : "";
-}
-
-}  // namespace
-
 Status SupervisorPool::hand_to(pid_t pid, const ChildArgs& a) {
   const int sock = sockets_[pid].get();
   RF_TRY(send_call(sock, a));
@@ -61,7 +49,7 @@ Status SupervisorPool::hand_to(pid_t pid, const ChildArgs& a) {
   // one that is only waiting for a CPU or in the kernel (a sandbox at its cpu
   // or memory limit, a busy host: seen in the 64-client load test) is waited
   // for, up to kAckGiveUpMs.
-  std::string state;
+  char state = '?';  // unknown
   int waited = 0;
   while (waited < kAckGiveUpMs) {
     pollfd p{sock, POLLIN, 0};
@@ -74,12 +62,13 @@ Status SupervisorPool::hand_to(pid_t pid, const ChildArgs& a) {
       return make_error("exec: hand the call to supervisor " + std::to_string(pid), "it ended");
     }
     waited += kAckTimeoutMs;
-    state = process_state(pid);
-    if (state != "R" && state != "D") break;
+    const auto st = read_proc_stat(pid);
+    state = st ? st->state : '?';
+    if (state != 'R' && state != 'D') break;
   }
   return make_error("exec: hand the call to supervisor " + std::to_string(pid),
                     "no answer within " + std::to_string(waited) + " ms (state " +
-                        (state.empty() ? "unknown" : state) + ")");
+                        (state == '?' ? std::string("unknown") : std::string(1, state)) + ")");
 }
 
 Result<pid_t> SupervisorPool::start(const ChildArgs& a) {

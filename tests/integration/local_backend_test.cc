@@ -23,7 +23,7 @@
 
 #include "local/inventory.h"
 #include "local/owner_marker.h"
-#include "local/proc_stat.h"
+#include "core/proc_stat.h"
 #include "local/sandbox_paths.h"
 #include "local/scratch_dir.h"
 #include "sandbox/sandbox.h"

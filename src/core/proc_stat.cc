@@ -1,14 +1,13 @@
-#include "local/proc_stat.h"
+#include "core/proc_stat.h"
 
 #include <dirent.h>
 
 #include <cstdlib>
-#include <sstream>
 #include <string>
 
 #include "core/io.h"
 
-namespace rf::local {
+namespace rf {
 
 std::optional<ProcStat> read_proc_stat(pid_t pid) {
   if (pid <= 0) return std::nullopt;
@@ -18,18 +17,21 @@ std::optional<ProcStat> read_proc_stat(pid_t pid) {
   // from the last ')'.
   const auto close = text->rfind(')');
   if (close == std::string::npos) return std::nullopt;
-  std::istringstream in(text->substr(close + 1));
-  std::string field;
+  // Fields 3.. after ')', space-separated: state, ppid, pgrp, ..., starttime
+  // is field 22. By hand, not a stream: the static tool runner reads it too.
   ProcStat st;
-  // Fields 3.. after ')': state, ppid, pgrp, ..., starttime is field 22.
-  for (int n = 3; n <= 22 && in >> field; ++n) {
-    if (n == 3) st.state = field[0];
-    if (n == 4) st.ppid = static_cast<pid_t>(std::atoi(field.c_str()));
-    if (n == 5) st.pgrp = static_cast<pid_t>(std::atoi(field.c_str()));
+  const char* p = text->c_str() + close + 1;
+  for (int n = 3; n <= 22; ++n) {
+    while (*p == ' ') ++p;
+    if (*p == '\0' || *p == '\n') return std::nullopt;
+    if (n == 3) st.state = *p;
+    if (n == 4) st.ppid = static_cast<pid_t>(std::strtol(p, nullptr, 10));
+    if (n == 5) st.pgrp = static_cast<pid_t>(std::strtol(p, nullptr, 10));
     if (n == 22) {
-      st.start_time = std::strtoull(field.c_str(), nullptr, 10);
+      st.start_time = std::strtoull(p, nullptr, 10);
       return st;
     }
+    while (*p != ' ' && *p != '\0' && *p != '\n') ++p;
   }
   return std::nullopt;
 }
@@ -63,4 +65,4 @@ std::vector<pid_t> group_members(pid_t pgrp) {
   return out;
 }
 
-}  // namespace rf::local
+}  // namespace rf

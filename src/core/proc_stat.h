@@ -1,7 +1,8 @@
-// Host side: what /proc/<pid>/stat says about a process. Used to tell whether a
-// pid still names the process it named before (a pid is reused once its
-// process is reaped; the start time is not) and to find a process group's
-// members. Same pid namespace only.
+// What /proc/<pid>/stat says about a process: its state (the runner asking
+// whether a silent supervisor is only starved of CPU), its parent, and its
+// start time, which tells whether a pid still names the process it named
+// before (a pid is reused once its process is reaped; the start time is not).
+// Same pid namespace only.
 #pragma once
 
 #include <sys/types.h>
@@ -10,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-namespace rf::local {
+namespace rf {
 
 struct ProcStat {
   char state = '?';  // R, S, D, Z...
@@ -32,4 +33,4 @@ bool is_running(pid_t pid, uint64_t start_time);
 // The processes of process group `pgrp` that have not exited.
 std::vector<pid_t> group_members(pid_t pgrp);
 
-}  // namespace rf::local
+}  // namespace rf
