@@ -39,9 +39,11 @@ class CgroupV2 final : public Cgroup {
   Result<CgroupUsage> usage() const override {
     CgroupUsage u;
     RF_TRY(store(&u.cpu_ns, read_keyed(file("cpu.stat"), "usage_usec"), 1000));
-    // memory.peak appeared in Linux 5.19.
-    const std::string peak = exists(file("memory.peak")) ? "memory.peak" : "memory.current";
-    RF_TRY(store(&u.memory_peak_bytes, read_number(file(peak))));
+    // memory.peak appeared in Linux 5.19; before it, memory.current (tried
+    // second: no existence check on the kernels that have it, after every call).
+    auto peak = read_number(file("memory.peak"));
+    if (!peak && peak.error().sys_errno == ENOENT) peak = read_number(file("memory.current"));
+    RF_TRY(store(&u.memory_peak_bytes, std::move(peak)));
     RF_TRY(store(&u.oom_kills, read_keyed(file("memory.events"), "oom_kill")));
     RF_TRY(store(&u.pids_max_hits, read_keyed(file("pids.events"), "max")));
     return u;
