@@ -10,7 +10,6 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/statvfs.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -28,8 +27,10 @@ namespace {
 constexpr size_t kChunk = 64 * 1024;
 constexpr auto kGrace = std::chrono::milliseconds(500);
 
+// For descriptors this call just made (no other status flags to keep; F_SETFL
+// leaves the access mode alone): one fcntl, not a get and a set.
 void set_nonblocking(int fd) {
-  if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  if (fd >= 0) ::fcntl(fd, F_SETFL, O_NONBLOCK);
 }
 
 // The child's ends of a call's descriptors; closed in the runner after fork.
@@ -82,22 +83,6 @@ Status open_pipes(bool no_input, UniqueFd* in_w, UniqueFd* out_r, UniqueFd* err_
   return ok_status();
 }
 
-Status arm(int timerfd, std::chrono::milliseconds after) {
-  itimerspec its{};
-  its.it_value.tv_sec = after.count() / 1000;
-  its.it_value.tv_nsec = (after.count() % 1000) * 1'000'000;
-  if (::timerfd_settime(timerfd, 0, &its, nullptr) != 0) return sys_error("exec: timerfd_settime");
-  return ok_status();
-}
-
-// A one-shot timer, armed.
-Result<UniqueFd> make_timer(std::chrono::milliseconds after) {
-  UniqueFd fd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-  if (!fd) return sys_error("exec: timerfd_create");
-  RF_TRY(arm(fd.get(), after));
-  return fd;
-}
-
 // Pointers into `plan`, which outlives the fork in both processes.
 ChildArgs child_args(CallPlan& plan, const ChildEnds& ends) {
   ChildArgs a;
@@ -147,7 +132,8 @@ Call::Call(Loop& loop, SupervisorPool& pool, CallPlan plan)
       started_at_(std::chrono::steady_clock::now()) {}
 
 Call::~Call() {
-  for (UniqueFd* fd : {&out_, &err_, &pty_, &in_, &report_, &timer_}) release(*fd);
+  for (UniqueFd* fd : {&out_, &err_, &pty_, &in_, &report_}) release(*fd);
+  loop_.disarm(id());
   ctl_.reset();  // if the supervisor is still busy with us, this ends the call's tree
   // ... and it exits once it has (its socket closes here): it is not handed
   // another call while this one may still be ending.
@@ -180,11 +166,6 @@ Status Call::spawn(std::string stdin_data, bool stdin_complete) {
   if (::pipe2(cp, O_CLOEXEC) != 0) return sys_error("exec: pipe");
   ends.ctl_r.reset(cp[0]);
   ctl_.reset(cp[1]);
-  if (req.timeout_ms > 0) {
-    auto timer = make_timer(std::chrono::milliseconds(req.timeout_ms));
-    if (!timer) return timer.take_error();
-    timer_ = std::move(*timer);
-  }
   auto pid = pool_.start(child_args(plan_, ends));
   if (!pid) return pid.take_error();
   supervisor_ = *pid;
@@ -192,7 +173,7 @@ Status Call::spawn(std::string stdin_data, bool stdin_complete) {
 
   for (int fd : {out_.get(), err_.get(), in_.get(), pty_.get(), report_.get()}) set_nonblocking(fd);
   loop_.watch(report_.get(), id(), FdKind::kReport, EPOLLIN);
-  if (timer_) loop_.watch(timer_.get(), id(), FdKind::kTimer, EPOLLIN);
+  if (req.timeout_ms > 0) loop_.arm(id(), std::chrono::milliseconds(req.timeout_ms));
   update_watches();
   add_stdin(stdin_data);
   if (stdin_complete) close_stdin();
@@ -229,9 +210,6 @@ void Call::on_event(FdKind kind, uint32_t events) {
       break;
     case FdKind::kStdin:
       flush_stdin();
-      break;
-    case FdKind::kTimer:
-      on_timer();
       break;
     case FdKind::kReport:
       read_report();
@@ -292,6 +270,8 @@ void Call::read_report() {
     const ssize_t n = ::read(report_.get(), buf, sizeof buf);
     if (n > 0) {
       report_buf_.append(buf, static_cast<size_t>(n));
+      // A short read emptied the pipe; more wakes the loop again.
+      if (n < static_cast<ssize_t>(sizeof buf)) break;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -313,6 +293,8 @@ void Call::read_report() {
                    r.wall_us,     r.user_us,    r.sys_us,     r.max_rss_kb};
     }
   }
+  // kDone is the supervisor's last record: no waking again for the pipe's EOF.
+  if (have_done_) release(report_);
   // Watch the output once it may flow (one epoll update per call, not per report).
   if (!finished_ && !output_watched_ && output_open()) {
     output_watched_ = true;
@@ -329,26 +311,12 @@ void Call::on_supervisor_exit(int wait_status) {
     // may live on: kill the command's session, and stop waiting for EOF soon.
     if (command_ > 0) ::kill(-command_, SIGKILL);
     grace_ = true;
-    Status armed = timer_ ? arm(timer_.get(), kGrace) : ok_status();
-    if (!timer_) {
-      auto timer = make_timer(kGrace);
-      if (timer) {
-        timer_ = std::move(*timer);
-        loop_.watch(timer_.get(), id(), FdKind::kTimer, EPOLLIN);
-      } else {
-        armed = timer.take_error();
-      }
-    }
-    if (!armed) {
-      out_eof_ = err_eof_ = true;  // cannot wait: finish now
-    }
+    loop_.arm(id(), kGrace);
   }
   maybe_finish();
 }
 
-void Call::on_timer() {
-  uint64_t ticks;
-  (void)!::read(timer_.get(), &ticks, sizeof ticks);
+void Call::on_deadline() {
   if (!grace_) return kill("timeout");
   for (FdKind k : {FdKind::kStdout, FdKind::kStderr}) {
     if (output_slot(k) && !(pty_ && pty_eof_)) at_eof(k);
@@ -487,7 +455,8 @@ void Call::maybe_finish() {
   finished_ = true;
   loop_.send(proto::MsgType::kExit, id(), proto::to_json(exit_status()));
   drop_stdin();
-  for (UniqueFd* fd : {&report_, &timer_, &pty_}) release(*fd);
+  for (UniqueFd* fd : {&report_, &pty_}) release(*fd);
+  loop_.disarm(id());
   ctl_.reset();
 }
 

@@ -34,7 +34,7 @@
 namespace rf::runner {
 
 // Which of a call's descriptors an event is about.
-enum class FdKind : uint8_t { kStdout = 1, kStderr, kStdin, kTimer, kReport };
+enum class FdKind : uint8_t { kStdout = 1, kStderr, kStdin, kReport = 5 };
 
 // What a call needs from the runner's event loop.
 class Loop {
@@ -48,6 +48,11 @@ class Loop {
                     std::string_view data = {}) = 0;
   // True while too much output waits for the host: calls stop reading their pipes.
   virtual bool output_paused() const = 0;
+  // Calls Call::on_deadline of `call_id` once `after` has passed (replacing
+  // an earlier deadline of that call); disarm forgets it. One timer serves
+  // every call: a call costs no timer descriptor of its own.
+  virtual void arm(uint32_t call_id, std::chrono::milliseconds after) = 0;
+  virtual void disarm(uint32_t call_id) = 0;
 };
 
 // Everything the runner decided before starting a call.
@@ -82,6 +87,8 @@ class Call {
   bool supervisor_lost() const { return supervisor_status_.has_value() && !have_done_; }
 
   void on_event(FdKind kind, uint32_t events);
+  // Its deadline (Loop::arm) passed: the timeout, or the grace after a lost supervisor.
+  void on_deadline();
   // The runner reaped the supervisor.
   void on_supervisor_exit(int wait_status);
 
@@ -104,7 +111,6 @@ class Call {
   void read_report();
   void flush_stdin();
   void drop_stdin();
-  void on_timer();
   void maybe_finish();
   void release(UniqueFd& fd);
   bool disk_full() const;
@@ -120,7 +126,7 @@ class Call {
 
   UniqueFd out_, err_, pty_;  // read ends (pty_: the master, also the stdin side)
   UniqueFd in_;               // stdin write end (pipes only)
-  UniqueFd report_, ctl_, timer_;
+  UniqueFd report_, ctl_;
   bool out_eof_ = false, err_eof_ = false;
   bool output_watched_ = false;  // output_open() was seen: its fds are watched
   bool pty_eof_ = false;         // the master read EIO: no slave is left open

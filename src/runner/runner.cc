@@ -32,8 +32,9 @@ constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 // epoll tokens: (call id << 8) | kind. Call id 0 is the whole sandbox.
 constexpr uint64_t kSocketToken = 100;
 constexpr uint64_t kSignalToken = 101;
-constexpr uint64_t kOutputToken = 102;  // --stdio: the output pipe
-constexpr uint64_t kIdleToken = 103;    // the idle supervisors' timer
+constexpr uint64_t kOutputToken = 102;     // --stdio: the output pipe
+constexpr uint64_t kIdleToken = 103;       // the idle supervisors' timer
+constexpr uint64_t kCallTimerToken = 104;  // the calls' deadlines
 // How long a supervisor may stay idle before it is let go (supervisor_pool.h).
 constexpr auto kSupervisorIdle = std::chrono::seconds(1);
 // The egress bridge's fds: this bit, or the bridge's own tag (below 2^62).
@@ -125,6 +126,9 @@ Result<std::unique_ptr<Runner>> Runner::create(const Options& options) {
   if (!r->epoll_) return sys_error("epoll_create1");
   r->idle_timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
   if (!r->idle_timer_) return sys_error("timerfd_create");
+  r->call_timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  if (!r->call_timer_) return sys_error("timerfd_create");
+  r->watch_token(r->call_timer_.get(), kCallTimerToken, EPOLLIN);
   if (options.egress_bridge) {
     // Listening before the handshake: the first call may connect at once.
     Runner* raw = r.get();
@@ -242,6 +246,8 @@ int Runner::run() {
         on_signals();
       } else if (t == kIdleToken) {
         on_idle_timer();
+      } else if (t == kCallTimerToken) {
+        on_call_timer();
       } else if (t & kBridgeBit) {
         if (bridge_) bridge_->on_event(t & ~kBridgeBit, events[i].events);
       } else if (t & kCredBit) {
@@ -279,22 +285,81 @@ void Runner::on_idle_timer() {
   idle_timer_armed_ = false;
 }
 
+void Runner::arm(uint32_t call_id, std::chrono::milliseconds after) {
+  disarm(call_id);
+  const Deadline d{std::chrono::steady_clock::now() + after, call_id};
+  deadlines_.insert(d);
+  deadline_of_[call_id] = d;
+  if (d.first < call_timer_at_) set_call_timer();
+}
+
+void Runner::disarm(uint32_t call_id) {
+  // The timerfd stays set: if it fires for this deadline, nothing is due and
+  // it is set for the next one.
+  const auto it = deadline_of_.find(call_id);
+  if (it == deadline_of_.end()) return;
+  deadlines_.erase(it->second);
+  deadline_of_.erase(it);
+}
+
+void Runner::set_call_timer() {
+  itimerspec its{};
+  call_timer_at_ =
+      deadlines_.empty() ? std::chrono::steady_clock::time_point::max() : deadlines_.begin()->first;
+  if (!deadlines_.empty()) {
+    // steady_clock is CLOCK_MONOTONIC; at least 1 ns, as zero would disarm it.
+    const auto ns = std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::nanoseconds>(call_timer_at_.time_since_epoch())
+               .count());
+    its.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    its.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  }
+  ::timerfd_settime(call_timer_.get(), TFD_TIMER_ABSTIME, &its, nullptr);
+}
+
+void Runner::on_call_timer() {
+  uint64_t ticks;
+  (void)!::read(call_timer_.get(), &ticks, sizeof ticks);
+  call_timer_at_ = std::chrono::steady_clock::time_point::max();  // it fired: unset
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<uint32_t> due;
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    due.push_back(deadlines_.begin()->second);
+    deadline_of_.erase(deadlines_.begin()->second);
+    deadlines_.erase(deadlines_.begin());
+  }
+  for (const uint32_t id : due) {
+    const auto it = calls_.find(id);
+    if (it == calls_.end()) continue;
+    it->second->on_deadline();  // may arm again (the grace after a lost supervisor)
+    if (it->second->finished()) calls_.erase(it);
+  }
+  if (!deadlines_.empty() && deadlines_.begin()->first < call_timer_at_) set_call_timer();
+}
+
 void Runner::watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) {
   watch_token(fd, token(call_id, kind), events);
 }
 
 void Runner::watch_token(int fd, uint64_t token, uint32_t events) {
   if (fd < 0) return;
+  const auto at = static_cast<size_t>(fd);
+  if (registered_.size() <= at) registered_.resize(at + 1, false);
   if (events == 0) {
-    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+    if (registered_[at]) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+    registered_[at] = false;
     return;
   }
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = token;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT) {
-    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  // The other operation if the record is wrong (a descriptor closed while
+  // watched, its number reused): the set is always right.
+  const int op = registered_[at] ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+  if (::epoll_ctl(epoll_.get(), op, fd, &ev) != 0 && (errno == ENOENT || errno == EEXIST)) {
+    ::epoll_ctl(epoll_.get(), op == EPOLL_CTL_MOD ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
   }
+  registered_[at] = true;
 }
 
 void Runner::send(MsgType type, uint32_t call_id, std::string_view json, std::string_view data) {
@@ -477,11 +542,18 @@ CallPlan Runner::plan_call(uint32_t id, proto::ExecRequest req) const {
   } else if (!name.empty()) {
     plan.searched = true;
     const auto path = env.find("PATH");
+    // Checked up to the first that exists (none: "command not found" with no
+    // process made); the rest go unchecked: the command child tries them in
+    // order after an EACCES, as execvp does, and skips the missing ones.
+    bool found = false;
     for (std::string dir : split(path == env.end() ? kDefaultPath : path->second, ':')) {
       if (dir.empty()) dir = ".";
       const std::string candidate = dir + "/" + name;
       const std::string check = dir[0] == '/' ? candidate : req.cwd + "/" + candidate;
-      if (::access(check.c_str(), F_OK) == 0) plan.candidates.push_back(candidate);
+      if (found || ::access(check.c_str(), F_OK) == 0) {
+        found = true;
+        plan.candidates.push_back(candidate);
+      }
     }
   }
   const std::string root = options_.root == "/" ? "" : options_.root;

@@ -175,25 +175,36 @@ void record_command(Report* r, int status, const rusage& ru, int64_t start_us) {
   r->max_rss_kb = ru.ru_maxrss;
 }
 
-// Waits for the command, killing the tree early if the control pipe closes.
-void supervise(pid_t command, int ctl, int64_t start_us, Report* r) {
+// SIGCHLD, blocked in the supervisor and read from this signalfd (made once
+// when it starts serving: not three system calls per call); -1 if it could
+// not be made, and the wait polls.
+int chld_fd = -1;
+
+void watch_children() {
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &chld, nullptr);
-  const int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-  for (bool done = false; !done;) {
-    pollfd fds[2] = {{sigfd, POLLIN, 0}, {ctl, POLLIN, 0}};
-    if (::poll(fds, 2, sigfd < 0 ? 50 : -1) < 0 && errno != EINTR) break;
+  chld_fd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+// Waits for the command, killing the tree early if the control pipe closes.
+// True if nothing is left below the supervisor (wait4 said ECHILD).
+bool supervise(pid_t command, int ctl, int64_t start_us, Report* r) {
+  for (;;) {
+    pollfd fds[2] = {{chld_fd, POLLIN, 0}, {ctl, POLLIN, 0}};
+    if (::poll(fds, 2, chld_fd < 0 ? 50 : -1) < 0 && errno != EINTR) return false;
     if (fds[1].revents != 0) {
       // The runner asked (timeout, output cap, shutdown) or died: end the call now.
       r->killed = 1;
       kill_descendants(command);
       ctl = -1;  // poll ignores negative fds
     }
-    signalfd_siginfo si;
-    while (sigfd >= 0 && ::read(sigfd, &si, sizeof si) == sizeof si) {
-    }
+    // SIGCHLD does not queue: one read empties it, and waking once more for a
+    // child of this round that wait4 below already reaps costs nothing.
+    signalfd_siginfo si[4];
+    if (fds[0].revents != 0) (void)!::read(chld_fd, si, sizeof si);
+    bool done = false;
     int status = 0;
     rusage ru{};
     pid_t pid;
@@ -203,9 +214,9 @@ void supervise(pid_t command, int ctl, int64_t start_us, Report* r) {
         done = true;
       }
     }
-    if (pid < 0 && errno == ECHILD) done = true;
+    if (pid < 0 && errno == ECHILD) return true;
+    if (done) return false;
   }
-  if (sigfd >= 0) ::close(sigfd);
 }
 
 // Kills and reaps until nothing is left below the supervisor.
@@ -262,10 +273,11 @@ void supervise_call(ReceivedCall& call) {
     started.pid = command;
     (void)!::write(call.report.get(), &started, sizeof started);
   }
-  if (command > 0) supervise(command, call.ctl.get(), start_us, &r);
+  bool none_left = command > 0 && supervise(command, call.ctl.get(), start_us, &r);
   // Whatever the command left alive is our child now (orphans reparent to the
   // subreaper as their parent exits): none, and the /proc walk is not needed.
-  if (!(::wait4(-1, nullptr, WNOHANG, nullptr) < 0 && errno == ECHILD)) reap_everything(command);
+  if (!none_left) none_left = ::wait4(-1, nullptr, WNOHANG, nullptr) < 0 && errno == ECHILD;
+  if (!none_left) reap_everything(command);
   (void)!::write(call.report.get(), &r, sizeof r);
 }
 
@@ -277,6 +289,7 @@ void supervise_call(ReceivedCall& call) {
   // to us instead of PID 1, so it can be found and killed before its call ends.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   note_ignored_signals();
+  watch_children();
   for (;;) {
     auto call = receive_call(sock);
     // The runner closed our socket (or it broke): no call is running, so

@@ -426,6 +426,31 @@ TEST_F(RunnerTest, CommandNotFoundIs127WithEnoent) {
   EXPECT_EQ(abs.exit.error, "/no/such/file: No such file or directory");
 }
 
+// PATH is searched as execvp does: a name found but not executable is passed
+// over for a later directory that has one (the runner checks only up to the
+// first that exists; the command child tries the rest).
+TEST_F(RunnerTest, APathEntryThatCannotRunIsPassedOver) {
+  const std::string first = root_ + "/first", second = root_ + "/second";
+  std::filesystem::create_directories(first);
+  std::filesystem::create_directories(second);
+  std::ofstream(first + "/rf-tool") << "#!/bin/sh\necho first\n";
+  ::chmod((first + "/rf-tool").c_str(), 0644);
+  std::ofstream(second + "/rf-tool") << "#!/bin/sh\necho second\n";
+  ::chmod((second + "/rf-tool").c_str(), 0755);
+  auto req = request({"rf-tool"});
+  req.env["PATH"] = first + ":" + root_ + "/missing:" + second + ":/bin";
+  Outcome r = run(req);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.exit.exit_code, 0) << r.exit.error;
+  EXPECT_EQ(r.out, "second\n");
+  // Only the one that cannot run: its EACCES, not the missing ones' ENOENT.
+  req.env["PATH"] = first + ":" + root_ + "/missing";
+  Outcome denied = run(req);
+  ASSERT_TRUE(denied.ok) << denied.error;
+  EXPECT_EQ(denied.exit.exit_code, 126);
+  EXPECT_EQ(denied.exit.exec_errno, EACCES);
+}
+
 TEST_F(RunnerTest, NotExecutableIs126) {
   const std::string path = root_ + "/script";
   std::ofstream(path) << "#!/bin/sh\necho hi\n";
@@ -618,6 +643,40 @@ TEST_F(RunnerTest, TimeoutKillsTheCommand) {
   EXPECT_LT(took, 3s);
 }
 
+// Every call's deadline is on one timer of the runner's: a later call with a
+// shorter timeout fires first, and neither fires the other's early or late.
+TEST_F(RunnerTest, TimeoutsOfConcurrentCallsEachFireAtTheirOwnTime) {
+  auto long_req = request({"sleep", "100"});
+  long_req.timeout_ms = 1500;
+  auto short_req = request({"sleep", "100"});
+  short_req.timeout_ms = 200;
+  auto quick_req = request({"true"});
+  quick_req.timeout_ms = 100;  // ends first: its deadline is dropped, not fired
+  const auto start = Clock::now();
+  Clock::duration long_took{}, short_took{};
+  Outcome long_r, short_r;
+  std::thread a([&] {
+    long_r = run(long_req);
+    long_took = Clock::now() - start;
+  });
+  std::this_thread::sleep_for(50ms);
+  std::thread b([&] {
+    short_r = run(short_req);
+    short_took = Clock::now() - start;
+  });
+  Outcome quick = run(quick_req);
+  a.join();
+  b.join();
+  ASSERT_TRUE(quick.ok && long_r.ok && short_r.ok) << long_r.error << short_r.error;
+  EXPECT_EQ(quick.exit.exit_code, 0);
+  EXPECT_FALSE(quick.exit.timed_out);
+  EXPECT_TRUE(short_r.exit.timed_out);
+  EXPECT_TRUE(long_r.exit.timed_out);
+  EXPECT_GE(short_took, 250ms);
+  EXPECT_LT(short_took, 1400ms) << "the short timeout waited for the long one";
+  EXPECT_GE(long_took, 1500ms) << "the long timeout fired with the short one";
+}
+
 TEST_F(RunnerTest, TimeoutAlsoKillsASetsidBackgroundProcess) {
   auto req = shell("setsid sleep 100 & echo $!; sleep 100");
   req.timeout_ms = 500;
@@ -764,8 +823,9 @@ TEST_F(RunnerTest, AnIdleSupervisorIsLetGoAfterASecondAndTheNextCallGetsANewOne)
 }
 
 TEST_F(RunnerTest, AnIdleSupervisorHoldsNothingOfTheCallsItRan) {
-  // Between calls a supervisor keeps only its socket to the runner: no pipe,
-  // pty or control descriptor of an earlier call reaches a later one.
+  // Between calls a supervisor keeps only its socket to the runner and its
+  // own SIGCHLD signalfd: no pipe, pty or control descriptor of an earlier
+  // call reaches a later one.
   Outcome a = run(request({"/bin/sh", "-c", "echo $PPID"}));
   ASSERT_TRUE(a.ok) << a.error;
   Outcome b = sh("cat </dev/null; echo $PPID");  // the same supervisor, a second call
@@ -778,7 +838,7 @@ TEST_F(RunnerTest, AnIdleSupervisorHoldsNothingOfTheCallsItRan) {
       if (std::atoi(e.path().filename().c_str()) < 3) continue;  // stdio, from the runner
       std::error_code ec;
       const auto target = std::filesystem::read_symlink(e.path(), ec);
-      if (!ec) held.push_back(target.string());
+      if (!ec && target.string() != "anon_inode:[signalfd]") held.push_back(target.string());
     }
     return held;
   };
