@@ -26,6 +26,7 @@ void put_bytes(nlohmann::json& j, const std::string& name, const std::string& by
 // Collects a call's output for a JSON answer.
 class CollectSink : public OutputSink {
  public:
+  bool wants_started() const override { return false; }
   void on_stdout(std::string_view d) override { out.append(d); }
   void on_stderr(std::string_view d) override { err.append(d); }
   std::string out, err;

@@ -11,6 +11,7 @@ namespace rf::host {
 Result<ExecResult> RunnerSandbox::exec(const ExecCall& call, OutputSink& sink) {
   auto req = exec_request(call);
   if (!req) return req.take_error();
+  req->started = sink.wants_started();
   auto status = runner_->exec(*req, call.stdin_data, !call.stdin_stream, sink);
   if (!status) {
     if (auto why = ended_reason()) return *why;

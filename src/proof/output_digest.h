@@ -11,6 +11,7 @@ class DigestingSink final : public OutputSink {
  public:
   explicit DigestingSink(OutputSink& inner) : inner_(inner) {}
   void on_started(uint32_t call_id, int pid) override { inner_.on_started(call_id, pid); }
+  bool wants_started() const override { return inner_.wants_started(); }
   void on_stdout(std::string_view data) override {
     stdout_.update(data);
     inner_.on_stdout(data);

@@ -138,14 +138,16 @@ std::string to_json(const Hello& m) {
       json{{"protocol", m.protocol}, {"role", m.role}, {"runner_version", m.runner_version}});
 }
 std::string to_json(const ExecRequest& m) {
-  return dump(json{{"argv", m.argv},
-                   {"env", m.env},
-                   {"cwd", m.cwd},
-                   {"timeout_ms", m.timeout_ms},
-                   {"output_limit", m.output_limit},
-                   {"pty", m.pty},
-                   {"rows", m.rows},
-                   {"cols", m.cols}});
+  json j{{"argv", m.argv},
+         {"env", m.env},
+         {"cwd", m.cwd},
+         {"timeout_ms", m.timeout_ms},
+         {"output_limit", m.output_limit},
+         {"pty", m.pty},
+         {"rows", m.rows},
+         {"cols", m.cols}};
+  if (!m.started) j["started"] = false;  // absent: the default, as runners before it read it
+  return dump(j);
 }
 std::string to_json(const Started& m) { return dump(json{{"pid", m.pid}}); }
 std::string to_json(const ExitStatus& m) {
@@ -221,6 +223,7 @@ Result<ExecRequest> parse_exec(const std::string& s) {
   r.get("pty", &m.pty);
   r.get("rows", &m.rows);
   r.get("cols", &m.cols);
+  r.get("started", &m.started);
   if (!r.ok()) return r.error();
   if (m.argv.empty()) return make_error("exec.argv", "must name a command");
   for (size_t i = 0; i < m.argv.size(); ++i) {

@@ -50,6 +50,7 @@ struct ExecRequest {
   int64_t output_limit = 0;  // bytes of stdout+stderr; 0: none
   bool pty = false;          // run on a pty the runner owns (stdout carries both)
   int rows = 24, cols = 80;
+  bool started = true;  // false: no STARTED frame (the host has no use for the pid)
 };
 
 struct Started {

@@ -284,7 +284,9 @@ void Call::read_report() {
     report_buf_.erase(0, sizeof r);
     if (r.kind == kStarted) {
       command_ = r.pid;
-      loop_.send(proto::MsgType::kStarted, id(), proto::to_json(proto::Started{r.pid}));
+      if (plan_.req.started) {
+        loop_.send(proto::MsgType::kStarted, id(), proto::to_json(proto::Started{r.pid}));
+      }
     } else if (r.kind == kDone) {
       // Nothing of the call is left: its supervisor may take the next one.
       have_done_ = true;

@@ -58,6 +58,9 @@ class OutputSink {
  public:
   virtual ~OutputSink() = default;
   virtual void on_started(uint32_t /*call_id*/, int /*pid*/) {}
+  // False if on_started is of no use to it: the sandbox may then not report
+  // the start at all (one message and one wake-up of the caller fewer).
+  virtual bool wants_started() const { return true; }
   virtual void on_stdout(std::string_view data) = 0;
   virtual void on_stderr(std::string_view data) = 0;
 };

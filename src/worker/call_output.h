@@ -38,6 +38,7 @@ class CallOutput : public OutputSink {
  public:
   CallOutput(store::Store& store, int64_t call_id, std::string worker_id, OutputFlusher* flusher,
              size_t max_bytes = 64 * 1024);
+  bool wants_started() const override { return false; }
   void on_stdout(std::string_view data) override { hold(store::Stream::out, data); }
   void on_stderr(std::string_view data) override { hold(store::Stream::err, data); }
 

@@ -18,6 +18,7 @@ class RedactingSink : public OutputSink {
  public:
   RedactingSink(OutputSink& next, std::shared_ptr<const redact::Patterns> patterns);
   void on_started(uint32_t call_id, int pid) override { next_.on_started(call_id, pid); }
+  bool wants_started() const override { return next_.wants_started(); }
   void on_stdout(std::string_view data) override;
   void on_stderr(std::string_view data) override;
   // Redacts `patterns` from here on, on both streams: set before a value the

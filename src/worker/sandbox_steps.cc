@@ -33,6 +33,7 @@ class Capture : public OutputSink {
  public:
   explicit Capture(OutputSink& next) : next_(next) {}
   void on_started(uint32_t call_id, int pid) override { next_.on_started(call_id, pid); }
+  bool wants_started() const override { return next_.wants_started(); }
   void on_stdout(std::string_view d) override {
     keep(out_, d);
     next_.on_stdout(d);

@@ -22,6 +22,18 @@ TEST(Messages, ExecRoundTrip) {
   EXPECT_TRUE(back->pty);
 }
 
+TEST(Messages, ExecSaysStartedOnlyWhenNotWanted) {
+  ExecRequest e;
+  e.argv = {"true"};
+  // The default is left out, as a runner before the field reads it.
+  EXPECT_EQ(to_json(e).find("started"), std::string::npos);
+  EXPECT_TRUE(parse_exec(to_json(e))->started);
+  e.started = false;
+  EXPECT_NE(to_json(e).find("\"started\":false"), std::string::npos) << to_json(e);
+  EXPECT_FALSE(parse_exec(to_json(e))->started);
+  EXPECT_EQ(parse_exec(R"({"argv":["a"],"started":1})").error().where, "exec.started");
+}
+
 TEST(Messages, ErrorsNameTheField) {
   EXPECT_EQ(parse_exec("{}").error().to_string(), "exec.argv: missing");
   EXPECT_EQ(parse_exec(R"({"argv":[]})").error().to_string(), "exec.argv: must name a command");

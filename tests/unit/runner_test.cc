@@ -382,6 +382,36 @@ TEST_F(RunnerRawTest, StartedComesBeforeTheFirstOutputEveryTime) {
   }
 }
 
+// A call that says it has no use for STARTED gets none, and still all of its
+// output and its EXIT.
+TEST_F(RunnerRawTest, NoStartedWhenTheCallSaysSo) {
+  RawRunner r(root_);
+  r.greet();
+  auto req = shell("echo out; echo err >&2");
+  req.started = false;
+  for (uint32_t id = 1; id <= 20; ++id) {
+    r.send(proto::MsgType::kExec, id, proto::to_json(req), "", proto::kFlagStdinComplete);
+    std::string out, err;
+    for (;;) {
+      auto f = r.next();
+      ASSERT_TRUE(f) << "call " << id;
+      ASSERT_NE(f->type, proto::MsgType::kStarted) << "call " << id;
+      if (f->type == proto::MsgType::kStdout) out += f->data;
+      if (f->type == proto::MsgType::kStderr) err += f->data;
+      if (f->type != proto::MsgType::kExit) continue;
+      EXPECT_EQ(proto::parse_exit(f->json)->exit_code, 0);
+      break;
+    }
+    EXPECT_EQ(out, "out\n");
+    EXPECT_EQ(err, "err\n");
+  }
+  // The default still has it.
+  r.send(proto::MsgType::kExec, 21, proto::to_json(shell("true")), "", proto::kFlagStdinComplete);
+  auto f = r.next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->type, proto::MsgType::kStarted);
+}
+
 // ---- exec ----
 
 TEST_F(RunnerTest, EchoStreamsStdout) {
