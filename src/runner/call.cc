@@ -310,7 +310,7 @@ void Call::on_supervisor_exit(int wait_status) {
   read_report();
   if (!have_done_) {
     // The supervisor was killed (by a process of the sandbox: same uid). Its tree
-    // may live on: kill the command's session, and stop waiting for EOF soon.
+    // may live on: kill the command's process group, and stop waiting for EOF soon.
     if (command_ > 0) ::kill(-command_, SIGKILL);
     grace_ = true;
     loop_.arm(id(), kGrace);
@@ -334,7 +334,7 @@ void Call::kill(const char* reason) {
 
 Status Call::signal(int sig) {
   if (command_ <= 0) return make_error("signal", "the call has no running command");
-  // The command leads its own session, so its process group is the call's job.
+  // The command leads its own process group: the call's job.
   if (::kill(-command_, sig) != 0 && errno != ESRCH) return sys_error("signal");
   return ok_status();
 }

@@ -3,7 +3,7 @@
 //
 // Process tree (see docs/protocol.md, "Process tree"):
 //
-//   runner (PID 1) ── supervisor (subreaper) ── command (own session) ── ...
+//   runner (PID 1) ── supervisor (subreaper) ── command (own process group) ── ...
 //
 // The supervisor (one of the runner's, runner/supervisor_pool.h, busy with
 // one call at a time) forks the command, waits for it, then SIGKILLs every

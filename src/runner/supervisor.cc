@@ -106,8 +106,12 @@ void note_ignored_signals() {
 }
 
 [[noreturn]] void run_command(const ChildArgs& a, int errfd) {
-  // A new session: the call's own process group, and a pty can be its controlling tty.
-  if (::setsid() < 0) fail_exec(errfd, kStageSetup);
+  // The call's own process group (signals reach its whole job). On a pty, a
+  // session of its own too, whose controlling tty the pty becomes. Without
+  // one, no session: setsid made a scheduler autogroup per call (1% of all
+  // CPU at 1,700 calls/s), and a command that leads no session can never
+  // take a terminal it opens as its controlling tty.
+  if (a.pty ? ::setsid() < 0 : ::setpgid(0, 0) != 0) fail_exec(errfd, kStageSetup);
   if (a.pty && ::ioctl(a.in, TIOCSCTTY, 0) != 0) fail_exec(errfd, kStageSetup);
   if (::dup2(a.in, 0) < 0 || ::dup2(a.out, 1) < 0 || ::dup2(a.err, 2) < 0) {
     fail_exec(errfd, kStageSetup);

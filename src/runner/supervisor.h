@@ -1,7 +1,7 @@
 // A call's own processes, after the runner forks (see call.h, "Process
 // tree"): the supervisor, a child subreaper that forks the command, waits for
 // it and then kills everything left below it; and the command child, which
-// sets up its session and stdio and execs. Both only make syscalls: the
+// sets up its process group and stdio and execs. Both only make syscalls: the
 // arguments are prepared before fork (ChildArgs).
 #pragma once
 

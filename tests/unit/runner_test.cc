@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -952,6 +953,50 @@ TEST_F(RunnerTest, PtyGivesTheCommandATerminal) {
   EXPECT_NE(r.out.find("isatty"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("33 101"), std::string::npos) << r.out;
   EXPECT_EQ(r.exit.exit_code, 0);
+}
+
+// The command leads its own process group (the call's job: signals reach all
+// of it); only on a pty does it lead a session too, the terminal's.
+TEST_F(RunnerTest, TheCommandLeadsItsGroupAndOnAPtyItsSession) {
+  const std::string ids =
+      "read -r pid comm state ppid pgrp sid rest < /proc/$$/stat; "
+      "echo \"$pid $pgrp $sid\"";
+  auto fields = [](const std::string& out) {
+    std::istringstream in(out);
+    long pid = 0, pgrp = 0, sid = 0;
+    in >> pid >> pgrp >> sid;
+    return std::array<long, 3>{pid, pgrp, sid};
+  };
+  Outcome plain = sh(ids);
+  ASSERT_TRUE(plain.ok) << plain.error;
+  const auto p = fields(plain.out);
+  ASSERT_GT(p[0], 0) << plain.out;
+  EXPECT_EQ(p[1], p[0]) << "not its own process group: " << plain.out;
+  EXPECT_NE(p[2], p[0]) << "leads a session without a pty: " << plain.out;
+  auto req = shell(ids);
+  req.pty = true;
+  Outcome tty = run(req);
+  ASSERT_TRUE(tty.ok) << tty.error;
+  const auto t = fields(tty.out);
+  EXPECT_EQ(t[1], t[0]) << tty.out;
+  EXPECT_EQ(t[2], t[0]) << "a pty's command leads its session: " << tty.out;
+}
+
+// Leading no session, a command without a pty cannot make a terminal it opens
+// its controlling tty (a session leader opening one without O_NOCTTY would).
+TEST_F(RunnerTest, ACommandWithoutAPtyCannotTakeATerminal) {
+  Outcome r = run(request({"python3", "-c",
+                           "import os, errno\n"
+                           "m, s = os.openpty()\n"
+                           "fd = os.open(os.ttyname(s), os.O_RDWR)  # no O_NOCTTY\n"
+                           "try:\n"
+                           "    os.open('/dev/tty', os.O_RDWR)\n"
+                           "    print('controlling tty taken')\n"
+                           "except OSError as e:\n"
+                           "    print(errno.errorcode[e.errno])\n"}));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.exit.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "ENXIO\n") << r.err;
 }
 
 TEST_F(RunnerTest, PtyStdinReachesTheCommand) {
