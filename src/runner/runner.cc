@@ -287,6 +287,8 @@ void Runner::on_idle_timer() {
 
 void Runner::arm(uint32_t call_id, std::chrono::milliseconds after) {
   disarm(call_id);
+  // At most a century ahead: a time_point past its range would wrap into the past.
+  after = std::min<std::chrono::milliseconds>(after, std::chrono::hours(24 * 365 * 100));
   const Deadline d{std::chrono::steady_clock::now() + after, call_id};
   deadlines_.insert(d);
   deadline_of_[call_id] = d;

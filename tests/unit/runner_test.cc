@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -706,6 +707,16 @@ TEST_F(RunnerTest, TimeoutsOfConcurrentCallsEachFireAtTheirOwnTime) {
   EXPECT_GE(short_took, 250ms);
   EXPECT_LT(short_took, 1400ms) << "the short timeout waited for the long one";
   EXPECT_GE(long_took, 1500ms) << "the long timeout fired with the short one";
+}
+
+// A timeout too far ahead to happen is no timeout, not one that has passed.
+TEST_F(RunnerTest, AnEnormousTimeoutDoesNotFireAtOnce) {
+  auto req = request({"sleep", "0.3"});
+  req.timeout_ms = std::numeric_limits<int64_t>::max();
+  Outcome r = run(req);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_FALSE(r.exit.timed_out);
+  EXPECT_EQ(r.exit.exit_code, 0);
 }
 
 TEST_F(RunnerTest, TimeoutAlsoKillsASetsidBackgroundProcess) {
