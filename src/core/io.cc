@@ -20,7 +20,11 @@ Status write_all(int fd, std::string_view data) {
   return ok_status();
 }
 
-Result<std::string> read_file(const std::string& path) {
+namespace {
+
+// Reads `path` to EOF, or (`whole_if_short`) until a read that does not fill
+// the buffer.
+Result<std::string> read_text(const std::string& path, bool whole_if_short) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return sys_error("open " + path);
   std::string out;
@@ -31,11 +35,16 @@ Result<std::string> read_file(const std::string& path) {
       if (errno == EINTR) continue;
       return sys_error("read " + path);
     }
-    if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
+    if (n == 0 || (whole_if_short && n < static_cast<ssize_t>(sizeof buf))) return out;
   }
-  return out;
 }
+
+}  // namespace
+
+Result<std::string> read_file(const std::string& path) { return read_text(path, false); }
+
+Result<std::string> read_kernel_file(const std::string& path) { return read_text(path, true); }
 
 Status write_file(const std::string& path, std::string_view data) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));

@@ -11,6 +11,10 @@ namespace rf {
 // Writes all of `data`, retrying on EINTR and short writes.
 Status write_all(int fd, std::string_view data);
 Result<std::string> read_file(const std::string& path);
+// A small /proc, sysfs or cgroup file: the kernel makes its text whole with
+// one show() when it is read from 0, so a read short of the buffer has all of
+// it (one read() instead of read_file's second, for EOF).
+Result<std::string> read_kernel_file(const std::string& path);
 // Writes `data` to an existing file (cgroup and proc files): open, write, close.
 Status write_file(const std::string& path, std::string_view data);
 // Creates or replaces a regular file atomically (write to a temp name, rename).

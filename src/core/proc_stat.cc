@@ -11,7 +11,7 @@ namespace rf {
 
 std::optional<ProcStat> read_proc_stat(pid_t pid) {
   if (pid <= 0) return std::nullopt;
-  auto text = read_file("/proc/" + std::to_string(pid) + "/stat");
+  auto text = read_kernel_file("/proc/" + std::to_string(pid) + "/stat");
   if (!text) return std::nullopt;
   // "pid (comm) state ppid pgrp ..."; comm may hold spaces and ')', so parse
   // from the last ')'.

@@ -256,25 +256,6 @@ Result<uint64_t> parse_number(const std::string& path, std::string_view text) {
   return v;
 }
 
-// A cgroup file's text. Each is made whole by one show() when read from 0,
-// so a read that does not fill the buffer has it all: one read() instead of
-// read_file's read-until-EOF (usage() reads four files after every call).
-Result<std::string> read_small(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return sys_error("open " + path);
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return sys_error("read " + path);
-    }
-    out.append(buf, static_cast<size_t>(n));
-    if (n < static_cast<ssize_t>(sizeof buf)) return out;
-  }
-}
-
 }  // namespace
 
 std::optional<std::string> read_trimmed(const std::string& path) {
@@ -286,13 +267,13 @@ std::optional<std::string> read_trimmed(const std::string& path) {
 }
 
 Result<uint64_t> read_number(const std::string& path) {
-  auto text = read_small(path);
+  auto text = read_kernel_file(path);
   if (!text) return text.take_error();
   return parse_number(path, *text);
 }
 
 Result<uint64_t> read_keyed(const std::string& path, std::string_view key) {
-  auto text = read_small(path);
+  auto text = read_kernel_file(path);
   if (!text) return text.take_error();
   for (const std::string& line : split(*text, '\n')) {
     const size_t space = line.find(' ');
