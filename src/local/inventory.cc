@@ -13,9 +13,9 @@
 #include <optional>
 #include <thread>
 
+#include "core/proc_stat.h"
 #include "core/unique_fd.h"
 #include "local/owner_marker.h"
-#include "core/proc_stat.h"
 #include "local/remove_tree.h"
 
 namespace rf::local {

@@ -8,8 +8,8 @@
 #include <map>
 
 #include "core/io.h"
-#include "core/unique_fd.h"
 #include "core/proc_stat.h"
+#include "core/unique_fd.h"
 
 namespace rf::local {
 namespace {

@@ -34,7 +34,7 @@
 namespace rf::runner {
 
 // Which of a call's descriptors an event is about.
-enum class FdKind : uint8_t { kStdout = 1, kStderr, kStdin, kReport = 5 };
+enum class FdKind : uint8_t { kStdout = 1, kStderr, kStdin, kReport };
 
 // What a call needs from the runner's event loop.
 class Loop {
