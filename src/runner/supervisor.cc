@@ -99,22 +99,43 @@ void note_ignored_signals() {
   }
 }
 
-[[noreturn]] void fail_exec(int errfd, int32_t stage) {
-  const ExecFailure f{stage, errno};
-  (void)!::write(errfd, &f, sizeof f);
+// How the command child tells the supervisor it could not exec. A vfork
+// child shares the supervisor's memory until it execs or exits, so it writes
+// the failure there, as glibc's posix_spawn does: no pipe to make, read and
+// close per call (4 system calls). ThreadSanitizer turns vfork into fork, so
+// under it a close-on-exec pipe carries the failure instead.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kVforkSharesMemory = false;
+#else
+constexpr bool kVforkSharesMemory = true;
+#endif
+
+struct FailureChannel {
+  volatile ExecFailure shared{kStageNone, 0};  // written by the child (vfork)
+  int pipe[2] = {-1, -1};                      // or sent down this (fork)
+};
+
+[[noreturn]] void fail_exec(FailureChannel* ch, int32_t stage) {
+  if constexpr (kVforkSharesMemory) {
+    ch->shared.err = errno;
+    ch->shared.stage = stage;
+  } else {
+    const ExecFailure f{stage, errno};
+    (void)!::write(ch->pipe[1], &f, sizeof f);
+  }
   ::_exit(127);
 }
 
-[[noreturn]] void run_command(const ChildArgs& a, int errfd) {
+[[noreturn]] void run_command(const ChildArgs& a, FailureChannel* ch) {
   // The call's own process group (signals reach its whole job). On a pty, a
   // session of its own too, whose controlling tty the pty becomes. Without
   // one, no session: setsid made a scheduler autogroup per call (1% of all
   // CPU at 1,700 calls/s), and a command that leads no session can never
   // take a terminal it opens as its controlling tty.
-  if (a.pty ? ::setsid() < 0 : ::setpgid(0, 0) != 0) fail_exec(errfd, kStageSetup);
-  if (a.pty && ::ioctl(a.in, TIOCSCTTY, 0) != 0) fail_exec(errfd, kStageSetup);
+  if (a.pty ? ::setsid() < 0 : ::setpgid(0, 0) != 0) fail_exec(ch, kStageSetup);
+  if (a.pty && ::ioctl(a.in, TIOCSCTTY, 0) != 0) fail_exec(ch, kStageSetup);
   if (::dup2(a.in, 0) < 0 || ::dup2(a.out, 1) < 0 || ::dup2(a.err, 2) < 0) {
-    fail_exec(errfd, kStageSetup);
+    fail_exec(ch, kStageSetup);
   }
   // The runner ignores SIGPIPE and blocks SIGCHLD/SIGTERM: a command starts
   // clean. Handlers go at exec by themselves; what is ignored stays, so only
@@ -126,12 +147,14 @@ void note_ignored_signals() {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Only 0, 1 and 2 reach the command (errfd is close-on-exec and goes at exec).
-  if ((errfd > 3 && ::close_range(3, static_cast<unsigned>(errfd) - 1, 0) != 0) ||
-      ::close_range(static_cast<unsigned>(errfd) + 1, ~0U, 0) != 0) {
-    fail_exec(errfd, kStageSetup);
+  // Only 0, 1 and 2 reach the command (a failure pipe is close-on-exec: it
+  // stays for its write, and goes at exec by itself).
+  const int keep = ch->pipe[1];
+  if ((keep > 3 && ::close_range(3, static_cast<unsigned>(keep) - 1, 0) != 0) ||
+      ::close_range(static_cast<unsigned>(std::max(keep, 2)) + 1, ~0U, 0) != 0) {
+    fail_exec(ch, kStageSetup);
   }
-  if (::chdir(a.cwd) != 0) fail_exec(errfd, kStageCwd);
+  if (::chdir(a.cwd) != 0) fail_exec(ch, kStageCwd);
   int err = ENOENT;
   for (const char* path : a.candidates) {
     ::execve(path, a.argv.data(), a.envp.data());
@@ -143,7 +166,7 @@ void note_ignored_signals() {
     }
   }
   errno = err;
-  fail_exec(errfd, kStageExec);
+  fail_exec(ch, kStageExec);
 }
 
 // ---- the supervisor ----
@@ -234,31 +257,41 @@ void reap_everything(pid_t command) {
 // Forks the command and waits until it has exec'd; returns its pid, or -1 with
 // the failure in `r`. The call's stdio goes with the command.
 pid_t start_command(ReceivedCall& call, Report* r) {
-  int errpipe[2];
-  if (::pipe2(errpipe, O_CLOEXEC) != 0) {
+  FailureChannel ch;
+  if (!kVforkSharesMemory && ::pipe2(ch.pipe, O_CLOEXEC) != 0) {
     r->exec_stage = kStageSetup;
     r->exec_errno = errno;
     return -1;
   }
   const ChildArgs a = call.args();
-  // vfork: no page-table copy; run_command makes only syscalls and then execs or _exits.
+  // vfork: no page-table copy; run_command makes only syscalls and then execs
+  // or _exits, and this process goes on only after that.
   const pid_t command = ::vfork();
   if (command == 0) {
-    ::close(errpipe[0]);
-    run_command(a, errpipe[1]);
+    if (!kVforkSharesMemory) ::close(ch.pipe[0]);
+    run_command(a, &ch);
   }
   const int fork_errno = errno;
-  ::close(errpipe[1]);
   // The command holds its own copies now: its stdout reaches EOF with it.
   call.in.reset();
   call.out.reset();
   call.err.reset();
-  ExecFailure f{kStageSetup, fork_errno};
-  ssize_t n = command < 0 ? sizeof f : 0;
-  while (command > 0 && (n = ::read(errpipe[0], &f, sizeof f)) < 0 && errno == EINTR) {
+  ExecFailure f{kStageNone, 0};
+  if (command < 0) {
+    f = ExecFailure{kStageSetup, fork_errno};
+  } else if constexpr (kVforkSharesMemory) {
+    f = ExecFailure{ch.shared.stage, ch.shared.err};
+  } else {
+    ::close(ch.pipe[1]);
+    ssize_t n;
+    while ((n = ::read(ch.pipe[0], &f, sizeof f)) < 0 && errno == EINTR) {
+    }
+    if (n != static_cast<ssize_t>(sizeof f)) f = ExecFailure{kStageNone, 0};  // EOF: it exec'd
   }
-  ::close(errpipe[0]);
-  if (n != static_cast<ssize_t>(sizeof f)) return command;  // EOF: exec succeeded
+  if (!kVforkSharesMemory) {
+    ::close(ch.pipe[0]);
+    if (command < 0) ::close(ch.pipe[1]);
+  }
   r->exec_stage = f.stage;
   r->exec_errno = f.err;
   return command;

@@ -15,7 +15,7 @@ namespace rf::runner {
 // Where starting the command failed.
 enum ExecStage : int32_t { kStageNone = 0, kStageSetup = 1, kStageCwd = 2, kStageExec = 3 };
 
-// What the command child writes to its close-on-exec pipe when it cannot exec.
+// What the command child tells its supervisor when it cannot exec (supervisor.cc).
 struct ExecFailure {
   int32_t stage;
   int32_t err;
