@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -37,7 +38,6 @@ void set_nonblocking(int fd) {
 struct ChildEnds {
   UniqueFd in_r, out_w, err_w;  // pipes
   UniqueFd slave;               // or the pty slave
-  UniqueFd report_w, ctl_r;
 };
 
 Status open_pty(const proto::ExecRequest& req, UniqueFd* master, ChildEnds* ends) {
@@ -90,8 +90,6 @@ ChildArgs child_args(CallPlan& plan, const ChildEnds& ends) {
   a.in = a.pty ? ends.slave.get() : ends.in_r ? ends.in_r.get() : dev_null();
   a.out = a.pty ? ends.slave.get() : ends.out_w.get();
   a.err = a.pty ? ends.slave.get() : ends.err_w.get();
-  a.report = ends.report_w.get();
-  a.ctl = ends.ctl_r.get();
   for (auto& s : plan.req.argv) a.argv.push_back(s.data());
   a.argv.push_back(nullptr);
   for (auto& s : plan.env) a.envp.push_back(s.data());
@@ -132,11 +130,10 @@ Call::Call(Loop& loop, SupervisorPool& pool, CallPlan plan)
       started_at_(std::chrono::steady_clock::now()) {}
 
 Call::~Call() {
-  for (UniqueFd* fd : {&out_, &err_, &pty_, &in_, &report_}) release(*fd);
+  for (UniqueFd* fd : {&out_, &err_, &pty_, &in_}) release(*fd);
   loop_.disarm(id());
-  ctl_.reset();  // if the supervisor is still busy with us, this ends the call's tree
-  // ... and it exits once it has (its socket closes here): it is not handed
-  // another call while this one may still be ending.
+  // A supervisor still busy with us sees its socket close: it ends the call's
+  // tree and exits, never handed another call while this one may be ending.
   if (supervisor_ > 0) pool_.let_go(supervisor_);
 }
 
@@ -159,20 +156,14 @@ Status Call::spawn(std::string stdin_data, bool stdin_complete) {
   ChildEnds ends;
   const bool no_input = stdin_complete && stdin_data.empty() && dev_null() >= 0;
   RF_TRY(req.pty ? open_pty(req, &pty_, &ends) : open_pipes(no_input, &in_, &out_, &err_, &ends));
-  int rp[2], cp[2];
-  if (::pipe2(rp, O_CLOEXEC) != 0) return sys_error("exec: pipe");
-  report_.reset(rp[0]);
-  ends.report_w.reset(rp[1]);
-  if (::pipe2(cp, O_CLOEXEC) != 0) return sys_error("exec: pipe");
-  ends.ctl_r.reset(cp[0]);
-  ctl_.reset(cp[1]);
-  auto pid = pool_.start(child_args(plan_, ends));
+  // Its Reports come back on the supervisor's socket, which the loop watches
+  // for as long as the supervisor lives (SupervisorPool::Watch).
+  auto pid = pool_.start(child_args(plan_, ends), id());
   if (!pid) return pid.take_error();
   supervisor_ = *pid;
   // `ends` close here: the supervisor has its own copies.
 
-  for (int fd : {out_.get(), err_.get(), in_.get(), pty_.get(), report_.get()}) set_nonblocking(fd);
-  loop_.watch(report_.get(), id(), FdKind::kReport, EPOLLIN);
+  for (int fd : {out_.get(), err_.get(), in_.get(), pty_.get()}) set_nonblocking(fd);
   if (req.timeout_ms > 0) loop_.arm(id(), std::chrono::milliseconds(req.timeout_ms));
   update_watches();
   add_stdin(stdin_data);
@@ -184,7 +175,7 @@ bool Call::output_open() const {
   // Output waits in its pipe until the supervisor has said the command started
   // (or can no longer say it), so STARTED always reaches the host before the
   // first byte the command wrote.
-  return command_ > 0 || have_done_ || !report_ || supervisor_status_.has_value();
+  return command_ > 0 || have_done_ || report_eof_ || supervisor_status_.has_value();
 }
 
 void Call::update_watches() {
@@ -265,17 +256,23 @@ void Call::at_eof(FdKind kind) {
 }
 
 void Call::read_report() {
-  while (report_) {
+  // Only while the supervisor is ours: after kDone its socket carries the
+  // next call's.
+  const int sock = have_done_ || report_eof_ ? -1 : pool_.socket_of(supervisor_);
+  while (sock >= 0) {
     char buf[512];
-    const ssize_t n = ::read(report_.get(), buf, sizeof buf);
+    const ssize_t n = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
       report_buf_.append(buf, static_cast<size_t>(n));
-      // A short read emptied the pipe; more wakes the loop again.
+      // A short read emptied the socket; more wakes the loop again.
       if (n < static_cast<ssize_t>(sizeof buf)) break;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) release(report_);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
+      report_eof_ = true;  // it is gone: what it reported is all there is
+      pool_.hung_up(supervisor_);
+    }
     break;
   }
   while (report_buf_.size() >= sizeof(Report)) {
@@ -295,8 +292,6 @@ void Call::read_report() {
                    r.wall_us,     r.user_us,    r.sys_us,     r.max_rss_kb};
     }
   }
-  // kDone is the supervisor's last record: no waking again for the pipe's EOF.
-  if (have_done_) release(report_);
   // Watch the output once it may flow (one epoll update per call, not per report).
   if (!finished_ && !output_watched_ && output_open()) {
     output_watched_ = true;
@@ -329,7 +324,8 @@ void Call::on_deadline() {
 
 void Call::kill(const char* reason) {
   if (kill_reason_.empty()) kill_reason_ = reason;
-  ctl_.reset();  // the supervisor sees EOF and kills everything below it
+  // The supervisor sees EOF and kills everything below it.
+  if (supervisor_ > 0) pool_.stop_call(supervisor_);
 }
 
 Status Call::signal(int sig) {
@@ -457,9 +453,8 @@ void Call::maybe_finish() {
   finished_ = true;
   loop_.send(proto::MsgType::kExit, id(), proto::to_json(exit_status()));
   drop_stdin();
-  for (UniqueFd* fd : {&report_, &pty_}) release(*fd);
+  release(pty_);
   loop_.disarm(id());
-  ctl_.reset();
 }
 
 }  // namespace rf::runner

@@ -10,8 +10,9 @@
 // process left below it (orphans reparent to it because it is a subreaper)
 // until it has no children, and only then writes its report (kDone) and waits
 // for its next call. So nothing a call started outlives the call or keeps its
-// stdout open. Closing the control pipe (timeout, output cap, shutdown, or the
-// runner dying) makes it kill the tree.
+// stdout open. Its records (kStarted, kDone) come back on its socket; the
+// runner's side of that socket reaching EOF (shut for a timeout, output cap or
+// shutdown, or the runner dying) makes it kill the tree.
 #pragma once
 
 #include <sys/types.h>
@@ -126,7 +127,7 @@ class Call {
 
   UniqueFd out_, err_, pty_;  // read ends (pty_: the master, also the stdin side)
   UniqueFd in_;               // stdin write end (pipes only)
-  UniqueFd report_, ctl_;
+  bool report_eof_ = false;   // the supervisor's socket ended before its kDone
   bool out_eof_ = false, err_eof_ = false;
   bool output_watched_ = false;  // output_open() was seen: its fds are watched
   bool pty_eof_ = false;         // the master read EIO: no slave is left open

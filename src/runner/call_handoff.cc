@@ -14,7 +14,7 @@ namespace rf::runner {
 namespace {
 
 constexpr uint32_t kMagic = 0x52464331;  // "RFC1"
-constexpr int kFds = 5;                  // in, out, err, report, ctl
+constexpr int kFds = 3;                  // in, out, err
 
 struct Header {
   uint32_t magic = kMagic;
@@ -58,7 +58,7 @@ Status send_call(int sock, const ChildArgs& a) {
   // first byte); what a full socket did not take follows as plain bytes.
   // (The runner ignores SIGPIPE: a supervisor gone is an error here.)
   strings.insert(0, reinterpret_cast<const char*>(&h), sizeof h);
-  const int fds[kFds] = {a.in, a.out, a.err, a.report, a.ctl};
+  const int fds[kFds] = {a.in, a.out, a.err};
   auto sent = send_with_fds(sock, strings, fds, "hand a call to its supervisor");
   if (!sent) return sent.take_error();
   if (*sent == strings.size()) return ok_status();
@@ -87,7 +87,7 @@ Result<std::optional<ReceivedCall>> receive_call(int sock) {
                                                         std::to_string(got->fds.size()));
   }
   ReceivedCall call;
-  UniqueFd* slots[kFds] = {&call.in, &call.out, &call.err, &call.report, &call.ctl};
+  UniqueFd* slots[kFds] = {&call.in, &call.out, &call.err};
   for (int i = 0; i < kFds; ++i) *slots[i] = std::move(got->fds[static_cast<size_t>(i)]);
   Header h;
   std::memcpy(&h, first, std::min(n, sizeof h));
@@ -133,8 +133,6 @@ ChildArgs ReceivedCall::args() {
   a.in = in.get();
   a.out = out.get();
   a.err = err.get();
-  a.report = report.get();
-  a.ctl = ctl.get();
   for (auto& s : argv) a.argv.push_back(s.data());
   a.argv.push_back(nullptr);
   for (auto& s : env) a.envp.push_back(s.data());

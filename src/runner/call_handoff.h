@@ -1,7 +1,8 @@
 // How the runner hands a call to one of its supervisors (runner/supervisor_pool.h):
-// one message on the supervisor's socket, a header carrying the call's five
-// descriptors (SCM_RIGHTS: stdin, stdout, stderr, report, control), then the
-// strings: cwd, argv, the environment, and the paths to try for argv[0].
+// one message on the supervisor's socket, a header carrying the call's three
+// descriptors (SCM_RIGHTS: stdin, stdout, stderr), then the strings: cwd,
+// argv, the environment, and the paths to try for argv[0]. The supervisor
+// answers kCallAck, then its Reports (runner/supervisor.h) on the same socket.
 // Both ends are this runner binary: the format is private to it.
 #pragma once
 
@@ -25,7 +26,7 @@ struct ReceivedCall {
   bool pty = false;
   std::string cwd;
   std::vector<std::string> argv, env, candidates;
-  UniqueFd in, out, err, report, ctl;
+  UniqueFd in, out, err;
   // Pointers into this object, for the command child (valid while it lives).
   ChildArgs args();
 };

@@ -41,6 +41,8 @@ constexpr auto kSupervisorIdle = std::chrono::seconds(1);
 constexpr uint64_t kBridgeBit = uint64_t{1} << 63;
 // The credential server's fds: this bit, or the server's own tag (below 2^62).
 constexpr uint64_t kCredBit = uint64_t{1} << 62;
+// A supervisor's socket: this bit, or its pid.
+constexpr uint64_t kSupervisorBit = uint64_t{1} << 61;
 
 uint64_t token(uint32_t call_id, FdKind kind) {
   return (uint64_t{call_id} << 8) | static_cast<uint64_t>(kind);
@@ -252,6 +254,12 @@ int Runner::run() {
         if (bridge_) bridge_->on_event(t & ~kBridgeBit, events[i].events);
       } else if (t & kCredBit) {
         if (cred_) cred_->on_event(t & ~kCredBit, events[i].events);
+      } else if (t & kSupervisorBit) {
+        const uint32_t id = supervisors_.on_event(static_cast<pid_t>(t & ~kSupervisorBit));
+        if (auto it = calls_.find(id); id != 0 && it != calls_.end()) {
+          it->second->on_event(FdKind::kReport, events[i].events);
+          if (it->second->finished()) calls_.erase(it);
+        }
       } else if (auto it = calls_.find(static_cast<uint32_t>(t >> 8)); it != calls_.end()) {
         it->second->on_event(static_cast<FdKind>(t & 0xff), events[i].events);
         if (it->second->finished()) calls_.erase(it);
@@ -337,6 +345,10 @@ void Runner::on_call_timer() {
     if (it->second->finished()) calls_.erase(it);
   }
   if (!deadlines_.empty() && deadlines_.begin()->first < call_timer_at_) set_call_timer();
+}
+
+void Runner::watch_supervisor(int fd, pid_t pid, bool on) {
+  watch_token(fd, kSupervisorBit | static_cast<uint64_t>(pid), on ? uint32_t{EPOLLIN} : 0u);
 }
 
 void Runner::watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) {
@@ -461,8 +473,9 @@ void Runner::reap_children() {
   // Reaps supervisors and, as PID 1, any orphan that reparented to us.
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
     // A supervisor died: killed by a process of the sandbox (same uid), or let
-    // go. While busy, its call is told; idle, it is only forgotten.
-    bool supervisor = supervisors_.reaped(pid);
+    // go. While busy, its call is told (and reads what is left on its socket);
+    // idle, it is only forgotten.
+    bool supervisor = false;
     for (auto it = calls_.begin(); it != calls_.end(); ++it) {
       if (it->second->supervisor_pid() != pid) continue;
       supervisor = true;
@@ -471,6 +484,7 @@ void Runner::reap_children() {
       if (it->second->finished()) calls_.erase(it);
       break;
     }
+    if (supervisors_.reaped(pid)) supervisor = true;
     // An orphan died: its own children (a `setsid` started after the sweep,
     // say) have just reparented to us, so sweep again. Killed processes fork no
     // more, so this ends.

@@ -61,7 +61,11 @@ class Runner final : public Loop {
   void disarm(uint32_t call_id) override;
 
  private:
-  Runner(Options options, FileOps files) : options_(std::move(options)), files_(std::move(files)) {}
+  Runner(Options options, FileOps files)
+      : options_(std::move(options)),
+        files_(std::move(files)),
+        supervisors_([this](int fd, pid_t pid, bool on) { watch_supervisor(fd, pid, on); }) {}
+  void watch_supervisor(int fd, pid_t pid, bool on);
   Status handshake();
   Status read_frames_blocking();
   void on_socket(uint32_t events);

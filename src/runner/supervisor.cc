@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -215,17 +216,20 @@ void watch_children() {
   chld_fd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-// Waits for the command, killing the tree early if the control pipe closes.
-// True if nothing is left below the supervisor (wait4 said ECHILD).
-bool supervise(pid_t command, int ctl, int64_t start_us, Report* r) {
+// Waits for the command, killing the tree early if the runner's end of
+// `sock` reaches EOF (it shut it, or died). True if nothing is left below the
+// supervisor (wait4 said ECHILD).
+bool supervise(pid_t command, int sock, int64_t start_us, Report* r) {
   for (;;) {
-    pollfd fds[2] = {{chld_fd, POLLIN, 0}, {ctl, POLLIN, 0}};
+    pollfd fds[2] = {{chld_fd, POLLIN, 0}, {sock, POLLIN, 0}};
     if (::poll(fds, 2, chld_fd < 0 ? 50 : -1) < 0 && errno != EINTR) return false;
     if (fds[1].revents != 0) {
-      // The runner asked (timeout, output cap, shutdown) or died: end the call now.
+      // The runner asked (timeout, output cap, shutdown) or died: end the call
+      // now. It sends nothing during a call, so this is its EOF, and it stays:
+      // the next receive_call reads it and the supervisor exits.
       r->killed = 1;
       kill_descendants(command);
-      ctl = -1;  // poll ignores negative fds
+      sock = -1;  // poll ignores negative fds
     }
     // SIGCHLD does not queue: one read empties it, and waking once more for a
     // child of this round that wait4 below already reaps costs nothing.
@@ -297,9 +301,12 @@ pid_t start_command(ReceivedCall& call, Report* r) {
   return command;
 }
 
+// A record for the runner. MSG_NOSIGNAL: a runner gone is no signal here.
+void report(int sock, const Report& r) { (void)!::send(sock, &r, sizeof r, MSG_NOSIGNAL); }
+
 // One call, start to end: kStarted once the command runs, kDone once nothing
 // of it is left.
-void supervise_call(ReceivedCall& call) {
+void supervise_call(ReceivedCall& call, int sock) {
   Report r;
   r.kind = kDone;
   const int64_t start_us = now_us();
@@ -308,14 +315,14 @@ void supervise_call(ReceivedCall& call) {
     Report started;
     started.kind = kStarted;
     started.pid = command;
-    (void)!::write(call.report.get(), &started, sizeof started);
+    report(sock, started);
   }
-  bool none_left = command > 0 && supervise(command, call.ctl.get(), start_us, &r);
+  bool none_left = command > 0 && supervise(command, sock, start_us, &r);
   // Whatever the command left alive is our child now (orphans reparent to the
   // subreaper as their parent exits): none, and the /proc walk is not needed.
   if (!none_left) none_left = ::wait4(-1, nullptr, WNOHANG, nullptr) < 0 && errno == ECHILD;
   if (!none_left) reap_everything(command);
-  (void)!::write(call.report.get(), &r, sizeof r);
+  report(sock, r);
 }
 
 }  // namespace
@@ -334,8 +341,8 @@ void supervise_call(ReceivedCall& call) {
     if (!call || !*call) ::_exit(0);
     // The runner waits for this before it lets the call's descriptors go.
     if (::write(sock, &kCallAck, 1) != 1) ::_exit(0);
-    supervise_call(**call);
-  }  // the call's report and control descriptors close here
+    supervise_call(**call, sock);
+  }
 }
 
 }  // namespace rf::runner

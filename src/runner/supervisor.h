@@ -21,8 +21,9 @@ struct ExecFailure {
   int32_t err;
 };
 
-// The supervisor's records on the report pipe, each one write (< PIPE_BUF, so
-// atomic): kStarted once the command runs, kDone as its last act.
+// The supervisor's records to the runner, on its socket after kCallAck
+// (runner/call_handoff.h), each one write: kStarted once the command runs,
+// kDone as its last act for the call.
 enum ReportKind : int32_t { kStarted = 1, kDone = 2 };
 struct Report {
   int32_t kind = 0;
@@ -38,7 +39,6 @@ struct Report {
 struct ChildArgs {
   int in = -1, out = -1, err = -1;  // the command's stdio (the pty slave three times)
   bool pty = false;
-  int report = -1, ctl = -1;
   std::vector<char*> argv, envp;
   std::vector<const char*> candidates;
   const char* cwd = "/";
@@ -50,8 +50,10 @@ bool children_of(pid_t pid, std::vector<pid_t>* out);
 void kill_tree(pid_t pid);
 
 // In a forked child: serves calls handed to it over `sock`
-// (runner/call_handoff.h), one at a time, writing kStarted and then kDone to
-// each call's report pipe; exits once `sock` closes. Never returns.
+// (runner/call_handoff.h), one at a time, writing kStarted and then kDone
+// back on `sock`. The runner's end of `sock` reaching EOF during a call (it
+// shut its side: timeout, output cap, shutdown; or it died) kills the call's
+// tree; at EOF between calls it exits. Never returns.
 [[noreturn]] void serve_calls(int sock);
 
 }  // namespace rf::runner

@@ -25,6 +25,7 @@ Result<pid_t> SupervisorPool::fork_one() {
   const pid_t pid = ::fork();
   if (pid < 0) return sys_error("exec: fork");
   if (pid == 0) serve_calls(theirs.get());
+  watch_(ours.get(), pid, true);
   sockets_[pid] = std::move(ours);
   return pid;
 }
@@ -71,61 +72,89 @@ Status SupervisorPool::hand_to(pid_t pid, const ChildArgs& a) {
                         (state == '?' ? std::string("unknown") : std::string(1, state)) + ")");
 }
 
-Result<pid_t> SupervisorPool::start(const ChildArgs& a) {
+Result<pid_t> SupervisorPool::start(const ChildArgs& a, uint32_t call_id) {
   while (!idle_.empty()) {
     const pid_t pid = idle_.back().first;
     idle_.pop_back();
     // A process of an earlier call (same uid) may have stopped it while idle.
     ::kill(pid, SIGCONT);
-    if (hand_to(pid, a)) return pid;
+    if (hand_to(pid, a)) {
+      busy_[pid] = call_id;
+      return pid;
+    }
     // Killed (or stopped again) while idle: end it (it is reaped later) and
     // try another.
     ::kill(pid, SIGKILL);
-    sockets_.erase(pid);
+    drop(pid);
   }
   auto pid = fork_one();
   if (!pid) return pid.take_error();
   if (auto handed = hand_to(*pid, a); !handed) {
     ::kill(*pid, SIGKILL);
-    sockets_.erase(*pid);
+    drop(*pid);
     return handed.take_error();
   }
+  busy_[*pid] = call_id;
   return pid;
 }
 
-void SupervisorPool::finished(pid_t pid) {
+int SupervisorPool::socket_of(pid_t pid) const {
   auto it = sockets_.find(pid);
-  if (it == sockets_.end()) return;
-  if (idle_.size() >= max_idle_) {
-    sockets_.erase(it);  // EOF: it exits
-    return;
-  }
+  return it == sockets_.end() ? -1 : it->second.get();
+}
+
+uint32_t SupervisorPool::on_event(pid_t pid) {
+  if (auto it = busy_.find(pid); it != busy_.end()) return it->second;
+  // An idle one sends nothing: this is its end (killed by a process of the
+  // sandbox). Out of the loop now, not only once it is reaped.
+  if (sockets_.count(pid) != 0) drop(pid);
+  return 0;
+}
+
+void SupervisorPool::hung_up(pid_t pid) {
+  if (auto it = sockets_.find(pid); it != sockets_.end()) watch_(it->second.get(), pid, false);
+}
+
+void SupervisorPool::stop_call(pid_t pid) {
+  auto it = sockets_.find(pid);
+  if (it == sockets_.end() || !stopping_.insert(pid).second) return;
+  ::shutdown(it->second.get(), SHUT_WR);
+}
+
+void SupervisorPool::finished(pid_t pid) {
+  busy_.erase(pid);
+  if (sockets_.count(pid) == 0) return;
+  if (stopping_.count(pid) != 0 || idle_.size() >= max_idle_) return drop(pid);  // EOF: it exits
   idle_.emplace_back(pid, std::chrono::steady_clock::now());
 }
 
-void SupervisorPool::let_go(pid_t pid) {
-  std::erase_if(idle_, [pid](const auto& i) { return i.first == pid; });
-  sockets_.erase(pid);
-}
+void SupervisorPool::let_go(pid_t pid) { drop(pid); }
 
 bool SupervisorPool::reaped(pid_t pid) {
+  const bool ours = sockets_.count(pid) != 0;
+  drop(pid);
+  return ours;
+}
+
+void SupervisorPool::drop(pid_t pid) {
   std::erase_if(idle_, [pid](const auto& i) { return i.first == pid; });
-  return sockets_.erase(pid) != 0;
+  busy_.erase(pid);
+  stopping_.erase(pid);
+  auto it = sockets_.find(pid);
+  if (it == sockets_.end()) return;
+  watch_(it->second.get(), pid, false);
+  sockets_.erase(it);
 }
 
 void SupervisorPool::let_go_idle_since(std::chrono::steady_clock::time_point cutoff) {
   // Oldest first: the ones idle longest are at the front.
-  while (!idle_.empty() && idle_.front().second < cutoff) {
-    sockets_.erase(idle_.front().first);  // EOF: it exits
-    idle_.erase(idle_.begin());
-  }
+  while (!idle_.empty() && idle_.front().second < cutoff) drop(idle_.front().first);
 }
 
 std::vector<pid_t> SupervisorPool::close_all() {
   std::vector<pid_t> pids;
   for (const auto& [pid, fd] : sockets_) pids.push_back(pid);
-  sockets_.clear();
-  idle_.clear();
+  for (pid_t pid : pids) drop(pid);
   return pids;
 }
 

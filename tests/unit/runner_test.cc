@@ -847,6 +847,30 @@ TEST_F(RunnerTest, OneCallAtATimeReusesOneSupervisor) {
   EXPECT_EQ(supervisors.size(), 1u);
 }
 
+TEST_F(RunnerTest, ASupervisorThatEndedATimedOutCallTakesNoOtherAndTheNextCallRuns) {
+  // A timeout shuts the runner's side of the supervisor's socket: it kills the
+  // tree, still reports the command's end, and then exits, so its socket
+  // carries nothing more (no stray byte can start the next call's handoff).
+  auto req = request({"sh", "-c", "echo $PPID; exec sleep 100"});
+  req.timeout_ms = 300;
+  Outcome timed = run(req);
+  ASSERT_TRUE(timed.ok) << timed.error;
+  EXPECT_TRUE(timed.exit.timed_out);
+  EXPECT_EQ(timed.exit.signal, SIGKILL);
+  EXPECT_TRUE(timed.exit.error.empty()) << "the supervisor's kDone was lost: " << timed.exit.error;
+  const int stopped = std::atoi(timed.out.c_str());
+  ASSERT_GT(stopped, 0) << timed.out;
+  const auto end = Clock::now() + 5s;
+  while (alive(stopped) && Clock::now() < end) std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(alive(stopped)) << "the supervisor of a timed-out call lived on";
+  for (int i = 0; i < 3; ++i) {
+    Outcome next = sh("echo $PPID");
+    ASSERT_TRUE(next.ok) << next.error;
+    EXPECT_EQ(next.exit.exit_code, 0);
+    EXPECT_NE(std::atoi(next.out.c_str()), stopped);
+  }
+}
+
 TEST_F(RunnerTest, AnIdleSupervisorIsLetGoAfterASecondAndTheNextCallGetsANewOne) {
   // Kept only while calls keep coming: an idle process per live sandbox cost
   // ~120 KiB of host memory each (issue 10's density bench).
