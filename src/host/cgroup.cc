@@ -284,9 +284,9 @@ Result<uint64_t> read_keyed(const std::string& path, std::string_view key) {
   return uint64_t{0};
 }
 
-Status store(uint64_t* out, Result<uint64_t> value, uint64_t scale) {
+Status store(uint64_t* out, Result<uint64_t> value) {
   if (!value) return value.take_error();
-  *out = *value * scale;
+  *out = *value;
   return ok_status();
 }
 

@@ -50,8 +50,11 @@ struct CgroupLimits {
   uint64_t pids = 0;
 };
 
+// What a call's result needs from its sandbox's cgroup, read after every call
+// (host/call_usage.h): no cpu counter (the call's own rusage says its cpu
+// time), which was a file more to open and read per call, and on v2 a flush
+// of the cgroup's statistics.
 struct CgroupUsage {
-  uint64_t cpu_ns = 0;
   uint64_t memory_peak_bytes = 0;
   uint64_t oom_kills = 0;      // memory.events oom_kill (v2) / memory.oom_control oom_kill (v1)
   uint64_t pids_max_hits = 0;  // pids.events max

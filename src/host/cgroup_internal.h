@@ -43,8 +43,8 @@ std::optional<std::string> read_trimmed(const std::string& path);
 Result<uint64_t> read_number(const std::string& path);
 // The number after `key` in a file of "key N" lines; 0 when the key is absent.
 Result<uint64_t> read_keyed(const std::string& path, std::string_view key);
-// Stores a read value (times `scale`) into `*out`, or passes its error on.
-Status store(uint64_t* out, Result<uint64_t> value, uint64_t scale = 1);
+// Stores a read value into `*out`, or passes its error on.
+Status store(uint64_t* out, Result<uint64_t> value);
 
 // Processes listed in any of the dirs' cgroup.procs, sorted; a dir that is
 // gone has none.

@@ -41,7 +41,6 @@ class CgroupV1 final : public Cgroup {
 
   Result<CgroupUsage> usage() const override {
     CgroupUsage u;
-    RF_TRY(store(&u.cpu_ns, read_number(file("cpuacct", "cpuacct.usage"))));
     RF_TRY(store(&u.memory_peak_bytes, read_number(file("memory", "memory.max_usage_in_bytes"))));
     RF_TRY(store(&u.oom_kills, read_keyed(file("memory", "memory.oom_control"), "oom_kill")));
     RF_TRY(store(&u.pids_max_hits, read_keyed(file("pids", "pids.events"), "max")));

@@ -38,7 +38,6 @@ class CgroupV2 final : public Cgroup {
 
   Result<CgroupUsage> usage() const override {
     CgroupUsage u;
-    RF_TRY(store(&u.cpu_ns, read_keyed(file("cpu.stat"), "usage_usec"), 1000));
     // memory.peak appeared in Linux 5.19; before it, memory.current (tried
     // second: no existence check on the kernels that have it, after every call).
     auto peak = read_number(file("memory.peak"));
