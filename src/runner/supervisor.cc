@@ -335,6 +335,14 @@ void supervise_call(ReceivedCall& call, int sock) {
   note_ignored_signals();
   watch_children();
   for (;;) {
+    // Waiting in poll, not in recvmsg: a blocked recvmsg sleeps on the
+    // socket's wait queue unkeyed, and the runner reading this supervisor's
+    // kDone wakes that queue (the kernel's write-space wake-up for our side),
+    // a wake-up and a context switch for nothing per call. poll's wait
+    // entries only wake for what they asked.
+    pollfd p{sock, POLLIN, 0};
+    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
     auto call = receive_call(sock);
     // The runner closed our socket (or it broke): no call is running, so
     // nothing is left below us.

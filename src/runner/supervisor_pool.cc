@@ -53,6 +53,9 @@ Status SupervisorPool::hand_to(pid_t pid, const ChildArgs& a) {
   char state = '?';  // unknown
   int waited = 0;
   while (waited < kAckGiveUpMs) {
+    // poll, not a blocking read: a read sleeps on the socket's wait queue
+    // unkeyed, and the supervisor taking the call in wakes it for nothing
+    // (the kernel's write-space wake-up for the runner's side).
     pollfd p{sock, POLLIN, 0};
     int ready;
     while ((ready = ::poll(&p, 1, kAckTimeoutMs)) < 0 && errno == EINTR) {
