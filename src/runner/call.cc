@@ -137,6 +137,13 @@ Call::~Call() {
   if (supervisor_ > 0) pool_.let_go(supervisor_);
 }
 
+// An output pipe at EOF: every write end is closed, and its read end was
+// never passed on (close-on-exec, not in any handoff).
+void Call::close_at_eof(UniqueFd& fd) {
+  loop_.forget(fd.get());
+  fd.reset();
+}
+
 void Call::release(UniqueFd& fd) {
   // Unregister first: a forked child may still hold a copy, keeping the
   // registration (and its events) alive after close.
@@ -246,10 +253,10 @@ void Call::at_eof(FdKind kind) {
     stdin_closed_ = true;
     out_eof_ = err_eof_ = true;
   } else if (kind == FdKind::kStderr) {
-    release(err_);
+    close_at_eof(err_);
     err_eof_ = true;
   } else {
-    release(out_);
+    close_at_eof(out_);
     out_eof_ = true;
   }
   maybe_finish();

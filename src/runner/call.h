@@ -44,6 +44,12 @@ class Loop {
   // Sets the epoll interest of `fd`; 0 removes it (a quiet fd must not stay
   // registered: a hung-up pipe would wake the loop forever).
   virtual void watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) = 0;
+  // `fd` is about to close and no other process holds its file: the close
+  // takes it out of the epoll set, so only the record of it goes (no
+  // epoll_ctl). A copy in a supervisor just forked (until it closes all but
+  // its socket) keeps it there a moment longer: its events then carry a call
+  // id whose descriptor is gone, and are ignored.
+  virtual void forget(int fd) = 0;
   // Queues a frame for the host.
   virtual void send(proto::MsgType type, uint32_t call_id, std::string_view json,
                     std::string_view data = {}) = 0;
@@ -114,6 +120,7 @@ class Call {
   void drop_stdin();
   void maybe_finish();
   void release(UniqueFd& fd);
+  void close_at_eof(UniqueFd& fd);
   bool disk_full() const;
   proto::ExitStatus exit_status() const;
   UniqueFd& output_slot(FdKind kind);

@@ -355,6 +355,11 @@ void Runner::watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) {
   watch_token(fd, token(call_id, kind), events);
 }
 
+void Runner::forget(int fd) {
+  if (fd >= 0 && static_cast<size_t>(fd) < registered_.size())
+    registered_[static_cast<size_t>(fd)] = false;
+}
+
 void Runner::watch_token(int fd, uint64_t token, uint32_t events) {
   if (fd < 0) return;
   const auto at = static_cast<size_t>(fd);

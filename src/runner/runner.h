@@ -54,6 +54,7 @@ class Runner final : public Loop {
 
   // Loop
   void watch(int fd, uint32_t call_id, FdKind kind, uint32_t events) override;
+  void forget(int fd) override;
   void send(proto::MsgType type, uint32_t call_id, std::string_view json,
             std::string_view data = {}) override;
   bool output_paused() const override { return paused_; }
