@@ -871,6 +871,36 @@ TEST_F(RunnerTest, ASupervisorThatEndedATimedOutCallTakesNoOtherAndTheNextCallRu
   }
 }
 
+// A supervisor sleeps three times a call: for the call, in vfork until the
+// command has exec'd, and for its SIGCHLD. Blocked in recvmsg for the next
+// call it was woken a fourth time, for nothing, whenever the runner read its
+// kDone (the kernel's write-space wake-up on its socket); it waits in poll now.
+TEST_F(RunnerTest, ASupervisorSleepsOnlyForWhatItWaitsFor) {
+  Outcome first = sh("echo $PPID");
+  ASSERT_TRUE(first.ok) << first.error;
+  const pid_t supervisor = std::atoi(first.out.c_str());
+  ASSERT_GT(supervisor, 0) << first.out;
+  auto voluntary = [&] {
+    std::ifstream status("/proc/" + std::to_string(supervisor) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+    }
+    return -1L;
+  };
+  const long before = voluntary();
+  ASSERT_GE(before, 0);
+  constexpr int kCalls = 40;
+  for (int i = 0; i < kCalls; ++i) {
+    Outcome r = run(request({"true"}));
+    ASSERT_TRUE(r.ok) << r.error;
+    ASSERT_EQ(r.exit.exit_code, 0);
+  }
+  const long after = voluntary();
+  ASSERT_TRUE(alive(supervisor)) << "the calls went to another supervisor";
+  EXPECT_LE(after - before, 3 * kCalls) << "sleeps per call: " << double(after - before) / kCalls;
+}
+
 TEST_F(RunnerTest, AnIdleSupervisorIsLetGoAfterASecondAndTheNextCallGetsANewOne) {
   // Kept only while calls keep coming: an idle process per live sandbox cost
   // ~120 KiB of host memory each (issue 10's density bench).
