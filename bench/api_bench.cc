@@ -46,6 +46,40 @@ double us_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
+// The whole machine's busy CPU time so far, in µs (/proc/stat: user, nice,
+// system, irq, softirq; not steal): divided by the calls of a throughput
+// phase it is what a call cost everything running, which this host's speed
+// swings move far less than the calls/s themselves.
+double busy_us() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq;
+  return (user + nice + system + irq + softirq) * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// This process's own CPU so far, in µs: the clients' share of a call.
+double self_us() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+// "busy CPU 1034 us a call, 95 of it this bench's (at most 1934 calls/s on 2 cores)".
+std::string cpu_per_call(double busy, double self, uint64_t calls) {
+  if (calls == 0) return "no calls";
+  const double per = busy / static_cast<double>(calls);
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  char out[160];
+  std::snprintf(out, sizeof out,
+                "busy CPU %.0f us a call, %.0f of it this bench's (at most %.0f calls/s on %ld "
+                "cores)",
+                per, self / static_cast<double>(calls), 1e6 * static_cast<double>(cores) / per,
+                cores);
+  return out;
+}
+
 struct Server {
   pid_t pid = -1;
   int port = 0;
@@ -236,12 +270,16 @@ int main(int argc, char** argv) {
       });
     }
     const auto t0 = Clock::now();
+    const double b0 = busy_us(), s0 = self_us();
     std::this_thread::sleep_for(std::chrono::seconds(seconds));
     stop = true;
+    const uint64_t calls = done.load();
+    const double busy = busy_us() - b0, self = self_us() - s0;
     for (auto& t : clients) t.join();
     const double secs = us_since(t0) / 1e6;
-    std::printf("throughput: 16 clients, 4 sandboxes, %d s: %.0f exec calls/s (%llu failed)\n",
-                seconds, done.load() / secs, static_cast<unsigned long long>(failed.load()));
+    std::printf("throughput: 16 clients, 4 sandboxes, %d s: %.0f exec calls/s (%llu failed), %s\n",
+                seconds, done.load() / secs, static_cast<unsigned long long>(failed.load()),
+                cpu_per_call(busy, self, calls).c_str());
     if (failed.load() != 0) rc = 1;
     {  // The floor: the same execs from 16 threads of this process, no HTTP.
       std::vector<std::unique_ptr<Sandbox>> direct_sbs;
@@ -265,11 +303,15 @@ int main(int argc, char** argv) {
         });
       }
       const auto f0 = Clock::now();
+      const double fb0 = busy_us(), fs0 = self_us();
       std::this_thread::sleep_for(std::chrono::seconds(seconds));
       floor_stop = true;
+      const uint64_t floor_calls = floor_done.load();
+      const double floor_busy = busy_us() - fb0, floor_self = self_us() - fs0;
       for (auto& t : threads) t.join();
-      std::printf("floor: the same from 16 threads, no HTTP: %.0f exec calls/s\n",
-                  floor_done.load() / (us_since(f0) / 1e6));
+      std::printf("floor: the same from 16 threads, no HTTP: %.0f exec calls/s, %s\n",
+                  floor_done.load() / (us_since(f0) / 1e6),
+                  cpu_per_call(floor_busy, floor_self, floor_calls).c_str());
     }
 
     // 3. Streams held at once.
