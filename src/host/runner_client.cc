@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -45,6 +46,10 @@ struct RunnerClient::Pending {
   uint32_t id = 0;
   std::deque<Frame> frames;
   std::function<bool(Frame&)> handle;  // true: this was the final frame
+  // Its own wake-up, so a read wakes only the calls it brought frames for
+  // (one condition variable for all woke every waiting call per read).
+  std::condition_variable cv;
+  bool asleep = false;  // waiting on cv for frames or the reader role
 };
 
 RunnerClient::RunnerClient(UniqueFd fd) : fd_(std::move(fd)) {}
@@ -233,7 +238,9 @@ Status RunnerClient::wait(Pending& p) {
     }
     if (broken_) return *broken_;
     if (reading_) {
-      cv_.wait(lock);
+      p.asleep = true;
+      p.cv.wait(lock);
+      p.asleep = false;
       continue;
     }
     reading_ = true;
@@ -242,7 +249,22 @@ Status RunnerClient::wait(Pending& p) {
     lock.lock();
     reading_ = false;
     if (!s && !broken_) broken_ = s.error();
-    cv_.notify_all();  // frames for others, a free reader role, or a broken connection
+    wake_after_read(p);
+  }
+}
+
+void RunnerClient::wake_after_read(const Pending& reader) {
+  // Every sleeping call this read brought frames for (all, once broken); and
+  // if the reader has frames of its own to handle first, one more to read on.
+  bool reader_wanted = !reader.frames.empty();
+  for (auto& [id, q] : pending_) {
+    if (q == &reader || !q->asleep) continue;
+    if (broken_ || !q->frames.empty()) {
+      q->cv.notify_one();
+    } else if (reader_wanted) {
+      q->cv.notify_one();
+      reader_wanted = false;
+    }
   }
 }
 
@@ -388,7 +410,7 @@ void RunnerClient::fail_all(const Error& reason) {
   {
     std::lock_guard lock(mu_);
     if (!broken_) broken_ = reason;
-    cv_.notify_all();
+    for (auto& [id, q] : pending_) q->cv.notify_one();
   }
   // Wakes a reader blocked in poll; the runner sees EOF and ends its calls.
   ::shutdown(fd_.get(), SHUT_RDWR);

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -82,13 +81,15 @@ class RunnerClient {
   // Waits until `p` is done, reading and dispatching frames while no one else does.
   Status wait(Pending& p);
   Status read_some();  // called with reader role held; reads and dispatches
+  // After a read, with mu_ held: wakes the calls that have frames now, and
+  // one to take the reader role if `reader` will not read again at once.
+  void wake_after_read(const Pending& reader);
   void dispatch(proto::Frame&& frame);
 
   UniqueFd fd_;
   std::string runner_version_;
   std::mutex send_mu_;
   std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;
   bool reading_ = false;
   std::optional<Error> broken_;
   uint32_t next_id_ = 1;

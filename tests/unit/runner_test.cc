@@ -826,6 +826,82 @@ TEST_F(RunnerTest, ConcurrentCallsEachGetTheirOwnOutput) {
   }
 }
 
+// Threads share one client: whichever waits reads, and hands each frame to
+// its call's own thread, waking only that one (and one more to read on when
+// the reader has its own frames to handle). A wake-up lost there hangs a call.
+TEST_F(RunnerTest, ManyThreadsOnOneClientEachGetTheirOwnCallsBack) {
+  constexpr int kThreads = 8, kCalls = 40;
+  std::atomic<int> done{0};
+  std::mutex mu;
+  std::vector<std::string> wrong;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int n = 0; n < kCalls; ++n) {
+        const std::string tag = std::to_string(t) + "-" + std::to_string(n);
+        Outcome r;
+        std::string want;
+        switch (n % 3) {
+          case 0:
+            r = run(request({"true"}));
+            break;
+          case 1:
+            r = run(request({"echo", tag}));
+            want = tag + "\n";
+            break;
+          case 2:  // more than one frame of output
+            r = sh("head -c 150000 /dev/zero | tr '\\0' x; echo " + tag);
+            want = std::string(150000, 'x') + tag + "\n";
+            break;
+        }
+        if (!r.ok || r.exit.exit_code != 0 || r.out != want) {
+          std::lock_guard lock(mu);
+          wrong.push_back(tag + ": " +
+                          (r.ok ? "exit " + std::to_string(r.exit.exit_code) + ", " +
+                                      std::to_string(r.out.size()) + " bytes out"
+                                : r.error));
+        }
+        ++done;
+      }
+    });
+  }
+  const auto end = Clock::now() + 120s;
+  while (done.load() < kThreads * kCalls && Clock::now() < end) std::this_thread::sleep_for(20ms);
+  const int finished = done.load();
+  // Hung calls are released with an error (no one may be left reading to see EOF).
+  if (finished < kThreads * kCalls) client_->fail_all(make_error("test", "calls hung"));
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(finished, kThreads * kCalls) << "calls never answered";
+  EXPECT_TRUE(wrong.empty()) << wrong.size() << " wrong, first: " << wrong.front();
+}
+
+// The thread reading for everyone has its own call end first and leaves: one
+// of the others must take the reading over, or their calls never end.
+TEST_F(RunnerTest, AReaderWhoseCallEndsFirstHandsTheReadingOn) {
+  std::vector<Outcome> runs(4);
+  std::vector<std::thread> threads;
+  // The first caller waits first, so it is the reader; its call is the shortest.
+  threads.emplace_back([&] { runs[0] = sh("sleep 0.1; echo 0"); });
+  std::this_thread::sleep_for(30ms);
+  for (int i = 1; i < 4; ++i) {
+    threads.emplace_back([&, i] { runs[i] = sh("sleep 0.4; echo " + std::to_string(i)); });
+  }
+  std::atomic<bool> joined{false};
+  std::thread watchdog([&] {
+    const auto end = Clock::now() + 20s;
+    while (!joined.load() && Clock::now() < end) std::this_thread::sleep_for(20ms);
+    // Releases the hung ones, with an error (no one is left reading to see EOF).
+    if (!joined.load()) client_->fail_all(make_error("test", "calls hung: no reader"));
+  });
+  for (auto& t : threads) t.join();
+  joined = true;
+  watchdog.join();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(runs[i].ok) << "call " << i << ": " << runs[i].error;
+    EXPECT_EQ(runs[i].out, std::to_string(i) + "\n");
+  }
+}
+
 // ---- supervisors, kept between calls (runner/supervisor_pool.h) ----
 
 TEST_F(RunnerTest, OneCallAtATimeReusesOneSupervisor) {
