@@ -66,8 +66,15 @@ double self_us() {
          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
-// "busy CPU 1034 us a call, 95 of it this bench's (at most 1934 calls/s on 2 cores)".
-std::string cpu_per_call(double busy, double self, uint64_t calls) {
+// The machine's busy CPU and this process's own over one throughput phase.
+struct CpuMeter {
+  double busy0 = busy_us(), self0 = self_us();
+  // "busy CPU 1034 us a call, 95 of it this bench's (at most 1934 calls/s on 2 cores)".
+  std::string per_call(uint64_t calls) const;
+};
+
+std::string CpuMeter::per_call(uint64_t calls) const {
+  const double busy = busy_us() - busy0, self = self_us() - self0;
   if (calls == 0) return "no calls";
   const double per = busy / static_cast<double>(calls);
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -270,16 +277,15 @@ int main(int argc, char** argv) {
       });
     }
     const auto t0 = Clock::now();
-    const double b0 = busy_us(), s0 = self_us();
+    const CpuMeter cpu;
     std::this_thread::sleep_for(std::chrono::seconds(seconds));
     stop = true;
-    const uint64_t calls = done.load();
-    const double busy = busy_us() - b0, self = self_us() - s0;
+    const std::string cost = cpu.per_call(done.load());
     for (auto& t : clients) t.join();
     const double secs = us_since(t0) / 1e6;
     std::printf("throughput: 16 clients, 4 sandboxes, %d s: %.0f exec calls/s (%llu failed), %s\n",
                 seconds, done.load() / secs, static_cast<unsigned long long>(failed.load()),
-                cpu_per_call(busy, self, calls).c_str());
+                cost.c_str());
     if (failed.load() != 0) rc = 1;
     {  // The floor: the same execs from 16 threads of this process, no HTTP.
       std::vector<std::unique_ptr<Sandbox>> direct_sbs;
@@ -303,15 +309,13 @@ int main(int argc, char** argv) {
         });
       }
       const auto f0 = Clock::now();
-      const double fb0 = busy_us(), fs0 = self_us();
+      const CpuMeter cpu;
       std::this_thread::sleep_for(std::chrono::seconds(seconds));
       floor_stop = true;
-      const uint64_t floor_calls = floor_done.load();
-      const double floor_busy = busy_us() - fb0, floor_self = self_us() - fs0;
+      const std::string cost = cpu.per_call(floor_done.load());
       for (auto& t : threads) t.join();
       std::printf("floor: the same from 16 threads, no HTTP: %.0f exec calls/s, %s\n",
-                  floor_done.load() / (us_since(f0) / 1e6),
-                  cpu_per_call(floor_busy, floor_self, floor_calls).c_str());
+                  floor_done.load() / (us_since(f0) / 1e6), cost.c_str());
     }
 
     // 3. Streams held at once.

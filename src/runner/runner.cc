@@ -254,15 +254,17 @@ int Runner::run() {
         if (bridge_) bridge_->on_event(t & ~kBridgeBit, events[i].events);
       } else if (t & kCredBit) {
         if (cred_) cred_->on_event(t & ~kCredBit, events[i].events);
-      } else if (t & kSupervisorBit) {
-        const uint32_t id = supervisors_.on_event(static_cast<pid_t>(t & ~kSupervisorBit));
+      } else {
+        // A call's descriptor, or its supervisor's socket (the call it is busy with).
+        const bool supervisor = (t & kSupervisorBit) != 0;
+        const uint32_t id = supervisor
+                                ? supervisors_.on_event(static_cast<pid_t>(t & ~kSupervisorBit))
+                                : static_cast<uint32_t>(t >> 8);
+        const auto kind = supervisor ? FdKind::kReport : static_cast<FdKind>(t & 0xff);
         if (auto it = calls_.find(id); id != 0 && it != calls_.end()) {
-          it->second->on_event(FdKind::kReport, events[i].events);
+          it->second->on_event(kind, events[i].events);
           if (it->second->finished()) calls_.erase(it);
         }
-      } else if (auto it = calls_.find(static_cast<uint32_t>(t >> 8)); it != calls_.end()) {
-        it->second->on_event(static_cast<FdKind>(t & 0xff), events[i].events);
-        if (it->second->finished()) calls_.erase(it);
       }
     }
   }

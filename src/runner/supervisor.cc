@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "runner/call_handoff.h"
 
@@ -114,6 +115,31 @@ constexpr bool kVforkSharesMemory = true;
 struct FailureChannel {
   volatile ExecFailure shared{kStageNone, 0};  // written by the child (vfork)
   int pipe[2] = {-1, -1};                      // or sent down this (fork)
+
+  bool open() { return kVforkSharesMemory || ::pipe2(pipe, O_CLOEXEC) == 0; }
+  // In the supervisor, once the child has exec'd or exited: what it said
+  // (kStageNone when it exec'd).
+  ExecFailure take() {
+    ExecFailure f{kStageNone, 0};
+    if constexpr (kVforkSharesMemory) {
+      f = ExecFailure{shared.stage, shared.err};
+    } else {
+      close_end(1);
+      ssize_t n;
+      while ((n = ::read(pipe[0], &f, sizeof f)) < 0 && errno == EINTR) {
+      }
+      if (n != static_cast<ssize_t>(sizeof f)) f = ExecFailure{kStageNone, 0};  // EOF: it exec'd
+    }
+    return f;
+  }
+  void close_end(int i) {
+    if (pipe[i] >= 0) ::close(std::exchange(pipe[i], -1));
+  }
+  // The supervisor's copies (the child never returns here: it execs or _exits).
+  ~FailureChannel() {
+    close_end(0);
+    close_end(1);
+  }
 };
 
 [[noreturn]] void fail_exec(FailureChannel* ch, int32_t stage) {
@@ -262,7 +288,7 @@ void reap_everything(pid_t command) {
 // the failure in `r`. The call's stdio goes with the command.
 pid_t start_command(ReceivedCall& call, Report* r) {
   FailureChannel ch;
-  if (!kVforkSharesMemory && ::pipe2(ch.pipe, O_CLOEXEC) != 0) {
+  if (!ch.open()) {
     r->exec_stage = kStageSetup;
     r->exec_errno = errno;
     return -1;
@@ -271,31 +297,13 @@ pid_t start_command(ReceivedCall& call, Report* r) {
   // vfork: no page-table copy; run_command makes only syscalls and then execs
   // or _exits, and this process goes on only after that.
   const pid_t command = ::vfork();
-  if (command == 0) {
-    if (!kVforkSharesMemory) ::close(ch.pipe[0]);
-    run_command(a, &ch);
-  }
+  if (command == 0) run_command(a, &ch);
   const int fork_errno = errno;
   // The command holds its own copies now: its stdout reaches EOF with it.
   call.in.reset();
   call.out.reset();
   call.err.reset();
-  ExecFailure f{kStageNone, 0};
-  if (command < 0) {
-    f = ExecFailure{kStageSetup, fork_errno};
-  } else if constexpr (kVforkSharesMemory) {
-    f = ExecFailure{ch.shared.stage, ch.shared.err};
-  } else {
-    ::close(ch.pipe[1]);
-    ssize_t n;
-    while ((n = ::read(ch.pipe[0], &f, sizeof f)) < 0 && errno == EINTR) {
-    }
-    if (n != static_cast<ssize_t>(sizeof f)) f = ExecFailure{kStageNone, 0};  // EOF: it exec'd
-  }
-  if (!kVforkSharesMemory) {
-    ::close(ch.pipe[0]);
-    if (command < 0) ::close(ch.pipe[1]);
-  }
+  const ExecFailure f = command < 0 ? ExecFailure{kStageSetup, fork_errno} : ch.take();
   r->exec_stage = f.stage;
   r->exec_errno = f.err;
   return command;
