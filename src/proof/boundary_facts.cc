@@ -144,7 +144,9 @@ void read_host_side(const Sandbox& sandbox, BoundaryFacts& f) {
   const int pid = sandbox.init_pid();
   if (pid > 0) {
     // Only a PID 1 on this kernel can be compared with this host's namespaces.
-    f.host_ns = namespace_inodes(0);
+    // This process's own are read once: it never moves to others.
+    static const std::map<std::string, uint64_t> host_ns = namespace_inodes(0);
+    f.host_ns = host_ns;
     f.pid1_ns = namespace_inodes(pid);
     const std::string proc = "/proc/" + std::to_string(pid);
     if (auto m = read_file(proc + "/uid_map")) f.pid1_uid_map = std::move(*m);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "proof/digest.h"
+#include "proof/mount_table.h"
 
 namespace rf::proof {
 namespace {
@@ -277,26 +278,23 @@ std::optional<std::string> option_value(std::string_view list, std::string_view 
 }
 
 void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
-  static const json kNone = json::array();
-  const json* found = has_inside(f) && f.inside.contains("mounts") ? &f.inside["mounts"] : &kNone;
-  const json& mounts = found->is_array() ? *found : kNone;
+  const std::string_view mountinfo = has_inside(f) ? view(f.inside, "mountinfo") : "";
+  const std::vector<MountEntry> mounts = parse_mountinfo(mountinfo);
   if (mounts.empty()) {
     for (const char* n : {"filesystem.root_readonly", "filesystem.writable", "filesystem.size",
                           "filesystem.masked"})
       out.push_back(unknown(n, "no mount table from inside"));
     return;
   }
-  // The mount on top at each point is the last listed there. The table is
-  // read in place: it is the largest part of what the self-probe prints.
-  std::map<std::string_view, const json*> top;
-  for (const auto& m : mounts)
-    if (m.is_object()) top[view(m, "mount_point")] = &m;
+  // The mount on top at each point is the last listed there.
+  std::map<std::string_view, const MountEntry*> top;
+  for (const auto& m : mounts) top[m.mount_point] = &m;
   {
     const auto root = top.find("/");
-    const bool ro = root != top.end() && has_option(view(*root->second, "options"), "ro");
-    json ev = root == top.end() ? json::object()
-                                : json{{"fstype", view(*root->second, "fstype")},
-                                       {"options", view(*root->second, "options")}};
+    const bool ro = root != top.end() && has_option(root->second->options, "ro");
+    json ev = root == top.end()
+                  ? json::object()
+                  : json{{"fstype", root->second->fstype}, {"options", root->second->options}};
     out.push_back(bound("filesystem.root_readonly", ro, ev));
   }
   // Writable places a tool may have: its workspace, /tmp, and kernel
@@ -311,11 +309,10 @@ void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
                                                     "/proc/kallsyms"};
   json writable = json::array(), unexpected = json::array();
   for (const auto& [point, m] : top) {
-    if (point == "/" || kMasks.count(point) != 0 || !has_option(view(*m, "options"), "rw"))
-      continue;
-    const std::string_view fstype = view(*m, "fstype");
+    if (point == "/" || kMasks.count(point) != 0 || !has_option(m->options, "rw")) continue;
+    const std::string_view fstype = m->fstype;
     json w = {{"mount_point", point}, {"fstype", fstype}};
-    if (auto size = option_value(view(*m, "super_options"), "size")) w["size"] = std::move(*size);
+    if (auto size = option_value(m->super_options, "size")) w["size"] = std::move(*size);
     writable.push_back(std::move(w));
     const bool dev_ok = point == "/dev" && fstype == "tmpfs";
     if (kMayWrite.count(point) == 0 || (point == "/dev" && !dev_ok)) unexpected.push_back(point);
@@ -331,14 +328,13 @@ void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
         sizes[point] = "absent";
         continue;
       }
-      const std::string_view fstype = view(*it->second, "fstype");
+      const std::string_view fstype = it->second->fstype;
       if (fstype != "tmpfs") {
         sizes[point] = "not a tmpfs (" + std::string(fstype) + "): sized by the host";
         known = false;
         continue;
       }
-      const std::string size =
-          option_value(view(*it->second, "super_options"), "size").value_or("");
+      const std::string size = option_value(it->second->super_options, "size").value_or("");
       sizes[point] = size;
       uint64_t bytes = std::strtoull(size.c_str(), nullptr, 10);
       if (!size.empty() && size.back() == 'k') bytes <<= 10;

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,7 +27,111 @@ extern char** environ;
 namespace rf::runner {
 namespace {
 
-using json = nlohmann::json;
+// The probe's JSON, written as it goes (no tree: the probe runs once per
+// sandbox on the way to its report, and building then dumping a tree was
+// most of its own time). Strings are escaped as JSON needs; a byte that is
+// not part of valid UTF-8 is written as \u00XX so the host's parser always
+// takes the output.
+class JsonOut {
+ public:
+  std::string text;
+
+  void begin_object() { open('{'); }
+  void end_object() { close('}'); }
+  void begin_array() { open('['); }
+  void end_array() { close(']'); }
+  void key(std::string_view k) {
+    comma();
+    text += '"';
+    escape(k);
+    text += "\":";
+    after_key_ = true;
+  }
+  void string(std::string_view v) {
+    comma();
+    text += '"';
+    escape(v);
+    text += '"';
+  }
+  void number(long long v) {
+    comma();
+    text += std::to_string(v);
+  }
+  void unsigned_number(unsigned long long v) {
+    comma();
+    text += std::to_string(v);
+  }
+  void boolean(bool v) {
+    comma();
+    text += v ? "true" : "false";
+  }
+
+ private:
+  bool first_ = true, after_key_ = false;
+
+  void open(char c) {
+    comma();
+    text += c;
+    first_ = true;
+  }
+  void close(char c) {
+    text += c;
+    first_ = false;
+  }
+  void comma() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (!first_) text += ',';
+    first_ = false;
+  }
+  // The length of the valid UTF-8 sequence at `s` (0 when it is not one).
+  static size_t utf8_length(std::string_view s) {
+    const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+    const auto cont = [&](size_t i) { return i < s.size() && (b(i) & 0xC0) == 0x80; };
+    const unsigned char c = b(0);
+    if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+      if (!cont(1) || !cont(2)) return 0;
+      if (c == 0xE0 && b(1) < 0xA0) return 0;   // overlong
+      if (c == 0xED && b(1) >= 0xA0) return 0;  // a surrogate
+      return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+      if (!cont(1) || !cont(2) || !cont(3)) return 0;
+      if (c == 0xF0 && b(1) < 0x90) return 0;   // overlong
+      if (c == 0xF4 && b(1) >= 0x90) return 0;  // past U+10FFFF
+      return 4;
+    }
+    return 0;
+  }
+  void escape(std::string_view v) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (size_t i = 0; i < v.size();) {
+      const auto c = static_cast<unsigned char>(v[i]);
+      if (c == '"' || c == '\\') {
+        text += '\\';
+        text += static_cast<char>(c);
+      } else if (c == '\n') {
+        text += "\\n";
+      } else if (c == '\t') {
+        text += "\\t";
+      } else if (c >= 0x20 && c < 0x80) {
+        text += static_cast<char>(c);
+      } else if (const size_t n = c >= 0x80 ? utf8_length(v.substr(i)) : 0; n > 0) {
+        text.append(v.substr(i, n));
+        i += n;
+        continue;
+      } else {
+        text += "\\u00";
+        text += kHex[c >> 4];
+        text += kHex[c & 15];
+      }
+      ++i;
+    }
+  }
+};
 
 std::string read_or_empty(const char* path) {
   auto text = rf::read_file(path);
@@ -36,10 +139,10 @@ std::string read_or_empty(const char* path) {
 }
 
 // "mnt:[4026531840]" -> 4026531840; 0 when unreadable.
-uint64_t ns_inode(const std::string& name) {
-  char buf[64];
-  const std::string path = "/proc/self/ns/" + name;
-  const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+uint64_t ns_inode(const char* name) {
+  char path[64], buf[64];
+  std::snprintf(path, sizeof path, "/proc/self/ns/%s", name);
+  const ssize_t n = ::readlink(path, buf, sizeof buf - 1);
   if (n <= 0) return 0;
   buf[n] = '\0';
   const char* open = std::strchr(buf, '[');
@@ -59,24 +162,11 @@ std::vector<std::string_view> lines_of(std::string_view text) {
   return out;
 }
 
-// The whitespace-separated words of `line`.
-std::vector<std::string_view> words_of(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-    const size_t start = i;
-    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
-    if (i > start) out.push_back(line.substr(start, i - start));
-  }
-  return out;
-}
-
-json status_fields() {
+void status_fields(JsonOut& out) {
   static constexpr std::string_view kKeep[] = {"CapInh", "CapPrm",     "CapEff",  "CapBnd",
                                                "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters",
                                                "Uid",    "Gid",        "Groups"};
-  json out = json::object();
+  out.begin_object();
   const std::string text = read_or_empty("/proc/self/status");
   for (const std::string_view line : lines_of(text)) {
     const auto colon = line.find(':');
@@ -88,52 +178,37 @@ json status_fields() {
     std::string value(b == std::string_view::npos ? std::string_view() : rest.substr(b));
     for (char& c : value)
       if (c == '\t') c = ' ';
-    out[std::string(key)] = std::move(value);
+    out.key(key);
+    out.string(value);
   }
-  return out;
+  out.end_object();
 }
 
-json rlimits() {
+void rlimits(JsonOut& out) {
   static const std::pair<const char*, int> kLimits[] = {
       {"core", RLIMIT_CORE},   {"nofile", RLIMIT_NOFILE},  {"fsize", RLIMIT_FSIZE},
       {"nproc", RLIMIT_NPROC}, {"as", RLIMIT_AS},          {"cpu", RLIMIT_CPU},
       {"stack", RLIMIT_STACK}, {"memlock", RLIMIT_MEMLOCK}};
-  json out = json::object();
+  out.begin_object();
   for (const auto& [name, res] : kLimits) {
     rlimit rl{};
     if (::getrlimit(res, &rl) != 0) continue;
-    auto v = [](rlim_t x) -> json {
-      return x == RLIM_INFINITY ? json("unlimited") : json(static_cast<uint64_t>(x));
-    };
-    out[name] = {v(rl.rlim_cur), v(rl.rlim_max)};
+    out.key(name);
+    out.begin_array();
+    for (const rlim_t x : {rl.rlim_cur, rl.rlim_max}) {
+      if (x == RLIM_INFINITY) {
+        out.string("unlimited");
+      } else {
+        out.unsigned_number(x);
+      }
+    }
+    out.end_array();
   }
-  return out;
+  out.end_object();
 }
 
-// /proc/self/mountinfo: "36 35 98:0 /root /mnt opts opt-fields - fstype source super-opts".
-json mounts() {
-  json out = json::array();
-  const std::string text = read_or_empty("/proc/self/mountinfo");
-  for (const std::string_view line : lines_of(text)) {
-    const std::vector<std::string_view> w = words_of(line);
-    const auto dash = std::find(w.begin(), w.end(), "-");
-    if (dash == w.end()) continue;
-    const size_t d = static_cast<size_t>(dash - w.begin());
-    if (d < 6 || d + 1 >= w.size()) continue;
-    json m = json::object();
-    m["mount_point"] = w[4];
-    m["root"] = w[3];
-    m["options"] = w[5];
-    m["fstype"] = w[d + 1];
-    m["source"] = d + 2 < w.size() ? w[d + 2] : std::string_view();
-    m["super_options"] = d + 3 < w.size() ? w[d + 3] : std::string_view();
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
-json interfaces() {
-  std::vector<std::string> names;
+void interfaces(JsonOut& out) {
+  std::vector<std::string_view> names;
   const std::string text = read_or_empty("/proc/self/net/dev");
   const std::vector<std::string_view> lines = lines_of(text);
   for (size_t i = 2; i < lines.size(); ++i) {  // after two header lines
@@ -141,16 +216,18 @@ json interfaces() {
     if (colon == std::string_view::npos) continue;
     std::string_view name = lines[i].substr(0, colon);
     const auto b = name.find_first_not_of(' ');
-    names.emplace_back(b == std::string_view::npos ? std::string_view() : name.substr(b));
+    names.push_back(b == std::string_view::npos ? std::string_view() : name.substr(b));
   }
   std::sort(names.begin(), names.end());
-  return names;
+  out.begin_array();
+  for (const auto n : names) out.string(n);
+  out.end_array();
 }
 
 // The cgroup limits as this process sees them, when a cgroup filesystem is
 // mounted (docker mounts one with a cgroup namespace; native mounts none, and
 // the host reads the files itself).
-json cgroup_files() {
+void cgroup_files(JsonOut& out) {
   // v2 files at the top, then v1's, each under its controller: named without it.
   static const char* kFiles[] = {"memory.max",
                                  "memory.swap.max",
@@ -160,26 +237,29 @@ json cgroup_files() {
                                  "pids/pids.max",
                                  "cpu/cpu.cfs_quota_us",
                                  "cpu/cpu.cfs_period_us"};
-  json out = json::object();
+  out.begin_object();
   for (const char* f : kFiles) {
     auto text = rf::read_file(std::string("/sys/fs/cgroup/") + f);
     if (!text) continue;
-    std::string v = *text;
-    while (!v.empty() && v.back() == '\n') v.pop_back();
+    std::string_view v = *text;
+    while (!v.empty() && v.back() == '\n') v.remove_suffix(1);
     const char* slash = std::strchr(f, '/');
-    out[slash != nullptr ? slash + 1 : f] = v;
+    out.key(slash != nullptr ? slash + 1 : f);
+    out.string(v);
   }
-  return out;
+  out.end_object();
 }
 
-json env_keys() {
-  std::vector<std::string> keys;
+void env_keys(JsonOut& out) {
+  std::vector<std::string_view> keys;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const char* eq = std::strchr(*e, '=');
     keys.emplace_back(*e, eq != nullptr ? static_cast<size_t>(eq - *e) : std::strlen(*e));
   }
   std::sort(keys.begin(), keys.end());
-  return keys;
+  out.begin_array();
+  for (const auto k : keys) out.string(k);
+  out.end_array();
 }
 
 const char* errno_name(int e) {
@@ -275,46 +355,78 @@ std::vector<Attack> attacks() {
   };
 }
 
-json run_attacks() {
-  json out = json::array();
+void run_attacks(JsonOut& out) {
+  out.begin_array();
   for (const Attack& a : attacks()) {
     errno = 0;
     const int err = a.run();
-    out.push_back({{"attack", a.name},
-                   {"what", a.what},
-                   {"failed", err != 0},
-                   {"errno", err},
-                   {"error", errno_name(err)}});
+    out.begin_object();
+    out.key("attack");
+    out.string(a.name);
+    out.key("what");
+    out.string(a.what);
+    out.key("failed");
+    out.boolean(err != 0);
+    out.key("errno");
+    out.number(err);
+    out.key("error");
+    out.string(errno_name(err));
+    out.end_object();
   }
-  return out;
+  out.end_array();
 }
 
 }  // namespace
 
 int self_probe_main() {
-  json j = {{"pid", ::getpid()},
-            {"uid", ::getuid()},
-            {"gid", ::getgid()},
-            {"no_new_privs", ::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1}};
-  json ns = json::object();
-  for (const char* n : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}) ns[n] = ns_inode(n);
-  j["ns"] = ns;
-  j["uid_map"] = read_or_empty("/proc/self/uid_map");
-  j["gid_map"] = read_or_empty("/proc/self/gid_map");
-  j["status"] = status_fields();
-  j["rlimits"] = rlimits();
-  j["mounts"] = mounts();
-  j["interfaces"] = interfaces();
-  j["cgroup"] = cgroup_files();
-  j["env_keys"] = env_keys();
+  JsonOut j;
+  j.text.reserve(8192);
+  j.begin_object();
+  j.key("pid");
+  j.number(::getpid());
+  j.key("uid");
+  j.unsigned_number(::getuid());
+  j.key("gid");
+  j.unsigned_number(::getgid());
+  j.key("no_new_privs");
+  j.boolean(::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1);
+  j.key("ns");
+  j.begin_object();
+  for (const char* n : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}) {
+    j.key(n);
+    j.unsigned_number(ns_inode(n));
+  }
+  j.end_object();
+  j.key("uid_map");
+  j.string(read_or_empty("/proc/self/uid_map"));
+  j.key("gid_map");
+  j.string(read_or_empty("/proc/self/gid_map"));
+  j.key("status");
+  status_fields(j);
+  j.key("rlimits");
+  rlimits(j);
+  // As the kernel prints it: the host parses it (proof/mount_table.h).
+  j.key("mountinfo");
+  j.string(read_or_empty("/proc/self/mountinfo"));
+  j.key("interfaces");
+  interfaces(j);
+  j.key("cgroup");
+  cgroup_files(j);
+  j.key("env_keys");
+  env_keys(j);
   // Whether the paths a sandbox masks exist at all on this kernel.
-  json exists = json::object();
-  for (const char* p : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/kallsyms"})
-    exists[p] = ::access(p, F_OK) == 0;
-  j["exists"] = exists;
-  j["attacks"] = run_attacks();  // last: nothing above may see their effects
-  const std::string out = j.dump() + "\n";
-  return rf::write_all(STDOUT_FILENO, out) ? 0 : 1;
+  j.key("exists");
+  j.begin_object();
+  for (const char* p : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/kallsyms"}) {
+    j.key(p);
+    j.boolean(::access(p, F_OK) == 0);
+  }
+  j.end_object();
+  j.key("attacks");
+  run_attacks(j);  // last: nothing above may see their effects
+  j.end_object();
+  j.text += '\n';
+  return rf::write_all(STDOUT_FILENO, j.text) ? 0 : 1;
 }
 
 }  // namespace rf::runner

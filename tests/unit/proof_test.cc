@@ -19,6 +19,7 @@
 #include "proof/digest.h"
 #include "proof/dsse.h"
 #include "proof/merkle.h"
+#include "proof/mount_table.h"
 #include "proof/proof_log.h"
 #include "proof/signing_key.h"
 #include "proof/verify.h"
@@ -287,17 +288,7 @@ BoundaryFacts strong_facts() {
                "CapBnd": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
                "Seccomp_filters": "2"},
     "rlimits": {"core": [0, 0], "nofile": [1024, 1024]},
-    "mounts": [
-      {"mount_point": "/", "fstype": "tmpfs", "options": "ro,nosuid", "super_options": "ro"},
-      {"mount_point": "/workspace", "fstype": "tmpfs", "options": "rw,nosuid,nodev",
-       "super_options": "rw,size=1048576k"},
-      {"mount_point": "/tmp", "fstype": "tmpfs", "options": "rw,nosuid,nodev",
-       "super_options": "rw,size=1048576k"},
-      {"mount_point": "/proc", "fstype": "proc", "options": "rw,nosuid", "super_options": "rw"},
-      {"mount_point": "/proc/kcore", "fstype": "devtmpfs", "options": "ro", "super_options": "rw"},
-      {"mount_point": "/proc/keys", "fstype": "devtmpfs", "options": "ro", "super_options": "rw"},
-      {"mount_point": "/proc/timer_list", "fstype": "devtmpfs", "options": "ro", "super_options": "rw"},
-      {"mount_point": "/proc/kallsyms", "fstype": "devtmpfs", "options": "ro", "super_options": "rw"}],
+    "mountinfo": "1 0 0:1 / / ro,nosuid - tmpfs tmpfs ro\n2 1 0:2 / /workspace rw,nosuid,nodev - tmpfs tmpfs rw,size=1048576k\n3 1 0:3 / /tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=1048576k\n4 1 0:4 / /proc rw,nosuid - proc proc rw\n5 4 0:5 /null /proc/kcore ro master:1 - devtmpfs udev rw\n6 4 0:5 /null /proc/keys ro - devtmpfs udev rw\n7 4 0:5 /null /proc/timer_list ro - devtmpfs udev rw\n8 4 0:5 /null /proc/kallsyms ro - devtmpfs udev rw\n",
     "interfaces": ["lo"],
     "env_keys": ["HOME", "LANG", "PATH"],
     "attacks": [{"attack": "mount", "failed": true, "errno": 1, "error": "EPERM"}]})");
@@ -311,6 +302,14 @@ BoundaryFacts strong_facts() {
   f.seccomp_profile = {"aa", "bb"};
   f.seccomp_loaded = {"aa", "bb"};
   return f;
+}
+
+// Replaces `from` (which must be there) in the self-probe's mount table.
+void edit_mounts(BoundaryFacts& f, const std::string& from, const std::string& to) {
+  std::string table = f.inside["mountinfo"].get<std::string>();
+  const size_t at = table.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  f.inside["mountinfo"] = table.replace(at, from.size(), to);
 }
 
 std::map<std::string, BoundStatus> by_name(const std::vector<Bound>& bounds) {
@@ -369,6 +368,29 @@ TEST(Receipt, ThePayloadIsTheStatementsJsonByteForByte) {
   EXPECT_TRUE(json::parse(receipt_payload(r)).is_object());
 }
 
+TEST(MountTable, ParsesTheKernelsLinesAndSkipsWhatIsNotOne) {
+  const std::string text =
+      "36 35 98:0 /root /mnt\\040dir rw,noatime master:1 shared:2 - ext3 /dev/root "
+      "rw,errors=continue\n"
+      "\n"
+      "garbage\n"
+      "1 2 3:4 / /no-dash rw ext4 /dev/x rw\n"
+      "1 2 3:4 / /no-fstype rw -\n"
+      "  7 1 0:5 / /proc   rw,nosuid - proc proc rw";  // no final newline, extra spaces
+  const auto m = parse_mountinfo(text);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].root, "/root");
+  EXPECT_EQ(m[0].mount_point, "/mnt\\040dir");  // the kernel's escape, kept
+  EXPECT_EQ(m[0].options, "rw,noatime");
+  EXPECT_EQ(m[0].fstype, "ext3");
+  EXPECT_EQ(m[0].source, "/dev/root");
+  EXPECT_EQ(m[0].super_options, "rw,errors=continue");
+  EXPECT_EQ(m[1].mount_point, "/proc");
+  EXPECT_EQ(m[1].options, "rw,nosuid");
+  EXPECT_EQ(m[1].super_options, "rw");
+  EXPECT_TRUE(parse_mountinfo("").empty());
+}
+
 TEST(BoundaryReport, EveryBoundHeldWhenTheFactsSaySo) {
   const auto bounds = judge_bounds(strong_facts());
   for (const auto& b : bounds)
@@ -408,17 +430,21 @@ TEST(BoundaryReport, EachWeakeningIsNotHeldForExactlyThatBound) {
          f.inside["rlimits"]["nofile"] = {1024, 1048576};
        }},
       {"filesystem.root_readonly",
-       [](BoundaryFacts& f) { f.inside["mounts"][0]["options"] = "rw"; }},
+       [](BoundaryFacts& f) { edit_mounts(f, " / / ro,", " / / rw,"); }},
       {"filesystem.writable",
        [](BoundaryFacts& f) {
-         f.inside["mounts"].push_back({{"mount_point", "/usr"},
-                                       {"fstype", "ext4"},
-                                       {"options", "rw"},
-                                       {"super_options", "rw"}});
+         f.inside["mountinfo"] =
+             f.inside["mountinfo"].get<std::string>() + "9 1 8:1 /usr /usr rw - ext4 /dev/vda rw\n";
        }},
       {"filesystem.size",
-       [](BoundaryFacts& f) { f.inside["mounts"][2]["super_options"] = "rw,size=8388608k"; }},
-      {"filesystem.masked", [](BoundaryFacts& f) { f.inside["mounts"].erase(4); }},
+       [](BoundaryFacts& f) {
+         edit_mounts(f, "/tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=1048576k",
+                     "/tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=8388608k");
+       }},
+      {"filesystem.masked",
+       [](BoundaryFacts& f) {
+         edit_mounts(f, "5 4 0:5 /null /proc/kcore ro master:1 - devtmpfs udev rw\n", "");
+       }},
       {"network",
        [](BoundaryFacts& f) {
          f.inside["interfaces"] = {"eth0", "lo"};

@@ -3,10 +3,12 @@
 // driven through RunnerClient; a few tests speak raw frames instead.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,6 +26,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <sstream>
@@ -165,6 +168,66 @@ TEST(RunnerBinary, VersionFlag) {
   EXPECT_EQ(::pclose(p), 0);
   EXPECT_EQ(std::string(buf, n), std::string("ringfence-tool-runner ") + RF_VERSION + " protocol " +
                                      proto::kProtocolVersion + "\n");
+}
+
+// The self-probe's output reaches the host's JSON parser whatever the names
+// of its environment's variables are: quotes, backslashes, control bytes,
+// UTF-8, bytes that are no UTF-8, an entry without '='. Run as nobody, with
+// no_new_privs, so its attacks fail here as they would in a sandbox.
+TEST(RunnerBinary, SelfProbePrintsJsonWhateverTheEnvironmentsNamesAre) {
+  std::array<int, 2> out{};
+  ASSERT_EQ(::pipe2(out.data(), O_CLOEXEC), 0);
+  const std::vector<std::string> env = {"PLAIN=1",
+                                        "QUO\"TE=1",
+                                        "BACK\\SLASH=1",
+                                        "CTRL\x01\x1f=1",
+                                        "UTF8_\xc3\xa9\xe2\x82\xac=1",
+                                        "BAD_\xff\xc3=1",
+                                        "NOEQUALS"};
+  std::vector<char*> envp;
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const std::string runner = RF_RUNNER_PATH;
+  char* argv[] = {const_cast<char*>(runner.c_str()), const_cast<char*>("self-probe"), nullptr};
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+      ::_exit(120);
+    ::execve(argv[0], argv, envp.data());
+    ::_exit(121);
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << text;
+  std::set<std::string> keys;
+  for (const auto& k : j.at("env_keys")) keys.insert(k.get<std::string>());
+  // Bytes that are no UTF-8 come back as the code points of their values.
+  EXPECT_EQ(keys, (std::set<std::string>{"PLAIN", "QUO\"TE", "BACK\\SLASH", "CTRL\x01\x1f",
+                                         "UTF8_\xc3\xa9\xe2\x82\xac", "BAD_\xc3\xbf\xc3\x83",
+                                         "NOEQUALS"}));
+  EXPECT_EQ(j.at("uid"), 65534);
+  EXPECT_EQ(j.at("no_new_privs"), true);
+  EXPECT_TRUE(j.at("mountinfo").is_string());
+  EXPECT_NE(j.at("mountinfo").get<std::string>().find(" / / "), std::string::npos);
+  EXPECT_EQ(j.at("ns").size(), 7u);
+  EXPECT_EQ(j.at("status").at("NoNewPrivs"), "1");
+  EXPECT_EQ(j.at("rlimits").at("nofile").size(), 2u);
+  ASSERT_EQ(j.at("attacks").size(), 12u);
+  for (const auto& a : j.at("attacks")) {
+    if (a.at("attack") == "unshare_user" || a.at("attack") == "chroot") continue;  // host policy
+    EXPECT_EQ(a.at("failed"), true) << a.dump();
+  }
 }
 
 // Raw frames over the socket, for what RunnerClient would never send.
