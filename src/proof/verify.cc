@@ -14,6 +14,7 @@ using json = nlohmann::json;
 struct Signed {
   Envelope envelope;
   json statement;
+  std::string sha256;  // of the payload: what the receipt and the log name it by
 };
 
 Result<Signed> open_envelope(const json& bundle, const char* name, std::string_view type,
@@ -27,13 +28,14 @@ Result<Signed> open_envelope(const json& bundle, const char* name, std::string_v
   if (!st.ok()) return st.take_error();
   if (st->value("predicateType", "") != type)
     return make_error(name, "its predicateType is not " + std::string(type));
-  return Signed{std::move(*env), std::move(*st)};
+  std::string digest = sha256_hex(env->payload);
+  return Signed{std::move(*env), std::move(*st), std::move(digest)};
 }
 
 // One log entry: its event is intact, holds this envelope's digest, and is
 // in the tree the checkpoint names.
 Status check_entry(const json& log, const char* entry_name, const char* kind,
-                   const Envelope& envelope, const Checkpoint& cp) {
+                   const Signed& envelope, const Checkpoint& cp) {
   const std::string where = std::string("log ") + entry_name;
   const auto it = log.find(entry_name);
   if (it == log.end() || !it->is_object()) return make_error(where, "missing from the file");
@@ -46,7 +48,7 @@ Status check_entry(const json& log, const char* entry_name, const char* kind,
                                  ": its hash does not match its fields (edited?)");
   }
   const json detail = json::parse(event->detail_json, nullptr, false);
-  if (!detail.is_object() || detail.value("sha256", "") != sha256_hex(envelope.payload)) {
+  if (!detail.is_object() || detail.value("sha256", "") != envelope.sha256) {
     return make_error(where,
                       "event " + std::to_string(event->seq) + " records another " +
                           std::string(kind == std::string("proof.receipt") ? "receipt" : "report") +
@@ -96,7 +98,7 @@ Result<BundleVerdict> verify_bundle_fields(const json& bundle, const PublicKey& 
   if (!report.ok()) return report.take_error();
   const std::string named =
       receipt->statement["predicate"].value("report", json::object()).value("sha256", "");
-  const std::string have = sha256_hex(report->envelope.payload);
+  const std::string& have = report->sha256;
   if (named != have) {
     return make_error("receipt", "it names report " + named.substr(0, 16) +
                                      "..., the report in this file is " + have.substr(0, 16) +
@@ -110,9 +112,9 @@ Result<BundleVerdict> verify_bundle_fields(const json& bundle, const PublicKey& 
   if (log == bundle.end() || !log->is_object()) return make_error("log", "missing from the file");
   auto cp = verify_checkpoint(log->value("checkpoint", ""), key);
   if (!cp.ok()) return make_error("log checkpoint", cp.error().message);
-  if (auto v = check_entry(*log, "receipt_entry", "proof.receipt", receipt->envelope, *cp); !v)
+  if (auto v = check_entry(*log, "receipt_entry", "proof.receipt", *receipt, *cp); !v)
     return v.take_error();
-  if (auto v = check_entry(*log, "report_entry", "proof.report", report->envelope, *cp); !v)
+  if (auto v = check_entry(*log, "report_entry", "proof.report", *report, *cp); !v)
     return v.take_error();
   auto summary = summarize_report(report->statement);
   if (!summary.ok()) return summary.take_error();
