@@ -3,6 +3,8 @@
 // verifies every signature over the DSSE pre-authentication encoding and the
 // checkpoint's text, and tests/proof/check_receipt.py (hashlib) walks each
 // inclusion proof to the checkpoint's root.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -260,6 +262,22 @@ TEST_F(ProofCli, AReceiptThatCannotBeWrittenFailsBeforeAnythingRuns) {
   EXPECT_NE(ran.err.find("--receipt " + dir_ + "/no/such/dir/r.json"), std::string::npos)
       << ran.err;
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/no"));
+}
+
+// The key is opened beside the sandbox's creation: one that fails closed
+// still stops the command before it runs.
+TEST_F(ProofCli, AKeyThatCannotBeUsedFailsBeforeTheCommandRuns) {
+  ASSERT_EQ(run_cli({"keys", "show", "--state-dir", dir_}).exit_code, 0);  // made on first use
+  const std::string seed = dir_ + "/keys/proof.key";
+  ASSERT_EQ(::chmod(seed.c_str(), 0644), 0);
+  const auto ran = run_cli({"sandbox", "exec", "--state-dir", dir_, "--receipt", dir_ + "/r.json",
+                            "--", "sh", "-c", "echo ran; touch /workspace/x"});
+  EXPECT_EQ(ran.exit_code, 125) << ran.err;
+  EXPECT_EQ(ran.out, "");
+  EXPECT_NE(ran.err.find("nothing was run"), std::string::npos) << ran.err;
+  EXPECT_NE(ran.err.find(seed), std::string::npos) << ran.err;
+  EXPECT_NE(ran.err.find("it must be 0600"), std::string::npos) << ran.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/r.json"));
 }
 
 // A worker's calls: every call gets a receipt, and `call --receipt` fetches it.
