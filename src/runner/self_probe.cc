@@ -31,7 +31,8 @@ namespace {
 // sandbox on the way to its report, and building then dumping a tree was
 // most of its own time). Strings are escaped as JSON needs; a byte that is
 // not part of valid UTF-8 is written as \u00XX so the host's parser always
-// takes the output.
+// takes the output. By hand: nlohmann's serializer for each string (with
+// U+FFFD for such bytes) made the probe 30-170 us slower (300 probes, timed).
 class JsonOut {
  public:
   std::string text;
