@@ -43,7 +43,7 @@ json sandbox_json(const ApiSandbox& s) {
       {"age_s", age.count()},
       {"setup_ms", static_cast<double>(s.setup.count()) / 1000.0},
       {"calls_running", s.running.load()},
-      {"spec", json::parse(spec_to_json(spec))}};
+      {"spec", spec_json(spec)}};
 }
 
 // Streams a call's output as server-sent events; a client that goes away

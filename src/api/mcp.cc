@@ -210,8 +210,7 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
       return tool_error((e->field.empty() ? "" : e->field + ": ") + e->message);
     }
     const auto& sb = std::get<std::shared_ptr<ApiSandbox>>(made);
-    const json out = {{"sandbox_id", sb->id()},
-                      {"spec", json::parse(spec_to_json(sb->sandbox->spec()))}};
+    const json out = {{"sandbox_id", sb->id()}, {"spec", spec_json(sb->sandbox->spec())}};
     return tool_result(out, "sandbox_id: " + sb->id());
   }
   if (name == "sandbox_exec") {

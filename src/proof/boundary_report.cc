@@ -417,8 +417,7 @@ void attacks(const BoundaryFacts& f, std::vector<Bound>& out) {
 
 // The spec as the report shows it: environment names only.
 json public_spec(const SandboxSpec& spec) {
-  json j = json::parse(spec_to_json(spec), nullptr, false);
-  if (!j.is_object()) return json::object();
+  json j = spec_json(spec);
   json keys = json::array();
   for (const auto& [k, v] : spec.env) keys.push_back(k);
   j.erase("env");

@@ -239,7 +239,7 @@ Result<SandboxSpec> parse_spec_json(const std::string& text) {
   return s;
 }
 
-std::string spec_to_json(const SandboxSpec& s) {
+nlohmann::json spec_json(const SandboxSpec& s) {
   nlohmann::json limits = nlohmann::json::object();
   for (const LimitField& f : limit_fields()) {
     const std::string text = f.get(s.limits);
@@ -258,8 +258,10 @@ std::string spec_to_json(const SandboxSpec& s) {
                       {"allow", s.allow},   {"seccomp", s.seccomp},
                       {"labels", s.labels}, {"limits", limits}};
   if (s.tls_intercept) j["tls_intercept"] = true;
-  return j.dump();
+  return j;
 }
+
+std::string spec_to_json(const SandboxSpec& s) { return spec_json(s).dump(); }
 
 std::map<std::string, std::string> base_environment(bool tty) {
   std::map<std::string, std::string> env = {

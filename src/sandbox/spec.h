@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -73,6 +74,9 @@ Status validate_spec(const SandboxSpec& spec);
 // Parses a JSON object with the fields above ("limits": {"memory": "512m", ...}).
 // Unknown keys are errors.
 Result<SandboxSpec> parse_spec_json(const std::string& text);
+// The document parse_spec_json reads, as a value (callers that embed it in
+// their own JSON) and as text.
+nlohmann::json spec_json(const SandboxSpec& spec);
 std::string spec_to_json(const SandboxSpec& spec);
 
 // The environment a command sees: exactly PATH, HOME, LANG, the spec's env,
