@@ -22,7 +22,7 @@ Envelope sign_envelope(const SigningKey& key, std::string_view payload_type, std
   Envelope e;
   e.payload_type = std::string(payload_type);
   e.payload = std::move(payload);
-  e.keyid = key.key_id();
+  e.keyid = key.public_key().key_id();
   e.sig = key.sign(pae(e.payload_type, e.payload));
   return e;
 }

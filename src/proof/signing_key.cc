@@ -150,8 +150,7 @@ bool verify_signature(const PublicKey& key, std::string_view message, std::strin
                                      reinterpret_cast<const unsigned char*>(key.raw.data())) == 0;
 }
 
-SigningKey::SigningKey(SigningKey&& other) noexcept
-    : public_(std::move(other.public_)), key_id_(std::move(other.key_id_)) {
+SigningKey::SigningKey(SigningKey&& other) noexcept : public_(std::move(other.public_)) {
   std::memcpy(secret_, other.secret_, sizeof secret_);
   sodium_memzero(other.secret_, sizeof other.secret_);
 }
@@ -164,7 +163,6 @@ SigningKey SigningKey::generate() {
   unsigned char pk[crypto_sign_PUBLICKEYBYTES];
   crypto_sign_keypair(pk, k.secret_);
   k.public_.raw.assign(reinterpret_cast<const char*>(pk), sizeof pk);
-  k.key_id_ = k.public_.key_id();
   return k;
 }
 
@@ -177,7 +175,6 @@ Result<SigningKey> SigningKey::load(const std::string& state_dir) {
   crypto_sign_seed_keypair(pk, k.secret_, reinterpret_cast<const unsigned char*>(seed->data()));
   sodium_memzero(seed->data(), seed->size());
   k.public_.raw.assign(reinterpret_cast<const char*>(pk), sizeof pk);
-  k.key_id_ = k.public_.key_id();
   // The PEM beside it is for readers; the seed is the truth. Rewrite a missing one.
   const std::string pub = public_key_path(state_dir);
   if (::access(pub.c_str(), F_OK) != 0) (void)write_file_atomic(pub, k.public_.pem(), 0644, false);

@@ -52,15 +52,12 @@ class SigningKey {
   static SigningKey generate();
 
   const PublicKey& public_key() const { return public_; }
-  // public_key().key_id(), worked out once: every envelope carries it.
-  const std::string& key_id() const { return key_id_; }
   std::string sign(std::string_view message) const;
 
  private:
   SigningKey() = default;
   unsigned char secret_[64] = {};  // libsodium's seed || public key
   PublicKey public_;
-  std::string key_id_;
 };
 
 std::string key_dir(const std::string& state_dir);
