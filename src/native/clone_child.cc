@@ -13,15 +13,6 @@
 namespace rf::native {
 namespace {
 
-// ThreadSanitizer keeps its per-thread state behind the thread pointer: a
-// CLONE_VM child would run on the cloning thread's state while that thread
-// goes on, and both crash. Under TSAN the child always gets a copy of memory.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kCloneVmAllowed = false;
-#else
-constexpr bool kCloneVmAllowed = true;
-#endif
-
 constexpr uint64_t kNamespaceFlags =
     CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
 
@@ -64,6 +55,22 @@ pid_t clone_sharing_memory(const ChildConfig& config, void* stack_top, int* pidf
                  const_cast<ChildConfig*>(&config), pidfd);
 }
 
+// Under ThreadSanitizer. TSAN keeps its per-thread state behind the thread
+// pointer, so a CLONE_VM child would run on the cloning thread's state while
+// that thread goes on, and both crash: the child gets a copy of memory. That
+// copy must come from libc's clone(), which TSAN intercepts: it takes its
+// runtime's locks before the clone and releases them after, and in the child
+// of a threaded process it turns its interceptors off. A raw clone3 copied
+// whatever lock another thread held at that instant, and the child's first
+// intercepted call (close, write, recv...) waited on it forever (CI: a
+// sandbox's set-up timed out after 60 s). clone() cannot clone into a cgroup:
+// the host moves the child in before it lets it go (kClonesIntoCgroup).
+pid_t clone_copying_memory(const ChildConfig& config, void* stack_top, int* pidfd) {
+  return ::clone(child_entry, stack_top,
+                 static_cast<int>(namespaces_of(config) | CLONE_PIDFD) | SIGCHLD,
+                 const_cast<ChildConfig*>(&config), pidfd);
+}
+
 }  // namespace
 
 ChildStack::ChildStack() {
@@ -79,7 +86,14 @@ ChildStack::~ChildStack() {
 void* ChildStack::top() const { return base_ ? static_cast<char*>(base_) + kSize : nullptr; }
 
 pid_t clone_child(const ChildConfig& config, int cgroup_fd, ChildStack& stack, int* pidfd) {
-  if (kCloneVmAllowed && cgroup_fd < 0 && stack.top() != nullptr) {
+  if (!kClonesIntoCgroup) {  // ThreadSanitizer
+    if (stack.top() == nullptr) {
+      errno = ENOMEM;
+      return -1;
+    }
+    return clone_copying_memory(config, stack.top(), pidfd);
+  }
+  if (cgroup_fd < 0 && stack.top() != nullptr) {
     return clone_sharing_memory(config, stack.top(), pidfd);
   }
   return clone_into_cgroup(config, cgroup_fd, pidfd);

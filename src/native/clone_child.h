@@ -32,6 +32,14 @@ class ChildStack {
 // CLONE_INTO_CGROUP); without it, it shares the host's memory on `stack` until
 // it execs. Returns the child's pid (the child itself never returns), or -1
 // with errno.
+// Under ThreadSanitizer the child is a copy made by libc's clone() (see
+// clone_child.cc), which ignores `cgroup_fd`: the caller moves it in.
 pid_t clone_child(const ChildConfig& config, int cgroup_fd, ChildStack& stack, int* pidfd);
+
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kClonesIntoCgroup = false;
+#else
+inline constexpr bool kClonesIntoCgroup = true;
+#endif
 
 }  // namespace rf::native

@@ -89,6 +89,7 @@ Status NativeSandbox::start(const ChildConfig& base, const MountPlan& plan,
       if (!exec_done) self->kill_child_now();
     }
   } guard{this, exec_done};
+  RF_TRY(move_child_into_cgroup(l));
   RF_TRY(write_id_maps(l));
   RF_TRY(release_child(l));
   auto setup = wait_for_child_setup(l);
@@ -159,6 +160,17 @@ Status NativeSandbox::clone(Launch& l) {
   l.proto_child.reset();
   l.join_fds.clear();
   l.workspace.fd.reset();
+  return ok_status();
+}
+
+// Only where the clone could not start the child in its cgroup (v2 under
+// ThreadSanitizer, see clone_child.h): before the go byte, so the child's
+// cgroup namespace is rooted there.
+Status NativeSandbox::move_child_into_cgroup(Launch& l) {
+  if (kClonesIntoCgroup || cgroup_->clone_into_fd() < 0) return ok_status();
+  if (auto s = l.timer.run("move into cgroup", [&] { return cgroup_->add_process(l.pid); }); !s) {
+    return host::setup_error("move into cgroup", s.error());
+  }
   return ok_status();
 }
 

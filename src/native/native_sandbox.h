@@ -41,6 +41,7 @@ class NativeSandbox : public host::RunnerSandbox {
   Status prepare_workspace(Launch& l);
   Status open_cgroup_join_files(Launch& l);
   Status clone(Launch& l);
+  Status move_child_into_cgroup(Launch& l);
   Status write_id_maps(Launch& l);
   Status release_child(Launch& l);
   Status wait_for_child_setup(Launch& l);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -75,6 +76,8 @@ class IdentityCli : public ::testing::Test {
     for (auto& w : workers_) {
       w->signal(SIGTERM);
       w->wait(30s);
+      // A failed test shows what its workers said (the secret is the test's own).
+      if (HasFailure()) std::cerr << "worker log:\n" << w->out() << w->err() << "\n";
     }
     workers_.clear();
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
@@ -84,12 +87,14 @@ class IdentityCli : public ::testing::Test {
     args.push_back(dir_);
     return args;
   }
-  // Runs a command to its end; returns its exit code.
+  // Runs a command to its end; returns its exit code. It reads the output for
+  // longer than a sandbox may take to set up under TSAN (60 s), so the error
+  // of a start that timed out is still read.
   int run(std::vector<std::string> args, std::optional<std::string> in = std::nullopt,
           std::string* out = nullptr, std::string* err = nullptr,
           const std::vector<std::string>& env = {}) {
     Cli c(with_state(std::move(args)), std::move(in), env);
-    const int code = c.wait(60s);
+    const int code = c.wait(90s);
     if (out) *out = c.out();
     if (err) *err = c.err();
     return code;
