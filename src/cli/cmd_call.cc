@@ -51,6 +51,15 @@ Result<std::unique_ptr<store::Store>> open_store(const ClientFlags& f) {
   return store::Store::open(store_target(f.store, state_dir_of(f)));
 }
 
+// Why a finished call's command could not start: its result's "error" (the
+// worker writes it with exit 126 or 127); nullopt when it started.
+std::optional<std::string> start_error(const store::CallView& v) {
+  if (!v.result_json || (v.exit_code != 126 && v.exit_code != 127)) return std::nullopt;
+  const auto j = nlohmann::json::parse(*v.result_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("error") || !j["error"].is_string()) return std::nullopt;
+  return j["error"].get<std::string>();
+}
+
 int run_call(const ClientFlags& f) {
   auto timeout = parse_duration(f.timeout);
   if (!timeout) return fail("--timeout: " + timeout.error().to_string(), kExitUsage);
@@ -155,6 +164,11 @@ int run_call(const ClientFlags& f) {
     }
     unreachable_until = store::now_ms() + kUnreachableFor.count();
     if (view->state == store::CallState::done) {
+      // A command that could not start (126, 127) says why, as `sandbox exec` does.
+      if (auto why = start_error(*view)) {
+        std::fprintf(stderr, "ringfence: call %lld: %s\n", static_cast<long long>(*id),
+                     why->c_str());
+      }
       if (!f.receipt.empty()) {
         auto bundle = wait_for_call_receipt(s, state_dir_of(f), *id, std::chrono::seconds(30));
         Status written = bundle ? write_receipt_file(f.receipt, *bundle) : Status(bundle.error());

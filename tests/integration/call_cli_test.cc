@@ -101,6 +101,22 @@ TEST_F(CallCli, WithNoWorkerANoticeNamesTheStoreAndTheFixThenTheCallRunsWhenOneS
   EXPECT_EQ(state_of(1), store::CallState::done);
 }
 
+// A command that cannot start exits 127 or 126, and the client says why.
+TEST_F(CallCli, ACommandThatCannotStartSaysWhy) {
+  start_worker({});
+  Cli missing(call_args("r1", {}, {"no-such-command"}));
+  EXPECT_EQ(missing.wait(), 127) << missing.err();
+  EXPECT_EQ(missing.err().rfind("ringfence: call 1: ", 0), 0u) << missing.err();
+  EXPECT_NE(missing.err().find("command not found"), std::string::npos) << missing.err();
+  Cli not_executable(call_args("r1", {}, {"/etc/hostname"}));
+  EXPECT_EQ(not_executable.wait(), 126) << not_executable.err();
+  EXPECT_EQ(not_executable.err().rfind("ringfence: call 2: ", 0), 0u) << not_executable.err();
+  // A command that started and exited 127 itself is not explained.
+  Cli itself(call_args("r1", {}, {"sh", "-c", "exit 127"}));
+  EXPECT_EQ(itself.wait(), 127);
+  EXPECT_EQ(itself.err(), "");
+}
+
 TEST_F(CallCli, ABusyWorkerServingTheProjectGetsNoNotice) {
   start_worker({"--concurrency", "1"});
   // The one executor is busy for 3 s: the next call waits queued that long.
