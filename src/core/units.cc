@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 namespace rf {
 namespace {
@@ -18,7 +19,9 @@ std::string lower(std::string_view s) {
 // Splits "12.5ms" into the number "12.5" and the suffix "ms".
 bool split_number(std::string_view text, double* number, std::string* suffix) {
   size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
+    ++i;
+  }
   if (i == 0) return false;
   std::string digits(text.substr(0, i));
   if (digits.find('.') != digits.rfind('.')) return false;
@@ -29,6 +32,29 @@ bool split_number(std::string_view text, double* number, std::string* suffix) {
   return true;
 }
 
+struct Unit {
+  const char* suffix;
+  double factor;
+};
+
+// The factor of `suffix` in `units`; nullopt if it is none of them.
+template <size_t N>
+std::optional<double> factor_of(const std::string& suffix, const Unit (&units)[N]) {
+  for (const Unit& u : units) {
+    if (suffix == u.suffix) return u.factor;
+  }
+  return std::nullopt;
+}
+
+constexpr Unit kSizeUnits[] = {{"", 1},
+                               {"b", 1},
+                               {"k", 1024.0},
+                               {"m", 1024.0 * 1024},
+                               {"g", 1024.0 * 1024 * 1024},
+                               {"t", 1024.0 * 1024 * 1024 * 1024}};
+constexpr Unit kDurationUnits[] = {
+    {"ms", 1}, {"", 1000}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}};
+
 }  // namespace
 
 Result<uint64_t> parse_size(std::string_view text) {
@@ -38,16 +64,17 @@ Result<uint64_t> parse_size(std::string_view text) {
   if (!split_number(text, &n, &suffix)) {
     return make_error(quoted, "not a size (examples: 4096, 512k, 512m, 1g)");
   }
-  if (suffix.size() > 1 && (suffix.ends_with("ib"))) suffix.resize(suffix.size() - 2);
-  else if (suffix.size() > 1 && suffix.back() == 'b') suffix.pop_back();
-  double mult = 1;
-  if (suffix.empty() || suffix == "b") mult = 1;
-  else if (suffix == "k") mult = 1024.0;
-  else if (suffix == "m") mult = 1024.0 * 1024;
-  else if (suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else if (suffix == "t") mult = 1024.0 * 1024 * 1024 * 1024;
-  else return make_error(quoted, "unknown size suffix \"" + suffix + "\" (use k, m, g or t)");
-  const double bytes = n * mult;
+  // "512mib" and "512mb" are "512m".
+  if (suffix.size() > 1 && suffix.ends_with("ib")) {
+    suffix.resize(suffix.size() - 2);
+  } else if (suffix.size() > 1 && suffix.back() == 'b') {
+    suffix.pop_back();
+  }
+  const auto mult = factor_of(suffix, kSizeUnits);
+  if (!mult) {
+    return make_error(quoted, "unknown size suffix \"" + suffix + "\" (use k, m, g or t)");
+  }
+  const double bytes = n * *mult;
   if (bytes >= static_cast<double>(std::numeric_limits<int64_t>::max())) {
     return make_error(quoted, "size too large");
   }
@@ -61,12 +88,11 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   if (!split_number(text, &n, &suffix)) {
     return make_error(quoted, "not a duration (examples: 30s, 250ms, 2m, 1h)");
   }
-  double ms = 0;
-  if (suffix == "ms") ms = n;
-  else if (suffix.empty() || suffix == "s") ms = n * 1000;
-  else if (suffix == "m") ms = n * 60'000;
-  else if (suffix == "h") ms = n * 3'600'000;
-  else return make_error(quoted, "unknown duration suffix \"" + suffix + "\" (use ms, s, m or h)");
+  const auto unit_ms = factor_of(suffix, kDurationUnits);
+  if (!unit_ms) {
+    return make_error(quoted, "unknown duration suffix \"" + suffix + "\" (use ms, s, m or h)");
+  }
+  const double ms = n * *unit_ms;
   if (ms > 365.0 * 24 * 3'600'000) return make_error(quoted, "duration too long");
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms)));
 }

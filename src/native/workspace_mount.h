@@ -21,6 +21,7 @@ struct WorkspaceTree {
   UniqueFd fd;
   bool idmapped = false;
 };
-Result<WorkspaceTree> make_workspace_tree(const std::string& dir, uid_t sandbox_uid, gid_t sandbox_gid);
+Result<WorkspaceTree> make_workspace_tree(const std::string& dir, uid_t sandbox_uid,
+                                          gid_t sandbox_gid);
 
 }  // namespace rf::native

@@ -262,9 +262,9 @@ TEST(DockerApi, AttachStreamAndArchiveOverSsh) {
   RF_REQUIRE_DOCKER();
   if (test_daemon().ssh_host().empty()) {
     RF_SKIP() << "the test daemon has no ssh access"
-                 << (test_daemon().get("SSH_SKIP_REASON").empty()
-                         ? std::string()
-                         : ": " + test_daemon().get("SSH_SKIP_REASON"));
+              << (test_daemon().get("SSH_SKIP_REASON").empty()
+                      ? std::string()
+                      : ": " + test_daemon().get("SSH_SKIP_REASON"));
   }
   SshOptions ssh;
   auto c = connect(test_daemon().ssh_host());

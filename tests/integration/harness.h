@@ -58,8 +58,7 @@ class SandboxTest : public ::testing::Test {
   static void TearDownTestSuite() { backend_.reset(); }
 
   void SetUp() override {
-    if (::geteuid() != 0)
-      RF_SKIP() << "real sandboxes need root (the project's machines are root)";
+    if (::geteuid() != 0) RF_SKIP() << "real sandboxes need root (the project's machines are root)";
 #ifdef RF_TEST_DOCKER
     RF_REQUIRE_DOCKER();
 #endif

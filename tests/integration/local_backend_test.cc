@@ -21,9 +21,9 @@
 #include <sstream>
 #include <thread>
 
+#include "core/proc_stat.h"
 #include "local/inventory.h"
 #include "local/owner_marker.h"
-#include "core/proc_stat.h"
 #include "local/sandbox_paths.h"
 #include "local/scratch_dir.h"
 #include "sandbox/sandbox.h"

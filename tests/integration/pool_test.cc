@@ -1,6 +1,7 @@
 // The warm pool against real native sandboxes.
-#include "integration/harness.h"
 #include "worker/pool.h"
+
+#include "integration/harness.h"
 
 namespace rf::testing {
 namespace {
@@ -12,7 +13,8 @@ TEST_F(Pool, KeyNamesWhatMakesSandboxesInterchangeable) {
   b.limits.memory_bytes = 1ull << 30;
   EXPECT_EQ(worker::pool_key(a), worker::pool_key(SandboxSpec{}));
   EXPECT_NE(worker::pool_key(a), worker::pool_key(b));
-  EXPECT_EQ(worker::pool_key(a), "native/host/net=none/cpu=1.000000/mem=512m/pids=256/disk=1g/seccomp=default");
+  EXPECT_EQ(worker::pool_key(a),
+            "native/host/net=none/cpu=1.000000/mem=512m/pids=256/disk=1g/seccomp=default");
 }
 
 TEST_F(Pool, RefillsToTargetAndAcquireIsAPop) {
@@ -71,7 +73,8 @@ TEST_F(Pool, DestroyingThePoolDestroysItsReadySandboxes) {
 }
 
 TEST_F(Pool, AnUnhealthyBackendIsReportedAndRetriedWithBackoff) {
-  auto bad = native::make_native_backend(native::NativeOptions{"/nonexistent/runner", "ringfence-test"});
+  auto bad =
+      native::make_native_backend(native::NativeOptions{"/nonexistent/runner", "ringfence-test"});
   ASSERT_TRUE(bad.ok());
   worker::WarmPool pool(**bad, SandboxSpec{}, 1, 1);
   pool.start();
@@ -82,7 +85,8 @@ TEST_F(Pool, AnUnhealthyBackendIsReportedAndRetriedWithBackoff) {
   EXPECT_GE(pool.stats().failed, 2u);
   ASSERT_TRUE(pool.last_error().has_value());
   EXPECT_EQ(pool.last_error()->to_string(),
-            "sandbox setup failed at step \"bind /.ringfence/tool-runner (ro)\": No such file or directory");
+            "sandbox setup failed at step \"bind /.ringfence/tool-runner (ro)\": No such file or "
+            "directory");
   auto sb = pool.acquire();
   EXPECT_FALSE(sb.ok());
 }

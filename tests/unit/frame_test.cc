@@ -1,7 +1,8 @@
 #include "proto/frame.h"
-#include "proto/messages.h"
 
 #include <gtest/gtest.h>
+
+#include "proto/messages.h"
 
 namespace rf::proto {
 namespace {

@@ -29,8 +29,8 @@ TEST(MountPlan, UsrIsBoundReadOnly) {
 TEST(MountPlan, NoSecretFromEtcIsEverMounted) {
   const auto plan = host_plan();
   for (const auto& op : plan.ops) {
-    for (const char* secret : {"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/ssl/private",
-                               "/etc/machine-id", "/root"}) {
+    for (const char* secret : {"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh",
+                               "/etc/ssl/private", "/etc/machine-id", "/root"}) {
       EXPECT_NE(op.target.rfind(secret, 0), 0u) << op.describe();
       EXPECT_EQ(op.source.find(secret), std::string::npos) << op.describe();
     }
@@ -66,11 +66,12 @@ TEST(MountPlan, DevHasOnlyHarmlessNodes) {
     }
     if (op.allow_dev) {
       const bool proc_mask = op.target.rfind("/proc", 0) == 0;
-      EXPECT_EQ(op.source, "/.oldroot" + (proc_mask ? std::string("/dev/null") : op.target)) << op.target;
+      EXPECT_EQ(op.source, "/.oldroot" + (proc_mask ? std::string("/dev/null") : op.target))
+          << op.target;
     }
   }
-  EXPECT_EQ(dev_binds, (std::vector<std::string>{"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-                                                 "/dev/urandom", "/dev/tty"}));
+  EXPECT_EQ(dev_binds, (std::vector<std::string>{"/dev/null", "/dev/zero", "/dev/full",
+                                                 "/dev/random", "/dev/urandom", "/dev/tty"}));
   EXPECT_NE(plan.find("/dev/pts"), nullptr);
   const MountOp* ptmx = plan.find("/dev/ptmx");
   ASSERT_NE(ptmx, nullptr);
