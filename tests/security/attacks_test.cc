@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <iterator>
 #include <set>
@@ -400,11 +401,19 @@ TEST_F(Attack, ConcurrentSandboxesCannotSeeEachOther) {
       return sleeper.out == "started\n";
     })) << sleeper.out;
   }
-  // Seen from its own sandbox, the sleeper and the files are there...
-  EXPECT_EQ(sh("ls /tmp /workspace; ps -e -o comm= | grep -c sleep").out,
-            "/tmp:\nmine\n\n/workspace:\nmine\nt\n1\n");
+  // Seen from its own sandbox, the sleeper and the files are there (it said
+  // "started" as `sh`, and may not have exec'd `sleep` yet: looked at again
+  // until it has, for a while)...
+  const std::string look = "ls /tmp /workspace; ps -e -o comm= | grep -c sleep";
+  std::string own = sh(look).out;
+  for (const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       own.ends_with("\n0\n") && std::chrono::steady_clock::now() < end;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    own = sh(look).out;
+  }
+  EXPECT_EQ(own, "/tmp:\nmine\n\n/workspace:\nmine\nt\n1\n");
   // ...and from the other, none of them.
-  Out r = SandboxTest::sh(*other, "ls /tmp /workspace; ps -e -o comm= | grep -c sleep");
+  Out r = SandboxTest::sh(*other, look);
   EXPECT_EQ(r.out, "/tmp:\n\n/workspace:\n0\n");
   // The sleeper lived through both looks: it ends only now, by our signal.
   ASSERT_TRUE(sb_->send_signal(sleeper.call_id, SIGKILL).ok());
