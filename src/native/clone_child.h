@@ -11,8 +11,8 @@
 
 namespace rf::native {
 
-// The child's stack while it shares the host's memory (CLONE_VM), until it
-// execs the runner. Unmapped only once the child has exec'd or died.
+// The child's stack while it shares the host's memory (CLONE_VM; under
+// ThreadSanitizer, on its own copy), until it execs the runner. Unmapped only once the child has exec'd or died.
 class ChildStack {
  public:
   static constexpr size_t kSize = 256 * 1024;
@@ -36,6 +36,7 @@ class ChildStack {
 // clone_child.cc), which ignores `cgroup_fd`: the caller moves it in.
 pid_t clone_child(const ChildConfig& config, int cgroup_fd, ChildStack& stack, int* pidfd);
 
+// Whether clone_child starts the child in the cgroup of a `cgroup_fd` >= 0.
 #if defined(__SANITIZE_THREAD__)
 inline constexpr bool kClonesIntoCgroup = false;
 #else
