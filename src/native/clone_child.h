@@ -12,7 +12,8 @@
 namespace rf::native {
 
 // The child's stack while it shares the host's memory (CLONE_VM; under
-// ThreadSanitizer, on its own copy), until it execs the runner. Unmapped only once the child has exec'd or died.
+// ThreadSanitizer, on its own copy), until it execs the runner. Unmapped only once the child has
+// exec'd or died.
 class ChildStack {
  public:
   static constexpr size_t kSize = 256 * 1024;
