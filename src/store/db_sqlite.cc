@@ -1,6 +1,8 @@
 // The SQLite engine of the store's Db (db.h): one sqlite3 connection.
 #include <sqlite3.h>
 
+#include <cstring>
+#include <string>
 #include <thread>
 
 #include "store/db.h"
@@ -8,8 +10,22 @@
 namespace rf::store::engine {
 namespace {
 
+// SQLite's message for the last error on `db`. An I/O or open error names
+// its extended code and the system's errno too: "disk I/O error" alone does
+// not say which call failed, nor why.
+std::string sqlite_message(sqlite3* db) {
+  std::string message = sqlite3_errmsg(db);
+  const int code = sqlite3_extended_errcode(db);
+  if ((code & 0xff) != SQLITE_IOERR && (code & 0xff) != SQLITE_CANTOPEN) return message;
+  message += " (extended code " + std::to_string(code);
+  if (const int err = sqlite3_system_errno(db); err != 0) {
+    message += ", errno " + std::to_string(err) + ": " + std::strerror(err);
+  }
+  return message + ")";
+}
+
 std::string sqlite_message(sqlite3* db, int rc) {
-  return db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  return db != nullptr ? sqlite_message(db) : sqlite3_errstr(rc);
 }
 
 // Switches the file to WAL. Converting a new file takes an exclusive lock, and
@@ -30,7 +46,7 @@ Status set_wal(sqlite3* db, std::chrono::milliseconds timeout) {
       return make_error("journal_mode", "the file system refused WAL mode (got \"" + mode + "\")");
     }
     if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
-      return make_error("PRAGMA journal_mode = WAL", sqlite3_errmsg(db));
+      return make_error("PRAGMA journal_mode = WAL", sqlite_message(db));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -92,7 +108,7 @@ class SqliteStatement final : public StatementImpl {
  private:
   Error error(std::string_view what) const {
     std::string where = std::string(what) + " \"" + sql_excerpt(sqlite3_sql(stmt_)) + "\"";
-    return make_error(std::move(where), sqlite3_errmsg(db_));
+    return make_error(std::move(where), sqlite_message(db_));
   }
   void note_bind(int rc, int index) {
     if (rc == SQLITE_OK || bind_error_) return;
@@ -156,7 +172,8 @@ class SqliteConnection final : public ConnectionImpl {
     char* message = nullptr;
     int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &message);
     if (rc == SQLITE_OK) return ok_status();
-    std::string why = message != nullptr ? message : sqlite3_errstr(rc);
+    const bool io = (rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN;
+    std::string why = io ? sqlite_message(db_) : message != nullptr ? message : sqlite3_errstr(rc);
     sqlite3_free(message);
     return make_error("exec \"" + sql_excerpt(sql) + "\"", why);
   }

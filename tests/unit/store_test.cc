@@ -126,6 +126,16 @@ TEST_F(StoreTest, OpenCreatesTheSchemaAndReopenIsANoOp) {
   EXPECT_EQ(mode->text(0), "wal");
 }
 
+// SQLite's "disk I/O error" and "unable to open" say which call failed, and why.
+TEST_F(StoreTest, ASqliteFileThatCannotBeOpenedSaysTheErrno) {
+  if (rf::testing::store_tests_on_postgres()) return;  // SQLite's own errors
+  auto db = Db::open("/nonexistent-rf-dir/ringfence.db");
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.error().to_string(),
+            "open database /nonexistent-rf-dir/ringfence.db: unable to open database file "
+            "(extended code 14, errno 2: No such file or directory)");
+}
+
 TEST_F(StoreTest, ConnectionsOpeningANewFileAtOnceMigrateItOnce) {
   constexpr int kThreads = 8;
   std::latch start(kThreads);
