@@ -35,7 +35,7 @@ namespace {
 // Done when 1-2: a secret and a project profile; the call sees the key (the
 // test compares a hash), and its output never shows the value in any form.
 TEST_F(IdentityCli, ACallSeesTheKeyAndItsOutputNeverShowsTheValue) {
-  set_secret_and_profile();
+  ASSERT_NO_FATAL_FAILURE(set_secret_and_profile());
   Cli& worker = start_worker({"--sandbox-mode", "per_run"});
   std::string out, err;
   ASSERT_EQ(run(call("acme", "r1", {"--identity"},
@@ -97,7 +97,7 @@ TEST_F(IdentityCli, ACallSeesTheKeyAndItsOutputNeverShowsTheValue) {
 // The value is in no argv and, from outside the sandbox's user, in no
 // /proc/<pid>/environ.
 TEST_F(IdentityCli, TheValueIsInNoArgvAndNoEnvironReadableFromOutside) {
-  set_secret_and_profile();
+  ASSERT_NO_FATAL_FAILURE(set_secret_and_profile());
   start_worker({"--sandbox-mode", "per_tool"});
   Cli sleeper(call("acme", "r1", {"--identity"}, {"sleep", "31.25"}));
   // Find the sandboxed sleep.
@@ -142,7 +142,7 @@ TEST_F(IdentityCli, TheValueIsInNoArgvAndNoEnvironReadableFromOutside) {
 // Done when 3: after `secret revoke` the next call is refused, naming the key
 // and the secret; after `--hard`, a running call ends as revoked within a second.
 TEST_F(IdentityCli, RevokedIsRefusedAndHardRevokedEndsARunningCall) {
-  set_secret_and_profile();
+  ASSERT_NO_FATAL_FAILURE(set_secret_and_profile());
   start_worker({"--sandbox-mode", "per_run", "--pool-target", "2"});
   std::string out, err;
   ASSERT_EQ(run(call("acme", "r1", {"--identity"}, {"true"}), std::nullopt, &out, &err), 0) << err;
@@ -183,7 +183,7 @@ TEST_F(IdentityCli, RevokedIsRefusedAndHardRevokedEndsARunningCall) {
 // Checked again at sandbox start: a call enqueued before the revocation, and
 // served from a pool warmed before it, never receives the value.
 TEST_F(IdentityCli, ARevocationAfterEnqueueIsCaughtAtSandboxStart) {
-  set_secret_and_profile();
+  ASSERT_NO_FATAL_FAILURE(set_secret_and_profile());
   std::string out, err;
   Cli queued(call("acme", "r1", {"--identity"}, {"sh", "-c", "echo got:$ANTHROPIC_API_KEY"}));
   auto s = store::Store::open(worker::store_path(dir_));
@@ -249,7 +249,7 @@ TEST_F(IdentityCli, AVaultSecretIsInjectedAndFailsClosedWhenVaultGoesDown) {
 
 // Project B's calls and resolutions never see project A's secrets.
 TEST_F(IdentityCli, AnotherProjectNeverSeesTheSecret) {
-  set_secret_and_profile();
+  ASSERT_NO_FATAL_FAILURE(set_secret_and_profile());
   start_worker({"--sandbox-mode", "per_tool"});
   std::string out, err;
   ASSERT_EQ(run(call("acme", "r1", {"--identity"}, {"sh", "-c", "echo ${#ANTHROPIC_API_KEY}"}),
@@ -271,7 +271,7 @@ TEST_F(IdentityCli, AnotherProjectNeverSeesTheSecret) {
 // Sandbox mode none: refused for production, refused elsewhere without the
 // operator's opt-in, and loud with it.
 TEST_F(IdentityCli, ModeNoneRefusesIdentityUnlessOptedInAndNeverForProduction) {
-  set_secret_and_profile();
+  ASSERT_NO_FATAL_FAILURE(set_secret_and_profile());
   std::string out, err;
   ASSERT_EQ(run({"identity", "profile", "set", "everyone", "--level", "system",
                  "ANTHROPIC_API_KEY=secret:acme-anthropic"},

@@ -98,7 +98,7 @@ constexpr const char* kPolicy = R"(rules:
 // output, the store file, the worker's log or the audit log, which records
 // requested, evaluated (the rule), approved (by the policy) and delivered.
 TEST_F(JitCli, AnAllowRuleGivesTheValueToTheAskerAndLaterExecsOnly) {
-  set_up_jit(kPolicy);
+  ASSERT_NO_FATAL_FAILURE(set_up_jit(kPolicy));
   Cli& worker = start_jit_worker({"--sandbox-mode", "per_run"});
   std::string out, err;
   ASSERT_EQ(
@@ -168,7 +168,7 @@ TEST_F(JitCli, AnAllowRuleGivesTheValueToTheAskerAndLaterExecsOnly) {
 // no profile has: each is exit 1 with the reason on stderr, nothing on
 // stdout, and a jit.denied event saying by whom.
 TEST_F(JitCli, RefusalsSayWhyOnStderrAndExitOne) {
-  set_up_jit(kPolicy);
+  ASSERT_NO_FATAL_FAILURE(set_up_jit(kPolicy));
   start_jit_worker({"--sandbox-mode", "per_tool"});
   std::string out, err;
   struct Case {
@@ -204,7 +204,7 @@ TEST_F(JitCli, RefusalsSayWhyOnStderrAndExitOne) {
 // A call without --jit (identity-scoped or not) gets a clear refusal from
 // rf-cred, which is there at /.ringfence/bin/rf-cred but not on its PATH.
 TEST_F(JitCli, OnlyJitCallsMayAsk) {
-  set_up_jit(kPolicy);
+  ASSERT_NO_FATAL_FAILURE(set_up_jit(kPolicy));
   start_jit_worker({"--sandbox-mode", "per_tool"});
   std::string out, err;
   for (const std::vector<std::string>& extra :
@@ -232,7 +232,7 @@ TEST_F(JitCli, OnlyJitCallsMayAsk) {
 // A sandbox on the host's network could not keep the socket private: a JIT
 // call there is refused before it runs, saying what JIT needs.
 TEST_F(JitCli, AJitCallOnTheHostsNetworkIsRefusedBeforeItRuns) {
-  set_up_jit(kPolicy);
+  ASSERT_NO_FATAL_FAILURE(set_up_jit(kPolicy));
   start_jit_worker({"--sandbox-mode", "per_tool", "--sandbox-network", "host"});
   std::string out, err;
   EXPECT_NE(run_call(call("acme", "r1", {"--jit"}, {"echo", "ran"}), std::nullopt, &out, &err), 0);
@@ -247,7 +247,7 @@ TEST_F(JitCli, AJitCallOnTheHostsNetworkIsRefusedBeforeItRuns) {
 // the request; someone who is not an approver is refused; alice approves and
 // the waiting rf-cred gets the value. A second ask is denied with a reason.
 TEST_F(JitCli, AnAskIsAnsweredFromAnotherProcessWhileTheCallWaits) {
-  set_up_jit(kPolicy);
+  ASSERT_NO_FATAL_FAILURE(set_up_jit(kPolicy));
   start_jit_worker({"--sandbox-mode", "per_run"});
   Cli asker(call("acme", "r1", {"--jit"},
                  {"sh", "-c", "rf-cred get DEPLOY --reason 'ship it' | sha256sum"}));
@@ -309,11 +309,11 @@ TEST_F(JitCli, AnAskIsAnsweredFromAnotherProcessWhileTheCallWaits) {
 // An ask nobody answers is denied when its timeout passes, and the approval
 // is expired (it can no longer be approved).
 TEST_F(JitCli, AnAskNobodyAnswersIsDeniedAtItsTimeout) {
-  set_up_jit(R"(rules:
+  ASSERT_NO_FATAL_FAILURE(set_up_jit(R"(rules:
   - key: DEPLOY
     verdict: ask
     timeout: 1s
-)");
+)"));
   start_jit_worker({"--sandbox-mode", "per_tool"});
   std::string out, err;
   const auto start = Clock::now();
@@ -340,13 +340,13 @@ TEST_F(JitCli, AnAskNobodyAnswersIsDeniedAtItsTimeout) {
 // next request; a hard revoke ends the sandbox that holds it, and its running
 // call ends revoked. A ttl takes a grant out when it runs out.
 TEST_F(JitCli, RevocationAndTtlTakeAGrantBackOut) {
-  set_up_jit(R"(rules:
+  ASSERT_NO_FATAL_FAILURE(set_up_jit(R"(rules:
   - key: GITHUB_TOKEN
     verdict: allow
   - key: DEPLOY
     verdict: allow
     ttl: 1s
-)");
+)"));
   start_jit_worker({"--sandbox-mode", "per_run"});
   std::string out, err;
   ASSERT_EQ(
