@@ -1035,7 +1035,11 @@ TEST_F(RunnerTest, ASupervisorSleepsOnlyForWhatItWaitsFor) {
   }
   const long after = voluntary();
   ASSERT_TRUE(alive(supervisor)) << "the calls went to another supervisor";
-  EXPECT_LE(after - before, 3 * kCalls) << "sleeps per call: " << double(after - before) / kCalls;
+  // Three a call, and a little room for sleeps that are not the protocol's
+  // (a page fault's lock under ASAN cost one in a CI rehearsal: 121 of 120);
+  // before the fix it slept 3.5-3.9 times a call (140-156 here).
+  EXPECT_LE(after - before, 3 * kCalls + kCalls / 8)
+      << "sleeps per call: " << double(after - before) / kCalls;
 }
 
 TEST_F(RunnerTest, AnIdleSupervisorIsLetGoAfterASecondAndTheNextCallGetsANewOne) {
