@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
       return failed.load() == 0;
     };
     if (!throughput(exec_body, "")) rc = 1;
-    // The same with a command that starts without libc (bench/exit0.cc): what
+    // The same with a command that starts without libc (bench/exit0.c): what
     // a call costs beyond its command. glibc's start-up alone executes cpuid
     // 68 times, and on a virtual machine each one exits to the hypervisor
     // (5.6 us each on this project's machines): most of what `true` costs.
