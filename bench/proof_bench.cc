@@ -10,7 +10,10 @@
 //   report sign  judging the facts, the statement, its DSSE signature
 //   receipt      a call's statement and its signature (what the bar counts),
 //                and the same filed in the audit log (SQLite, its own thread
-//                in a worker: after the call's result is written)
+//                in a worker: after the call's result is written); signed
+//                with a nonce made ahead, as a worker's recorder thread makes
+//                them when idle (proof/signing_key.h), timed apart
+//                ("a nonce made ahead")
 //   pooled       a worker's warm pool (WarmPool::OnWarm): each sandbox's
 //                report made as the pool warms it up; then a call on it, and
 //                whether its report was filed before the call was sent
@@ -68,7 +71,7 @@ int main(int argc, char** argv) {
   std::vector<double> create, gather, first_call, first_call_plain, report_ready, sign, receipt,
       receipt_filed, verify, bwrap, probe_call, true_call;
   std::vector<double> receipt_statement, receipt_sign, warm_judge, warm_statement, warm_dump,
-      warm_sign, warm_receipt;
+      warm_sign, warm_receipt, warm_receipt_ahead, nonce_ahead, report_gathered;
   rf::proof::SigningKey key = rf::proof::SigningKey::generate();
   const std::string dir = "/tmp/rf-proof-bench-" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
@@ -97,21 +100,30 @@ int main(int argc, char** argv) {
     if (!sb) return 1;
     const auto start = Clock::now();
     std::optional<rf::Result<rf::proof::BoundaryFacts>> facts;
-    double ready_at = 0;
+    double ready_at = 0, gathered_at = 0;
     std::thread reporter([&] {
       // Ready: gathered, judged and signed.
       facts.emplace(rf::proof::gather_boundary_facts(**sb));
+      gathered_at = us_since(start);
       if (*facts) {
         (void)rf::proof::sign_envelope(
             key, rf::proof::kInTotoPayloadType,
             rf::proof::report_statement(**facts, rf::proof::judge_bounds(**facts)).dump());
       }
       ready_at = us_since(start);
+      // As a worker's recorder thread does once a task is done: the nonces
+      // of the signatures to come, made ahead (proof/signing_key.h).
+      for (int k = 0; k < 4; ++k) {
+        const auto a = Clock::now();
+        key.prepare(key.prepared() + 1);
+        nonce_ahead.push_back(us_since(a));
+      }
     });
     (void)(*sb)->exec(call, drop);
     first_call.push_back(us_since(start));
     reporter.join();
     report_ready.push_back(ready_at);
+    report_gathered.push_back(gathered_at);
     if (!*facts) {
       std::fprintf(stderr, "%s\n", facts->error().to_string().c_str());
       return 1;
@@ -173,11 +185,19 @@ int main(int argc, char** argv) {
     if (i == 0) {
       // The receipts of a sandbox's next calls, one after another (a worker's
       // per_run sandbox): nothing else has been through the caches between.
+      // Signed the whole way (no nonce ready).
       for (int k = 0; k < 500; ++k) {
         const auto a = Clock::now();
         (void)rf::proof::sign_envelope(key, rf::proof::kInTotoPayloadType,
                                        rf::proof::receipt_payload(rec));
         warm_receipt.push_back(us_since(a));
+        // The same with a nonce made just before (what a worker's recorder
+        // keeps ready), timed apart from its making.
+        key.prepare(1);
+        const auto b = Clock::now();
+        (void)rf::proof::sign_envelope(key, rf::proof::kInTotoPayloadType,
+                                       rf::proof::receipt_payload(rec));
+        warm_receipt_ahead.push_back(us_since(b));
       }
     }
     t = Clock::now();
@@ -267,6 +287,7 @@ int main(int argc, char** argv) {
   row("first call, no report", rf::bench::summarise(first_call_plain), "ms");
   row("first call, report beside it", rf::bench::summarise(first_call), "ms");
   row("report signed (from first call)", rf::bench::summarise(report_ready), "ms");
+  row("  its facts gathered", rf::bench::summarise(report_gathered), "ms");
   row("gather facts (warm sandbox)", rf::bench::summarise(gather), "ms");
   if (!pooled_call.empty()) {
     row("pooled: first call (take + run)", rf::bench::summarise(pooled_call), "ms");
@@ -284,6 +305,8 @@ int main(int argc, char** argv) {
   row("  its statement", rf::bench::summarise(receipt_statement));
   row("  its signature (DSSE, Ed25519)", rf::bench::summarise(receipt_sign));
   row("  warm: one call after another", rf::bench::summarise(warm_receipt));
+  row("  warm: with a nonce made ahead", rf::bench::summarise(warm_receipt_ahead));
+  row("a nonce made ahead (off the path)", rf::bench::summarise(nonce_ahead));
   row("receipt: filed in the audit log", rf::bench::summarise(receipt_filed));
   row("verify a receipt file", rf::bench::summarise(verify), "ms");
   if (!bwrap.empty()) row("bwrap /bin/true (peer)", rf::bench::summarise(bwrap), "ms");

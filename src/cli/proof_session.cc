@@ -26,8 +26,12 @@ ProofSession::ProofSession(std::unique_ptr<store::Store> store, proof::SigningKe
     : store_(std::move(store)),
       key_(std::move(key)),
       log_(*store_, key_, proof::default_origin()),
-      runner_digest_(
-          [cache = std::move(runner_digest_cache)] { proof::warm_runner_sha256(cache); }) {}
+      runner_digest_([this, cache = std::move(runner_digest_cache)] {
+        proof::warm_runner_sha256(cache);
+        // The report's, the receipt's and the checkpoints' signatures, made
+        // ahead here (proof/signing_key.h), beside the sandbox's creation.
+        key_.prepare(4);
+      }) {}
 
 ProofSession::~ProofSession() {
   join();

@@ -42,8 +42,8 @@ class ProofSession {
   std::thread thread_;
   std::optional<Result<proof::Recorded>> report_;  // set by the thread
   // The runner binary's digest, from the start (proof::warm_runner_sha256,
-  // through keys/runner.sha256), while the sandbox is made and the command
-  // runs, not on the report's path.
+  // through keys/runner.sha256), and the signatures' nonces, while the
+  // sandbox is made and the command runs, not on the report's path.
   std::thread runner_digest_;
 };
 

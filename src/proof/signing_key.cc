@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <sodium.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "core/base64.h"
 #include "core/io.h"
@@ -151,11 +154,42 @@ bool verify_signature(const PublicKey& key, std::string_view message, std::strin
 }
 
 SigningKey::SigningKey(SigningKey&& other) noexcept : public_(std::move(other.public_)) {
+  std::lock_guard lock(other.mu_);
   std::memcpy(secret_, other.secret_, sizeof secret_);
+  std::memcpy(scalar_, other.scalar_, sizeof scalar_);
+  std::memcpy(prefix_, other.prefix_, sizeof prefix_);
+  nonces_ = other.nonces_;
+  ready_ = std::exchange(other.ready_, 0);
+  made_in_ = other.made_in_;
+  serial_ = other.serial_;
   sodium_memzero(other.secret_, sizeof other.secret_);
+  sodium_memzero(other.scalar_, sizeof other.scalar_);
+  sodium_memzero(other.prefix_, sizeof other.prefix_);
+  sodium_memzero(other.nonces_.data(), sizeof other.nonces_);
 }
 
-SigningKey::~SigningKey() { sodium_memzero(secret_, sizeof secret_); }
+SigningKey::~SigningKey() {
+  sodium_memzero(secret_, sizeof secret_);
+  sodium_memzero(scalar_, sizeof scalar_);
+  sodium_memzero(prefix_, sizeof prefix_);
+  sodium_memzero(nonces_.data(), sizeof nonces_);
+}
+
+void SigningKey::expand() {
+  // RFC 8032 5.1.5: SHA-512 of the seed; its first half clamped is the
+  // scalar (kept reduced mod L here), its second half the nonce prefix.
+  unsigned char h[64];
+  crypto_hash_sha512(h, secret_, crypto_sign_SEEDBYTES);
+  h[0] &= 248;
+  h[31] &= 127;
+  h[31] |= 64;
+  unsigned char wide[64] = {};
+  std::memcpy(wide, h, 32);
+  crypto_core_ed25519_scalar_reduce(scalar_, wide);
+  std::memcpy(prefix_, h + 32, 32);
+  sodium_memzero(h, sizeof h);
+  sodium_memzero(wide, sizeof wide);
+}
 
 SigningKey SigningKey::generate() {
   if (sodium_init() < 0) std::abort();  // no randomness: no key can be made
@@ -163,6 +197,7 @@ SigningKey SigningKey::generate() {
   unsigned char pk[crypto_sign_PUBLICKEYBYTES];
   crypto_sign_keypair(pk, k.secret_);
   k.public_.raw.assign(reinterpret_cast<const char*>(pk), sizeof pk);
+  k.expand();
   return k;
 }
 
@@ -175,6 +210,7 @@ Result<SigningKey> SigningKey::load(const std::string& state_dir) {
   crypto_sign_seed_keypair(pk, k.secret_, reinterpret_cast<const unsigned char*>(seed->data()));
   sodium_memzero(seed->data(), seed->size());
   k.public_.raw.assign(reinterpret_cast<const char*>(pk), sizeof pk);
+  k.expand();
   // The PEM beside it is for readers; the seed is the truth. Rewrite a missing one.
   const std::string pub = public_key_path(state_dir);
   if (::access(pub.c_str(), F_OK) != 0) (void)write_file_atomic(pub, k.public_.pem(), 0644, false);
@@ -212,11 +248,100 @@ Result<SigningKey> SigningKey::rotate(const std::string& state_dir) {
   return load(state_dir);
 }
 
+void SigningKey::drop_if_forked() const {
+  const pid_t self = ::getpid();
+  if (made_in_ == self) return;
+  sodium_memzero(nonces_.data(), sizeof nonces_);
+  ready_ = 0;
+  made_in_ = self;
+}
+
+SigningKey::Nonce SigningKey::make_nonce(uint64_t serial) const {
+  struct {
+    unsigned char random[32];
+    int64_t pid, serial, ns;
+  } input{};
+  randombytes_buf(input.random, sizeof input.random);
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  input.pid = ::getpid();
+  input.serial = static_cast<int64_t>(serial);
+  input.ns = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  unsigned char h[64];
+  crypto_hash_sha512_state st;
+  crypto_hash_sha512_init(&st);
+  crypto_hash_sha512_update(&st, prefix_, sizeof prefix_);
+  crypto_hash_sha512_update(&st, reinterpret_cast<const unsigned char*>(&input), sizeof input);
+  crypto_hash_sha512_final(&st, h);
+  Nonce n;
+  crypto_core_ed25519_scalar_reduce(n.r, h);
+  // Fails only for r = 0 (a chance of 2^-252): then the caller signs the whole way.
+  if (crypto_scalarmult_ed25519_base_noclamp(n.R, n.r) != 0) sodium_memzero(&n, sizeof n);
+  sodium_memzero(h, sizeof h);
+  sodium_memzero(&input, sizeof input);
+  sodium_memzero(&st, sizeof st);
+  return n;
+}
+
+void SigningKey::prepare(size_t n) const {
+  n = std::min(n, kMaxPrepared);
+  for (;;) {
+    uint64_t serial = 0;
+    {
+      std::lock_guard lock(mu_);
+      drop_if_forked();
+      if (ready_ >= n) return;
+      serial = ++serial_;
+    }
+    // Made outside the lock: a signer does not wait for it.
+    Nonce fresh = make_nonce(serial);
+    {
+      std::lock_guard lock(mu_);
+      drop_if_forked();
+      if (ready_ < kMaxPrepared && !sodium_is_zero(fresh.R, sizeof fresh.R)) {
+        nonces_[ready_++] = fresh;
+      }
+    }
+    sodium_memzero(&fresh, sizeof fresh);
+  }
+}
+
+size_t SigningKey::prepared() const {
+  std::lock_guard lock(mu_);
+  drop_if_forked();
+  return ready_;
+}
+
 std::string SigningKey::sign(std::string_view message) const {
   std::string sig(crypto_sign_BYTES, '\0');
-  crypto_sign_detached(reinterpret_cast<unsigned char*>(sig.data()), nullptr,
-                       reinterpret_cast<const unsigned char*>(message.data()), message.size(),
-                       secret_);
+  auto* out = reinterpret_cast<unsigned char*>(sig.data());
+  const auto* m = reinterpret_cast<const unsigned char*>(message.data());
+  Nonce n;
+  {
+    std::lock_guard lock(mu_);
+    drop_if_forked();
+    if (ready_ == 0) {
+      crypto_sign_detached(out, nullptr, m, message.size(), secret_);
+      return sig;
+    }
+    n = nonces_[--ready_];  // each nonce signs once: taken out and wiped
+    sodium_memzero(&nonces_[ready_], sizeof(Nonce));
+  }
+  // RFC 8032 5.1.6 steps 4-6: k = H(R || A || M) mod L, S = r + k a mod L.
+  unsigned char h[64], k[32], ka[32];
+  crypto_hash_sha512_state st;
+  crypto_hash_sha512_init(&st);
+  crypto_hash_sha512_update(&st, n.R, sizeof n.R);
+  crypto_hash_sha512_update(&st, reinterpret_cast<const unsigned char*>(public_.raw.data()),
+                            public_.raw.size());
+  crypto_hash_sha512_update(&st, m, message.size());
+  crypto_hash_sha512_final(&st, h);
+  crypto_core_ed25519_scalar_reduce(k, h);
+  crypto_core_ed25519_scalar_mul(ka, k, scalar_);
+  std::memcpy(out, n.R, 32);
+  crypto_core_ed25519_scalar_add(out + 32, n.r, ka);
+  sodium_memzero(&n, sizeof n);
+  sodium_memzero(ka, sizeof ka);
   return sig;
 }
 

@@ -5,6 +5,8 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -104,6 +106,66 @@ TEST(SigningKey, RotateRetiresTheOldPublicKey) {
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->raw, b->public_key().raw);
   std::filesystem::remove_all(dir);
+}
+
+// Signing ahead (signing_key.h): each signature made with a prepared nonce
+// is a valid Ed25519 signature to libsodium and to OpenSSL, a nonce signs
+// once, and a key loaded from the same seed signs the same way.
+TEST(SigningKey, SignaturesMadeAheadVerifyAndEachNonceSignsOnce) {
+  const std::string dir = temp_dir();
+  auto key = SigningKey::load_or_create(dir);
+  ASSERT_TRUE(key.ok()) << key.error().to_string();
+  EXPECT_EQ(key->prepared(), 0u);
+  key->prepare(SigningKey::kMaxPrepared + 10);  // capped
+  ASSERT_EQ(key->prepared(), SigningKey::kMaxPrepared);
+  std::vector<std::string> rs;
+  // 32 made ahead, then 8 the whole way (RFC 8032's deterministic nonce).
+  for (size_t i = 0; i < SigningKey::kMaxPrepared + 8; ++i) {
+    const std::string msg = "the same message " + std::string(i % 2 == 0 ? 0 : 1500, 'x');
+    const std::string sig = key->sign(msg);
+    ASSERT_TRUE(verify_signature(key->public_key(), msg, sig)) << i;
+    ASSERT_TRUE(openssl_verifies(key->public_key(), msg, sig)) << i;
+    std::string changed = msg;
+    changed[0] ^= 1;
+    ASSERT_FALSE(verify_signature(key->public_key(), changed, sig)) << i;
+    ASSERT_FALSE(openssl_verifies(key->public_key(), changed, sig)) << i;
+    if (i < SigningKey::kMaxPrepared) rs.push_back(sig.substr(0, 32));  // R
+  }
+  EXPECT_EQ(key->prepared(), 0u);
+  std::sort(rs.begin(), rs.end());
+  EXPECT_EQ(std::adjacent_find(rs.begin(), rs.end()), rs.end()) << "a nonce was used twice";
+  // Without a prepared nonce the signature is RFC 8032's own: deterministic.
+  EXPECT_EQ(key->sign("m"), key->sign("m"));
+  key->prepare(1);
+  const std::string ahead = key->sign("m");
+  EXPECT_NE(ahead, key->sign("m"));
+  auto again = SigningKey::load(dir);
+  ASSERT_TRUE(again.ok());
+  again->prepare(1);
+  EXPECT_TRUE(openssl_verifies(key->public_key(), "m2", again->sign("m2")));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SigningKey, AForkDropsTheNoncesItInherited) {
+  SigningKey key = SigningKey::generate();
+  key.prepare(4);
+  ASSERT_EQ(key.prepared(), 4u);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A nonce used here and again in the parent would give the key away.
+    const bool dropped = key.prepared() == 0;
+    const std::string sig = key.sign("in the child");
+    ::_exit(dropped && sig == key.sign("in the child") ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(key.prepared(), 4u);
+  SigningKey moved(std::move(key));
+  EXPECT_EQ(moved.prepared(), 4u);
+  EXPECT_TRUE(openssl_verifies(moved.public_key(), "after", moved.sign("after")));
 }
 
 TEST(PublicKeyPem, RejectsWhatIsNotAnEd25519Key) {
