@@ -87,6 +87,7 @@ Status open_pipes(bool no_input, UniqueFd* in_w, UniqueFd* out_r, UniqueFd* err_
 ChildArgs child_args(CallPlan& plan, const ChildEnds& ends) {
   ChildArgs a;
   a.pty = plan.req.pty;
+  a.self_probe = plan.self_probe;
   a.in = a.pty ? ends.slave.get() : ends.in_r ? ends.in_r.get() : dev_null();
   a.out = a.pty ? ends.slave.get() : ends.out_w.get();
   a.err = a.pty ? ends.slave.get() : ends.err_w.get();

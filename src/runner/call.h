@@ -69,6 +69,7 @@ struct CallPlan {
   std::vector<std::string> env;         // "NAME=value", the complete environment
   std::vector<std::string> candidates;  // paths to try for argv[0], in order
   bool searched = false;                // argv[0] was looked up in PATH
+  bool self_probe = false;              // this runner's self-probe (ChildArgs::self_probe)
   std::vector<std::string> disk_paths;  // checked for a full disk after the call
 };
 

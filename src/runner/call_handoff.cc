@@ -16,9 +16,11 @@ namespace {
 constexpr uint32_t kMagic = 0x52464331;  // "RFC1"
 constexpr int kFds = 3;                  // in, out, err
 
+constexpr uint32_t kPty = 1, kSelfProbe = 2;  // Header::flags
+
 struct Header {
   uint32_t magic = kMagic;
-  uint32_t pty = 0;
+  uint32_t flags = 0;
   uint32_t counts[3] = {};  // argv, env, candidates
   uint64_t bytes = 0;       // the strings that follow, each NUL-terminated
 };
@@ -42,7 +44,7 @@ Result<bool> read_exact(int fd, char* p, size_t n) {
 
 Status send_call(int sock, const ChildArgs& a) {
   Header h;
-  h.pty = a.pty ? 1 : 0;
+  h.flags = (a.pty ? kPty : 0) | (a.self_probe ? kSelfProbe : 0);
   std::string strings;
   put(&strings, a.cwd);
   // argv and envp end with their nullptr, which is not sent.
@@ -123,13 +125,15 @@ Result<std::optional<ReceivedCall>> receive_call(int sock) {
     for (auto& s : *lists[l]) ok = ok && next(&s);
   }
   if (!ok || at != strings.size()) return make_error("supervisor: receive a call", "bad strings");
-  call.pty = h.pty != 0;
+  call.pty = (h.flags & kPty) != 0;
+  call.self_probe = (h.flags & kSelfProbe) != 0;
   return std::optional<ReceivedCall>(std::move(call));
 }
 
 ChildArgs ReceivedCall::args() {
   ChildArgs a;
   a.pty = pty;
+  a.self_probe = self_probe;
   a.in = in.get();
   a.out = out.get();
   a.err = err.get();

@@ -23,7 +23,7 @@ constexpr char kCallAck = 'A';
 
 // A call as a supervisor received it: owns its strings and descriptors.
 struct ReceivedCall {
-  bool pty = false;
+  bool pty = false, self_probe = false;
   std::string cwd;
   std::vector<std::string> argv, env, candidates;
   UniqueFd in, out, err;

@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
     return rf::runner::cred_main(argc, argv);
   }
   // Run by the host as a tool call: what bounds this process (runner/self_probe.h).
-  if (argc == 2 && std::strcmp(argv[1], "self-probe") == 0) return rf::runner::self_probe_main();
+  if (argc == 2 && std::strcmp(argv[1], "self-probe") == 0)
+    return rf::runner::self_probe_main(rf::runner::ProbeStart::kExec);
   rf::runner::Options options;
   const char* seccomp_file = nullptr;
   for (int i = 1; i < argc; ++i) {

@@ -116,6 +116,7 @@ Result<std::unique_ptr<Runner>> Runner::create(const Options& options) {
     r->sock_.reset(options.fd);
   }
   r->pid1_ = ::getpid() == 1;
+  if (::stat("/proc/self/exe", &r->self_exe_) != 0) r->self_exe_.st_ino = 0;
   sigset_t set;
   sigemptyset(&set);
   for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
@@ -579,10 +580,30 @@ CallPlan Runner::plan_call(uint32_t id, proto::ExecRequest req) const {
       }
     }
   }
+  plan.self_probe = plan.candidates.size() == 1 && is_own_self_probe(req, plan.candidates[0]);
   const std::string root = options_.root == "/" ? "" : options_.root;
   plan.disk_paths = {root + "/workspace", root + "/tmp"};
   plan.req = std::move(req);
   return plan;
+}
+
+// Whether exec'ing `path` with `req`'s argv would run this binary's
+// self-probe (main.cc's dispatch): then it runs in the command child's fork
+// instead (runner/self_probe.h, "In a fork"), with the same outcome. The
+// file must be this very binary, one the command could exec, and not under
+// the name rf-cred, which main.cc sends elsewhere.
+bool Runner::is_own_self_probe(const proto::ExecRequest& req, const std::string& path) const {
+  if (req.argv.size() != 2 || req.argv[1] != "self-probe" || req.pty || self_exe_.st_ino == 0)
+    return false;
+  const std::string& name = req.argv[0];
+  const auto slash = name.rfind('/');
+  if (name.compare(slash == std::string::npos ? 0 : slash + 1, std::string::npos, "rf-cred") == 0)
+    return false;
+  // Relative paths are the command's cwd's, not ours.
+  if (path.empty() || path[0] != '/') return false;
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && st.st_dev == self_exe_.st_dev &&
+         st.st_ino == self_exe_.st_ino && ::access(path.c_str(), X_OK) == 0;
 }
 
 void Runner::handle_exec(proto::Frame&& f) {

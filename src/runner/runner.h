@@ -5,6 +5,8 @@
 // host catches up.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -101,6 +103,10 @@ class Runner final : public Loop {
   int out_fd() const { return out_fd_ ? out_fd_.get() : sock_.get(); }
   void watch_output(bool want);
   bool pid1_ = false;
+  // This binary (/proc/self/exe) as the kernel names it, to know a call of
+  // its own self-probe; st_ino 0 when /proc cannot say.
+  struct stat self_exe_ {};
+  bool is_own_self_probe(const proto::ExecRequest& req, const std::string& path) const;
   proto::FrameDecoder decoder_;
   std::string out_;
   size_t out_off_ = 0;

@@ -379,10 +379,12 @@ void run_attacks(JsonOut& out) {
 
 }  // namespace
 
-int self_probe_main() {
+int self_probe_main(ProbeStart start) {
   JsonOut j;
   j.text.reserve(8192);
   j.begin_object();
+  j.key("start");
+  j.string(start == ProbeStart::kForked ? "fork" : "exec");
   j.key("pid");
   j.number(::getpid());
   j.key("uid");

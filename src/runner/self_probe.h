@@ -5,11 +5,26 @@
 // fail. The host turns it into the boundary report (proof/boundary_report.h);
 // docs/proof.md lists every field. Names of environment variables only, never
 // their values.
+//
+// In a fork: a call whose command is this very binary's self-probe (the
+// same file, by device and inode, as the runner's /proc/self/exe) is not
+// exec'd. Its command child, forked from the call's supervisor and set up
+// exactly as for an exec (process group, stdio, signals, descriptors, cwd,
+// the call's environment as `environ`), runs self_probe_main itself. An exec
+// would only start the same code again: glibc's start alone is ~0.3 ms of
+// cpuid exits on a VM. What an exec changes and the fork keeps: the
+// capability sets an exec would clear to the ambient set (the probe reports
+// the supervisor's own, never fewer than a command has, so a bound can only
+// look weaker), and the non-dumpable flag (it holds a copy of the runner's
+// memory, which no other process of the sandbox may read). "start" in the
+// output says which way it ran.
 #pragma once
 
 namespace rf::runner {
 
+enum class ProbeStart { kExec, kForked };
+
 // Prints the JSON to stdout; 0 when it was written.
-int self_probe_main();
+int self_probe_main(ProbeStart start);
 
 }  // namespace rf::runner

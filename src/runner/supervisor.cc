@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "runner/call_handoff.h"
+#include "runner/self_probe.h"
 
 namespace rf::runner {
 
@@ -104,8 +105,9 @@ void note_ignored_signals() {
 // How the command child tells the supervisor it could not exec. A vfork
 // child shares the supervisor's memory until it execs or exits, so it writes
 // the failure there, as glibc's posix_spawn does: no pipe to make, read and
-// close per call (4 system calls). ThreadSanitizer turns vfork into fork, so
-// under it a close-on-exec pipe carries the failure instead.
+// close per call (4 system calls). ThreadSanitizer turns vfork into fork, and
+// the self-probe's child is forked, so for them a close-on-exec pipe carries
+// the failure instead.
 #if defined(__SANITIZE_THREAD__)
 constexpr bool kVforkSharesMemory = false;
 #else
@@ -113,15 +115,19 @@ constexpr bool kVforkSharesMemory = true;
 #endif
 
 struct FailureChannel {
+  bool shares_memory = false;
   volatile ExecFailure shared{kStageNone, 0};  // written by the child (vfork)
   int pipe[2] = {-1, -1};                      // or sent down this (fork)
 
-  bool open() { return kVforkSharesMemory || ::pipe2(pipe, O_CLOEXEC) == 0; }
+  bool open(bool vforked) {
+    shares_memory = kVforkSharesMemory && vforked;
+    return shares_memory || ::pipe2(pipe, O_CLOEXEC) == 0;
+  }
   // In the supervisor, once the child has exec'd or exited: what it said
   // (kStageNone when it exec'd).
   ExecFailure take() {
     ExecFailure f{kStageNone, 0};
-    if constexpr (kVforkSharesMemory) {
+    if (shares_memory) {
       f = ExecFailure{shared.stage, shared.err};
     } else {
       close_end(1);
@@ -143,7 +149,7 @@ struct FailureChannel {
 };
 
 [[noreturn]] void fail_exec(FailureChannel* ch, int32_t stage) {
-  if constexpr (kVforkSharesMemory) {
+  if (ch->shares_memory) {
     ch->shared.err = errno;
     ch->shared.stage = stage;
   } else {
@@ -182,6 +188,13 @@ struct FailureChannel {
     fail_exec(ch, kStageSetup);
   }
   if (::chdir(a.cwd) != 0) fail_exec(ch, kStageCwd);
+  if (a.self_probe) {
+    // This binary's self-probe, here instead of exec'ing the binary again
+    // (runner/self_probe.h, "In a fork"). The pipe goes as exec would close it.
+    ch->close_end(1);
+    environ = const_cast<char**>(a.envp.data());
+    ::_exit(self_probe_main(ProbeStart::kForked));
+  }
   int err = ENOENT;
   for (const char* path : a.candidates) {
     ::execve(path, a.argv.data(), a.envp.data());
@@ -287,16 +300,17 @@ void reap_everything(pid_t command) {
 // Forks the command and waits until it has exec'd; returns its pid, or -1 with
 // the failure in `r`. The call's stdio goes with the command.
 pid_t start_command(ReceivedCall& call, Report* r) {
+  const ChildArgs a = call.args();
   FailureChannel ch;
-  if (!ch.open()) {
+  if (!ch.open(/*vforked=*/!a.self_probe)) {
     r->exec_stage = kStageSetup;
     r->exec_errno = errno;
     return -1;
   }
-  const ChildArgs a = call.args();
   // vfork: no page-table copy; run_command makes only syscalls and then execs
-  // or _exits, and this process goes on only after that.
-  const pid_t command = ::vfork();
+  // or _exits, and this process goes on only after that. The self-probe runs
+  // this binary's own code in the child, which allocates: fork.
+  const pid_t command = a.self_probe ? ::fork() : ::vfork();
   if (command == 0) run_command(a, &ch);
   const int fork_errno = errno;
   // The command holds its own copies now: its stdout reaches EOF with it.

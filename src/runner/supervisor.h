@@ -39,6 +39,9 @@ struct Report {
 struct ChildArgs {
   int in = -1, out = -1, err = -1;  // the command's stdio (the pty slave three times)
   bool pty = false;
+  // The command is this runner binary's self-probe: run in the command
+  // child, forked, instead of exec'd (runner/self_probe.h, "In a fork").
+  bool self_probe = false;
   std::vector<char*> argv, envp;
   std::vector<const char*> candidates;
   const char* cwd = "/";

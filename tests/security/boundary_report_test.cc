@@ -71,6 +71,35 @@ TEST_F(BoundaryReport, EveryBoundHeldOnADefaultSandbox) {
   EXPECT_EQ(errno_of.at("runner_environ"), EACCES);
 }
 
+// The runner runs a call of its own self-probe in the command child's fork
+// instead of exec'ing itself again (runner/self_probe.h, "In a fork"). A copy
+// of the binary is another file: exec'd as any command is. Both see the
+// same bounds, field for field, but for their pids.
+TEST_F(BoundaryReport, TheProbeTheRunnerForksSeesWhatAnExecdProbeSees) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  ASSERT_TRUE(sb->write_file("/workspace/probe-copy", slurp(RF_RUNNER_PATH), 0755).ok());
+  ExecCall call;
+  call.env = {{"PROBE_ENV", "1"}};
+  const Out forked = run(*sb, {"/.ringfence/tool-runner", "self-probe"}, call);
+  const Out execd = run(*sb, {"/workspace/probe-copy", "self-probe"}, call);
+  ASSERT_EQ(forked.result.exit_code, 0) << forked.err;
+  ASSERT_EQ(execd.result.exit_code, 0) << execd.err;
+  auto f = nlohmann::json::parse(forked.out, nullptr, false);
+  auto e = nlohmann::json::parse(execd.out, nullptr, false);
+  ASSERT_TRUE(f.is_object()) << forked.out;
+  ASSERT_TRUE(e.is_object()) << execd.out;
+  EXPECT_EQ(f["start"], "fork");
+  EXPECT_EQ(e["start"], "exec");
+  EXPECT_NE(f["env_keys"].dump().find("PROBE_ENV"), std::string::npos) << f["env_keys"];
+  for (auto* j : {&f, &e}) {
+    j->erase("start");
+    j->erase("pid");
+  }
+  for (const auto& [key, value] : e.items()) EXPECT_EQ(f[key], value) << key;
+  EXPECT_EQ(f.size(), e.size());
+}
+
 // The report names the image and, where it has one, its content digest: the
 // image id the docker container was made from, as the daemon knows it.
 TEST_F(BoundaryReport, NamesTheImageAndItsDigest) {
