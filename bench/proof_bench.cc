@@ -101,9 +101,10 @@ int main(int argc, char** argv) {
     const auto start = Clock::now();
     std::optional<rf::Result<rf::proof::BoundaryFacts>> facts;
     double ready_at = 0, gathered_at = 0;
-    std::thread reporter([&] {
+    // Its self-probe sent first, as `sandbox exec --receipt` and a worker do.
+    std::thread reporter([&, probe = rf::proof::start_self_probe(**sb)]() mutable {
       // Ready: gathered, judged and signed.
-      facts.emplace(rf::proof::gather_boundary_facts(**sb));
+      facts.emplace(rf::proof::gather_boundary_facts(**sb, std::move(probe)));
       gathered_at = us_since(start);
       if (*facts) {
         (void)rf::proof::sign_envelope(

@@ -43,8 +43,10 @@ void ProofSession::join() {
 }
 
 void ProofSession::start_report(Sandbox& sandbox) {
-  thread_ = std::thread(
-      [this, &sandbox] { report_ = log_.record_sandbox_report(sandbox, proof::EventContext{}); });
+  // The self-probe is sent here, before the command: it runs beside it, not behind it.
+  thread_ = std::thread([this, &sandbox, probe = proof::start_self_probe(sandbox)]() mutable {
+    report_ = log_.record_sandbox_report(sandbox, proof::EventContext{}, std::move(probe));
+  });
 }
 
 Result<nlohmann::json> ProofSession::receipt(proof::CallRecord call) {

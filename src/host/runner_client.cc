@@ -268,33 +268,45 @@ void RunnerClient::wake_after_read(const Pending& reader) {
   }
 }
 
-Result<proto::ExitStatus> RunnerClient::exec(const proto::ExecRequest& req,
-                                             std::string_view stdin_data, bool stdin_complete,
-                                             OutputSink& sink) {
+// A call from its exec frame to its end (exec(), start_exec()).
+struct RunnerClient::StartedExec {
+  StartedExec(RunnerClient& c, OutputSink& s) : client(c), sink(s) {}
+  // One dropped unfinished is forgotten: its later frames go nowhere.
+  ~StartedExec() {
+    if (!finished) client.remove_pending(p);
+  }
+  RunnerClient& client;
+  OutputSink& sink;
+  bool finished = false;
   Pending p;
-  add_pending(p);
+  Status sent;
   std::optional<proto::ExitStatus> exit;
   std::optional<Error> error;
-  p.handle = [&](Frame& f) {
+};
+
+Status RunnerClient::send_exec(StartedExec& c, const proto::ExecRequest& req,
+                               std::string_view stdin_data, bool stdin_complete) {
+  add_pending(c.p);
+  c.p.handle = [&c](Frame& f) {
     switch (f.type) {
       case MsgType::kStarted:
-        if (auto s = proto::parse_started(f.json)) sink.on_started(p.id, s->pid);
+        if (auto s = proto::parse_started(f.json)) c.sink.on_started(c.p.id, s->pid);
         return false;
       case MsgType::kStdout:
-        sink.on_stdout(f.data);
+        c.sink.on_stdout(f.data);
         return false;
       case MsgType::kStderr:
-        sink.on_stderr(f.data);
+        c.sink.on_stderr(f.data);
         return false;
       case MsgType::kExit:
         if (auto e = proto::parse_exit(f.json)) {
-          exit = std::move(*e);
+          c.exit = std::move(*e);
         } else {
-          error = e.take_error();
+          c.error = e.take_error();
         }
         return true;
       case MsgType::kError:
-        error = from_error_frame(f);
+        c.error = from_error_frame(f);
         return true;
       default:
         return false;
@@ -302,15 +314,42 @@ Result<proto::ExitStatus> RunnerClient::exec(const proto::ExecRequest& req,
   };
   // Stdin that fits goes inside the exec frame; more follows as stdin frames.
   const bool fits = stdin_data.size() <= proto::kMaxData;
-  Status s = send(MsgType::kExec, p.id, proto::to_json(req), fits ? stdin_data : std::string_view{},
-                  fits && stdin_complete ? proto::kFlagStdinComplete : 0);
-  if (s && !fits) s = write_stdin(p.id, stdin_data);
-  if (s && !fits && stdin_complete) s = close_stdin(p.id);
-  if (s) s = wait(p);
-  remove_pending(p);
+  Status s =
+      send(MsgType::kExec, c.p.id, proto::to_json(req), fits ? stdin_data : std::string_view{},
+           fits && stdin_complete ? proto::kFlagStdinComplete : 0);
+  if (s && !fits) s = write_stdin(c.p.id, stdin_data);
+  if (s && !fits && stdin_complete) s = close_stdin(c.p.id);
+  return s;
+}
+
+Result<proto::ExitStatus> RunnerClient::finish(StartedExec& c) {
+  Status s = c.sent;
+  if (s) s = wait(c.p);
+  remove_pending(c.p);
+  c.finished = true;
   if (!s) return s.take_error();
-  if (error) return *error;
-  return *exit;
+  if (c.error) return *c.error;
+  return *c.exit;
+}
+
+Result<proto::ExitStatus> RunnerClient::exec(const proto::ExecRequest& req,
+                                             std::string_view stdin_data, bool stdin_complete,
+                                             OutputSink& sink) {
+  StartedExec c(*this, sink);
+  c.sent = send_exec(c, req, stdin_data, stdin_complete);
+  return finish(c);
+}
+
+std::shared_ptr<RunnerClient::StartedExec> RunnerClient::start_exec(const proto::ExecRequest& req,
+                                                                    std::string_view stdin_data,
+                                                                    OutputSink& sink) {
+  auto c = std::make_shared<StartedExec>(*this, sink);
+  c->sent = send_exec(*c, req, stdin_data, /*stdin_complete=*/true);
+  return c;
+}
+
+Result<proto::ExitStatus> RunnerClient::finish_exec(StartedExec& started) {
+  return finish(started);
 }
 
 Status RunnerClient::write_stdin(uint32_t call_id, std::string_view data) {

@@ -38,6 +38,14 @@ class RunnerClient {
   // `stdin_data` is all of stdin; otherwise more follows via write_stdin().
   Result<proto::ExitStatus> exec(const proto::ExecRequest& req, std::string_view stdin_data,
                                  bool stdin_complete, OutputSink& sink);
+  // exec() in two halves: start_exec sends the call (stdin complete) and
+  // returns, so it reaches the runner before any call another thread sends
+  // after it; finish_exec waits for its end. Meanwhile its frames are kept
+  // for it; `sink` must live until finish_exec returns.
+  struct StartedExec;
+  std::shared_ptr<StartedExec> start_exec(const proto::ExecRequest& req,
+                                          std::string_view stdin_data, OutputSink& sink);
+  Result<proto::ExitStatus> finish_exec(StartedExec& started);
   Status write_stdin(uint32_t call_id, std::string_view data);
   Status close_stdin(uint32_t call_id);
   Status send_signal(uint32_t call_id, int sig);
@@ -74,6 +82,10 @@ class RunnerClient {
 
  private:
   struct Pending;
+  // Registers `s`, sends its exec frame (and stdin beyond it); the send's status.
+  Status send_exec(StartedExec& s, const proto::ExecRequest& req, std::string_view stdin_data,
+                   bool stdin_complete);
+  Result<proto::ExitStatus> finish(StartedExec& s);
   Status send(proto::MsgType type, uint32_t id, std::string_view json, std::string_view data = {},
               uint8_t flags = 0);
   // Sends a request and waits for its single reply frame.

@@ -12,7 +12,10 @@ Result<ExecResult> RunnerSandbox::exec(const ExecCall& call, OutputSink& sink) {
   auto req = exec_request(call);
   if (!req) return req.take_error();
   req->started = sink.wants_started();
-  auto status = runner_->exec(*req, call.stdin_data, !call.stdin_stream, sink);
+  return finished(runner_->exec(*req, call.stdin_data, !call.stdin_stream, sink));
+}
+
+Result<ExecResult> RunnerSandbox::finished(Result<proto::ExitStatus> status) {
   if (!status) {
     if (auto why = ended_reason()) return *why;
     return status.take_error();
@@ -22,6 +25,32 @@ Result<ExecResult> RunnerSandbox::exec(const ExecCall& call, OutputSink& sink) {
     if (auto after = cg->usage()) usage_.fold(*after, r);
   }
   return r;
+}
+
+namespace {
+
+class RunnerCall final : public StartedCall {
+ public:
+  explicit RunnerCall(std::function<Result<ExecResult>()> finish) : finish_(std::move(finish)) {}
+  Result<ExecResult> wait() override { return finish_(); }
+
+ private:
+  std::function<Result<ExecResult>()> finish_;
+};
+
+}  // namespace
+
+std::unique_ptr<StartedCall> RunnerSandbox::start_exec(const ExecCall& call, OutputSink& sink) {
+  auto req = exec_request(call);
+  if (!req) {
+    Error e = req.take_error();
+    return std::make_unique<RunnerCall>([e] { return Result<ExecResult>(e); });
+  }
+  req->started = sink.wants_started();
+  std::shared_ptr<RunnerClient::StartedExec> sent =
+      runner_->start_exec(*req, call.stdin_data, sink);
+  return std::make_unique<RunnerCall>(
+      [this, sent] { return finished(runner_->finish_exec(*sent)); });
 }
 
 Result<proto::ExecRequest> RunnerSandbox::exec_request(const ExecCall& call) {

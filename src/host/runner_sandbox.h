@@ -36,6 +36,8 @@ class RunnerSandbox : public Sandbox {
 
   // Final: every backend runs a call the same way; the hooks below differ.
   Result<ExecResult> exec(const ExecCall& call, OutputSink& sink) final;
+  // Sent here and now (RunnerClient::start_exec).
+  std::unique_ptr<StartedCall> start_exec(const ExecCall& call, OutputSink& sink) final;
   Status write_stdin(uint32_t id, std::string_view data) override;
   Status close_stdin(uint32_t id) override;
   Status send_signal(uint32_t id, int sig) override;
@@ -69,6 +71,9 @@ class RunnerSandbox : public Sandbox {
   // Why the sandbox ended, asked when a call's connection to the runner broke.
   // By default the runner's process, given the kernel a moment to report it.
   virtual std::optional<Error> ended_reason();
+  // A call's result as exec() returns it: why the sandbox ended when the
+  // runner went away, and the cgroup's usage folded in.
+  Result<ExecResult> finished(Result<proto::ExitStatus> status);
   // The cgroup whose counters say how a call ended (OOM kill, pids limit, peak
   // memory); null when the backend cannot read one.
   virtual const Cgroup* usage_cgroup() const { return nullptr; }

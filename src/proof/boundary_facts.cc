@@ -26,17 +26,6 @@ std::string program_digest(const sock_filter* insns, size_t count) {
       std::string_view(reinterpret_cast<const char*>(insns), count * sizeof(sock_filter)));
 }
 
-// Collects a call's stdout; stderr is kept for the error.
-struct Collect : OutputSink {
-  std::string out, err;
-  void on_stdout(std::string_view d) override {
-    if (out.size() < (4u << 20)) out.append(d);
-  }
-  void on_stderr(std::string_view d) override {
-    if (err.size() < 4096) err.append(d);
-  }
-};
-
 std::once_flag runner_once;
 std::string runner_digest;
 
@@ -171,7 +160,34 @@ void read_host_side(const Sandbox& sandbox, BoundaryFacts& f) {
 
 }  // namespace
 
-Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
+void StartedProbe::Output::on_stdout(std::string_view d) {
+  if (out.size() < (4u << 20)) out.append(d);
+}
+void StartedProbe::Output::on_stderr(std::string_view d) {
+  if (err.size() < 4096) err.append(d);
+}
+
+StartedProbe start_self_probe(Sandbox& sandbox) {
+  StartedProbe p;
+  // An ordinary call, so it has exactly what tools have.
+  ExecCall call;
+  if (sandbox.spec().backend == BackendKind::kLocal) {
+    auto runner = host::find_runner_binary();
+    if (!runner) {
+      p.error = runner.take_error();
+      return p;
+    }
+    call.argv = {*runner, "self-probe"};
+  } else {
+    call.argv = {kRunnerInSandbox, "self-probe"};
+  }
+  call.timeout = std::chrono::seconds(10);
+  p.output = std::make_unique<StartedProbe::Output>();
+  p.call = sandbox.start_exec(call, *p.output);
+  return p;
+}
+
+Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox, StartedProbe probe) {
   BoundaryFacts f;
   f.spec = sandbox.spec();
   f.backend = std::string(to_string(f.spec.backend));
@@ -182,23 +198,15 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox) {
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();
 
-  // The self-probe: an ordinary call, so it has exactly what tools have.
-  ExecCall call;
-  if (f.spec.backend == BackendKind::kLocal) {
-    auto runner = host::find_runner_binary();
-    if (!runner) return runner.take_error();
-    call.argv = {*runner, "self-probe"};
-  } else {
-    call.argv = {kRunnerInSandbox, "self-probe"};
-  }
-  call.timeout = std::chrono::seconds(10);
+  if (!probe.call) probe = start_self_probe(sandbox);
+  if (!probe.call) return make_error("boundary report: self-probe", probe.error.to_string());
   // The host's own reads need nothing from the probe: they run beside it
   // (about half a millisecond here, mostly stopping PID 1 to read its
   // seccomp programs), so the report waits for the slower of the two only.
   std::thread host_side([&sandbox, &f] { read_host_side(sandbox, f); });
-  Collect sink;
-  auto ran = sandbox.exec(call, sink);
+  auto ran = probe.call->wait();
   host_side.join();
+  const StartedProbe::Output& sink = *probe.output;
   if (!ran) return make_error("boundary report: self-probe", ran.error().to_string());
   if (ran->exit_code != 0) {
     return make_error("boundary report: self-probe",

@@ -12,7 +12,9 @@
 // Works for every backend whose sandboxes run the tool runner.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -21,7 +23,26 @@
 
 namespace rf::proof {
 
-Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox);
+// The self-probe's call, sent ahead (start_self_probe) and gathered later.
+struct StartedProbe {
+  // Its stdout (the facts) and stderr (for an error).
+  struct Output : OutputSink {
+    std::string out, err;
+    void on_stdout(std::string_view d) override;
+    void on_stderr(std::string_view d) override;
+    bool wants_started() const override { return false; }
+  };
+  std::unique_ptr<Output> output;
+  std::unique_ptr<StartedCall> call;  // null: not started
+  Error error;                        // why it could not be (when call is null)
+};
+
+// Sends the self-probe's call now (Sandbox::start_exec): started before a
+// sandbox's first call, it reaches the runner first and runs beside that
+// call instead of behind it. Cheap: it waits for nothing.
+StartedProbe start_self_probe(Sandbox& sandbox);
+// Gathers the facts, with `probe` when it was started ahead, else starting it.
+Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox, StartedProbe probe = {});
 
 // SHA-256 (hex) of each program of the named profile, in load order: what
 // the profile publishes (docs/proof.md; `ringfence keys show --profile`).

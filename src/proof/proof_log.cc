@@ -270,8 +270,9 @@ Result<std::optional<json>> ProofLog::bundle_for_call(int64_t call_id) {
   return std::optional<json>(std::move(*b));
 }
 
-Result<Recorded> ProofLog::record_sandbox_report(Sandbox& sandbox, const EventContext& ctx) {
-  auto facts = gather_boundary_facts(sandbox);
+Result<Recorded> ProofLog::record_sandbox_report(Sandbox& sandbox, const EventContext& ctx,
+                                                 StartedProbe probe) {
+  auto facts = gather_boundary_facts(sandbox, std::move(probe));
   if (!facts.ok()) return facts.take_error();
   return record_report(report_statement(*facts, judge_bounds(*facts)), ctx);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "proof/boundary_facts.h"
 #include "proof/boundary_report.h"
 #include "proof/dsse.h"
 #include "proof/receipt.h"
@@ -76,7 +77,9 @@ class ProofLog {
   // The receipt file of call `call_id`; nullopt while it has no receipt.
   Result<std::optional<nlohmann::json>> bundle_for_call(int64_t call_id);
   // Gathers, judges, signs and files `sandbox`'s boundary report.
-  Result<Recorded> record_sandbox_report(Sandbox& sandbox, const EventContext& ctx);
+  // `probe`: its self-probe, when started ahead (start_self_probe).
+  Result<Recorded> record_sandbox_report(Sandbox& sandbox, const EventContext& ctx,
+                                         StartedProbe probe = {});
   // {"checkpoint", "size", "index", "event", "inclusion": [hex...]}: event
   // `seq` in the log as it is now, with a new checkpoint.
   Result<nlohmann::json> inclusion(int64_t seq);

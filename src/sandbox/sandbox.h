@@ -65,6 +65,14 @@ class OutputSink {
   virtual void on_stderr(std::string_view data) = 0;
 };
 
+// A call sent and not yet waited for (Sandbox::start_exec).
+class StartedCall {
+ public:
+  virtual ~StartedCall() = default;
+  // Waits for the call's end; once.
+  virtual Result<ExecResult> wait() = 0;
+};
+
 class Sandbox {
  public:
   virtual ~Sandbox() = default;
@@ -82,6 +90,13 @@ class Sandbox {
   // Runs one call to its end, streaming output to `sink`. Thread-safe: several
   // calls may run at once. While it runs, other threads may feed its stdin.
   virtual Result<ExecResult> exec(const ExecCall& call, OutputSink& sink) = 0;
+  // exec() in two halves: the call is sent before start_exec() returns, so it
+  // reaches the sandbox ahead of any call another thread sends after it; its
+  // end is waited for through the result. Its stdin is call.stdin_data,
+  // whole. `sink` and the sandbox must outlive the wait. This default runs
+  // exec() on a thread of its own, in no particular order with other calls
+  // (the runner's backends send at once: host/runner_sandbox.h).
+  virtual std::unique_ptr<StartedCall> start_exec(const ExecCall& call, OutputSink& sink);
   virtual Status write_stdin(uint32_t call_id, std::string_view data) = 0;
   virtual Status close_stdin(uint32_t call_id) = 0;
   virtual Status send_signal(uint32_t call_id, int sig) = 0;

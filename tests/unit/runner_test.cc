@@ -887,6 +887,34 @@ TEST_F(RunnerTest, ConcurrentCallsEachGetTheirOwnOutput) {
   }
 }
 
+// A call started (sent) and waited for later (RunnerClient::start_exec): its
+// output is kept for it while another call runs to its end on the same
+// client and reads every frame. One dropped unfinished leaves the client
+// serving, its late output going nowhere.
+TEST_F(RunnerTest, AStartedCallKeepsItsOutputUntilItIsWaitedFor) {
+  Captured first;
+  auto started =
+      client_->start_exec(shell("sleep 0.1; echo one; echo err1 >&2; exit 3"), "", first);
+  Outcome second = sh("sleep 0.3; echo two");
+  ASSERT_TRUE(second.ok) << second.error;
+  EXPECT_EQ(second.out, "two\n");
+  auto r = client_->finish_exec(*started);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(first.out, "one\n");
+  EXPECT_EQ(first.err, "err1\n");
+  Captured dropped;
+  { auto gone = client_->start_exec(shell("sleep 0.1; echo lost"), "", dropped); }
+  Outcome after = sh("echo after");
+  ASSERT_TRUE(after.ok) << after.error;
+  EXPECT_EQ(after.out, "after\n");
+  std::this_thread::sleep_for(200ms);  // the dropped call's output arrives, for no one
+  Outcome last = sh("echo last");
+  ASSERT_TRUE(last.ok) << last.error;
+  EXPECT_EQ(last.out, "last\n");
+  EXPECT_EQ(dropped.out, "");
+}
+
 // Threads share one client: whichever waits reads, and hands each frame to
 // its call's own thread, waking only that one (and one more to read on when
 // the reader has its own frames to handle). A wake-up lost there hangs a call.
