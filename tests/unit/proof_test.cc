@@ -26,6 +26,8 @@
 #include "proof/signing_key.h"
 #include "proof/verify.h"
 #include "store/store.h"
+#include "support/capture.h"
+#include "support/fake_backend.h"
 #include "support/store_target.h"
 
 namespace rf::proof {
@@ -451,6 +453,30 @@ TEST(MountTable, ParsesTheKernelsLinesAndSkipsWhatIsNotOne) {
   EXPECT_EQ(m[1].options, "rw,nosuid");
   EXPECT_EQ(m[1].super_options, "rw");
   EXPECT_TRUE(parse_mountinfo("").empty());
+}
+
+// A backend without the runner protocol (the fake) starts a call on a thread
+// of its own (Sandbox::start_exec's default): a self-probe started ahead is
+// gathered all the same, and an ordinary call's output and result come back.
+TEST(BoundaryFacts, AProbeStartedAheadIsGatheredOnAnyBackend) {
+  auto script = std::make_shared<testing::FakeScript>();
+  testing::FakeBackend backend(BackendKind::kNative, script);
+  SandboxSpec spec;
+  spec.backend = BackendKind::kNative;
+  auto sb = backend.create(spec);
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  StartedProbe probe = start_self_probe(**sb);
+  ASSERT_NE(probe.call, nullptr);
+  auto facts = gather_boundary_facts(**sb, std::move(probe));
+  ASSERT_TRUE(facts.ok()) << facts.error().to_string();
+  EXPECT_TRUE(facts->inside.is_object());
+  testing::Captured out;
+  ExecCall call;
+  call.argv = {"echo", "hi"};
+  auto started = (*sb)->start_exec(call, out);
+  auto r = started->wait();
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(out.out, "echo hi\n");
 }
 
 TEST(BoundaryReport, EveryBoundHeldWhenTheFactsSaySo) {
