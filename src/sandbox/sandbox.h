@@ -93,9 +93,10 @@ class Sandbox {
   // exec() in two halves: the call is sent before start_exec() returns, so it
   // reaches the sandbox ahead of any call another thread sends after it; its
   // end is waited for through the result. Its stdin is call.stdin_data,
-  // whole. `sink` and the sandbox must outlive the wait. This default runs
-  // exec() on a thread of its own, in no particular order with other calls
-  // (the runner's backends send at once: host/runner_sandbox.h).
+  // whole. `sink` must outlive the wait, and the sandbox the result, waited
+  // for or not. This default runs exec() on a thread of its own, in no
+  // particular order with other calls (the runner's backends send at once:
+  // host/runner_sandbox.h).
   virtual std::unique_ptr<StartedCall> start_exec(const ExecCall& call, OutputSink& sink);
   virtual Status write_stdin(uint32_t call_id, std::string_view data) = 0;
   virtual Status close_stdin(uint32_t call_id) = 0;
