@@ -393,6 +393,9 @@ int self_probe_main(ProbeStart start) {
   j.unsigned_number(::getgid());
   j.key("no_new_privs");
   j.boolean(::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1);
+  // 0 in a fork of the runner, which must stay unreadable to the sandbox.
+  j.key("dumpable");
+  j.number(::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0));
   j.key("ns");
   j.begin_object();
   for (const char* n : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}) {

@@ -17,7 +17,7 @@
 // the supervisor's own, never fewer than a command has, so a bound can only
 // look weaker), and the non-dumpable flag (it holds a copy of the runner's
 // memory, which no other process of the sandbox may read). "start" in the
-// output says which way it ran.
+// output says which way it ran, "dumpable" that the fork stayed unreadable.
 #pragma once
 
 namespace rf::runner {

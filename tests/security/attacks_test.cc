@@ -170,6 +170,17 @@ TEST_F(Attack, Pid1EnvironAndMemAreUnreadable) {
   EXPECT_EQ(t({"write", "/proc/1/mem"}), "errno EACCES");
 }
 
+// A call's supervisor is a fork of the runner (and so is a self-probe's
+// process: runner/self_probe.h): it holds a copy of the runner's memory,
+// which a command of the same uid must not read.
+TEST_F(Attack, TheCallsSupervisorsEnvironAndMemAreUnreadable) {
+  EXPECT_EQ(sh("exec /workspace/t read /proc/$PPID/environ").out, "errno EACCES\n");
+  EXPECT_EQ(sh("exec /workspace/t write /proc/$PPID/mem").out, "errno EACCES\n");
+  // $PPID is the supervisor: a tool-runner, not PID 1.
+  EXPECT_NE(sh("echo $PPID").out, "1\n");
+  EXPECT_EQ(sh("cat /proc/$PPID/comm").out, "tool-runner\n");
+}
+
 TEST_F(Attack, NoDeviceNodesCanBeMade) { EXPECT_EQ(t({"mknod", "/workspace/mem"}), "errno EPERM"); }
 
 TEST_F(Attack, DevHoldsOnlyHarmlessNodes) {

@@ -74,7 +74,7 @@ TEST_F(BoundaryReport, EveryBoundHeldOnADefaultSandbox) {
 // The runner runs a call of its own self-probe in the command child's fork
 // instead of exec'ing itself again (runner/self_probe.h, "In a fork"). A copy
 // of the binary is another file: exec'd as any command is. Both see the
-// same bounds, field for field, but for their pids.
+// same bounds, field for field, but for their pids and dumpable flags.
 TEST_F(BoundaryReport, TheProbeTheRunnerForksSeesWhatAnExecdProbeSees) {
   auto sb = make();
   ASSERT_TRUE(sb);
@@ -91,10 +91,16 @@ TEST_F(BoundaryReport, TheProbeTheRunnerForksSeesWhatAnExecdProbeSees) {
   ASSERT_TRUE(e.is_object()) << execd.out;
   EXPECT_EQ(f["start"], "fork");
   EXPECT_EQ(e["start"], "exec");
+  // The fork holds a copy of the runner's memory: it stays unreadable to the
+  // sandbox's other processes, as the runner and its supervisors are. An
+  // exec'd binary is dumpable again (exec wipes the memory).
+  EXPECT_EQ(f["dumpable"], 0);
+  EXPECT_EQ(e["dumpable"], 1);
   EXPECT_NE(f["env_keys"].dump().find("PROBE_ENV"), std::string::npos) << f["env_keys"];
   for (auto* j : {&f, &e}) {
     j->erase("start");
     j->erase("pid");
+    j->erase("dumpable");
   }
   for (const auto& [key, value] : e.items()) EXPECT_EQ(f[key], value) << key;
   EXPECT_EQ(f.size(), e.size());
