@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <utility>
 
+#include "runner/command_child.h"
 #include "runner/supervisor.h"
 
 namespace rf::runner {
@@ -136,6 +138,11 @@ Call::~Call() {
   // A supervisor still busy with us sees its socket close: it ends the call's
   // tree and exits, never handed another call while this one may be ending.
   if (supervisor_ > 0) pool_.let_go(supervisor_);
+  // A command of our own still running goes now (the runner reaps it).
+  if (running_command() > 0) {
+    ::kill(-command_, SIGKILL);
+    kill_tree(command_);
+  }
 }
 
 // An output pipe at EOF: every write end is closed, and its read end was
@@ -164,12 +171,16 @@ Status Call::spawn(std::string stdin_data, bool stdin_complete) {
   ChildEnds ends;
   const bool no_input = stdin_complete && stdin_data.empty() && dev_null() >= 0;
   RF_TRY(req.pty ? open_pty(req, &pty_, &ends) : open_pipes(no_input, &in_, &out_, &err_, &ends));
-  // Its Reports come back on the supervisor's socket, which the loop watches
-  // for as long as the supervisor lives (SupervisorPool::Watch).
-  auto pid = pool_.start(child_args(plan_, ends), id());
-  if (!pid) return pid.take_error();
-  supervisor_ = *pid;
-  // `ends` close here: the supervisor has its own copies.
+  if (plan_.direct) {
+    start_direct(child_args(plan_, ends));
+  } else {
+    // Its Reports come back on the supervisor's socket, which the loop watches
+    // for as long as the supervisor lives (SupervisorPool::Watch).
+    auto pid = pool_.start(child_args(plan_, ends), id());
+    if (!pid) return pid.take_error();
+    supervisor_ = *pid;
+  }
+  // `ends` close here: the command (or its supervisor) has its own copies.
 
   for (int fd : {out_.get(), err_.get(), in_.get(), pty_.get()}) set_nonblocking(fd);
   if (req.timeout_ms > 0) loop_.arm(id(), std::chrono::milliseconds(req.timeout_ms));
@@ -179,10 +190,60 @@ Status Call::spawn(std::string stdin_data, bool stdin_complete) {
   return ok_status();
 }
 
+void Call::start_direct(const ChildArgs& a) {
+  const CommandStart s = start_command(a);
+  done_.exec_stage = s.stage;
+  done_.exec_errno = s.err;
+  if (s.pid < 0) {
+    have_done_ = true;  // no process was made: nothing to wait for
+  } else {
+    command_ = s.pid;  // reaped by the runner (Runner::reap_children) even if it failed to exec
+    if (s.stage == kStageNone && plan_.req.started) {
+      loop_.send(proto::MsgType::kStarted, id(), proto::to_json(proto::Started{s.pid}));
+    }
+  }
+  output_watched_ = true;  // output flows from the start: STARTED went first
+}
+
+void Call::on_command_exit(int wait_status, const rusage& ru) {
+  command_ended_ = true;
+  done_.wait_status = wait_status;
+  done_.killed = !kill_reason_.empty();
+  done_.wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - started_at_)
+                      .count();
+  done_.user_us = int64_t{ru.ru_utime.tv_sec} * 1'000'000 + ru.ru_utime.tv_usec;
+  done_.sys_us = int64_t{ru.ru_stime.tv_sec} * 1'000'000 + ru.ru_stime.tv_usec;
+  done_.max_rss_kb = ru.ru_maxrss;
+}
+
+void Call::on_leftovers_gone() {
+  have_done_ = true;
+  maybe_finish();
+}
+
+DirectCall Call::as_direct() const {
+  DirectCall c;
+  c.id = id();
+  c.pgid = command_;
+  c.command_ended = command_ended_ || command_ <= 0;
+  return c;
+}
+
+std::vector<ino_t> Call::output_pipes() const {
+  std::vector<ino_t> out;
+  for (const UniqueFd* fd : {&out_, &err_}) {
+    struct stat st {};
+    if (*fd && ::fstat(fd->get(), &st) == 0) out.push_back(st.st_ino);
+  }
+  return out;
+}
+
 bool Call::output_open() const {
   // Output waits in its pipe until the supervisor has said the command started
   // (or can no longer say it), so STARTED always reaches the host before the
-  // first byte the command wrote.
+  // first byte the command wrote. A direct command's STARTED goes as it is
+  // forked (start_direct).
   return command_ > 0 || have_done_ || report_eof_ || supervisor_status_.has_value();
 }
 
@@ -334,10 +395,18 @@ void Call::kill(const char* reason) {
   if (kill_reason_.empty()) kill_reason_ = reason;
   // The supervisor sees EOF and kills everything below it.
   if (supervisor_ > 0) pool_.stop_call(supervisor_);
+  // A command of our own: its group and its tree now; its orphans as the
+  // runner reaps it (runner/orphans.h).
+  if (running_command() > 0) {
+    ::kill(-command_, SIGKILL);
+    kill_tree(command_);
+  }
 }
 
 Status Call::signal(int sig) {
-  if (command_ <= 0) return make_error("signal", "the call has no running command");
+  if (command_ <= 0 || command_ended_) {
+    return make_error("signal", "the call has no running command");
+  }
   // The command leads its own process group: the call's job.
   if (::kill(-command_, sig) != 0 && errno != ESRCH) return sys_error("signal");
   return ok_status();

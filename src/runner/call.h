@@ -1,20 +1,35 @@
 // One tool call inside the runner: its process tree, pipes (or pty), stdin
 // buffer, timeout, output cap, and the EXIT it reports.
 //
-// Process tree (see docs/protocol.md, "Process tree"):
+// Process tree (see docs/protocol.md, "Process tree"). As PID 1 (native and
+// docker sandboxes), the runner forks the command itself:
 //
-//   runner (PID 1) ── supervisor (subreaper) ── command (own process group) ── ...
+//   runner (PID 1) ── command (own process group) ── ...
 //
-// The supervisor (one of the runner's, runner/supervisor_pool.h, busy with
-// one call at a time) forks the command, waits for it, then SIGKILLs every
-// process left below it (orphans reparent to it because it is a subreaper)
-// until it has no children, and only then writes its report (kDone) and waits
-// for its next call. So nothing a call started outlives the call or keeps its
-// stdout open. Its records (kStarted, kDone) come back on its socket; the
-// runner's side of that socket reaching EOF (shut for a timeout, output cap or
+// and whatever the command leaves behind reparents to the runner, which says
+// whose it is (runner/orphans.h) and kills it as that call's command ends:
+// the command's process group at once, and each orphan of the call with
+// everything below it. The call reports its end only once those are reaped.
+// So nothing a call started outlives the call or keeps its stdout open,
+// with one documented exception: a process that left the call's process
+// group and holds none of its stdio, found while other calls ran, lives
+// until all of those have ended their commands.
+//
+// Where the runner is not PID 1 (the local backend), a supervisor stands
+// between (one of the runner's, runner/supervisor_pool.h, busy with one call
+// at a time):
+//
+//   runner ── supervisor (subreaper) ── command (own process group) ── ...
+//
+// It forks the command, waits for it, then SIGKILLs every process left below
+// it (orphans reparent to it because it is a subreaper) until it has no
+// children, and only then writes its report (kDone) and waits for its next
+// call. Its records (kStarted, kDone) come back on its socket; the runner's
+// side of that socket reaching EOF (shut for a timeout, output cap or
 // shutdown, or the runner dying) makes it kill the tree.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -29,6 +44,7 @@
 #include "core/unique_fd.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
+#include "runner/orphans.h"
 #include "runner/supervisor.h"
 #include "runner/supervisor_pool.h"
 
@@ -70,6 +86,7 @@ struct CallPlan {
   std::vector<std::string> candidates;  // paths to try for argv[0], in order
   bool searched = false;                // argv[0] was looked up in PATH
   bool self_probe = false;              // this runner's self-probe (ChildArgs::self_probe)
+  bool direct = false;  // the runner forks the command itself (PID 1): no supervisor
   std::vector<std::string> disk_paths;  // checked for a full disk after the call
 };
 
@@ -78,7 +95,8 @@ proto::ExitStatus command_not_found(const std::string& name);
 
 class Call {
  public:
-  // Hands the call to a supervisor of `pool`. A command that cannot start is
+  // Forks the command (CallPlan::direct), or hands the call to a supervisor
+  // of `pool`. A command that cannot start is
   // reported through EXIT, not here; an error here means no process was made
   // (pipes, fork).
   static Result<std::unique_ptr<Call>> start(Loop& loop, SupervisorPool& pool, CallPlan plan,
@@ -100,6 +118,21 @@ class Call {
   // The runner reaped the supervisor.
   void on_supervisor_exit(int wait_status);
 
+  // A command the runner forked itself (CallPlan::direct)...
+  bool direct() const { return plan_.direct; }
+  // ... while it is not reaped; else 0.
+  pid_t running_command() const { return plan_.direct && !command_ended_ ? command_ : 0; }
+  // ... was reaped (its process group killed first): what it left is the
+  // runner's to end (runner/orphans.h) ...
+  void on_command_exit(int wait_status, const rusage& ru);
+  bool awaiting_leftovers() const { return plan_.direct && command_ended_ && !have_done_; }
+  // ... and now nothing of it is left: the call may end.
+  void on_leftovers_gone();
+  // What the orphan ledger needs of it (runner/orphans.h).
+  DirectCall as_direct() const;
+  // The inodes of its stdout and stderr pipes still open.
+  std::vector<ino_t> output_pipes() const;
+
   void add_stdin(std::string_view data);
   void close_stdin();
   Status signal(int sig);
@@ -117,6 +150,8 @@ class Call {
   void forward(FdKind kind, std::string_view data);
   void at_eof(FdKind kind);
   void read_report();
+  // Forks the command of `a` here (CallPlan::direct).
+  void start_direct(const ChildArgs& a);
   void flush_stdin();
   void drop_stdin();
   void maybe_finish();
@@ -132,6 +167,7 @@ class Call {
   std::chrono::steady_clock::time_point started_at_;
   pid_t supervisor_ = 0;
   pid_t command_ = 0;
+  bool command_ended_ = false;  // a direct command was reaped
 
   UniqueFd out_, err_, pty_;  // read ends (pty_: the master, also the stdin side)
   UniqueFd in_;               // stdin write end (pipes only)

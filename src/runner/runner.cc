@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -116,6 +117,10 @@ Result<std::unique_ptr<Runner>> Runner::create(const Options& options) {
     r->sock_.reset(options.fd);
   }
   r->pid1_ = ::getpid() == 1;
+  if (r->pid1_ && r->orphans_.open()) {
+    r->direct_ = true;
+    prepare_command_starts();
+  }
   if (::stat("/proc/self/exe", &r->self_exe_) != 0) r->self_exe_.st_ino = 0;
   sigset_t set;
   sigemptyset(&set);
@@ -221,10 +226,11 @@ int Runner::run() {
   ev.data.u64 = kSocketToken;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sock_.get(), &ev);
   sock_events_ = EPOLLIN;
-  // The first call's supervisor, forked while the host is still busy with
-  // the sandbox's start (when the first exec came behind hello, it is the fork
-  // that call needed anyway): a first call 0.1-0.3 ms sooner (rf_proof_bench).
-  (void)supervisors_.prefork(1);
+  // Where calls have supervisors: the first call's, forked while the host is
+  // still busy with the sandbox's start (when the first exec came behind
+  // hello, it is the fork that call needed anyway): a first call 0.1-0.3 ms
+  // sooner (rf_proof_bench).
+  if (!direct_) (void)supervisors_.prefork(1);
   while (decoder_.has_frame() && !exit_code_) handle(decoder_.pop());  // sent right behind hello
 
   epoll_event events[64];
@@ -476,10 +482,34 @@ void Runner::on_signals() {
 }
 
 void Runner::reap_children() {
-  int status = 0;
-  pid_t pid;
-  // Reaps supervisors and, as PID 1, any orphan that reparented to us.
-  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+  bool settle = false;
+  for (;;) {
+    // Looked at before it is reaped: while it is a zombie its pid, which is
+    // its process group's id, cannot be reused, so the group can be killed by it.
+    siginfo_t si{};
+    if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) break;
+    const pid_t pid = si.si_pid;
+    Call* direct = nullptr;
+    for (auto& [id, call] : calls_) {
+      if (call->running_command() == pid) direct = call.get();
+    }
+    // A command of ours: what it started and left in its group goes with it.
+    if (direct != nullptr) ::kill(-pid, SIGKILL);
+    int status = 0;
+    rusage ru{};
+    if (::wait4(pid, &status, WNOHANG, &ru) != pid) break;
+    if (direct != nullptr) {
+      direct->on_command_exit(status, ru);
+      settle = true;
+      continue;
+    }
+    // As PID 1 with no supervisors, any other child was an orphan: its own
+    // children (if any) have just reparented to us.
+    if (direct_) {
+      orphans_.reaped(pid);
+      settle = true;
+      continue;
+    }
     // A supervisor died: killed by a process of the sandbox (same uid), or let
     // go. While busy, its call is told (and reads what is left on its socket);
     // idle, it is only forgotten.
@@ -497,6 +527,21 @@ void Runner::reap_children() {
     // say) have just reparented to us, so sweep again. Killed processes fork no
     // more, so this ends.
     if (!supervisor) kill_orphans();
+  }
+  if (settle) settle_direct_calls();
+}
+
+void Runner::settle_direct_calls() {
+  std::vector<DirectCall> live;
+  for (const auto& [id, call] : calls_) {
+    if (call->direct() && !call->finished()) live.push_back(call->as_direct());
+  }
+  orphans_.sweep(live, [&](uint32_t id) { return calls_.at(id)->output_pipes(); });
+  orphans_.kill_settled(live);
+  for (auto it = calls_.begin(); it != calls_.end();) {
+    Call& call = *it->second;
+    if (call.awaiting_leftovers() && !orphans_.holds(it->first)) call.on_leftovers_gone();
+    it = call.finished() ? calls_.erase(it) : std::next(it);
   }
 }
 
@@ -581,6 +626,7 @@ CallPlan Runner::plan_call(uint32_t id, proto::ExecRequest req) const {
     }
   }
   plan.self_probe = plan.candidates.size() == 1 && is_own_self_probe(req, plan.candidates[0]);
+  plan.direct = direct_;
   const std::string root = options_.root == "/" ? "" : options_.root;
   plan.disk_paths = {root + "/workspace", root + "/tmp"};
   plan.req = std::move(req);
@@ -705,6 +751,7 @@ void Runner::handle_probe(const proto::Frame& f) {
 
 void Runner::end_all_calls() {
   for (auto& [id, call] : calls_) call->kill("shutdown");
+  if (direct_) orphans_.kill_all();
   // Each supervisor kills its call's tree and exits (its socket is closed);
   // wait a little so none outlives us when we are not PID 1 (as PID 1, our
   // exit ends the whole namespace anyway).

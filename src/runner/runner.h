@@ -24,6 +24,7 @@
 #include "runner/cred_server.h"
 #include "runner/egress_bridge.h"
 #include "runner/file_ops.h"
+#include "runner/orphans.h"
 #include "runner/supervisor_pool.h"
 
 namespace rf::runner {
@@ -75,6 +76,9 @@ class Runner final : public Loop {
   void on_signals();
   void reap_children();
   void kill_orphans();
+  // Direct mode: attributes and kills what commands left behind, and lets
+  // the calls with nothing left end (runner/orphans.h).
+  void settle_direct_calls();
   void handle(proto::Frame&& frame);
   void handle_exec(proto::Frame&& frame);
   void handle_call_frame(const proto::Frame& frame);
@@ -103,6 +107,10 @@ class Runner final : public Loop {
   int out_fd() const { return out_fd_ ? out_fd_.get() : sock_.get(); }
   void watch_output(bool want);
   bool pid1_ = false;
+  // As PID 1 the runner forks each call's command itself (call.h, "Process
+  // tree"): no supervisor per call. Off if /proc cannot list our children.
+  bool direct_ = false;
+  OrphanLedger orphans_;
   // This binary (/proc/self/exe) as the kernel names it, to know a call of
   // its own self-probe; st_ino 0 when /proc cannot say.
   struct stat self_exe_ {};

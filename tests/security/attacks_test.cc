@@ -170,14 +170,14 @@ TEST_F(Attack, Pid1EnvironAndMemAreUnreadable) {
   EXPECT_EQ(t({"write", "/proc/1/mem"}), "errno EACCES");
 }
 
-// A call's supervisor is a fork of the runner (and so is a self-probe's
-// process: runner/self_probe.h): it holds a copy of the runner's memory,
-// which a command of the same uid must not read.
-TEST_F(Attack, TheCallsSupervisorsEnvironAndMemAreUnreadable) {
+// A command's parent is the runner (PID 1), which forks it: the command holds
+// nothing of the runner's memory once it execs, and may not read it. A
+// self-probe's process is a fork of the runner that does not exec
+// (runner/self_probe.h): it stays non-dumpable, like the runner.
+TEST_F(Attack, TheRunnersEnvironAndMemAreUnreadable) {
+  EXPECT_EQ(sh("echo $PPID").out, "1\n");
   EXPECT_EQ(sh("exec /workspace/t read /proc/$PPID/environ").out, "errno EACCES\n");
   EXPECT_EQ(sh("exec /workspace/t write /proc/$PPID/mem").out, "errno EACCES\n");
-  // $PPID is the supervisor: a tool-runner, not PID 1.
-  EXPECT_NE(sh("echo $PPID").out, "1\n");
   EXPECT_EQ(sh("cat /proc/$PPID/comm").out, "tool-runner\n");
 }
 
@@ -273,11 +273,11 @@ TEST_F(Attack, CoreDumpsAreOff) {
 // ---- processes ----
 
 TEST_F(Attack, NoHostProcessIsVisible) {
-  // The runner, this call's supervisor (a fork of it) and sh: nothing else.
-  // Builtins only, so the shell forks nothing while it looks.
+  // The runner and sh: nothing else. Builtins only, so the shell forks
+  // nothing while it looks.
   std::istringstream names(sh("for p in /proc/[0-9]*; do read c < $p/comm; echo $c; done").out);
   std::multiset<std::string> seen{std::istream_iterator<std::string>(names), {}};
-  EXPECT_EQ(seen, (std::multiset<std::string>{"sh", "tool-runner", "tool-runner"}));
+  EXPECT_EQ(seen, (std::multiset<std::string>{"sh", "tool-runner"}));
   EXPECT_EQ(sh("cat /proc/1/comm").out, "tool-runner\n");
 }
 
@@ -367,18 +367,20 @@ TEST_F(Attack, KillMinusOneSparesTheHostAndOtherSandboxes) {
     EXPECT_EQ(::kill(victim.pid(), SIGURG), 0);
     return victim.read_until('u') == "u";
   };
-  // A signal that ends nothing inside, so the verdict is read for sure: kill(-1)
-  // reaches the sandbox's own processes (the call's supervisor) and returns 0.
-  EXPECT_EQ(t({"kill", "-1", std::to_string(SIGCHLD)}), "ok");
+  // kill(-1) reaches every process it may signal but PID 1 and the caller:
+  // in this sandbox, none (the runner forks the command), so ESRCH.
+  EXPECT_EQ(t({"kill", "-1", std::to_string(SIGCHLD)}), "errno ESRCH");
   EXPECT_TRUE(untouched()) << "kill(-1, SIGCHLD) inside reached a host process";
-  // Inside, -1 reaches everything of this sandbox but PID 1, the call's own
-  // supervisor included, so the call may end before "ok" is read: assert what
-  // must hold either way.
-  Captured c;
-  ExecCall call;
-  call.argv = {"/workspace/t", "kill", "-1", "9"};
-  auto r = sb_->exec(call, c);
-  EXPECT_TRUE(r.ok()) << r.error().to_string();
+  // The same with SIGKILL, beside a second call of this sandbox (sent first,
+  // so its command runs before the attack starts), which it does end.
+  Captured slept;
+  ExecCall sleeper;
+  sleeper.argv = {"sleep", "100"};
+  auto asleep = sb_->start_exec(sleeper, slept);
+  EXPECT_EQ(t({"kill", "-1", "9"}), "ok");
+  auto r = asleep->wait();
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->signal, SIGKILL);
   EXPECT_TRUE(untouched()) << "kill(-1, SIGKILL) inside reached a host process";
   EXPECT_EQ(::kill(::getpid(), 0), 0);
   EXPECT_EQ(SandboxTest::sh(*other, "echo alive").out, "alive\n");
@@ -490,15 +492,75 @@ TEST_F(Attack, SetsidBackgroundProcessDoesNotOutliveItsCall) {
   EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n");
 }
 
-TEST_F(Attack, KillingTheCallSupervisorDoesNotLetABackgroundProcessEscape) {
-  // The command kills its supervisor (same uid), then detaches a process: the
-  // runner must still find and kill it before anything else runs.
-  for (int round = 0; round < 3; ++round) {
-    Out r = sh("kill -9 $PPID; setsid sleep 100 & sleep 100 & wait");
-    EXPECT_EQ(r.result.exit_code, 137);
-    EXPECT_EQ(r.result.error, "call supervisor killed by signal 9 before the command ended");
-    EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n") << "round " << round;
-  }
+// The runner forks each command itself, and what a command leaves behind
+// reparents to it (runner/orphans.h): it says whose each one is.
+TEST_F(Attack, ADetachedProcessThatDropsItsStdioDoesNotOutliveItsCall) {
+  const auto start = std::chrono::steady_clock::now();
+  Out r =
+      sh("(setsid sleep 100 </dev/null >/dev/null 2>&1 &); "
+         "setsid sleep 101 </dev/null >/dev/null 2>&1 & echo started");
+  EXPECT_EQ(r.out, "started\n");
+  EXPECT_EQ(r.result.exit_code, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n");
+}
+
+// A call running beside it does not let a leftover that keeps the call's
+// process group, or its stdout, outlive its call: the call ends at once, and
+// with nothing of it left.
+TEST_F(Attack, LeftoversEndWithTheirCallWhileAnotherCallRuns) {
+  Captured slept;
+  ExecCall sleeper;
+  sleeper.argv = {"sleep", "3"};
+  auto asleep = sb_->start_exec(sleeper, slept);
+  const auto start = std::chrono::steady_clock::now();
+  Out r = sh("setsid sleep 100 & sleep 101 </dev/null >/dev/null 2>&1 & echo started");
+  EXPECT_EQ(r.out, "started\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(sh("ps -e -o args= | grep -c '^sleep 10[01]$'").out, "0\n");
+  auto y = asleep->wait();
+  ASSERT_TRUE(y.ok()) << y.error().to_string();
+  EXPECT_EQ(y->exit_code, 0);
+}
+
+// The documented exception: a process that leaves its call's process group
+// and drops its stdio, while another call runs, could be of either. It
+// delays neither, and lives until both have ended.
+TEST_F(Attack, ADetachedProcessWithNoStdioBesideAnotherCallEndsWithTheLastOfThem) {
+  Captured slept;
+  ExecCall sleeper;
+  sleeper.argv = {"sleep", "2"};
+  auto asleep = sb_->start_exec(sleeper, slept);
+  const auto start = std::chrono::steady_clock::now();
+  // It waits until the process has left its group (else the group's kill
+  // takes it, as it should).
+  Out r =
+      sh("setsid sleep 100 </dev/null >/dev/null 2>&1 & p=$!; "
+         "while [ \"$(cut -d' ' -f5 /proc/$p/stat)\" = $$ ]; do :; done; echo started");
+  EXPECT_EQ(r.out, "started\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ(sh("ps -e -o args= | grep -c '^sleep 100$'").out, "1\n");
+  auto y = asleep->wait();
+  ASSERT_TRUE(y.ok()) << y.error().to_string();
+  EXPECT_EQ(y->exit_code, 0);
+  EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n");
+}
+
+// The other way round: calls that end beside a running one do not take its
+// background processes with them, whether they kept its process group or not.
+TEST_F(Attack, ACallsBackgroundProcessesOutliveOtherCallsEndingBesideIt) {
+  Captured seen;
+  ExecCall y;
+  y.argv = {"sh", "-c",
+            "(sleep 30 &); (setsid sleep 31 </dev/null >/dev/null 2>&1 &); sleep 1.5; "
+            "ps -e -o args= | grep -c '^sleep 3[01]$'"};
+  auto running = sb_->start_exec(y, seen);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(sh("true").result.exit_code, 0);
+  auto r = running->wait();
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(seen.out, "2\n");
+  EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n");
 }
 
 // ---- seccomp: each refused syscall returns its exact errno ----
