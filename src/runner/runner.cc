@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 
 #include "core/io.h"
 
@@ -468,15 +469,23 @@ void Runner::on_socket(uint32_t events) {
 }
 
 void Runner::on_signals() {
-  signalfd_siginfo si;
-  while (::read(sigfd_.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-    const int sig = static_cast<int>(si.ssi_signo);
-    if (sig == SIGCHLD) continue;
-    // As PID 1, a signal from inside the sandbox (a visible sender pid) is
-    // ignored, as the kernel does for PID 1: only the host may stop the runner.
-    if (pid1_ && si.ssi_pid != 0) continue;
-    for (auto& [id, call] : calls_) (void)call->signal(sig);
-    exit_code_ = 128 + sig;
+  // Standard signals do not queue, so a few entries read them all: a short
+  // read means the descriptor is empty (no second read for EAGAIN, per call).
+  signalfd_siginfo sis[8];
+  for (;;) {
+    const ssize_t n = ::read(sigfd_.get(), sis, sizeof sis);
+    if (n <= 0) break;
+    const size_t got = static_cast<size_t>(n) / sizeof sis[0];
+    for (size_t i = 0; i < got; ++i) {
+      const int sig = static_cast<int>(sis[i].ssi_signo);
+      if (sig == SIGCHLD) continue;
+      // As PID 1, a signal from inside the sandbox (a visible sender pid) is
+      // ignored, as the kernel does for PID 1: only the host may stop the runner.
+      if (pid1_ && sis[i].ssi_pid != 0) continue;
+      for (auto& [id, call] : calls_) (void)call->signal(sig);
+      exit_code_ = 128 + sig;
+    }
+    if (got < std::size(sis)) break;
   }
   reap_children();
 }
