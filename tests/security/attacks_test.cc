@@ -42,6 +42,12 @@ class Attack : public SandboxTest {
   Out sh(const std::string& script, ExecCall call = {}) {
     return SandboxTest::sh(*sb_, script, call);
   }
+  // `sleep SECONDS` sent now: its command runs before that of any call sent after.
+  std::unique_ptr<StartedCall> start_sleep(const char* seconds, Captured& sink) {
+    ExecCall call;
+    call.argv = {"sleep", seconds};
+    return sb_->start_exec(call, sink);
+  }
 
   SandboxSpec spec_;
   std::unique_ptr<Sandbox> sb_;
@@ -374,9 +380,7 @@ TEST_F(Attack, KillMinusOneSparesTheHostAndOtherSandboxes) {
   // The same with SIGKILL, beside a second call of this sandbox (sent first,
   // so its command runs before the attack starts), which it does end.
   Captured slept;
-  ExecCall sleeper;
-  sleeper.argv = {"sleep", "100"};
-  auto asleep = sb_->start_exec(sleeper, slept);
+  auto asleep = start_sleep("100", slept);
   EXPECT_EQ(t({"kill", "-1", "9"}), "ok");
   auto r = asleep->wait();
   ASSERT_TRUE(r.ok()) << r.error().to_string();
@@ -510,9 +514,7 @@ TEST_F(Attack, ADetachedProcessThatDropsItsStdioDoesNotOutliveItsCall) {
 // with nothing of it left.
 TEST_F(Attack, LeftoversEndWithTheirCallWhileAnotherCallRuns) {
   Captured slept;
-  ExecCall sleeper;
-  sleeper.argv = {"sleep", "3"};
-  auto asleep = sb_->start_exec(sleeper, slept);
+  auto asleep = start_sleep("3", slept);
   const auto start = std::chrono::steady_clock::now();
   Out r = sh("setsid sleep 100 & sleep 101 </dev/null >/dev/null 2>&1 & echo started");
   EXPECT_EQ(r.out, "started\n");
@@ -528,9 +530,7 @@ TEST_F(Attack, LeftoversEndWithTheirCallWhileAnotherCallRuns) {
 // delays neither, and lives until both have ended.
 TEST_F(Attack, ADetachedProcessWithNoStdioBesideAnotherCallEndsWithTheLastOfThem) {
   Captured slept;
-  ExecCall sleeper;
-  sleeper.argv = {"sleep", "2"};
-  auto asleep = sb_->start_exec(sleeper, slept);
+  auto asleep = start_sleep("2", slept);
   const auto start = std::chrono::steady_clock::now();
   // It waits until the process has left its group (else the group's kill
   // takes it, as it should).
