@@ -1,5 +1,6 @@
 // ringfence-tool-runner: PID 1 of every sandbox. It serves the host's protocol
-// on an inherited socket and runs each tool call under its own supervisor.
+// on an inherited socket and forks each tool call's command (runner/call.h,
+// "Process tree"; where it is not PID 1, under a supervisor of its own).
 //
 //   ringfence-tool-runner --version
 //   ringfence-tool-runner [--fd N | --stdio] [--seccomp FILE] [--root DIR]

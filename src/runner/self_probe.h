@@ -8,13 +8,14 @@
 //
 // In a fork: a call whose command is this very binary's self-probe (the
 // same file, by device and inode, as the runner's /proc/self/exe) is not
-// exec'd. Its command child, forked from the call's supervisor and set up
+// exec'd. Its command child, forked from the runner (or from the call's
+// supervisor where the runner is not PID 1) and set up
 // exactly as for an exec (process group, stdio, signals, descriptors, cwd,
 // the call's environment as `environ`), runs self_probe_main itself. An exec
 // would only start the same code again: glibc's start alone is ~0.3 ms of
 // cpuid exits on a VM. What an exec changes and the fork keeps: the
 // capability sets an exec would clear to the ambient set (the probe reports
-// the supervisor's own, never fewer than a command has, so a bound can only
+// its parent's own, never fewer than a command has, so a bound can only
 // look weaker), and the non-dumpable flag (it holds a copy of the runner's
 // memory, which no other process of the sandbox may read). "start" in the
 // output says which way it ran, "dumpable" that the fork stayed unreadable.
