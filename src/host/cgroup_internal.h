@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -13,7 +12,6 @@
 #include <vector>
 
 #include "core/result.h"
-#include "core/unique_fd.h"
 #include "host/cgroup.h"
 
 namespace rf::host::cgroup_internal {
@@ -41,29 +39,10 @@ Status write_value(const std::string& path, std::string_view value, bool fake);
 bool exists(const std::string& path);
 // A file's text without its trailing newlines; nullopt when unreadable.
 std::optional<std::string> read_trimmed(const std::string& path);
-// A counter file read after every call (peak memory, OOM kills, pids limit
-// hits). On a real tree it is opened at its first read and kept: each read
-// is then one pread from offset 0, where the kernel prints the file anew
-// (a call's three files: ~13 µs opened, read and closed each time, ~1.5 µs
-// read this way). On a fake tree (tests, which rewrite and remove the files)
-// it is opened for every read. Reads may come from several threads at once.
-class CounterFile {
- public:
-  CounterFile(std::string path, bool keep_open) : path_(std::move(path)), keep_open_(keep_open) {}
-  // A file holding one number ("max" is UINT64_MAX).
-  Result<uint64_t> number() const;
-  // The number after `key` in a file of "key N" lines; 0 when the key is absent.
-  Result<uint64_t> keyed(std::string_view key) const;
-
- private:
-  Result<std::string> text() const;
-
-  std::string path_;
-  bool keep_open_;
-  mutable std::once_flag opened_;
-  mutable UniqueFd fd_;
-  mutable int open_errno_ = 0;
-};
+// A file holding one number ("max" is UINT64_MAX).
+Result<uint64_t> read_number(const std::string& path);
+// The number after `key` in a file of "key N" lines; 0 when the key is absent.
+Result<uint64_t> read_keyed(const std::string& path, std::string_view key);
 // Stores a read value into `*out`, or passes its error on.
 Status store(uint64_t* out, Result<uint64_t> value);
 

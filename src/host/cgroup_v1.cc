@@ -14,12 +14,7 @@ class CgroupV1 final : public Cgroup {
  public:
   // `dir_of`: controller -> its directory; `dirs`: the distinct ones, in creation order.
   CgroupV1(std::map<std::string, std::string> dir_of, std::vector<std::string> dirs, bool fake)
-      : dir_of_(std::move(dir_of)),
-        dirs_(std::move(dirs)),
-        fake_(fake),
-        memory_peak_(counter("memory", "memory.max_usage_in_bytes"), !fake),
-        oom_control_(counter("memory", "memory.oom_control"), !fake),
-        pids_events_(counter("pids", "pids.events"), !fake) {}
+      : dir_of_(std::move(dir_of)), dirs_(std::move(dirs)), fake_(fake) {}
 
   Status apply(const CgroupLimits& limits) override {
     RF_TRY(apply_memory(limits.memory_bytes));
@@ -46,9 +41,9 @@ class CgroupV1 final : public Cgroup {
 
   Result<CgroupUsage> usage() const override {
     CgroupUsage u;
-    RF_TRY(store(&u.memory_peak_bytes, memory_peak_.number()));
-    RF_TRY(store(&u.oom_kills, oom_control_.keyed("oom_kill")));
-    RF_TRY(store(&u.pids_max_hits, pids_events_.keyed("max")));
+    RF_TRY(store(&u.memory_peak_bytes, read_number(file("memory", "memory.max_usage_in_bytes"))));
+    RF_TRY(store(&u.oom_kills, read_keyed(file("memory", "memory.oom_control"), "oom_kill")));
+    RF_TRY(store(&u.pids_max_hits, read_keyed(file("pids", "pids.events"), "max")));
     return u;
   }
 
@@ -76,12 +71,6 @@ class CgroupV1 final : public Cgroup {
 
   std::string file(const std::string& controller, const std::string& name) const {
     return dir_of_.at(controller) + "/" + name;
-  }
-  // A counter's path; without the controller's hierarchy, one that names it
-  // and fails to open.
-  std::string counter(const std::string& controller, const std::string& name) const {
-    if (dir_of_.count(controller) == 0) return "(no " + controller + " hierarchy)/" + name;
-    return file(controller, name);
   }
   Status set(const std::string& controller, const std::string& name, std::string_view value) const {
     return write_value(file(controller, name), value, fake_);
@@ -112,8 +101,6 @@ class CgroupV1 final : public Cgroup {
   std::map<std::string, std::string> dir_of_;
   std::vector<std::string> dirs_;
   bool fake_;
-  // Read after every call (usage()).
-  CounterFile memory_peak_, oom_control_, pids_events_;
 };
 
 // Creates `<mount>/<parent>/<name>` for `controller` unless a co-mounted

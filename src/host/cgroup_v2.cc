@@ -19,13 +19,7 @@ std::string limit_or_max(uint64_t value) { return value == 0 ? "max" : std::to_s
 class CgroupV2 final : public Cgroup {
  public:
   CgroupV2(std::string dir, bool fake, UniqueFd fd)
-      : dir_(std::move(dir)),
-        fake_(fake),
-        fd_(std::move(fd)),
-        memory_peak_(file("memory.peak"), !fake),
-        memory_current_(file("memory.current"), !fake),
-        memory_events_(file("memory.events"), !fake),
-        pids_events_(file("pids.events"), !fake) {}
+      : dir_(std::move(dir)), fake_(fake), fd_(std::move(fd)) {}
 
   Status apply(const CgroupLimits& limits) override {
     RF_TRY(set("memory.max", limit_or_max(limits.memory_bytes)));
@@ -46,11 +40,11 @@ class CgroupV2 final : public Cgroup {
     CgroupUsage u;
     // memory.peak appeared in Linux 5.19; before it, memory.current (tried
     // second: no existence check on the kernels that have it, after every call).
-    auto peak = memory_peak_.number();
-    if (!peak && peak.error().sys_errno == ENOENT) peak = memory_current_.number();
+    auto peak = read_number(file("memory.peak"));
+    if (!peak && peak.error().sys_errno == ENOENT) peak = read_number(file("memory.current"));
     RF_TRY(store(&u.memory_peak_bytes, std::move(peak)));
-    RF_TRY(store(&u.oom_kills, memory_events_.keyed("oom_kill")));
-    RF_TRY(store(&u.pids_max_hits, pids_events_.keyed("max")));
+    RF_TRY(store(&u.oom_kills, read_keyed(file("memory.events"), "oom_kill")));
+    RF_TRY(store(&u.pids_max_hits, read_keyed(file("pids.events"), "max")));
     return u;
   }
 
@@ -83,8 +77,6 @@ class CgroupV2 final : public Cgroup {
   std::string dir_;
   bool fake_;
   UniqueFd fd_;
-  // Read after every call (usage()).
-  CounterFile memory_peak_, memory_current_, memory_events_, pids_events_;
 };
 
 bool has_controllers(const std::string& subtree_control) {
