@@ -3,15 +3,14 @@
 // workers serve a project, and the v2 → v3 migration that made room for both.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <latch>
 #include <thread>
 
 #include "store/db.h"
 #include "store/migrations.h"
 #include "store/store.h"
+#include "support/store_fixture.h"
 #include "support/store_target.h"
 
 namespace rf::store {
@@ -20,23 +19,10 @@ namespace {
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 
-class StoreCancel : public ::testing::Test {
+class StoreCancel : public rf::testing::StoreFixture {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "rf-cancel-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    path_ = rf::testing::fresh_store_target(dir_ + "/ringfence.db");
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  StoreCancel() : StoreFixture("rf-cancel") {}
 
-  std::unique_ptr<Store> open() {
-    auto s = Store::open(path_);
-    EXPECT_TRUE(s.ok()) << s.error().to_string();
-    if (!s.ok()) return nullptr;
-    (*s)->set_clock([this] { return clock_.load(); });
-    return std::move(*s);
-  }
   // Project p, worker w1 registered.
   std::unique_ptr<Store> ready() {
     auto s = open();
@@ -53,9 +39,6 @@ class StoreCancel : public ::testing::Test {
     EXPECT_TRUE(id.ok()) << id.error().to_string();
     return id.ok() ? *id : 0;
   }
-
-  std::string dir_, path_;
-  std::atomic<int64_t> clock_{1'000'000};
 };
 
 TEST_F(StoreCancel, ACancelledCallIsNeverClaimed) {

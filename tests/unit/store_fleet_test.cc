@@ -5,15 +5,12 @@
 // Also the labels' own rules.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <filesystem>
 
 #include "core/labels.h"
 #include "store/labels.h"
 #include "store/store.h"
 #include "store/workflow_store.h"
-#include "support/store_target.h"
+#include "support/store_fixture.h"
 
 namespace rf::store {
 namespace {
@@ -21,23 +18,10 @@ namespace {
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 
-class StoreFleet : public ::testing::Test {
+class StoreFleet : public rf::testing::StoreFixture {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "rf-fleet-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    path_ = rf::testing::fresh_store_target(dir_ + "/ringfence.db");
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  StoreFleet() : StoreFixture("rf-fleet") {}
 
-  std::unique_ptr<Store> open() {
-    auto s = Store::open(path_);
-    EXPECT_TRUE(s.ok()) << s.error().to_string();
-    if (!s.ok()) return nullptr;
-    (*s)->set_clock([this] { return clock_.load(); });
-    return std::move(*s);
-  }
   static void add_worker(Store& s, const std::string& id, const Labels& labels,
                          const std::optional<std::string>& project = std::nullopt) {
     auto r = s.register_worker(id, 100, "vm", project, WorkerSite{"host-" + id, labels});
@@ -73,9 +57,6 @@ class StoreFleet : public ::testing::Test {
     auto queued = wf.enqueue_run(run);
     ASSERT_TRUE(queued.ok()) << queued.error().to_string();
   }
-
-  std::string dir_, path_;
-  std::atomic<int64_t> clock_{1'000'000};
 };
 
 TEST_F(StoreFleet, OnlyAWorkerWithEveryRequiredLabelClaimsTheCall) {

@@ -16,6 +16,7 @@
 
 #include "store/db.h"
 #include "store/migrations.h"
+#include "support/store_fixture.h"
 #include "support/store_target.h"
 
 namespace rf::store {
@@ -24,25 +25,10 @@ namespace {
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 
-class StoreTest : public ::testing::Test {
+class StoreTest : public rf::testing::StoreFixture {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "rf-store-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    // the parent directory does not exist yet (or a fresh PostgreSQL schema)
-    path_ = rf::testing::fresh_store_target(dir_ + "/state/ringfence.db");
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  // A store whose clock is clock_.
-  std::unique_ptr<Store> open() {
-    auto s = Store::open(path_);
-    EXPECT_TRUE(s.ok()) << s.error().to_string();
-    if (!s.ok()) return nullptr;
-    (*s)->set_clock([this] { return clock_.load(); });
-    return std::move(*s);
-  }
+  // state/ does not exist yet: the store makes it (on SQLite).
+  StoreTest() : StoreFixture("rf-store", "state/ringfence.db") {}
 
   // A raw connection, to look at the file behind the Store's back.
   Db raw() {
@@ -96,10 +82,6 @@ class StoreTest : public ::testing::Test {
     }
     return ids;
   }
-
-  std::string dir_;
-  std::string path_;
-  std::atomic<int64_t> clock_{1'000'000};
 };
 
 // ---- migrations
