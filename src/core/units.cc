@@ -106,6 +106,17 @@ Result<double> parse_decimal(std::string_view text) {
   return n;
 }
 
+Result<uint64_t> parse_whole_number(std::string_view text) {
+  bool ok = !text.empty() && text.size() <= 18;
+  uint64_t n = 0;
+  for (char c : text) {
+    ok = ok && c >= '0' && c <= '9';
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (!ok) return make_error("\"" + std::string(text) + "\"", "not a whole number");
+  return n;
+}
+
 std::string format_size(uint64_t bytes) {
   static const char* kUnits[] = {"", "k", "m", "g", "t"};
   int u = 0;

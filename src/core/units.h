@@ -21,6 +21,9 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text);
 // A positive decimal such as "1.5" (cpus).
 Result<double> parse_decimal(std::string_view text);
 
+// A count such as "64": digits only, at most 18 of them (it fits a uint64_t).
+Result<uint64_t> parse_whole_number(std::string_view text);
+
 // Exact: "512m", "1g", or bytes when no unit divides evenly (for settings).
 std::string format_size(uint64_t bytes);
 // For people, rounded to one decimal: "812 B", "3.2 MiB", "41.0 GiB".

@@ -252,14 +252,9 @@ Result<std::string> parse_name(std::string_view text) {
 }
 
 Result<uint64_t> parse_count(std::string_view text) {
-  bool ok = !text.empty() && text.size() <= 18;
-  uint64_t n = 0;
-  for (char c : text) {
-    ok = ok && c >= '0' && c <= '9';
-    n = n * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (!ok) return expected("a whole number", text);
-  return n;
+  auto n = parse_whole_number(text);
+  if (!n) return expected("a whole number", text);
+  return *n;
 }
 
 Result<std::chrono::milliseconds> parse_duration_setting(std::string_view text) {

@@ -36,6 +36,20 @@ TEST(Units, ParsesDurations) {
   EXPECT_FALSE(parse_duration("s").ok());
 }
 
+TEST(Units, ParsesWholeNumbers) {
+  EXPECT_EQ(*parse_whole_number("0"), 0u);
+  EXPECT_EQ(*parse_whole_number("64"), 64u);
+  EXPECT_EQ(*parse_whole_number("999999999999999999"), 999'999'999'999'999'999u);
+  auto r = parse_whole_number("1.5");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().to_string(), "\"1.5\": not a whole number");
+  EXPECT_FALSE(parse_whole_number("").ok());
+  EXPECT_FALSE(parse_whole_number("-1").ok());
+  EXPECT_FALSE(parse_whole_number("+1").ok());
+  EXPECT_FALSE(parse_whole_number("1k").ok());
+  EXPECT_FALSE(parse_whole_number("1000000000000000000").ok());  // 19 digits
+}
+
 TEST(Units, FormatsRoundTrip) {
   EXPECT_EQ(format_size(512ull << 20), "512m");
   EXPECT_EQ(format_size(1000), "1000");
