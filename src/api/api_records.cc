@@ -215,16 +215,7 @@ void Api::route_records(const Caller& caller, const Target& t, const Request& re
     if (seg.size() == 3 && action == "replay") {
       if (method != http::verb::post) return fail(responder, 405, "", "allowed: POST");
       if (!run->ended()) return fail(responder, 409, "id", "run " + id + " has not ended yet");
-      store::NewWorkflowRun again;
-      again.project = run->project_id;
-      again.workflow = run->workflow;
-      again.file = run->file;
-      again.definition = run->definition;
-      again.inputs_json = run->inputs_json;
-      again.user = run->user;
-      again.timeout = run->timeout;
-      again.replay_of = run->run_id;
-      auto replay = wf.enqueue_run(again);
+      auto replay = wf.enqueue_run(run->replay());
       if (!replay) return fail(responder, 500, "", replay.error().to_string());
       return answer(responder, 201, {{"id", *replay}, {"state", "queued"}, {"replay_of", id}},
                     {{"Location", "/v1/runs/" + *replay}});

@@ -106,16 +106,7 @@ int run_replay(const RunFlags& f) {
   auto original = wf.run(f.run);
   if (!original) return fail(original.error().to_string(), kExitRuntime);
   if (!original->ended()) return fail("run " + f.run + " has not ended yet", 1);
-  store::NewWorkflowRun r;
-  r.project = original->project_id;
-  r.workflow = original->workflow;
-  r.file = original->file;
-  r.definition = original->definition;
-  r.inputs_json = original->inputs_json;
-  r.user = original->user;
-  r.timeout = original->timeout;
-  r.replay_of = original->run_id;
-  auto id = wf.enqueue_run(r);
+  auto id = wf.enqueue_run(original->replay());
   if (!id) return fail(id.error().to_string(), kExitRuntime);
   std::printf(
       "run %s: a replay of %s (its in_process steps answered as recorded; identity "

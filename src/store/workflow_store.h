@@ -68,6 +68,20 @@ struct WorkflowRunRow {
   bool ended() const {
     return state != WorkflowRunState::queued && state != WorkflowRunState::running;
   }
+  // A new run of the same definition, inputs, user and timeout, marked as a
+  // replay of this one (`run replay`, POST /v1/runs/{id}:replay).
+  NewWorkflowRun replay() const {
+    NewWorkflowRun again;
+    again.project = project_id;
+    again.workflow = workflow;
+    again.file = file;
+    again.definition = definition;
+    again.inputs_json = inputs_json;
+    again.user = user;
+    again.timeout = timeout;
+    again.replay_of = run_id;
+    return again;
+  }
 };
 
 struct AttemptRow {

@@ -416,7 +416,11 @@ steps:
   EXPECT_EQ(call("POST", "/v1/approvals/" + id + ":approve", other, "{}").status, 404);
   EXPECT_EQ(call("GET", "/v1/runs/" + run, other).status, 404);
   EXPECT_EQ(call("POST", "/v1/runs/" + run + ":cancel", other, "{}").status, 404);
+  EXPECT_EQ(call("POST", "/v1/runs/" + run + ":replay", other, "{}").status, 404);
   EXPECT_EQ(json::parse(call("GET", "/v1/runs", other).body)["runs"].size(), 0u);
+  auto early = call("POST", "/v1/runs/" + run + ":replay", alice, "{}");
+  EXPECT_EQ(early.status, 409) << "a run still waiting has nothing to replay yet";
+  EXPECT_NE(early.body.find("has not ended yet"), std::string::npos) << early.body;
   auto refused = call("POST", "/v1/approvals/" + id + ":approve", bob, "{}");
   EXPECT_EQ(refused.status, 403);
   EXPECT_NE(refused.body.find("is not one of its approvers"), std::string::npos) << refused.body;
@@ -442,6 +446,26 @@ steps:
   EXPECT_EQ(r["steps"][1]["mode"], "in_process");
   EXPECT_NE(r["steps"][1]["outputs"].dump().find("shipped by token alice (tok_"), std::string::npos)
       << shown.body;
+
+  // Replayed: a new run of the same workflow, marked as such, whose in_process
+  // steps (the approval too) are answered from the first run's record.
+  auto again = call("POST", "/v1/runs/" + run + ":replay", alice, "{}");
+  ASSERT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(json::parse(again.body)["replay_of"], run);
+  const std::string second = json::parse(again.body)["id"];
+  EXPECT_NE(second, run);
+  json replayed;
+  for (int i = 0; i < 600; ++i) {
+    replayed = json::parse(call("GET", "/v1/runs/" + second, alice).body);
+    if (replayed["state"] != "queued" && replayed["state"] != "running") break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(replayed["state"], "succeeded") << replayed.dump() << worker.err();
+  EXPECT_EQ(replayed["replay_of"], run);
+  EXPECT_EQ(replayed["steps"][1]["outputs"]["output"], r["steps"][1]["outputs"]["output"])
+      << replayed.dump();
+  EXPECT_EQ(replayed["steps"][0]["outputs"]["replayed_from"], run) << replayed.dump();
+  EXPECT_EQ(call("GET", "/v1/runs/" + second, other).status, 404);
 
   // The audit chain: alpha's token sees the decision; beta's none of alpha's events.
   const json mine = json::parse(call("GET", "/v1/audit", alice).body)["events"];
