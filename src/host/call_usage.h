@@ -1,7 +1,8 @@
 // Host side: what a sandbox's cgroup counters say about one call, for every
 // backend that can read its sandbox's cgroup (native; docker on a local
 // daemon). One read per call, compared with the last call's: a new cgroup
-// starts at zero, so nothing is read before a call.
+// starts at zero, so nothing is read before a call. The read goes through
+// the counter files the call holds open (Cgroup::hold_counters).
 #pragma once
 
 #include <algorithm>

@@ -266,19 +266,37 @@ std::optional<std::string> read_trimmed(const std::string& path) {
   return v;
 }
 
-Result<uint64_t> read_number(const std::string& path) {
-  auto text = read_kernel_file(path);
-  if (!text) return text.take_error();
-  return parse_number(path, *text);
+Result<std::string> CounterFile::text() const {
+  if (!keep_open_) return read_kernel_file(path_);
+  std::call_once(opened_, [this] {
+    fd_.reset(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd_) open_errno_ = errno;
+  });
+  if (!fd_) {
+    errno = open_errno_;
+    return sys_error("open " + path_);
+  }
+  char buf[1024];  // the longest, v2's memory.events, is ~100 bytes
+  for (;;) {
+    const ssize_t n = ::pread(fd_.get(), buf, sizeof buf, 0);
+    if (n >= 0) return std::string(buf, static_cast<size_t>(n));
+    if (errno != EINTR) return sys_error("read " + path_);
+  }
 }
 
-Result<uint64_t> read_keyed(const std::string& path, std::string_view key) {
-  auto text = read_kernel_file(path);
+Result<uint64_t> CounterFile::number() const {
+  auto text = this->text();
+  if (!text) return text.take_error();
+  return parse_number(path_, *text);
+}
+
+Result<uint64_t> CounterFile::keyed(std::string_view key) const {
+  auto text = this->text();
   if (!text) return text.take_error();
   for (const std::string& line : split(*text, '\n')) {
     const size_t space = line.find(' ');
     if (space != std::string::npos && std::string_view(line).substr(0, space) == key) {
-      return parse_number(path, std::string_view(line).substr(space + 1));
+      return parse_number(path_, std::string_view(line).substr(space + 1));
     }
   }
   return uint64_t{0};

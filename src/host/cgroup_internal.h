@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/unique_fd.h"
 #include "host/cgroup.h"
 
 namespace rf::host::cgroup_internal {
@@ -39,10 +41,43 @@ Status write_value(const std::string& path, std::string_view value, bool fake);
 bool exists(const std::string& path);
 // A file's text without its trailing newlines; nullopt when unreadable.
 std::optional<std::string> read_trimmed(const std::string& path);
-// A file holding one number ("max" is UINT64_MAX).
-Result<uint64_t> read_number(const std::string& path);
-// The number after `key` in a file of "key N" lines; 0 when the key is absent.
-Result<uint64_t> read_keyed(const std::string& path, std::string_view key);
+// One counter file. Kept open, it is opened at its first read and read
+// with pread from offset 0 after that; else opened at every read.
+class CounterFile {
+ public:
+  CounterFile(std::string path, bool keep_open) : path_(std::move(path)), keep_open_(keep_open) {}
+  // A file holding one number ("max" is UINT64_MAX).
+  Result<uint64_t> number() const;
+  // The number after `key` in a file of "key N" lines; 0 when the key is absent.
+  Result<uint64_t> keyed(std::string_view key) const;
+
+ private:
+  Result<std::string> text() const;
+
+  std::string path_;
+  bool keep_open_;
+  mutable std::once_flag opened_;
+  mutable UniqueFd fd_;
+  mutable int open_errno_ = 0;
+};
+
+// The kept counters of one cgroup: made for the first holder, shared by all
+// who hold them at once, closed with the last (only a weak reference stays).
+class SharedCounters {
+ public:
+  template <class Make>
+  std::shared_ptr<const CgroupCounters> get(Make make) {
+    std::lock_guard lock(mu_);
+    if (auto held = held_.lock()) return held;
+    std::shared_ptr<const CgroupCounters> fresh = make();
+    held_ = fresh;
+    return fresh;
+  }
+
+ private:
+  std::mutex mu_;
+  std::weak_ptr<const CgroupCounters> held_;
+};
 // Stores a read value into `*out`, or passes its error on.
 Status store(uint64_t* out, Result<uint64_t> value);
 

@@ -10,6 +10,26 @@ namespace rf::host::cgroup_internal {
 
 namespace {
 
+// What a call's result needs: peak memory, OOM kills, pids limit hits.
+class V1Counters final : public CgroupCounters {
+ public:
+  V1Counters(const std::string& memory_dir, const std::string& pids_dir, bool keep_open)
+      : peak_(memory_dir + "/memory.max_usage_in_bytes", keep_open),
+        oom_control_(memory_dir + "/memory.oom_control", keep_open),
+        pids_events_(pids_dir + "/pids.events", keep_open) {}
+
+  Result<CgroupUsage> read() const override {
+    CgroupUsage u;
+    RF_TRY(store(&u.memory_peak_bytes, peak_.number()));
+    RF_TRY(store(&u.oom_kills, oom_control_.keyed("oom_kill")));
+    RF_TRY(store(&u.pids_max_hits, pids_events_.keyed("max")));
+    return u;
+  }
+
+ private:
+  CounterFile peak_, oom_control_, pids_events_;
+};
+
 class CgroupV1 final : public Cgroup {
  public:
   // `dir_of`: controller -> its directory; `dirs`: the distinct ones, in creation order.
@@ -40,11 +60,13 @@ class CgroupV1 final : public Cgroup {
   }
 
   Result<CgroupUsage> usage() const override {
-    CgroupUsage u;
-    RF_TRY(store(&u.memory_peak_bytes, read_number(file("memory", "memory.max_usage_in_bytes"))));
-    RF_TRY(store(&u.oom_kills, read_keyed(file("memory", "memory.oom_control"), "oom_kill")));
-    RF_TRY(store(&u.pids_max_hits, read_keyed(file("pids", "pids.events"), "max")));
-    return u;
+    return V1Counters(dir_or_missing("memory"), dir_or_missing("pids"), false).read();
+  }
+
+  std::shared_ptr<const CgroupCounters> hold_counters() const override {
+    return held_.get([this] {
+      return std::make_shared<V1Counters>(dir_or_missing("memory"), dir_or_missing("pids"), !fake_);
+    });
   }
 
   Result<std::vector<pid_t>> pids() const override { return read_procs(dirs_); }
@@ -71,6 +93,12 @@ class CgroupV1 final : public Cgroup {
 
   std::string file(const std::string& controller, const std::string& name) const {
     return dir_of_.at(controller) + "/" + name;
+  }
+  // A controller's directory; a missing hierarchy (a cgroup opened as found)
+  // gives paths that fail to open, naming it.
+  std::string dir_or_missing(const std::string& controller) const {
+    auto it = dir_of_.find(controller);
+    return it != dir_of_.end() ? it->second : "(no " + controller + " hierarchy)";
   }
   Status set(const std::string& controller, const std::string& name, std::string_view value) const {
     return write_value(file(controller, name), value, fake_);
@@ -101,6 +129,7 @@ class CgroupV1 final : public Cgroup {
   std::map<std::string, std::string> dir_of_;
   std::vector<std::string> dirs_;
   bool fake_;
+  mutable SharedCounters held_;  // hold_counters()
 };
 
 // Creates `<mount>/<parent>/<name>` for `controller` unless a co-mounted

@@ -16,6 +16,31 @@ constexpr char kControllers[] = "+memory +pids +cpu";
 
 std::string limit_or_max(uint64_t value) { return value == 0 ? "max" : std::to_string(value); }
 
+// What a call's result needs: peak memory, OOM kills, pids limit hits.
+class V2Counters final : public CgroupCounters {
+ public:
+  V2Counters(const std::string& dir, bool keep_open)
+      : peak_(dir + "/memory.peak", keep_open),
+        current_(dir + "/memory.current", keep_open),
+        memory_events_(dir + "/memory.events", keep_open),
+        pids_events_(dir + "/pids.events", keep_open) {}
+
+  Result<CgroupUsage> read() const override {
+    CgroupUsage u;
+    // memory.peak appeared in Linux 5.19; before it, memory.current (tried
+    // second: no existence check on the kernels that have it, after every call).
+    auto peak = peak_.number();
+    if (!peak && peak.error().sys_errno == ENOENT) peak = current_.number();
+    RF_TRY(store(&u.memory_peak_bytes, std::move(peak)));
+    RF_TRY(store(&u.oom_kills, memory_events_.keyed("oom_kill")));
+    RF_TRY(store(&u.pids_max_hits, pids_events_.keyed("max")));
+    return u;
+  }
+
+ private:
+  CounterFile peak_, current_, memory_events_, pids_events_;
+};
+
 class CgroupV2 final : public Cgroup {
  public:
   CgroupV2(std::string dir, bool fake, UniqueFd fd)
@@ -36,16 +61,10 @@ class CgroupV2 final : public Cgroup {
 
   std::vector<std::string> self_attach_files() const override { return {}; }
 
-  Result<CgroupUsage> usage() const override {
-    CgroupUsage u;
-    // memory.peak appeared in Linux 5.19; before it, memory.current (tried
-    // second: no existence check on the kernels that have it, after every call).
-    auto peak = read_number(file("memory.peak"));
-    if (!peak && peak.error().sys_errno == ENOENT) peak = read_number(file("memory.current"));
-    RF_TRY(store(&u.memory_peak_bytes, std::move(peak)));
-    RF_TRY(store(&u.oom_kills, read_keyed(file("memory.events"), "oom_kill")));
-    RF_TRY(store(&u.pids_max_hits, read_keyed(file("pids.events"), "max")));
-    return u;
+  Result<CgroupUsage> usage() const override { return V2Counters(dir_, false).read(); }
+
+  std::shared_ptr<const CgroupCounters> hold_counters() const override {
+    return held_.get([this] { return std::make_shared<V2Counters>(dir_, !fake_); });
   }
 
   Result<std::vector<pid_t>> pids() const override { return read_procs({dir_}); }
@@ -77,6 +96,7 @@ class CgroupV2 final : public Cgroup {
   std::string dir_;
   bool fake_;
   UniqueFd fd_;
+  mutable SharedCounters held_;  // hold_counters()
 };
 
 bool has_controllers(const std::string& subtree_control) {

@@ -12,17 +12,24 @@ Result<ExecResult> RunnerSandbox::exec(const ExecCall& call, OutputSink& sink) {
   auto req = exec_request(call);
   if (!req) return req.take_error();
   req->started = sink.wants_started();
-  return finished(runner_->exec(*req, call.stdin_data, !call.stdin_stream, sink));
+  const auto counters = hold_counters();
+  return finished(runner_->exec(*req, call.stdin_data, !call.stdin_stream, sink), counters.get());
 }
 
-Result<ExecResult> RunnerSandbox::finished(Result<proto::ExitStatus> status) {
+std::shared_ptr<const CgroupCounters> RunnerSandbox::hold_counters() const {
+  const Cgroup* cg = usage_cgroup();
+  return cg != nullptr ? cg->hold_counters() : nullptr;
+}
+
+Result<ExecResult> RunnerSandbox::finished(Result<proto::ExitStatus> status,
+                                           const CgroupCounters* counters) {
   if (!status) {
     if (auto why = ended_reason()) return *why;
     return status.take_error();
   }
   ExecResult r = to_exec_result(*status);
-  if (const Cgroup* cg = usage_cgroup()) {
-    if (auto after = cg->usage()) usage_.fold(*after, r);
+  if (counters != nullptr) {
+    if (auto after = counters->read()) usage_.fold(*after, r);
   }
   return r;
 }
@@ -49,8 +56,11 @@ std::unique_ptr<StartedCall> RunnerSandbox::start_exec(const ExecCall& call, Out
   req->started = sink.wants_started();
   std::shared_ptr<RunnerClient::StartedExec> sent =
       runner_->start_exec(*req, call.stdin_data, sink);
-  return std::make_unique<RunnerCall>(
-      [this, sent] { return finished(runner_->finish_exec(*sent)); });
+  // The counters are let go once read: a caller may keep the call after.
+  return std::make_unique<RunnerCall>([this, sent, counters = hold_counters()]() mutable {
+    const auto held = std::move(counters);
+    return finished(runner_->finish_exec(*sent), held.get());
+  });
 }
 
 Result<proto::ExecRequest> RunnerSandbox::exec_request(const ExecCall& call) {

@@ -72,8 +72,11 @@ class RunnerSandbox : public Sandbox {
   // By default the runner's process, given the kernel a moment to report it.
   virtual std::optional<Error> ended_reason();
   // A call's result as exec() returns it: why the sandbox ended when the
-  // runner went away, and the cgroup's usage folded in.
-  Result<ExecResult> finished(Result<proto::ExitStatus> status);
+  // runner went away, and the cgroup's usage folded in, read through
+  // `counters` (held since the call started; null: no cgroup to read).
+  Result<ExecResult> finished(Result<proto::ExitStatus> status, const CgroupCounters* counters);
+  // The usage cgroup's counters, held for one call; null without one.
+  std::shared_ptr<const CgroupCounters> hold_counters() const;
   // The cgroup whose counters say how a call ended (OOM kill, pids limit, peak
   // memory); null when the backend cannot read one.
   virtual const Cgroup* usage_cgroup() const { return nullptr; }

@@ -353,6 +353,12 @@ TEST_F(CgroupFakeV1, UsageParsesV1CounterFiles) {
   // Kernels before 4.13 have no oom_kill line.
   put(dir("memory") + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\n");
   EXPECT_EQ((*cg)->usage()->oom_kills, 0u);
+
+  // Held, a fake tree's files are opened at each read: the test rewrites them.
+  auto held = (*cg)->hold_counters();
+  EXPECT_EQ(held->read()->pids_max_hits, 7u);
+  put(dir("pids") + "/pids.events", "max 8\n");
+  EXPECT_EQ(held->read()->pids_max_hits, 8u);
 }
 
 TEST_F(CgroupFakeV1, ListAndRemove) {
@@ -509,8 +515,41 @@ TEST_F(CgroupReal, LimitsProcessesUsageKillAndRemove) {
   cg_.reset();
 }
 
+// The descriptors this process has open.
+size_t open_fds() {
+  return static_cast<size_t>(std::distance(fs::directory_iterator("/proc/self/fd"), {}));
+}
+
+TEST_F(CgroupReal, HeldCountersAreSharedAndClosedWithTheirLastHolder) {
+  const size_t before = open_fds();
+  auto first = cg_->hold_counters();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(open_fds(), before) << "opened at the first read, not when held";
+  auto read = first->read();
+  ASSERT_TRUE(read.ok()) << read.error().to_string();
+  const size_t reading = open_fds();
+  EXPECT_EQ(reading, before + 3) << "peak memory, OOM kills and pids events";
+  auto second = cg_->hold_counters();
+  EXPECT_EQ(second.get(), first.get()) << "calls that overlap share one set";
+  ASSERT_TRUE(second->read().ok());
+  EXPECT_EQ(open_fds(), reading);
+  first.reset();
+  EXPECT_EQ(open_fds(), reading) << "still held by the second";
+  second.reset();
+  EXPECT_EQ(open_fds(), before) << "closed with the last holder";
+  auto later = cg_->hold_counters();
+  ASSERT_TRUE(later->read().ok()) << "a new set, opened again";
+  EXPECT_EQ(open_fds(), reading);
+}
+
 TEST_F(CgroupReal, MemoryLimitOomKills) {
   ASSERT_TRUE(cg_->apply({1, 16ull << 20, 64}).ok());
+  // Held across the kill, as a call holds them: a kept file read again
+  // must show what changed since its first read.
+  auto held = cg_->hold_counters();
+  auto before = held->read();
+  ASSERT_TRUE(before.ok()) << before.error().to_string();
+  EXPECT_EQ(before->oom_kills, 0u);
   const pid_t child = fork_in_cgroup([] {
     constexpr size_t kSize = 64ull << 20;
     void* mem = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -523,13 +562,20 @@ TEST_F(CgroupReal, MemoryLimitOomKills) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  auto after = held->read();
+  ASSERT_TRUE(after.ok()) << after.error().to_string();
+  EXPECT_GE(after->oom_kills, 1u);
   auto usage = cg_->usage();
   ASSERT_TRUE(usage.ok()) << usage.error().to_string();
-  EXPECT_GE(usage->oom_kills, 1u);
+  EXPECT_EQ(usage->oom_kills, after->oom_kills);
 }
 
 TEST_F(CgroupReal, PidsLimitMakesForkFailWithEagain) {
   ASSERT_TRUE(cg_->apply({1, 64ull << 20, 8}).ok());
+  auto held = cg_->hold_counters();  // as above
+  auto before = held->read();
+  ASSERT_TRUE(before.ok()) << before.error().to_string();
+  EXPECT_EQ(before->pids_max_hits, 0u);
   const pid_t child = fork_in_cgroup([] {
     pid_t kids[20];
     int forked = 0;
@@ -554,9 +600,12 @@ TEST_F(CgroupReal, PidsLimitMakesForkFailWithEagain) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 42) << "no fork failed with EAGAIN";
+  auto after = held->read();
+  ASSERT_TRUE(after.ok()) << after.error().to_string();
+  EXPECT_GE(after->pids_max_hits, 1u);
   auto usage = cg_->usage();
   ASSERT_TRUE(usage.ok()) << usage.error().to_string();
-  EXPECT_GE(usage->pids_max_hits, 1u);
+  EXPECT_EQ(usage->pids_max_hits, after->pids_max_hits);
 }
 
 }  // namespace
