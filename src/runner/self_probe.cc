@@ -308,17 +308,36 @@ int create_file(const char* path) {
   return 0;
 }
 
+// The mount attack. Where it can succeed (a process with CAP_SYS_ADMIN: the
+// local backend run as root, a deliberately weak sandbox), it must do so
+// out of everyone else's sight: first a mount namespace of the probe's own,
+// every mount in it private, so that the tmpfs hides no one's /tmp but the
+// probe's. Run on the host's namespace it covered the host's /tmp for a few
+// milliseconds, and processes beside it lost their files there. In a
+// sandbox unshare fails (EPERM) and the mount is tried as it is.
+int mount_over_tmp() {
+  if (::unshare(CLONE_NEWNS) == 0) {
+    // Private first: a shared mount would carry the tmpfs back out.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+  }
+  const int rc = ::mount("rf-probe", "/tmp", "tmpfs", 0, nullptr);
+  if (rc == 0) ::umount2("/tmp", MNT_DETACH);
+  return result_of(rc);
+}
+
+// An attack on a call that would change the machine if it got through is
+// asked with an argument the kernel refuses only after its permission
+// check: that refusal (`past_check`) then means the attack got through.
+int past_check(long rc, int refusal) {
+  if (rc >= 0) return 0;
+  return errno == refusal ? 0 : errno;
+}
+
+// In this order: the attacks that change the probe itself when they get
+// through (its namespaces, its user, its root) come last, ordered so that
+// one getting through never makes another fail.
 std::vector<Attack> attacks() {
   return {
-      {"mount", "mount a tmpfs over /tmp",
-       [] {
-         const int rc = ::mount("rf-probe", "/tmp", "tmpfs", 0, nullptr);
-         if (rc == 0) ::umount2("/tmp", MNT_DETACH);
-         return result_of(rc);
-       }},
-      {"unshare_user", "unshare(CLONE_NEWUSER): a user namespace of its own",
-       [] { return result_of(::unshare(CLONE_NEWUSER)); }},
-      {"setuid_root", "setuid(0)", [] { return result_of(::setuid(0)); }},
       {"write_root", "create a file in /", [] { return create_file("/.rf-self-probe"); }},
       {"write_usr", "create a file in /usr", [] { return create_file("/usr/.rf-self-probe"); }},
       {"sysrq", "open /proc/sysrq-trigger for writing",
@@ -333,16 +352,18 @@ std::vector<Attack> attacks() {
          if (fd >= 0) ::close(fd);
          return fd >= 0 ? 0 : errno;
        }},
-      {"chroot", "chroot(\"/tmp\")", [] { return result_of(::chroot("/tmp")); }},
       {"bpf", "bpf(BPF_PROG_LOAD)",
        [] {
          bpf_attr attr{};
          return result_of(::syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr));
        }},
+      // With no segments, kexec_load unloads the loaded kernel: one segment
+      // more than the kernel takes is refused (EINVAL) after the check instead.
       {"kexec", "kexec_load",
-       [] { return result_of(::syscall(SYS_kexec_load, 0, 0, nullptr, 0)); }},
+       [] { return past_check(::syscall(SYS_kexec_load, 0, 17, nullptr, 0), EINVAL); }},
+      // A module of no bytes is no ELF file: ENOEXEC once loading is allowed.
       {"init_module", "init_module",
-       [] { return result_of(::syscall(SYS_init_module, nullptr, 0, "")); }},
+       [] { return past_check(::syscall(SYS_init_module, nullptr, 0, ""), ENOEXEC); }},
       {"runner_environ", "read the tool runner's (PID 1's) environment",
        [] {
          const int fd = ::open("/proc/1/environ", O_RDONLY | O_CLOEXEC);
@@ -353,6 +374,14 @@ std::vector<Attack> attacks() {
          ::close(fd);
          return n >= 0 ? 0 : err;
        }},
+      {"mount", "mount a tmpfs over /tmp", mount_over_tmp},
+      {"setuid_root", "setuid(0)", [] { return result_of(::setuid(0)); }},
+      {"unshare_user", "unshare(CLONE_NEWUSER): a user namespace of its own",
+       [] { return result_of(::unshare(CLONE_NEWUSER)); }},
+      // Last: once chrooted, unshare(CLONE_NEWUSER) is refused (EPERM) for
+      // that reason alone. A user namespace of its own lets it chroot, which
+      // is then true of the process too.
+      {"chroot", "chroot(\"/tmp\")", [] { return result_of(::chroot("/tmp")); }},
   };
 }
 

@@ -273,11 +273,16 @@ std::map<std::string, Verb> verbs() {
       return report(rc);
     }
     if (n == "clone3") return report(::syscall(SYS_clone3, nullptr, 0));
-    if (n == "kexec_load") return report(::syscall(SYS_kexec_load, 0, 0, nullptr, 0));
+    // Each asked so that, were it let through (this program run as root on a
+    // host by mistake), the kernel would refuse it after its permission
+    // check and change nothing: kexec_load with no segments unloads the
+    // loaded kernel, one more than it takes is EINVAL; reboot with a command
+    // it does not know is EINVAL, where RESTART would restart the machine.
+    if (n == "kexec_load") return report(::syscall(SYS_kexec_load, 0, 17, nullptr, 0));
     if (n == "init_module") return report(::syscall(SYS_init_module, nullptr, 0, ""));
     if (n == "open_by_handle_at") return report(::syscall(SYS_open_by_handle_at, 0, nullptr, 0));
     if (n == "reboot")
-      return report(::syscall(SYS_reboot, 0xfee1dead, 672274793, 0x1234567, nullptr));
+      return report(::syscall(SYS_reboot, 0xfee1dead, 672274793, 0x7e57ab1e, nullptr));
     if (n == "swapon") return report(::syscall(SYS_swapon, "/tmp/x", 0));
     if (n == "acct") return report(::syscall(SYS_acct, "/tmp/x"));
     if (n == "syslog") return report(::syscall(SYS_syslog, 3, nullptr, 0));

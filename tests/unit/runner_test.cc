@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -223,8 +225,83 @@ TEST(RunnerBinary, SelfProbePrintsJsonWhateverTheEnvironmentsNamesAre) {
   EXPECT_EQ(j.at("rlimits").at("nofile").size(), 2u);
   ASSERT_EQ(j.at("attacks").size(), 12u);
   for (const auto& a : j.at("attacks")) {
-    if (a.at("attack") == "unshare_user" || a.at("attack") == "chroot") continue;  // host policy
+    // Host policy: an unprivileged user may make a user namespace of its
+    // own, and chroot in it (the probe tries chroot after it).
+    if (a.at("attack") == "unshare_user" || a.at("attack") == "chroot") continue;
     EXPECT_EQ(a.at("failed"), true) << a.dump();
+  }
+}
+
+// Run as root outside any sandbox (the local backend run as root), the
+// probe's attacks get through, and the report says so; they must not touch
+// what the rest of the host sees. Its mount attack once covered the host's
+// /tmp with a tmpfs for a few milliseconds, and tests running beside it
+// lost their files there (PostgreSQL's socket, a local sandbox's
+// workspace, ctest's working directory). A mount namespace of the test's
+// own stands for the host, so that other tests' mounts (a dockerd's, a
+// network namespace's) do not show in it; a poll of its mountinfo wakes
+// with POLLPRI on any change to its mount table.
+TEST(RunnerBinary, SelfProbeRunAsRootChangesNoMountOfTheHost) {
+  if (::geteuid() != 0) RF_SKIP() << "the attacks get through only as root";
+  std::array<int, 2> out{};
+  ASSERT_EQ(::pipe2(out.data(), O_CLOEXEC), 0);
+  const std::string runner = RF_RUNNER_PATH;
+  char* argv[] = {const_cast<char*>(runner.c_str()), const_cast<char*>("self-probe"), nullptr};
+  // Its chroot gets through here: LeakSanitizer would then find no /proc.
+  char* envp[] = {const_cast<char*>("ASAN_OPTIONS=detect_leaks=0"), nullptr};
+  const pid_t host = ::fork();
+  ASSERT_GE(host, 0);
+  if (host == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      ::_exit(120);
+    const int mounts = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (mounts < 0) ::_exit(121);
+    const pid_t probe = ::fork();
+    if (probe == 0) {
+      ::dup2(out[1], 1);
+      ::execve(argv[0], argv, envp);
+      ::_exit(122);
+    }
+    int status = 0;
+    if (probe < 0 || ::waitpid(probe, &status, 0) != probe || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+      ::_exit(123);
+    pollfd p{mounts, POLLPRI, 0};
+    ::_exit(::poll(&p, 1, 0) == 1 && (p.revents & POLLPRI) != 0 ? 124 : 0);
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(host, &status, 0), host);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_NE(WEXITSTATUS(status), 124) << "the probe's attacks changed the host's mount table";
+  ASSERT_EQ(WEXITSTATUS(status), 0) << text;
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << text;
+  std::map<std::string, nlohmann::json> attack;
+  for (const auto& a : j.at("attacks")) attack[a.at("attack")] = a;
+  ASSERT_EQ(attack.size(), 12u) << text;
+  // Got through, each without its effect: a tmpfs in a mount namespace of
+  // the probe's own; none of the attacks that change the probe kept another
+  // from getting through (chroot used to make unshare_user fail).
+  for (const char* name :
+       {"mount", "setuid_root", "unshare_user", "chroot", "write_root", "raw_socket"}) {
+    EXPECT_EQ(attack[name].at("failed"), false) << attack[name].dump();
+  }
+  // kexec_load and init_module are refused only after their permission
+  // checks (EINVAL, ENOEXEC), so they leave the host as it was: asked with
+  // no segments, kexec_load unloads the host's kexec kernel. A kernel built
+  // without them (ENOSYS) or without sysrq (no /proc/sysrq-trigger) has no
+  // way in to report.
+  for (const auto& [name, absent] :
+       {std::pair{"kexec", ENOSYS}, std::pair{"init_module", ENOSYS}, std::pair{"sysrq", ENOENT}}) {
+    if (attack[name].at("errno") == absent) continue;
+    EXPECT_EQ(attack[name].at("failed"), false) << attack[name].dump();
   }
 }
 
