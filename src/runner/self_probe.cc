@@ -299,12 +299,15 @@ struct Attack {
 
 int result_of(long rc) { return rc < 0 ? errno : 0; }
 
-// Creates (and removes again) a file at `path`: 0 when it could, else errno.
-int create_file(const char* path) {
-  const int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+// Creates (and removes again) a file in `dir`: 0 when it could, else errno.
+// Named after the probe's pid: two probes on one file system (local
+// sandboxes) must not meet at one name, where EEXIST would read as refused.
+int create_file(const char* dir) {
+  const std::string path = std::string(dir) + ".rf-self-probe-" + std::to_string(::getpid());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return errno;
   ::close(fd);
-  ::unlink(path);
+  ::unlink(path.c_str());
   return 0;
 }
 
@@ -338,8 +341,8 @@ int past_check(long rc, int refusal) {
 // one getting through never makes another fail.
 std::vector<Attack> attacks() {
   return {
-      {"write_root", "create a file in /", [] { return create_file("/.rf-self-probe"); }},
-      {"write_usr", "create a file in /usr", [] { return create_file("/usr/.rf-self-probe"); }},
+      {"write_root", "create a file in /", [] { return create_file("/"); }},
+      {"write_usr", "create a file in /usr", [] { return create_file("/usr/"); }},
       {"sysrq", "open /proc/sysrq-trigger for writing",
        [] {
          const int fd = ::open("/proc/sysrq-trigger", O_WRONLY | O_CLOEXEC);
