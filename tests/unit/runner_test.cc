@@ -172,6 +172,18 @@ TEST(RunnerBinary, VersionFlag) {
                                      proto::kProtocolVersion + "\n");
 }
 
+// What a child wrote to the pipe `out`, once it has closed its end: ours
+// of both ends are closed.
+std::string read_and_close(std::array<int, 2>& out) {
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  return text;
+}
+
 // The self-probe's output reaches the host's JSON parser whatever the names
 // of its environment's variables are: quotes, backslashes, control bytes,
 // UTF-8, bytes that are no UTF-8, an entry without '='. Run as nobody, with
@@ -199,12 +211,7 @@ TEST(RunnerBinary, SelfProbePrintsJsonWhateverTheEnvironmentsNamesAre) {
     ::execve(argv[0], argv, envp.data());
     ::_exit(121);
   }
-  ::close(out[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;)
-    text.append(buf, static_cast<size_t>(n));
-  ::close(out[0]);
+  const std::string text = read_and_close(out);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -270,12 +277,7 @@ TEST(RunnerBinary, SelfProbeRunAsRootChangesNoMountOfTheHost) {
     pollfd p{mounts, POLLPRI, 0};
     ::_exit(::poll(&p, 1, 0) == 1 && (p.revents & POLLPRI) != 0 ? 124 : 0);
   }
-  ::close(out[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;)
-    text.append(buf, static_cast<size_t>(n));
-  ::close(out[0]);
+  const std::string text = read_and_close(out);
   int status = 0;
   ASSERT_EQ(::waitpid(host, &status, 0), host);
   ASSERT_TRUE(WIFEXITED(status)) << status;
