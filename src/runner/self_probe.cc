@@ -383,9 +383,7 @@ std::vector<Attack> attacks() {
        [] { return result_of(::unshare(CLONE_NEWUSER)); }},
       // Last: once chrooted, unshare(CLONE_NEWUSER) is refused (EPERM) for
       // that reason alone. A user namespace of its own lets it chroot, which
-      // is then true of the process too. (Second in the list, as it was,
-      // a user namespace got through as root left setuid(0) and the raw
-      // socket to fail for want of capabilities in it.)
+      // is then true of the process too.
       {"chroot", "chroot(\"/tmp\")", [] { return result_of(::chroot("/tmp")); }},
   };
 }
