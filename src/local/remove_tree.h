@@ -1,9 +1,10 @@
 // Host side: removes a directory tree that untrusted-ish code wrote into,
 // without following any symlink out of it. Every entry is reached through its
-// parent's fd (openat with O_NOFOLLOW, unlinkat), so a symlink is removed, never
-// followed, and a path swapped for a symlink mid-walk cannot redirect it. A
-// directory on another file system (a mount point inside the tree) is not
-// entered: removing it fails and the error names it.
+// parent's fd (openat2 with RESOLVE_NO_SYMLINKS, unlinkat), so a symlink is
+// removed, never followed, and a path swapped for a symlink mid-walk cannot
+// redirect it. A directory that is a mount point (another file system, or a
+// bind mount of a host directory, even from the same file system) is neither
+// entered nor chmod'ed: removing it fails and the error names it.
 #pragma once
 
 #include <string>

@@ -3,8 +3,11 @@
 // Needs no root.
 #include "local/local_backend.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +33,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 #include "support/capture.h"
+#include "support/ci_skip.h"
 
 namespace rf::local {
 namespace {
@@ -635,6 +640,61 @@ TEST(LocalScratchRoot, RefusesASymlinkOrADirectoryOthersCanWrite) {
   ASSERT_TRUE(fresh.ok()) << fresh.error().to_string();
   EXPECT_EQ(*fresh, base + "/fresh");
   EXPECT_EQ(fs::status(base + "/fresh").permissions(), fs::perms::owner_all);
+  fs::remove_all(base);
+}
+
+// A command run as root in mode none may leave a mount in its scratch dir:
+// a host directory bound there (the same file system, so the same device
+// number as the tree) must come out of the removal untouched, neither
+// emptied nor opened up to 0700. Run in a child with a mount namespace of
+// its own, so the bind mount is nobody else's to see.
+TEST(LocalScratchDir, ABindMountLeftInTheTreeIsNeitherEnteredNorChmoded) {
+  if (::geteuid() != 0) RF_SKIP() << "a bind mount needs root";
+  const std::string base = make_temp_dir("rf-local-bind");
+  ASSERT_FALSE(base.empty());
+  const std::string host = base + "/host", root = base + "/root";
+  ASSERT_EQ(::mkdir(host.c_str(), 0751), 0);
+  ASSERT_EQ(::chmod(host.c_str(), 0751), 0);
+  { std::ofstream(host + "/keep.txt") << "host data"; }
+  ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
+  ASSERT_TRUE(create_scratch_dir(root, "rf-bind").ok());
+  const std::string bound = root + "/rf-bind/workspace/h";
+  ASSERT_EQ(::mkdir(bound.c_str(), 0700), 0);
+
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::string said;
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount(host.c_str(), bound.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      said = std::string("set-up: ") + std::strerror(errno);
+    } else {
+      const Status removed = remove_scratch_dir(root, "rf-bind");
+      said = removed.ok() ? "removed" : removed.error().to_string();
+      ::umount2(bound.c_str(), MNT_DETACH);
+    }
+    (void)!::write(pipe_fds[1], said.data(), said.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) said.append(buf, n);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+
+  EXPECT_EQ(said, "remove " + bound + ": a mount point; not entered");
+  EXPECT_EQ(slurp(host + "/keep.txt"), "host data");
+  struct stat st {};
+  ASSERT_EQ(::stat(host.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0751u);
+  // Without the mount the rest goes as usual.
+  EXPECT_TRUE(remove_scratch_dir(root, "rf-bind").ok());
+  EXPECT_FALSE(fs::exists(root + "/rf-bind"));
   fs::remove_all(base);
 }
 
