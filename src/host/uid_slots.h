@@ -1,9 +1,15 @@
 // Host uid ranges for sandboxes (host side). Each live sandbox owns one slot: a
 // range of 65536 host uids/gids that its user namespace maps 0..65535 onto, so
 // no two live sandboxes share a host uid and none is host root. A slot is held
-// by binding an abstract unix socket named after it: exclusive across every
-// process on the host, released by the kernel when the holder dies, and it
-// leaves nothing on disk.
+// by a lock on its byte of a file under /run/ringfence/uid-slots (F_OFD_SETLK,
+// through a descriptor of the holder's own): exclusive across every process on
+// the host, released by the kernel when the holder dies; at most 128 empty
+// files on disk. A
+// process that cannot open that file (not root) binds an abstract unix socket
+// named after the slot instead, which only processes in its network namespace
+// see. Until 2026-11-28 every process did: a worker in another network
+// namespace (`ip netns exec`) held its slots apart from the host's, and two
+// live sandboxes could be given one range.
 #pragma once
 
 #include <sys/types.h>
@@ -49,7 +55,11 @@ class UidSlot {
 };
 
 Result<UidSlot> acquire_uid_slot();
-// Binds "\0ringfence/uid-slot/<index>"; EADDRINUSE means another sandbox has it.
+inline constexpr const char* kUidSlotLockDir = "/run/ringfence/uid-slots";
+inline constexpr uint32_t kUidSlotsPerLockFile = 128;
+
+// Locks slot `index`'s byte under kUidSlotLockDir (else binds
+// "\0ringfence/uid-slot/<index>"); EADDRINUSE means another sandbox has it.
 Result<UniqueFd> try_lock_uid_slot(uint32_t index);
 // The slot owning host uid `uid`, if it is in the sandbox range.
 bool uid_slot_of(uid_t uid, uint32_t* index);

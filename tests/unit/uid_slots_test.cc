@@ -4,9 +4,14 @@
 #include "host/uid_slots.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+
+#include "support/ci_skip.h"
 
 namespace rf::host {
 namespace {
@@ -47,6 +52,34 @@ TEST(UidSlots, SandboxRootsAndUsersSpreadEvenlyOverTheKernelsUidHash) {
   }
   EXPECT_EQ(*std::max_element(roots.begin(), roots.end()), kSlotCount / 128);
   EXPECT_EQ(*std::max_element(users.begin(), users.end()), kSlotCount / 128);
+}
+
+// Abstract socket names are per network namespace: when slots were held by
+// them, a worker in another one (`ip netns exec`, the fleet test's) held its
+// slots apart from the host's, and could give a slot another live sandbox
+// held to one of its own. The child here, in a network namespace of its own,
+// must find the parent's slot taken.
+TEST(UidSlots, ASlotIsHeldForAProcessInAnotherNetworkNamespaceToo) {
+  if (::geteuid() != 0) RF_SKIP() << "a network namespace of its own needs root";
+  auto slot = acquire_uid_slot();
+  ASSERT_TRUE(slot.ok()) << slot.error().to_string();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::unshare(CLONE_NEWNET) != 0) ::_exit(10);
+    struct stat before {
+    }, after{};
+    if (::stat("/proc/thread-self/ns/net", &before) != 0) ::_exit(11);
+    auto again = try_lock_uid_slot(slot->index());
+    if (::stat("/proc/thread-self/ns/net", &after) != 0 || after.st_ino != before.st_ino)
+      ::_exit(12);           // left in another namespace
+    if (again) ::_exit(13);  // the same slot, held twice
+    ::_exit(again.error().sys_errno == EADDRINUSE ? 0 : 14);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 unshare, 13 taken twice, 14 another error";
 }
 
 }  // namespace
