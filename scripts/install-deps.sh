@@ -9,6 +9,8 @@ packages=(
   libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   bubblewrap busybox-static python3 curl openssl util-linux procps
+  # The self-probe's test makes unshare fail and logs its mounts (issue 15)
+  strace
   # The docker backend (issue 5): its TLS and tar, and what its tests start:
   # Debian's dockerd, test images from static busybox and bash, and an sshd
   # for the ssh:// transport.

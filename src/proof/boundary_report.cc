@@ -404,12 +404,21 @@ void attacks(const BoundaryFacts& f, std::vector<Bound>& out) {
     return;
   }
   bool held = true;
-  json succeeded = json::array();
+  json succeeded = json::array(), untried = json::array();
   for (const auto& a : f.inside["attacks"]) {
-    if (!a.value("failed", false)) {
+    if (!a.value("tried", true)) {
+      untried.push_back(a.value("attack", ""));
+    } else if (!a.value("failed", false)) {
       held = false;
       succeeded.push_back(a.value("attack", ""));
     }
+  }
+  // An attack the probe could not even try (its mount needs a directory it
+  // makes) proves nothing either way: unknown, unless another got through.
+  if (held && !untried.empty()) {
+    out.push_back(unknown("self_probe", "not every attack could be tried",
+                          {{"attacks", f.inside["attacks"]}, {"untried", untried}}));
+    return;
   }
   out.push_back(
       bound("self_probe", held, {{"attacks", f.inside["attacks"]}, {"succeeded", succeeded}}));

@@ -290,7 +290,8 @@ const char* errno_name(int e) {
   }
 }
 
-// One attack: returns 0 when it succeeded (the bound did NOT hold), else errno.
+// One attack: returns 0 when it succeeded (the bound did NOT hold), else
+// errno; minus the errno that kept it from being tried at all (kNotTried).
 struct Attack {
   const char* name;
   const char* what;
@@ -298,13 +299,24 @@ struct Attack {
 };
 
 int result_of(long rc) { return rc < 0 ? errno : 0; }
+int not_tried(int err) { return -err; }
 
-// Creates (and removes again) a file in `dir`: 0 when it could, else errno.
-// Named after the probe's pid: two probes on one file system (local
-// sandboxes) must not meet at one name, where EEXIST would read as refused.
+// Creates a file in `dir` (ending in '/'; and lets it go again): 0 when it could, else
+// errno. An unnamed one (O_TMPFILE): a probe ended between the two leaves
+// nothing behind. The kernel checks the file system's read-only flag and
+// the directory's permissions before it asks whether the file system has
+// unnamed files at all (EOPNOTSUPP): only then is a named one made, named
+// after the probe's pid, so two probes on one file system (local
+// sandboxes) never meet at one name, where EEXIST would read as refused.
 int create_file(const char* dir) {
+  int fd = ::open(dir, O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+    return 0;
+  }
+  if (errno != EOPNOTSUPP) return errno;
   const std::string path = std::string(dir) + ".rf-self-probe-" + std::to_string(::getpid());
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return errno;
   ::close(fd);
   ::unlink(path.c_str());
@@ -313,19 +325,37 @@ int create_file(const char* dir) {
 
 // The mount attack. Where it can succeed (a process with CAP_SYS_ADMIN: the
 // local backend run as root, a deliberately weak sandbox), it must do so
-// out of everyone else's sight: first a mount namespace of the probe's own,
-// every mount in it private, so that the tmpfs hides no one's /tmp but the
-// probe's. Run on the host's namespace it covered the host's /tmp for a few
-// milliseconds, and processes beside it lost their files there. In a
-// sandbox unshare fails (EPERM) and the mount is tried as it is.
-int mount_over_tmp() {
+// out of everyone else's sight. Its target is an empty directory the probe
+// makes for it (in /tmp, else in its working directory), so that wherever
+// the tmpfs lands it covers nothing of anyone's; and it goes into a mount
+// namespace of the probe's own, every mount in it private, when the probe
+// may make one. Until 2026-11-28 it covered /tmp itself: run in the host's
+// namespace it hid the host's /tmp for a few milliseconds, and processes
+// beside it lost their files there; and where unshare is refused but mount
+// is not (a seccomp filter or a service manager that forbids namespaces to
+// a root process) it still would have. In a sandbox both are refused
+// (EPERM). A directory that cannot be made at all: not tried.
+int mount_attack() {
   if (::unshare(CLONE_NEWNS) == 0) {
     // Private first: a shared mount would carry the tmpfs back out.
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
   }
-  const int rc = ::mount("rf-probe", "/tmp", "tmpfs", 0, nullptr);
-  if (rc == 0) ::umount2("/tmp", MNT_DETACH);
-  return result_of(rc);
+  std::string target;
+  int err = 0;
+  for (const char* tmpl : {"/tmp/.rf-self-probe-mount-XXXXXX", ".rf-self-probe-mount-XXXXXX"}) {
+    std::string t = tmpl;
+    if (::mkdtemp(t.data()) != nullptr) {
+      target = std::move(t);
+      break;
+    }
+    err = errno;
+  }
+  if (target.empty()) return not_tried(err);
+  const int rc = ::mount("rf-probe", target.c_str(), "tmpfs", 0, nullptr);
+  const int got = result_of(rc);
+  if (rc == 0) ::umount2(target.c_str(), MNT_DETACH);
+  ::rmdir(target.c_str());
+  return got;
 }
 
 // An attack on a call that would change the machine if it got through is
@@ -377,7 +407,7 @@ std::vector<Attack> attacks() {
          ::close(fd);
          return n >= 0 ? 0 : err;
        }},
-      {"mount", "mount a tmpfs over /tmp", mount_over_tmp},
+      {"mount", "mount a tmpfs (over an empty directory of the probe's own)", mount_attack},
       {"setuid_root", "setuid(0)", [] { return result_of(::setuid(0)); }},
       {"unshare_user", "unshare(CLONE_NEWUSER): a user namespace of its own",
        [] { return result_of(::unshare(CLONE_NEWUSER)); }},
@@ -392,14 +422,20 @@ void run_attacks(JsonOut& out) {
   out.begin_array();
   for (const Attack& a : attacks()) {
     errno = 0;
-    const int err = a.run();
+    const int got = a.run();
+    // Not tried: not counted as failed (so not as a bound held), and said.
+    const int err = got < 0 ? -got : got;
     out.begin_object();
     out.key("attack");
     out.string(a.name);
     out.key("what");
     out.string(a.what);
     out.key("failed");
-    out.boolean(err != 0);
+    out.boolean(got > 0);
+    if (got < 0) {
+      out.key("tried");
+      out.boolean(false);
+    }
     out.key("errno");
     out.number(err);
     out.key("error");

@@ -551,6 +551,20 @@ TEST(BoundaryReport, EachWeakeningIsNotHeldForExactlyThatBound) {
   }
 }
 
+// The mount attack needs a directory of the probe's own; one it could not
+// make leaves the attack untried, which proves nothing: unknown, not held.
+// Another attack that got through still makes the bound not held.
+TEST(BoundaryReport, AnAttackNotTriedLeavesTheSelfProbeUnknown) {
+  BoundaryFacts f = strong_facts();
+  f.inside["attacks"][0] = {
+      {"attack", "mount"}, {"failed", false}, {"tried", false}, {"errno", 28}, {"error", "other"}};
+  auto s = by_name(judge_bounds(f));
+  EXPECT_EQ(s.at("self_probe"), BoundStatus::kUnknown);
+  f.inside["attacks"].push_back({{"attack", "setuid_root"}, {"failed", false}});
+  s = by_name(judge_bounds(f));
+  EXPECT_EQ(s.at("self_probe"), BoundStatus::kNotHeld);
+}
+
 TEST(BoundaryReport, AskingForLessIsNotHeldNeverHidden) {
   BoundaryFacts f = strong_facts();
   f.spec.network = NetworkPolicy::kHost;

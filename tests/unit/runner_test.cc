@@ -308,6 +308,73 @@ TEST(RunnerBinary, SelfProbeRunAsRootChangesNoMountOfTheHost) {
   }
 }
 
+// Where unshare is refused but mount is not (a root process under a seccomp
+// filter, or a service manager that forbids it namespaces), the mount
+// attack gets through in the namespace it is in, and must then cover only a
+// directory of the probe's own: it once covered /tmp itself. strace makes
+// every unshare fail (EPERM) and logs every mount the probe asks for, in a
+// mount namespace of the test's own that stands for the host.
+TEST(RunnerBinary, SelfProbeMountsOnlyOverADirectoryOfItsOwn) {
+  if (::geteuid() != 0) RF_SKIP() << "the mount gets through only as root";
+  if (::access("/usr/bin/strace", X_OK) != 0) RF_SKIP() << "no strace (scripts/install-deps.sh)";
+  char dir_tmpl[] = "/tmp/rf-probe-strace-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_tmpl), nullptr);
+  const std::string dir = dir_tmpl, trace = dir + "/trace";
+  std::array<int, 2> out{};
+  ASSERT_EQ(::pipe2(out.data(), O_CLOEXEC), 0);
+  const std::string runner = RF_RUNNER_PATH;
+  std::vector<std::string> args = {"/usr/bin/strace",
+                                   "-f",
+                                   "-qq",
+                                   "-o",
+                                   trace,
+                                   "-e",
+                                   "trace=mount,unshare",
+                                   "-e",
+                                   "inject=unshare:error=EPERM",
+                                   "--",
+                                   runner,
+                                   "self-probe"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  char* envp[] = {const_cast<char*>("ASAN_OPTIONS=detect_leaks=0"), nullptr};
+  const pid_t host = ::fork();
+  ASSERT_GE(host, 0);
+  if (host == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      ::_exit(120);
+    ::dup2(out[1], 1);
+    ::execve(argv[0], argv.data(), envp);
+    ::_exit(122);
+  }
+  const std::string text = read_and_close(out);
+  int status = 0;
+  ASSERT_EQ(::waitpid(host, &status, 0), host);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << text;
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << text;
+  nlohmann::json mount;
+  for (const auto& a : j.at("attacks"))
+    if (a.at("attack") == "mount") mount = a;
+  EXPECT_EQ(mount.value("failed", true), false) << mount.dump();  // got through
+
+  std::ifstream in(trace);
+  std::string line, mounts;
+  int own = 0;
+  while (std::getline(in, line)) {
+    if (line.find("mount(") == std::string::npos) continue;
+    mounts += line + "\n";
+    if (line.find("mount(\"rf-probe\", \"/tmp/.rf-self-probe-mount-") != std::string::npos &&
+        line.find(") = 0") != std::string::npos)
+      ++own;
+    EXPECT_EQ(line.find(", \"/tmp\","), std::string::npos) << "a mount over /tmp: " << line;
+  }
+  EXPECT_EQ(own, 1) << mounts;
+  std::filesystem::remove_all(dir);
+}
+
 // Raw frames over the socket, for what RunnerClient would never send.
 class RawRunner {
  public:
