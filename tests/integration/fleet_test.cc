@@ -1,8 +1,9 @@
 // A fleet (issue 16): real `worker start` processes, each with a host id,
 // labels and a state dir of its own, sharing a PostgreSQL cluster the test
-// starts. One of them runs in a network namespace the test makes, reaching
-// the cluster over a veth pair on addresses the test assigns (as a worker on
-// another host would, over TCP); the others over the unix socket. Calls and
+// starts in a network namespace of the test's own. One worker runs in
+// another, reaching the cluster over a veth pair on addresses the test
+// assigns (as a worker on another host would, over TCP); the others over
+// the unix socket. Calls and
 // a workflow are routed by label, `fleet status` shows the workers, work no
 // live worker may take fails naming what each lacks, and a worker killed
 // with SIGKILL mid-call loses nothing: its call is interrupted once its lease
@@ -36,43 +37,61 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-// A network namespace and a veth pair into it, made (and removed) by the
-// test: host side 10.213.N.1/24, namespace side 10.213.N.2/24.
+// Two network namespaces and a veth pair between them, made (and removed)
+// by the test: the cluster's (10.213.0.1/24 on its end) and a worker's
+// (10.213.0.2/24), as a worker on another host reaches the store over TCP.
+// Nothing of it stays in the host's namespace (the pair is only made
+// there), so tests running at once each have the same addresses in their
+// own namespaces, and a test killed midway leaves no address or route on
+// the host.
 class VethNamespace {
  public:
   VethNamespace() {
-    const int n = static_cast<int>(::getpid() % 200) + 20;
-    name_ = "rf-fleet-" + std::to_string(::getpid());
-    host_if_ = "rfh" + std::to_string(::getpid());
-    ns_if_ = "rfn" + std::to_string(::getpid());
-    host_addr_ = "10.213." + std::to_string(n) + ".1";
-    ns_addr_ = "10.213." + std::to_string(n) + ".2";
+    const std::string id = std::to_string(::getpid());
+    name_ = "rf-fleet-" + id;
+    server_ns_ = "rf-fleet-db-" + id;
+    const std::string server_if = "rfh" + id, worker_if = "rfn" + id;
     for (const std::string& cmd : {
              "ip netns add " + name_,
-             "ip link add " + host_if_ + " type veth peer name " + ns_if_,
-             "ip link set " + ns_if_ + " netns " + name_,
-             "ip addr add " + host_addr_ + "/24 dev " + host_if_,
-             "ip link set " + host_if_ + " up",
-             "ip -n " + name_ + " addr add " + ns_addr_ + "/24 dev " + ns_if_,
-             "ip -n " + name_ + " link set " + ns_if_ + " up",
+             "ip netns add " + server_ns_,
+             "ip link add " + server_if + " type veth peer name " + worker_if,
+             "ip link set " + server_if + " netns " + server_ns_,
+             "ip link set " + worker_if + " netns " + name_,
+             "ip -n " + server_ns_ + " addr add " + server_addr_ + "/24 dev " + server_if,
+             "ip -n " + server_ns_ + " link set " + server_if + " up",
+             "ip -n " + server_ns_ + " link set lo up",
+             "ip -n " + name_ + " addr add 10.213.0.2/24 dev " + worker_if,
+             "ip -n " + name_ + " link set " + worker_if + " up",
              "ip -n " + name_ + " link set lo up",
          }) {
-      if (std::system((cmd + " 2>/tmp/rf-fleet-ip.err").c_str()) != 0) {
-        error_ = cmd + " failed";
+      std::string said;
+      FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+      if (p == nullptr) {
+        error_ = cmd + ": popen failed";
+        return;
+      }
+      char buf[256];
+      while (std::fgets(buf, sizeof buf, p) != nullptr) said += buf;
+      if (::pclose(p) != 0) {
+        error_ = cmd + " failed: " + said;
         return;
       }
     }
   }
   ~VethNamespace() {
-    (void)std::system(("ip link del " + host_if_ + " 2>/dev/null").c_str());
+    // The pair goes with its namespaces.
     (void)std::system(("ip netns del " + name_ + " 2>/dev/null").c_str());
+    (void)std::system(("ip netns del " + server_ns_ + " 2>/dev/null").c_str());
   }
   const std::string& error() const { return error_; }
+  // The worker's namespace.
   const std::string& name() const { return name_; }
-  const std::string& host_addr() const { return host_addr_; }
+  // The cluster's namespace, and its address there.
+  const std::string& server_ns() const { return server_ns_; }
+  const std::string& server_addr() const { return server_addr_; }
 
  private:
-  std::string name_, host_if_, ns_if_, host_addr_, ns_addr_, error_;
+  std::string name_, server_ns_, server_addr_ = "10.213.0.1", error_;
 };
 
 class Fleet : public ::testing::Test {
@@ -100,7 +119,7 @@ class Fleet : public ::testing::Test {
   // the veth pair; returns once it is registered.
   void start_worker(const std::string& id, const std::vector<std::string>& labels,
                     bool in_netns = false, const std::string& lease = "10s") {
-    const std::string store = in_netns ? pg_.tcp_uri(veth_.host_addr()) : pg_.uri();
+    const std::string store = in_netns ? pg_.tcp_uri(veth_.server_addr()) : pg_.uri();
     std::vector<std::string> args = {
         "worker",         "start",     "--store", store,         "--state-dir",
         dir_ + "/" + id,  "--host-id", id,        "--worker-id", id,
@@ -136,8 +155,8 @@ class Fleet : public ::testing::Test {
     return r->calls[0].worker_id.value_or("none");
   }
 
-  VethNamespace veth_;  // before the cluster: it listens on the veth's address
-  PostgresServer pg_{veth_.host_addr()};
+  VethNamespace veth_;  // before the cluster: it runs in one of its namespaces
+  PostgresServer pg_{veth_.server_addr(), veth_.server_ns()};
   std::string dir_;
   std::unique_ptr<store::Store> store_;
   std::map<std::string, std::unique_ptr<Cli>> workers_;

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -47,8 +48,11 @@ class PostgresServer {
 
   // Starts a cluster; on failure, error() says why (and the server's log).
   // `also_listen`: an address besides 127.0.0.1 (one the test gave a veth of
-  // its own) that the server listens on and trusts clients from.
-  explicit PostgresServer(std::string also_listen = "") : also_listen_(std::move(also_listen)) {
+  // its own) that the server listens on and trusts clients from. `netns`:
+  // the network namespace the server runs in (/run/netns/NAME, one the test
+  // made); its unix socket is reached from any.
+  explicit PostgresServer(std::string also_listen = "", std::string netns = "")
+      : also_listen_(std::move(also_listen)), netns_(std::move(netns)) {
     store::enable_postgres();
     std::string tmpl = (std::filesystem::temp_directory_path() / "rf-pg-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) {
@@ -112,6 +116,11 @@ class PostgresServer {
       if (log >= 0) {
         ::dup2(log, 1);
         ::dup2(log, 2);
+      }
+      if (!netns_.empty()) {
+        const int ns = ::open(("/run/netns/" + netns_).c_str(), O_RDONLY | O_CLOEXEC);
+        if (ns < 0 || ::setns(ns, CLONE_NEWNET) != 0) ::_exit(125);
+        ::close(ns);
       }
       become_nobody();
       // After setuid, which clears it: the server ends with the test's thread.
@@ -230,7 +239,7 @@ class PostgresServer {
     return ss.str();
   }
 
-  std::string also_listen_;
+  std::string also_listen_, netns_;
   std::string dir_;
   std::string error_;
   int port_ = 0;
