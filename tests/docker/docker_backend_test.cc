@@ -562,18 +562,22 @@ TEST_F(DockerBackendTest, ValidateFailsOnAMissingImage) {
 }
 
 TEST_F(DockerBackendTest, DoctorPingsTheDaemonAndNamesItsVersion) {
-  CliRun r = run_cli(
-      {"sandbox", "doctor", "--backend", "docker", "--docker-host", test_daemon().unix_host()});
+  // A state dir of the test's own: the default is the machine's (~/.ringfence/state).
+  char state[] = "/tmp/rf-docker-doctor-XXXXXX";
+  ASSERT_NE(::mkdtemp(state), nullptr);
+  CliRun r = run_cli({"sandbox", "doctor", "--backend", "docker", "--docker-host",
+                      test_daemon().unix_host(), "--state-dir", state});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("\u2713 docker daemon (ping): " + test_daemon().unix_host() + ": Docker "),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("\u2713 docker API version: 1.4"), std::string::npos) << r.out;
   r = run_cli({"sandbox", "doctor", "--backend", "docker", "--docker-host",
-               "unix:///nonexistent/docker.sock"});
+               "unix:///nonexistent/docker.sock", "--state-dir", state});
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("\u2717 docker daemon (ping)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fix: start dockerd"), std::string::npos) << r.out;
+  std::filesystem::remove_all(state);
 }
 
 // ---- the worker, in every sandbox mode ----
