@@ -34,7 +34,16 @@ export DOCKER_HOST=unix://$sock
 docker_cli=/usr/bin/docker
 [ -x "$docker_cli" ] || docker_cli=$(command -v docker || true)
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A pidfile's process, alive and still ours: its command line names $dir
+# (dockerd's --data-root, sshd's -f, socat's cert). A pidfile left from before
+# a reboot or a SIGKILL may name anyone's process now, never to be signalled.
+alive() {
+  local pid
+  [ -f "$1" ] || return 1
+  pid=$(cat "$1")
+  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir"
+}
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -200,7 +209,7 @@ start)
   stop_pid "$dir/ssh/sshd.pid"
   start_sshd
   TLS_HOST="" TLS_CERTS="" TLS_SKIP=""
-  [ -f "$dir/tls/socat.pid" ] && kill -TERM -- "-$(cat "$dir/tls/socat.pid")" 2>/dev/null || true
+  alive "$dir/tls/socat.pid" && kill -TERM -- "-$(cat "$dir/tls/socat.pid")" 2>/dev/null || true
   stop_pid "$dir/tls/socat.pid"
   start_tls
   {
@@ -232,7 +241,7 @@ stop)
   fi
   stop_pid "$dir/ssh/sshd.pid"
   # socat forks a child per connection: end its whole group.
-  [ -f "$dir/tls/socat.pid" ] && kill -TERM -- "-$(cat "$dir/tls/socat.pid")" 2>/dev/null || true
+  alive "$dir/tls/socat.pid" && kill -TERM -- "-$(cat "$dir/tls/socat.pid")" 2>/dev/null || true
   stop_pid "$dir/tls/socat.pid"
   stop_pid "$dir/dockerd.pid"
   rm -f "$dir/env"
