@@ -10,10 +10,15 @@ namespace {
 
 // The script reads everything from its environment: nothing the step or the
 // agent chose ever becomes shell syntax.
+// Its git dir and HOME are a fresh directory of its own (mktemp, 0700), gone
+// when it ends: in mode none it runs on the host, where a fixed name in the
+// shared /tmp was met by every push at once, and could be made ahead by
+// another user with a config of theirs for root's git to run.
 constexpr const char* kScript = R"sh(set -eu
-rm -rf /tmp/rf-artifact/git /tmp/rf-artifact/home
-mkdir -p /tmp/rf-artifact/home
-export GIT_DIR=/tmp/rf-artifact/git GIT_WORK_TREE="$RF_GIT_TREE"
+d=$(mktemp -d "${TMPDIR:-/tmp}/rf-artifact-XXXXXX")
+trap 'rm -rf "$d"' EXIT
+mkdir "$d/home"
+export HOME="$d/home" GIT_DIR="$d/git" GIT_WORK_TREE="$RF_GIT_TREE"
 git init -q
 git symbolic-ref HEAD "refs/heads/$RF_GIT_BRANCH"
 if git fetch -q --depth=1 "$RF_GIT_URL" "refs/heads/$RF_GIT_BRANCH" 2>/dev/null; then
@@ -75,7 +80,6 @@ Result<GitPushPlan> plan_git_push(const GitTarget& t, const std::string& token) 
       {"RF_GIT_BRANCH", t.branch},
       {"RF_GIT_TREE", t.path},
       {"RF_GIT_MESSAGE", t.message.empty() ? "ringfence artifact" : t.message},
-      {"HOME", "/tmp/rf-artifact/home"},
       {"GIT_CONFIG_NOSYSTEM", "1"},
       {"GIT_CONFIG_GLOBAL", "/dev/null"},
       {"GIT_TERMINAL_PROMPT", "0"},

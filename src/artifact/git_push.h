@@ -1,7 +1,8 @@
 // The git artifact (issue 12): the workspace pushed over smart HTTP, from
 // inside the sandbox, never by the host's git in a directory the agent wrote
 // (its hooks and config would be the agent's). The push runs in a new git
-// directory outside the workspace (/tmp/rf-artifact/git), with no system or
+// directory outside the workspace (a fresh `mktemp -d` under $TMPDIR or
+// /tmp, removed when it ends), with no system or
 // global config, hooks off, the workspace's own .git left out, and on top of
 // the branch's head when it exists. The token reaches git only through its
 // environment (GIT_CONFIG_* -> http.<url>.extraHeader), never argv, a URL or
