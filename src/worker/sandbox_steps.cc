@@ -106,6 +106,14 @@ class SandboxStep {
       if (!a) return fail(ErrorKind::kInternal, a.error().to_string());
       adapter_ = std::move(*a);
       floor = adapter_->memory_floor;
+      // An agent runs what its model says: never on the host. There its HOME
+      // and config would also sit at a fixed name in the host's shared /tmp.
+      if (sandboxes_.worker_mode() == SandboxMode::kNone) {
+        return fail(ErrorKind::kSandbox,
+                    "agent " + step_.agent +
+                        ": refused: this worker runs steps without a sandbox (mode none), and a "
+                        "CLI agent runs only in one");
+      }
     }
     auto spec = step_spec(sandboxes_.base_spec(), step_, r_.timeout, floor);
     if (!spec) return fail(ErrorKind::kSandbox, spec.error().to_string());

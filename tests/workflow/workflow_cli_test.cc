@@ -662,5 +662,24 @@ steps:
       << r.dump();
 }
 
+// A worker that runs steps without a sandbox (mode none) refuses a CLI
+// agent's step, naming why, before anything runs: on the host the agent
+// would run whatever its model says, with its HOME in the shared /tmp.
+TEST_F(WorkflowTest, ACliAgentStepIsRefusedWithoutASandbox) {
+  project_secret("acme-anthropic", random_token("sk-ant-"), "ANTHROPIC_API_KEY");
+  start_worker({"--sandbox-mode", "none"});
+  const std::string wf = file("none.yaml", R"(name: none
+steps:
+  - {id: a, mode: cli_agent, agent: claude-code, prompt: hi}
+)");
+  std::string out, err;
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "n1"}, &out, &err), 1);
+  const json r = show("n1");
+  EXPECT_NE(r.dump().find("agent claude-code: refused: this worker runs steps without a sandbox "
+                          "(mode none), and a CLI agent runs only in one"),
+            std::string::npos)
+      << r.dump();
+}
+
 }  // namespace
 }  // namespace rf::testing
