@@ -530,7 +530,10 @@ TEST_F(Attack, LeftoversEndWithTheirCallWhileAnotherCallRuns) {
 // delays neither, and lives until both have ended.
 TEST_F(Attack, ADetachedProcessWithNoStdioBesideAnotherCallEndsWithTheLastOfThem) {
   Captured slept;
-  auto asleep = start_sleep("2", slept);
+  // Long enough to outlast the two calls below on a loaded host (ctest -j3:
+  // a docker call there once took the 2 s this was, and the process, rightly
+  // ended with the last call, was not there to count).
+  auto asleep = start_sleep("6", slept);
   const auto start = std::chrono::steady_clock::now();
   // It waits until the process has left its group (else the group's kill
   // takes it, as it should).
