@@ -669,9 +669,14 @@ steps:
 // and run a command there through the MCP tools, and the command's output
 // comes back to the model as the tool's result.
 TEST_F(AgentTest, ClaudeCodeRunsACommandThroughRingfenceMcp) {
+  // Named after this process: two suite runs on one host share its cgroups.
+  const std::string id = "rf-claude-mcp-" + std::to_string(::getpid());
   start_model(R"({"turns": [
-  {"tool": {"name": "mcp__ringfence__sandbox_create", "input": {"id": "rf-claude-mcp", "limits": {"memory": "256m"}}}},
-  {"tool": {"name": "mcp__ringfence__sandbox_exec", "input": {"sandbox_id": "rf-claude-mcp", "cmd": "echo made-by-claude > /workspace/x && cat /workspace/x && id -u"}}},
+  {"tool": {"name": "mcp__ringfence__sandbox_create", "input": {"id": ")" +
+              id + R"(", "limits": {"memory": "256m"}}}},
+  {"tool": {"name": "mcp__ringfence__sandbox_exec", "input": {"sandbox_id": ")" +
+              id +
+              R"(", "cmd": "echo made-by-claude > /workspace/x && cat /workspace/x && id -u"}}},
   {"text": "the sandbox said made-by-claude"}
 ]})");
   const std::string config = file(
@@ -711,7 +716,7 @@ TEST_F(AgentTest, ClaudeCodeRunsACommandThroughRingfenceMcp) {
     }
   }
   EXPECT_TRUE(offered) << "Claude Code did not offer the MCP tools to the model";
-  EXPECT_EQ(create_result.value("sandbox_id", ""), "rf-claude-mcp") << create_result;
+  EXPECT_EQ(create_result.value("sandbox_id", ""), id) << create_result;
   EXPECT_EQ(exec_result.value("exit_code", -1), 0) << exec_result;
   const std::string stdout_text = exec_result.value("stdout", "");
   EXPECT_EQ(stdout_text.rfind("made-by-claude\n", 0), 0u) << exec_result;
@@ -719,7 +724,7 @@ TEST_F(AgentTest, ClaudeCodeRunsACommandThroughRingfenceMcp) {
   // `ringfence mcp` ended with Claude Code and took its sandbox with it.
   std::string out, err;
   run({"sandbox", "list", "--backend", "native", "--json"}, &out, &err);
-  EXPECT_EQ(out.find("rf-claude-mcp"), std::string::npos) << out;
+  EXPECT_EQ(out.find(id), std::string::npos) << out;
 }
 
 }  // namespace
