@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/capability.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -366,6 +368,35 @@ int past_check(long rc, int refusal) {
   return errno == refusal ? 0 : errno;
 }
 
+// Whether kexec_load's permission check could let this process through:
+// CAP_SYS_BOOT in its effective set, in the host's user namespace (whose
+// uid map is the whole identity). When it cannot tell: yes.
+bool could_pass_kexec_check() {
+  if (auto map = read_file("/proc/self/uid_map")) {
+    unsigned long inside = 1, outside = 1, count = 0;
+    if (std::sscanf(map->c_str(), "%lu %lu %lu", &inside, &outside, &count) == 3 &&
+        !(inside == 0 && outside == 0 && count == 4294967295UL))
+      return false;
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return true;
+  return (data[CAP_SYS_BOOT / 32].effective & (1U << (CAP_SYS_BOOT % 32))) != 0;
+}
+
+// The kexec attack. Each call the permission check lets through spends one
+// load of a finite kernel.kexec_load_limit_reboot (Linux 6.6+), even one
+// the kernel then refuses for its segments. Those loads are the host's:
+// where the call could get through and the limit is finite, it is not tried.
+int kexec_attack() {
+  if (auto limit = read_file("/proc/sys/kernel/kexec_load_limit_reboot");
+      limit && std::strtol(limit->c_str(), nullptr, 10) >= 0 && could_pass_kexec_check())
+    return not_tried(ECANCELED);
+  // With no segments, kexec_load unloads the loaded kernel: one segment
+  // more than the kernel takes is refused (EINVAL) after the check instead.
+  return past_check(::syscall(SYS_kexec_load, 0, 17, nullptr, 0), EINVAL);
+}
+
 // In this order: the attacks that change the probe itself when they get
 // through (its namespaces, its user, its root) come last, ordered so that
 // one getting through never makes another fail.
@@ -390,10 +421,7 @@ std::vector<Attack> attacks() {
          bpf_attr attr{};
          return result_of(::syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr));
        }},
-      // With no segments, kexec_load unloads the loaded kernel: one segment
-      // more than the kernel takes is refused (EINVAL) after the check instead.
-      {"kexec", "kexec_load",
-       [] { return past_check(::syscall(SYS_kexec_load, 0, 17, nullptr, 0), EINVAL); }},
+      {"kexec", "kexec_load", kexec_attack},
       // A module of no bytes is no ELF file: ENOEXEC once loading is allowed.
       {"init_module", "init_module",
        [] { return past_check(::syscall(SYS_init_module, nullptr, 0, ""), ENOEXEC); }},

@@ -375,6 +375,58 @@ TEST(RunnerBinary, SelfProbeMountsOnlyOverADirectoryOfItsOwn) {
   std::filesystem::remove_all(dir);
 }
 
+// kexec_load's permission check spends one load of a finite
+// kernel.kexec_load_limit_reboot (Linux 6.6+) at every call it lets through.
+// Run as root where an admin set one, the probe must not ask at all. A tmpfs
+// over /proc/sys/kernel, in a mount namespace of the test's own, stands for
+// such a host (3 loads left); strace says whether kexec_load was called.
+TEST(RunnerBinary, SelfProbeSpendsNoneOfAFiniteKexecLimit) {
+  if (::geteuid() != 0) RF_SKIP() << "only root could spend a kexec load";
+  if (::access("/usr/bin/strace", X_OK) != 0) RF_SKIP() << "no strace (scripts/install-deps.sh)";
+  char dir_tmpl[] = "/tmp/rf-probe-kexec-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_tmpl), nullptr);
+  const std::string dir = dir_tmpl, trace = dir + "/trace";
+  std::array<int, 2> out{};
+  ASSERT_EQ(::pipe2(out.data(), O_CLOEXEC), 0);
+  std::vector<std::string> args = {
+      "/usr/bin/strace",  "-f", "-qq",          "-o",        trace, "-e",
+      "trace=kexec_load", "--", RF_RUNNER_PATH, "self-probe"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  char* envp[] = {const_cast<char*>("ASAN_OPTIONS=detect_leaks=0"), nullptr};
+  const pid_t host = ::fork();
+  ASSERT_GE(host, 0);
+  if (host == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("rf-test", "/proc/sys/kernel", "tmpfs", 0, nullptr) != 0)
+      ::_exit(120);
+    const int limit =
+        ::open("/proc/sys/kernel/kexec_load_limit_reboot", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (limit < 0 || ::write(limit, "3\n", 2) != 2) ::_exit(121);
+    ::close(limit);
+    ::dup2(out[1], 1);
+    ::execve(argv[0], argv.data(), envp);
+    ::_exit(122);
+  }
+  const std::string text = read_and_close(out);
+  int status = 0;
+  ASSERT_EQ(::waitpid(host, &status, 0), host);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << text;
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << text;
+  nlohmann::json kexec;
+  for (const auto& a : j.at("attacks"))
+    if (a.at("attack") == "kexec") kexec = a;
+  EXPECT_EQ(kexec.value("tried", true), false) << kexec.dump();
+  EXPECT_EQ(kexec.value("failed", true), false) << kexec.dump();  // never read as a bound held
+  std::ifstream in(trace);
+  const std::string calls((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(calls.find("kexec_load("), std::string::npos) << calls;
+  std::filesystem::remove_all(dir);
+}
+
 // Raw frames over the socket, for what RunnerClient would never send.
 class RawRunner {
  public:
