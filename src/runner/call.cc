@@ -373,9 +373,12 @@ void Call::on_supervisor_exit(int wait_status) {
   supervisor_status_ = wait_status;
   read_report();
   if (!have_done_) {
-    // The supervisor was killed (by a process of the sandbox: same uid). Its tree
-    // may live on: kill the command's process group, and stop waiting for EOF soon.
-    if (command_ > 0) ::kill(-command_, SIGKILL);
+    // The supervisor was killed (by a process of the sandbox: same uid). Its
+    // tree may live on: reparented to the runner, which kills it
+    // (Runner::kill_orphans). Not by the command's process group: the
+    // supervisor may have reaped the command before it died, and that group
+    // id may then be anyone's (the local backend shares the host's pids).
+    // Stop waiting for EOF soon.
     grace_ = true;
     loop_.arm(id(), kGrace);
   }
