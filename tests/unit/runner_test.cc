@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -308,62 +309,72 @@ TEST(RunnerBinary, SelfProbeRunAsRootChangesNoMountOfTheHost) {
   }
 }
 
-// Where unshare is refused but mount is not (a root process under a seccomp
-// filter, or a service manager that forbids it namespaces), the mount
-// attack gets through in the namespace it is in, and must then cover only a
-// directory of the probe's own: it once covered /tmp itself. strace makes
-// every unshare fail (EPERM) and logs every mount the probe asks for, in a
-// mount namespace of the test's own that stands for the host.
-TEST(RunnerBinary, SelfProbeMountsOnlyOverADirectoryOfItsOwn) {
-  if (::geteuid() != 0) RF_SKIP() << "the mount gets through only as root";
-  if (::access("/usr/bin/strace", X_OK) != 0) RF_SKIP() << "no strace (scripts/install-deps.sh)";
+// The self-probe run as root under strace (`options`: its -e options), in a
+// mount namespace of the test's own that stands for the host; `prepare`
+// runs in it first (false: a set-up step failed). Fills `out` with the
+// probe's JSON and `trace` with strace's log.
+void probe_under_strace(const std::vector<std::string>& options,
+                        const std::function<bool()>& prepare, nlohmann::json* out,
+                        std::string* trace) {
   char dir_tmpl[] = "/tmp/rf-probe-strace-XXXXXX";
   ASSERT_NE(::mkdtemp(dir_tmpl), nullptr);
-  const std::string dir = dir_tmpl, trace = dir + "/trace";
-  std::array<int, 2> out{};
-  ASSERT_EQ(::pipe2(out.data(), O_CLOEXEC), 0);
-  const std::string runner = RF_RUNNER_PATH;
-  std::vector<std::string> args = {"/usr/bin/strace",
-                                   "-f",
-                                   "-qq",
-                                   "-o",
-                                   trace,
-                                   "-e",
-                                   "trace=mount,unshare",
-                                   "-e",
-                                   "inject=unshare:error=EPERM",
-                                   "--",
-                                   runner,
-                                   "self-probe"};
+  const std::string dir = dir_tmpl, log = dir + "/trace";
+  std::array<int, 2> pipe_fds{};
+  ASSERT_EQ(::pipe2(pipe_fds.data(), O_CLOEXEC), 0);
+  std::vector<std::string> args = {"/usr/bin/strace", "-f", "-qq", "-o", log};
+  for (const auto& o : options) args.insert(args.end(), {"-e", o});
+  args.insert(args.end(), {"--", RF_RUNNER_PATH, "self-probe"});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Its chroot gets through here: LeakSanitizer would then find no /proc.
   char* envp[] = {const_cast<char*>("ASAN_OPTIONS=detect_leaks=0"), nullptr};
   const pid_t host = ::fork();
   ASSERT_GE(host, 0);
   if (host == 0) {
     if (::unshare(CLONE_NEWNS) != 0 ||
-        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        (prepare && !prepare()))
       ::_exit(120);
-    ::dup2(out[1], 1);
+    ::dup2(pipe_fds[1], 1);
     ::execve(argv[0], argv.data(), envp);
     ::_exit(122);
   }
-  const std::string text = read_and_close(out);
+  const std::string text = read_and_close(pipe_fds);
   int status = 0;
   ASSERT_EQ(::waitpid(host, &status, 0), host);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << text;
-  const auto j = nlohmann::json::parse(text, nullptr, false);
-  ASSERT_TRUE(j.is_object()) << text;
-  nlohmann::json mount;
-  for (const auto& a : j.at("attacks"))
-    if (a.at("attack") == "mount") mount = a;
-  EXPECT_EQ(mount.value("failed", true), false) << mount.dump();  // got through
+  *out = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_TRUE(out->is_object()) << text;
+  std::ifstream in(log);
+  trace->assign(std::istreambuf_iterator<char>(in), {});
+  std::filesystem::remove_all(dir);
+}
 
-  std::ifstream in(trace);
+nlohmann::json attack_named(const nlohmann::json& probe, const std::string& name) {
+  for (const auto& a : probe.at("attacks"))
+    if (a.at("attack") == name) return a;
+  return {};
+}
+
+// Where unshare is refused but mount is not (a root process under a seccomp
+// filter, or a service manager that forbids it namespaces), the mount
+// attack gets through in the namespace it is in, and must then cover only a
+// directory of the probe's own: it once covered /tmp itself. strace makes
+// every unshare fail (EPERM) and logs every mount the probe asks for.
+TEST(RunnerBinary, SelfProbeMountsOnlyOverADirectoryOfItsOwn) {
+  if (::geteuid() != 0) RF_SKIP() << "the mount gets through only as root";
+  if (::access("/usr/bin/strace", X_OK) != 0) RF_SKIP() << "no strace (scripts/install-deps.sh)";
+  nlohmann::json probe;
+  std::string trace;
+  ASSERT_NO_FATAL_FAILURE(probe_under_strace({"trace=mount,unshare", "inject=unshare:error=EPERM"},
+                                             {}, &probe, &trace));
+  const auto mount = attack_named(probe, "mount");
+  EXPECT_EQ(mount.value("failed", true), false) << mount.dump();  // got through
+  std::istringstream lines(trace);
   std::string line, mounts;
   int own = 0;
-  while (std::getline(in, line)) {
+  while (std::getline(lines, line)) {
     if (line.find("mount(") == std::string::npos) continue;
     mounts += line + "\n";
     if (line.find("mount(\"rf-probe\", \"/tmp/.rf-self-probe-mount-") != std::string::npos &&
@@ -372,59 +383,31 @@ TEST(RunnerBinary, SelfProbeMountsOnlyOverADirectoryOfItsOwn) {
     EXPECT_EQ(line.find(", \"/tmp\","), std::string::npos) << "a mount over /tmp: " << line;
   }
   EXPECT_EQ(own, 1) << mounts;
-  std::filesystem::remove_all(dir);
 }
 
 // kexec_load's permission check spends one load of a finite
 // kernel.kexec_load_limit_reboot (Linux 6.6+) at every call it lets through.
 // Run as root where an admin set one, the probe must not ask at all. A tmpfs
-// over /proc/sys/kernel, in a mount namespace of the test's own, stands for
-// such a host (3 loads left); strace says whether kexec_load was called.
+// over /proc/sys/kernel stands for such a host (3 loads left); strace says
+// whether kexec_load was called.
 TEST(RunnerBinary, SelfProbeSpendsNoneOfAFiniteKexecLimit) {
   if (::geteuid() != 0) RF_SKIP() << "only root could spend a kexec load";
   if (::access("/usr/bin/strace", X_OK) != 0) RF_SKIP() << "no strace (scripts/install-deps.sh)";
-  char dir_tmpl[] = "/tmp/rf-probe-kexec-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir_tmpl), nullptr);
-  const std::string dir = dir_tmpl, trace = dir + "/trace";
-  std::array<int, 2> out{};
-  ASSERT_EQ(::pipe2(out.data(), O_CLOEXEC), 0);
-  std::vector<std::string> args = {
-      "/usr/bin/strace",  "-f", "-qq",          "-o",        trace, "-e",
-      "trace=kexec_load", "--", RF_RUNNER_PATH, "self-probe"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  char* envp[] = {const_cast<char*>("ASAN_OPTIONS=detect_leaks=0"), nullptr};
-  const pid_t host = ::fork();
-  ASSERT_GE(host, 0);
-  if (host == 0) {
-    if (::unshare(CLONE_NEWNS) != 0 ||
-        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        ::mount("rf-test", "/proc/sys/kernel", "tmpfs", 0, nullptr) != 0)
-      ::_exit(120);
-    const int limit =
+  const auto finite_limit = [] {
+    if (::mount("rf-test", "/proc/sys/kernel", "tmpfs", 0, nullptr) != 0) return false;
+    const int fd =
         ::open("/proc/sys/kernel/kexec_load_limit_reboot", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (limit < 0 || ::write(limit, "3\n", 2) != 2) ::_exit(121);
-    ::close(limit);
-    ::dup2(out[1], 1);
-    ::execve(argv[0], argv.data(), envp);
-    ::_exit(122);
-  }
-  const std::string text = read_and_close(out);
-  int status = 0;
-  ASSERT_EQ(::waitpid(host, &status, 0), host);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << text;
-  const auto j = nlohmann::json::parse(text, nullptr, false);
-  ASSERT_TRUE(j.is_object()) << text;
-  nlohmann::json kexec;
-  for (const auto& a : j.at("attacks"))
-    if (a.at("attack") == "kexec") kexec = a;
+    const bool written = fd >= 0 && ::write(fd, "3\n", 2) == 2;
+    if (fd >= 0) ::close(fd);
+    return written;
+  };
+  nlohmann::json probe;
+  std::string trace;
+  ASSERT_NO_FATAL_FAILURE(probe_under_strace({"trace=kexec_load"}, finite_limit, &probe, &trace));
+  const auto kexec = attack_named(probe, "kexec");
   EXPECT_EQ(kexec.value("tried", true), false) << kexec.dump();
   EXPECT_EQ(kexec.value("failed", true), false) << kexec.dump();  // never read as a bound held
-  std::ifstream in(trace);
-  const std::string calls((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_EQ(calls.find("kexec_load("), std::string::npos) << calls;
-  std::filesystem::remove_all(dir);
+  EXPECT_EQ(trace.find("kexec_load("), std::string::npos) << trace;
 }
 
 // Raw frames over the socket, for what RunnerClient would never send.
