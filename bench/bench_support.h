@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "sandbox/sandbox.h"
@@ -21,13 +22,33 @@ extern char** environ;
 
 namespace rf::bench {
 
+// This process's directory for run_cli's files: made at its first use,
+// removed when the process exits (a forked child that uses it gets its own).
+// Each bench run left one behind before.
+inline std::string io_dir() {
+  struct Dir {
+    std::string path;
+    pid_t owner = 0;
+    ~Dir() {
+      std::error_code ec;
+      if (owner == ::getpid()) std::filesystem::remove_all(path, ec);
+    }
+  };
+  static Dir dir;
+  if (dir.owner != ::getpid()) {
+    dir.owner = ::getpid();
+    dir.path =
+        std::filesystem::temp_directory_path() / ("rf-bench-io-" + std::to_string(dir.owner));
+    std::filesystem::create_directories(dir.path);
+  }
+  return dir.path;
+}
+
 // Runs `cli` with `args` to its end, `in` on its stdin; its exit status (-1
 // when it could not start or was killed), its stdout in *out.
 inline int run_cli(const std::string& cli, const std::vector<std::string>& args, std::string* out,
                    const std::string& in = "") {
-  const std::string dir =
-      std::filesystem::temp_directory_path() / ("rf-bench-io-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const std::string dir = io_dir();
   const std::string in_path = dir + "/in", out_path = dir + "/out";
   std::ofstream(in_path) << in;
   std::vector<char*> argv{const_cast<char*>(cli.c_str())};
