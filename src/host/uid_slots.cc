@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <random>
 #include <string>
@@ -28,9 +29,11 @@ std::optional<Result<UniqueFd>> try_lock_in_file(uint32_t index) {
       std::string(kUidSlotLockDir) + "/" + std::to_string(index / kUidSlotsPerLockFile);
   UniqueFd fd(::open(path.c_str(), kFlags, 0600));
   if (!fd && errno == ENOENT) {
-    // /run/ringfence, then its uid-slots: each made once, by whoever comes first.
-    for (const char* dir : {"/run/ringfence", kUidSlotLockDir})
-      if (::mkdir(dir, 0711) != 0 && errno != EEXIST) break;
+    // Its parent (/run/ringfence), then the directory: each made once, by
+    // whoever comes first.
+    const std::string parent = std::filesystem::path(kUidSlotLockDir).parent_path();
+    for (const std::string& dir : {parent, std::string(kUidSlotLockDir)})
+      if (::mkdir(dir.c_str(), 0711) != 0 && errno != EEXIST) break;
     fd.reset(::open(path.c_str(), kFlags, 0600));
   }
   if (!fd) {

@@ -293,7 +293,7 @@ const char* errno_name(int e) {
 }
 
 // One attack: returns 0 when it succeeded (the bound did NOT hold), else
-// errno; minus the errno that kept it from being tried at all (kNotTried).
+// errno; not_tried(errno) when something kept it from being tried at all.
 struct Attack {
   const char* name;
   const char* what;
@@ -303,9 +303,9 @@ struct Attack {
 int result_of(long rc) { return rc < 0 ? errno : 0; }
 int not_tried(int err) { return -err; }
 
-// Creates a file in `dir` (ending in '/'; and lets it go again): 0 when it could, else
-// errno. An unnamed one (O_TMPFILE): a probe ended between the two leaves
-// nothing behind. The kernel checks the file system's read-only flag and
+// Creates a file in `dir` (which ends in '/') and lets it go again: 0 when
+// it could, else errno. An unnamed one (O_TMPFILE): a probe ended between
+// the two leaves nothing behind. The kernel checks the file system's read-only flag and
 // the directory's permissions before it asks whether the file system has
 // unnamed files at all (EOPNOTSUPP): only then is a named one made, named
 // after the probe's pid, so two probes on one file system (local
