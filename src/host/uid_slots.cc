@@ -1,6 +1,7 @@
 #include "host/uid_slots.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -13,50 +14,89 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace rf::host {
 namespace {
 
-// Byte `index % kUidSlotsPerLockFile` of lock file `index / kUidSlotsPerLockFile`,
-// locked through a descriptor of the holder's own (an open file description
-// lock): seen by every process on the host, whatever its network namespace.
-// Each lock file holds few slots, because a lock is checked against every
-// lock held on its file. Returns nullopt where the file cannot be had (not
-// root: /run is root's), for the abstract socket instead.
-std::optional<Result<UniqueFd>> try_lock_in_file(uint32_t index) {
+std::string lock_file_path(uint32_t file) {
+  return std::string(kUidSlotLockDir) + "/" + std::to_string(file);
+}
+
+// kUidSlotGroup's id, looked up once; nullopt where the host has no such group.
+std::optional<gid_t> slot_group() {
+  static const std::optional<gid_t> gid = []() -> std::optional<gid_t> {
+    group g{};
+    group* found = nullptr;
+    std::vector<char> buf(16384);
+    if (::getgrnam_r(kUidSlotGroup, &g, buf.data(), buf.size(), &found) != 0 || found == nullptr)
+      return std::nullopt;
+    return g.gr_gid;
+  }();
+  return gid;
+}
+
+// A lock file as root keeps it: readable by kUidSlotGroup (for shared locks),
+// by nobody else. Files made before that group could read them are fixed here.
+void keep_readable_by_group(int fd) {
+  const std::optional<gid_t> gid = slot_group();
+  const mode_t mode = gid ? 0640 : 0600;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return;
+  if (gid && st.st_gid != *gid) (void)!::fchown(fd, 0, *gid);
+  if ((st.st_mode & 07777) != mode) (void)!::fchmod(fd, mode);
+}
+
+// Opens lock file `file` for an exclusive lock (root: made if missing, with
+// its parents, and every other lock file with it, so a non-root process finds
+// them all once one root process ran), else for a shared one (a member of
+// kUidSlotGroup). An empty descriptor where neither can be had.
+Result<UniqueFd> open_lock_file(uint32_t file, bool* exclusive) {
+  const std::string path = lock_file_path(file);
   constexpr int kFlags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
-  const std::string path =
-      std::string(kUidSlotLockDir) + "/" + std::to_string(index / kUidSlotsPerLockFile);
   UniqueFd fd(::open(path.c_str(), kFlags, 0600));
   if (!fd && errno == ENOENT) {
-    // Its parent (/run/ringfence), then the directory: each made once, by
-    // whoever comes first.
     const std::string parent = std::filesystem::path(kUidSlotLockDir).parent_path();
     for (const std::string& dir : {parent, std::string(kUidSlotLockDir)})
       if (::mkdir(dir.c_str(), 0711) != 0 && errno != EEXIST) break;
+    for (uint32_t f = 0; f < kSlotCount / kUidSlotsPerLockFile; ++f) {
+      UniqueFd made(::open(lock_file_path(f).c_str(), kFlags, 0600));
+      if (made) keep_readable_by_group(made.get());
+    }
     fd.reset(::open(path.c_str(), kFlags, 0600));
   }
-  if (!fd) {
-    if (errno == EACCES || errno == EPERM || errno == EROFS || errno == ENOENT) return std::nullopt;
-    return Result<UniqueFd>(sys_error("open " + path));
+  if (fd) {
+    keep_readable_by_group(fd.get());
+    *exclusive = true;
+    return fd;
   }
+  if (errno != EACCES && errno != EPERM && errno != EROFS && errno != ENOENT)
+    return sys_error("open " + path);
+  fd.reset(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd) {
+    *exclusive = false;
+    return fd;
+  }
+  if (errno != EACCES && errno != EPERM && errno != ENOENT) return sys_error("open " + path);
+  return UniqueFd();
+}
+
+// Locks byte `index % kUidSlotsPerLockFile` of its lock file through `fd` (an
+// open file description lock); EADDRINUSE where another holder has it.
+Status lock_byte(int fd, uint32_t index, bool exclusive) {
   struct flock byte {};
-  byte.l_type = F_WRLCK;
+  byte.l_type = exclusive ? F_WRLCK : F_RDLCK;
   byte.l_whence = SEEK_SET;
   byte.l_start = static_cast<off_t>(index % kUidSlotsPerLockFile);
   byte.l_len = 1;
-  if (::fcntl(fd.get(), F_OFD_SETLK, &byte) != 0) {
-    // Held by another descriptor: said as the socket would say it.
-    if (errno == EAGAIN || errno == EACCES) return Result<UniqueFd>(sys_error("lock", EADDRINUSE));
-    return Result<UniqueFd>(sys_error("lock " + path));
-  }
-  return Result<UniqueFd>(std::move(fd));
+  if (::fcntl(fd, F_OFD_SETLK, &byte) == 0) return ok_status();
+  // Held by another descriptor: said as the socket says it.
+  if (errno == EAGAIN || errno == EACCES) return sys_error("lock", EADDRINUSE);
+  return sys_error("lock " + lock_file_path(index / kUidSlotsPerLockFile));
 }
 
-}  // namespace
-
-Result<UniqueFd> try_lock_uid_slot(uint32_t index) {
-  if (auto locked = try_lock_in_file(index)) return std::move(*locked);
+// Binds "\0ringfence/uid-slot/<index>": seen only in this network namespace.
+Result<UniqueFd> bind_slot_socket(uint32_t index) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return sys_error("socket");
   sockaddr_un addr{};
@@ -66,6 +106,24 @@ Result<UniqueFd> try_lock_uid_slot(uint32_t index) {
   const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) return sys_error("bind");
   return fd;
+}
+
+}  // namespace
+
+Result<SlotLock> try_lock_uid_slot(uint32_t index) {
+  SlotLock lock;
+  bool exclusive = false;
+  auto file = open_lock_file(index / kUidSlotsPerLockFile, &exclusive);
+  if (!file) return file.take_error();
+  if (file->valid()) {
+    RF_TRY(lock_byte(file->get(), index, exclusive));
+    lock.file = std::move(*file);
+    if (exclusive) return lock;
+  }
+  auto socket = bind_slot_socket(index);
+  if (!socket) return socket.take_error();
+  lock.socket = std::move(*socket);
+  return lock;
 }
 
 Result<UidSlot> acquire_uid_slot() {

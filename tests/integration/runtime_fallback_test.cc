@@ -39,7 +39,7 @@ class HostAtCapacity {
   bool ok() const { return ok_; }
 
  private:
-  std::vector<UniqueFd> held_;
+  std::vector<host::SlotLock> held_;
   bool ok_ = false;
 };
 

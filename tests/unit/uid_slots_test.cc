@@ -3,6 +3,8 @@
 // ((uid >> 7) + uid) & 127), which every setuid scans under a spinlock.
 #include "host/uid_slots.h"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/wait.h>
@@ -10,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <vector>
 
 #include "support/ci_skip.h"
 
@@ -80,6 +83,74 @@ TEST(UidSlots, ASlotIsHeldForAProcessInAnotherNetworkNamespaceToo) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10 unshare, 13 taken twice, 14 another error";
+}
+
+// A non-root docker worker (a member of the docker group) and a root worker on
+// one host take their slots through the same lock files: root's exclusive lock
+// and the member's shared one exclude each other. Before, the member held its
+// slots by an abstract socket only, which root no longer looks at, and the two
+// could be given one range (one host uid, one egress identity). Two members
+// exclude each other by the socket as well.
+TEST(UidSlots, RootAndANonRootDockerWorkerNeverShareASlot) {
+  if (::geteuid() != 0) RF_SKIP() << "changing to another user needs root";
+  group g{};
+  group* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getgrnam_r(kUidSlotGroup, &g, buf.data(), buf.size(), &found) != 0 || found == nullptr)
+    RF_SKIP() << "no " << kUidSlotGroup << " group on this host";
+  const gid_t docker = g.gr_gid;
+  auto slot = acquire_uid_slot();
+  ASSERT_TRUE(slot.ok()) << slot.error().to_string();
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(::pipe2(to_parent, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(to_child, O_CLOEXEC), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(to_parent[0]);
+    ::close(to_child[1]);
+    if (::setgroups(1, &docker) != 0 || ::setgid(docker) != 0 || ::setuid(65534) != 0) ::_exit(10);
+    auto again = try_lock_uid_slot(slot->index());
+    if (again) ::_exit(11);  // root's slot, taken again
+    if (again.error().sys_errno != EADDRINUSE) ::_exit(12);
+    auto own = try_lock_uid_slot(slot->index() ^ 1);
+    if (!own) ::_exit(own.error().sys_errno == EADDRINUSE ? 20 : 13);
+    if (!own->file.valid() || !own->socket.valid()) ::_exit(14);
+    // Another member of the group, in the same network namespace.
+    const pid_t other = ::fork();
+    if (other == 0) {
+      auto twice = try_lock_uid_slot(slot->index() ^ 1);
+      ::_exit(!twice && twice.error().sys_errno == EADDRINUSE ? 0 : 1);
+    }
+    int st = 0;
+    if (other < 0 || ::waitpid(other, &st, 0) != other || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      ::_exit(15);
+    char c = 1;
+    if (::write(to_parent[1], &c, 1) != 1) ::_exit(16);
+    (void)!::read(to_child[0], &c, 1);  // until the parent has tried our slot
+    ::_exit(0);
+  }
+  ::close(to_parent[1]);
+  ::close(to_child[0]);
+  char c = 0;
+  const bool child_holds = ::read(to_parent[0], &c, 1) == 1;
+  if (child_holds) {
+    auto theirs = try_lock_uid_slot(slot->index() ^ 1);
+    EXPECT_FALSE(theirs.ok()) << "root took the docker worker's slot";
+    if (!theirs.ok()) {
+      EXPECT_EQ(theirs.error().sys_errno, EADDRINUSE) << theirs.error().to_string();
+    }
+  }
+  ::close(to_child[1]);
+  ::close(to_parent[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  const int code = WEXITSTATUS(status);
+  if (code == 20) RF_SKIP() << "the slot beside the test's is held by a live sandbox";
+  EXPECT_EQ(code, 0) << "10 setuid, 11 root's slot taken again, 12/13 another error, "
+                        "14 not held by file and socket, 15 two members shared a slot";
+  EXPECT_TRUE(child_holds);
 }
 
 }  // namespace
