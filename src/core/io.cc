@@ -82,4 +82,19 @@ Status write_file_atomic(const std::string& path, std::string_view data, int mod
   return ok_status();
 }
 
+Status make_private_dirs(const std::string& dir) {
+  if (dir.empty()) return ok_status();
+  // Parents first: each component that is missing is made 0700.
+  std::string part;
+  size_t at = 0;
+  while (at != std::string::npos) {
+    at = dir.find('/', at + 1);
+    part = dir.substr(0, at);
+    if (part.empty() || part == "/") continue;
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST)
+      return sys_error("create directory " + part);
+  }
+  return ok_status();
+}
+
 }  // namespace rf

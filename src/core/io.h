@@ -20,4 +20,8 @@ Status write_file(const std::string& path, std::string_view data);
 // Creates or replaces a regular file atomically (write to a temp name, rename).
 Status write_file_atomic(const std::string& path, std::string_view data, int mode = 0644);
 
+// Makes `dir` and any missing parent, each new one mode 0700 (state that may
+// hold secrets: readable by its owner only); existing ones are left as they are.
+Status make_private_dirs(const std::string& dir);
+
 }  // namespace rf

@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <thread>
 #include <utility>
 
+#include "core/io.h"
+#include "core/unique_fd.h"
 #include "store/migrations.h"
 #include "store/sql.h"
 
@@ -399,12 +402,13 @@ Result<int64_t> insert_chunks(Db& db, int64_t call_id, const std::vector<Pending
   return seq;
 }
 
-Status make_parent_dirs(const std::string& path) {
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) return ok_status();
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return sys_error("create directory " + dir.string(), ec.value());
+// The database's directory (0700 where it is made) and the file itself (0600
+// where it is made; SQLite gives its journal and WAL the file's mode): the
+// store holds what calls printed and the sealed secrets, for its owner only.
+Status make_private_db_file(const std::string& path) {
+  RF_TRY(make_private_dirs(std::filesystem::path(path).parent_path().string()));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd && errno != EACCES) return sys_error("create " + path);
   return ok_status();
 }
 
@@ -462,8 +466,14 @@ Result<std::shared_ptr<SharedBell>> shared_bell(const std::string& uri) {
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& target) {
   const bool postgres = is_postgres_uri(target);
+  // A mistyped URI (postgress://, postgre://) would otherwise be taken for a
+  // relative SQLite path and made as a file in the current directory.
+  if (!postgres && target.find("://") != std::string::npos)
+    return make_error("open store " + engine::redact_uri(target),
+                      "an unknown scheme: expected postgres://, postgresql://, sqlite:PATH or "
+                      "a file path");
   const std::string path = postgres ? target : sqlite_path(target);
-  if (!postgres) RF_TRY(within("open store " + path, make_parent_dirs(path)));
+  if (!postgres) RF_TRY(within("open store " + path, make_private_db_file(path)));
   auto db = Db::open(path);
   if (!db.ok()) return db.take_error();
   RF_TRY(migrate(*db));

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,6 +117,53 @@ TEST_F(StoreTest, ASqliteFileThatCannotBeOpenedSaysTheErrno) {
   EXPECT_EQ(db.error().to_string(),
             "open database /nonexistent-rf-dir/ringfence.db: unable to open database file "
             "(extended code 14, errno 2: No such file or directory)");
+}
+
+// The store holds what calls printed, the tool calls' environments and the
+// sealed secrets: a new one, its WAL and the directories made for it are its
+// owner's alone, whatever the umask. Before, they were 0644 and 0755.
+TEST(StoreFiles, ANewStoreAndTheDirectoriesMadeForItAreTheOwnersOnly) {
+  char tmpl[] = "/tmp/rf-store-mode-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  const mode_t old_umask = ::umask(022);
+  {
+    auto store = Store::open(root + "/a/b/ringfence.db");
+    ASSERT_TRUE(store.ok()) << store.error().to_string();
+  }
+  ::umask(old_umask);
+  auto mode_of = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+  };
+  EXPECT_EQ(mode_of(root + "/a"), 0700);
+  EXPECT_EQ(mode_of(root + "/a/b"), 0700);
+  EXPECT_EQ(mode_of(root + "/a/b/ringfence.db"), 0600);
+  for (const char* side : {"-wal", "-shm"}) {
+    const int mode = mode_of(root + "/a/b/ringfence.db" + side);
+    if (mode != -1) {
+      EXPECT_EQ(mode & 077, 0) << side;
+    }
+  }
+  std::filesystem::remove_all(root);
+}
+
+// A mistyped URI is an error naming it, not a SQLite file of that name made
+// in the current directory.
+TEST(StoreFiles, AMistypedUriIsRefusedAndMakesNoFile) {
+  char tmpl[] = "/tmp/rf-store-uri-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(root);
+  auto store = Store::open("postgress://db.example/rf");
+  std::filesystem::current_path(cwd);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().to_string(),
+            "open store postgress://db.example/rf: an unknown scheme: expected postgres://, "
+            "postgresql://, sqlite:PATH or a file path");
+  EXPECT_TRUE(std::filesystem::is_empty(root));
+  std::filesystem::remove_all(root);
 }
 
 TEST_F(StoreTest, ConnectionsOpeningANewFileAtOnceMigrateItOnce) {
