@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <optional>
+#include <string_view>
 
 namespace rf {
 namespace {
@@ -52,8 +53,8 @@ constexpr Unit kSizeUnits[] = {{"", 1},
                                {"m", 1024.0 * 1024},
                                {"g", 1024.0 * 1024 * 1024},
                                {"t", 1024.0 * 1024 * 1024 * 1024}};
-constexpr Unit kDurationUnits[] = {
-    {"ms", 1}, {"", 1000}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}};
+constexpr Unit kDurationUnits[] = {{"ms", 1},     {"", 1000},       {"s", 1000},
+                                   {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}};
 
 }  // namespace
 
@@ -64,12 +65,10 @@ Result<uint64_t> parse_size(std::string_view text) {
   if (!split_number(text, &n, &suffix)) {
     return make_error(quoted, "not a size (examples: 4096, 512k, 512m, 1g)");
   }
-  // "512mib" and "512mb" are "512m".
-  if (suffix.size() > 1 && suffix.ends_with("ib")) {
-    suffix.resize(suffix.size() - 2);
-  } else if (suffix.size() > 1 && suffix.back() == 'b') {
-    suffix.pop_back();
-  }
+  // "512mib" and "512mb" are "512m" (and no more: not "512bb" or "512ib").
+  const bool unit_letter =
+      !suffix.empty() && std::string_view("kmgt").find(suffix[0]) != std::string_view::npos;
+  if (unit_letter && (suffix.substr(1) == "ib" || suffix.substr(1) == "b")) suffix.resize(1);
   const auto mult = factor_of(suffix, kSizeUnits);
   if (!mult) {
     return make_error(quoted, "unknown size suffix \"" + suffix + "\" (use k, m, g or t)");
@@ -78,6 +77,8 @@ Result<uint64_t> parse_size(std::string_view text) {
   if (bytes >= static_cast<double>(std::numeric_limits<int64_t>::max())) {
     return make_error(quoted, "size too large");
   }
+  // Not rounded down: "0.4" as 0 bytes would read as "no cap" where 0 means that.
+  if (bytes != std::floor(bytes)) return make_error(quoted, "not a whole number of bytes");
   return static_cast<uint64_t>(bytes);
 }
 
@@ -90,7 +91,7 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   }
   const auto unit_ms = factor_of(suffix, kDurationUnits);
   if (!unit_ms) {
-    return make_error(quoted, "unknown duration suffix \"" + suffix + "\" (use ms, s, m or h)");
+    return make_error(quoted, "unknown duration suffix \"" + suffix + "\" (use ms, s, m, h or d)");
   }
   const double ms = n * *unit_ms;
   if (ms > 365.0 * 24 * 3'600'000) return make_error(quoted, "duration too long");

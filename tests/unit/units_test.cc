@@ -23,6 +23,21 @@ TEST(Units, SizeErrorsNameTheText) {
   EXPECT_FALSE(parse_size("-1m").ok());
   EXPECT_FALSE(parse_size("1.2.3m").ok());
   EXPECT_FALSE(parse_size("99999999999t").ok());
+  // A suffix is a unit with at most one "b" or "ib" after it.
+  EXPECT_EQ(parse_size("512bb").error().to_string(),
+            "\"512bb\": unknown size suffix \"bb\" (use k, m, g or t)");
+  EXPECT_FALSE(parse_size("512ib").ok());
+  EXPECT_FALSE(parse_size("512kbb").ok());
+  EXPECT_EQ(*parse_size("512b"), 512u);
+}
+
+// A fraction of a byte is refused, not rounded down: "0.4" read as 0 would be
+// "no cap" for the limits where 0 means that (egress bytes, output).
+TEST(Units, ASizeIsAWholeNumberOfBytes) {
+  EXPECT_EQ(parse_size("0.4").error().to_string(), "\"0.4\": not a whole number of bytes");
+  EXPECT_FALSE(parse_size("1.5").ok());
+  EXPECT_FALSE(parse_size("0.0001k").ok());
+  EXPECT_EQ(*parse_size("0.5k"), 512u);
 }
 
 TEST(Units, ParsesDurations) {
@@ -32,6 +47,7 @@ TEST(Units, ParsesDurations) {
   EXPECT_EQ(parse_duration("1h")->count(), 3'600'000);
   EXPECT_EQ(parse_duration("5")->count(), 5'000);
   EXPECT_EQ(parse_duration("0.5s")->count(), 500);
+  EXPECT_EQ(parse_duration("30d")->count(), 30LL * 86'400'000);  // token create --expires 30d
   EXPECT_FALSE(parse_duration("5 minutes").ok());
   EXPECT_FALSE(parse_duration("s").ok());
 }
