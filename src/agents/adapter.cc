@@ -9,6 +9,7 @@
 
 #include "core/io.h"
 #include "core/units.h"
+#include "core/yaml_duplicates.h"
 
 namespace rf::agents {
 namespace {
@@ -106,6 +107,7 @@ Result<AgentAdapter> parse_adapter(const std::string& text, const std::string& f
   } catch (const YAML::Exception& e) {
     return make_error(file + ":" + std::to_string(e.mark.line + 1), "not valid YAML: " + e.msg);
   }
+  if (auto dup = find_duplicate_key(root)) return make_error(dup->where(file), dup->message());
   if (!root.IsMap()) return make_error(file, "expected an agent adapter (a mapping)");
   for (const auto& kv : root) {
     const std::string k = kv.first.Scalar();

@@ -5,6 +5,7 @@
 
 #include "core/io.h"
 #include "core/units.h"
+#include "core/yaml_duplicates.h"
 
 namespace rf::identity {
 namespace {
@@ -124,6 +125,7 @@ Result<JitPolicy> parse_jit_policy(const std::string& text, const std::string& p
   policy.path = path;
   try {
     const YAML::Node root = YAML::Load(text);
+    if (auto dup = find_duplicate_key(root)) return make_error(dup->where(path), dup->message());
     if (!root.IsMap()) return at(path, root, "expected a mapping with `rules:`");
     for (const auto& kv : root) {
       const std::string field = kv.first.as<std::string>();

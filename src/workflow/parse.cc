@@ -8,6 +8,7 @@
 
 #include "core/io.h"
 #include "core/units.h"
+#include "core/yaml_duplicates.h"
 
 namespace rf::workflow {
 namespace {
@@ -431,9 +432,17 @@ void parse_sandbox(Reader& r, const YAML::Node& n, const std::string& key, StepD
       }
     } else if (net.IsMap()) {
       if (r.keys(net, key + ".network", {"policy", "allow"})) {
-        if (net["policy"]) r.text(net["policy"], key + ".network.policy", &s.network);
+        if (net["policy"] && r.text(net["policy"], key + ".network.policy", &s.network) &&
+            s.network != "none" && s.network != "proxy" && s.network != "host") {
+          r.problem(net["policy"], key + ".network.policy",
+                    "expected none, proxy or host, got " + describe(net["policy"]));
+        }
         if (net["allow"]) r.strings(net["allow"], key + ".network.allow", &s.allow);
         if (s.network.empty()) s.network = "proxy";
+        if (!s.allow.empty() && (s.network == "none" || s.network == "host")) {
+          r.problem(net["allow"], key + ".network.allow",
+                    "an allow list needs policy proxy (policy " + s.network + " has none)");
+        }
       }
     } else {
       r.problem(net, key + ".network",
@@ -710,6 +719,10 @@ Loaded parse_workflow(std::string_view text, const std::string& file) {
     out.problems.push_back(file + ":" + std::to_string(e.mark.line + 1) + ":" +
                            std::to_string(e.mark.column + 1) +
                            ": not valid YAML or JSON: " + e.msg);
+    return out;
+  }
+  if (auto dup = find_duplicate_key(root)) {
+    out.problems.push_back(dup->where(file) + ": " + dup->message());
     return out;
   }
   if (!root.IsMap()) {

@@ -89,6 +89,9 @@ TEST(JitPolicy, MistakesNameTheFileAndLine) {
   EXPECT_EQ(error_of("rules: allow\n"), "jit.yaml:1: rules: expected a list of rules");
   EXPECT_EQ(error_of("- a\n"), "jit.yaml:1: expected a mapping with `rules:`");
   EXPECT_EQ(error_of("rules: [\n"), "jit.yaml:2: invalid YAML: end of sequence flow not found");
+  // Given twice, a rule's verdict was the last one (deny, then allow: allow).
+  EXPECT_EQ(error_of("rules:\n  - secret: x\n    verdict: deny\n    verdict: allow\n"),
+            "jit.yaml:4: rules[0].verdict: duplicate key (first at line 3)");
   auto missing = load_jit_policy("/nonexistent/jit.yaml");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().to_string().find("JIT policy /nonexistent/jit.yaml"),

@@ -134,6 +134,10 @@ result: {from: stdout, format: json, answer: /result, error: /failed}
   EXPECT_FALSE(ans->is_error);
   EXPECT_TRUE(agents::read_answer(*a, "{\"result\": \"x\", \"failed\": true}")->is_error);
   // Bad adapters: errors name the file, the line and the key.
+  EXPECT_EQ(agents::parse_adapter("name: x\nargv: [x]\nargv: [y]\nresult: {}\n", "b.yaml")
+                .error()
+                .to_string(),
+            "b.yaml:3: argv: duplicate key (first at line 2)");
   EXPECT_EQ(agents::parse_adapter("name: x\nargv: [x]\nresult: {format: xml}\n", "b.yaml")
                 .error()
                 .to_string(),

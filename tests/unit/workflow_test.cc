@@ -124,6 +124,30 @@ TEST(WorkflowParse, UnknownKeysAndModesNameLineAndKey) {
                  "http, llm, approval or sleep)");
 }
 
+// A key given twice is an error naming both lines: yaml-cpp keeps both, and
+// the parser's lookups took the first (`run: echo safe`) while a reader of the
+// file may well take the last.
+TEST(WorkflowParse, AKeyGivenTwiceIsAnError) {
+  expect_problem(
+      "name: w\nsteps:\n  - id: build\n    mode: sandboxed\n    run: echo safe\n"
+      "    run: rm -rf /workspace/*\n",
+      "wf.yaml:6: steps[0].run: duplicate key (first at line 5)");
+  expect_problem("name: w\nname: v\nsteps:\n  - id: a\n    mode: in_process\n    kind: sleep\n",
+                 "wf.yaml:2: name: duplicate key (first at line 1)");
+}
+
+// The map form of a step's network names a policy as the scalar form does.
+TEST(WorkflowParse, ANetworkPolicyIsOneOfTheThree) {
+  const std::string step = "name: w\nsteps:\n  - id: a\n    mode: sandboxed\n    run: true\n";
+  expect_problem(step + "    sandbox: {network: {policy: nonee}}\n",
+                 "wf.yaml:6: steps[0].sandbox.network.policy: expected none, proxy or host, got "
+                 "\"nonee\"");
+  expect_problem(step + "    sandbox: {network: {policy: none, allow: [example.com]}}\n",
+                 "wf.yaml:6: steps[0].sandbox.network.allow: an allow list needs policy proxy "
+                 "(policy none has none)");
+  EXPECT_TRUE(check(step + "    sandbox: {network: {policy: proxy, allow: [example.com]}}\n").ok());
+}
+
 TEST(WorkflowParse, SyntaxErrorsNameLineAndColumn) {
   const Loaded l = check("name: w\nsteps:\n  - id: a\n   mode: [x\n");
   ASSERT_EQ(l.problems.size(), 1u);
