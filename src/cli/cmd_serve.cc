@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/tls_front.h"
 #include "core/log.h"
+#include "core/no_core_dumps.h"
 #include "core/units.h"
 #include "proof/signing_key.h"
 #include "store/audit_log.h"
@@ -156,6 +157,9 @@ struct ServeFlags {
 };
 
 int serve(const ServeFlags& f) {
+  // Secret values and the sealing key pass through this process.
+  if (auto s = forbid_core_dumps(); !s)
+    std::fprintf(stderr, "ringfence: warning: %s\n", s.error().to_string().c_str());
   auto address = api::parse_listen_address(f.listen);
   if (!address) return fail(address.error().to_string(), kExitUsage);
   const bool tls = !f.tls_cert.empty() || !f.tls_key.empty();

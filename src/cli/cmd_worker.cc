@@ -13,6 +13,7 @@
 #include "cli/vault_wiring.h"
 #include "cli/worker_flags.h"
 #include "core/fd_limit.h"
+#include "core/no_core_dumps.h"
 #include "core/units.h"
 #include "worker/config_file.h"
 #include "worker/worker.h"
@@ -46,6 +47,9 @@ struct StartFlags {
 
 // Runs until SIGTERM or SIGINT, then drains (see Worker::stop) and exits 0.
 int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
+  // Secret values, the sealing key and VAULT_TOKEN live in this process.
+  if (auto s = forbid_core_dumps(); !s)
+    std::fprintf(stderr, "ringfence: warning: %s\n", s.error().to_string().c_str());
   // Three fds per live native sandbox (protocol socket, pidfd, uid-slot lock):
   // thousands of sandboxes need the hard limit, and a low one is said at start.
   if (auto limit = raise_fd_limit(); !limit) {

@@ -3,9 +3,11 @@
 #include "worker/worker.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -368,6 +370,14 @@ TEST_F(WorkerTest, KillNineMidCallThenRestartInterruptsAndReaps) {
     std::this_thread::sleep_for(10ms);
   }
   ASSERT_EQ(s->call(*id)->state, store::CallState::running);
+  // The worker holds secret values and the sealing key: it leaves no core file.
+  {
+    std::ifstream limits("/proc/" + std::to_string(first) + "/limits");
+    std::string line, core;
+    while (std::getline(limits, line))
+      if (line.starts_with("Max core file size")) core = line;
+    EXPECT_THAT(core, ::testing::MatchesRegex("Max core file size +0 +0 +bytes *")) << core;
+  }
   auto live_runs = [&] {
     std::set<std::string> runs;
     auto rows = s->live_sandboxes();
