@@ -166,7 +166,7 @@ int run_receipt(const AuditFlags& f) {
     std::printf("%s\n", bundle->dump(2).c_str());
     return 0;
   }
-  if (auto w = write_receipt_file(f.output, *bundle); !w)
+  if (auto w = write_receipt_file(f.output, *bundle, "-o"); !w)
     return fail(w.error().to_string(), kExitRuntime);
   return 0;
 }

@@ -89,21 +89,12 @@ Result<nlohmann::json> wait_for_call_receipt(store::Store& store, const std::str
   }
 }
 
-Status write_receipt_file(const std::string& path, const nlohmann::json& bundle) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd) return sys_error("--receipt " + path);
-    if (auto w = write_all(fd.get(), bundle.dump(2) + "\n"); !w) {
-      ::unlink(tmp.c_str());
-      return make_error("--receipt " + path, w.error().to_string());
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return sys_error("--receipt " + path, err);
-  }
+Status write_receipt_file(const std::string& path, const nlohmann::json& bundle,
+                          const std::string& flag) {
+  // Through a temporary file, fsync'ed, then renamed: after a crash the file
+  // is the old receipt or the new one, never an empty or a part of one.
+  if (auto w = write_file_atomic(path, bundle.dump(2) + "\n", 0644); !w)
+    return make_error(flag + " " + path, w.error().to_string());
   return ok_status();
 }
 

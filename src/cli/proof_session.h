@@ -47,8 +47,10 @@ class ProofSession {
   std::thread runner_digest_;
 };
 
-// Writes `bundle` to `path` (pretty JSON) atomically: all of it or nothing.
-Status write_receipt_file(const std::string& path, const nlohmann::json& bundle);
+// Writes `bundle` to `path` (pretty JSON) atomically: all of it or nothing,
+// fsync'ed. Errors name `flag` (the option that gave the path) and the path.
+Status write_receipt_file(const std::string& path, const nlohmann::json& bundle,
+                          const std::string& flag = "--receipt");
 // Fails (naming --receipt and the directory) when `path` cannot be written:
 // checked before anything runs.
 Status check_receipt_path(const std::string& path);

@@ -246,6 +246,12 @@ TEST_F(ProofCli, AReceiptIsFetchedLaterAndTheLogChecksOut) {
   const json again = json::parse(slurp(dir_ + "/again.json"));
   EXPECT_GT(again["log"]["size"].get<int>(), first["log"]["size"].get<int>());
   EXPECT_EQ(verify(dir_ + "/again.json").exit_code, 0);
+  // A path that cannot be written: the error names the option given, -o.
+  const auto nowhere = run_cli({"audit", "receipt", "--seq", std::to_string(seq), "-o",
+                                dir_ + "/no/such/dir/r.json", "--state-dir", dir_});
+  EXPECT_NE(nowhere.exit_code, 0);
+  EXPECT_EQ(nowhere.err.rfind("ringfence: -o " + dir_ + "/no/such/dir/r.json: ", 0), 0u)
+      << nowhere.err;
   const auto chain = run_cli({"audit", "verify", "--state-dir", dir_});
   EXPECT_EQ(chain.exit_code, 0) << chain.out;
   const auto cp = run_cli({"audit", "checkpoint", "--state-dir", dir_});
