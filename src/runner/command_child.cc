@@ -1,5 +1,6 @@
 #include "runner/command_child.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
