@@ -84,8 +84,27 @@ Status write_key(const SealingKey& key, const std::string& path) {
 
 Result<SealingKey> load_or_create_key(const std::string& path) {
   if (::access(path.c_str(), F_OK) == 0 || errno != ENOENT) return load_key(path);
-  SealingKey key = new_key(path);
-  RF_TRY(write_key(key, path));
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return key_error(path, "cannot create its directory: " + ec.message());
+  // Written whole under a name of its own, then linked into place: link()
+  // never replaces a key file another process made meanwhile (a rename
+  // would, leaving what it sealed unopenable); on EEXIST theirs is loaded.
+  std::string tmp = path + ".new.XXXXXX";
+  UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (!fd) return sys_error("key file " + tmp);
+  const SealingKey key = new_key(path);
+  Status written = write_all(fd.get(), key.key.reveal());  // mkostemp made it 0600
+  if (!written.ok()) {
+    written = make_error("key file " + tmp, written.error().to_string());
+  } else if (::fsync(fd.get()) != 0) {
+    written = sys_error("key file " + tmp);
+  }
+  const int linked = written.ok() ? ::link(tmp.c_str(), path.c_str()) : 0;
+  const int link_errno = errno;
+  ::unlink(tmp.c_str());
+  if (!written.ok()) return written.take_error();
+  if (linked != 0 && link_errno != EEXIST) return sys_error("key file " + path, link_errno);
   return load_key(path);
 }
 

@@ -25,7 +25,8 @@ std::string key_file_path(const std::string& state_dir);
 // Reads the key file.
 Result<SealingKey> load_key(const std::string& path);
 // Reads it, or creates a new one when there is none (first secret): written
-// atomically with mode 0600.
+// whole with mode 0600, then linked into place, so that of several processes
+// making it at once, one key is made and all of them get it.
 Result<SealingKey> load_or_create_key(const std::string& path);
 // A new random key, not yet written anywhere.
 SealingKey new_key(const std::string& path);

@@ -3,10 +3,13 @@
 // store file; every bad input is refused by name, writing nothing.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "identity/cascade.h"
@@ -33,13 +36,69 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// Runs fn(i) for i in [0, n) in n forked processes released at once (they
+// wait on a pipe the parent closes), each with a store and Secrets of its
+// own on `target` and `state_dir`. Returns how many failed; a child says why
+// on stderr. Children end with _exit: the parent's store and the tests'
+// PostgreSQL belong to the parent.
+int fork_all(int n, const std::string& target, const std::string& state_dir,
+             const std::function<Status(Secrets&, int)>& fn) {
+  int gate[2];
+  if (::pipe(gate) != 0) return n;
+  std::vector<pid_t> kids;
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(gate[1]);
+      char c;
+      while (::read(gate[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      auto s = store::Store::open(target);
+      if (!s.ok()) {
+        std::fprintf(stderr, "child %d: %s\n", i, s.error().to_string().c_str());
+        ::_exit(1);
+      }
+      Secrets secrets(**s, SecretsOptions{state_dir, nullptr, "test"});
+      const Status done = fn(secrets, i);
+      if (!done.ok()) std::fprintf(stderr, "child %d: %s\n", i, done.error().to_string().c_str());
+      ::_exit(done.ok() ? 0 : 1);
+    }
+    if (pid > 0) kids.push_back(pid);
+  }
+  ::close(gate[0]);
+  ::close(gate[1]);  // go
+  int failed = n - static_cast<int>(kids.size());
+  for (pid_t pid : kids) {
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ++failed;
+  }
+  return failed;
+}
+
+// Every sealed version in the store opens with the key file in `state_dir`;
+// returns the first that does not, or "".
+std::string first_unopenable(store::IdentityStore& rows, const std::string& state_dir) {
+  auto key = load_key(key_file_path(state_dir));
+  if (!key.ok()) return key.error().to_string();
+  auto versions = rows.sealed_versions();
+  if (!versions.ok()) return versions.error().to_string();
+  for (const auto& v : *versions) {
+    auto plain = open_sealed(*key, v.name, v.version, v.sealed, v.key_id);
+    if (!plain.ok()) return plain.error().to_string();
+  }
+  return "";
+}
+
 class IdentityTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/rf-identity-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    auto s = store::Store::open(rf::testing::fresh_store_target(dir_ + "/ringfence.db"));
+    target_ = rf::testing::fresh_store_target(dir_ + "/ringfence.db");
+    auto s = store::Store::open(target_);
     ASSERT_TRUE(s.ok()) << s.error().to_string();
     store_ = std::move(*s);
     rows_ = std::make_unique<store::IdentityStore>(*store_);
@@ -72,6 +131,7 @@ class IdentityTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string target_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<store::IdentityStore> rows_;
   std::unique_ptr<Secrets> secrets_;
@@ -197,6 +257,31 @@ TEST_F(IdentityTest, ARotationInterruptedAfterItsCommitIsFinishedOnTheNextOpen) 
   ASSERT_TRUE(opened.ok()) << opened.error().to_string();
   EXPECT_EQ(opened->at("a").value.reveal(), "value-a");
   EXPECT_FALSE(std::filesystem::exists(path + ".next"));
+}
+
+// The first secrets of a state dir, set by many processes at once, are all
+// sealed with the one key file that stays: the key is made once (link(), not
+// a rename over another's).
+TEST_F(IdentityTest, FirstSetsByManyProcessesAllSealWithTheOneKeyThatStays) {
+  for (int round = 0; round < 5; ++round) {
+    const std::string state = dir_ + "/round" + std::to_string(round);
+    ASSERT_TRUE(std::filesystem::create_directory(state));
+    const std::string target = rf::testing::fresh_store_target(state + "/ringfence.db");
+    auto s = store::Store::open(target);
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    const int failed = fork_all(16, target, state, [](Secrets& secrets, int i) -> Status {
+      auto v = secrets.set(
+          {"s" + std::to_string(i), SecretValue("value-" + std::to_string(i)), "builtin", {}});
+      return v.ok() ? ok_status() : v.take_error();
+    });
+    EXPECT_EQ(failed, 0) << "round " << round;
+    store::IdentityStore rows(**s);
+    EXPECT_EQ(first_unopenable(rows, state), "") << "round " << round;
+    auto versions = rows.sealed_versions();
+    ASSERT_TRUE(versions.ok());
+    EXPECT_EQ(versions->size(), 16u);
+    EXPECT_FALSE(std::filesystem::exists(state + "/secrets.key.next"));
+  }
 }
 
 TEST_F(IdentityTest, BadSecretsAreRefusedByNameWithoutTheirValue) {
