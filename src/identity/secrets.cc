@@ -85,18 +85,18 @@ Result<int64_t> Secrets::set(const NewSecret& s) {
   if (s.backend == "builtin") {
     auto key = key_for_sealing();
     if (!key.ok()) return make_error("set secret " + s.name, key.error().to_string());
-    auto current = rows_.secret(s.name);
-    if (!current.ok()) return current.take_error();
-    const int64_t next = *current ? (*current)->current_version + 1 : 1;
-    auto put = rows_.put_secret_version(s.name, "builtin", std::nullopt,
-                                        seal(*key, s.name, next, s.value.reveal()), key->id);
+    // Sealed as the version the store's transaction gives it, which is
+    // bound into the sealed value: one picked before could be taken meanwhile.
+    auto put = rows_.put_secret_version(s.name, "builtin", std::nullopt, [&](int64_t v) {
+      return std::make_pair(seal(*key, s.name, v, s.value.reveal()), key->id);
+    });
     if (!put.ok()) return put.take_error();
     version = *put;
   } else {
     if (!options_.vault) return make_error("set secret " + s.name, "no Vault client is set up");
     auto written = options_.vault->write(*s.vault, s.value.reveal());
     if (!written.ok()) return make_error("set secret " + s.name, written.error().to_string());
-    auto put = rows_.put_secret_version(s.name, "vault", s.vault, "", "");
+    auto put = rows_.put_secret_version(s.name, "vault", s.vault, nullptr);
     if (!put.ok()) return put.take_error();
     version = *put;
   }

@@ -211,8 +211,7 @@ Result<ProfileLevel> parse_profile_level(std::string_view text) {
 Result<int64_t> IdentityStore::put_secret_version(const std::string& name,
                                                   const std::string& backend,
                                                   const std::optional<VaultLocation>& vault,
-                                                  const std::string& sealed,
-                                                  const std::string& key_id) {
+                                                  const Sealer& seal) {
   return store_.locked([&](Db& db) -> Result<int64_t> {
     const int64_t at = store_.clock_now();
     auto put = [&]() -> Result<int64_t> {
@@ -221,6 +220,8 @@ Result<int64_t> IdentityStore::put_secret_version(const std::string& name,
         return fail("unknown secret backend \"" + backend + "\" (expected builtin or vault)");
       if ((backend == "vault") != vault.has_value())
         return fail("a vault secret needs its vault address and path, and only it");
+      if ((backend == "builtin") != static_cast<bool>(seal))
+        return fail("a builtin secret is sealed, and only it");
       auto existing = secret_in(db, name);
       if (!existing.ok()) return existing.take_error();
       int64_t version = 1;
@@ -246,12 +247,15 @@ Result<int64_t> IdentityStore::put_secret_version(const std::string& name,
                     vault ? std::optional(vault->mount) : std::nullopt,
                     vault ? std::optional(vault->path) : std::nullopt, at));
       }
+      // Sealed here, in the transaction that assigns the version: writers
+      // take turns (store.h), so no other set can take this version meanwhile.
+      const auto [sealed, key_id] = seal ? seal(version) : std::pair<std::string, std::string>();
       auto insert = query(db,
                           "INSERT INTO secret_versions (name, version, sealed, key_id, "
                           "created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
                           name, version, Blob{sealed}, key_id, at);
       if (!insert.ok()) return insert.take_error();
-      if (sealed.empty()) insert->bind_null(3).bind_null(4);
+      if (!seal) insert->bind_null(3).bind_null(4);
       RF_TRY(insert->run());
       return version;
     };

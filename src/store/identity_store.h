@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -111,12 +112,16 @@ class IdentityStore {
   explicit IdentityStore(Store& store) : store_(store) {}
 
   // ---- secrets
+  // Seals a builtin value as the version given: its sealed bytes and key id.
+  using Sealer = std::function<std::pair<std::string, std::string>(int64_t version)>;
   // Adds a version: the secret is created (version 1, active) when missing;
   // else it must have the same backend, and a revoked secret becomes active
-  // again with the new version. Returns the version.
+  // again with the new version. A builtin value is sealed by `seal` inside the
+  // transaction, with the version that transaction assigns (it is bound into
+  // the sealed value, so it must be the one stored); vault passes none.
+  // Returns the version.
   Result<int64_t> put_secret_version(const std::string& name, const std::string& backend,
-                                     const std::optional<VaultLocation>& vault,
-                                     const std::string& sealed, const std::string& key_id);
+                                     const std::optional<VaultLocation>& vault, const Sealer& seal);
   Result<std::optional<SecretRow>> secret(const std::string& name);
   Result<std::vector<SecretRow>> secrets();
   // The current version of a secret, sealed.

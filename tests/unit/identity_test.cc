@@ -284,6 +284,24 @@ TEST_F(IdentityTest, FirstSetsByManyProcessesAllSealWithTheOneKeyThatStays) {
   }
 }
 
+// Many processes setting one name at once: each version is sealed as the
+// version it is stored as, so every one of them opens.
+TEST_F(IdentityTest, SetsOfOneNameByManyProcessesEachOpenAsTheVersionStored) {
+  set("shared", "first");  // the key exists: only the versions race
+  for (int round = 0; round < 4; ++round) {
+    const int failed = fork_all(8, target_, dir_, [](Secrets& secrets, int i) -> Status {
+      auto v = secrets.set({"shared", SecretValue("value-" + std::to_string(i)), "builtin", {}});
+      return v.ok() ? ok_status() : v.take_error();
+    });
+    EXPECT_EQ(failed, 0) << "round " << round;
+    EXPECT_EQ(first_unopenable(*rows_, dir_), "") << "round " << round;
+  }
+  auto row = rows_->secret("shared");
+  ASSERT_TRUE(row.ok() && *row);
+  EXPECT_EQ((*row)->current_version, 1 + 4 * 8);
+  EXPECT_TRUE(secrets_->open_current({"shared"}).ok());
+}
+
 TEST_F(IdentityTest, BadSecretsAreRefusedByNameWithoutTheirValue) {
   auto empty = secrets_->set({"e", SecretValue(""), "builtin", std::nullopt});
   ASSERT_FALSE(empty.ok());
