@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sodium.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -106,6 +107,27 @@ Result<SealingKey> load_or_create_key(const std::string& path) {
   if (!written.ok()) return written.take_error();
   if (linked != 0 && link_errno != EEXIST) return sys_error("key file " + path, link_errno);
   return load_key(path);
+}
+
+Result<KeyLock> KeyLock::take(const std::string& key_path, Mode mode) {
+  const std::string path = key_path + ".lock";
+  if (mode == Mode::exclusive) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    if (ec) return make_error("key lock " + path, "cannot create its directory: " + ec.message());
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd && mode == Mode::shared) {
+    if (errno == ENOENT) return KeyLock(UniqueFd());
+    // A state dir this process may read but not write: an flock needs no write.
+    if (errno == EACCES || errno == EROFS)
+      fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  }
+  if (!fd) return sys_error("key lock " + path);
+  while (::flock(fd.get(), mode == Mode::exclusive ? LOCK_EX : LOCK_SH) != 0) {
+    if (errno != EINTR) return sys_error("lock " + path);
+  }
+  return KeyLock(std::move(fd));
 }
 
 }  // namespace rf::identity

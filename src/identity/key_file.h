@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/result.h"
+#include "core/unique_fd.h"
 #include "identity/secret_value.h"
 
 namespace rf::identity {
@@ -32,5 +33,24 @@ Result<SealingKey> load_or_create_key(const std::string& path);
 SealingKey new_key(const std::string& path);
 // Writes the key to `path` atomically (mode 0600).
 Status write_key(const SealingKey& key, const std::string& path);
+
+// An flock on <key path>.lock (made with mode 0600), held while this lives:
+// exclusive by whoever changes the key file or seals with it (secret set,
+// rotate-key, finishing a rotation a crash interrupted), shared by those who
+// only open with it. So a rotation runs alone, from writing secrets.key.next
+// to renaming it into place, and no value is sealed with a key it retires.
+// Waits until it is had. Locks in one process exclude each other too (each
+// take() opens the file anew).
+class KeyLock {
+ public:
+  enum class Mode { shared, exclusive };
+  // Shared, where the key file's directory does not exist: no lock (there is
+  // no key to open, and load_key says so).
+  static Result<KeyLock> take(const std::string& key_path, Mode mode);
+
+ private:
+  explicit KeyLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
 
 }  // namespace rf::identity

@@ -56,6 +56,8 @@ Secrets::Secrets(store::Store& store, SecretsOptions options)
 Status Secrets::finish_rotation() {
   const std::string next = next_key_path(key_path_);
   if (::access(next.c_str(), F_OK) != 0) return ok_status();
+  // Under the exclusive lock no rotation is under way: this .next was left
+  // by one that crashed, before its commit or after it.
   auto next_key = load_key(next);
   if (!next_key.ok()) return next_key.take_error();
   auto versions = rows_.sealed_versions();
@@ -63,10 +65,31 @@ Status Secrets::finish_rotation() {
   const bool committed = !versions->empty() && versions->front().key_id == next_key->id;
   if (committed) {
     if (::rename(next.c_str(), key_path_.c_str()) != 0) return sys_error("rename " + next);
-  } else {
-    ::unlink(next.c_str());  // the rotation did not commit: the old key holds
+  } else if (::unlink(next.c_str()) != 0 && errno != ENOENT) {
+    // The rotation did not commit: the old key holds.
+    return sys_error("remove " + next);
   }
   return ok_status();
+}
+
+Result<KeyLock> Secrets::lock_for_opening() {
+  const std::string next = next_key_path(key_path_);
+  for (;;) {
+    {
+      auto shared = KeyLock::take(key_path_, KeyLock::Mode::shared);
+      if (!shared.ok() || ::access(next.c_str(), F_OK) != 0) return shared;
+    }  // a crashed rotation to finish first, under the exclusive lock
+    auto exclusive = KeyLock::take(key_path_, KeyLock::Mode::exclusive);
+    if (!exclusive.ok()) return exclusive.take_error();
+    RF_TRY(finish_rotation());
+  }
+}
+
+std::optional<Result<SealingKey>> Secrets::key_for_opening(const OpenRows& rows) {
+  for (const auto& [name, pair] : rows) {
+    if (pair.first.backend == "builtin") return load_key(key_path_);
+  }
+  return std::nullopt;
 }
 
 Result<SealingKey> Secrets::key_for_sealing() {
@@ -83,6 +106,10 @@ Result<int64_t> Secrets::set(const NewSecret& s) {
   RF_TRY(check_value(s));
   int64_t version = 0;
   if (s.backend == "builtin") {
+    // Exclusive, until the value is stored: a rotation neither retires the
+    // key it is sealed with meanwhile nor misses it when re-sealing.
+    auto lock = KeyLock::take(key_path_, KeyLock::Mode::exclusive);
+    if (!lock.ok()) return make_error("set secret " + s.name, lock.error().to_string());
     auto key = key_for_sealing();
     if (!key.ok()) return make_error("set secret " + s.name, key.error().to_string());
     // Sealed as the version the store's transaction gives it, which is
@@ -126,6 +153,10 @@ Status Secrets::revoke(const std::string& name, bool hard) {
 }
 
 Result<size_t> Secrets::rotate_key() {
+  // Held from writing .next to renaming it: another rotation would write its
+  // own .next over this one's, and a set would seal with the key retired.
+  auto lock = KeyLock::take(key_path_, KeyLock::Mode::exclusive);
+  if (!lock.ok()) return make_error("rotate key", lock.error().to_string());
   RF_TRY(finish_rotation());
   auto versions = rows_.sealed_versions();
   if (!versions.ok()) return versions.take_error();
@@ -156,15 +187,34 @@ Result<size_t> Secrets::rotate_key() {
 Result<std::map<std::string, OpenedSecret>> Secrets::open_current(
     const std::vector<std::string>& names) {
   if (names.empty()) return std::map<std::string, OpenedSecret>{};
-  auto rows = rows_.current_versions(names);
-  if (!rows.ok()) return rows.take_error();
-  return open_rows(*rows);
+  // The rows and the key are read under one shared lock, so no rotation
+  // commits between them; it is let go before Vault is read.
+  OpenRows rows;
+  std::optional<Result<SealingKey>> key;
+  {
+    auto lock = lock_for_opening();
+    if (!lock.ok()) return lock.take_error();
+    auto read = rows_.current_versions(names);
+    if (!read.ok()) return read.take_error();
+    rows = std::move(*read);
+    key = key_for_opening(rows);
+  }
+  return open_with(rows, key);
 }
 
-Result<std::map<std::string, OpenedSecret>> Secrets::open_rows(
-    const std::map<std::string, std::pair<store::SecretRow, store::SealedVersion>>& rows) {
+Result<std::map<std::string, OpenedSecret>> Secrets::open_rows(const OpenRows& rows) {
+  std::optional<Result<SealingKey>> key;
+  {
+    auto lock = lock_for_opening();
+    if (!lock.ok()) return lock.take_error();
+    key = key_for_opening(rows);
+  }
+  return open_with(rows, key);
+}
+
+Result<std::map<std::string, OpenedSecret>> Secrets::open_with(
+    const OpenRows& rows, const std::optional<Result<SealingKey>>& key) {
   std::map<std::string, OpenedSecret> out;
-  std::optional<SealingKey> key;
   // Vault secrets are read together once every row has passed its checks
   // (a revoked one refuses the whole resolution before Vault is asked).
   std::vector<std::string> vault_names;
@@ -177,13 +227,9 @@ Result<std::map<std::string, OpenedSecret>> Secrets::open_rows(
     }
     OpenedSecret opened{row, sealed.version, SecretValue()};
     if (row.backend == "builtin") {
-      if (!key) {
-        RF_TRY(finish_rotation());
-        auto k = load_key(key_path_);
-        if (!k.ok()) return k.take_error();
-        key = std::move(*k);
-      }
-      auto value = open_sealed(*key, name, sealed.version, sealed.sealed, sealed.key_id);
+      if (!key) return make_error("secret " + name, "no key was loaded for it");
+      if (!key->ok()) return key->error();
+      auto value = open_sealed(**key, name, sealed.version, sealed.sealed, sealed.key_id);
       if (!value.ok()) return value.take_error();
       opened.value = std::move(*value);
     } else {

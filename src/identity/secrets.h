@@ -55,20 +55,29 @@ class Secrets {
   Status revoke(const std::string& name, bool hard);
   // Re-seals every builtin secret with a new key, then replaces the key file.
   // A crash in between is finished on the next open. Returns how many versions.
+  // Rotations take turns with each other and with set (KeyLock, key_file.h).
   Result<size_t> rotate_key();
   // The current versions of `names`, opened. Fails closed on the first one
   // that cannot be had, naming it (never its value). Revoked ones are refused.
   Result<std::map<std::string, OpenedSecret>> open_current(const std::vector<std::string>& names);
   // The same for rows already read (the cascade's plan read them).
-  Result<std::map<std::string, OpenedSecret>> open_rows(
-      const std::map<std::string, std::pair<store::SecretRow, store::SealedVersion>>& rows);
+  using OpenRows = std::map<std::string, std::pair<store::SecretRow, store::SealedVersion>>;
+  Result<std::map<std::string, OpenedSecret>> open_rows(const OpenRows& rows);
 
   const std::string& key_path() const { return key_path_; }
 
  private:
-  // A rotation that committed its re-sealed values but not yet its key file.
+  // Under the exclusive KeyLock: a rotation that crashed, finished (it
+  // committed its re-sealed values but not its key file) or undone.
   Status finish_rotation();
+  // The shared KeyLock, with no crashed rotation left to finish.
+  Result<KeyLock> lock_for_opening();
+  // Under it: the key, when a row is builtin (its error is the row's error).
+  std::optional<Result<SealingKey>> key_for_opening(const OpenRows& rows);
+  // Under the exclusive KeyLock: the key file, made with the first secret.
   Result<SealingKey> key_for_sealing();
+  Result<std::map<std::string, OpenedSecret>> open_with(
+      const OpenRows& rows, const std::optional<Result<SealingKey>>& key);
 
   store::Store& store_;
   store::IdentityStore rows_;

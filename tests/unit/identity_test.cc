@@ -302,6 +302,55 @@ TEST_F(IdentityTest, SetsOfOneNameByManyProcessesEachOpenAsTheVersionStored) {
   EXPECT_TRUE(secrets_->open_current({"shared"}).ok());
 }
 
+// Two rotate-keys at once take turns: both succeed, and the key file left
+// is the one every version is sealed with.
+TEST_F(IdentityTest, TwoRotationsAtOnceTakeTurnsAndEverySecretStillOpens) {
+  set("a", "value-a");
+  set("b", "value-b");
+  set("b", "value-b2");
+  for (int round = 0; round < 20; ++round) {
+    const int failed = fork_all(2, target_, dir_, [](Secrets& secrets, int) -> Status {
+      auto n = secrets.rotate_key();
+      return n.ok() ? ok_status() : n.take_error();
+    });
+    EXPECT_EQ(failed, 0) << "round " << round;
+    ASSERT_EQ(first_unopenable(*rows_, dir_), "") << "round " << round;
+    ASSERT_FALSE(std::filesystem::exists(dir_ + "/secrets.key.next")) << "round " << round;
+  }
+  auto opened = secrets_->open_current({"a", "b"});
+  ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+  EXPECT_EQ(opened->at("a").value.reveal(), "value-a");
+  EXPECT_EQ(opened->at("b").value.reveal(), "value-b2");
+}
+
+// Sets and opens racing a rotation: no value is left sealed by the retired
+// key, and no open removes the rotation's new key file (nor fails) while the
+// rotation is under way. Many versions make the re-sealing transaction long.
+TEST_F(IdentityTest, SetsAndOpensDuringARotationLeaveEveryVersionOpen) {
+  for (int i = 0; i < 100; ++i) set("bulk", "value-" + std::to_string(i));
+  set("a", "value-a");
+  for (int round = 0; round < 10; ++round) {
+    const int failed = fork_all(5, target_, dir_, [round](Secrets& secrets, int i) -> Status {
+      if (i == 0) {
+        auto n = secrets.rotate_key();
+        return n.ok() ? ok_status() : n.take_error();
+      }
+      if (i < 4) {
+        auto v = secrets.set({"a", SecretValue("value-a" + std::to_string(round)), "builtin", {}});
+        return v.ok() ? ok_status() : v.take_error();
+      }
+      auto opened = secrets.open_current({"a", "bulk"});
+      return opened.ok() ? ok_status() : opened.take_error();
+    });
+    EXPECT_EQ(failed, 0) << "round " << round;
+    ASSERT_EQ(first_unopenable(*rows_, dir_), "") << "round " << round;
+  }
+  auto opened = secrets_->open_current({"a", "bulk"});
+  ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+  EXPECT_EQ(opened->at("a").value.reveal(), "value-a9");
+  EXPECT_EQ(opened->at("bulk").value.reveal(), "value-99");
+}
+
 TEST_F(IdentityTest, BadSecretsAreRefusedByNameWithoutTheirValue) {
   auto empty = secrets_->set({"e", SecretValue(""), "builtin", std::nullopt});
   ASSERT_FALSE(empty.ok());
