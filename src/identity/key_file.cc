@@ -85,9 +85,8 @@ Status write_key(const SealingKey& key, const std::string& path) {
 
 Result<SealingKey> load_or_create_key(const std::string& path) {
   if (::access(path.c_str(), F_OK) == 0 || errno != ENOENT) return load_key(path);
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (ec) return key_error(path, "cannot create its directory: " + ec.message());
+  if (auto made = make_private_dirs(std::filesystem::path(path).parent_path()); !made)
+    return key_error(path, "cannot create its directory: " + made.error().to_string());
   // Written whole under a name of its own, then linked into place: link()
   // never replaces a key file another process made meanwhile (a rename
   // would, leaving what it sealed unopenable); on EEXIST theirs is loaded.

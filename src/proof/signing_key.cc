@@ -41,9 +41,8 @@ Status ensure_sodium() {
 // With `exclusive`, an existing `path` is kept and EEXIST returned.
 Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode,
                          bool exclusive) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (ec) return make_error(path, "cannot make its directory: " + ec.message());
+  if (auto made = make_private_dirs(std::filesystem::path(path).parent_path()); !made)
+    return make_error(path, "cannot make its directory: " + made.error().to_string());
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
