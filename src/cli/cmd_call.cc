@@ -63,6 +63,10 @@ std::optional<std::string> start_error(const store::CallView& v) {
 int run_call(const ClientFlags& f) {
   auto timeout = parse_duration(f.timeout);
   if (!timeout) return fail("--timeout: " + timeout.error().to_string(), kExitUsage);
+  if (timeout->count() <= 0)
+    return fail("--timeout \"" + f.timeout + "\": must be more than 0", kExitUsage);
+  if ((!f.workflow.empty() || !f.user.empty()) && !f.identity && !f.jit)
+    return fail("--workflow and --user go with --identity", kExitUsage);
   auto env = store::parse_environment(f.environment);
   if (!env) return fail("--environment: " + env.error().to_string(), kExitUsage);
   std::optional<std::chrono::milliseconds> wait_timeout;
@@ -96,15 +100,12 @@ int run_call(const ClientFlags& f) {
     if (!data) return fail("--stdin: " + data.error().to_string(), kExitUsage);
     call.stdin_bytes = *data;
   }
+  // Checked before anything is written: a refused call leaves no new project.
+  if (auto bad = store::Store::check_new_call(call); !bad)
+    return fail(bad.error().to_string(), kExitUsage);
   auto st = open_store(f);
   if (!st) return fail(st.error().to_string(), kExitRuntime);
   store::Store& s = **st;
-  // A new project takes --environment; an existing one keeps its own.
-  auto project = s.project(f.project);
-  if (!project) {
-    if (auto e = s.ensure_project(f.project, *env); !e)
-      return fail(e.error().to_string(), kExitRuntime);
-  }
   if (f.jit) call.jit = true;
   if (f.identity || f.jit) {
     // Checked now (fail closed, naming the key and the secret) and again when
@@ -117,8 +118,12 @@ int run_call(const ClientFlags& f) {
       identity::audit_refusal(s, "cli", request, plan.error().to_string(), {f.run, {}, {}});
       return fail("call refused: " + plan.error().to_string(), kExitRuntime);
     }
-  } else if (!f.workflow.empty() || !f.user.empty()) {
-    return fail("--workflow and --user go with --identity", kExitUsage);
+  }
+  // A new project takes --environment; an existing one keeps its own.
+  auto project = s.project(f.project);
+  if (!project) {
+    if (auto e = s.ensure_project(f.project, *env); !e)
+      return fail(e.error().to_string(), kExitRuntime);
   }
   auto id = s.enqueue_call(call);
   if (!id) return fail(id.error().to_string(), kExitUsage);

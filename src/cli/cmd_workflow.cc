@@ -72,13 +72,6 @@ int run_workflow(const WorkflowRunFlags& f) {
   if (!inputs) return fail(inputs.error().to_string(), kExitUsage);
   auto env = store::parse_environment(f.environment);
   if (!env) return fail("--environment: " + env.error().to_string(), kExitUsage);
-  auto st = open_client_store(state_dir_or_default(f.state_dir));
-  if (!st) return fail(st.error().to_string(), kExitRuntime);
-  store::Store& s = **st;
-  if (!s.project(f.project)) {
-    if (auto e = s.ensure_project(f.project, *env); !e)
-      return fail(e.error().to_string(), kExitRuntime);
-  }
   store::NewWorkflowRun run;
   run.run_id = f.run_id;
   run.project = f.project;
@@ -88,6 +81,16 @@ int run_workflow(const WorkflowRunFlags& f) {
   run.inputs_json = inputs->dump();
   run.user = f.user;
   run.timeout = def->timeout;
+  // Checked before anything is written: a refused run leaves no new project.
+  if (auto bad = store::WorkflowStore::check_new_run(run); !bad)
+    return fail(bad.error().to_string(), kExitUsage);
+  auto st = open_client_store(state_dir_or_default(f.state_dir));
+  if (!st) return fail(st.error().to_string(), kExitRuntime);
+  store::Store& s = **st;
+  if (!s.project(f.project)) {
+    if (auto e = s.ensure_project(f.project, *env); !e)
+      return fail(e.error().to_string(), kExitRuntime);
+  }
   auto id = store::WorkflowStore(s).enqueue_run(run);
   if (!id) return fail(id.error().to_string(), kExitRuntime);
   if (f.detach) {

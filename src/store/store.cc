@@ -647,6 +647,10 @@ Result<int64_t> Store::start_call(const NewCall& c, const std::string& worker_id
   return within(operation, write_transaction(db_, insert));
 }
 
+Status Store::check_new_call(const NewCall& c) {
+  return within("enqueue call in run " + c.run, validate_call(c));
+}
+
 Result<CallView> Store::call(int64_t call_id) {
   std::lock_guard lock(mu_);
   auto read = [&]() -> Result<CallView> {

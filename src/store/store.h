@@ -232,6 +232,9 @@ class Store {
   // Refused, writing nothing: empty argv, argv/env/cwd not UTF-8, timeout <= 0,
   // unknown project, a run of another project, a run that has ended.
   Result<int64_t> enqueue_call(const NewCall& call);
+  // enqueue_call's checks of `call` alone, for a client to make before it
+  // writes anything (a new project, say) for a call that would be refused.
+  static Status check_new_call(const NewCall& call);
   // The state of a call, its exit code, result and error.
   Result<CallView> call(int64_t call_id);
   // The output chunks with seq > after_seq, in order (at most `limit`).

@@ -222,14 +222,21 @@ std::string_view to_string(WorkflowRunState s) { return kRunStates[static_cast<i
 std::string_view to_string(AttemptState s) { return kAttemptStates[static_cast<int>(s)]; }
 std::string_view to_string(ApprovalState s) { return kApprovalStates[static_cast<int>(s)]; }
 
-Result<std::string> WorkflowStore::enqueue_run(const NewWorkflowRun& r) {
-  const std::string id = r.run_id.empty() ? new_run_id() : r.run_id;
-  const std::string operation = "enqueue workflow run " + id;
-  if (!valid_id(id)) return make_error(operation, "a run id is 1-128 printable characters, no '/'");
+Status WorkflowStore::check_new_run(const NewWorkflowRun& r) {
+  const std::string operation = "enqueue workflow run " + r.run_id;
+  if (!r.run_id.empty() && !valid_id(r.run_id))
+    return make_error(operation, "a run id is 1-128 printable characters, no '/'");
   if (r.project.empty()) return make_error(operation, "the project id is empty");
   if (r.workflow.empty()) return make_error(operation, "the workflow has no name");
   if (!json::accept(r.inputs_json)) return make_error(operation, "the inputs are not valid JSON");
   if (r.timeout.count() <= 0) return make_error(operation, "the timeout must be positive");
+  return ok_status();
+}
+
+Result<std::string> WorkflowStore::enqueue_run(const NewWorkflowRun& r) {
+  const std::string id = r.run_id.empty() ? new_run_id() : r.run_id;
+  const std::string operation = "enqueue workflow run " + id;
+  RF_TRY(check_new_run(r));
   auto id_out = store_.locked([&](Db& db) -> Result<std::string> {
     return within(operation, write_transaction(db, [&]() -> Result<std::string> {
                     const int64_t at = store_.clock_now();

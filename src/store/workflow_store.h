@@ -151,6 +151,9 @@ class WorkflowStore {
   // Queues the run: its project must exist, its id must be new (the run is
   // created open, as a call's). Returns the run id.
   Result<std::string> enqueue_run(const NewWorkflowRun& run);
+  // enqueue_run's checks of `run` alone (its id, inputs, timeout), for a client
+  // to make before it writes anything for a run that would be refused.
+  static Status check_new_run(const NewWorkflowRun& run);
   Result<WorkflowRunRow> run(const std::string& run_id);
   // Newest first; `project` empty: every project.
   Result<std::vector<WorkflowRunRow>> runs(const std::string& project, int limit = 50);

@@ -101,6 +101,20 @@ TEST_F(CallCli, WithNoWorkerANoticeNamesTheStoreAndTheFixThenTheCallRunsWhenOneS
   EXPECT_EQ(state_of(1), store::CallState::done);
 }
 
+// A call refused for its flags writes nothing: before, the project was made
+// (with the --environment given, for good) and then the call refused.
+TEST_F(CallCli, ARefusedCallLeavesNoProjectBehind) {
+  Cli zero(call_args("r1", {"--timeout", "0", "--environment", "production"}, {"true"}, "newp"));
+  EXPECT_EQ(zero.wait(), 2);
+  EXPECT_EQ(zero.err(), "ringfence: --timeout \"0\": must be more than 0\n");
+  Cli user(call_args("r1", {"--user", "u"}, {"true"}, "newp"));
+  EXPECT_EQ(user.wait(), 2);
+  EXPECT_EQ(user.err(), "ringfence: --workflow and --user go with --identity\n");
+  Cli bad_run(call_args("", {}, {"true"}, "newp"));
+  EXPECT_EQ(bad_run.wait(), 2);
+  EXPECT_FALSE(store()->project("newp").ok());
+}
+
 // A command that cannot start exits 127 or 126, and the client says why.
 TEST_F(CallCli, ACommandThatCannotStartSaysWhy) {
   start_worker({});
