@@ -1,7 +1,8 @@
 // Agent adapters are data files a workflow may name by path, and an agent's
 // answer is what a sandboxed program printed (issue 12): the adapter parser,
 // the plan's placeholder filling, and the answer reader (json, jsonl, text).
-// Invariants: no crash; a secret given in the environment never reaches argv.
+// Invariants: no crash; a secret from identity never reaches argv, the
+// result file's path, or the env a call records.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -31,15 +32,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)rf::agents::model_unreachable(*a, printed);
   rf::agents::PlanInput input;
   input.prompt = printed;
-  for (const auto& k : a->keys) input.env[k] = secret;
-  input.env["SOME_KEY"] = secret;
+  for (const auto& k : a->keys) input.identity[k] = secret;
+  input.identity["SOME_KEY"] = secret;
+  if (!a->endpoint_env.empty()) input.identity[a->endpoint_env] = secret;
   auto plan = rf::agents::plan_agent(*a, input);
-  if (plan) {
+  if (plan && printed.find(secret) == std::string::npos &&
+      adapter.find(secret) == std::string::npos) {
     for (const auto& arg : plan->argv) {
-      if (arg.find(secret) != std::string::npos && printed.find(secret) == std::string::npos &&
-          adapter.find(secret) == std::string::npos) {
-        std::abort();  // a value from the environment reached argv
-      }
+      if (arg.find(secret) != std::string::npos) std::abort();  // identity reached argv
+    }
+    if (plan->result_file.find(secret) != std::string::npos) std::abort();
+    for (const auto& [k, v] : rf::agents::env_to_record(*plan)) {
+      if (v.find(secret) != std::string::npos) std::abort();  // recorded
     }
   }
   return 0;

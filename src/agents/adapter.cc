@@ -44,9 +44,12 @@ Result<std::vector<std::string>> list(const std::string& file, const YAML::Node&
   return out;
 }
 
-// Fills {{prompt}}, {{home}}, ... and {{env.NAME}}.
+// Fills {{prompt}}, {{home}}, ... and {{env.NAME}}. `used` (when given)
+// gets the name of each placeholder whose value went in: "endpoint",
+// "env.NAME" (not when its fallback did).
 Result<std::string> fill(const std::string& text, const std::map<std::string, std::string>& vars,
-                         const std::map<std::string, std::string>& env) {
+                         const std::map<std::string, std::string>& env,
+                         std::set<std::string>* used = nullptr) {
   std::string out;
   size_t pos = 0;
   for (;;) {
@@ -69,7 +72,9 @@ Result<std::string> fill(const std::string& text, const std::map<std::string, st
         var.resize(bar);
       }
       auto it = env.find(var);
-      out += it != env.end() && !it->second.empty() ? it->second : fallback;
+      const bool set = it != env.end() && !it->second.empty();
+      out += set ? it->second : fallback;
+      if (set && used != nullptr) used->insert("env." + var);
     } else {
       auto it = vars.find(name);
       if (it == vars.end()) {
@@ -77,6 +82,7 @@ Result<std::string> fill(const std::string& text, const std::map<std::string, st
                                   "}} (prompt, home, tmp, workdir, endpoint, env.NAME)");
       }
       out += it->second;
+      if (used != nullptr) used->insert(name);
     }
     pos = end + 2;
   }
@@ -300,8 +306,16 @@ Result<AgentAdapter> load_adapter(const std::string& name, const std::string& ag
 }
 
 Result<AgentPlan> plan_agent(const AgentAdapter& a, const PlanInput& in) {
+  // The agent's environment: identity's, then the step's over it. The keys
+  // whose value is identity's are never recorded and never reach argv.
+  std::map<std::string, std::string> env = in.identity;
+  for (const auto& [k, v] : in.env) env[k] = v;
+  std::set<std::string> from_identity;
+  for (const auto& [k, v] : in.identity) {
+    if (!in.env.count(k)) from_identity.insert(k);
+  }
   for (const auto& k : a.keys) {
-    if (!in.env.count(k) || in.env.at(k).empty()) {
+    if (!env.count(k) || env.at(k).empty()) {
       return make_error("agent " + a.name,
                         "needs " + k + " from identity (add it to an identity profile, e.g. " + k +
                             "=secret:NAME)");
@@ -311,9 +325,13 @@ Result<AgentPlan> plan_agent(const AgentAdapter& a, const PlanInput& in) {
   p.home = in.home;
   p.tmp = in.tmp;
   p.endpoint = a.endpoint_default;
+  std::string endpoint_key;  // the identity key the endpoint comes from, if it does
   if (!a.endpoint_env.empty()) {
-    auto it = in.env.find(a.endpoint_env);
-    if (it != in.env.end() && !it->second.empty()) p.endpoint = it->second;
+    auto it = env.find(a.endpoint_env);
+    if (it != env.end() && !it->second.empty()) {
+      p.endpoint = it->second;
+      if (from_identity.count(a.endpoint_env)) endpoint_key = a.endpoint_env;
+    }
   }
   const std::map<std::string, std::string> vars = {{"prompt", in.prompt},
                                                    {"home", in.home},
@@ -323,32 +341,68 @@ Result<AgentPlan> plan_agent(const AgentAdapter& a, const PlanInput& in) {
   auto where = [&](const std::string& what, Error e) {
     return make_error("agent " + a.name + " (" + a.file + ") " + what, e.message);
   };
-  // argv never carries values from the environment: a secret must not reach argv.
+  // The identity keys a filled text holds.
+  auto identity_in = [&](const std::set<std::string>& used) {
+    std::set<std::string> keys;
+    for (const auto& u : used) {
+      if (u == "endpoint" && !endpoint_key.empty()) keys.insert(endpoint_key);
+      if (u.rfind("env.", 0) == 0 && from_identity.count(u.substr(4))) keys.insert(u.substr(4));
+    }
+    return keys;
+  };
+  // argv never carries values from the environment: a secret must not reach
+  // argv (every process in the sandbox reads /proc/PID/cmdline; the call
+  // records it). Nor does an endpoint that comes from identity.
   static const std::map<std::string, std::string> no_env;
+  auto fill_plain = [&](const std::string& what, const std::string& text) -> Result<std::string> {
+    std::set<std::string> used;
+    auto v = fill(text, vars, no_env, &used);
+    if (!v) return where(what, v.take_error());
+    if (!identity_in(used).empty()) {
+      return where(what, make_error("", "{{endpoint}} is the value of " + endpoint_key +
+                                            ", which comes from identity; a value from identity "
+                                            "never goes in argv or result.file: pass it in env: "
+                                            "instead (e.g. env: {" +
+                                            endpoint_key + ": \"{{endpoint}}\"})"));
+    }
+    return v;
+  };
   for (const auto& arg : a.argv) {
-    auto v = fill(arg, vars, no_env);
-    if (!v) return where("argv", v.take_error());
+    auto v = fill_plain("argv", arg);
+    if (!v) return v.take_error();
     p.argv.push_back(std::move(*v));
   }
   for (const auto& [k, v] : a.env) {
-    auto filled = fill(v, vars, in.env);
+    std::set<std::string> used;
+    auto filled = fill(v, vars, env, &used);
     if (!filled) return where("env." + k, filled.take_error());
     p.env[k] = std::move(*filled);
+    if (auto keys = identity_in(used); !keys.empty()) p.env_from_identity[k] = std::move(keys);
   }
   for (const auto& f : a.files) {
     AdapterFile out = f;
     out.path = join_path(in.home, f.path);
-    auto c = fill(f.content, vars, in.env);
+    auto c = fill(f.content, vars, env);
     if (!c) return where("files " + f.path, c.take_error());
     out.content = std::move(*c);
     p.files.push_back(std::move(out));
   }
   if (a.result_from == "file") {
-    auto f = fill(a.result_file, vars, no_env);
-    if (!f) return where("result.file", f.take_error());
+    auto f = fill_plain("result.file", a.result_file);
+    if (!f) return f.take_error();
     p.result_file = std::move(*f);
   }
   return p;
+}
+
+std::map<std::string, std::string> env_to_record(const AgentPlan& plan) {
+  std::map<std::string, std::string> out = plan.env;
+  for (const auto& [k, keys] : plan.env_from_identity) {
+    std::string names;
+    for (const auto& key : keys) names += (names.empty() ? "" : ",") + key;
+    out[k] = "[REDACTED:" + names + "]";
+  }
+  return out;
 }
 
 Result<AgentAnswer> read_answer(const AgentAdapter& a, const std::string& text) {

@@ -20,6 +20,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,20 +77,33 @@ struct AgentPlan {
   std::string endpoint;                    // where its model is
   std::string result_file;                 // absolute, when the answer is in a file
   std::string home, tmp;                   // made (writable) before it runs
+  // The keys of `env` whose value holds something from identity, each with
+  // the identity keys it holds: such a value is given to the agent and never
+  // recorded (see env_to_record).
+  std::map<std::string, std::set<std::string>> env_from_identity;
 };
 
 struct PlanInput {
   std::string prompt;
   std::string home = "/tmp/rf-agent/home";
   std::string tmp = "/tmp/rf-agent";
-  // The environment the agent gets from identity and the step (values of
-  // secrets included: they fill {{env.NAME}} and {{endpoint}} only, never argv).
+  // The environment the agent gets from identity (values of secrets
+  // included) and from the step (plain values; a key in both is the step's).
+  // Both fill {{env.NAME}} and {{endpoint}}; a value from identity never
+  // reaches argv, and is never recorded.
+  std::map<std::string, std::string> identity;
   std::map<std::string, std::string> env;
 };
 
-// Fills in the placeholders. Refused: a key the adapter needs that `env`
-// lacks (the error names the agent and the key), a placeholder it does not know.
+// Fills in the placeholders. Refused: a key the adapter needs that neither
+// map has (the error names the agent and the key), a placeholder it does not
+// know, {{endpoint}} in argv or result.file when the endpoint comes from
+// identity (it would be in the process's command line and the call's record).
 Result<AgentPlan> plan_agent(const AgentAdapter& adapter, const PlanInput& input);
+
+// The plan's env as a call may record it: each value that holds something
+// from identity is replaced by [REDACTED:KEY,...], naming the identity keys.
+std::map<std::string, std::string> env_to_record(const AgentPlan& plan);
 
 struct AgentAnswer {
   std::string answer;

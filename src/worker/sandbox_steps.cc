@@ -131,12 +131,15 @@ class SandboxStep {
     // What to run.
     std::vector<std::string> argv;
     std::map<std::string, std::string> run_env = env_;
+    // What the call records: never a value from identity.
+    std::map<std::string, std::string> recorded_env = env_;
     if (adapter_) {
       auto plan = plan_agent();
       if (!plan) return fail(ErrorKind::kIdentity, plan.error().to_string());
       plan_ = std::move(*plan);
       argv = plan_->argv;
       for (const auto& [k, v] : plan_->env) run_env[k] = v;
+      for (const auto& [k, v] : agents::env_to_record(*plan_)) recorded_env[k] = v;
     } else if (!step_.run.empty()) {
       auto line = r_.render(step_.run, workflow::Escape::kShell);
       if (!line) return fail(ErrorKind::kTemplate, "run: " + line.error().to_string());
@@ -149,7 +152,7 @@ class SandboxStep {
       }
     }
     // The call that carries the step's output; identity goes in with its id.
-    auto call = start_call(argv, run_env);
+    auto call = start_call(argv, recorded_env);
     if (!call) return fail(ErrorKind::kInternal, call.error().to_string());
     main_call_ = *call;
     StepOutcome out = in_sandbox(argv, run_env);
@@ -200,8 +203,8 @@ class SandboxStep {
     if (!prompt) return make_error("prompt", prompt.error().to_string());
     agents::PlanInput in;
     in.prompt = std::move(*prompt);
-    in.env = identity_env_;
-    for (const auto& [k, v] : env_) in.env[k] = v;
+    in.identity = identity_env_;
+    in.env = env_;
     return agents::plan_agent(*adapter_, in);
   }
 
@@ -211,7 +214,8 @@ class SandboxStep {
     c.project = r_.project;
     c.run = r_.run_id;
     c.argv = argv;
-    // Identity values never go into the store: only the plain env is recorded.
+    // Identity values never go into the store: `plain_env` holds none (an
+    // adapter's env that holds one is recorded as [REDACTED:KEY]).
     c.env = plain_env;
     c.timeout = r_.timeout;
     c.sandbox_image = spec_.image;

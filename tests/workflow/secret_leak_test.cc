@@ -1,0 +1,136 @@
+// Tests that try to leak (issues 11, 12, 13): a value from identity, or one
+// granted by JIT, reaching what leaves a cli_agent or cli_agent_jit step's
+// sandbox: the store's record of its call (argv, env), the step's outputs and
+// error texts, a later step of the run in the same per_run sandbox. The
+// agents are shell scripts behind adapters of the test's own; the values are
+// compared by their SHA-256 where they must arrive.
+#include <sqlite3.h>
+
+#include "support/sha256_hex.h"
+#include "workflow/workflow_harness.h"
+
+namespace rf::testing {
+namespace {
+
+// argv_json and env_json of every tool call the store recorded.
+std::vector<std::pair<std::string, std::string>> recorded_calls(const std::string& db_path) {
+  std::vector<std::pair<std::string, std::string>> out;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << "opening " << db_path << ": " << sqlite3_errmsg(db);
+    sqlite3_close(db);
+    return out;
+  }
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, "SELECT argv_json, env_json FROM tool_calls ORDER BY id", -1, &st,
+                         nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << sqlite3_errmsg(db);
+  } else {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      auto text = [&](int i) {
+        const auto* t = sqlite3_column_text(st, i);
+        return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
+      };
+      out.emplace_back(text(0), text(1));
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+// The whole store, its write-ahead log included, holds no byte string `value`.
+void expect_not_in_store(const std::string& state, const std::string& value) {
+  const std::string db = worker::store_path(state);
+  EXPECT_EQ(slurp(db).find(value), std::string::npos) << db;
+  EXPECT_EQ(slurp(db + "-wal").find(value), std::string::npos) << db << "-wal";
+}
+
+// An adapter's env: that renames an identity key (GEMINI_API_KEY from
+// GOOGLE_API_KEY) gives the agent the value, and the call's record holds the
+// key with the value replaced, never the value.
+TEST_F(WorkflowTest, AnAdaptersEnvFromIdentityIsGivenToTheAgentButNeverRecorded) {
+  const std::string key = random_token("AIza");
+  project_secret("acme-google", key, "GOOGLE_API_KEY");
+  const std::string adapter = file("renamer.yaml", R"(name: renamer
+argv: [sh, -c, 'printf %s "$GEMINI_API_KEY" | sha256sum | cut -c1-64', x]
+env: {GEMINI_API_KEY: "{{env.GOOGLE_API_KEY}}", MODE: plain}
+result: {from: stdout, format: text}
+)");
+  start_worker();
+  const std::string wf = file("rename.yaml", R"(name: rename
+steps:
+  - id: agent
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: hi
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "g1"}, &out, &err), 0)
+      << out << err;
+  const json r = show("g1");
+  EXPECT_EQ(step(r, "agent")["outputs"]["output"], sha256_hex(key)) << r.dump(1);  // it got it
+  stop_workers();
+  const auto calls = recorded_calls(worker::store_path(state_));
+  ASSERT_EQ(calls.size(), 1u);
+  for (const auto& [argv, env] : calls) {
+    EXPECT_EQ(argv.find(key), std::string::npos) << argv;
+    EXPECT_EQ(env.find(key), std::string::npos) << env;
+  }
+  const json env = json::parse(calls[0].second);
+  EXPECT_EQ(env["GEMINI_API_KEY"], "[REDACTED:GOOGLE_API_KEY]") << env;
+  EXPECT_EQ(env["MODE"], "plain") << env;  // a plain value is recorded as it is
+  EXPECT_EQ(r.dump().find(key), std::string::npos);
+  expect_not_in_store(state_, key);
+}
+
+// {{endpoint}} may be in an adapter's argv, but an endpoint that comes from
+// identity (a URL with a token in it) would be in the agent's command line,
+// readable by every process in the sandbox, and in the call's record: the
+// step is refused before anything runs, naming the adapter's field and the
+// key. The same adapter with the endpoint from the step's own env runs.
+TEST_F(WorkflowTest, AnEndpointFromIdentityNeverGoesInAnAgentsArgv) {
+  const std::string url = "https://x:" + random_token("tok") + "@model.test/v1";
+  project_secret("acme-endpoint", url, "MODEL_URL");
+  const std::string adapter = file("pointer.yaml", R"(name: pointer
+argv: [sh, -c, 'echo "reached $1"', x, "{{endpoint}}"]
+endpoint: {env: MODEL_URL, default: "https://model.example"}
+result: {from: stdout, format: text}
+)");
+  start_worker();
+  const std::string wf = file("pointer-wf.yaml", R"(name: pointer
+steps:
+  - id: secret_endpoint
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: hi
+    allow_failure: true
+  - id: plain_endpoint
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    env: {MODEL_URL: "http://plain.test:9"}
+    prompt: hi
+)");
+  std::string out, err;
+  run({"workflow", "run", wf, "--project", "acme", "--run-id", "e1"}, &out, &err);
+  const json r = wait_ended("e1");
+  const json refused = step(r, "secret_endpoint");
+  EXPECT_EQ(refused["state"], "failed") << refused;
+  EXPECT_EQ(refused["error_kind"], "identity") << refused;
+  const std::string why = refused.value("error", "");
+  EXPECT_NE(why.find("agent pointer (" + adapter + ") argv"), std::string::npos) << why;
+  EXPECT_NE(why.find("{{endpoint}} is the value of MODEL_URL, which comes from identity"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(step(r, "plain_endpoint")["outputs"]["output"], "reached http://plain.test:9") << r;
+  stop_workers();
+  for (const auto& [argv, env] : recorded_calls(worker::store_path(state_))) {
+    EXPECT_EQ(argv.find(url), std::string::npos) << argv;
+    EXPECT_EQ(env.find(url), std::string::npos) << env;
+  }
+  EXPECT_EQ(r.dump().find(url), std::string::npos);
+  expect_not_in_store(state_, url);
+}
+
+}  // namespace
+}  // namespace rf::testing
