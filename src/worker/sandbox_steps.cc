@@ -297,6 +297,10 @@ class SandboxStep {
     ran.result = sandbox_->exec(call, sink);
     const int64_t ended_ms = store::now_ms();
     if (jit) s_.jit->close(sandbox_->id());
+    // From here on (the call's result, the step's result file, its error
+    // texts) redact every value the sandbox holds: with what was granted
+    // during the call too, which only the running sink knew until now.
+    if (auto p = s_.identity->patterns_for(*sandbox_)) patterns_ = std::move(p);
     if (redacting) redacting->finish();
     if (s_.flusher) s_.flusher->remove(output);
     for (auto& [k, v] : call.env) sodium_memzero(v.data(), v.size());

@@ -132,5 +132,69 @@ steps:
   expect_not_in_store(state_, url);
 }
 
+// The JIT tests' identity: DEPLOY_KEY by JIT, API_KEY by env; a policy that
+// allows every request for them.
+class JitLeakTest : public WorkflowTest {
+ protected:
+  void SetUp() override {
+    WorkflowTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    deploy_ = random_token("dk-");
+    api_ = random_token("sk-");
+    std::string out, err;
+    ASSERT_EQ(run({"secret", "set", "acme-deploy"}, &out, &err, deploy_), 0) << err;
+    ASSERT_EQ(run({"secret", "set", "acme-api"}, &out, &err, api_), 0) << err;
+    ASSERT_EQ(run({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                   "DEPLOY_KEY=jit:acme-deploy", "API_KEY=secret:acme-api"},
+                  &out, &err),
+              0)
+        << err;
+    const std::string policy = file("jit.yaml", R"(rules:
+  - secret: "acme-*"
+    verdict: allow
+)");
+    start_worker({"--jit-policy", policy});
+  }
+  std::string deploy_, api_;
+};
+
+// The agent asks for DEPLOY_KEY and writes it as its answer (a result file):
+// the step's stored output, its parsed JSON and, when the agent says it
+// failed, the step's error text hold the redaction mark, never the value.
+TEST_F(JitLeakTest, AGrantedValueIsRedactedFromTheResultFileAndTheErrorText) {
+  const std::string adapter = file("writer.yaml", R"(name: writer
+argv: [sh, -c, 'v=$(rf-cred get DEPLOY_KEY) || exit 3; printf "{\"result\": \"%s\", \"is_error\": %s}\n" "$v" "$FAIL" > {{tmp}}/answer.json; echo written', x]
+result: {from: file, file: "{{tmp}}/answer.json", format: json, answer: /result, error: /is_error}
+)");
+  const std::string wf = file("writer-wf.yaml", R"(name: writer
+steps:
+  - id: answers
+    mode: cli_agent_jit
+    agent: )" + adapter + R"(
+    env: {FAIL: "false"}
+    prompt: x
+  - id: fails
+    mode: cli_agent_jit
+    agent: )" + adapter + R"(
+    env: {FAIL: "true"}
+    prompt: x
+    allow_failure: true
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "w1"}, &out, &err), 0)
+      << out << err;
+  const json r = show("w1");
+  const json answers = step(r, "answers");
+  EXPECT_EQ(answers["state"], "succeeded") << answers;
+  EXPECT_EQ(answers["outputs"]["output"], "[REDACTED:DEPLOY_KEY]") << answers;
+  EXPECT_EQ(answers["outputs"]["json"]["result"], "[REDACTED:DEPLOY_KEY]") << answers;
+  const json fails = step(r, "fails");
+  EXPECT_EQ(fails["state"], "failed") << fails;
+  EXPECT_EQ(fails["error"], "agent writer failed: [REDACTED:DEPLOY_KEY]") << fails;
+  EXPECT_EQ(r.dump().find(deploy_), std::string::npos) << r.dump(1);
+  stop_workers();
+  expect_not_in_store(state_, deploy_);
+}
+
 }  // namespace
 }  // namespace rf::testing
