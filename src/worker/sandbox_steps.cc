@@ -343,9 +343,11 @@ class SandboxStep {
         fail_main_call(o.error);
         return o;
       }
-    } else {
-      patterns_ = s_.identity->patterns_for(*sandbox_);  // a per_run sandbox's earlier values
     }
+    // Every value the sandbox ever received, not only this step's: a per_run
+    // sandbox's earlier steps' values and JIT grants (still in its
+    // environment for every later exec) are redacted from this step too.
+    if (auto p = s_.identity->patterns_for(*sandbox_)) patterns_ = std::move(p);
     r_.placed(sandbox_->id(), main_call_);
     // A stop (cancel, the run's wall clock) ends the sandbox, which ends the call.
     auto sb = sandbox_;

@@ -196,5 +196,41 @@ steps:
   expect_not_in_store(state_, deploy_);
 }
 
+// A per_run sandbox keeps a JIT grant in its environment for every later
+// exec: a later identity_scoped step in it that prints its environment has
+// the granted value redacted, as well as its own.
+TEST_F(JitLeakTest, ALaterIdentityStepInTheSameSandboxIsRedactedOfEarlierGrants) {
+  const std::string adapter = file("asker.yaml", R"(name: asker
+argv: [sh, -c, 'rf-cred get DEPLOY_KEY > /dev/null && echo granted', x]
+result: {from: stdout, format: text}
+)");
+  const std::string wf = file("asker-wf.yaml", R"(name: asker
+steps:
+  - id: ask
+    mode: cli_agent_jit
+    agent: )" + adapter + R"(
+    sandbox: {mode: per_run, memory: 1g}
+    prompt: x
+  - id: look
+    needs: [ask]
+    mode: identity_scoped
+    sandbox: {mode: per_run, memory: 1g}
+    run: 'env | grep -E "^(DEPLOY_KEY|API_KEY)=" | sort'
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "p1"}, &out, &err), 0)
+      << out << err;
+  const json r = show("p1");
+  EXPECT_EQ(step(r, "ask")["outputs"]["output"], "granted") << r.dump(1);
+  EXPECT_EQ(step(r, "look")["sandbox"], step(r, "ask")["sandbox"]);  // the same sandbox
+  EXPECT_EQ(step(r, "look")["outputs"]["stdout"],
+            "API_KEY=[REDACTED:API_KEY]\nDEPLOY_KEY=[REDACTED:DEPLOY_KEY]\n")
+      << step(r, "look");
+  EXPECT_EQ(r.dump().find(deploy_), std::string::npos);
+  EXPECT_EQ(out.find(deploy_), std::string::npos);
+  stop_workers();
+  expect_not_in_store(state_, deploy_);
+}
+
 }  // namespace
 }  // namespace rf::testing
