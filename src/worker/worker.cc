@@ -398,7 +398,12 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   const int64_t started_ms = store::now_ms();
   auto result = lease->sandbox->exec(call, sink);
   const int64_t ended_ms = store::now_ms();
-  if (c.jit) jit_->close(sandbox_id);
+  if (c.jit) {
+    jit_->close(sandbox_id);
+    // What was granted mid-call is redacted from the call's result and error
+    // texts too (clean() above), not only from its output streams.
+    patterns = identity_->patterns_for(*lease->sandbox);
+  }
   if (redacting) redacting->finish();
   flusher_->remove(output);
   for (auto& [key, value] : call.env) sodium_memzero(value.data(), value.size());
