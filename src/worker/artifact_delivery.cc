@@ -6,6 +6,7 @@
 #include "artifact/s3_client.h"
 #include "artifact/workspace.h"
 #include "net/egress_policy.h"
+#include "redact/stream_redactor.h"
 #include "store/workflow_store.h"
 
 namespace rf::worker {
@@ -25,6 +26,38 @@ Result<std::string> rendered(const ArtifactJob& job, const std::string& text,
 std::string key_value(const ArtifactJob& job, const std::string& key) {
   auto it = job.identity_env.find(key);
   return it == job.identity_env.end() ? "" : it->second;
+}
+
+// An artifact leaves the sandbox as its output does, but a file cannot be
+// redacted without changing what the step made: a workspace any file of which
+// (or any name) holds a form of a value the step's sandbox was given (its
+// identity, its JIT grants) is not delivered. The error names the file and the
+// key, never the value.
+Status check_holds_no_secret(const ArtifactJob& job, const artifact::Workspace& ws,
+                             const std::string& what) {
+  if (!job.patterns || job.patterns->empty()) return ok_status();
+  std::vector<redact::Match> found;
+  for (const artifact::WorkspaceEntry& e : ws.entries) {
+    found.clear();
+    job.patterns->find_all(e.path, &found);
+    if (!e.directory) job.patterns->find_all(e.content, &found);
+    if (found.empty()) continue;
+    const auto& p = job.patterns->patterns()[found.front().pattern];
+    const std::string name = redact::redact_all(*job.patterns, e.path);
+    return make_error(what, name + " holds the value of " + job.patterns->keys()[p.key] +
+                                ", a credential of the step: not delivered (keep credentials "
+                                "out of " +
+                                ws.root + ")");
+  }
+  return ok_status();
+}
+
+Result<artifact::Workspace> workspace(const ArtifactJob& job, const std::string& path,
+                                      const std::string& what) {
+  auto ws = artifact::read_workspace(*job.sandbox, path, job.def.max_bytes, {".git"});
+  if (!ws) return ws;
+  RF_TRY(check_holds_no_secret(job, *ws, what));
+  return ws;
 }
 
 Result<json> push_git(const ArtifactJob& job) {
@@ -51,6 +84,8 @@ Result<json> push_git(const ArtifactJob& job) {
   auto path = rendered(job, job.def.path, "/workspace");
   if (!path) return path.take_error();
   t.path = *path;
+  // The push reads the files inside the sandbox; they are checked here first.
+  if (auto ws = workspace(job, t.path, "git artifact " + t.url); !ws) return ws.take_error();
   auto plan = artifact::plan_git_push(t, token);
   if (!plan) return plan.take_error();
   auto ran = job.run(plan->argv, plan->env, t.path);
@@ -66,10 +101,6 @@ Result<json> push_git(const ArtifactJob& job) {
   auto commit = artifact::pushed_commit(out);
   if (!commit) return make_error("git artifact " + t.url, "the push printed no commit");
   return json{{"dest", "git"}, {"url", t.url}, {"branch", t.branch}, {"commit", *commit}};
-}
-
-Result<artifact::Workspace> workspace(const ArtifactJob& job, const std::string& path) {
-  return artifact::read_workspace(*job.sandbox, path, job.def.max_bytes, {".git"});
 }
 
 Result<json> upload_s3(const ArtifactJob& job, const std::string& path) {
@@ -99,7 +130,7 @@ Result<json> upload_s3(const ArtifactJob& job, const std::string& path) {
   http::Options options;
   options.policy = &*policy;
   options.resolve = job.services.resolve;
-  auto ws = workspace(job, path);
+  auto ws = workspace(job, path, what);
   if (!ws) return ws.take_error();
   auto tar = artifact::workspace_tar(*ws);
   if (!tar) return tar.take_error();
@@ -129,7 +160,7 @@ Result<json> deliver_artifact(const ArtifactJob& job) {
       ref = upload_s3(job, "/workspace");
       break;
     case ArtifactDest::kLocal: {
-      auto ws = workspace(job, "/workspace");
+      auto ws = workspace(job, "/workspace", "local artifact " + *path);
       if (!ws) return ws.take_error();
       auto copied = artifact::copy_to_local(*ws, job.services.artifact_root, *path);
       if (!copied) return copied.take_error();
@@ -138,7 +169,7 @@ Result<json> deliver_artifact(const ArtifactJob& job) {
       break;
     }
     case ArtifactDest::kStore: {
-      auto ws = workspace(job, *path);
+      auto ws = workspace(job, *path, "artifact of the store");
       if (!ws) return ws.take_error();
       auto tar = artifact::workspace_tar(*ws);
       if (!tar) return tar.take_error();

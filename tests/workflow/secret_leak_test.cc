@@ -84,6 +84,57 @@ steps:
   expect_not_in_store(state_, key);
 }
 
+// An agent that writes its credential into the workspace: the artifact would
+// carry it out of the sandbox, and a file cannot be redacted without changing
+// what the step made, so it is not delivered. The step fails naming the file
+// and the key; the store holds no copy of the value (dest none would have put
+// the workspace's tar in it). A workspace without the value is delivered.
+TEST_F(WorkflowTest, AnArtifactHoldingACredentialIsNotDelivered) {
+  const std::string key = random_token("dk-");
+  project_secret("acme-deploy", key, "DEPLOY_KEY");
+  const std::string adapter = file("writer.yaml", R"(name: writer
+argv: [sh, -c, 'mkdir -p /workspace/conf && printf "key=%s\n" "$K" > /workspace/conf/app.env; echo made', x]
+env: {K: "{{env.DEPLOY_KEY}}"}
+result: {from: stdout, format: text}
+)");
+  const std::string clean = file("clean.yaml", R"(name: clean
+argv: [sh, -c, 'echo "<h1>hi</h1>" > /workspace/index.html; echo made', x]
+result: {from: stdout, format: text}
+)");
+  start_worker();
+  const std::string wf = file("artifact-wf.yaml", R"(name: artifact
+steps:
+  - id: leaky
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: hi
+    allow_failure: true
+    artifact: {dest: none}
+  - id: tidy
+    mode: cli_agent
+    agent: )" + clean + R"(
+    prompt: hi
+    artifact: {dest: none}
+)");
+  std::string out, err;
+  run({"workflow", "run", wf, "--project", "acme", "--run-id", "art1"}, &out, &err);
+  const json r = show("art1");
+  const json leaky = step(r, "leaky");
+  EXPECT_EQ(leaky["state"], "failed") << leaky;
+  EXPECT_EQ(leaky["error_kind"], "artifact") << leaky;
+  EXPECT_EQ(leaky["error"],
+            "artifact of the store: conf/app.env holds the value of DEPLOY_KEY, a credential of "
+            "the step: not delivered (keep credentials out of /workspace)")
+      << leaky;
+  EXPECT_FALSE(leaky["outputs"].contains("artifact")) << leaky;
+  const json tidy = step(r, "tidy");
+  EXPECT_EQ(tidy["state"], "succeeded") << tidy;
+  EXPECT_EQ(tidy["outputs"]["artifact"]["files"], 1) << tidy;
+  stop_workers();
+  EXPECT_EQ(r.dump().find(key), std::string::npos);
+  expect_not_in_store(state_, key);
+}
+
 // {{endpoint}} may be in an adapter's argv, but an endpoint that comes from
 // identity (a URL with a token in it) would be in the agent's command line,
 // readable by every process in the sandbox, and in the call's record: the
