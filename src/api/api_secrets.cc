@@ -9,6 +9,7 @@
 #include "api/api.h"
 #include "api/json_answers.h"
 #include "identity/secrets.h"
+#include "identity/text_value.h"
 #include "store/identity_store.h"
 
 namespace rf::api {
@@ -85,6 +86,11 @@ void Api::route_secrets(const Caller& caller, const Target& t, const Request& re
     if (text.size() > identity::kMaxSecretBytes) {
       return fail(responder, 400, "value",
                   "the value is over " + std::to_string(identity::kMaxSecretBytes) + " bytes");
+    }
+    // A NUL can come in as \u0000: refused as secrets.set would (a sandbox
+    // could not be given it unaltered), as the caller's mistake.
+    if (!identity::is_text_value(text)) {
+      return fail(responder, 400, "value", "the value is not UTF-8 text or holds a NUL byte");
     }
     identity::NewSecret s{prefix + name, identity::SecretValue(text), "builtin", std::nullopt};
     auto version = secrets.set(s);

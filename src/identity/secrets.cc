@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "identity/secret_box.h"
+#include "identity/text_value.h"
 #include "store/audit_log.h"
 
 namespace rf::identity {
@@ -15,6 +16,12 @@ namespace {
 using json = nlohmann::json;
 
 std::string next_key_path(const std::string& key_path) { return key_path + ".next"; }
+
+// Why a value that is not text is refused (never showing the value): it
+// would reach the sandbox altered, as bytes the redactor does not know.
+constexpr char kNotText[] =
+    "the value is not UTF-8 text or holds a NUL byte; a sandbox receives values as text, so it "
+    "would arrive altered and escape redaction (store it encoded, e.g. base64)";
 
 Status check_value(const NewSecret& s) {
   if (s.name.empty()) return make_error("secret", "the name is empty");
@@ -27,6 +34,7 @@ Status check_value(const NewSecret& s) {
     return make_error("secret " + s.name, "the value is " + std::to_string(s.value.size()) +
                                               " bytes; at most 65536 (64 KiB)");
   }
+  if (!is_text_value(s.value.reveal())) return make_error("secret " + s.name, kNotText);
   if (s.backend != "builtin" && s.backend != "vault") {
     return make_error("secret " + s.name,
                       "unknown backend \"" + s.backend + "\" (expected builtin or vault)");
@@ -231,6 +239,8 @@ Result<std::map<std::string, OpenedSecret>> Secrets::open_with(
       if (!key->ok()) return key->error();
       auto value = open_sealed(**key, name, sealed.version, sealed.sealed, sealed.key_id);
       if (!value.ok()) return value.take_error();
+      // Set before values were checked: refused now, as set refuses it.
+      if (!is_text_value(value->reveal())) return make_error("secret " + name, kNotText);
       opened.value = std::move(*value);
     } else {
       if (!options_.vault || !row.vault) {
@@ -246,6 +256,10 @@ Result<std::map<std::string, OpenedSecret>> Secrets::open_with(
     for (size_t i = 0; i < vault_names.size(); ++i) {
       if (!values[i].ok()) {
         return make_error("secret " + vault_names[i], values[i].error().to_string());
+      }
+      // Vault holds whatever was written there, by anyone: checked as read.
+      if (!is_text_value(values[i]->reveal())) {
+        return make_error("secret " + vault_names[i], kNotText);
       }
       out.at(vault_names[i]).value = std::move(*values[i]);
     }

@@ -372,6 +372,64 @@ TEST_F(IdentityTest, BadSecretsAreRefusedByNameWithoutTheirValue) {
   EXPECT_FALSE(rows_->secret("v")->has_value());
 }
 
+// A value that is not UTF-8 text would reach the sandbox altered (the wire is
+// JSON; bad bytes become U+FFFD), as bytes the redactor does not know.
+TEST_F(IdentityTest, AValueThatIsNotUtf8TextIsRefusedByNameWithoutTheValue) {
+  const std::string latin1 = "ghp_caf\xe9-na\xefve-s3cr3t-value-0123456789";
+  const std::string with_nul = std::string("ghp_before") + '\0' + "after-the-nul-0123";
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"latin1", latin1},
+                                                        {"nul", with_nul},
+                                                        {"cut", "tok-\xe2\x82"},
+                                                        {"sur", "\xed\xa0\x80x"}}) {
+    auto v = secrets_->set({name, SecretValue(value), "builtin", std::nullopt});
+    ASSERT_FALSE(v.ok()) << name;
+    const std::string err = v.error().to_string();
+    EXPECT_NE(err.find("secret " + name), std::string::npos) << err;
+    EXPECT_NE(err.find("UTF-8"), std::string::npos) << err;
+    EXPECT_EQ(err.find("ghp_"), std::string::npos) << err;
+    EXPECT_EQ(err.find("s3cr3t"), std::string::npos) << err;
+    EXPECT_FALSE(rows_->secret(name)->has_value()) << name;
+  }
+  // Text in any script is fine.
+  EXPECT_TRUE(secrets_
+                  ->set({"utf8", SecretValue("caf\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x94\x91"),
+                         "builtin", std::nullopt})
+                  .ok());
+}
+
+// A Vault that answers with bytes that are not UTF-8 text: the resolution is
+// refused naming the secret, never showing the value.
+class Latin1Vault : public VaultAccess {
+ public:
+  Result<int64_t> write(const store::VaultLocation&, std::string_view) override { return 1; }
+  Result<SecretValue> read(const store::VaultLocation&) override {
+    return SecretValue("vault-caf\xe9-s3cr3t-0123456789");
+  }
+};
+
+TEST_F(IdentityTest, AVaultValueThatIsNotUtf8TextRefusesTheResolutionByName) {
+  Latin1Vault vault;
+  Secrets with_vault(*store_, SecretsOptions{dir_, &vault, "test"});
+  ASSERT_TRUE(with_vault
+                  .set({"vtok", SecretValue("fine"), "vault",
+                        store::VaultLocation{"http://127.0.0.1:1", "secret", "vtok"}})
+                  .ok());
+  auto opened = with_vault.open_current({"vtok"});
+  ASSERT_FALSE(opened.ok());
+  const std::string err = opened.error().to_string();
+  EXPECT_NE(err.find("secret vtok"), std::string::npos) << err;
+  EXPECT_NE(err.find("UTF-8"), std::string::npos) << err;
+  EXPECT_EQ(err.find("s3cr3t"), std::string::npos) << err;
+  // The cascade, which resolves a sandbox's values, is refused the same way.
+  ASSERT_TRUE(profile("p", ProfileLevel::system, {secret("TOKEN", "vtok")}).ok());
+  auto r = resolve_cascade(*rows_, with_vault, {"acme", "", ""});
+  ASSERT_FALSE(r.ok());
+  const std::string cerr = r.error().to_string();
+  EXPECT_NE(cerr.find("vtok"), std::string::npos) << cerr;
+  EXPECT_EQ(cerr.find("s3cr3t"), std::string::npos) << cerr;
+}
+
 TEST_F(IdentityTest, ProfilesRefuseUnknownSecretsBadScopesAndDuplicateKeys) {
   set("s", kValue);
   auto unknown = profile("p", ProfileLevel::project, {secret("K", "nope")}, "acme");
