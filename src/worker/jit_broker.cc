@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "core/units.h"
 #include "identity/audit_events.h"
+#include "redact/stream_redactor.h"
 #include "store/identity_store.h"
 #include "store/workflow_store.h"
 
@@ -107,15 +108,33 @@ void JitBroker::enqueue(const std::shared_ptr<Session>& session, const proto::Cr
   session->threads.emplace_back([this, session, req] { serve(session, req); });
 }
 
+namespace {
+
+// The request as it may be shown outside the sandbox: its key, scope and
+// reason are whatever the asker wrote (`rf-cred get X --reason "$TOKEN"`), so
+// they are redacted of every value the sandbox holds before they reach the
+// audit log, the approval queue or an error.
+proto::CredRequest shown_outside(proto::CredRequest req,
+                                 const std::shared_ptr<const redact::Patterns>& patterns) {
+  if (!patterns || patterns->empty()) return req;
+  req.name = redact::redact_all(*patterns, req.name);
+  req.scope = redact::redact_all(*patterns, req.scope);
+  req.reason = redact::redact_all(*patterns, req.reason);
+  return req;
+}
+
+}  // namespace
+
 void JitBroker::serve(const std::shared_ptr<Session>& session, const proto::CredRequest& req) {
   const JitContext& ctx = session->ctx;
+  const proto::CredRequest shown = shown_outside(req, identity_.patterns_for(*ctx.sandbox));
   const std::string actor = "worker " + identity_.worker_id();
   const std::optional<int64_t> call =
       ctx.use.call_id != 0 ? std::optional<int64_t>(ctx.use.call_id) : std::nullopt;
   const identity::AuditContext where{ctx.use.run, call, ctx.sandbox->id()};
-  json base = {{"key", req.name},
-               {"scope", req.scope},
-               {"reason", req.reason},
+  json base = {{"key", shown.name},
+               {"scope", shown.scope},
+               {"reason", shown.reason},
                {"pid", req.pid},
                {"step", ctx.step},
                {"agent", ctx.agent},
@@ -149,7 +168,7 @@ void JitBroker::serve(const std::shared_ptr<Session>& session, const proto::Cred
     if (e.key == req.name) entry = &e;
   }
   if (entry == nullptr) {
-    return refuse(req.name + " is not a key of the identity profiles of project " +
+    return refuse(shown.name + " is not a key of the identity profiles of project " +
                       ctx.use.project + " (ringfence identity resolve --project " +
                       ctx.use.project + " lists them)",
                   "identity");
@@ -178,7 +197,7 @@ void JitBroker::serve(const std::shared_ptr<Session>& session, const proto::Cred
                           {"verdict", std::string(identity::to_string(d.verdict))}});
   if (!d.rule) {
     return refuse("no rule of " + options_.policy->path + " matches (secret " + entry->secret +
-                      ", key " + req.name + ", scope \"" + req.scope + "\", project " +
+                      ", key " + shown.name + ", scope \"" + shown.scope + "\", project " +
                       ctx.use.project + "), so it is denied",
                   "policy");
   }
@@ -190,7 +209,7 @@ void JitBroker::serve(const std::shared_ptr<Session>& session, const proto::Cred
   if (d.verdict == identity::JitVerdict::ask) {
     flush();  // the request is on record before anyone is asked
     int64_t id = 0;
-    if (auto no = ask_human(*session, req, *d.rule, entry->secret, &by, &id)) {
+    if (auto no = ask_human(*session, shown, *d.rule, entry->secret, &by, &id)) {
       base["approval"] = id;
       return refuse(*no, by);
     }

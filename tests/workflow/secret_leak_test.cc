@@ -201,6 +201,9 @@ class JitLeakTest : public WorkflowTest {
               0)
         << err;
     const std::string policy = file("jit.yaml", R"(rules:
+  - scope: "ask-*"
+    verdict: ask
+    timeout: 1s
   - secret: "acme-*"
     verdict: allow
 )");
@@ -281,6 +284,48 @@ steps:
   EXPECT_EQ(out.find(deploy_), std::string::npos);
   stop_workers();
   expect_not_in_store(state_, deploy_);
+}
+
+// What the asker writes into a request (key, scope, reason: up to 4 KiB of
+// its choosing) leaves the sandbox in the audit log and the approval queue:
+// an agent that puts a value it holds there (`rf-cred get X --reason
+// "$TOKEN"`) finds it redacted in every jit.* event and approval row.
+TEST_F(JitLeakTest, ValuesPutIntoARequestsKeyScopeOrReasonAreRedactedFromAuditAndApprovals) {
+  const std::string adapter = file("leaker.yaml", R"(name: leaker
+argv: [sh, -c, 'v=$(rf-cred get DEPLOY_KEY) || exit 3; rf-cred get DEPLOY_KEY --scope "s-$v" --reason "why $v $API_KEY" > /dev/null; rf-cred get DEPLOY_KEY --scope "ask-$v" --reason "please $v $API_KEY" > /dev/null 2>&1; rf-cred get "K$v" --reason "$v" > /dev/null 2>&1; echo asked', x]
+result: {from: stdout, format: text}
+)");
+  const std::string wf = file("leaker-wf.yaml", R"(name: leaker
+steps:
+  - id: ask
+    mode: cli_agent_jit
+    agent: )" + adapter + R"(
+    prompt: x
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "j1"}, &out, &err), 0)
+      << out << err;
+  const json r = show("j1");
+  EXPECT_EQ(step(r, "ask")["outputs"]["output"], "asked") << r.dump(1);
+  ASSERT_EQ(run({"audit", "show", "--json"}, &out, &err), 0) << err;
+  int requested = 0, asked = 0;
+  for (const auto& e : json::parse(out)) {
+    const std::string kind = e.value("kind", "");
+    if (kind.rfind("jit.", 0) != 0) continue;
+    const std::string d = e.dump();
+    EXPECT_EQ(d.find(deploy_), std::string::npos) << d;
+    EXPECT_EQ(d.find(api_), std::string::npos) << d;
+    if (kind == "jit.requested") ++requested;
+    if (kind == "jit.asked") ++asked;
+  }
+  EXPECT_EQ(requested, 4) << out;
+  EXPECT_EQ(asked, 1) << out;
+  EXPECT_NE(out.find("why [REDACTED:DEPLOY_KEY]"), std::string::npos) << out;
+  EXPECT_NE(out.find("s-[REDACTED:DEPLOY_KEY]"), std::string::npos) << out;
+  EXPECT_NE(out.find("K[REDACTED:DEPLOY_KEY]"), std::string::npos) << out;
+  stop_workers();
+  expect_not_in_store(state_, deploy_);
+  expect_not_in_store(state_, api_);
 }
 
 }  // namespace
