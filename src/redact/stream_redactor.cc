@@ -79,8 +79,39 @@ std::string StreamRedactor::finish() {
   if (pending_.empty()) return out;
   std::string text = std::move(pending_);
   pending_.clear();
+  if (!patterns_ || patterns_->empty()) {
+    out.assign(text);
+    sodium_memzero(text.data(), text.size());
+    return out;
+  }
   find(text);
-  emit(text, 0, text.size(), &out);
+  // As feed() would, up to the live partial the stream ended in.
+  size_t hold = patterns_->live_partial_start(text, 0);
+  size_t done = emit(text, 0, hold, &out);
+  while (done > hold) {
+    hold = patterns_->live_partial_start(text, done);
+    done = emit(text, done, hold, &out);
+  }
+  // The stream was cut short inside what may be a value (a process killed,
+  // output cut at its cap): its start is not let go when it is long enough
+  // to give the value away. The shortest value it could still become decides
+  // what "long enough" is for short values.
+  const std::string_view tail = std::string_view(text).substr(done);
+  const Patterns::Pattern* shortest = nullptr;
+  for (const auto& p : patterns_->patterns()) {
+    if (p.bytes.size() > tail.size() && std::string_view(p.bytes).starts_with(tail) &&
+        (shortest == nullptr || p.bytes.size() < shortest->bytes.size())) {
+      shortest = &p;
+    }
+  }
+  if (!tail.empty() && shortest != nullptr &&
+      (tail.size() >= kCutShortMark || 2 * tail.size() > shortest->bytes.size())) {
+    const std::string& key = patterns_->keys()[shortest->key];
+    out.append("[REDACTED:").append(key).append("]");
+    ++counts_[{key, "partial"}];
+  } else {
+    emit(text, done, text.size(), &out);
+  }
   sodium_memzero(text.data(), text.size());
   return out;
 }

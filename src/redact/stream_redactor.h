@@ -2,7 +2,10 @@
 // holds secrets. Every occurrence of every form of every value becomes
 // [REDACTED:KEY], wherever it falls, split across chunks at any byte
 // (leftmost, then longest, never overlapping). Only the bytes of a live
-// partial match are held back; finish() lets them go at the stream's end.
+// partial match are held back; finish() lets them go at the stream's end,
+// unless they are a start of a value long enough to give it away
+// (kCutShortMark bytes, or more than half of the value): a stream cut short
+// inside a value ends in [REDACTED:KEY] instead.
 // Not thread-safe: one per stream.
 #pragma once
 
@@ -18,7 +21,12 @@
 
 namespace rf::redact {
 
-// (key, form) -> matches redacted.
+// A live partial this long (or longer than half of the shortest value it
+// could become) left held at the end of a stream is marked, not let go.
+inline constexpr size_t kCutShortMark = 8;
+
+// (key, form) -> matches redacted; form "partial": a start of a value at the
+// end of a stream cut short.
 using RedactionCounts = std::map<std::pair<std::string, std::string>, uint64_t>;
 
 class StreamRedactor {
@@ -30,7 +38,8 @@ class StreamRedactor {
 
   // What may leave now.
   std::string feed(std::string_view chunk);
-  // The end of the stream: what was held back, redacted.
+  // The end of the stream: what was held back, redacted (a long enough start
+  // of a value, where the stream was cut short, included).
   std::string finish();
   // More values to redact from here on (a JIT grant, issue 13). What is held
   // back is looked at again with the new patterns; a value given after this

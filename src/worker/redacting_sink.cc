@@ -5,16 +5,37 @@ namespace rf::worker {
 RedactingSink::RedactingSink(OutputSink& next, std::shared_ptr<const redact::Patterns> patterns)
     : next_(next), out_(patterns), err_(patterns) {}
 
+namespace {
+
+// How the runner's mark begins when it cuts a call's output at its cap
+// (runner/call.cc, pinned by runner_test): sent on the stream it cut, after
+// the output up to the cap.
+constexpr std::string_view kOutputTruncatedMark = "\n[ringfence: output truncated at ";
+
+// Feeds `data` to `r`. The runner's mark of output cut at its cap ends what
+// came before it: a value the cap cut is then marked by finish(), not let go
+// as a prefix (what was held is no longer live once the mark follows it).
+std::string redact_chunk(redact::StreamRedactor& r, std::string_view data) {
+  const size_t mark = data.find(kOutputTruncatedMark);
+  if (mark == std::string_view::npos) return r.feed(data);
+  std::string clean = r.feed(data.substr(0, mark));
+  clean += r.finish();
+  clean += r.feed(data.substr(mark));
+  return clean;
+}
+
+}  // namespace
+
 // Under the lock to the end: chunks reach `next` in the order they came.
 void RedactingSink::on_stdout(std::string_view data) {
   std::lock_guard lock(mu_);
-  const std::string clean = out_.feed(data);
+  const std::string clean = redact_chunk(out_, data);
   if (!clean.empty()) next_.on_stdout(clean);
 }
 
 void RedactingSink::on_stderr(std::string_view data) {
   std::lock_guard lock(mu_);
-  const std::string clean = err_.feed(data);
+  const std::string clean = redact_chunk(err_, data);
   if (!clean.empty()) next_.on_stderr(clean);
 }
 

@@ -10,6 +10,7 @@
 #include "redact/forms.h"
 #include "redact/patterns.h"
 #include "redact/stream_redactor.h"
+#include "worker/redacting_sink.h"
 
 namespace rf::redact {
 namespace {
@@ -215,6 +216,52 @@ TEST(Redact, ShortValuesAreStillMatched) {
   EXPECT_EQ(redact_all(*p, "a42b4 2"), "a[REDACTED:PIN]b4 2");
   StreamRedactor r(p);
   EXPECT_EQ(feed_in_chunks(r, "x4242y4", {2, 3, 6}), "x[REDACTED:PIN][REDACTED:PIN]y4");
+}
+
+// A stream cut short (a process killed, output cut at its cap) ends inside a
+// value: the held start of it is not let go as it was, only a mark is.
+TEST(Redact, AStreamCutShortInsideAValueReleasesNoLongPrefixOfIt) {
+  auto p = one("TOKEN", kSecret);
+  const std::string s = kSecret;
+  for (size_t n = 8; n < s.size(); ++n) {
+    StreamRedactor r(p);
+    std::string out = r.feed("log: " + s.substr(0, n));
+    out += r.finish();
+    EXPECT_EQ(out, "log: [REDACTED:TOKEN]") << n;
+    EXPECT_EQ(out.find(s.substr(0, 8)), std::string::npos) << n;
+  }
+  // Short starts that are no more than half of the value are ordinary text.
+  StreamRedactor short_start(p);
+  EXPECT_EQ(short_start.feed("x sk-te"), "x ");
+  EXPECT_EQ(short_start.finish(), "sk-te");
+  // More than half of a short value is marked, though under 8 bytes.
+  auto pin = one("PIN", "123456");
+  StreamRedactor r(pin);
+  std::string out = r.feed("pin 1234");
+  out += r.finish();
+  EXPECT_EQ(out, "pin [REDACTED:PIN]");
+  EXPECT_EQ(redact_all(*p, "cut: " + s.substr(0, s.size() - 1)), "cut: [REDACTED:TOKEN]");
+}
+
+// What the host receives when the runner cuts a call's output at its cap:
+// the output up to the cap, then the runner's mark on the same stream. The
+// value cut by the cap does not go out as a prefix (an audit probe got 39 of
+// a 40-character token).
+TEST(Redact, OutputCutAtItsCapInsideAValueReleasesNoPrefixOfIt) {
+  struct Collect : OutputSink {
+    void on_stdout(std::string_view d) override { out.append(d); }
+    void on_stderr(std::string_view d) override { err.append(d); }
+    std::string out, err;
+  } next;
+  const std::string token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+  worker::RedactingSink sink(next, one("GH", token));
+  sink.on_stdout("token=" + token.substr(0, 39));
+  sink.on_stdout("\n[ringfence: output truncated at 45 bytes]\n");
+  sink.finish();
+  EXPECT_EQ(next.out.find(token.substr(0, 8)), std::string::npos) << next.out;
+  EXPECT_NE(next.out.find("[REDACTED:GH]"), std::string::npos) << next.out;
+  EXPECT_NE(next.out.find("[ringfence: output truncated at 45 bytes]"), std::string::npos)
+      << next.out;
 }
 
 }  // namespace

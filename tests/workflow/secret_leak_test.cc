@@ -183,6 +183,32 @@ steps:
   expect_not_in_store(state_, url);
 }
 
+// The runner cuts a call's output at its cap and says so on the same stream:
+// when the cap falls inside a value, the start of the value before the cap
+// is not let go (an audit probe got 39 of a 40-character token this way).
+TEST_F(WorkflowTest, OutputCutAtItsCapInsideAValueLeavesNoStartOfIt) {
+  const std::string token = random_token("ghp_");  // 28 characters: the cap takes 24
+  project_secret("acme-gh", token, "GH_TOKEN");
+  start_worker({"--sandbox-output-limit", "1024"});
+  const std::string wf = file("cap.yaml", R"(name: cap
+steps:
+  - id: loud
+    mode: identity_scoped
+    run: 'head -c 1000 /dev/zero | tr "\\0" x; printf "%s%s" "$GH_TOKEN" "$GH_TOKEN"'
+    allow_failure: true
+)");
+  std::string out, err;
+  run({"workflow", "run", wf, "--project", "acme", "--run-id", "c1"}, &out, &err);
+  const json r = show("c1");
+  const std::string shown = r.dump();
+  EXPECT_NE(shown.find("output truncated at"), std::string::npos) << r.dump(1);
+  EXPECT_NE(shown.find("[REDACTED:GH_TOKEN]"), std::string::npos) << r.dump(1);
+  EXPECT_EQ(shown.find(token.substr(0, 8)), std::string::npos) << r.dump(1);
+  EXPECT_EQ(out.find(token.substr(0, 8)), std::string::npos) << out;
+  stop_workers();
+  expect_not_in_store(state_, token.substr(0, 8));
+}
+
 // The JIT tests' identity: DEPLOY_KEY by JIT, API_KEY by env; a policy that
 // allows every request for them.
 class JitLeakTest : public WorkflowTest {
