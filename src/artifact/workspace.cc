@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include "core/unique_fd.h"
 #include "docker_api/tar_archive.h"
@@ -118,6 +120,13 @@ Result<UniqueFd> open_dirs(int root_fd, const std::string& rel, const std::strin
   return cur;
 }
 
+// fsync of the directory `dir_fd` (an O_PATH descriptor) names: its entries on disk.
+Status sync_dir(int dir_fd, const std::string& what) {
+  UniqueFd d(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d || ::fsync(d.get()) != 0) return sys_error(what);
+  return ok_status();
+}
+
 }  // namespace
 
 Result<Workspace> read_workspace(Sandbox& sandbox, const std::string& root, uint64_t max_bytes,
@@ -171,9 +180,13 @@ Result<nlohmann::json> copy_to_local(const Workspace& ws, const std::string& roo
     cleanup(tmp);
     return sys_error(what + ": open " + tmp);
   }
+  // Every directory of the new tree, to be synced before it goes into place.
+  std::set<std::string> dirs = {""};
   for (const auto& e : ws.entries) {
     const size_t s = e.path.rfind('/');
-    auto sub = open_dirs(tmp_fd.get(), s == std::string::npos ? "" : e.path.substr(0, s), what);
+    const std::string parent_dir = s == std::string::npos ? "" : e.path.substr(0, s);
+    dirs.insert(parent_dir);
+    auto sub = open_dirs(tmp_fd.get(), parent_dir, what);
     if (!sub) {
       cleanup(tmp);
       return sub.take_error();
@@ -185,6 +198,7 @@ Result<nlohmann::json> copy_to_local(const Workspace& ws, const std::string& roo
         cleanup(tmp);
         return err;
       }
+      dirs.insert(e.path);
       continue;
     }
     UniqueFd f(::openat(sub->get(), leaf.c_str(),
@@ -206,11 +220,43 @@ Result<nlohmann::json> copy_to_local(const Workspace& ws, const std::string& roo
       }
       off += static_cast<size_t>(n);
     }
+    // On disk before the rename: after a crash the new copy is whole, never empty.
+    if (::fsync(f.get()) != 0) {
+      auto err = sys_error(what + ": fsync " + e.path);
+      cleanup(tmp);
+      return err;
+    }
   }
-  // Into place: an existing target moves aside first, and goes after.
-  std::string old;
+  for (const auto& d : dirs) {
+    auto sub = open_dirs(tmp_fd.get(), d, what);
+    Status synced = sub ? sync_dir(sub->get(), what + ": fsync " + (d.empty() ? tmp : d))
+                        : Status(sub.take_error());
+    if (!synced) {
+      cleanup(tmp);
+      return synced.take_error();
+    }
+  }
+  // Into place. An existing target swaps with the new copy in one step
+  // (RENAME_EXCHANGE), so the target is never missing; the old copy, now
+  // under the temporary name, goes after. Only where the file system cannot
+  // exchange (EINVAL) does the old copy move aside first.
   struct stat existing {};
-  if (::fstatat(dir->get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
+  const bool exists = ::fstatat(dir->get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0;
+  if (exists) {
+    if (::renameat2(dir->get(), tmp.c_str(), dir->get(), name.c_str(), RENAME_EXCHANGE) == 0) {
+      auto synced = sync_dir(dir->get(), what + ": fsync its directory");
+      cleanup(tmp);
+      if (!synced) return synced.take_error();
+      return nlohmann::json{{"path", root + "/" + rel}, {"files", ws.files}, {"bytes", ws.bytes}};
+    }
+    if (errno != EINVAL && errno != ENOSYS) {
+      auto err = sys_error(what + ": exchange the new copy with the old");
+      cleanup(tmp);
+      return err;
+    }
+  }
+  std::string old;
+  if (exists) {
     old = "." + name + ".rf-old-" + random_suffix();
     if (::renameat(dir->get(), name.c_str(), dir->get(), old.c_str()) != 0) {
       auto err = sys_error(what + ": move the old copy aside");
@@ -224,7 +270,9 @@ Result<nlohmann::json> copy_to_local(const Workspace& ws, const std::string& roo
     cleanup(tmp);
     return err;
   }
+  auto synced = sync_dir(dir->get(), what + ": fsync its directory");
   if (!old.empty()) cleanup(old);
+  if (!synced) return synced.take_error();
   return nlohmann::json{{"path", root + "/" + rel}, {"files", ws.files}, {"bytes", ws.bytes}};
 }
 

@@ -40,8 +40,10 @@ Result<std::string> workspace_tar(const Workspace& ws);
 
 // dest local: copies it to ROOT/REL (REL relative, no "..", confined to ROOT;
 // no symlink under ROOT is followed). Written to a new directory next to the
-// target and renamed into place, so a failure leaves no half-written copy;
-// an existing target is replaced. Returns {"path", "files", "bytes"}.
+// target, fsynced, and renamed into place, so a failure or a crash leaves no
+// half-written copy; an existing target is swapped with it in one
+// renameat2(RENAME_EXCHANGE), never missing, then removed.
+// Returns {"path", "files", "bytes"}.
 Result<nlohmann::json> copy_to_local(const Workspace& ws, const std::string& root,
                                      const std::string& rel);
 

@@ -681,5 +681,60 @@ steps:
       << r.dump();
 }
 
+// A local artifact delivered over an older copy swaps with it in one rename
+// (RENAME_EXCHANGE): the target is never missing, as it was between the two
+// renames of old; the new contents are there and nothing is left beside it.
+TEST_F(WorkflowTest, ALocalArtifactReplacesTheOldCopyWithoutAGap) {
+  const std::string root = dir_ + "/artifacts";
+  std::filesystem::create_directories(root + "/out/same/site");
+  { std::ofstream(root + "/out/same/old.txt") << "old\n"; }
+  const std::string adapter = file("fake-agent.yaml", R"(name: fake-agent
+argv: [sh, -c, "mkdir -p site && echo '<h1>{{prompt}}</h1>' > site/index.html && echo made", x]
+result: {from: stdout, format: text}
+memory_floor: 1g
+)");
+  Cli& worker = start_worker({"--artifact-root", root});
+  // Every rename the worker makes, from now on.
+  const std::string log = dir_ + "/renames.log";
+  const std::string pid = std::to_string(worker.pid());
+  const pid_t tracer = ::fork();
+  if (tracer == 0) {
+    ::execlp("strace", "strace", "-f", "-qq", "-e", "trace=rename,renameat,renameat2", "-o",
+             log.c_str(), "-p", pid.c_str(), static_cast<char*>(nullptr));
+    ::_exit(99);
+  }
+  ASSERT_GT(tracer, 0);
+  auto traced = [&] {
+    std::ifstream status("/proc/" + pid + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("TracerPid:", 0) == 0) return line.find_first_not_of("\t 0", 10) != line.npos;
+    return false;
+  };
+  for (int i = 0; i < 500 && !traced(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(traced()) << "strace did not attach";
+  const std::string wf = file("swap.yaml", R"(name: swap
+steps:
+  - id: copy
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: new
+    artifact: {dest: local, path: "out/same"}
+)");
+  std::string out, err;
+  const int code = run({"workflow", "run", wf, "--project", "acme", "--run-id", "s1"}, &out, &err);
+  ::kill(tracer, SIGTERM);
+  ::waitpid(tracer, nullptr, 0);
+  ASSERT_EQ(code, 0) << out << err << show("s1").dump();
+  EXPECT_EQ(slurp(root + "/out/same/site/index.html"), "<h1>new</h1>\n");
+  EXPECT_FALSE(std::filesystem::exists(root + "/out/same/old.txt"));
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(root + "/out"))
+    left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"same"});
+  const std::string renames = slurp(log);
+  EXPECT_NE(renames.find("\"same\", RENAME_EXCHANGE) = 0"), std::string::npos) << renames;
+  EXPECT_EQ(renames.find(".same.rf-old-"), std::string::npos) << renames;
+}
+
 }  // namespace
 }  // namespace rf::testing
