@@ -11,6 +11,7 @@
 #include "api/exec_json.h"
 #include "api/json_answers.h"
 #include "core/log.h"
+#include "core/units.h"
 #include "identity/audit_events.h"
 #include "identity/cascade.h"
 #include "proof/proof_log.h"
@@ -347,11 +348,24 @@ void Api::route_records(const Caller& caller, const Target& t, const Request& re
     }
     store::AuditFilter filter;
     filter.project_id = caller.project;
+    // Whole numbers in range, or a 400 naming the parameter: never read as
+    // 0 or clamped into something the caller did not ask for.
     if (auto it = t.query.find("after"); it != t.query.end()) {
-      filter.after_seq = std::strtoll(it->second.c_str(), nullptr, 10);
+      const auto after = parse_whole_number(it->second);
+      if (!after || *after > static_cast<uint64_t>(INT64_MAX)) {
+        return fail(
+            responder, 400, "after",
+            "after \"" + it->second + "\": expected an event's seq (a whole number, 0 or more)");
+      }
+      filter.after_seq = static_cast<int64_t>(*after);
     }
     if (auto it = t.query.find("limit"); it != t.query.end()) {
-      filter.limit = std::clamp(std::atoi(it->second.c_str()), 1, 1000);
+      const auto limit = parse_whole_number(it->second);
+      if (!limit || *limit < 1 || *limit > 1000) {
+        return fail(responder, 400, "limit",
+                    "limit \"" + it->second + "\": expected a whole number from 1 to 1000");
+      }
+      filter.limit = static_cast<int>(*limit);
     }
     auto events = log.list(filter);
     if (!events) return fail(responder, 500, "", events.error().to_string());

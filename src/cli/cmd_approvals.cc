@@ -3,6 +3,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@ using nlohmann::json;
 
 struct ApprovalFlags {
   std::string state_dir, project, as, reason;
+  std::string id_text;  // as given: parsed (and refused) here, never clamped
   int64_t id = 0;
   bool json = false;
 };
@@ -77,7 +79,15 @@ int list(const ApprovalFlags& f) {
   return 0;
 }
 
-int decide(const ApprovalFlags& f, bool approve) {
+int decide(ApprovalFlags f, bool approve) {
+  const std::string verb = approve ? "approvals approve" : "approvals deny";
+  const char* first = f.id_text.data();
+  const char* last = first + f.id_text.size();
+  const auto [end, ec] = std::from_chars(first, last, f.id);
+  if (f.id_text.empty() || ec != std::errc() || end != last) {
+    return fail(verb + ": id \"" + f.id_text + "\": not a number (the ids `approvals list` shows)",
+                kExitUsage);
+  }
   if (!approve && f.reason.empty()) return fail("approvals deny: give --reason TEXT", kExitUsage);
   auto st = open_client_store(state_dir_or_default(f.state_dir));
   if (!st) return fail(st.error().to_string(), kExitRuntime);
@@ -118,7 +128,7 @@ void add_approvals_commands(CLI::App* approvals, CommandResult* result) {
   for (const bool approve : {true, false}) {
     auto* c = approvals->add_subcommand(approve ? "approve" : "deny",
                                         approve ? "Approve a request" : "Deny a request");
-    c->add_option("id", f->id, "The approval's id")->required();
+    c->add_option("id", f->id_text, "The approval's id")->required();
     c->add_option("--reason", f->reason, approve ? "Why (optional)" : "Why (required)");
     c->add_option("--as", f->as, "Who answers (default: $USER)");
     c->add_option("--state-dir", f->state_dir, "The workers' state dir");

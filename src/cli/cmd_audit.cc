@@ -58,6 +58,12 @@ json event_json(const store::AuditEvent& e) {
 }
 
 int run_show(const AuditFlags& f) {
+  // A limit below 1 is refused: SQLite reads a negative LIMIT as none at all.
+  if (f.limit < 1) {
+    return fail(
+        "--limit " + std::to_string(f.limit) + ": expected a whole number of events, 1 or more",
+        kExitUsage);
+  }
   auto st = open_client_store(state_dir_or_default(f.state_dir));
   if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
   store::AuditFilter filter;
@@ -92,8 +98,19 @@ int run_verify_receipt(const AuditFlags& f) {
   auto text = read_file(f.receipt);
   if (!text.ok())
     return fail("--receipt " + f.receipt + ": " + text.error().to_string(), kExitUsage);
-  const json bundle = json::parse(*text, nullptr, false);
-  if (bundle.is_discarded()) return fail("--receipt " + f.receipt + ": not JSON", kExitTampered);
+  // Not JSON is bad input (a file cut short, the wrong file), not a receipt
+  // that fails its checks: the usage exit, and where the text breaks.
+  json bundle;
+  try {
+    bundle = json::parse(*text);
+  } catch (const json::parse_error& e) {
+    std::string why = e.what();
+    if (const size_t at = why.find(": ", why.find("column")); at != std::string::npos)
+      why = why.substr(at + 2);
+    return fail("--receipt " + f.receipt + ": not JSON: it breaks at byte " +
+                    std::to_string(e.byte) + " of " + std::to_string(text->size()) + ": " + why,
+                kExitUsage);
+  }
   const std::string key_path =
       f.key.empty() ? proof::public_key_path(state_dir_or_default(f.state_dir)) : f.key;
   auto key = proof::read_public_key_file(key_path);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -149,8 +150,8 @@ struct ServeFlags {
   std::string backend = "native";
   std::string docker_host;
   bool allow_host_network = false;
-  size_t max_per_project = 64;
-  int max_requests_per_token = 64;
+  int64_t max_per_project = 64;
+  int64_t max_requests_per_token = 64;
   std::string max_body = "64m";
   std::string request_timeout = "10s";
   std::string tls_cert, tls_key;
@@ -180,6 +181,17 @@ int serve(const ServeFlags& f) {
   limits.head_timeout = *head;
   auto kind = parse_backend_kind(f.backend);
   if (!kind) return fail("--backend: " + kind.error().message, kExitUsage);
+  // Below 1, every request (or sandbox) would be refused: refused here instead.
+  if (f.max_requests_per_token < 1 || f.max_requests_per_token > INT_MAX) {
+    return fail("--max-requests-per-token " + std::to_string(f.max_requests_per_token) +
+                    ": expected 1 or more requests",
+                kExitUsage);
+  }
+  if (f.max_per_project < 1) {
+    return fail("--max-sandboxes-per-project " + std::to_string(f.max_per_project) +
+                    ": expected 1 or more sandboxes",
+                kExitUsage);
+  }
   // Signals wait for the main thread (sigwait below): blocked before any thread starts.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -195,10 +207,10 @@ int serve(const ServeFlags& f) {
   api::ServiceOptions options;
   options.backend = *kind;
   options.allow_host_network = f.allow_host_network;
-  options.max_per_project = f.max_per_project;
+  options.max_per_project = static_cast<size_t>(f.max_per_project);
   api::SandboxService sandboxes(options, [](BackendKind k) { return make_backend(k); });
   api::ApiOptions api_options;
-  api_options.max_requests_per_token = f.max_requests_per_token;
+  api_options.max_requests_per_token = static_cast<int>(f.max_requests_per_token);
   auto signing_key = proof::SigningKey::load_or_create(state_dir);
   if (!signing_key) return fail(signing_key.error().to_string(), kExitRuntime);
   api_options.signing_key = &*signing_key;
@@ -252,7 +264,7 @@ struct McpFlags {
   std::string project;
   std::string backend = "native";
   std::string docker_host;
-  size_t max_per_project = 16;
+  int64_t max_per_project = 16;
 };
 
 // `ringfence mcp`: the MCP server on stdio, for one project, its sandboxes
@@ -260,11 +272,16 @@ struct McpFlags {
 int mcp(const McpFlags& f) {
   auto kind = parse_backend_kind(f.backend);
   if (!kind) return fail("--backend: " + kind.error().message, kExitUsage);
+  if (f.max_per_project < 1) {
+    return fail(
+        "--max-sandboxes " + std::to_string(f.max_per_project) + ": expected 1 or more sandboxes",
+        kExitUsage);
+  }
   ::signal(SIGPIPE, SIG_IGN);
   register_backends(BackendConfig{f.docker_host, {}, {}});
   api::ServiceOptions options;
   options.backend = *kind;
-  options.max_per_project = f.max_per_project;
+  options.max_per_project = static_cast<size_t>(f.max_per_project);
   api::SandboxService sandboxes(options, [](BackendKind k) { return make_backend(k); });
   api::McpServer server(sandboxes);
   const int code = api::serve_mcp_stdio(server, f.project, STDIN_FILENO, STDOUT_FILENO);

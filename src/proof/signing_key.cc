@@ -47,15 +47,15 @@ Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t
   {
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
     if (!fd) return sys_error(tmp);
-    if (::fchmod(fd.get(), mode) != 0) return sys_error(tmp);
-    if (auto w = write_all(fd.get(), bytes); !w) {
+    // Any failure from here removes the temporary file, and names the file
+    // being written: "write: ..." alone says neither what nor where.
+    auto give_up = [&](const std::string& step, int err) {
       ::unlink(tmp.c_str());
-      return w;
-    }
-    if (::fsync(fd.get()) != 0) {
-      ::unlink(tmp.c_str());
-      return sys_error(tmp);
-    }
+      return Status(sys_error(path + ": " + step, err));
+    };
+    if (::fchmod(fd.get(), mode) != 0) return give_up("chmod " + tmp, errno);
+    if (auto w = write_all(fd.get(), bytes); !w) return give_up("write", w.error().sys_errno);
+    if (::fsync(fd.get()) != 0) return give_up("fsync", errno);
   }
   const int rc =
       exclusive ? ::link(tmp.c_str(), path.c_str()) : ::rename(tmp.c_str(), path.c_str());

@@ -3,8 +3,10 @@
 // verifies every signature over the DSSE pre-authentication encoding and the
 // checkpoint's text, and tests/proof/check_receipt.py (hashlib) walks each
 // inclusion proof to the checkpoint's root.
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -481,6 +483,53 @@ TEST_F(ProofCli, ServeAnswersCheckpointsAndInclusionAndConsistencyProofs) {
   EXPECT_EQ(anonymous.request("GET", "/v1/audit/checkpoint").status, 401);
   server->signal(SIGTERM);
   server->wait();
+}
+
+// A receipt cut short is not JSON: the error says where it breaks, and the
+// exit is the input error (2), not the one for a tampered receipt (1).
+TEST_F(ProofCli, ATruncatedReceiptSaysWhereItBreaksAndIsAnInputError) {
+  ASSERT_EQ(exec("r.json", {}, {"true"}).exit_code, 0);
+  const std::string whole = slurp(dir_ + "/r.json");
+  { std::ofstream(dir_ + "/cut.json", std::ios::trunc) << whole.substr(0, 100); }
+  const auto v = verify(dir_ + "/cut.json");
+  EXPECT_EQ(v.exit_code, 2) << v.out << v.err;
+  EXPECT_EQ(v.err.rfind("ringfence: --receipt " + dir_ +
+                            "/cut.json: not JSON: it breaks at byte 101 of 100: ",
+                        0),
+            0u)
+      << v.err;
+}
+
+// `audit show --limit` takes a positive count only: -1 once listed every
+// event (SQLite reads a negative LIMIT as none).
+TEST_F(ProofCli, AuditShowRefusesALimitThatIsNotPositive) {
+  ASSERT_EQ(exec("r.json", {}, {"true"}).exit_code, 0);
+  for (const std::string bad : {"-1", "0"}) {
+    const auto r = run_cli({"audit", "show", "--state-dir", dir_, "--limit", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out << r.err;
+    EXPECT_EQ(r.err,
+              "ringfence: --limit " + bad + ": expected a whole number of events, 1 or more\n")
+        << bad;
+    EXPECT_EQ(r.out, "") << bad;
+  }
+  const auto one = run_cli({"audit", "show", "--state-dir", dir_, "--limit", "1", "--json"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(json::parse(one.out).size(), 1u) << one.out;
+}
+
+// A signing key that cannot be written: the error names the key's file, not
+// a bare "write", and no temporary file is left beside it.
+TEST_F(ProofCli, ASigningKeyThatCannotBeWrittenNamesItsFile) {
+  const auto r = run_cli({"keys", "show", "--state-dir", dir_}, "", [] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit none{0, 0};
+    ::setrlimit(RLIMIT_FSIZE, &none);
+  });
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(dir_ + "/keys/proof.key: write: File too large"), std::string::npos)
+      << r.err;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/keys"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 }
 
 }  // namespace

@@ -960,5 +960,49 @@ TEST_F(ServeCli, StoppingTheServerRemovesItsSandboxes) {
   for (const auto& id : ids) EXPECT_EQ(inventory.out().find(id), std::string::npos) << id;
 }
 
+// /v1/audit's limit and after are whole numbers in range, or a 400 naming
+// the parameter: "abc" and -5 once came back as one event with 200, and
+// after=xyz read as 0.
+TEST_F(ServeCli, AuditQueryNumbersAreCheckedAndTheParameterNamed) {
+  const std::string tok = token("acme");
+  serve();
+  auto expect = [&](const std::string& query, const std::string& field, const std::string& words) {
+    const auto r = call("GET", "/v1/audit?" + query, tok);
+    EXPECT_EQ(r.status, 400) << query << ": " << r.body;
+    if (r.status != 400) return;
+    const json j = json::parse(r.body);
+    EXPECT_EQ(j.value("field", ""), field) << r.body;
+    EXPECT_EQ(j.value("error", ""), words) << r.body;
+  };
+  expect("limit=abc", "limit", "limit \"abc\": expected a whole number from 1 to 1000");
+  expect("limit=-5", "limit", "limit \"-5\": expected a whole number from 1 to 1000");
+  expect("limit=0", "limit", "limit \"0\": expected a whole number from 1 to 1000");
+  expect("limit=1001", "limit", "limit \"1001\": expected a whole number from 1 to 1000");
+  expect("limit=", "limit", "limit \"\": expected a whole number from 1 to 1000");
+  expect("after=xyz", "after",
+         "after \"xyz\": expected an event's seq (a whole number, 0 or more)");
+  expect("after=-1", "after", "after \"-1\": expected an event's seq (a whole number, 0 or more)");
+  const auto ok = call("GET", "/v1/audit?limit=1&after=0", tok);
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_LE(json::parse(ok.body)["events"].size(), 1u) << ok.body;
+}
+
+// --max-requests-per-token below 1 would refuse every request: serve
+// refuses it at the start, naming the flag.
+TEST_F(ServeCli, ALimitThatWouldRefuseEveryRequestIsRefusedAtTheStart) {
+  for (const std::string bad : {"-1", "0"}) {
+    Cli c(
+        {"serve", "--listen", "127.0.0.1:0", "--state-dir", dir_, "--max-requests-per-token", bad});
+    EXPECT_EQ(c.wait(20s), 2) << bad << ": " << c.out() << c.err();
+    EXPECT_EQ(c.err(),
+              "ringfence: --max-requests-per-token " + bad + ": expected 1 or more requests\n")
+        << bad;
+  }
+  Cli c({"serve", "--listen", "127.0.0.1:0", "--state-dir", dir_, "--max-sandboxes-per-project",
+         "-1"});
+  EXPECT_EQ(c.wait(20s), 2) << c.out() << c.err();
+  EXPECT_EQ(c.err(), "ringfence: --max-sandboxes-per-project -1: expected 1 or more sandboxes\n");
+}
+
 }  // namespace
 }  // namespace rf::testing

@@ -736,5 +736,18 @@ steps:
   EXPECT_EQ(renames.find(".same.rf-old-"), std::string::npos) << renames;
 }
 
+// An approval's id that is not a number (here, past INT64_MAX) is refused as
+// such, naming it, rather than clamped to another approval's id.
+TEST_F(WorkflowTest, AnApprovalIdThatIsNotANumberIsRefusedNamingIt) {
+  std::string out, err;
+  EXPECT_EQ(run({"approvals", "deny", "99999999999999999999999", "--reason", "no"}, &out, &err), 2);
+  EXPECT_NE(err.find("approvals deny: id \"99999999999999999999999\": not a number (the ids "
+                     "`approvals list` shows)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(run({"approvals", "approve", "12abc"}, &out, &err), 2);
+  EXPECT_NE(err.find("approvals approve: id \"12abc\": not a number"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace rf::testing
