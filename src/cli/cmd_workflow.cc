@@ -29,6 +29,14 @@ Result<json> read_inputs(const workflow::WorkflowDef& def, const std::vector<std
       return make_error("--input " + kv, "expected NAME=VALUE");
     }
     const std::string name = kv.substr(0, eq), value = kv.substr(eq + 1);
+    // Given twice: which one was meant is unknown, so neither is kept.
+    for (const auto& earlier : given) {
+      if (&earlier == &kv) break;
+      if (earlier.compare(0, eq + 1, kv, 0, eq + 1) == 0) {
+        return make_error("--input " + name,
+                          "given more than once (" + earlier + ", then " + kv + "); give it once");
+      }
+    }
     const workflow::InputDef* in = def.input(name);
     if (in == nullptr) {
       std::string names;

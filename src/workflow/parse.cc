@@ -318,7 +318,22 @@ void parse_inputs(Reader& r, const YAML::Node& n, WorkflowDef* def) {
     }
     if (v["description"]) r.text(v["description"], key + ".description", &in.description, false);
     if (v["default"]) {
-      in.default_value = to_json(v["default"]);
+      // The default is checked against the declared type as --input values
+      // are: a default of the wrong type would reach the steps unchecked.
+      const YAML::Node& d = v["default"];
+      const json dv = to_json(d);
+      const std::string& t = in.type;
+      const bool known = t == "string" || t == "number" || t == "boolean" || t == "object" ||
+                         t == "array";  // an unknown type is a problem of its own
+      const bool fits = !known || (t == "string" && d.IsScalar() && !dv.is_null()) ||
+                        (t == "number" && dv.is_number()) || (t == "boolean" && dv.is_boolean()) ||
+                        (t == "object" && dv.is_object()) || (t == "array" && dv.is_array());
+      if (!fits) {
+        r.problem(d, key + ".default",
+                  "expected a" + std::string(t == "array" || t == "object" ? "n " : " ") + t +
+                      " (the input's type), got " + describe(d));
+      }
+      in.default_value = dv;
       in.required = false;
     }
     if (v["required"]) r.boolean(v["required"], key + ".required", &in.required);

@@ -681,6 +681,53 @@ steps:
       << r.dump();
 }
 
+// An input given twice is refused, naming it, rather than the last one kept
+// silently; a default that is not of the input's declared type is a
+// validation problem at its line.
+TEST_F(WorkflowTest, AnInputGivenTwiceOrADefaultOfTheWrongTypeIsRefused) {
+  const std::string wf = file("twice.yaml", R"(name: twice
+inputs: {n: {type: number}}
+steps:
+  - {id: a, mode: in_process, kind: template, template: "{{inputs.n}}"}
+)");
+  std::string out, err;
+  EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--input", "n=1", "--input", "n=2"},
+                &out, &err),
+            2);
+  EXPECT_NE(err.find("--input n: given more than once (n=1, then n=2); give it once"),
+            std::string::npos)
+      << err;
+  const std::string bad = file("default.yaml", R"(name: defaults
+inputs:
+  n: {type: number, default: "abc"}
+  flag: {type: boolean, default: 1}
+  s: {type: string, default: hello}
+steps:
+  - {id: a, mode: in_process, kind: template, template: "{{inputs.n}}{{inputs.flag}}{{inputs.s}}"}
+)");
+  EXPECT_EQ(run({"workflow", "validate", bad}, &out, &err), 1);
+  EXPECT_NE(err.find(bad + ":3: inputs.n.default: expected a number (the input's type), got "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(bad + ":4: inputs.flag.default: expected a boolean (the input's type), got "),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("inputs.s.default"), std::string::npos) << err;
+}
+
+// An approval's id that is not a number (here, past INT64_MAX) is refused as
+// such, naming it, rather than clamped to another approval's id.
+TEST_F(WorkflowTest, AnApprovalIdThatIsNotANumberIsRefusedNamingIt) {
+  std::string out, err;
+  EXPECT_EQ(run({"approvals", "deny", "99999999999999999999999", "--reason", "no"}, &out, &err), 2);
+  EXPECT_NE(err.find("approvals deny: id \"99999999999999999999999\": not a number (the ids "
+                     "`approvals list` shows)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(run({"approvals", "approve", "12abc"}, &out, &err), 2);
+  EXPECT_NE(err.find("approvals approve: id \"12abc\": not a number"), std::string::npos) << err;
+}
+
 // A local artifact delivered over an older copy swaps with it in one rename
 // (RENAME_EXCHANGE): the target is never missing, as it was between the two
 // renames of old; the new contents are there and nothing is left beside it.
@@ -734,19 +781,6 @@ steps:
   const std::string renames = slurp(log);
   EXPECT_NE(renames.find("\"same\", RENAME_EXCHANGE) = 0"), std::string::npos) << renames;
   EXPECT_EQ(renames.find(".same.rf-old-"), std::string::npos) << renames;
-}
-
-// An approval's id that is not a number (here, past INT64_MAX) is refused as
-// such, naming it, rather than clamped to another approval's id.
-TEST_F(WorkflowTest, AnApprovalIdThatIsNotANumberIsRefusedNamingIt) {
-  std::string out, err;
-  EXPECT_EQ(run({"approvals", "deny", "99999999999999999999999", "--reason", "no"}, &out, &err), 2);
-  EXPECT_NE(err.find("approvals deny: id \"99999999999999999999999\": not a number (the ids "
-                     "`approvals list` shows)"),
-            std::string::npos)
-      << err;
-  EXPECT_EQ(run({"approvals", "approve", "12abc"}, &out, &err), 2);
-  EXPECT_NE(err.find("approvals approve: id \"12abc\": not a number"), std::string::npos) << err;
 }
 
 }  // namespace
