@@ -17,8 +17,6 @@ namespace rf::api {
 // and wrong types are refused naming the field.
 std::variant<ExecCall, ServiceError> parse_exec(const nlohmann::json& request);
 
-bool valid_utf8(std::string_view s);
-
 // Text as a JSON string under `name` when it is UTF-8; otherwise `name` is
 // null and the bytes are base64 under `<name>_base64`.
 void put_bytes(nlohmann::json& j, const std::string& name, const std::string& bytes);
