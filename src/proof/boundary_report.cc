@@ -398,6 +398,20 @@ void environment(const BoundaryFacts& f, std::vector<Bound>& out) {
       bound("environment", unexpected.empty(), {{"keys", keys}, {"unexpected", unexpected}}));
 }
 
+// Each call in a Landlock domain of its own (runner/call_domain.h): no call
+// reads another's environment or memory, though all run as one uid. Known
+// from a probe that ran in a fork (the command child that entered it).
+void calls(const BoundaryFacts& f, std::vector<Bound>& out) {
+  if (!has_inside(f) || !f.inside.contains("call_domain")) {
+    out.push_back(unknown("calls.isolated", "no self-probe that ran in a call's own process"));
+    return;
+  }
+  json ev = f.inside["call_domain"];
+  const bool held = ev.value("entered", false) && ev.value("landlock_abi", 0) >= 2;
+  if (!held) ev["why"] = "no Landlock (ABI 2 or later, with no_new_privs) in this sandbox";
+  out.push_back(bound("calls.isolated", held, ev));
+}
+
 void attacks(const BoundaryFacts& f, std::vector<Bound>& out) {
   if (!has_inside(f) || !f.inside.contains("attacks")) {
     out.push_back(unknown("self_probe", "no self-probe"));
@@ -480,6 +494,7 @@ void judge_all(const BoundaryFacts& f, std::vector<Bound>& out) {
   filesystem(f, out);
   network(f, out);
   environment(f, out);
+  calls(f, out);
   attacks(f, out);
 }
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "runner/call_domain.h"
 #include "runner/self_probe.h"
 
 namespace rf::runner {
@@ -109,6 +110,13 @@ struct FailureChannel {
   if (::dup2(a.in, 0) < 0 || ::dup2(a.out, 1) < 0 || ::dup2(a.err, 2) < 0) {
     fail_exec(ch, kStageSetup);
   }
+  // A Landlock domain of the call's own, before the descriptors go (the
+  // ruleset's is among them): no other call reaches its memory or environment
+  // (runner/call_domain.h). A domain that cannot be entered fails the call.
+  if (const int e = enter_call_domain(); e != 0) {
+    errno = e;
+    fail_exec(ch, kStageSetup);
+  }
   // The runner ignores SIGPIPE and blocks SIGCHLD/SIGTERM: a command starts
   // clean. Handlers go at exec by themselves; what is ignored stays, so only
   // that is reset (one syscall a call instead of 64).
@@ -150,7 +158,10 @@ struct FailureChannel {
 
 }  // namespace
 
-void prepare_command_starts() { note_ignored_signals(); }
+void prepare_command_starts() {
+  note_ignored_signals();
+  prepare_call_domains();
+}
 
 CommandStart start_command(const ChildArgs& a) {
   FailureChannel ch;

@@ -32,7 +32,8 @@ struct ChildArgs {
   const char* cwd = "/";
 };
 
-// Reads which signals this process ignores, which every command child resets.
+// Reads which signals this process ignores, which every command child resets,
+// and makes the ruleset of the calls' Landlock domains (runner/call_domain.h).
 // Once, before the first start_command.
 void prepare_command_starts();
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/io.h"
+#include "runner/call_domain.h"
 
 extern char** environ;
 
@@ -492,6 +493,18 @@ int self_probe_main(ProbeStart start) {
   // 0 in a fork of the runner, which must stay unreadable to the sandbox.
   j.key("dumpable");
   j.number(::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0));
+  // The Landlock domain of this call (runner/call_domain.h). Known only in a
+  // fork: this process is then the command child that entered it (a child
+  // that cannot enter it never runs); an exec'd probe leaves the key out.
+  if (start == ProbeStart::kForked) {
+    j.key("call_domain");
+    j.begin_object();
+    j.key("landlock_abi");
+    j.number(call_domain_abi());
+    j.key("entered");
+    j.boolean(call_domain_abi() > 0);
+    j.end_object();
+  }
   j.key("ns");
   j.begin_object();
   for (const char* n : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}) {

@@ -229,7 +229,7 @@ TEST_F(ProofCli, AskingForTheHostsNetworkIsReportedNotHeld) {
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   const auto v = verify(dir_ + "/h.json");
   EXPECT_EQ(v.exit_code, 3) << v.out;
-  EXPECT_NE(v.out.find("NOT every bound held: 21 of 23 held"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("NOT every bound held: 22 of 24 held"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("not held: network"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("not held: namespace.net"), std::string::npos) << v.out;
 }

@@ -566,6 +566,43 @@ TEST_F(Attack, ACallsBackgroundProcessesOutliveOtherCallsEndingBesideIt) {
   EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n");
 }
 
+// Calls side by side in one sandbox run as one uid, yet neither reads the
+// other's environment or memory (runner/call_domain.h): what one call was
+// given (an identity step's values in a per_run sandbox) is out of reach of a
+// call beside it. A call's own processes still reach each other, renames
+// across directories still work, and signals still cross.
+TEST_F(Attack, ACallCannotReadTheEnvironmentOrMemoryOfACallBesideIt) {
+  Captured seen;
+  ExecCall victim;
+  victim.argv = {"sleep", "31"};
+  victim.env = {{"RF_BESIDE", "a-value-for-this-call-only"}};
+  auto running = sb_->start_exec(victim, seen);
+  // Found from another call, as an attacker would: visible, and of its uid.
+  const Out found =
+      sh("while :; do for p in /proc/[0-9]*; do "
+         "[ \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" = 'sleep 31 ' ] && "
+         "[ \"$(awk '/^Uid:/{print $2}' $p/status)\" = \"$(id -u)\" ] && echo ${p#/proc/} && exit; "
+         "done; done");
+  const std::string pid = found.out.substr(0, found.out.find('\n'));
+  ASSERT_FALSE(pid.empty()) << found.out << found.err << found.result.limit;
+  const std::string proc = "/proc/" + pid;
+  EXPECT_EQ(t({"read", proc + "/environ"}), "errno EACCES");
+  EXPECT_EQ(t({"read", proc + "/mem"}), "errno EACCES");
+  EXPECT_EQ(t({"write", proc + "/mem"}), "errno EACCES");
+  EXPECT_EQ(t({"read", proc + "/maps"}), "errno EACCES");
+  EXPECT_EQ(t({"read", proc + "/fd/1"}), "errno EACCES");  // its stdout, through the link
+  // Within one call, as before.
+  EXPECT_EQ(sh("RF_OWN=1 sleep 5 & p=$!; until [ \"$(cat /proc/$p/comm)\" = sleep ]; do :; done; "
+               "tr '\\0' '\\n' < /proc/$p/environ | grep -c '^RF_OWN=1$'; kill $p")
+                .out,
+            "1\n");
+  EXPECT_EQ(sh("mkdir -p a b && echo x > a/f && mv a/f b/f && ln b/f a/g && cat a/g").out, "x\n");
+  EXPECT_EQ(sh("kill " + pid).result.exit_code, 0);
+  auto r = running->wait();
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->signal, SIGTERM);
+}
+
 // ---- seccomp: each refused syscall returns its exact errno ----
 
 struct SyscallCase {

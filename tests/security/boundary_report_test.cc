@@ -44,7 +44,7 @@ TEST_F(BoundaryReport, EveryBoundHeldOnADefaultSandbox) {
   auto sb = make();
   ASSERT_TRUE(sb);
   const auto bounds = judged(*sb);
-  ASSERT_EQ(bounds.size(), 23u);
+  ASSERT_EQ(bounds.size(), 24u);
   const std::set<std::string> docker_not_held = not_held_by_docker();
   for (const auto& [name, b] : bounds) {
     const bool expect_held = !kDocker || docker_not_held.count(name) == 0;
@@ -102,11 +102,17 @@ TEST_F(BoundaryReport, TheProbeTheRunnerForksSeesWhatAnExecdProbeSees) {
   // exec'd binary is dumpable again (exec wipes the memory).
   EXPECT_EQ(f["dumpable"], 0);
   EXPECT_EQ(e["dumpable"], 1);
+  // The fork is the command child that entered the call's Landlock domain
+  // (runner/call_domain.h), so it can say so; an exec'd binary cannot.
+  EXPECT_EQ(f["call_domain"]["entered"], true) << f["call_domain"];
+  EXPECT_GE(f["call_domain"]["landlock_abi"], 2) << f["call_domain"];
+  EXPECT_FALSE(e.contains("call_domain"));
   EXPECT_NE(f["env_keys"].dump().find("PROBE_ENV"), std::string::npos) << f["env_keys"];
   for (auto* j : {&f, &e}) {
     j->erase("start");
     j->erase("pid");
     j->erase("dumpable");
+    j->erase("call_domain");
   }
   for (const auto& [key, value] : e.items()) EXPECT_EQ(f[key], value) << key;
   EXPECT_EQ(f.size(), e.size());

@@ -355,6 +355,7 @@ BoundaryFacts strong_facts() {
     "mountinfo": "1 0 0:1 / / ro,nosuid - tmpfs tmpfs ro\n2 1 0:2 / /workspace rw,nosuid,nodev - tmpfs tmpfs rw,size=1048576k\n3 1 0:3 / /tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=1048576k\n4 1 0:4 / /proc rw,nosuid - proc proc rw\n5 4 0:5 /null /proc/kcore ro master:1 - devtmpfs udev rw\n6 4 0:5 /null /proc/keys ro - devtmpfs udev rw\n7 4 0:5 /null /proc/timer_list ro - devtmpfs udev rw\n8 4 0:5 /null /proc/kallsyms ro - devtmpfs udev rw\n",
     "interfaces": ["lo"],
     "env_keys": ["HOME", "LANG", "PATH"],
+    "call_domain": {"landlock_abi": 6, "entered": true},
     "attacks": [{"attack": "mount", "failed": true, "errno": 1, "error": "EPERM"}]})");
   f.host_ns = {{"user", 1}, {"mnt", 2}, {"pid", 3},   {"net", 4},
                {"ipc", 5},  {"uts", 6}, {"cgroup", 7}};
@@ -483,7 +484,7 @@ TEST(BoundaryReport, EveryBoundHeldWhenTheFactsSaySo) {
   const auto bounds = judge_bounds(strong_facts());
   for (const auto& b : bounds)
     EXPECT_EQ(b.status, BoundStatus::kHeld) << b.name << ": " << b.evidence.dump();
-  EXPECT_EQ(bounds.size(), 23u);
+  EXPECT_EQ(bounds.size(), 24u);
 }
 
 TEST(BoundaryReport, EachWeakeningIsNotHeldForExactlyThatBound) {
@@ -538,6 +539,8 @@ TEST(BoundaryReport, EachWeakeningIsNotHeldForExactlyThatBound) {
          f.inside["interfaces"] = {"eth0", "lo"};
        }},
       {"environment", [](BoundaryFacts& f) { f.inside["env_keys"].push_back("AWS_SECRET"); }},
+      {"calls.isolated", [](BoundaryFacts& f) { f.inside["call_domain"]["entered"] = false; }},
+      {"calls.isolated", [](BoundaryFacts& f) { f.inside["call_domain"]["landlock_abi"] = 1; }},
       {"self_probe", [](BoundaryFacts& f) { f.inside["attacks"][0]["failed"] = false; }},
   };
   for (const auto& c : cases) {
@@ -563,6 +566,16 @@ TEST(BoundaryReport, AnAttackNotTriedLeavesTheSelfProbeUnknown) {
   f.inside["attacks"].push_back({{"attack", "setuid_root"}, {"failed", false}});
   s = by_name(judge_bounds(f));
   EXPECT_EQ(s.at("self_probe"), BoundStatus::kNotHeld);
+}
+
+// Only a probe the runner forked is the command child that entered its
+// call's Landlock domain; an exec'd one leaves the key out: unknown.
+TEST(BoundaryReport, AProbeWithNoCallDomainLeavesCallsIsolatedUnknown) {
+  BoundaryFacts f = strong_facts();
+  f.inside.erase("call_domain");
+  const auto s = by_name(judge_bounds(f));
+  EXPECT_EQ(s.at("calls.isolated"), BoundStatus::kUnknown);
+  EXPECT_EQ(s.at("self_probe"), BoundStatus::kHeld);
 }
 
 TEST(BoundaryReport, AskingForLessIsNotHeldNeverHidden) {
