@@ -4,9 +4,26 @@
 #include <signal.h>
 #include <spawn.h>
 
+#include <cstring>
+
 extern char** environ;
 
 namespace rf {
+
+namespace {
+
+// Variables of ours that hold a credential: read by this process, never
+// handed on to a helper (ssh, which runs the user's ProxyCommand and
+// config, would pass them to whatever those start).
+bool hidden_from_helpers(const char* entry) {
+  for (const char* name : kHelperHiddenEnv) {
+    const size_t n = std::strlen(name);
+    if (std::strncmp(entry, name, n) == 0 && entry[n] == '=') return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 Result<pid_t> spawn_helper(const std::vector<std::string>& argv, const std::vector<SpawnFd>& fds,
                            const std::vector<std::string>* envp, bool search_path) {
@@ -17,8 +34,11 @@ Result<pid_t> spawn_helper(const std::vector<std::string>& argv, const std::vect
   std::vector<char*> env;
   if (envp != nullptr) {
     for (const auto& e : *envp) env.push_back(const_cast<char*>(e.c_str()));
-    env.push_back(nullptr);
+  } else {
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+      if (!hidden_from_helpers(*e)) env.push_back(*e);
   }
+  env.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
   posix_spawn_file_actions_init(&fa);
@@ -39,9 +59,8 @@ Result<pid_t> spawn_helper(const std::vector<std::string>& argv, const std::vect
   posix_spawnattr_setflags(&attr,
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
   pid_t pid = -1;
-  char* const* e = envp != nullptr ? env.data() : environ;
-  const int rc = search_path ? ::posix_spawnp(&pid, args[0], &fa, &attr, args.data(), e)
-                             : ::posix_spawn(&pid, args[0], &fa, &attr, args.data(), e);
+  const int rc = search_path ? ::posix_spawnp(&pid, args[0], &fa, &attr, args.data(), env.data())
+                             : ::posix_spawn(&pid, args[0], &fa, &attr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return sys_error("run " + argv[0], rc);

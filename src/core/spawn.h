@@ -18,8 +18,13 @@ struct SpawnFd {
   int as = 0;   // the child's number for it (dup2 clears CLOEXEC)
 };
 
+// The variables of ours that hold a credential (Vault's token; the store's
+// URI and libpq's password, which may carry one): never in a helper's environment.
+inline constexpr const char* kHelperHiddenEnv[] = {"VAULT_TOKEN", "RINGFENCE_STORE", "PGPASSWORD"};
+
 // Every fd of ours not in `fds` must be CLOEXEC (ours always are). `envp`
-// null: our environment. `search_path`: argv[0] is looked up in PATH.
+// null: our environment but kHelperHiddenEnv. `search_path`: argv[0] is
+// looked up in PATH.
 Result<pid_t> spawn_helper(const std::vector<std::string>& argv, const std::vector<SpawnFd>& fds,
                            const std::vector<std::string>* envp = nullptr,
                            bool search_path = false);
