@@ -212,12 +212,43 @@ Result<std::map<std::string, OpenedSecret>> Secrets::open_current(
 
 Result<std::map<std::string, OpenedSecret>> Secrets::open_rows(const OpenRows& rows) {
   std::optional<Result<SealingKey>> key;
+  OpenRows fresh;
   {
     auto lock = lock_for_opening();
     if (!lock.ok()) return lock.take_error();
     key = key_for_opening(rows);
+    // Rows read before a rotation that has finished since hold the values as
+    // sealed by the retired key: the same versions, sealed again by the key
+    // now in the file, are read again (under the lock, so no rotation is
+    // half done).
+    if (key && key->ok()) {
+      auto stale = rows_sealed_by_another_key(rows, (*key)->id);
+      if (!stale.ok()) return stale.take_error();
+      fresh = std::move(*stale);
+    }
   }
-  return open_with(rows, key);
+  if (fresh.empty()) return open_with(rows, key);
+  OpenRows merged = rows;
+  for (auto& [name, pair] : fresh) merged[name] = std::move(pair);
+  return open_with(merged, key);
+}
+
+Result<Secrets::OpenRows> Secrets::rows_sealed_by_another_key(const OpenRows& rows,
+                                                              const std::string& key_id) {
+  OpenRows out;
+  bool any = false;
+  for (const auto& [name, pair] : rows)
+    any = any || (pair.first.backend == "builtin" && pair.second.key_id != key_id);
+  if (!any) return out;
+  auto versions = rows_.sealed_versions();
+  if (!versions.ok()) return versions.take_error();
+  for (const auto& [name, pair] : rows) {
+    if (pair.first.backend != "builtin" || pair.second.key_id == key_id) continue;
+    for (const auto& v : *versions) {
+      if (v.name == name && v.version == pair.second.version) out[name] = {pair.first, v};
+    }
+  }
+  return out;
 }
 
 Result<std::map<std::string, OpenedSecret>> Secrets::open_with(

@@ -60,7 +60,8 @@ class Secrets {
   // The current versions of `names`, opened. Fails closed on the first one
   // that cannot be had, naming it (never its value). Revoked ones are refused.
   Result<std::map<std::string, OpenedSecret>> open_current(const std::vector<std::string>& names);
-  // The same for rows already read (the cascade's plan read them).
+  // The same for rows already read (the cascade's plan read them); the same
+  // versions, read again, where a rotation has re-sealed them since.
   using OpenRows = std::map<std::string, std::pair<store::SecretRow, store::SealedVersion>>;
   Result<std::map<std::string, OpenedSecret>> open_rows(const OpenRows& rows);
 
@@ -74,6 +75,9 @@ class Secrets {
   Result<KeyLock> lock_for_opening();
   // Under it: the key, when a row is builtin (its error is the row's error).
   std::optional<Result<SealingKey>> key_for_opening(const OpenRows& rows);
+  // Under it: the builtin rows of `rows` sealed by a key other than `key_id`
+  // (read before a rotation), as the store holds the same versions now.
+  Result<OpenRows> rows_sealed_by_another_key(const OpenRows& rows, const std::string& key_id);
   // Under the exclusive KeyLock: the key file, made with the first secret.
   Result<SealingKey> key_for_sealing();
   Result<std::map<std::string, OpenedSecret>> open_with(

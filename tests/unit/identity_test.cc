@@ -351,6 +351,24 @@ TEST_F(IdentityTest, SetsAndOpensDuringARotationLeaveEveryVersionOpen) {
   EXPECT_EQ(opened->at("bulk").value.reveal(), "value-99");
 }
 
+// The cascade reads its rows when it plans and opens them after: a rotation
+// that finished in between re-sealed those versions with the new key. They
+// open all the same, as the versions planned (a set since is not taken).
+TEST_F(IdentityTest, RowsReadBeforeARotationStillOpenAsTheVersionsRead) {
+  set("a", "value-a1");
+  set("b", "value-b1");
+  auto planned = rows_->current_versions({"a", "b"});
+  ASSERT_TRUE(planned.ok()) << planned.error().to_string();
+  auto n = secrets_->rotate_key();
+  ASSERT_TRUE(n.ok()) << n.error().to_string();
+  set("a", "value-a2");
+  auto opened = secrets_->open_rows(*planned);
+  ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+  EXPECT_EQ(opened->at("a").value.reveal(), "value-a1");
+  EXPECT_EQ(opened->at("a").version, 1);
+  EXPECT_EQ(opened->at("b").value.reveal(), "value-b1");
+}
+
 TEST_F(IdentityTest, BadSecretsAreRefusedByNameWithoutTheirValue) {
   auto empty = secrets_->set({"e", SecretValue(""), "builtin", std::nullopt});
   ASSERT_FALSE(empty.ok());
