@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -35,6 +36,12 @@ Status check_compatible(const std::string& peer);
 
 // Flag on kExec: the data bytes are the whole stdin (no kStdin frames follow).
 inline constexpr uint8_t kFlagStdinComplete = 1;
+
+// How the runner marks a call's output cut at its cap: sent on the stream it
+// cut, after the output up to the cap, as this, the cap, then " bytes]\n"
+// (runner/call.cc). The worker's redactor ends a held value there
+// (worker/redacting_sink.cc).
+inline constexpr std::string_view kOutputTruncatedMark = "\n[ringfence: output truncated at ";
 
 struct Hello {
   std::string protocol = kProtocolVersion;

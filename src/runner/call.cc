@@ -296,7 +296,7 @@ void Call::forward(FdKind kind, std::string_view data) {
     output_bytes_ = limit;
     truncated_ = true;
     loop_.send(type, id(), {},
-               "\n[ringfence: output truncated at " + std::to_string(limit) + " bytes]\n");
+               std::string(proto::kOutputTruncatedMark) + std::to_string(limit) + " bytes]\n");
     kill("output");
     return;
   }

@@ -1,5 +1,7 @@
 #include "worker/redacting_sink.h"
 
+#include "proto/messages.h"
+
 namespace rf::worker {
 
 RedactingSink::RedactingSink(OutputSink& next, std::shared_ptr<const redact::Patterns> patterns)
@@ -7,16 +9,11 @@ RedactingSink::RedactingSink(OutputSink& next, std::shared_ptr<const redact::Pat
 
 namespace {
 
-// How the runner's mark begins when it cuts a call's output at its cap
-// (runner/call.cc, pinned by runner_test): sent on the stream it cut, after
-// the output up to the cap.
-constexpr std::string_view kOutputTruncatedMark = "\n[ringfence: output truncated at ";
-
 // Feeds `data` to `r`. The runner's mark of output cut at its cap ends what
 // came before it: a value the cap cut is then marked by finish(), not let go
 // as a prefix (what was held is no longer live once the mark follows it).
 std::string redact_chunk(redact::StreamRedactor& r, std::string_view data) {
-  const size_t mark = data.find(kOutputTruncatedMark);
+  const size_t mark = data.find(proto::kOutputTruncatedMark);
   if (mark == std::string_view::npos) return r.feed(data);
   std::string clean = r.feed(data.substr(0, mark));
   clean += r.finish();
