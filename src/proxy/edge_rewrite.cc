@@ -7,6 +7,7 @@
 
 #include "core/ascii.h"
 #include "core/base64.h"
+#include "redact/forms.h"
 
 namespace rf::proxy {
 namespace {
@@ -198,6 +199,12 @@ StreamScan scan_stream(std::string_view data, bool at_end,
 
 }  // namespace
 
+// Asked of every upstream a credential goes to: a response it echoes a value
+// in is swapped back as it streams (response_patterns), which compressed
+// bytes would hide. A client asking for gzip gets the plain body, which every
+// client takes (no Content-Encoding).
+constexpr std::string_view kIdentityEncoding = "Accept-Encoding: identity\r\n";
+
 std::optional<GatewayTarget> parse_gateway_target(std::string_view target) {
   for (std::string_view own :
        {std::string_view("http://127.0.0.1:3128"), std::string_view("http://localhost:3128")}) {
@@ -248,9 +255,11 @@ EdgeRequest rewrite_gateway_request(const RequestHead& head, const GatewayTarget
   o.reserve(512);
   o.append(head.method).append(" ").append(path).append(" ").append(head.version).append("\r\n");
   o.append("Host: ").append(host).append("\r\n");
-  append_end_to_end_headers(head, o,
-                            [&](std::string_view lname) { return lname == gw.settings.header; });
+  append_end_to_end_headers(head, o, [&](std::string_view lname) {
+    return lname == gw.settings.header || lname == "accept-encoding";
+  });
   o.append(header_case(gw.settings.header)).append(": ").append(value).append("\r\n");
+  o.append(kIdentityEncoding);
   o.append(keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
   out.substitutions = 1;
   return out;
@@ -351,7 +360,9 @@ EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Auth
   o.append(head.method).append(" ").append(path).append(query).append(" ");
   o.append(head.version).append("\r\n");
   o.append("Host: ").append(host).append("\r\n");
-  append_end_to_end_headers(swapped, o, {});
+  append_end_to_end_headers(swapped, o,
+                            [](std::string_view lname) { return lname == "accept-encoding"; });
+  o.append(kIdentityEncoding);
   o.append(keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
   return out;
 }
@@ -441,8 +452,20 @@ std::vector<EdgeStream::Pattern> request_body_patterns(
 std::vector<EdgeStream::Pattern> response_patterns(std::span<const EdgeCredential> bound) {
   std::vector<EdgeStream::Pattern> out;
   for (const auto& c : bound) {
-    // Same length: the response's framing stays true.
-    if (c.value.size() == c.placeholder.size()) out.push_back({c.value, c.placeholder, c.key});
+    // Every form a response may echo the value in (raw; base64, as in an
+    // echoed Basic header; hex; URL-encoded, as in an echoed query;
+    // JSON-escaped) goes back to the placeholder's same form, of the same
+    // length, so the response's framing stays true. A value's escaped form
+    // is longer than the placeholder's (which has nothing to escape) where
+    // the value holds a byte to escape: the placeholder's form is padded with
+    // '_' to its length. A form that would grow stops the response.
+    if (c.value.size() != c.placeholder.size()) continue;
+    for (auto& [from, to] : redact::paired_forms(c.value, c.placeholder)) {
+      if (to.size() < from.size()) to.resize(from.size(), '_');
+      std::optional<std::string> swap;
+      if (to.size() == from.size()) swap = std::move(to);
+      out.push_back({std::move(from), std::move(swap), c.key});
+    }
   }
   return out;
 }

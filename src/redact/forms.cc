@@ -132,4 +132,27 @@ std::vector<std::pair<Form, std::string>> forms_of(std::string_view value) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> paired_forms(std::string_view from,
+                                                              std::string_view to) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](Form f, std::string a, std::string b) {
+    if (a == b || (f != Form::raw && a.size() < kMinDerivedForm)) return;
+    for (const auto& [have, _] : out) {
+      if (have == a) return;
+    }
+    out.emplace_back(std::move(a), std::move(b));
+  };
+  if (from.empty()) return out;
+  add(Form::raw, std::string(from), std::string(to));
+  for (size_t align = 0; align < 3; ++align) {
+    add(Form::base64, base64_aligned(from, align, kB64), base64_aligned(to, align, kB64));
+    add(Form::base64url, base64_aligned(from, align, kB64Url), base64_aligned(to, align, kB64Url));
+  }
+  add(Form::hex_lower, hex(from, "0123456789abcdef"), hex(to, "0123456789abcdef"));
+  add(Form::hex_upper, hex(from, "0123456789ABCDEF"), hex(to, "0123456789ABCDEF"));
+  add(Form::url, url_encoded(from), url_encoded(to));
+  add(Form::json, json_escaped(from), json_escaped(to));
+  return out;
+}
+
 }  // namespace rf::redact

@@ -23,4 +23,13 @@ constexpr size_t kMinDerivedForm = 4;
 // neighbours), so they match wherever the value falls in an encoded stream.
 std::vector<std::pair<Form, std::string>> forms_of(std::string_view value);
 
+// Each distinct form of `from` with the same form of `to` (for base64, at the
+// same alignment): what a stream swaps to put `to` wherever `from` shows, in
+// any form. Forms equal for both are left out, and derived forms shorter than
+// kMinDerivedForm, as in forms_of. Of one length, `from` and `to` give forms
+// of one length but for the escaped ones (URL, JSON), where a byte only one
+// of them holds is escaped.
+std::vector<std::pair<std::string, std::string>> paired_forms(std::string_view from,
+                                                              std::string_view to);
+
 }  // namespace rf::redact
