@@ -15,6 +15,7 @@
 
 #include "core/base64.h"
 #include "proxy/edge_messages.h"
+#include "redact/forms.h"
 
 namespace rf::proxy {
 namespace {
@@ -93,28 +94,15 @@ EdgeRequest intercept(const std::string& text, const net::Authority& target = kA
 
 std::string basic(std::string_view user_pass) { return "Basic " + base64_encode(user_pass); }
 
-std::string percent_encode(std::string_view v) {
-  std::string out;
-  for (unsigned char c : v) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back("0123456789ABCDEF"[c >> 4]);
-      out.push_back("0123456789ABCDEF"[c & 15]);
-    }
-  }
-  return out;
+// `v` as the redactor writes it in form `f` (forms_of leaves out a form equal
+// to the raw value: a value with nothing to escape).
+std::string in_form(redact::Form f, std::string_view v) {
+  for (const auto& [form, text] : redact::forms_of(v))
+    if (form == f) return text;
+  return std::string(v);
 }
-
-std::string to_hex(std::string_view v) {
-  std::string out;
-  for (unsigned char c : v) {
-    out.push_back("0123456789abcdef"[c >> 4]);
-    out.push_back("0123456789abcdef"[c & 15]);
-  }
-  return out;
-}
+std::string percent_encode(std::string_view v) { return in_form(redact::Form::url, v); }
+std::string to_hex(std::string_view v) { return in_form(redact::Form::hex_lower, v); }
 
 std::string misplaced(const EdgeCredential& c, std::string_view place, std::string_view host,
                       std::string_view allowed) {
