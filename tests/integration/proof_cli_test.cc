@@ -58,7 +58,7 @@ TEST_F(ProofCli, EveryBoundHeldAndTheReceiptVerifiesOfflineAndByOpenssl) {
   EXPECT_EQ(ran.out, "hi\n");
   const auto v = verify(dir_ + "/r.json");
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
-  EXPECT_NE(v.out.find("every bound held (23 of 23)"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("every bound held (24 of 24)"), std::string::npos) << v.out;
 
   // The receipt's digests are of the bytes as delivered.
   const json bundle = json::parse(slurp(dir_ + "/r.json"));
@@ -295,7 +295,7 @@ TEST_F(ProofCli, AWorkersCallGetsAReceiptThatVerifies) {
   EXPECT_EQ(ran.out, "from-worker\n");
   const auto v = verify(dir_ + "/c.json");
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
-  EXPECT_NE(v.out.find("every bound held (23 of 23)"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("every bound held (24 of 24)"), std::string::npos) << v.out;
   const json bundle = json::parse(slurp(dir_ + "/c.json"));
   const json receipt = json::parse(*base64_decode(bundle["receipt"]["payload"].get<std::string>()));
   EXPECT_EQ(receipt["predicate"]["call"], "1");
@@ -346,7 +346,7 @@ TEST_F(ProofCli, APerToolCallGetsAReceiptToo) {
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   const auto v = verify(dir_ + "/c.json");
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
-  EXPECT_NE(v.out.find("every bound held (23 of 23)"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("every bound held (24 of 24)"), std::string::npos) << v.out;
   worker.signal(SIGTERM);
   EXPECT_EQ(worker.wait(), 0) << worker.err();
 }

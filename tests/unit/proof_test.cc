@@ -658,7 +658,7 @@ class ReceiptFile : public ::testing::Test {
 TEST_F(ReceiptFile, VerifiesOfflineWithOnlyThePublicKey) {
   auto v = verify_bundle(bundle_, key_.public_key());
   ASSERT_TRUE(v.ok()) << v.error().to_string();
-  EXPECT_EQ(v->bounds.held, 23);
+  EXPECT_EQ(v->bounds.held, 24);
   EXPECT_TRUE(v->bounds.not_held.empty());
   EXPECT_EQ(v->log_size, 7u);
   EXPECT_EQ(v->receipt["predicate"]["stdout"]["sha256"], sha256_hex("hi\n"));
