@@ -321,15 +321,6 @@ void Api::route_records(const Caller& caller, const Target& t, const Request& re
     if (auto s = wf.decide_approval(id, action == "approve", by, reason); !s) {
       return fail(responder, 409, "", s.error().to_string());
     }
-    store::AuditEvent e;
-    e.kind = action == "approve" ? "approval.approve" : "approval.deny";
-    e.actor = by;
-    e.project_id = caller.project;
-    e.run_id = a->run_id;
-    e.detail_json = json{{"approval", id}, {"kind", a->kind}, {"reason", reason}}.dump();
-    if (auto logged = store::AuditLog(store_).append(e); !logged) {
-      spdlog::error("serve: audit {}: {}", e.kind, logged.error().to_string());
-    }
     auto after = wf.approval(id);
     return answer(responder, 200, after ? approval_json(*after) : json{{"id", id}});
   }

@@ -149,8 +149,9 @@ int run_profile_set(const IdentityFlags& f) {
   auto st = open_client_store(state_dir_or_default(f.state_dir));
   if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
   store::IdentityStore rows(**st);
-  if (auto s = rows.put_profile(p); !s) return fail(s.error().to_string(), kExitUsage);
-  identity::audit_profile_set(**st, "cli", p);
+  const store::AuditEvent set = identity::profile_set_event("cli", p);
+  if (auto s = rows.put_profile(p, [&](int64_t) { return std::vector{set}; }); !s)
+    return fail(s.error().to_string(), kExitUsage);
   std::fprintf(stderr, "profile %s: %zu keys at level %s%s\n", p.name.c_str(), p.entries.size(),
                f.level.c_str(), scope_text(p).c_str());
   return 0;

@@ -31,13 +31,17 @@ namespace {
 
 using json = nlohmann::json;
 
-void audit(store::Store& st, const std::string& kind, const store::TokenRow& t) {
-  store::AuditEvent e;
-  e.kind = kind;
-  e.actor = "cli";
-  e.project_id = t.project;
-  e.detail_json = json{{"token", t.id}, {"name", t.name}}.dump();
-  warn_unless_ok(store::AuditLog(st).append(e), "audit " + kind);
+// The event of a token's creation or revocation, written with it (one
+// transaction: store::TokenStore::TokenAudit).
+store::TokenStore::TokenAudit audit(const std::string& kind) {
+  return [kind](const store::TokenRow& t) {
+    store::AuditEvent e;
+    e.kind = kind;
+    e.actor = "cli";
+    e.project_id = t.project;
+    e.detail_json = json{{"token", t.id}, {"name", t.name}}.dump();
+    return std::vector{std::move(e)};
+  };
 }
 
 std::string iso_time(int64_t ms) {
@@ -75,10 +79,9 @@ int token_create(const TokenFlags& f) {
   row.name = f.name;
   row.created_at = (*st)->clock_now();
   if (expires_ms) row.expires_at = row.created_at + *expires_ms;
-  if (auto added = store::TokenStore(**st).add(row, made.hash); !added) {
+  if (auto added = store::TokenStore(**st).add(row, made.hash, audit("token.create")); !added) {
     return fail(added.error().to_string(), kExitRuntime);
   }
-  audit(**st, "token.create", row);
   if (f.json) {
     json j = {{"id", row.id}, {"project", row.project}, {"name", row.name}, {"token", made.token}};
     if (row.expires_at) j["expires_at"] = iso_time(*row.expires_at);
@@ -131,15 +134,9 @@ int token_revoke(const TokenFlags& f) {
   auto st = open_client_store(state_dir_or_default(f.state_dir));
   if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
   store::TokenStore tokens(**st);
-  auto done = tokens.revoke(f.id);
+  auto done = tokens.revoke(f.id, audit("token.revoke"));
   if (!done.ok()) return fail(done.error().to_string(), kExitRuntime);
   if (!*done) return fail("token revoke: there is no token " + f.id + " (token list)", 1);
-  auto rows = tokens.list();
-  if (rows.ok()) {
-    for (const auto& r : *rows) {
-      if (r.id == f.id) audit(**st, "token.revoke", r);
-    }
-  }
   std::fprintf(stderr, "ringfence: token %s revoked\n", f.id.c_str());
   return 0;
 }

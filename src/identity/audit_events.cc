@@ -10,8 +10,8 @@ namespace {
 
 using json = nlohmann::json;
 
-void append(store::Store& store, const std::string& actor, std::string kind,
-            const std::string& project, const AuditContext& where, const json& detail) {
+store::AuditEvent make(const std::string& actor, std::string kind, const std::string& project,
+                       const AuditContext& where, const json& detail) {
   store::AuditEvent e;
   e.kind = std::move(kind);
   e.actor = actor;
@@ -20,6 +20,12 @@ void append(store::Store& store, const std::string& actor, std::string kind,
   e.call_id = where.call_id;
   e.sandbox_id = where.sandbox_id;
   e.detail_json = detail.dump();
+  return e;
+}
+
+void append(store::Store& store, const std::string& actor, std::string kind,
+            const std::string& project, const AuditContext& where, const json& detail) {
+  const store::AuditEvent e = make(actor, std::move(kind), project, where, detail);
   warn_unless_ok(store::AuditLog(store).append(e), "audit " + e.kind);
 }
 
@@ -32,7 +38,7 @@ json request_json(const CascadeRequest& r) {
 
 }  // namespace
 
-void audit_profile_set(store::Store& store, const std::string& actor, const store::ProfileRow& p) {
+store::AuditEvent profile_set_event(const std::string& actor, const store::ProfileRow& p) {
   json keys = json::array();
   for (const auto& e : p.entries) {
     json k = {{"key", e.key}};
@@ -42,7 +48,7 @@ void audit_profile_set(store::Store& store, const std::string& actor, const stor
   json detail = {{"profile", p.name}, {"level", store::to_string(p.level)}, {"keys", keys}};
   if (!p.workflow.empty()) detail["workflow"] = p.workflow;
   if (!p.user.empty()) detail["user"] = p.user;
-  append(store, actor, "profile.set", p.project, {}, detail);
+  return make(actor, "profile.set", p.project, {}, detail);
 }
 
 void audit_resolution(store::Store& store, const std::string& actor, const CascadePlan& plan,
@@ -58,8 +64,8 @@ void audit_refusal(store::Store& store, const std::string& actor, const CascadeR
   append(store, actor, "identity.refuse", request.project, where, detail);
 }
 
-void audit_injection(store::Store& store, const std::string& actor, const CascadePlan& plan,
-                     const AuditContext& where) {
+store::AuditEvent injection_event(const std::string& actor, const CascadePlan& plan,
+                                  const AuditContext& where) {
   json keys = json::array();
   for (const auto& e : plan.entries) {
     if (!e.opened_at_start()) continue;  // JIT entries go in when asked for (jit.delivered)
@@ -73,7 +79,7 @@ void audit_injection(store::Store& store, const std::string& actor, const Cascad
   }
   json detail = request_json(plan.request);
   detail["keys"] = keys;
-  append(store, actor, "identity.inject", plan.request.project, where, detail);
+  return make(actor, "identity.inject", plan.request.project, where, detail);
 }
 
 void audit_jit(store::Store& store, const std::string& actor, const std::string& kind,

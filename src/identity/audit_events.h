@@ -1,7 +1,10 @@
 // The identity layer's audit events (host side): profile changes, cascade
 // resolutions, refusals, injections and redaction counts. Keys, secret names
-// and versions only, never a value. An event that cannot be written is logged
-// as a warning; the action it records has already happened or been refused.
+// and versions only, never a value. A change (a profile set, an injection,
+// and the secrets' own in identity/secrets.cc) is written with its event in
+// one transaction: the events below are made for that (store::AuditAlong).
+// The rest record what happened or was refused: one that cannot be written is
+// logged as a warning.
 #pragma once
 
 #include <cstdint>
@@ -24,14 +27,16 @@ struct AuditContext {
   std::optional<std::string> sandbox_id;
 };
 
-void audit_profile_set(store::Store& store, const std::string& actor,
-                       const store::ProfileRow& profile);
+// profile.set, to write with the profile (IdentityStore::put_profile).
+store::AuditEvent profile_set_event(const std::string& actor, const store::ProfileRow& profile);
 void audit_resolution(store::Store& store, const std::string& actor, const CascadePlan& plan,
                       const AuditContext& where);
 void audit_refusal(store::Store& store, const std::string& actor, const CascadeRequest& request,
                    const std::string& reason, const AuditContext& where);
-void audit_injection(store::Store& store, const std::string& actor, const CascadePlan& plan,
-                     const AuditContext& where);
+// identity.inject, to write with the injections (IdentityStore::record_injections):
+// no value goes into a sandbox unrecorded.
+store::AuditEvent injection_event(const std::string& actor, const CascadePlan& plan,
+                                  const AuditContext& where);
 // A JIT request's steps (issue 13): jit.requested, jit.evaluated (the rule),
 // jit.approved / jit.denied (by whom: a person or the policy), jit.delivered,
 // jit.withdrawn. `detail_json` is a JSON object of names, never a value.

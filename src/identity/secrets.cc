@@ -45,12 +45,15 @@ Status check_value(const NewSecret& s) {
   return ok_status();
 }
 
-void audit(store::Store& store, const std::string& actor, std::string kind, json detail) {
+// The event that records a change to secrets: written in the change's own
+// transaction (store::AuditAlong), so no change stands unrecorded.
+std::vector<store::AuditEvent> event(const std::string& actor, std::string kind,
+                                     const json& detail) {
   store::AuditEvent e;
   e.kind = std::move(kind);
   e.actor = actor;
   e.detail_json = detail.dump();
-  warn_unless_ok(store::AuditLog(store).append(e), "audit " + e.kind);
+  return {std::move(e)};
 }
 
 }  // namespace
@@ -113,6 +116,11 @@ Result<SealingKey> Secrets::key_for_sealing() {
 Result<int64_t> Secrets::set(const NewSecret& s) {
   RF_TRY(check_value(s));
   int64_t version = 0;
+  const store::AuditAlong audit = [&](int64_t v) {
+    json detail = {{"secret", s.name}, {"version", v}, {"backend", s.backend}};
+    if (s.vault) detail["vault"] = s.vault->addr + "/" + s.vault->mount + "/" + s.vault->path;
+    return event(options_.actor, "secret.set", detail);
+  };
   if (s.backend == "builtin") {
     // Exclusive, until the value is stored: a rotation neither retires the
     // key it is sealed with meanwhile nor misses it when re-sealing.
@@ -122,42 +130,37 @@ Result<int64_t> Secrets::set(const NewSecret& s) {
     if (!key.ok()) return make_error("set secret " + s.name, key.error().to_string());
     // Sealed as the version the store's transaction gives it, which is
     // bound into the sealed value: one picked before could be taken meanwhile.
-    auto put = rows_.put_secret_version(s.name, "builtin", std::nullopt, [&](int64_t v) {
-      return std::make_pair(seal(*key, s.name, v, s.value.reveal()), key->id);
-    });
+    auto put = rows_.put_secret_version(
+        s.name, "builtin", std::nullopt,
+        [&](int64_t v) { return std::make_pair(seal(*key, s.name, v, s.value.reveal()), key->id); },
+        audit);
     if (!put.ok()) return put.take_error();
     version = *put;
   } else {
     if (!options_.vault) return make_error("set secret " + s.name, "no Vault client is set up");
     auto written = options_.vault->write(*s.vault, s.value.reveal());
     if (!written.ok()) return make_error("set secret " + s.name, written.error().to_string());
-    auto put = rows_.put_secret_version(s.name, "vault", s.vault, nullptr);
+    auto put = rows_.put_secret_version(s.name, "vault", s.vault, nullptr, audit);
     if (!put.ok()) return put.take_error();
     version = *put;
   }
-  json detail = {{"secret", s.name}, {"version", version}, {"backend", s.backend}};
-  if (s.vault) detail["vault"] = s.vault->addr + "/" + s.vault->mount + "/" + s.vault->path;
-  audit(store_, options_.actor, "secret.set", detail);
   return version;
 }
 
 Result<std::vector<store::SecretRow>> Secrets::list() { return rows_.secrets(); }
 
 Status Secrets::revoke(const std::string& name, bool hard) {
-  RF_TRY(rows_.revoke_secret(name, hard));
-  json received = json::array();
-  if (auto inj = rows_.injections_of_secret(name)) {
-    for (const auto& i : *inj) {
-      if (i.ended_at) continue;
+  return rows_.revoke_secret(name, hard, [&](const std::vector<store::InjectionRow>& live) {
+    json received = json::array();
+    for (const auto& i : live) {
       received.push_back({{"call", i.call_id ? json(*i.call_id) : json()},
                           {"sandbox", i.sandbox_id},
                           {"key", i.key},
                           {"version", i.version}});
     }
-  }
-  audit(store_, options_.actor, hard ? "secret.hard_revoke" : "secret.revoke",
-        {{"secret", name}, {"live_injections", received}});
-  return ok_status();
+    return event(options_.actor, hard ? "secret.hard_revoke" : "secret.revoke",
+                 {{"secret", name}, {"live_injections", received}});
+  });
 }
 
 Result<size_t> Secrets::rotate_key() {
@@ -181,14 +184,18 @@ Result<size_t> Secrets::rotate_key() {
         if (!plain.ok()) return plain.take_error();
         ++count;
         return std::make_pair(seal(fresh, v.name, v.version, plain->reveal()), fresh.id);
+      },
+      // In the re-sealing's transaction: a rotation is recorded if and only
+      // if its values were committed (the key file follows them).
+      [&](int64_t n) {
+        return event(options_.actor, "secret.rotate_key",
+                     {{"versions", n}, {"old_key", old_key->id}, {"new_key", fresh.id}});
       });
   if (!resealed.ok()) {
     ::unlink(next.c_str());
     return make_error("rotate key", resealed.error().to_string());
   }
   if (::rename(next.c_str(), key_path_.c_str()) != 0) return sys_error("rename " + next);
-  audit(store_, options_.actor, "secret.rotate_key",
-        {{"versions", count}, {"old_key", old_key->id}, {"new_key", fresh.id}});
   return count;
 }
 

@@ -124,23 +124,26 @@ Result<int64_t> append_locked(Db& db, const AuditEvent& in, int64_t now, Head& h
 
 }  // namespace
 
+Result<int64_t> append_audit_in(Db& db, const std::vector<AuditEvent>& events, int64_t now) {
+  if (events.empty()) return int64_t{0};
+  if (sodium_init() < 0) return make_error("append audit events", "libsodium cannot start");
+  auto head = lock_head(db);
+  if (!head.ok()) return head.take_error();
+  int64_t last = 0;
+  for (const auto& e : events) {
+    auto seq = append_locked(db, e, now, *head);
+    if (!seq.ok()) return seq.take_error();
+    last = *seq;
+  }
+  return last;
+}
+
 Result<int64_t> AuditLog::append(const AuditEvent& event) { return append_all({event}); }
 
 Result<int64_t> AuditLog::append_all(const std::vector<AuditEvent>& events) {
-  if (sodium_init() < 0) return make_error("append audit events", "libsodium cannot start");
   const int64_t now = store_.clock_now();
   return store_.locked([&](Db& db) {
-    auto all = [&]() -> Result<int64_t> {
-      auto head = lock_head(db);
-      if (!head.ok()) return head.take_error();
-      int64_t last = 0;
-      for (const auto& e : events) {
-        auto seq = append_locked(db, e, now, *head);
-        if (!seq.ok()) return seq.take_error();
-        last = *seq;
-      }
-      return last;
-    };
+    auto all = [&]() -> Result<int64_t> { return append_audit_in(db, events, now); };
     return within("append audit events", claim_transaction(db, all));
   });
 }

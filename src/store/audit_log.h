@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,6 +65,18 @@ std::string audit_event_hash(const AuditEvent& e);
 // transaction the walk reads in): what AuditLog::verify and `store migrate`
 // check.
 Result<AuditVerdict> verify_audit_chain(Db& db);
+
+// Appends `events`, in order, in the write transaction the caller has open
+// on `db` (it holds the store's lock), stamped `now` where they have no time:
+// an action and the events that record it commit together, or neither does.
+// Returns the last seq (0 when `events` is empty).
+Result<int64_t> append_audit_in(Db& db, const std::vector<AuditEvent>& events, int64_t now);
+
+// The events that record an action, made inside the action's transaction
+// once it has done its part, from what only the transaction knows (a
+// secret's new version, how many values a rotation re-sealed; 0 where there
+// is nothing to tell), and appended there (append_audit_in).
+using AuditAlong = std::function<std::vector<AuditEvent>(int64_t)>;
 
 class AuditLog {
  public:

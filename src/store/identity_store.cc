@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "store/audit_log.h"
 #include "store/sql.h"
 
 namespace rf::store {
@@ -206,12 +207,23 @@ Result<ProfileLevel> parse_profile_level(std::string_view text) {
               "\" (expected system, project, workflow or user)");
 }
 
+namespace {
+
+// The events `audit` makes of `outcome`, appended in the open transaction.
+Status audit_along(Db& db, const AuditAlong& audit, int64_t outcome, int64_t now) {
+  if (!audit) return ok_status();
+  auto logged = append_audit_in(db, audit(outcome), now);
+  return logged.ok() ? ok_status() : logged.take_error();
+}
+
+}  // namespace
+
 // ---- secrets
 
 Result<int64_t> IdentityStore::put_secret_version(const std::string& name,
                                                   const std::string& backend,
                                                   const std::optional<VaultLocation>& vault,
-                                                  const Sealer& seal) {
+                                                  const Sealer& seal, const AuditAlong& audit) {
   return store_.locked([&](Db& db) -> Result<int64_t> {
     const int64_t at = store_.clock_now();
     auto put = [&]() -> Result<int64_t> {
@@ -257,6 +269,7 @@ Result<int64_t> IdentityStore::put_secret_version(const std::string& name,
       if (!insert.ok()) return insert.take_error();
       if (!seal) insert->bind_null(3).bind_null(4);
       RF_TRY(insert->run());
+      RF_TRY(audit_along(db, audit, version, at));
       return version;
     };
     return within("set secret " + name, write_transaction(db, put));
@@ -321,7 +334,7 @@ Result<std::map<std::string, std::pair<SecretRow, SealedVersion>>> IdentityStore
   });
 }
 
-Status IdentityStore::revoke_secret(const std::string& name, bool hard) {
+Status IdentityStore::revoke_secret(const std::string& name, bool hard, const RevokeAudit& audit) {
   return store_.locked([&](Db& db) -> Status {
     auto revoke = [&]() -> Status {
       auto s = secret_in(db, name);
@@ -329,10 +342,20 @@ Status IdentityStore::revoke_secret(const std::string& name, bool hard) {
       if (!*s) return fail("there is no secret " + name);
       // Hard stays hard: a later soft revoke does not undo it.
       const bool now_hard = hard || (*s)->state == SecretState::hard_revoked;
-      return exec(db,
+      const int64_t at = store_.clock_now();
+      RF_TRY(exec(db,
                   "UPDATE secrets SET state = ?2, revoked_at = coalesce(revoked_at, ?3), "
                   "updated_at = ?3 WHERE name = ?1",
-                  name, std::string(now_hard ? "hard_revoked" : "revoked"), store_.clock_now());
+                  name, std::string(now_hard ? "hard_revoked" : "revoked"), at));
+      if (!audit) return ok_status();
+      auto live = rows<InjectionRow>(db, read_injection,
+                                     "SELECT id, call_id, sandbox_id, worker_id, project_id, "
+                                     "run_id, key, secret, version, at, ended_at FROM injections "
+                                     "WHERE secret = ?1 AND ended_at IS NULL ORDER BY id",
+                                     name);
+      if (!live.ok()) return live.take_error();
+      auto logged = append_audit_in(db, audit(*live), at);
+      return logged.ok() ? ok_status() : logged.take_error();
     };
     return within("revoke secret " + name, write_transaction(db, revoke));
   });
@@ -348,8 +371,8 @@ Result<std::vector<SealedVersion>> IdentityStore::sealed_versions() {
 }
 
 Status IdentityStore::reseal_all(
-    const std::function<Result<std::pair<std::string, std::string>>(const SealedVersion&)>&
-        reseal) {
+    const std::function<Result<std::pair<std::string, std::string>>(const SealedVersion&)>& reseal,
+    const AuditAlong& audit) {
   return store_.locked([&](Db& db) -> Status {
     auto all = [&]() -> Status {
       auto versions = rows<SealedVersion>(db, read_sealed,
@@ -364,7 +387,7 @@ Status IdentityStore::reseal_all(
                     "WHERE name = ?1 AND version = ?2",
                     v.name, v.version, Blob{next->first}, next->second));
       }
-      return ok_status();
+      return audit_along(db, audit, static_cast<int64_t>(versions->size()), store_.clock_now());
     };
     return within("re-seal secrets", write_transaction(db, all));
   });
@@ -372,7 +395,7 @@ Status IdentityStore::reseal_all(
 
 // ---- profiles
 
-Status IdentityStore::put_profile(const ProfileRow& p) {
+Status IdentityStore::put_profile(const ProfileRow& p, const AuditAlong& audit) {
   return store_.locked([&](Db& db) -> Status {
     auto put = [&]() -> Status {
       RF_TRY(check_entries(p));
@@ -416,7 +439,7 @@ Status IdentityStore::put_profile(const ProfileRow& p) {
                     p.name, e.key, std::string(kind_name(e.kind)), e.ref, e.delivery,
                     e.delivery_json));
       }
-      return ok_status();
+      return audit_along(db, audit, 0, at);
     };
     return within("set profile " + p.name, write_transaction(db, put));
   });
@@ -490,7 +513,8 @@ Result<std::vector<ProfileRow>> IdentityStore::profiles_for(const std::string& p
 
 // ---- injections
 
-Status IdentityStore::record_injections(const std::vector<InjectionRow>& list) {
+Status IdentityStore::record_injections(const std::vector<InjectionRow>& list,
+                                        const AuditAlong& audit) {
   return store_.locked([&](Db& db) -> Status {
     auto put = [&]() -> Status {
       const int64_t at = store_.clock_now();
@@ -501,7 +525,7 @@ Status IdentityStore::record_injections(const std::vector<InjectionRow>& list) {
                     r.call_id, r.sandbox_id, r.worker_id, r.project_id, r.run_id, r.key, r.secret,
                     r.version, r.at ? r.at : at));
       }
-      return ok_status();
+      return audit_along(db, audit, 0, at);
     };
     return within("record injections", write_transaction(db, put));
   });

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "store/audit_log.h"
 #include "store/store.h"
 
 namespace rf::store {
@@ -119,9 +120,12 @@ class IdentityStore {
   // again with the new version. A builtin value is sealed by `seal` inside the
   // transaction, with the version that transaction assigns (it is bound into
   // the sealed value, so it must be the one stored); vault passes none.
-  // Returns the version.
+  // Returns the version. `audit` is given it, and its events are written in
+  // the same transaction (store/audit_log.h: AuditAlong), as in every method
+  // below that takes one.
   Result<int64_t> put_secret_version(const std::string& name, const std::string& backend,
-                                     const std::optional<VaultLocation>& vault, const Sealer& seal);
+                                     const std::optional<VaultLocation>& vault, const Sealer& seal,
+                                     const AuditAlong& audit = {});
   Result<std::optional<SecretRow>> secret(const std::string& name);
   Result<std::vector<SecretRow>> secrets();
   // The current version of a secret, sealed.
@@ -130,20 +134,23 @@ class IdentityStore {
   Result<std::map<std::string, std::pair<SecretRow, SealedVersion>>> current_versions(
       const std::vector<std::string>& names);
   // revoked or hard_revoked (hard is final until a new version is set).
-  Status revoke_secret(const std::string& name, bool hard);
+  // `audit` is given the secret's live injections, read in the transaction.
+  using RevokeAudit = std::function<std::vector<AuditEvent>(const std::vector<InjectionRow>&)>;
+  Status revoke_secret(const std::string& name, bool hard, const RevokeAudit& audit = {});
   // Every builtin version; rotate-key re-seals them all in one transaction:
-  // `reseal` maps a version to its new sealed bytes and key id.
+  // `reseal` maps a version to its new sealed bytes and key id; `audit` is
+  // given how many were re-sealed.
   Result<std::vector<SealedVersion>> sealed_versions();
-  Status reseal_all(
-      const std::function<Result<std::pair<std::string, std::string>>(const SealedVersion&)>&
-          reseal);
+  Status reseal_all(const std::function<
+                        Result<std::pair<std::string, std::string>>(const SealedVersion&)>& reseal,
+                    const AuditAlong& audit = {});
 
   // ---- profiles
   // Creates or replaces the profile. Refused, writing nothing: an empty name
   // or key, a bad scope for the level, an entry naming an unknown secret, a
   // key twice in `entries`, a key another profile defines at the same level
   // and scope.
-  Status put_profile(const ProfileRow& profile);
+  Status put_profile(const ProfileRow& profile, const AuditAlong& audit = {});
   Result<std::optional<ProfileRow>> profile(const std::string& name);
   Result<std::vector<ProfileRow>> profiles();
   // Those that apply to (project, workflow, user), with their entries, least
@@ -154,7 +161,7 @@ class IdentityStore {
                                                const std::string& user);
 
   // ---- injections
-  Status record_injections(const std::vector<InjectionRow>& rows);
+  Status record_injections(const std::vector<InjectionRow>& rows, const AuditAlong& audit = {});
   // Records a JIT grant, unless `max_uses` (> 0) grants of the same rule in
   // the same run and project exist already: then nothing is written and the
   // answer is false. One transaction, so two workers cannot both take the last.

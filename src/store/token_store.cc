@@ -1,5 +1,6 @@
 #include "store/token_store.h"
 
+#include "store/audit_log.h"
 #include "store/sql.h"
 
 namespace rf::store {
@@ -24,7 +25,7 @@ Result<TokenRow> read_token(const Statement& st) {
 
 }  // namespace
 
-Status TokenStore::add(const TokenRow& row, const std::string& hash) {
+Status TokenStore::add(const TokenRow& row, const std::string& hash, const TokenAudit& audit) {
   if (row.id.empty()) return make_error("add token", "the token has no id");
   if (row.project.empty()) return make_error("add token " + row.id, "the token has no project");
   if (hash.size() != 32) {
@@ -40,10 +41,13 @@ Status TokenStore::add(const TokenRow& row, const std::string& hash) {
                                          row.id, Blob{hash});
       if (!same.ok()) return same.take_error();
       if (*same) return fail("a token with this id or hash exists already");
-      return exec(db,
+      RF_TRY(exec(db,
                   "INSERT INTO api_tokens (id, project_id, name, hash, created_at, expires_at) "
                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                  row.id, row.project, row.name, Blob{hash}, row.created_at, row.expires_at);
+                  row.id, row.project, row.name, Blob{hash}, row.created_at, row.expires_at));
+      if (!audit) return ok_status();
+      auto logged = append_audit_in(db, audit(row), store_.clock_now());
+      return logged.ok() ? ok_status() : logged.take_error();
     };
     return within("add token " + row.id, write_transaction(db, insert));
   });
@@ -72,15 +76,20 @@ Result<std::vector<TokenRow>> TokenStore::list(const std::string& project) {
   });
 }
 
-Result<bool> TokenStore::revoke(const std::string& id) {
+Result<bool> TokenStore::revoke(const std::string& id, const TokenAudit& audit) {
   return store_.locked([&](Db& db) -> Result<bool> {
     auto revoke = [&]() -> Result<bool> {
-      auto known =
-          first_row<std::string>(db, read_text0, "SELECT id FROM api_tokens WHERE id = ?1", id);
+      auto known = first_row<TokenRow>(
+          db, read_token, "SELECT " + std::string(kColumns) + " FROM api_tokens WHERE id = ?1", id);
       if (!known.ok()) return known.take_error();
       if (!*known) return false;
+      const int64_t now = store_.clock_now();
       RF_TRY(exec(db, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?2) WHERE id = ?1",
-                  id, store_.clock_now()));
+                  id, now));
+      if (audit) {
+        auto logged = append_audit_in(db, audit(**known), now);
+        if (!logged.ok()) return logged.take_error();
+      }
       return true;
     };
     return within("revoke token " + id, write_transaction(db, revoke));

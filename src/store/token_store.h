@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/result.h"
+#include "store/audit_log.h"
 #include "store/store.h"
 
 namespace rf::store {
@@ -29,17 +31,21 @@ class TokenStore {
  public:
   explicit TokenStore(Store& store) : store_(store) {}
 
+  // The events that record a token's creation or revocation, made from its
+  // row and written in the same transaction (store/audit_log.h).
+  using TokenAudit = std::function<std::vector<AuditEvent>(const TokenRow&)>;
+
   // Adds a token of `project` (made if missing, as development) under `hash`
   // (32 bytes). Refused, writing nothing: an empty project or id, a hash that
   // is not 32 bytes, a hash or id already known.
-  Status add(const TokenRow& row, const std::string& hash);
+  Status add(const TokenRow& row, const std::string& hash, const TokenAudit& audit = {});
   // The token with this hash, whatever its state; nullopt when none.
   Result<std::optional<TokenRow>> find_by_hash(const std::string& hash);
   // Every token, or a project's (project non-empty), newest first.
   Result<std::vector<TokenRow>> list(const std::string& project = {});
   // Revokes a token by id; false when there is no such token. Revoking twice
   // keeps the first time.
-  Result<bool> revoke(const std::string& id);
+  Result<bool> revoke(const std::string& id, const TokenAudit& audit = {});
   // Notes that a token was used (at most once a second is enough for `list`).
   Status touch(const std::string& id, int64_t at);
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/audit_log.h"
 #include "store/sql.h"
 
 namespace rf::store {
@@ -670,24 +671,34 @@ Status WorkflowStore::decide_approval(int64_t id, bool approve, const std::strin
   std::optional<std::string> run;
   const std::string name = "approval " + std::to_string(id);
   auto out = store_.locked([&](Db& db) -> Status {
-    return within((approve ? "approve " : "deny ") + name, write_transaction(db, [&]() -> Status {
-                    auto a = first_row<ApprovalRow>(
-                        db, read_approval,
-                        "SELECT " + std::string(kApprovalColumns) + " FROM approvals WHERE id = ?1",
-                        id);
-                    if (!a.ok()) return a.take_error();
-                    if (!*a) return fail(name + " does not exist");
-                    if ((*a)->state != ApprovalState::pending) {
-                      return fail(name + " is " + std::string(to_string((*a)->state)) + " already" +
-                                  ((*a)->decided_by ? " (by " + *(*a)->decided_by + ")" : ""));
-                    }
-                    run = (*a)->run_id;
-                    return exec(db,
-                                "UPDATE approvals SET state = ?2, decided_by = ?3, reason = ?4, "
-                                "decided_at = ?5 WHERE id = ?1",
-                                id, std::string(approve ? "approved" : "denied"), who, reason,
-                                store_.clock_now());
-                  }));
+    return within(
+        (approve ? "approve " : "deny ") + name, write_transaction(db, [&]() -> Status {
+          auto a = first_row<ApprovalRow>(
+              db, read_approval,
+              "SELECT " + std::string(kApprovalColumns) + " FROM approvals WHERE id = ?1", id);
+          if (!a.ok()) return a.take_error();
+          if (!*a) return fail(name + " does not exist");
+          if ((*a)->state != ApprovalState::pending) {
+            return fail(name + " is " + std::string(to_string((*a)->state)) + " already" +
+                        ((*a)->decided_by ? " (by " + *(*a)->decided_by + ")" : ""));
+          }
+          run = (*a)->run_id;
+          const int64_t now = store_.clock_now();
+          RF_TRY(exec(db,
+                      "UPDATE approvals SET state = ?2, decided_by = ?3, reason = ?4, "
+                      "decided_at = ?5 WHERE id = ?1",
+                      id, std::string(approve ? "approved" : "denied"), who, reason, now));
+          // On record with the decision, in its transaction.
+          AuditEvent e;
+          e.kind = approve ? "approval.approve" : "approval.deny";
+          e.actor = who;
+          e.project_id = (*a)->project_id;
+          e.run_id = (*a)->run_id;
+          e.detail_json =
+              nlohmann::json{{"approval", id}, {"kind", (*a)->kind}, {"reason", reason}}.dump();
+          auto logged = append_audit_in(db, {e}, now);
+          return logged.ok() ? ok_status() : logged.take_error();
+        }));
   });
   if (out.ok() && run) store_.ring_run(*run);
   return out;

@@ -208,7 +208,9 @@ class WorkflowStore {
                                                        const std::string& step_id);
   // Pending ones (project "" = all), oldest first.
   Result<std::vector<ApprovalRow>> pending_approvals(const std::string& project);
-  // Approved or denied by `who`: refused when it is no longer pending.
+  // Approved or denied by `who`: refused when it is no longer pending. The
+  // decision's audit event (approval.approve, approval.deny: the approval,
+  // its kind, the reason) is written in the same transaction.
   Status decide_approval(int64_t id, bool approve, const std::string& who,
                          const std::string& reason);
   // Pending past its expiry: expired. Returns whether it changed.

@@ -183,10 +183,12 @@ Status IdentityCalls::inject(const IdentityUse& call, const PreparedIdentity& pr
     if (e.kind != store::ProfileEntry::Kind::secret || !e.at_start()) continue;
     rows.push_back(injection_row(call, sandbox->id(), e.key, e.secret, e.version));
   }
-  // Recorded before the values go in: revocation finds every sandbox that has them.
-  RF_TRY(rows_.record_injections(rows));
-  identity::audit_injection(store_, "worker " + options_.worker_id, prepared.resolved.plan,
-                            context_of(call, sandbox->id()));
+  // Recorded before the values go in (revocation finds every sandbox that has
+  // them), with their audit event in the same transaction: none is written,
+  // none goes in.
+  const store::AuditEvent injected = identity::injection_event(
+      "worker " + options_.worker_id, prepared.resolved.plan, context_of(call, sandbox->id()));
+  RF_TRY(rows_.record_injections(rows, [&](int64_t) { return std::vector{injected}; }));
   std::lock_guard lock(mu_);
   auto& m = marked_[sandbox->id()];
   if (m.mark.patterns) {
@@ -350,8 +352,10 @@ Result<identity::OpenedSecret> IdentityCalls::open_secret(const std::string& nam
 
 Result<std::shared_ptr<const redact::Patterns>> IdentityCalls::inject_late(
     const IdentityUse& use, const std::shared_ptr<Sandbox>& sandbox, const std::string& key,
-    const std::string& secret, int64_t version, std::string_view value) {
-  RF_TRY(rows_.record_injections({injection_row(use, sandbox->id(), key, secret, version)}));
+    const std::string& secret, int64_t version, std::string_view value,
+    const std::vector<store::AuditEvent>& audit) {
+  RF_TRY(rows_.record_injections({injection_row(use, sandbox->id(), key, secret, version)},
+                                 [&](int64_t) { return audit; }));
   std::lock_guard lock(mu_);
   auto& m = marked_[sandbox->id()];
   if (m.sandbox.expired()) m.sandbox = sandbox;

@@ -104,11 +104,13 @@ class IdentityCalls {
   // The current value of one secret (fail closed).
   Result<identity::OpenedSecret> open_secret(const std::string& name);
   // A value granted to a live sandbox: recorded as an injection first (hard
-  // revocation finds it), then added to what its calls are redacted of.
+  // revocation finds it), with `audit` (the request's trail so far) in the
+  // same transaction, then added to what its calls are redacted of.
   // Returns the sandbox's patterns with it.
   Result<std::shared_ptr<const redact::Patterns>> inject_late(
       const IdentityUse& use, const std::shared_ptr<Sandbox>& sandbox, const std::string& key,
-      const std::string& secret, int64_t version, std::string_view value);
+      const std::string& secret, int64_t version, std::string_view value,
+      const std::vector<store::AuditEvent>& audit = {});
   const std::string& worker_id() const { return options_.worker_id; }
 
   // The call ended. Returns the reason when a hard revocation ended it.

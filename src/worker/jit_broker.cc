@@ -241,9 +241,12 @@ void JitBroker::serve(const std::shared_ptr<Session>& session, const proto::Cred
                   "policy");
   }
   const std::string_view value = opened->value.reveal();
-  auto patterns =
-      identity_.inject_late(ctx.use, ctx.sandbox, req.name, entry->secret, opened->version, value);
+  // The trail so far is written with the injection, in its transaction: a
+  // value never goes in before its approval is on record.
+  auto patterns = identity_.inject_late(ctx.use, ctx.sandbox, req.name, entry->secret,
+                                        opened->version, value, trail);
   if (!patterns) return refuse(patterns.error().to_string(), "store");
+  trail.clear();
   {
     // The running call's output is redacted of it before it can appear there.
     std::lock_guard lock(mu_);

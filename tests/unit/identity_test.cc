@@ -12,12 +12,16 @@
 #include <functional>
 #include <sstream>
 
+#include "identity/audit_events.h"
 #include "identity/cascade.h"
 #include "identity/key_file.h"
 #include "identity/secret_box.h"
 #include "identity/secrets.h"
+#include "store/audit_log.h"
 #include "store/identity_store.h"
 #include "store/store.h"
+#include "store/token_store.h"
+#include "store/workflow_store.h"
 #include "support/store_target.h"
 
 namespace rf::identity {
@@ -367,6 +371,96 @@ TEST_F(IdentityTest, RowsReadBeforeARotationStillOpenAsTheVersionsRead) {
   EXPECT_EQ(opened->at("a").value.reveal(), "value-a1");
   EXPECT_EQ(opened->at("a").version, 1);
   EXPECT_EQ(opened->at("b").value.reveal(), "value-b1");
+}
+
+// Every change that grants or takes away (a secret set, revoked or re-sealed,
+// a profile, an injection, a token, an approval's decision) is written with
+// its audit event in one transaction. Where the event cannot be written the
+// change is not made: until 2026-11-29 it stood, with a warning in a log.
+TEST_F(IdentityTest, AChangeWhoseAuditEventCannotBeWrittenIsNotMade) {
+  set("a", "value-a1");
+  ASSERT_TRUE(store_->ensure_project("acme", store::Environment::development).ok());
+  store::TokenStore tokens(*store_);
+  store::TokenRow live{"tok-live", "acme", "ci", store_->clock_now(), {}, {}, {}};
+  ASSERT_TRUE(tokens.add(live, std::string(32, 'L')).ok());
+  store::WorkflowStore wf(*store_);
+  store::ApprovalRow ask;
+  ask.project_id = "acme";
+  ask.kind = "credential";
+  auto approval = wf.request_approval(ask);
+  ASSERT_TRUE(approval.ok()) << approval.error().to_string();
+  // A row at the seq the next event would take: every append fails now.
+  auto size = store::AuditLog(*store_).size();
+  ASSERT_TRUE(size.ok()) << size.error().to_string();
+  auto blocked = store_->locked([&](store::Db& db) {
+    return db.exec(
+        "INSERT INTO audit_events (seq, at, kind, actor, detail_json, prev_hash, hash) "
+        "VALUES (" +
+        std::to_string(*size + 1) + ", 0, 'blocker', 'test', '{}', '', '')");
+  });
+  ASSERT_TRUE(blocked.ok()) << blocked.error().to_string();
+
+  EXPECT_FALSE(secrets_->set({"a", SecretValue("value-a2"), "builtin", std::nullopt}).ok());
+  EXPECT_FALSE(secrets_->set({"b", SecretValue("value-b1"), "builtin", std::nullopt}).ok());
+  EXPECT_FALSE(secrets_->revoke("a", /*hard=*/true).ok());
+  EXPECT_FALSE(secrets_->rotate_key().ok());
+  auto opened = secrets_->open_current({"a"});
+  ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+  EXPECT_EQ(opened->at("a").value.reveal(), "value-a1");
+  EXPECT_EQ(opened->at("a").version, 1);
+  EXPECT_FALSE(rows_->secret("b")->has_value());
+  EXPECT_EQ(first_unopenable(*rows_, dir_), "");
+
+  ProfileRow p;
+  p.name = "blocked";
+  p.level = ProfileLevel::project;
+  p.project = "acme";
+  p.entries = {{"KEY", ProfileEntry::Kind::secret, "a"}};
+  EXPECT_FALSE(rows_
+                   ->put_profile(
+                       p, [&](int64_t) { return std::vector{identity::profile_set_event("t", p)}; })
+                   .ok());
+  EXPECT_FALSE(rows_->profile("blocked")->has_value());
+
+  store::InjectionRow injected;
+  injected.sandbox_id = "sb-1";
+  injected.worker_id = "w";
+  injected.project_id = "acme";
+  injected.run_id = "run-1";
+  injected.key = "KEY";
+  injected.secret = "a";
+  injected.version = 1;
+  identity::CascadePlan plan;
+  plan.request.project = "acme";
+  EXPECT_FALSE(
+      rows_
+          ->record_injections(
+              {injected},
+              [&](int64_t) { return std::vector{identity::injection_event("w", plan, {})}; })
+          .ok());
+  EXPECT_TRUE(rows_->injections_of_secret("a")->empty());
+
+  auto event = [](const store::TokenRow& t) {
+    store::AuditEvent e;
+    e.kind = "token.test";
+    e.actor = "test";
+    e.project_id = t.project;
+    return std::vector{e};
+  };
+  store::TokenRow fresh{"tok-new", "acme", "ci", store_->clock_now(), {}, {}, {}};
+  EXPECT_FALSE(tokens.add(fresh, std::string(32, 'N'), event).ok());
+  EXPECT_FALSE(tokens.revoke("tok-live", event).ok());
+  auto found = tokens.find_by_hash(std::string(32, 'N'));
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE(found->has_value());
+  found = tokens.find_by_hash(std::string(32, 'L'));
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_TRUE((*found)->live(store_->clock_now()));
+
+  EXPECT_FALSE(wf.decide_approval(*approval, true, "alice", "ok").ok());
+  auto still = wf.approval(*approval);
+  ASSERT_TRUE(still.ok()) << still.error().to_string();
+  EXPECT_EQ(still->state, store::ApprovalState::pending);
 }
 
 TEST_F(IdentityTest, BadSecretsAreRefusedByNameWithoutTheirValue) {
