@@ -32,12 +32,19 @@ std::string random_text(std::mt19937_64& rng, size_t n) {
   return s;
 }
 
-std::vector<SecretToRedact> secrets_of(std::mt19937_64& rng, int n) {
-  static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+constexpr std::string_view kTokenChars =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+// An AWS secret access key's: '/' and '+' give it URL and JSON forms of
+// their own (redact/forms.h).
+constexpr std::string_view kAwsChars =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+";
+
+std::vector<SecretToRedact> secrets_of(std::mt19937_64& rng, int n,
+                                       std::string_view chars = kTokenChars) {
   std::vector<SecretToRedact> out;
   for (int i = 0; i < n; ++i) {
     std::string v = "sk-";
-    for (int k = 0; k < 37; ++k) v.push_back(chars[rng() % (sizeof chars - 1)]);
+    for (int k = 0; k < 37; ++k) v.push_back(chars[rng() % chars.size()]);
     out.push_back({"KEY_" + std::to_string(i), v});
   }
   return out;
@@ -126,6 +133,16 @@ int main() {
       std::snprintf(label, sizeof label, "peer: grep -F -c, the same %zu patterns, no match",
                     p->patterns().size());
       std::printf("%-58s %8.0f MB/s\n", label, grep_rate(p, clean));
+    }
+  }
+  {
+    auto p = compile_patterns(secrets_of(rng, 100, kAwsChars));
+    for (size_t chunk : {size_t{4096}, size_t{65536}}) {
+      size_t redacted = 0;
+      char label[96];
+      std::snprintf(label, sizeof label, "100 AWS-style secrets (%4zu patterns), %2zu KiB chunks",
+                    p->patterns().size(), chunk / 1024);
+      std::printf("%-58s %8.0f MB/s\n", label, redact_rate(p, clean, chunk, 3, &redacted));
     }
   }
   return 0;

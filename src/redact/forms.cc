@@ -37,15 +37,50 @@ std::string hex(std::string_view value, const char* digits) {
   return out;
 }
 
-std::string url_encoded(std::string_view value) {
+// Percent-encoding as RFC 3986 has it (letters, digits and -._~ kept), with
+// the hex digits given, and `keep` kept too: Python's quote() keeps '/';
+// `plus` writes a space as '+' (HTML forms, quote_plus).
+std::string url_encoded(std::string_view value, const char* digits = "0123456789ABCDEF",
+                        std::string_view keep = "", bool plus = false) {
   std::string out;
   for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
+        keep.find(static_cast<char>(c)) != std::string_view::npos) {
       out.push_back(static_cast<char>(c));
+    } else if (plus && c == ' ') {
+      out.push_back('+');
     } else {
       out.push_back('%');
-      out.push_back("0123456789ABCDEF"[c >> 4]);
-      out.push_back("0123456789ABCDEF"[c & 15]);
+      out.push_back(digits[c >> 4]);
+      out.push_back(digits[c & 15]);
+    }
+  }
+  return out;
+}
+
+// Inside a shell's double quotes, as `export -p` and `declare -p` print a
+// value: \ " $ and ` get a backslash.
+std::string shell_quoted(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"' || c == '$' || c == '`') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+// JSON as some encoders write it beyond what JSON needs: PHP's json_encode
+// escapes '/'; Go's encoding/json escapes <, > and & (as \u003c, \u003e,
+// \u0026).
+std::string json_more(std::string_view escaped, bool slash, bool html) {
+  std::string out;
+  for (char c : escaped) {
+    if (slash && c == '/') {
+      out += "\\/";
+    } else if (html && (c == '<' || c == '>' || c == '&')) {
+      out += c == '<' ? "\\u003c" : c == '>' ? "\\u003e" : "\\u0026";
+    } else {
+      out.push_back(c);
     }
   }
   return out;
@@ -107,51 +142,79 @@ std::string_view to_string(Form f) {
       return "url";
     case Form::json:
       return "json";
+    case Form::url_lower:
+      return "url_lower";
+    case Form::url_slash:
+      return "url_slash";
+    case Form::url_plus:
+      return "url_plus";
+    case Form::json_slash:
+      return "json_slash";
+    case Form::json_html:
+      return "json_html";
+    case Form::shell:
+      return "shell";
   }
   return "?";
 }
 
+namespace {
+
+// Every form of `value`, in one order whatever the value (so two values'
+// lists pair up), equal and short ones kept.
+std::vector<std::pair<Form, std::string>> every_form(std::string_view value) {
+  std::vector<std::pair<Form, std::string>> out;
+  out.emplace_back(Form::raw, std::string(value));
+  for (size_t align = 0; align < 3; ++align)
+    out.emplace_back(Form::base64, base64_aligned(value, align, kB64));
+  for (size_t align = 0; align < 3; ++align)
+    out.emplace_back(Form::base64url, base64_aligned(value, align, kB64Url));
+  out.emplace_back(Form::hex_lower, hex(value, "0123456789abcdef"));
+  out.emplace_back(Form::hex_upper, hex(value, "0123456789ABCDEF"));
+  out.emplace_back(Form::url, url_encoded(value));
+  out.emplace_back(Form::json, json_escaped(value));
+  // Forms that differ from the ones above only for a value holding bytes
+  // they treat otherwise ('/', ' ', '&', '$'...): for most tokens they are
+  // the same text as one above, and forms_of keeps one.
+  out.emplace_back(Form::url_lower, url_encoded(value, "0123456789abcdef"));
+  out.emplace_back(Form::url_slash, url_encoded(value, "0123456789ABCDEF", "/"));
+  out.emplace_back(Form::url_plus, url_encoded(value, "0123456789ABCDEF", "", /*plus=*/true));
+  out.emplace_back(Form::json_slash, json_more(json_escaped(value), true, false));
+  out.emplace_back(Form::json_html, json_more(json_escaped(value), false, true));
+  out.emplace_back(Form::shell, shell_quoted(value));
+  return out;
+}
+
+bool too_short(Form f, const std::string& text) {
+  return f != Form::raw && text.size() < kMinDerivedForm;
+}
+
+}  // namespace
+
 std::vector<std::pair<Form, std::string>> forms_of(std::string_view value) {
   std::vector<std::pair<Form, std::string>> out;
-  auto add = [&](Form f, std::string text) {
-    if (f != Form::raw && text.size() < kMinDerivedForm) return;
-    for (const auto& [_, have] : out) {
-      if (have == text) return;
-    }
-    out.emplace_back(f, std::move(text));
-  };
   if (value.empty()) return out;
-  add(Form::raw, std::string(value));
-  for (size_t align = 0; align < 3; ++align) add(Form::base64, base64_aligned(value, align, kB64));
-  for (size_t align = 0; align < 3; ++align)
-    add(Form::base64url, base64_aligned(value, align, kB64Url));
-  add(Form::hex_lower, hex(value, "0123456789abcdef"));
-  add(Form::hex_upper, hex(value, "0123456789ABCDEF"));
-  add(Form::url, url_encoded(value));
-  add(Form::json, json_escaped(value));
+  for (auto& [f, text] : every_form(value)) {
+    if (too_short(f, text)) continue;
+    bool known = false;
+    for (const auto& [_, have] : out) known = known || have == text;
+    if (!known) out.emplace_back(f, std::move(text));
+  }
   return out;
 }
 
 std::vector<std::pair<std::string, std::string>> paired_forms(std::string_view from,
                                                               std::string_view to) {
   std::vector<std::pair<std::string, std::string>> out;
-  auto add = [&](Form f, std::string a, std::string b) {
-    if (a == b || (f != Form::raw && a.size() < kMinDerivedForm)) return;
-    for (const auto& [have, _] : out) {
-      if (have == a) return;
-    }
-    out.emplace_back(std::move(a), std::move(b));
-  };
   if (from.empty()) return out;
-  add(Form::raw, std::string(from), std::string(to));
-  for (size_t align = 0; align < 3; ++align) {
-    add(Form::base64, base64_aligned(from, align, kB64), base64_aligned(to, align, kB64));
-    add(Form::base64url, base64_aligned(from, align, kB64Url), base64_aligned(to, align, kB64Url));
+  auto a = every_form(from);
+  auto b = every_form(to);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].second == b[i].second || too_short(a[i].first, a[i].second)) continue;
+    bool known = false;
+    for (const auto& [have, _] : out) known = known || have == a[i].second;
+    if (!known) out.emplace_back(std::move(a[i].second), std::move(b[i].second));
   }
-  add(Form::hex_lower, hex(from, "0123456789abcdef"), hex(to, "0123456789abcdef"));
-  add(Form::hex_upper, hex(from, "0123456789ABCDEF"), hex(to, "0123456789ABCDEF"));
-  add(Form::url, url_encoded(from), url_encoded(to));
-  add(Form::json, json_escaped(from), json_escaped(to));
   return out;
 }
 

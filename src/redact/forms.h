@@ -1,6 +1,11 @@
 // The forms a secret value takes when a tool prints it (host side): raw,
 // base64 and base64url at each of the three alignments it can have inside a
-// longer encoded stream, hex in both cases, URL-encoded and JSON-escaped.
+// longer encoded stream, hex in both cases, URL-encoded (RFC 3986 with upper
+// and lower hex digits, Python's quote() that keeps '/', and a form's '+'
+// for a space), JSON-escaped (as JSON needs, PHP's with '\/', Go's with
+// \u0026 for &, < and >), and inside a shell's double quotes (`export -p`).
+// Not known: base64 wrapped across lines (a value split by the newline),
+// and any encoding a program makes of its own.
 #pragma once
 
 #include <string>
@@ -10,7 +15,21 @@
 
 namespace rf::redact {
 
-enum class Form { raw, base64, base64url, hex_lower, hex_upper, url, json };
+enum class Form {
+  raw,
+  base64,
+  base64url,
+  hex_lower,
+  hex_upper,
+  url,
+  json,
+  url_lower,
+  url_slash,
+  url_plus,
+  json_slash,
+  json_html,
+  shell
+};
 
 std::string_view to_string(Form f);
 

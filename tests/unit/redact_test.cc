@@ -64,10 +64,11 @@ TEST(RedactForms, EveryFormOfAKnownValue) {
   auto forms = forms_of("a\"b/c d");
   std::vector<std::string> texts;
   for (const auto& [f, t] : forms) texts.push_back(std::string(to_string(f)) + "=" + t);
-  EXPECT_EQ(texts, (std::vector<std::string>{"raw=a\"b/c d", "base64=YSJiL2MgZ", "base64=EiYi9jIG",
-                                             "base64=hImIvYyBk", "hex=6122622f632064",
-                                             "HEX=6122622F632064", "url=a%22b%2Fc%20d",
-                                             "json=a\\\"b/c d"}));
+  EXPECT_EQ(texts, (std::vector<std::string>{
+                       "raw=a\"b/c d", "base64=YSJiL2MgZ", "base64=EiYi9jIG", "base64=hImIvYyBk",
+                       "hex=6122622f632064", "HEX=6122622F632064", "url=a%22b%2Fc%20d",
+                       "json=a\\\"b/c d", "url_lower=a%22b%2fc%20d", "url_slash=a%22b/c%20d",
+                       "url_plus=a%22b%2Fc+d", "json_slash=a\\\"b\\/c d"}));
   // The aligned forms are substrings of any base64 stream holding the value.
   for (size_t pad = 0; pad < 3; ++pad) {
     const std::string encoded = b64(std::string(pad, 'x') + kSecret + "tail");
@@ -97,6 +98,28 @@ TEST(Redact, EachFormIsReplacedByItsKey) {
   auto q = one("PW", "p@ss w\"rd/1234");
   EXPECT_EQ(redact_all(*q, "u=p%40ss%20w%22rd%2F1234&x"), "u=[REDACTED:PW]&x");
   EXPECT_EQ(redact_all(*q, "{\"pw\":\"p@ss w\\\"rd/1234\"}"), "{\"pw\":\"[REDACTED:PW]\"}");
+}
+
+// Encodings that tools write beyond the usual ones, of a value holding the
+// bytes they treat otherwise (an AWS secret key holds '/' and '+'). Each text
+// below is what the real encoder printed for it: Python's urllib.parse.quote
+// and quote_plus, json.dumps with PHP's '\/' and Go's \u0026 escapes, and
+// bash's `export -p`; the first is RFC 3986 with lowercase hex digits.
+TEST(Redact, FormsOtherEncodersWriteAreRedactedToo) {
+  const std::string v = "wJal/rXUt+nFEMI&K7MD$ENG bPxRfi<CY>";
+  auto p = one("KEY", v);
+  for (const char* form : {
+           "wJal%2frXUt%2bnFEMI%26K7MD%24ENG%20bPxRfi%3cCY%3e",
+           "wJal/rXUt%2BnFEMI%26K7MD%24ENG%20bPxRfi%3CCY%3E",
+           "wJal%2FrXUt%2BnFEMI%26K7MD%24ENG+bPxRfi%3CCY%3E",
+           "wJal\\/rXUt+nFEMI&K7MD$ENG bPxRfi<CY>",
+           "wJal/rXUt+nFEMI\\u0026K7MD$ENG bPxRfi\\u003cCY\\u003e",
+           "declare -x RFV=\"wJal/rXUt+nFEMI&K7MD\\$ENG bPxRfi<CY>\"",
+       }) {
+    const std::string out = redact_all(*p, std::string("<") + form + ">");
+    EXPECT_NE(out.find("[REDACTED:KEY]"), std::string::npos) << form << " -> " << out;
+    EXPECT_EQ(out.find("K7MD"), std::string::npos) << form << " -> " << out;
+  }
 }
 
 TEST(Redact, TextWithoutASecretPassesByteForByteAndNothingIsHeldWithoutAPartial) {
