@@ -54,23 +54,6 @@ bool header_safe(std::string_view value) {
   });
 }
 
-std::string percent_encode(std::string_view s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~') {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
-}
-
 bool has_place(const EdgeCredential& c, EdgePlace::Kind kind, std::string_view header = {}) {
   return std::any_of(c.settings.places.begin(), c.settings.places.end(), [&](const EdgePlace& p) {
     return p.kind == kind && (kind != EdgePlace::Kind::kHeader || p.header == header);
@@ -298,7 +281,8 @@ EdgeRequest rewrite_intercepted_request(const RequestHead& head, const net::Auth
   }
   EdgeRequest out;
   auto swap_in = [&](std::string& text, const EdgeCredential& c, bool encode) {
-    const size_t n = replace_all(text, c.placeholder, encode ? percent_encode(c.value) : c.value);
+    const size_t n =
+        replace_all(text, c.placeholder, encode ? redact::url_encoded(c.value) : c.value);
     out.substitutions += static_cast<int>(n);
   };
   // The target: swapped in the query for those that say so; never in the path.

@@ -37,15 +37,15 @@ std::string hex(std::string_view value, const char* digits) {
   return out;
 }
 
-// Percent-encoding as RFC 3986 has it (letters, digits and -._~ kept), with
-// the hex digits given, and `keep` kept too: Python's quote() keeps '/';
-// `plus` writes a space as '+' (HTML forms, quote_plus).
-std::string url_encoded(std::string_view value, const char* digits = "0123456789ABCDEF",
-                        std::string_view keep = "", bool plus = false) {
+}  // namespace
+
+std::string url_encoded(std::string_view value, const char* digits, std::string_view keep,
+                        bool plus) {
   std::string out;
   for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
-        keep.find(static_cast<char>(c)) != std::string_view::npos) {
+    const bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
+    if (unreserved || keep.find(static_cast<char>(c)) != std::string_view::npos) {
       out.push_back(static_cast<char>(c));
     } else if (plus && c == ' ') {
       out.push_back('+');
@@ -57,6 +57,8 @@ std::string url_encoded(std::string_view value, const char* digits = "0123456789
   }
   return out;
 }
+
+namespace {
 
 // Inside a shell's double quotes, as `export -p` and `declare -p` print a
 // value: \ " $ and ` get a backslash.

@@ -42,6 +42,12 @@ constexpr size_t kMinDerivedForm = 4;
 // neighbours), so they match wherever the value falls in an encoded stream.
 std::vector<std::pair<Form, std::string>> forms_of(std::string_view value);
 
+// Percent-encoding as RFC 3986 has it (ASCII letters and digits and -._~
+// kept), with the hex digits given, and `keep` kept too (Python's quote()
+// keeps '/'); `plus` writes a space as '+' (HTML forms, quote_plus).
+std::string url_encoded(std::string_view value, const char* digits = "0123456789ABCDEF",
+                        std::string_view keep = "", bool plus = false);
+
 // Each distinct form of `from` with the same form of `to` (for base64, at the
 // same alignment): what a stream swaps to put `to` wherever `from` shows, in
 // any form. Forms equal for both are left out, and derived forms shorter than

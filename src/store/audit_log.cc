@@ -138,6 +138,11 @@ Result<int64_t> append_audit_in(Db& db, const std::vector<AuditEvent>& events, i
   return last;
 }
 
+Status write_audit_in(Db& db, const std::vector<AuditEvent>& events, int64_t now) {
+  auto logged = append_audit_in(db, events, now);
+  return logged.ok() ? ok_status() : logged.take_error();
+}
+
 Result<int64_t> AuditLog::append(const AuditEvent& event) { return append_all({event}); }
 
 Result<int64_t> AuditLog::append_all(const std::vector<AuditEvent>& events) {

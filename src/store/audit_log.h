@@ -71,6 +71,8 @@ Result<AuditVerdict> verify_audit_chain(Db& db);
 // an action and the events that record it commit together, or neither does.
 // Returns the last seq (0 when `events` is empty).
 Result<int64_t> append_audit_in(Db& db, const std::vector<AuditEvent>& events, int64_t now);
+// The same, for a caller that needs no seq.
+Status write_audit_in(Db& db, const std::vector<AuditEvent>& events, int64_t now);
 
 // The events that record an action, made inside the action's transaction
 // once it has done its part, from what only the transaction knows (a

@@ -178,6 +178,10 @@ int specificity(const ProfileRow& p) {
   return 0;
 }
 
+// The columns read_injection reads, in its order.
+constexpr std::string_view kInjectionColumns =
+    "id, call_id, sandbox_id, worker_id, project_id, run_id, key, secret, version, at, ended_at";
+
 Result<InjectionRow> read_injection(const Statement& st) {
   InjectionRow r;
   r.id = st.int64(0);
@@ -211,9 +215,7 @@ namespace {
 
 // The events `audit` makes of `outcome`, appended in the open transaction.
 Status audit_along(Db& db, const AuditAlong& audit, int64_t outcome, int64_t now) {
-  if (!audit) return ok_status();
-  auto logged = append_audit_in(db, audit(outcome), now);
-  return logged.ok() ? ok_status() : logged.take_error();
+  return audit ? write_audit_in(db, audit(outcome), now) : ok_status();
 }
 
 }  // namespace
@@ -349,13 +351,12 @@ Status IdentityStore::revoke_secret(const std::string& name, bool hard, const Re
                   name, std::string(now_hard ? "hard_revoked" : "revoked"), at));
       if (!audit) return ok_status();
       auto live = rows<InjectionRow>(db, read_injection,
-                                     "SELECT id, call_id, sandbox_id, worker_id, project_id, "
-                                     "run_id, key, secret, version, at, ended_at FROM injections "
-                                     "WHERE secret = ?1 AND ended_at IS NULL ORDER BY id",
+                                     "SELECT " + std::string(kInjectionColumns) +
+                                         " FROM injections WHERE secret = ?1 AND ended_at IS NULL "
+                                         "ORDER BY id",
                                      name);
       if (!live.ok()) return live.take_error();
-      auto logged = append_audit_in(db, audit(*live), at);
-      return logged.ok() ? ok_status() : logged.take_error();
+      return write_audit_in(db, audit(*live), at);
     };
     return within("revoke secret " + name, write_transaction(db, revoke));
   });
@@ -578,9 +579,8 @@ Result<std::vector<InjectionRow>> IdentityStore::injections_of_secret(const std:
   return store_.locked([&](Db& db) {
     return within("read injections of secret " + secret,
                   rows<InjectionRow>(db, read_injection,
-                                     "SELECT id, call_id, sandbox_id, worker_id, project_id, "
-                                     "run_id, key, secret, version, at, ended_at FROM injections "
-                                     "WHERE secret = ?1 ORDER BY id",
+                                     "SELECT " + std::string(kInjectionColumns) +
+                                         " FROM injections WHERE secret = ?1 ORDER BY id",
                                      secret));
   });
 }

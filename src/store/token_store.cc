@@ -45,9 +45,7 @@ Status TokenStore::add(const TokenRow& row, const std::string& hash, const Token
                   "INSERT INTO api_tokens (id, project_id, name, hash, created_at, expires_at) "
                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                   row.id, row.project, row.name, Blob{hash}, row.created_at, row.expires_at));
-      if (!audit) return ok_status();
-      auto logged = append_audit_in(db, audit(row), store_.clock_now());
-      return logged.ok() ? ok_status() : logged.take_error();
+      return audit ? write_audit_in(db, audit(row), store_.clock_now()) : ok_status();
     };
     return within("add token " + row.id, write_transaction(db, insert));
   });
@@ -86,10 +84,7 @@ Result<bool> TokenStore::revoke(const std::string& id, const TokenAudit& audit) 
       const int64_t now = store_.clock_now();
       RF_TRY(exec(db, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?2) WHERE id = ?1",
                   id, now));
-      if (audit) {
-        auto logged = append_audit_in(db, audit(**known), now);
-        if (!logged.ok()) return logged.take_error();
-      }
+      if (audit) RF_TRY(write_audit_in(db, audit(**known), now));
       return true;
     };
     return within("revoke token " + id, write_transaction(db, revoke));

@@ -696,8 +696,7 @@ Status WorkflowStore::decide_approval(int64_t id, bool approve, const std::strin
           e.run_id = (*a)->run_id;
           e.detail_json =
               nlohmann::json{{"approval", id}, {"kind", (*a)->kind}, {"reason", reason}}.dump();
-          auto logged = append_audit_in(db, {e}, now);
-          return logged.ok() ? ok_status() : logged.take_error();
+          return write_audit_in(db, {e}, now);
         }));
   });
   if (out.ok() && run) store_.ring_run(*run);

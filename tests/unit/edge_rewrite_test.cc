@@ -101,7 +101,7 @@ std::string in_form(redact::Form f, std::string_view v) {
     if (form == f) return text;
   return std::string(v);
 }
-std::string percent_encode(std::string_view v) { return in_form(redact::Form::url, v); }
+std::string percent_encode(std::string_view v) { return redact::url_encoded(v); }
 std::string to_hex(std::string_view v) { return in_form(redact::Form::hex_lower, v); }
 
 std::string misplaced(const EdgeCredential& c, std::string_view place, std::string_view host,
