@@ -122,6 +122,42 @@ std::string compatible_range() {
          std::to_string(kProtocolMajor) + "." + std::to_string(kMaxMinor + 1);
 }
 
+bool valid_env_name(std::string_view k) {
+  if (k.empty() || (k[0] >= '0' && k[0] <= '9')) return false;
+  for (char c : k) {
+    if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string join_env_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) {
+    if (!out.empty()) out += ',';
+    out += n;
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> parse_env_names(std::string_view text) {
+  std::vector<std::string> names;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view name = text.substr(0, comma);
+    if (!valid_env_name(name)) {
+      return make_error("--self-probe-at-start",
+                        "bad variable name \"" + std::string(name) + "\" (NAME,NAME,...)");
+    }
+    names.emplace_back(name);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+    if (text.empty()) return make_error("--self-probe-at-start", "ends in ','");
+  }
+  return names;
+}
+
 Status check_compatible(const std::string& peer) {
   auto v = parse_version(peer);
   if (!v) return v.take_error();

@@ -34,6 +34,18 @@ Result<Version> parse_version(const std::string& text);
 // that names both.
 Status check_compatible(const std::string& peer);
 
+// The call id of the self-probe a runner started with --self-probe-at-start
+// (runner/self_probe.h, "At the start"): forked before its hello, its output
+// and exit come as those of an exec the host sent as this id, which the host
+// keeps for it from the start (host/runner_client.h, expect_exec).
+inline constexpr uint32_t kStartProbeCallId = 1;
+// --self-probe-at-start's value: variable names joined by ',' (names only:
+// argv is readable inside, and values may be secrets), and read back. A name
+// is [A-Za-z_][A-Za-z0-9_]*; the error names the bad one.
+bool valid_env_name(std::string_view name);
+std::string join_env_names(const std::vector<std::string>& names);
+Result<std::vector<std::string>> parse_env_names(std::string_view text);
+
 // Flag on kExec: the data bytes are the whole stdin (no kStdin frames follow).
 inline constexpr uint8_t kFlagStdinComplete = 1;
 

@@ -140,7 +140,10 @@ struct FailureChannel {
     // (runner/self_probe.h, "In a fork"). The pipe goes as exec would close it.
     ch->close_end(1);
     environ = const_cast<char**>(a.envp.data());
-    ::_exit(self_probe_main(ProbeStart::kForked));
+    const int argc = static_cast<int>(a.argv.size()) - 1;  // argv ends with its nullptr
+    bool ok = false;
+    const ProbeScope scope = probe_scope(argc, a.argv.data(), &ok);
+    ::_exit(ok ? self_probe_main(ProbeStart::kForked, scope) : 2);
   }
   int err = ENOENT;
   for (const char* path : a.candidates) {

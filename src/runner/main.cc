@@ -28,9 +28,11 @@ int usage(const char* why) {
   std::fprintf(
       stderr,
       "ringfence-tool-runner: %s\nusage: ringfence-tool-runner [--fd N | --stdio] "
-      "[--seccomp FILE] [--root DIR] [--egress-bridge ADDR:PORT=PATH] [--cred-socket NAME] | "
+      "[--seccomp FILE] [--root DIR] [--egress-bridge ADDR:PORT=PATH] [--cred-socket NAME]\n"
+      "       [--self-probe-at-start NAME,... [--self-probe-inside-only]] | "
       "--version\n       ringfence-tool-runner cred get NAME ... (or as rf-cred)\n"
-      "       ringfence-tool-runner self-probe   (what bounds this process, as JSON)\n",
+      "       ringfence-tool-runner self-probe [--inside-only]   (what bounds this process, "
+      "as JSON)\n",
       why);
   return 2;
 }
@@ -81,8 +83,12 @@ int main(int argc, char** argv) {
     return rf::runner::cred_main(argc, argv);
   }
   // Run by the host as a tool call: what bounds this process (runner/self_probe.h).
-  if (argc == 2 && std::strcmp(argv[1], "self-probe") == 0)
-    return rf::runner::self_probe_main(rf::runner::ProbeStart::kExec);
+  if (argc >= 2 && std::strcmp(argv[1], "self-probe") == 0) {
+    bool ok = false;
+    const auto scope = rf::runner::probe_scope(argc, argv, &ok);
+    if (!ok) return usage("self-probe: the only option is --inside-only");
+    return rf::runner::self_probe_main(rf::runner::ProbeStart::kExec, scope);
+  }
   rf::runner::Options options;
   const char* seccomp_file = nullptr;
   for (int i = 1; i < argc; ++i) {
@@ -93,7 +99,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if ((arg == "--fd" || arg == "--root" || arg == "--egress-bridge" || arg == "--seccomp" ||
-         arg == "--cred-socket") &&
+         arg == "--cred-socket" || arg == "--self-probe-at-start") &&
         i + 1 >= argc)
       return usage((arg + ": needs a value").c_str());
     if (arg == "--fd") {
@@ -109,6 +115,13 @@ int main(int argc, char** argv) {
       options.root = argv[++i];
     } else if (arg == "--cred-socket") {
       options.cred_socket = argv[++i];
+    } else if (arg == "--self-probe-inside-only") {
+      options.start_probe_inside_only = true;
+    } else if (arg == "--self-probe-at-start") {
+      if (options.start_probe_env) return usage("--self-probe-at-start: given twice");
+      auto names = rf::proto::parse_env_names(argv[++i]);
+      if (!names) return usage(names.error().to_string().c_str());
+      options.start_probe_env = std::move(*names);
     } else if (arg == "--egress-bridge") {
       if (options.egress_bridge) return usage("--egress-bridge: given twice");
       auto spec = rf::runner::parse_bridge_spec(argv[++i]);
@@ -118,6 +131,8 @@ int main(int argc, char** argv) {
       return usage(("unknown argument " + arg).c_str());
     }
   }
+  if (options.start_probe_inside_only && !options.start_probe_env)
+    return usage("--self-probe-inside-only: only with --self-probe-at-start");
   // Not dumpable: same-uid sandbox processes cannot read /proc/1/environ or
   // /proc/1/mem, nor open /proc/1/exe (the runner binary) through it.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

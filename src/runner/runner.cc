@@ -212,6 +212,13 @@ Status Runner::handshake() {
 // ---- the loop ----
 
 int Runner::run() {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kSignalToken;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sigfd_.get(), &ev);
+  // Started before the hello, so that it runs while the host finishes the
+  // sandbox's start (runner/self_probe.h, "At the start").
+  if (options_.start_probe_env) start_self_probe();
   if (auto s = handshake(); !s) {
     reply_error(0, s.error());
     flush_before_exit();
@@ -220,10 +227,11 @@ int Runner::run() {
   // Non-blocking from here: a slow host must never stall the loop.
   ::fcntl(sock_.get(), F_SETFL, ::fcntl(sock_.get(), F_GETFL) | O_NONBLOCK);
   if (out_fd_) ::fcntl(out_fd_.get(), F_SETFL, ::fcntl(out_fd_.get(), F_GETFL) | O_NONBLOCK);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = kSignalToken;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sigfd_.get(), &ev);
+  // Its end goes out ahead of any call: a first call that came right behind
+  // the hello would otherwise hold this loop (its fork, its exec) while the
+  // report waits. What is left of it by now is short (rf_proof_bench).
+  if (options_.start_probe_env) await_start_probe();
+  flush_out();
   ev.data.u64 = kSocketToken;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sock_.get(), &ev);
   sock_events_ = EPOLLIN;
@@ -246,39 +254,44 @@ int Runner::run() {
       break;
     }
     for (int i = 0; i < n && !exit_code_; ++i) {
-      const uint64_t t = events[i].data.u64;
-      if (t == kSocketToken) {
+      if (events[i].data.u64 == kSocketToken) {
         on_socket(events[i].events);
-      } else if (t == kOutputToken) {
-        if (events[i].events & EPOLLERR) exit_code_ = 0;  // the host closed its end
-        flush_out();
-      } else if (t == kSignalToken) {
-        on_signals();
-      } else if (t == kIdleToken) {
-        on_idle_timer();
-      } else if (t == kCallTimerToken) {
-        on_call_timer();
-      } else if (t & kBridgeBit) {
-        if (bridge_) bridge_->on_event(t & ~kBridgeBit, events[i].events);
-      } else if (t & kCredBit) {
-        if (cred_) cred_->on_event(t & ~kCredBit, events[i].events);
       } else {
-        // A call's descriptor, or its supervisor's socket (the call it is busy with).
-        const bool supervisor = (t & kSupervisorBit) != 0;
-        const uint32_t id = supervisor
-                                ? supervisors_.on_event(static_cast<pid_t>(t & ~kSupervisorBit))
-                                : static_cast<uint32_t>(t >> 8);
-        const auto kind = supervisor ? FdKind::kReport : static_cast<FdKind>(t & 0xff);
-        if (auto it = calls_.find(id); id != 0 && it != calls_.end()) {
-          it->second->on_event(kind, events[i].events);
-          if (it->second->finished()) calls_.erase(it);
-        }
+        on_event(events[i]);
       }
     }
   }
   end_all_calls();
   flush_before_exit();
   return *exit_code_;
+}
+
+void Runner::on_event(const epoll_event& ev) {
+  const uint64_t t = ev.data.u64;
+  if (t == kOutputToken) {
+    if (ev.events & EPOLLERR) exit_code_ = 0;  // the host closed its end
+    flush_out();
+  } else if (t == kSignalToken) {
+    on_signals();
+  } else if (t == kIdleToken) {
+    on_idle_timer();
+  } else if (t == kCallTimerToken) {
+    on_call_timer();
+  } else if (t & kBridgeBit) {
+    if (bridge_) bridge_->on_event(t & ~kBridgeBit, ev.events);
+  } else if (t & kCredBit) {
+    if (cred_) cred_->on_event(t & ~kCredBit, ev.events);
+  } else {
+    // A call's descriptor, or its supervisor's socket (the call it is busy with).
+    const bool supervisor = (t & kSupervisorBit) != 0;
+    const uint32_t id = supervisor ? supervisors_.on_event(static_cast<pid_t>(t & ~kSupervisorBit))
+                                   : static_cast<uint32_t>(t >> 8);
+    const auto kind = supervisor ? FdKind::kReport : static_cast<FdKind>(t & 0xff);
+    if (auto it = calls_.find(id); id != 0 && it != calls_.end()) {
+      it->second->on_event(kind, ev.events);
+      if (it->second->finished()) calls_.erase(it);
+    }
+  }
 }
 
 void Runner::watch_idle_supervisors() {
@@ -659,6 +672,36 @@ bool Runner::is_own_self_probe(const proto::ExecRequest& req, const std::string&
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && st.st_dev == self_exe_.st_dev &&
          st.st_ino == self_exe_.st_ino && ::access(path.c_str(), X_OK) == 0;
+}
+
+void Runner::start_self_probe() {
+  proto::ExecRequest req;
+  // Never exec'd: forked (plan.self_probe), as for a call of the self-probe.
+  req.argv = {"/proc/self/exe", "self-probe"};
+  if (options_.start_probe_inside_only) req.argv.push_back("--inside-only");
+  for (const std::string& name : *options_.start_probe_env) req.env[name] = "";
+  req.cwd = "/";  // there wherever the runner runs; the probe reads nothing relative to it
+  req.timeout_ms = 10000;
+  req.started = false;
+  CallPlan plan = plan_call(proto::kStartProbeCallId, std::move(req));
+  plan.candidates = {"/proc/self/exe"};
+  plan.searched = false;
+  plan.self_probe = true;
+  // Its frames are queued, and go out behind the hello.
+  auto call = Call::start(*this, supervisors_, std::move(plan), {}, /*stdin_complete=*/true);
+  if (!call) return reply_error(proto::kStartProbeCallId, call.error());
+  calls_[proto::kStartProbeCallId] = std::move(*call);
+}
+
+void Runner::await_start_probe() {
+  // The probe's own timeout ends it (its call's deadline) if it hangs; a
+  // signal that ends the runner ends the wait (exit_code_).
+  epoll_event events[16];
+  while (calls_.count(proto::kStartProbeCallId) != 0 && !exit_code_) {
+    const int n = ::epoll_wait(epoll_.get(), events, 16, -1);
+    if (n < 0 && errno != EINTR) return;
+    for (int i = 0; i < n && !exit_code_; ++i) on_event(events[i]);
+  }
 }
 
 void Runner::handle_exec(proto::Frame&& f) {

@@ -5,6 +5,7 @@
 // host catches up.
 #pragma once
 
+#include <sys/epoll.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -42,6 +43,14 @@ struct Options {
   // forwarded to the host as cred_request (runner/cred_server.h). Only in a
   // sandbox with a network namespace of its own: the name is per namespace.
   std::string cred_socket;
+  // --self-probe-at-start NAMES: the self-probe, started as call
+  // proto::kStartProbeCallId before the hello (runner/self_probe.h, "At the
+  // start"), with these variable names (comma-separated, values empty) for
+  // the environment a call gets.
+  std::optional<std::vector<std::string>> start_probe_env;
+  // --self-probe-inside-only: that probe leaves out what the host reads from
+  // PID 1 itself (runner/self_probe.h, "Inside only").
+  bool start_probe_inside_only = false;
 };
 
 class Runner final : public Loop {
@@ -115,6 +124,13 @@ class Runner final : public Loop {
   // its own self-probe; st_ino 0 when /proc cannot say.
   struct stat self_exe_ {};
   bool is_own_self_probe(const proto::ExecRequest& req, const std::string& path) const;
+  // Starts the self-probe as call kStartProbeCallId (Options::start_probe_env);
+  // then, after the handshake, waits for its end, handling what is not the
+  // protocol socket (its EXIT is queued).
+  void start_self_probe();
+  void await_start_probe();
+  // One ready descriptor that is not the protocol socket.
+  void on_event(const epoll_event& ev);
   proto::FrameDecoder decoder_;
   std::string out_;
   size_t out_off_ = 0;

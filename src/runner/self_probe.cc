@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/io.h"
+#include "proto/probe_facts.h"
 #include "runner/call_domain.h"
 
 extern char** environ;
@@ -142,59 +143,30 @@ std::string read_or_empty(const char* path) {
   return text ? *text : std::string();
 }
 
-// "mnt:[4026531840]" -> 4026531840; 0 when unreadable.
-uint64_t ns_inode(const char* name) {
-  char path[64], buf[64];
-  std::snprintf(path, sizeof path, "/proc/self/ns/%s", name);
-  const ssize_t n = ::readlink(path, buf, sizeof buf - 1);
+// "mnt:[4026531840]" -> 4026531840, read in `dir` (/proc/self/ns); 0 when
+// unreadable. One path walk from /proc for the seven.
+uint64_t ns_inode(int dir, const char* name) {
+  char buf[64];
+  const ssize_t n = ::readlinkat(dir, name, buf, sizeof buf - 1);
   if (n <= 0) return 0;
   buf[n] = '\0';
   const char* open = std::strchr(buf, '[');
   return open != nullptr ? std::strtoull(open + 1, nullptr, 10) : 0;
 }
 
-// The lines of `text`, each without its '\n'. Parsed by hand, not with
-// streams: the probe runs once per sandbox, on the way to its report.
-std::vector<std::string_view> lines_of(std::string_view text) {
-  std::vector<std::string_view> out;
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    out.push_back(text.substr(0, nl));
-    if (nl == std::string_view::npos) break;
-    text.remove_prefix(nl + 1);
-  }
-  return out;
-}
-
 void status_fields(JsonOut& out) {
-  static constexpr std::string_view kKeep[] = {"CapInh", "CapPrm",     "CapEff",  "CapBnd",
-                                               "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters",
-                                               "Uid",    "Gid",        "Groups"};
   out.begin_object();
   const std::string text = read_or_empty("/proc/self/status");
-  for (const std::string_view line : lines_of(text)) {
-    const auto colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    const std::string_view key = line.substr(0, colon);
-    if (std::find(std::begin(kKeep), std::end(kKeep), key) == std::end(kKeep)) continue;
-    std::string_view rest = line.substr(colon + 1);
-    const auto b = rest.find_first_not_of(" \t");
-    std::string value(b == std::string_view::npos ? std::string_view() : rest.substr(b));
-    for (char& c : value)
-      if (c == '\t') c = ' ';
-    out.key(key);
-    out.string(value);
+  for (const proto::StatusField& f : proto::kept_status_fields(text)) {
+    out.key(f.name);
+    out.string(f.value);
   }
   out.end_object();
 }
 
 void rlimits(JsonOut& out) {
-  static const std::pair<const char*, int> kLimits[] = {
-      {"core", RLIMIT_CORE},   {"nofile", RLIMIT_NOFILE},  {"fsize", RLIMIT_FSIZE},
-      {"nproc", RLIMIT_NPROC}, {"as", RLIMIT_AS},          {"cpu", RLIMIT_CPU},
-      {"stack", RLIMIT_STACK}, {"memlock", RLIMIT_MEMLOCK}};
   out.begin_object();
-  for (const auto& [name, res] : kLimits) {
+  for (const auto& [name, res] : proto::kReportedRlimits) {
     rlimit rl{};
     if (::getrlimit(res, &rl) != 0) continue;
     out.key(name);
@@ -212,19 +184,9 @@ void rlimits(JsonOut& out) {
 }
 
 void interfaces(JsonOut& out) {
-  std::vector<std::string_view> names;
   const std::string text = read_or_empty("/proc/self/net/dev");
-  const std::vector<std::string_view> lines = lines_of(text);
-  for (size_t i = 2; i < lines.size(); ++i) {  // after two header lines
-    const auto colon = lines[i].find(':');
-    if (colon == std::string_view::npos) continue;
-    std::string_view name = lines[i].substr(0, colon);
-    const auto b = name.find_first_not_of(' ');
-    names.push_back(b == std::string_view::npos ? std::string_view() : name.substr(b));
-  }
-  std::sort(names.begin(), names.end());
   out.begin_array();
-  for (const auto n : names) out.string(n);
+  for (const auto n : proto::net_dev_interfaces(text)) out.string(n);
   out.end_array();
 }
 
@@ -474,9 +436,37 @@ void run_attacks(JsonOut& out) {
   out.end_array();
 }
 
+// What every process of the sandbox shares with its PID 1, which the host
+// reads there itself when it can (ProbeScope::kInsideOnly).
+void shared_facts(JsonOut& j) {
+  j.key("uid_map");
+  j.string(read_or_empty("/proc/self/uid_map"));
+  j.key("gid_map");
+  j.string(read_or_empty("/proc/self/gid_map"));
+  j.key("status");
+  status_fields(j);
+  j.key("rlimits");
+  rlimits(j);
+  // As the kernel prints it: the host parses it (proof/mount_table.h).
+  j.key("mountinfo");
+  j.string(read_or_empty("/proc/self/mountinfo"));
+  j.key("interfaces");
+  interfaces(j);
+  j.key("cgroup");
+  cgroup_files(j);
+}
+
 }  // namespace
 
-int self_probe_main(ProbeStart start) {
+ProbeScope probe_scope(int argc, const char* const* argv, bool* ok) {
+  *ok = true;
+  if (argc == 2) return ProbeScope::kAll;
+  if (argc == 3 && std::strcmp(argv[2], "--inside-only") == 0) return ProbeScope::kInsideOnly;
+  *ok = false;
+  return ProbeScope::kAll;
+}
+
+int self_probe_main(ProbeStart start, ProbeScope scope) {
   JsonOut j;
   j.text.reserve(8192);
   j.begin_object();
@@ -507,26 +497,21 @@ int self_probe_main(ProbeStart start) {
   }
   j.key("ns");
   j.begin_object();
+  // O_PATH: a non-dumpable process (a fork of the runner) may search its
+  // /proc/self/ns but not list it.
+  const int ns_dir = ::open("/proc/self/ns", O_PATH | O_DIRECTORY | O_CLOEXEC);
   for (const char* n : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}) {
     j.key(n);
-    j.unsigned_number(ns_inode(n));
+    j.unsigned_number(ns_dir >= 0 ? ns_inode(ns_dir, n) : 0);
   }
+  if (ns_dir >= 0) ::close(ns_dir);
   j.end_object();
-  j.key("uid_map");
-  j.string(read_or_empty("/proc/self/uid_map"));
-  j.key("gid_map");
-  j.string(read_or_empty("/proc/self/gid_map"));
-  j.key("status");
-  status_fields(j);
-  j.key("rlimits");
-  rlimits(j);
-  // As the kernel prints it: the host parses it (proof/mount_table.h).
-  j.key("mountinfo");
-  j.string(read_or_empty("/proc/self/mountinfo"));
-  j.key("interfaces");
-  interfaces(j);
-  j.key("cgroup");
-  cgroup_files(j);
+  if (scope == ProbeScope::kInsideOnly) {
+    j.key("scope");
+    j.string("inside_only");
+  } else {
+    shared_facts(j);
+  }
   j.key("env_keys");
   env_keys(j);
   // Whether the paths a sandbox masks exist at all on this kernel.

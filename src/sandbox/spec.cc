@@ -12,20 +12,11 @@
 #include "core/units.h"
 #include "net/edge_credential.h"
 #include "net/egress_policy.h"
+#include "proto/messages.h"
 
 namespace rf {
 
 namespace {
-
-bool valid_env_name(const std::string& k) {
-  if (k.empty() || (k[0] >= '0' && k[0] <= '9')) return false;
-  for (char c : k) {
-    if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 bool valid_id(const std::string& id) {
   if (id.empty() || id.size() > 63) return false;
@@ -118,7 +109,7 @@ Status validate_spec(const SandboxSpec& s) {
     if (!S_ISDIR(st.st_mode)) return make_error("workspace " + s.workspace_dir, "not a directory");
   }
   for (const auto& [k, v] : s.env) {
-    if (!valid_env_name(k)) return make_error("env", "bad variable name \"" + k + "\"");
+    if (!proto::valid_env_name(k)) return make_error("env", "bad variable name \"" + k + "\"");
     if (v.find('\0') != std::string::npos) return make_error("env." + k, "contains a NUL byte");
   }
   for (const LimitField& f : limit_fields()) {

@@ -101,5 +101,18 @@ TEST(Messages, CredRequestAndAnswerRoundTripAndBoundsNameTheField) {
   EXPECT_FALSE(known_type(52));
 }
 
+TEST(EnvNames, JoinedAndReadBackOrANamedError) {
+  EXPECT_EQ(join_env_names({"PATH", "HOME", "_X1"}), "PATH,HOME,_X1");
+  EXPECT_EQ(*parse_env_names("PATH,HOME,_X1"), (std::vector<std::string>{"PATH", "HOME", "_X1"}));
+  EXPECT_TRUE(parse_env_names("")->empty());
+  EXPECT_EQ(parse_env_names("PATH,,HOME").error().to_string(),
+            "--self-probe-at-start: bad variable name \"\" (NAME,NAME,...)");
+  EXPECT_EQ(parse_env_names("A,B-C").error().to_string(),
+            "--self-probe-at-start: bad variable name \"B-C\" (NAME,NAME,...)");
+  EXPECT_EQ(parse_env_names("A,").error().to_string(), "--self-probe-at-start: ends in ','");
+  EXPECT_FALSE(valid_env_name("9LIVES"));
+  EXPECT_TRUE(valid_env_name("lower_ok"));
+}
+
 }  // namespace
 }  // namespace rf::proto

@@ -505,6 +505,61 @@ TEST_F(RunnerRawTest, IncompatibleProtocolIsRejected) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
 }
 
+// --self-probe-at-start: the runner starts its self-probe before its hello,
+// as call kStartProbeCallId, with the names it was given (values empty);
+// its output and end come right behind the handshake, before anything else
+// (here, not PID 1, through a call supervisor). Inside only: the facts the
+// host reads from PID 1 are left out.
+TEST_F(RunnerRawTest, TheSelfProbeStartedWithTheRunnerComesFirstAsItsOwnCall) {
+  for (const bool inside_only : {false, true}) {
+    std::vector<std::string> extra = {"--self-probe-at-start", "PATH,HOME,PROBE_NAME"};
+    if (inside_only) extra.push_back("--self-probe-inside-only");
+    RawRunner r(root_, extra);
+    r.greet();
+    // A call sent right behind the hello comes after the probe's end.
+    proto::ExecRequest req;
+    req.argv = {"/bin/true"};
+    req.started = false;
+    r.send(proto::MsgType::kExec, 2, proto::to_json(req));
+    std::string out;
+    std::optional<proto::Frame> f;
+    while ((f = r.next()) && f->type == proto::MsgType::kStdout) {
+      ASSERT_EQ(f->call_id, proto::kStartProbeCallId);
+      out += f->data;
+    }
+    ASSERT_TRUE(f);
+    ASSERT_EQ(f->type, proto::MsgType::kExit) << proto::type_name(f->type) << " " << f->json;
+    ASSERT_EQ(f->call_id, proto::kStartProbeCallId);
+    EXPECT_EQ(proto::parse_exit(f->json)->exit_code, 0) << f->json;
+    auto probe = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_TRUE(probe.is_object()) << out;
+    EXPECT_EQ(probe["start"], "fork");
+    EXPECT_EQ(probe["env_keys"], nlohmann::json::array({"HOME", "PATH", "PROBE_NAME"}));
+    EXPECT_EQ(probe.contains("mountinfo"), !inside_only);
+    EXPECT_EQ(probe.contains("status"), !inside_only);
+    EXPECT_EQ(probe.value("scope", ""), inside_only ? "inside_only" : "");
+    auto exit = r.next_of(proto::MsgType::kExit);
+    ASSERT_TRUE(exit);
+    EXPECT_EQ(exit->call_id, 2u);
+  }
+}
+
+TEST(RunnerBinary, ABadStartProbeArgumentIsAUsageErrorNamingIt) {
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--self-probe-at-start PATH,1BAD", "bad variable name \"1BAD\""},
+           {"--self-probe-at-start PATH,", "ends in ','"},
+           {"--self-probe-inside-only", "only with --self-probe-at-start"}}) {
+    const std::string cmd = std::string(RF_RUNNER_PATH) + " --fd 99 " + args + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[1024] = {};
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+    const int st = ::pclose(p);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << args << ": " << st;
+    EXPECT_NE(std::string(buf, n).find(says), std::string::npos) << args << ": " << buf;
+  }
+}
+
 TEST_F(RunnerRawTest, MalformedExecNamesTheFieldAndTheRunnerKeepsServing) {
   RawRunner r(root_);
   r.greet();
