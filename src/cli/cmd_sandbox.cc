@@ -206,6 +206,8 @@ int run(const SandboxFlags& flags, bool shell) {
       return ProofSession::open(dir);
     });
   }
+  // Its self-probe started with it, so the report is ready before the command ends.
+  spec->probe_at_start = !flags.receipt.empty();
   auto sandbox = (*backend)->create(*spec);
   if (!sandbox) {
     std::fprintf(stderr, "ringfence: %s\n", sandbox.error().to_string().c_str());

@@ -43,7 +43,9 @@ void ProofSession::join() {
 }
 
 void ProofSession::start_report(Sandbox& sandbox) {
-  // The self-probe is sent here, before the command: it runs beside it, not behind it.
+  // The self-probe the sandbox started with (probe_at_start), or, from a
+  // backend that has none, one sent here, before the command: it runs beside
+  // it, not behind it.
   thread_ = std::thread([this, &sandbox, probe = proof::start_self_probe(sandbox)]() mutable {
     report_ = log_.record_sandbox_report(sandbox, proof::EventContext{}, std::move(probe));
   });

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "host/exec_request.h"
 #include "proto/messages.h"
 
 namespace rf::docker {
@@ -94,7 +95,16 @@ std::vector<std::string> runner_entrypoint(const SandboxSpec& spec, const Contai
     argv.push_back("--cred-socket");
     argv.push_back(proto::kCredSocketName);
   }
+  // A remote daemon's PID 1 is out of the host's reach: the probe reads all.
+  if (starts_probe(spec, plan)) {
+    for (std::string& a : host::start_probe_args(spec, /*inside_only=*/false))
+      argv.push_back(std::move(a));
+  }
   return argv;
+}
+
+bool starts_probe(const SandboxSpec& spec, const ContainerPlan& plan) {
+  return spec.probe_at_start && plan.runner_path == kInjectedRunner;
 }
 
 bool serves_credentials(const SandboxSpec& spec, const ContainerPlan& plan) {

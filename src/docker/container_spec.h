@@ -65,6 +65,12 @@ std::vector<std::string> runner_entrypoint(const SandboxSpec& spec, const Contai
 // (the abstract socket is private only to a network namespace of its own).
 bool serves_credentials(const SandboxSpec& spec, const ContainerPlan& plan);
 
+// Whether the runner starts the self-probe with the container (spec.
+// probe_at_start): only the runner ringfence injects, this build's. An
+// image's own may be older than --self-probe-at-start; its report sends the
+// probe as a call.
+bool starts_probe(const SandboxSpec& spec, const ContainerPlan& plan);
+
 // Every label the container carries: the owner's, and the spec's own labels
 // (project, run, mode) under "ringfence.".
 std::map<std::string, std::string> container_labels(const SandboxSpec& spec,

@@ -87,6 +87,7 @@ Status DockerSandbox::start(const ContainerPlan& plan, std::vector<StepTiming> h
   // dockerd can keep the attach stream open after the container died (killed
   // while it started): a call waiting on silence asks the daemon every few seconds.
   runner_->set_liveness_check([this] { return ended_reason(); }, kLivenessEvery);
+  if (starts_probe(spec_, plan)) expect_start_probe(/*inside_only=*/false);
   if (auto s = timer.run("handshake", [&] { return runner_->handshake(kHandshakeTimeout); }); !s) {
     if (auto why = ended_reason()) return host::setup_error("handshake", *why);
     return host::setup_error("handshake", s.error());

@@ -28,6 +28,16 @@ proto::ExecRequest make_exec_request(const ExecCall& call, const SandboxSpec& sp
   return req;
 }
 
+std::vector<std::string> start_probe_args(const SandboxSpec& spec, bool inside_only) {
+  if (!spec.probe_at_start) return {};
+  std::vector<std::string> names;
+  for (const auto& [k, v] : make_exec_request(ExecCall{}, spec, base_environment(false)).env)
+    names.push_back(k);
+  std::vector<std::string> args = {"--self-probe-at-start", proto::join_env_names(names)};
+  if (inside_only) args.push_back("--self-probe-inside-only");
+  return args;
+}
+
 ExecResult to_exec_result(const proto::ExitStatus& status) {
   ExecResult r;
   r.exit_code = status.exit_code;

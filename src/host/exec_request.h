@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "proto/messages.h"
 #include "sandbox/sandbox.h"
@@ -19,6 +20,12 @@ namespace rf::host {
 // output cap are the call's when set, else the spec's; cwd is the call's as given.
 proto::ExecRequest make_exec_request(const ExecCall& call, const SandboxSpec& spec,
                                      std::map<std::string, std::string> base_env);
+
+// The runner's arguments for spec.probe_at_start: --self-probe-at-start and
+// the names of the environment a call with no env of its own gets (the
+// values stay out of argv), and with `inside_only` (a host that reads the
+// sandbox's PID 1 itself) --self-probe-inside-only; none without it.
+std::vector<std::string> start_probe_args(const SandboxSpec& spec, bool inside_only);
 
 // How the call ended, as the runner reported it. Backends add what only they
 // know (cgroup counters: oom_killed, "memory", "pids").

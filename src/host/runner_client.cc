@@ -284,9 +284,7 @@ struct RunnerClient::StartedExec {
   std::optional<Error> error;
 };
 
-Status RunnerClient::send_exec(StartedExec& c, const proto::ExecRequest& req,
-                               std::string_view stdin_data, bool stdin_complete) {
-  add_pending(c.p);
+void RunnerClient::take_exec_frames(StartedExec& c) {
   c.p.handle = [&c](Frame& f) {
     switch (f.type) {
       case MsgType::kStarted:
@@ -312,6 +310,12 @@ Status RunnerClient::send_exec(StartedExec& c, const proto::ExecRequest& req,
         return false;
     }
   };
+}
+
+Status RunnerClient::send_exec(StartedExec& c, const proto::ExecRequest& req,
+                               std::string_view stdin_data, bool stdin_complete) {
+  take_exec_frames(c);
+  add_pending(c.p);
   // Stdin that fits goes inside the exec frame; more follows as stdin frames.
   const bool fits = stdin_data.size() <= proto::kMaxData;
   Status s =
@@ -345,6 +349,21 @@ std::shared_ptr<RunnerClient::StartedExec> RunnerClient::start_exec(const proto:
                                                                     OutputSink& sink) {
   auto c = std::make_shared<StartedExec>(*this, sink);
   c->sent = send_exec(*c, req, stdin_data, /*stdin_complete=*/true);
+  return c;
+}
+
+std::shared_ptr<RunnerClient::StartedExec> RunnerClient::expect_exec(uint32_t id,
+                                                                     OutputSink& sink) {
+  auto c = std::make_shared<StartedExec>(*this, sink);
+  take_exec_frames(*c);
+  std::lock_guard lock(mu_);
+  if (id == 0 || pending_.count(id) != 0) {
+    c->sent = make_error("expect call " + std::to_string(id), "the id is taken");
+    c->finished = true;  // never registered
+    return c;
+  }
+  c->p.id = id;
+  pending_[id] = &c->p;
   return c;
 }
 

@@ -46,6 +46,10 @@ class RunnerClient {
   std::shared_ptr<StartedExec> start_exec(const proto::ExecRequest& req,
                                           std::string_view stdin_data, OutputSink& sink);
   Result<proto::ExitStatus> finish_exec(StartedExec& started);
+  // A call the runner starts by itself as `id` (proto::kStartProbeCallId):
+  // its frames are kept for it from now on, as for one start_exec sent.
+  // Before the handshake, so that none comes unclaimed.
+  std::shared_ptr<StartedExec> expect_exec(uint32_t id, OutputSink& sink);
   Status write_stdin(uint32_t call_id, std::string_view data);
   Status close_stdin(uint32_t call_id);
   Status send_signal(uint32_t call_id, int sig);
@@ -82,6 +86,8 @@ class RunnerClient {
 
  private:
   struct Pending;
+  // Points `s`'s frames at its sink and its end.
+  void take_exec_frames(StartedExec& s);
   // Registers `s`, sends its exec frame (and stdin beyond it); the send's status.
   Status send_exec(StartedExec& s, const proto::ExecRequest& req, std::string_view stdin_data,
                    bool stdin_complete);

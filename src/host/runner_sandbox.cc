@@ -63,6 +63,25 @@ std::unique_ptr<StartedCall> RunnerSandbox::start_exec(const ExecCall& call, Out
   });
 }
 
+void RunnerSandbox::expect_start_probe(bool inside_only) {
+  if (!spec_.probe_at_start) return;
+  start_probe_inside_only_ = inside_only;
+  start_probe_output_ = std::make_unique<KeptOutput>();
+  start_probe_ = runner_->expect_exec(proto::kStartProbeCallId, *start_probe_output_);
+}
+
+StartProbe RunnerSandbox::take_start_probe() {
+  std::lock_guard lock(start_probe_mu_);
+  if (!start_probe_) return {};
+  StartProbe p;
+  p.output = std::move(start_probe_output_);
+  p.inside_only = start_probe_inside_only_;
+  p.call = std::make_unique<RunnerCall>([this, sent = std::move(start_probe_)] {
+    return finished(runner_->finish_exec(*sent), nullptr);
+  });
+  return p;
+}
+
 Result<proto::ExecRequest> RunnerSandbox::exec_request(const ExecCall& call) {
   return make_exec_request(call, spec_, base_environment(call.pty));
 }

@@ -49,6 +49,7 @@ class RunnerSandbox : public Sandbox {
   Status set_env(const std::map<std::string, std::string>& vars) override;
   Status unset_env(const std::vector<std::string>& names) override;
   Result<proto::ProbeResult> probe() override;
+  StartProbe take_start_probe() override;
   std::map<std::string, std::string> cgroup_limit_files() const override {
     const Cgroup* c = usage_cgroup();
     return c != nullptr ? c->limit_files() : std::map<std::string, std::string>{};
@@ -81,6 +82,11 @@ class RunnerSandbox : public Sandbox {
   // memory); null when the backend cannot read one.
   virtual const Cgroup* usage_cgroup() const { return nullptr; }
 
+  // With spec.probe_at_start: keeps the frames of the self-probe the runner
+  // starts with the sandbox (start_probe_args, with the same `inside_only`),
+  // from runner_'s making on. Before the handshake.
+  void expect_start_probe(bool inside_only);
+
   // The runner's process (host pid and pidfd), once it exists.
   void adopt_runner_process(pid_t pid, UniqueFd pidfd);
   // "sandbox ended: tool runner (pid N) killed by signal 9 (Killed)" once the
@@ -105,6 +111,10 @@ class RunnerSandbox : public Sandbox {
 
  private:
   CallUsage usage_;  // the cgroup's counters after the last call
+  std::unique_ptr<KeptOutput> start_probe_output_;
+  std::shared_ptr<RunnerClient::StartedExec> start_probe_;  // until taken
+  bool start_probe_inside_only_ = false;
+  std::mutex start_probe_mu_;
   pid_t pid_ = 0;
   std::mutex runner_mu_;  // guards pidfd_ and exit_info_: exec threads ask why the runner died
   UniqueFd pidfd_;

@@ -7,6 +7,7 @@
 #include "core/io.h"
 #include "core/log.h"
 #include "host/cgroup.h"
+#include "host/exec_request.h"
 #include "host/janitor.h"
 #include "host/runner_binary.h"
 #include "host/seccomp_profile.h"
@@ -117,6 +118,11 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& in) {
   if (spec.network != NetworkPolicy::kHost) {
     config.runner_argv.insert(config.runner_argv.end(), {arg5, cred.data()});
   }
+  // Alive until the runner is exec'd (in start(), below).
+  // The host reads PID 1 itself (its /proc is on this kernel): the probe
+  // leaves that out (runner/self_probe.h, "Inside only").
+  std::vector<std::string> probe_args = host::start_probe_args(spec, /*inside_only=*/true);
+  for (std::string& a : probe_args) config.runner_argv.push_back(a.data());
   config.runner_argv.push_back(nullptr);
   config.runner_envp = {nullptr};
 

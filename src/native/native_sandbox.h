@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ class NativeSandbox : public host::RunnerSandbox {
   // Ends every process (PID 1 first: the kernel then kills its namespace),
   // removes the cgroup, closes the egress socket, frees the uid slot. Idempotent.
   Status destroy() override;
+  const StartReadback* start_readback() const override { return readback_ ? &*readback_ : nullptr; }
 
   // Set-up, called once by the backend with the config every sandbox of the
   // backend shares and this sandbox's mount plan; `host_steps` are the
@@ -45,6 +47,7 @@ class NativeSandbox : public host::RunnerSandbox {
   Status write_id_maps(Launch& l);
   Status release_child(Launch& l);
   Status wait_for_child_setup(Launch& l);
+  void read_back_pid1(Launch& l);
   Status handshake(Launch& l);
 
   // SIGKILL and reap: set-up failed, and the child must not run on past it.
@@ -57,6 +60,7 @@ class NativeSandbox : public host::RunnerSandbox {
   std::unique_ptr<host::EgressLease> egress_;  // network proxy: its socket at the proxy
   std::mutex mu_;                              // serialises destroy()
   bool destroyed_ = false;
+  std::optional<StartReadback> readback_;  // spec.probe_at_start: read_back_pid1's
 };
 
 }  // namespace rf::native

@@ -1,9 +1,8 @@
 #include "proof/boundary_facts.h"
 
 #include <linux/filter.h>
-#include <sys/ptrace.h>
+#include <sys/resource.h>  // RLIM_INFINITY
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,9 +11,11 @@
 #include <thread>
 
 #include "core/io.h"
+#include "host/pid1_readback.h"
 #include "host/runner_binary.h"
 #include "host/seccomp_profile.h"
 #include "proof/digest.h"
+#include "proto/probe_facts.h"
 
 namespace rf::proof {
 namespace {
@@ -71,20 +72,6 @@ void warm_runner_sha256(const std::string& cache_file) {
   std::call_once(runner_once, [&] { hash_runner(cache_file); });
 }
 
-std::map<std::string, uint64_t> namespace_inodes(int pid) {
-  std::map<std::string, uint64_t> out;
-  for (const char* n : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}) {
-    const std::string path =
-        (pid == 0 ? std::string("/proc/self") : "/proc/" + std::to_string(pid)) + "/ns/" + n;
-    char buf[64];
-    const ssize_t len = ::readlink(path.c_str(), buf, sizeof buf - 1);
-    if (len <= 0) continue;
-    buf[len] = '\0';
-    if (const char* open = std::strchr(buf, '[')) out[n] = std::strtoull(open + 1, nullptr, 10);
-  }
-  return out;
-}
-
 Result<std::vector<std::string>> seccomp_profile_digests(const std::string& profile) {
   auto filters = host::build_seccomp_profile(profile);
   if (!filters) return filters.take_error();
@@ -94,33 +81,10 @@ Result<std::vector<std::string>> seccomp_profile_digests(const std::string& prof
 }
 
 Result<std::vector<std::string>> read_seccomp_digests(int pid) {
-  const std::string where = "read seccomp filters of pid " + std::to_string(pid);
-  if (pid <= 0) return make_error(where, "no process");
-  if (::ptrace(PTRACE_SEIZE, pid, nullptr, nullptr) != 0) return sys_error(where + ": attach");
-  struct Detach {
-    int pid;
-    ~Detach() { ::ptrace(PTRACE_DETACH, pid, nullptr, nullptr); }
-  } detach{pid};
-  if (::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) != 0) return sys_error(where + ": stop");
-  int status = 0;
-  for (;;) {
-    const pid_t w = ::waitpid(pid, &status, __WALL);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR) return sys_error(where + ": wait");
-  }
-  if (!WIFSTOPPED(status)) return make_error(where, "the process ended");
+  auto programs = host::read_seccomp_programs(pid);
+  if (!programs) return programs.take_error();
   std::vector<std::string> out;
-  for (unsigned long i = 0;; ++i) {
-    const long n = ::ptrace(PTRACE_SECCOMP_GET_FILTER, pid, reinterpret_cast<void*>(i), nullptr);
-    if (n < 0) {
-      if (errno == ENOENT) break;  // past the last program
-      return sys_error(where + ": PTRACE_SECCOMP_GET_FILTER");
-    }
-    std::vector<sock_filter> insns(static_cast<size_t>(n));
-    if (::ptrace(PTRACE_SECCOMP_GET_FILTER, pid, reinterpret_cast<void*>(i), insns.data()) != n)
-      return sys_error(where + ": PTRACE_SECCOMP_GET_FILTER");
-    out.push_back(program_digest(insns.data(), insns.size()));
-  }
+  for (const std::string& p : *programs) out.push_back(sha256_hex(p));
   return out;
 }
 
@@ -134,22 +98,36 @@ void read_host_side(const Sandbox& sandbox, BoundaryFacts& f) {
   if (pid > 0) {
     // Only a PID 1 on this kernel can be compared with this host's namespaces.
     // This process's own are read once: it never moves to others.
-    static const std::map<std::string, uint64_t> host_ns = namespace_inodes(0);
+    static const std::map<std::string, uint64_t> host_ns = host::namespace_inodes(0);
     f.host_ns = host_ns;
-    f.pid1_ns = namespace_inodes(pid);
-    const std::string proc = "/proc/" + std::to_string(pid);
-    if (auto m = read_file(proc + "/uid_map")) f.pid1_uid_map = std::move(*m);
-    if (auto m = read_file(proc + "/gid_map")) f.pid1_gid_map = std::move(*m);
-    auto loaded = read_seccomp_digests(pid);
-    if (loaded) {
-      f.seccomp_loaded = std::move(*loaded);
+    if (const StartReadback* r = sandbox.start_readback()) {
+      // Read as the runner started (native, "read back PID 1"), not now,
+      // beside the first call (and stopping PID 1 in the middle of it).
+      f.pid1_ns = r->ns;
+      f.pid1_uid_map = r->uid_map;
+      f.pid1_gid_map = r->gid_map;
+      if (r->seccomp_error.empty()) {
+        for (const std::string& p : r->seccomp_programs) f.seccomp_loaded.push_back(sha256_hex(p));
+      } else {
+        f.seccomp_readback_error = r->seccomp_error;
+      }
     } else {
-      f.seccomp_readback_error = loaded.error().to_string();
+      const std::string proc = "/proc/" + std::to_string(pid);
+      if (auto m = read_file(proc + "/uid_map")) f.pid1_uid_map = std::move(*m);
+      if (auto m = read_file(proc + "/gid_map")) f.pid1_gid_map = std::move(*m);
+      f.pid1_ns = host::namespace_inodes(pid);
+      auto loaded = read_seccomp_digests(pid);
+      if (loaded) {
+        f.seccomp_loaded = std::move(*loaded);
+      } else {
+        f.seccomp_readback_error = loaded.error().to_string();
+      }
     }
   } else {
     f.seccomp_readback_error =
         "the sandbox's PID 1 is not on this host (a remote daemon): its programs cannot be read";
   }
+  // Now, not as it started: the host may change a limit.
   f.cgroup = sandbox.cgroup_limit_files();
   if (auto digests = seccomp_profile_digests(f.spec.seccomp))
     f.seccomp_profile = std::move(*digests);
@@ -158,17 +136,66 @@ void read_host_side(const Sandbox& sandbox, BoundaryFacts& f) {
   f.runner_sha256 = runner_sha256();
 }
 
-}  // namespace
+// What every process of the sandbox shares with its PID 1, read from PID 1
+// for a probe that left it out (runner/self_probe.h, "Inside only"), in the
+// probe's own form (proto/probe_facts.h): as the sandbox started when the
+// host read it then (StartReadback), else now. Nothing when PID 1 is not on
+// this kernel.
+nlohmann::json read_shared_facts(const Sandbox& sandbox, const BoundaryFacts& f) {
+  using nlohmann::json;
+  const int pid = sandbox.init_pid();
+  if (pid <= 0) return json::object();
+  StartReadback now;
+  const StartReadback* r = sandbox.start_readback();
+  if (r == nullptr) {
+    host::read_pid1_files(pid, now);
+    r = &now;
+  }
+  json out = json::object();
+  if (!f.pid1_uid_map.empty() && !f.pid1_gid_map.empty()) {
+    out["uid_map"] = f.pid1_uid_map;
+    out["gid_map"] = f.pid1_gid_map;
+  }
+  if (!r->status.empty()) {
+    json kept = json::object();
+    for (const proto::StatusField& s : proto::kept_status_fields(r->status))
+      kept[std::string(s.name)] = s.value;
+    out["status"] = std::move(kept);
+  }
+  if (!r->rlimits.empty()) {
+    json limits = json::object();
+    for (const StartReadback::Rlimit& l : r->rlimits) {
+      json pair = json::array();
+      for (const uint64_t x : {l.cur, l.max}) {
+        if (x == static_cast<uint64_t>(RLIM_INFINITY)) {
+          pair.push_back("unlimited");
+        } else {
+          pair.push_back(x);
+        }
+      }
+      limits[l.name] = std::move(pair);
+    }
+    out["rlimits"] = std::move(limits);
+  }
+  if (!r->mountinfo.empty()) out["mountinfo"] = r->mountinfo;
+  if (!r->net_dev.empty()) {
+    json names = json::array();
+    for (const auto n : proto::net_dev_interfaces(r->net_dev)) names.push_back(n);
+    out["interfaces"] = std::move(names);
+  }
+  return out;
+}
 
-void StartedProbe::Output::on_stdout(std::string_view d) {
-  if (out.size() < (4u << 20)) out.append(d);
-}
-void StartedProbe::Output::on_stderr(std::string_view d) {
-  if (err.size() < 4096) err.append(d);
-}
+}  // namespace
 
 StartedProbe start_self_probe(Sandbox& sandbox) {
   StartedProbe p;
+  if (StartProbe started = sandbox.take_start_probe(); started.call) {
+    p.output = std::move(started.output);
+    p.call = std::move(started.call);
+    p.inside_only = started.inside_only;
+    return p;
+  }
   // An ordinary call, so it has exactly what tools have.
   ExecCall call;
   if (sandbox.spec().backend == BackendKind::kLocal) {
@@ -182,7 +209,7 @@ StartedProbe start_self_probe(Sandbox& sandbox) {
     call.argv = {kRunnerInSandbox, "self-probe"};
   }
   call.timeout = std::chrono::seconds(10);
-  p.output = std::make_unique<StartedProbe::Output>();
+  p.output = std::make_unique<KeptOutput>();
   p.call = sandbox.start_exec(call, *p.output);
   return p;
 }
@@ -200,13 +227,25 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox, StartedProbe probe
 
   if (!probe.call) probe = start_self_probe(sandbox);
   if (!probe.call) return make_error("boundary report: self-probe", probe.error.to_string());
-  // The host's own reads need nothing from the probe: they run beside it
-  // (about half a millisecond here, mostly stopping PID 1 to read its
-  // seccomp programs), so the report waits for the slower of the two only.
-  std::thread host_side([&sandbox, &f] { read_host_side(sandbox, f); });
+  // The host's own reads need nothing from the probe. Made as the sandbox
+  // started (StartReadback), what is left of them is quick: done here. Else
+  // they run beside the probe (about half a millisecond here, mostly
+  // stopping PID 1 to read its seccomp programs), so the report waits for
+  // the slower of the two only.
+  nlohmann::json shared;
+  const auto read_host = [&sandbox, &f, &shared, inside_only = probe.inside_only] {
+    read_host_side(sandbox, f);
+    if (inside_only) shared = read_shared_facts(sandbox, f);
+  };
+  std::thread host_side;
+  if (sandbox.start_readback() != nullptr) {
+    read_host();
+  } else {
+    host_side = std::thread(read_host);
+  }
   auto ran = probe.call->wait();
-  host_side.join();
-  const StartedProbe::Output& sink = *probe.output;
+  if (host_side.joinable()) host_side.join();
+  const KeptOutput& sink = *probe.output;
   if (!ran) return make_error("boundary report: self-probe", ran.error().to_string());
   if (ran->exit_code != 0) {
     return make_error("boundary report: self-probe",
@@ -215,6 +254,17 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox, StartedProbe probe
   f.inside = nlohmann::json::parse(sink.out, nullptr, false);
   if (!f.inside.is_object())
     return make_error("boundary report: self-probe", "its output is not a JSON object");
+  // What an inside-only probe left out, as the host read it from PID 1
+  // (named in "read_by_host"); a key the probe printed after all is its own.
+  if (f.inside.value("scope", "") == "inside_only" && shared.is_object()) {
+    nlohmann::json by_host = nlohmann::json::array();
+    for (auto& [k, v] : shared.items()) {
+      if (f.inside.contains(k)) continue;
+      by_host.push_back(k);
+      f.inside[k] = std::move(v);
+    }
+    f.inside["read_by_host"] = std::move(by_host);
+  }
   return f;
 }
 

@@ -25,21 +25,17 @@ namespace rf::proof {
 
 // The self-probe's call, sent ahead (start_self_probe) and gathered later.
 struct StartedProbe {
-  // Its stdout (the facts) and stderr (for an error).
-  struct Output : OutputSink {
-    std::string out, err;
-    void on_stdout(std::string_view d) override;
-    void on_stderr(std::string_view d) override;
-    bool wants_started() const override { return false; }
-  };
-  std::unique_ptr<Output> output;
-  std::unique_ptr<StartedCall> call;  // null: not started
-  Error error;                        // why it could not be (when call is null)
+  std::unique_ptr<KeptOutput> output;  // its stdout (the facts), stderr (for an error)
+  std::unique_ptr<StartedCall> call;   // null: not started
+  Error error;                         // why it could not be (when call is null)
+  bool inside_only = false;            // StartProbe::inside_only
 };
 
-// Sends the self-probe's call now (Sandbox::start_exec): started before a
-// sandbox's first call, it reaches the runner first and runs beside that
-// call instead of behind it. Cheap: it waits for nothing.
+// The self-probe the sandbox started with (SandboxSpec::probe_at_start,
+// Sandbox::take_start_probe) when it has one not yet taken; else sends the
+// self-probe's call now (Sandbox::start_exec): started before a sandbox's
+// first call, it reaches the runner first and runs beside that call instead
+// of behind it. Cheap: it waits for nothing.
 StartedProbe start_self_probe(Sandbox& sandbox);
 // Gathers the facts, with `probe` when it was started ahead, else starting it.
 Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox, StartedProbe probe = {});
@@ -49,9 +45,7 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox, StartedProbe probe
 Result<std::vector<std::string>> seccomp_profile_digests(const std::string& profile);
 
 // SHA-256 (hex) of each seccomp program the kernel holds for `pid`, in load
-// order (PTRACE_SECCOMP_GET_FILTER's index 0 is the oldest): the process is stopped for the read
-// (PTRACE_SEIZE, PTRACE_INTERRUPT) and let go. Needs CAP_SYS_PTRACE over it and CAP_SYS_ADMIN; the
-// calling thread becomes its tracer meanwhile.
+// order (host::read_seccomp_programs).
 Result<std::vector<std::string>> read_seccomp_digests(int pid);
 
 // SHA-256 (hex) of the tool runner binary, read and hashed once per process
@@ -64,8 +58,5 @@ std::string runner_sha256();
 // ctime); otherwise the binary is hashed and the file rewritten. For
 // short-lived processes (`sandbox exec --receipt`), at their start.
 void warm_runner_sha256(const std::string& cache_file);
-
-// The calling process's namespace inodes, by name (user, mnt, pid, ...).
-std::map<std::string, uint64_t> namespace_inodes(int pid);
 
 }  // namespace rf::proof

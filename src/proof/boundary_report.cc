@@ -31,6 +31,18 @@ std::string str(const json& j, const char* key) {
 // The sandbox's inside said nothing: every bound it feeds is unknown.
 bool has_inside(const BoundaryFacts& f) { return f.inside.is_object() && f.inside.contains("ns"); }
 
+// Who read a fact every process of the sandbox shares: "host" (from its
+// PID 1, for a probe that left it out: runner/self_probe.h, "Inside only")
+// or "sandbox" (the self-probe, as a tool sees it).
+std::string read_by(const BoundaryFacts& f, std::string_view key) {
+  const auto it = f.inside.find("read_by_host");
+  if (it != f.inside.end() && it->is_array()) {
+    for (const auto& k : *it)
+      if (k.is_string() && k.get_ref<const std::string&>() == key) return "host";
+  }
+  return "sandbox";
+}
+
 std::optional<uint64_t> inode(const std::map<std::string, uint64_t>& ns, const char* n) {
   const auto it = ns.find(n);
   return it == ns.end() ? std::nullopt : std::optional<uint64_t>(it->second);
@@ -121,18 +133,21 @@ void privileges(const BoundaryFacts& f, std::vector<Bound>& out) {
     json caps = json::object();
     for (const char* k : {"CapInh", "CapPrm", "CapEff", "CapAmb", "CapBnd"})
       caps[k] = str(status, k);
+    const std::string by = read_by(f, "status");
+    caps["read_by"] = by;
     out.push_back(bound("capabilities",
                         zero("CapInh") && zero("CapPrm") && zero("CapEff") && zero("CapAmb"),
                         caps));
     out.push_back(bound("no_new_privs", str(status, "NoNewPrivs") == "1",
-                        {{"NoNewPrivs", str(status, "NoNewPrivs")}}));
+                        {{"NoNewPrivs", str(status, "NoNewPrivs")}, {"read_by", by}}));
     const std::string mode = str(status, "Seccomp");
     const uint64_t filters = std::strtoull(str(status, "Seccomp_filters").c_str(), nullptr, 10);
     out.push_back(bound("seccomp", mode == "2" && filters >= f.seccomp_profile.size(),
                         {{"mode", mode},
                          {"filters", filters},
                          {"profile", f.spec.seccomp},
-                         {"profile_programs", f.seccomp_profile.size()}}));
+                         {"profile_programs", f.seccomp_profile.size()},
+                         {"read_by", by}}));
   }
   json ev = {{"profile", f.seccomp_profile}};
   if (f.seccomp_loaded.empty()) {
@@ -241,6 +256,7 @@ void rlimits(const BoundaryFacts& f, std::vector<Bound>& out) {
   const bool held = r["nofile"] == want && r["core"] == json({0, 0});
   json ev = r;
   ev["spec_nofile"] = f.spec.limits.nofile;
+  ev["read_by"] = read_by(f, "rlimits");
   out.push_back(bound("rlimits", held, ev));
 }
 
@@ -286,6 +302,7 @@ void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
       out.push_back(unknown(n, "no mount table from inside"));
     return;
   }
+  const std::string by = read_by(f, "mountinfo");
   // The mount on top at each point is the last listed there.
   std::map<std::string_view, const MountEntry*> top;
   for (const auto& m : mounts) top[m.mount_point] = &m;
@@ -295,6 +312,7 @@ void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
     json ev = root == top.end()
                   ? json::object()
                   : json{{"fstype", root->second->fstype}, {"options", root->second->options}};
+    ev["read_by"] = by;
     out.push_back(bound("filesystem.root_readonly", ro, ev));
   }
   // Writable places a tool may have: its workspace, /tmp, and kernel
@@ -318,7 +336,7 @@ void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
     if (kMayWrite.count(point) == 0 || (point == "/dev" && !dev_ok)) unexpected.push_back(point);
   }
   out.push_back(bound("filesystem.writable", unexpected.empty(),
-                      {{"writable", writable}, {"unexpected", unexpected}}));
+                      {{"writable", writable}, {"unexpected", unexpected}, {"read_by", by}}));
   {
     json sizes = json::object();
     bool held = true, known = true;
@@ -340,7 +358,7 @@ void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
       if (!size.empty() && size.back() == 'k') bytes <<= 10;
       if (size.empty() || bytes == 0 || bytes > f.spec.limits.disk_bytes) held = false;
     }
-    json ev = {{"sizes", sizes}, {"spec_disk_bytes", f.spec.limits.disk_bytes}};
+    json ev = {{"sizes", sizes}, {"spec_disk_bytes", f.spec.limits.disk_bytes}, {"read_by", by}};
     out.push_back(!known && held ? unknown("filesystem.size",
                                            "the workspace is a host directory: its size is the "
                                            "host's; the runner's disk limit still applies",
@@ -358,7 +376,7 @@ void filesystem(const BoundaryFacts& f, std::vector<Bound>& out) {
       masked[p] = m ? json(true) : absent ? json("absent") : json(false);
       held = held && (m || absent);
     }
-    out.push_back(bound("filesystem.masked", held, {{"masked", masked}}));
+    out.push_back(bound("filesystem.masked", held, {{"masked", masked}, {"read_by", by}}));
   }
 }
 
@@ -369,6 +387,7 @@ void network(const BoundaryFacts& f, std::vector<Bound>& out) {
     return;
   }
   ev["interfaces"] = f.inside.value("interfaces", json::array());
+  ev["read_by"] = read_by(f, "interfaces");
   if (f.spec.network == NetworkPolicy::kHost) {
     ev["why"] = "the spec asks for the host's network";
     out.push_back(bound("network", false, ev));

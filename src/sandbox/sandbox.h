@@ -73,6 +73,54 @@ class StartedCall {
   virtual Result<ExecResult> wait() = 0;
 };
 
+// A sink that keeps what a call printed: stdout up to `max_out` bytes, stderr
+// up to `max_err` (the rest is dropped). The defaults fit a self-probe: its
+// JSON (a few KB) with room, and an error's first lines.
+class KeptOutput final : public OutputSink {
+ public:
+  explicit KeptOutput(size_t max_out = 4u << 20, size_t max_err = 4096)
+      : max_out_(max_out), max_err_(max_err) {}
+  void on_stdout(std::string_view d) override {
+    if (out.size() < max_out_) out.append(d.substr(0, max_out_ - out.size()));
+  }
+  void on_stderr(std::string_view d) override {
+    if (err.size() < max_err_) err.append(d.substr(0, max_err_ - err.size()));
+  }
+  bool wants_started() const override { return false; }
+  std::string out, err;
+
+ private:
+  size_t max_out_, max_err_;
+};
+
+// What the host read of a sandbox's PID 1 as it started (native, with
+// SandboxSpec::probe_at_start; host/pid1_readback.h), once its exec was done
+// and while its self-probe ran: so that a report made beside the first call
+// reads nothing then, and stops no PID 1 in the middle of it.
+struct StartReadback {
+  std::map<std::string, uint64_t> ns;         // namespace -> inode
+  std::vector<std::string> seccomp_programs;  // each program's bytes, in load order
+  std::string seccomp_error;                  // why they could not be read ("": read)
+  // /proc/PID/ files as the kernel printed them ("" when unreadable).
+  std::string uid_map, gid_map, status, mountinfo, net_dev;
+  // proto::kReportedRlimits as prlimit gave them (RLIM_INFINITY: UINT64_MAX).
+  struct Rlimit {
+    std::string name;
+    uint64_t cur = 0, max = 0;
+  };
+  std::vector<Rlimit> rlimits;
+};
+
+// The self-probe a sandbox's runner started with it (SandboxSpec::
+// probe_at_start): its call, and its output kept since the start.
+struct StartProbe {
+  std::unique_ptr<KeptOutput> output;
+  std::unique_ptr<StartedCall> call;  // null: none
+  // It left out what every process shares with PID 1 (`self-probe
+  // --inside-only`): the host reads that from PID 1 (init_pid()).
+  bool inside_only = false;
+};
+
 class Sandbox {
  public:
   virtual ~Sandbox() = default;
@@ -117,6 +165,11 @@ class Sandbox {
   }
   // What the runner sees from inside: uid, capabilities, seccomp, fds.
   virtual Result<proto::ProbeResult> probe() = 0;
+  // The self-probe started with the sandbox (SandboxSpec::probe_at_start),
+  // once: later takers get none (then the host runs it as a call).
+  virtual StartProbe take_start_probe() { return {}; }
+  // What the host read of PID 1 as the sandbox started; null when nothing.
+  virtual const StartReadback* start_readback() const { return nullptr; }
   // The sandbox cgroup's limit files as the host reads them back (file ->
   // text), for the boundary report; empty when the host cannot read them.
   virtual std::map<std::string, std::string> cgroup_limit_files() const { return {}; }

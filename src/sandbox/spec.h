@@ -62,6 +62,11 @@ struct SandboxSpec {
   // them on its container as "ringfence.<key>" labels. Keys [a-z0-9._-]{1,64},
   // values up to 256 printable characters.
   std::map<std::string, std::string> labels;
+  // Not part of the spec's JSON (a way of reading the bounds, not one):
+  // the runner starts the self-probe before its hello (runner/self_probe.h,
+  // "At the start"), for a boundary report ready before the first call ends
+  // (Sandbox::take_start_probe). Set by whoever will make the report.
+  bool probe_at_start = false;
 };
 
 // Where a sandbox with network proxy finds the proxy: the tool runner listens

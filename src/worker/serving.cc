@@ -21,6 +21,9 @@ std::shared_ptr<Serving> Serving::make(Placement placement, const WorkerSettings
     spec.image = "host";
   }
   spec.labels["mode"] = to_string(mode);
+  // Every sandbox a call runs in gets a boundary report (ProofRecorder): its
+  // self-probe starts with it (runner/self_probe.h, "At the start").
+  spec.probe_at_start = true;
   out->spec = spec;
   if ((mode == SandboxMode::kPerTool || mode == SandboxMode::kPerRun) && s.pool_target.value > 0) {
     out->pool = std::make_unique<WarmPool>(backend, spec, s.pool_target.value, s.pool_max.value,

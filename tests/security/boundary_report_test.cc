@@ -118,6 +118,61 @@ TEST_F(BoundaryReport, TheProbeTheRunnerForksSeesWhatAnExecdProbeSees) {
   EXPECT_EQ(f.size(), e.size());
 }
 
+// A sandbox made for a report (probe_at_start): its runner starts the
+// self-probe before its hello (runner/self_probe.h, "At the start"), and the
+// report takes that one. On native the host read what every process shares
+// with PID 1 as the sandbox started (StartReadback), so the probe leaves it
+// out ("Inside only") and the evidence says who read what; on docker the
+// probe reads all. Every bound is judged as from a probe sent as a call.
+TEST_F(BoundaryReport, TheProbeStartedWithTheSandboxGivesTheSameBoundsAndSaysWhoReadWhat) {
+  SandboxSpec spec;
+  spec.probe_at_start = true;
+  spec.env = {{"STARTED_WITH", "x"}};
+  auto sb = make(spec);
+  ASSERT_TRUE(sb);
+  EXPECT_EQ(sb->start_readback() != nullptr, !kDocker);
+  proof::StartedProbe started = proof::start_self_probe(*sb);
+  ASSERT_TRUE(started.call);
+  EXPECT_EQ(started.inside_only, !kDocker);
+  auto facts = proof::gather_boundary_facts(*sb, std::move(started));
+  ASSERT_TRUE(facts.ok()) << facts.error().to_string();
+  const nlohmann::json& inside = facts->inside;
+  EXPECT_EQ(inside["start"], "fork");
+  EXPECT_EQ(inside["call_domain"]["entered"], true);
+  // A default call's names, values left out of the runner's argv.
+  EXPECT_NE(inside["env_keys"].dump().find("STARTED_WITH"), std::string::npos) << inside;
+  EXPECT_EQ(inside.value("scope", ""), kDocker ? "" : "inside_only");
+  const auto by_host = kDocker ? nlohmann::json()
+                               : nlohmann::json::array({"gid_map", "interfaces", "mountinfo",
+                                                        "rlimits", "status", "uid_map"});
+  EXPECT_EQ(inside.value("read_by_host", nlohmann::json()), by_host) << inside;
+  std::map<std::string, proof::Bound> bounds;
+  for (auto& b : proof::judge_bounds(*facts)) bounds[b.name] = b;
+  ASSERT_EQ(bounds.size(), 24u);
+  const std::set<std::string> docker_not_held = not_held_by_docker();
+  for (const auto& [name, b] : bounds) {
+    const bool expect_held = !kDocker || docker_not_held.count(name) == 0;
+    EXPECT_EQ(b.status, expect_held ? BoundStatus::kHeld : BoundStatus::kNotHeld)
+        << name << ": " << b.evidence.dump();
+    if (name.rfind("namespace.", 0) == 0) {
+      EXPECT_EQ(b.evidence["pid1"], b.evidence["sandbox"]) << name << ": " << b.evidence.dump();
+    }
+  }
+  const std::string reader = kDocker ? "sandbox" : "host";
+  for (const char* name : {"capabilities", "no_new_privs", "seccomp", "rlimits",
+                           "filesystem.root_readonly", "filesystem.writable", "network"})
+    EXPECT_EQ(bounds.at(name).evidence["read_by"], reader) << name;
+  // Taken once: the next report of this sandbox sends the probe as a call.
+  EXPECT_FALSE(sb->take_start_probe().call);
+  auto again = proof::gather_boundary_facts(*sb);
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_FALSE(again->inside.contains("scope"));
+  // And a call in it runs as in any sandbox: the start's probe was call 1.
+  const Out out = run(*sb, {"/bin/echo", "after"});
+  EXPECT_EQ(out.result.exit_code, 0) << out.err;
+  EXPECT_EQ(out.out, "after\n");
+}
+
 // The report names the image and, where it has one, its content digest: the
 // image id the docker container was made from, as the daemon knows it.
 TEST_F(BoundaryReport, NamesTheImageAndItsDigest) {
@@ -138,22 +193,29 @@ TEST_F(BoundaryReport, NamesTheImageAndItsDigest) {
   }
 }
 
+// With the probe sent as a call and with the one started with the sandbox
+// (whose shared facts the host reads from PID 1 on native).
 TEST_F(BoundaryReport, TheHostsNetworkIsNotHeldForExactlyTheNetworkBounds) {
-  SandboxSpec spec;
-  spec.network = NetworkPolicy::kHost;
-  auto sb = make(spec);
-  ASSERT_TRUE(sb);
-  const auto bounds = judged(*sb);
-  EXPECT_EQ(bounds.at("network").status, BoundStatus::kNotHeld);
-  EXPECT_EQ(bounds.at("namespace.net").status, BoundStatus::kNotHeld);
-  // On docker, also what its containers never hold (and nothing more).
-  const std::set<std::string> also_lost = kDocker ? not_held_by_docker() : std::set<std::string>{};
-  for (const auto& [name, b] : bounds) {
-    if (name == "network" || name == "namespace.net") continue;
-    if (also_lost.count(name) != 0) {
-      EXPECT_EQ(b.status, BoundStatus::kNotHeld) << name << ": " << b.evidence.dump();
-    } else {
-      EXPECT_EQ(b.status, BoundStatus::kHeld) << name << ": " << b.evidence.dump();
+  for (const bool at_start : {false, true}) {
+    SCOPED_TRACE(at_start ? "probe at start" : "probe as a call");
+    SandboxSpec spec;
+    spec.network = NetworkPolicy::kHost;
+    spec.probe_at_start = at_start;
+    auto sb = make(spec);
+    ASSERT_TRUE(sb);
+    const auto bounds = judged(*sb);
+    EXPECT_EQ(bounds.at("network").status, BoundStatus::kNotHeld);
+    EXPECT_EQ(bounds.at("namespace.net").status, BoundStatus::kNotHeld);
+    // On docker, also what its containers never hold (and nothing more).
+    const std::set<std::string> also_lost =
+        kDocker ? not_held_by_docker() : std::set<std::string>{};
+    for (const auto& [name, b] : bounds) {
+      if (name == "network" || name == "namespace.net") continue;
+      if (also_lost.count(name) != 0) {
+        EXPECT_EQ(b.status, BoundStatus::kNotHeld) << name << ": " << b.evidence.dump();
+      } else {
+        EXPECT_EQ(b.status, BoundStatus::kHeld) << name << ": " << b.evidence.dump();
+      }
     }
   }
 }
@@ -201,18 +263,25 @@ TEST(BoundaryReportSwap, ASwappedSeccompFilterDiffersFromThePublishedDigest) {
   o.test_seccomp_override = swapped;
   auto backend = native::make_native_backend(o);
   ASSERT_TRUE(backend.ok()) << backend.error().to_string();
-  auto sb = (*backend)->create(SandboxSpec{});
-  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
-  auto facts = proof::gather_boundary_facts(**sb);
-  ASSERT_TRUE(facts.ok()) << facts.error().to_string();
-  std::map<std::string, proof::Bound> bounds;
-  for (auto& b : proof::judge_bounds(*facts)) bounds[b.name] = b;
-  EXPECT_EQ(bounds.at("seccomp").status, BoundStatus::kHeld);
-  const auto& digest = bounds.at("seccomp.digest");
-  EXPECT_EQ(digest.status, BoundStatus::kNotHeld) << digest.evidence.dump();
-  EXPECT_EQ(digest.evidence["loaded"][0], digest.evidence["profile"][0]);
-  EXPECT_NE(digest.evidence["loaded"][1], digest.evidence["profile"][1]);
-  EXPECT_TRUE((*sb)->destroy().ok());
+  for (const bool at_start : {false, true}) {
+    SCOPED_TRACE(at_start ? "probe at start" : "probe as a call");
+    // At the start the host reads the programs as the runner starts.
+    SandboxSpec spec;
+    spec.probe_at_start = at_start;
+    auto sb = (*backend)->create(spec);
+    ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+    EXPECT_EQ((*sb)->start_readback() != nullptr, at_start);
+    auto facts = proof::gather_boundary_facts(**sb);
+    ASSERT_TRUE(facts.ok()) << facts.error().to_string();
+    std::map<std::string, proof::Bound> bounds;
+    for (auto& b : proof::judge_bounds(*facts)) bounds[b.name] = b;
+    EXPECT_EQ(bounds.at("seccomp").status, BoundStatus::kHeld);
+    const auto& digest = bounds.at("seccomp.digest");
+    EXPECT_EQ(digest.status, BoundStatus::kNotHeld) << digest.evidence.dump();
+    EXPECT_EQ(digest.evidence["loaded"][0], digest.evidence["profile"][0]);
+    EXPECT_NE(digest.evidence["loaded"][1], digest.evidence["profile"][1]);
+    EXPECT_TRUE((*sb)->destroy().ok());
+  }
 }
 #endif
 

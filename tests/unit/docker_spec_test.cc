@@ -86,6 +86,29 @@ TEST(DockerSpec, AnImagesOwnRunnerIsUsedWhenPlanned) {
   EXPECT_FALSE(serves_credentials(spec(), p));
 }
 
+// probe_at_start: our runner starts the self-probe with the container, told
+// a default call's variable names (never values); it reads everything
+// itself (a remote daemon's PID 1 is out of the host's reach). An image's
+// own runner may predate the flag: its report sends the probe as a call.
+TEST(DockerSpec, OurRunnerStartsTheSelfProbeWhenAReportIsWanted) {
+  SandboxSpec s = spec();
+  s.probe_at_start = true;
+  s.env = {{"SECRETISH", "value-never-in-argv"}};
+  const auto ep = container_create_body(s, plan())["Entrypoint"];
+  ASSERT_GE(ep.size(), 2u);
+  EXPECT_EQ(ep[ep.size() - 2], "--self-probe-at-start");
+  EXPECT_EQ(ep[ep.size() - 1], "HOME,LANG,PATH,SECRETISH");
+  EXPECT_EQ(ep.dump().find("value-never-in-argv"), std::string::npos) << ep;
+  EXPECT_EQ(ep.dump().find("--self-probe-inside-only"), std::string::npos) << ep;
+  EXPECT_TRUE(starts_probe(s, plan()));
+  ContainerPlan own = plan();
+  own.runner_path = kImageRunner;
+  EXPECT_EQ(container_create_body(s, own)["Entrypoint"].dump().find("--self-probe"),
+            std::string::npos);
+  EXPECT_FALSE(starts_probe(s, own));
+  EXPECT_FALSE(starts_probe(spec(), plan()));
+}
+
 TEST(DockerSpec, NetworkProxyBindsTheProxySocketAndStartsTheBridge) {
   SandboxSpec s = spec();
   s.network = NetworkPolicy::kProxy;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "host/exec_request.h"
+
 namespace rf {
 namespace {
 
@@ -96,6 +98,24 @@ TEST(Spec, GeneratedIdsAreValidHostnames) {
   s.id = a;
   EXPECT_TRUE(validate_spec(s).ok());
   EXPECT_EQ(a.size(), 15u);
+}
+
+// What a runner is told for probe_at_start: the names of the environment a
+// call with no env of its own gets, in the order a call's map has them,
+// never a value; nothing without it.
+TEST(StartProbeArgs, NamesADefaultCallsEnvironmentNeverItsValues) {
+  SandboxSpec s;
+  EXPECT_TRUE(host::start_probe_args(s, true).empty());
+  s.probe_at_start = true;
+  s.env = {{"TOKENISH", "not-in-argv"}};
+  EXPECT_EQ(host::start_probe_args(s, false),
+            (std::vector<std::string>{"--self-probe-at-start", "HOME,LANG,PATH,TOKENISH"}));
+  s.network = NetworkPolicy::kProxy;
+  const auto args = host::start_probe_args(s, true);
+  ASSERT_EQ(args.size(), 3u);
+  EXPECT_NE(args[1].find("HTTPS_PROXY"), std::string::npos) << args[1];
+  EXPECT_EQ(args[2], "--self-probe-inside-only");
+  for (const auto& a : args) EXPECT_EQ(a.find("not-in-argv"), std::string::npos) << a;
 }
 
 }  // namespace
