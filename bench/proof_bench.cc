@@ -4,8 +4,13 @@
 //   gather       the report's facts: the self-probe call, host read-back,
 //                seccomp programs through ptrace (off the critical path)
 //   first call   `true` in a fresh sandbox, while the report is made on
-//                another thread (as `sandbox exec --receipt` does); the
-//                report is ready once gathered, judged and signed
+//                another thread: with the self-probe sent as a call first
+//                ("probe as a call"), and with it started by the runner
+//                before its hello (SandboxSpec::probe_at_start, as
+//                `sandbox exec --receipt` and a worker make them: "probe at
+//                start", its create timed too, and how many reports were
+//                signed before their first call ended); the report is
+//                ready once gathered, judged and signed
 //   warm calls   the self-probe alone, and `true`, on a warm sandbox
 //   report sign  judging the facts, the statement, its DSSE signature
 //   receipt      a call's statement and its signature (what the bar counts),
@@ -70,6 +75,8 @@ int main(int argc, char** argv) {
   }
   std::vector<double> create, gather, first_call, first_call_plain, report_ready, sign, receipt,
       receipt_filed, verify, bwrap, probe_call, true_call;
+  std::vector<double> create_with_probe, first_call_probe_call, report_ready_probe_call;
+  int ready_before_first_call_ended = 0;
   std::vector<double> receipt_statement, receipt_sign, warm_judge, warm_statement, warm_dump,
       warm_sign, warm_receipt, warm_receipt_ahead, nonce_ahead, report_gathered;
   rf::proof::SigningKey key = rf::proof::SigningKey::generate();
@@ -85,8 +92,8 @@ int main(int argc, char** argv) {
   int64_t last_receipt_seq = 0, last_report_seq = 0;
   for (int i = 0; i < n; ++i) {
     // A sandbox without proof: start and first call.
+    auto t = Clock::now();
     {
-      auto t = Clock::now();
       auto sb = (*backend)->create(rf::SandboxSpec{});
       if (!sb) return 1;
       create.push_back(us_since(t));
@@ -95,9 +102,37 @@ int main(int argc, char** argv) {
       first_call_plain.push_back(us_since(t));
       (void)(*sb)->destroy();
     }
-    // A sandbox whose report is made beside its first call.
-    auto sb = (*backend)->create(rf::SandboxSpec{});
+    // A sandbox whose report is made beside its first call, its self-probe
+    // sent as a call first (as for a sandbox made without probe_at_start).
+    {
+      auto sb = (*backend)->create(rf::SandboxSpec{});
+      if (!sb) return 1;
+      const auto start = Clock::now();
+      double ready_at = 0;
+      std::thread reporter([&, probe = rf::proof::start_self_probe(**sb)]() mutable {
+        auto facts = rf::proof::gather_boundary_facts(**sb, std::move(probe));
+        if (facts) {
+          (void)rf::proof::sign_envelope(
+              key, rf::proof::kInTotoPayloadType,
+              rf::proof::report_statement(*facts, rf::proof::judge_bounds(*facts)).dump());
+        }
+        ready_at = us_since(start);
+        for (int k = 0; k < 4; ++k) key.prepare(key.prepared() + 1);
+      });
+      (void)(*sb)->exec(call, drop);
+      first_call_probe_call.push_back(us_since(start));
+      reporter.join();
+      report_ready_probe_call.push_back(ready_at);
+      (void)(*sb)->destroy();
+    }
+    // The same, the self-probe started by the runner before its hello
+    // (probe_at_start), as `sandbox exec --receipt` and a worker make them.
+    rf::SandboxSpec with_probe;
+    with_probe.probe_at_start = true;
+    t = Clock::now();
+    auto sb = (*backend)->create(with_probe);
     if (!sb) return 1;
+    create_with_probe.push_back(us_since(t));
     const auto start = Clock::now();
     std::optional<rf::Result<rf::proof::BoundaryFacts>> facts;
     double ready_at = 0, gathered_at = 0;
@@ -124,13 +159,14 @@ int main(int argc, char** argv) {
     first_call.push_back(us_since(start));
     reporter.join();
     report_ready.push_back(ready_at);
+    if (ready_at <= first_call.back()) ++ready_before_first_call_ended;
     report_gathered.push_back(gathered_at);
     if (!*facts) {
       std::fprintf(stderr, "%s\n", facts->error().to_string().c_str());
       return 1;
     }
     // The facts alone, on the now-warm sandbox.
-    auto t = Clock::now();
+    t = Clock::now();
     auto again = rf::proof::gather_boundary_facts(**sb);
     gather.push_back(us_since(t));
     {
@@ -286,9 +322,14 @@ int main(int argc, char** argv) {
               bundle["log"]["size"].get<int>());
   row("create (to handshake)", rf::bench::summarise(create), "ms");
   row("first call, no report", rf::bench::summarise(first_call_plain), "ms");
-  row("first call, report beside it", rf::bench::summarise(first_call), "ms");
-  row("report signed (from first call)", rf::bench::summarise(report_ready), "ms");
+  row("probe as a call: first call", rf::bench::summarise(first_call_probe_call), "ms");
+  row("  report signed (from first call)", rf::bench::summarise(report_ready_probe_call), "ms");
+  row("probe at start: create", rf::bench::summarise(create_with_probe), "ms");
+  row("  first call, report beside it", rf::bench::summarise(first_call), "ms");
+  row("  report signed (from first call)", rf::bench::summarise(report_ready), "ms");
   row("  its facts gathered", rf::bench::summarise(report_gathered), "ms");
+  std::printf("%-34s %d of %d sandboxes\n", "  signed before the first call ended",
+              ready_before_first_call_ended, n);
   row("gather facts (warm sandbox)", rf::bench::summarise(gather), "ms");
   if (!pooled_call.empty()) {
     row("pooled: first call (take + run)", rf::bench::summarise(pooled_call), "ms");
