@@ -4,8 +4,9 @@
 // and lower hex digits, Python's quote() that keeps '/', and a form's '+'
 // for a space), JSON-escaped (as JSON needs, PHP's with '\/', Go's with
 // \u0026 for &, < and >), and inside a shell's double quotes (`export -p`).
-// Not known: base64 wrapped across lines (a value split by the newline),
-// and any encoding a program makes of its own.
+// Not known: any encoding a program makes of its own. (A form split by line
+// breaks, as `base64` wraps one, is found through them by the stream:
+// redact/stream_redactor.h, "Wrapped lines".)
 #pragma once
 
 #include <string>

@@ -126,6 +126,30 @@ void Patterns::verify(std::string_view text, size_t window, uint32_t gram,
   }
 }
 
+void Patterns::find_across(std::string_view text, size_t at, std::vector<Match>* out) const {
+  if (patterns_.empty() || at == 0 || at >= text.size()) return;
+  if (min_length_ < kWindow) {
+    // No window index: a scan of what a match across `at` could cover.
+    const size_t from = at >= max_length_ ? at - max_length_ + 1 : 0;
+    const size_t to = std::min(text.size(), at + max_length_ - 1);
+    std::vector<Match> near;
+    find_all(text.substr(from, to - from), &near);
+    for (Match m : near) {
+      m.start += from;
+      if (m.start < at && m.start + m.length > at) out->push_back(m);
+    }
+    return;
+  }
+  // A match across `at` of kWindow bytes or more holds a whole window that
+  // does: one starting 3, 2 or 1 bytes before it.
+  for (size_t w = at >= kWindow - 1 ? at - (kWindow - 1) : 0; w < at; ++w) {
+    if (w + kWindow > text.size()) break;
+    const uint32_t gram = load_window(text.data() + w);
+    const uint32_t h = window_hash(gram);
+    if ((filter_[h / 64] >> (h % 64) & 1) != 0) verify(text, w, gram, out);
+  }
+}
+
 void Patterns::find_all(std::string_view text, std::vector<Match>* out) const {
   if (patterns_.empty() || text.size() < min_length_) return;
   if (min_length_ < kWindow) {

@@ -59,6 +59,10 @@ class Patterns {
 
   // Every occurrence of every pattern lying wholly inside `text`, unordered.
   void find_all(std::string_view text, std::vector<Match>* out) const;
+  // Those that hold both text[at - 1] and text[at] (a match across a line
+  // break taken out there): a look-up of the three windows across `at`, not
+  // a scan. Possibly one more than once.
+  void find_across(std::string_view text, size_t at, std::vector<Match>* out) const;
   // The start of the longest suffix of text[from..] that is a proper start of
   // some pattern and could still grow into a longer match; text.size() when none.
   size_t live_partial_start(std::string_view text, size_t from) const;

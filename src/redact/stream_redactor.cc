@@ -9,13 +9,99 @@ namespace rf::redact {
 StreamRedactor::StreamRedactor(std::shared_ptr<const Patterns> patterns)
     : patterns_(std::move(patterns)) {}
 
+namespace {
+
+// A character of the base64 alphabets (RFC 4648's and its URL one).
+bool base64_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+         c == '/' || c == '-' || c == '_';
+}
+
+}  // namespace
+
 StreamRedactor::~StreamRedactor() {
   if (!pending_.empty()) sodium_memzero(pending_.data(), pending_.size());
+  forget_unwrapped();
+}
+
+size_t StreamRedactor::Unwrapped::original(size_t i) const {
+  const auto after = std::upper_bound(cuts.begin(), cuts.end(), i,
+                                      [](size_t v, const auto& c) { return v < c.first; });
+  return after == cuts.begin() ? i : i + std::prev(after)->second;
+}
+
+size_t StreamRedactor::Unwrapped::unwrapped(size_t t) const {
+  // The last break wholly before `t`.
+  const auto after = std::partition_point(cuts.begin(), cuts.end(),
+                                          [&](const auto& c) { return c.first + c.second <= t; });
+  size_t i = after == cuts.begin() ? t : t - std::prev(after)->second;
+  if (after != cuts.end()) i = std::min(i, after->first);  // inside the next break
+  return i;
+}
+
+void StreamRedactor::find_breaks(std::string_view text) {
+  breaks_.clear();
+  const size_t n = text.size();
+  size_t last_end = 0;
+  for (size_t nl = text.find('\n'); nl != std::string_view::npos; nl = text.find('\n', nl + 1)) {
+    size_t brk = nl;  // where the break starts: "\r\n" or "\n"
+    if (brk > last_end && text[brk - 1] == '\r') --brk;
+    if (brk <= last_end || !base64_char(text[brk - 1])) continue;
+    if (nl + 1 < n && !base64_char(text[nl + 1])) continue;  // at the end: may be one
+    breaks_.emplace_back(brk, nl + 1);
+    last_end = nl + 1;
+  }
+  // A "\r" at the end may be the start of one still coming.
+  if (n > last_end + 1 && text[n - 1] == '\r' && base64_char(text[n - 2]))
+    breaks_.emplace_back(n - 1, n);
+}
+
+void StreamRedactor::unwrap(std::string_view text) {
+  Unwrapped& u = unwrapped_;
+  u.text.reserve(text.size());
+  size_t copied = 0, removed = 0;
+  for (const auto& [start, end] : breaks_) {
+    u.text.append(text.substr(copied, start - copied));
+    removed += end - start;
+    u.cuts.emplace_back(u.text.size(), removed);
+    copied = end;
+  }
+  u.text.append(text.substr(copied));
+}
+
+void StreamRedactor::forget_unwrapped() {
+  if (!unwrapped_.text.empty()) sodium_memzero(unwrapped_.text.data(), unwrapped_.text.size());
+  unwrapped_.text.clear();
+  unwrapped_.cuts.clear();
+  breaks_.clear();
+}
+
+size_t StreamRedactor::hold_from(std::string_view text, size_t from) const {
+  size_t hold = patterns_->live_partial_start(text, from);
+  if (const Unwrapped& u = unwrapped_; !u.cuts.empty()) {
+    hold = std::min(hold, u.original(patterns_->live_partial_start(u.text, u.unwrapped(from))));
+  }
+  return hold;
 }
 
 void StreamRedactor::find(std::string_view text) {
   matches_.clear();
   patterns_->find_all(text, &matches_);
+  forget_unwrapped();
+  find_breaks(text);
+  if (!breaks_.empty()) {
+    // Those through a break, where they are in the text (the break inside):
+    // a look-up at each break, not a second scan.
+    unwrap(text);
+    wrapped_.clear();
+    for (const auto& [at, removed] : unwrapped_.cuts)
+      patterns_->find_across(unwrapped_.text, at, &wrapped_);
+    for (const Match& m : wrapped_) {
+      const size_t first = unwrapped_.original(m.start);
+      const size_t last = unwrapped_.original(m.start + m.length - 1);
+      matches_.push_back({first, last + 1 - first, m.pattern});
+    }
+  }
   // Leftmost first, then longest.
   std::sort(matches_.begin(), matches_.end(), [](const Match& a, const Match& b) {
     return a.start != b.start ? a.start < b.start : a.length > b.length;
@@ -63,13 +149,14 @@ std::string StreamRedactor::feed(std::string_view chunk) {
   // match that runs into the held part moves the cursor past its start: what
   // is held is then the live partial after that match, and the matches before
   // it go out too.
-  size_t hold = patterns_->live_partial_start(text, 0);
+  size_t hold = hold_from(text, 0);
   size_t done = emit(text, 0, hold, &out);
   while (done > hold) {
-    hold = patterns_->live_partial_start(text, done);
+    hold = hold_from(text, done);
     done = emit(text, done, hold, &out);
   }
   pending_.assign(text.substr(done));
+  forget_unwrapped();
   if (!buf.empty()) sodium_memzero(buf.data(), buf.size());
   return out;
 }
@@ -86,17 +173,32 @@ std::string StreamRedactor::finish() {
   }
   find(text);
   // As feed() would, up to the live partial the stream ended in.
-  size_t hold = patterns_->live_partial_start(text, 0);
+  size_t hold = hold_from(text, 0);
   size_t done = emit(text, 0, hold, &out);
   while (done > hold) {
-    hold = patterns_->live_partial_start(text, done);
+    hold = hold_from(text, done);
     done = emit(text, done, hold, &out);
   }
-  // The stream was cut short inside what may be a value (a process killed,
-  // output cut at its cap): its start is not let go when it is long enough
-  // to give the value away. The shortest value it could still become decides
-  // what "long enough" is for short values.
-  const std::string_view tail = std::string_view(text).substr(done);
+  if (const Patterns::Pattern* shortest = cut_short(text, done)) {
+    const std::string& key = patterns_->keys()[shortest->key];
+    out.append("[REDACTED:").append(key).append("]");
+    ++counts_[{key, "partial"}];
+  } else {
+    emit(text, done, text.size(), &out);
+  }
+  forget_unwrapped();
+  sodium_memzero(text.data(), text.size());
+  return out;
+}
+
+// The stream was cut short inside what may be a value (a process killed,
+// output cut at its cap): its start is not let go when it is long enough to
+// give the value away. The shortest value it could still become decides what
+// "long enough" is for short values. Through line breaks, as find() looks.
+const Patterns::Pattern* StreamRedactor::cut_short(std::string_view text, size_t from) const {
+  std::string_view tail = text.substr(from);
+  if (!unwrapped_.cuts.empty())
+    tail = std::string_view(unwrapped_.text).substr(unwrapped_.unwrapped(from));
   const Patterns::Pattern* shortest = nullptr;
   for (const auto& p : patterns_->patterns()) {
     if (p.bytes.size() > tail.size() && std::string_view(p.bytes).starts_with(tail) &&
@@ -104,16 +206,9 @@ std::string StreamRedactor::finish() {
       shortest = &p;
     }
   }
-  if (!tail.empty() && shortest != nullptr &&
-      (tail.size() >= kCutShortMark || 2 * tail.size() > shortest->bytes.size())) {
-    const std::string& key = patterns_->keys()[shortest->key];
-    out.append("[REDACTED:").append(key).append("]");
-    ++counts_[{key, "partial"}];
-  } else {
-    emit(text, done, text.size(), &out);
-  }
-  sodium_memzero(text.data(), text.size());
-  return out;
+  if (tail.empty() || shortest == nullptr) return nullptr;
+  return tail.size() >= kCutShortMark || 2 * tail.size() > shortest->bytes.size() ? shortest
+                                                                                  : nullptr;
 }
 
 std::string redact_all(const Patterns& patterns, std::string_view text, RedactionCounts* counts) {

@@ -287,5 +287,71 @@ TEST(Redact, OutputCutAtItsCapInsideAValueReleasesNoPrefixOfIt) {
       << next.out;
 }
 
+// `base64` wraps at 76 characters, PEM and `openssl base64` at 64, MIME with
+// "\r\n": a value's base64 form split by those breaks is still redacted,
+// break and all, fed whole or cut at every byte (the start of the form held
+// back until its rest shows), and `fold` splitting the raw value too. What
+// leaves holds no 8 characters of any form of the value, breaks taken out.
+TEST(Redact, AValueWrappedAcrossLinesIsRedactedWhereverTheStreamIsCut) {
+  const std::string value = "sk-live-" + std::string("0a1b2c3d4e5f6a7b8c9d") + "ZyXwVuTsRqPoNm";
+  auto p = one("TOKEN", value);
+  const auto wrap = [](const std::string& text, size_t width, const std::string& brk) {
+    std::string out;
+    for (size_t i = 0; i < text.size(); i += width) out += text.substr(i, width) + brk;
+    return out;
+  };
+  const auto unwrapped = [](std::string text) {
+    std::erase(text, '\n');
+    std::erase(text, '\r');
+    return text;
+  };
+  const std::string env = "A=1\nPATH=/usr/bin:/bin\nTOKEN=" + value + "\nB=2\n";
+  const std::vector<std::string> texts = {
+      "$ env | base64\n" + wrap(b64(env), 76, "\n") + "$ done\n",
+      "-----BEGIN DATA-----\n" + wrap(b64(env + env), 64, "\n") + "-----END DATA-----\n",
+      "Content-Transfer-Encoding: base64\r\n\r\n" + wrap(b64("x" + env), 76, "\r\n"),
+      wrap(b64("yz" + env, true), 20, "\n"),
+      "folded: " + wrap(value, 10, "\n"),
+  };
+  for (const std::string& text : texts) {
+    SCOPED_TRACE(text);
+    const std::string whole = redact_all(*p, text);
+    EXPECT_NE(whole.find("[REDACTED:TOKEN]"), std::string::npos) << whole;
+    for (const auto& pat : p->patterns()) {
+      ASSERT_EQ(unwrapped(whole).find(pat.bytes.substr(0, 8)), std::string::npos)
+          << to_string(pat.form) << " in " << whole;
+    }
+    // Cut once at every byte, and byte by byte: the same output.
+    for (size_t cut = 1; cut < text.size(); ++cut) {
+      StreamRedactor r(p);
+      ASSERT_EQ(feed_in_chunks(r, text, {cut}), whole) << "cut at " << cut;
+    }
+    std::vector<size_t> every;
+    for (size_t at = 1; at < text.size(); ++at) every.push_back(at);
+    StreamRedactor r(p);
+    EXPECT_EQ(feed_in_chunks(r, text, every), whole);
+    EXPECT_EQ(r.held(), 0u);
+  }
+  // Lines of ordinary text, and a break between base64 characters that
+  // hides no value, pass byte for byte.
+  const std::string plain = "first line\nsecond line\r\nAbCdEfGh\nIjKlMnOp\nend\n";
+  EXPECT_EQ(redact_all(*p, plain), plain);
+  StreamRedactor r(p);
+  std::vector<size_t> every;
+  for (size_t at = 1; at < plain.size(); ++at) every.push_back(at);
+  EXPECT_EQ(feed_in_chunks(r, plain, every), plain);
+}
+
+// A stream cut short inside a wrapped form: its start is not let go.
+TEST(Redact, AStreamCutShortInsideAWrappedValueReleasesNoLongPrefixOfIt) {
+  const std::string value = "sk-test-4f2a9c1e7b3d5a8f";
+  auto p = one("TOKEN", value);
+  StreamRedactor r(p);
+  std::string out = r.feed("data: " + value.substr(0, 6) + "\n");
+  out += r.feed(value.substr(6, 6));
+  out += r.finish();
+  EXPECT_EQ(out, "data: [REDACTED:TOKEN]");
+}
+
 }  // namespace
 }  // namespace rf::redact
