@@ -39,7 +39,7 @@ size_t StreamRedactor::Unwrapped::unwrapped(size_t t) const {
   return i;
 }
 
-void StreamRedactor::find_breaks(std::string_view text) {
+void StreamRedactor::find_breaks(std::string_view text, bool at_end) {
   breaks_.clear();
   const size_t n = text.size();
   size_t last_end = 0;
@@ -47,12 +47,13 @@ void StreamRedactor::find_breaks(std::string_view text) {
     size_t brk = nl;  // where the break starts: "\r\n" or "\n"
     if (brk > last_end && text[brk - 1] == '\r') --brk;
     if (brk <= last_end || !base64_char(text[brk - 1])) continue;
-    if (nl + 1 < n && !base64_char(text[nl + 1])) continue;  // at the end: may be one
+    // At the end: one, if more may come.
+    if (nl + 1 < n ? !base64_char(text[nl + 1]) : at_end) continue;
     breaks_.emplace_back(brk, nl + 1);
     last_end = nl + 1;
   }
   // A "\r" at the end may be the start of one still coming.
-  if (n > last_end + 1 && text[n - 1] == '\r' && base64_char(text[n - 2]))
+  if (!at_end && n > last_end + 1 && text[n - 1] == '\r' && base64_char(text[n - 2]))
     breaks_.emplace_back(n - 1, n);
 }
 
@@ -84,11 +85,11 @@ size_t StreamRedactor::hold_from(std::string_view text, size_t from) const {
   return hold;
 }
 
-void StreamRedactor::find(std::string_view text) {
+void StreamRedactor::find(std::string_view text, bool at_end) {
   matches_.clear();
   patterns_->find_all(text, &matches_);
   forget_unwrapped();
-  find_breaks(text);
+  find_breaks(text, at_end);
   if (!breaks_.empty()) {
     // Those through a break, where they are in the text (the break inside):
     // a look-up at each break, not a second scan.
@@ -144,7 +145,7 @@ std::string StreamRedactor::feed(std::string_view chunk) {
     text = buf;
   }
   out.reserve(text.size());
-  find(text);
+  find(text, /*at_end=*/false);
   // Hold back from the longest suffix that may still grow into a match. A
   // match that runs into the held part moves the cursor past its start: what
   // is held is then the live partial after that match, and the matches before
@@ -171,7 +172,7 @@ std::string StreamRedactor::finish() {
     sodium_memzero(text.data(), text.size());
     return out;
   }
-  find(text);
+  find(text, /*at_end=*/true);
   // As feed() would, up to the live partial the stream ended in.
   size_t hold = hold_from(text, 0);
   size_t done = emit(text, 0, hold, &out);

@@ -69,12 +69,13 @@ class StreamRedactor {
     size_t unwrapped(size_t t) const;
   };
   // The breaks of `text` to look through, into breaks_.
-  void find_breaks(std::string_view text);
+  // `at_end`: the stream ends with `text` (a break at its end is none).
+  void find_breaks(std::string_view text, bool at_end);
   // `text` less breaks_ into unwrapped_ (empty).
   void unwrap(std::string_view text);
   // Finds the matches of `text`, leftmost then longest, for emit(); also
   // those through its line breaks (unwrapped_, when it has any).
-  void find(std::string_view text);
+  void find(std::string_view text, bool at_end);
   // Zeroes and empties unwrapped_ (a copy of the output).
   void forget_unwrapped();
   // Where what text[from..] ends in may still grow into a match starts.

@@ -44,11 +44,12 @@ TEST_F(IdentityCli, ACallSeesTheKeyAndItsOutputNeverShowsTheValue) {
             0)
       << err;
   EXPECT_EQ(out, sha256_hex(secret_) + "  -\nsmall\n");
-  // Printed raw, base64 (whole environment, so at some alignment), hex, and
+  // Printed raw, base64 (whole environment, so at some alignment; and
+  // wrapped every 76 characters, as `base64` does by default), hex, and
   // byte by byte: each redacted.
   ASSERT_EQ(run(call("acme", "r1", {"--identity"},
                      {"sh", "-c",
-                      "echo \"raw:$ANTHROPIC_API_KEY\"; env | base64 -w0; echo; "
+                      "echo \"raw:$ANTHROPIC_API_KEY\"; env | base64 -w0; echo; env | base64; "
                       "printf %s \"$ANTHROPIC_API_KEY\" | od -An -tx1 | tr -d ' \\n'; echo; "
                       "printf %s \"$ANTHROPIC_API_KEY\" | base64 -w0; echo; "
                       "printf 'x%s' \"$ANTHROPIC_API_KEY\" | base64 -w0; echo; "
@@ -60,6 +61,10 @@ TEST_F(IdentityCli, ACallSeesTheKeyAndItsOutputNeverShowsTheValue) {
   EXPECT_EQ(err, "[REDACTED:ANTHROPIC_API_KEY]");
   expect_no_form_in(out, "stdout");
   expect_no_form_in(err, "stderr");
+  // Nor once the wrapped lines are joined again.
+  std::string joined = out;
+  std::erase(joined, '\n');
+  expect_no_form_in(joined, "stdout, its lines joined");
   // A later call of the same run without --identity, in the same sandbox, is redacted too.
   ASSERT_EQ(run(call("acme", "r1", {}, {"sh", "-c", "echo $ANTHROPIC_API_KEY; echo plain"}),
                 std::nullopt, &out, &err),

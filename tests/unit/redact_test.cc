@@ -342,6 +342,29 @@ TEST(Redact, AValueWrappedAcrossLinesIsRedactedWhereverTheStreamIsCut) {
   EXPECT_EQ(feed_in_chunks(r, plain, every), plain);
 }
 
+// A stream that ends with a value and a line break ended there: the break
+// is no wrap of the value into a longer one that starts with it (a JIT test
+// caught "[REDACTED:LONGER]" for "[REDACTED:TOKEN]\n").
+TEST(Redact, AValueThenALineBreakAtTheEndIsThatValue) {
+  const std::string value = "ghp_0123456789abcdefghij";
+  auto p = compile_patterns({{"TOKEN", value}, {"LONGER", value + "XYZ0123456789"}});
+  for (const std::string& text : {value + "\n", value + "\r\n", "x\n" + value + "\n"}) {
+    const std::string want = std::string(text.substr(0, text.find(value))) + "[REDACTED:TOKEN]" +
+                             text.substr(text.find(value) + value.size());
+    EXPECT_EQ(redact_all(*p, text), want);
+    for (size_t cut = 1; cut < text.size(); ++cut) {
+      StreamRedactor r(p);
+      EXPECT_EQ(feed_in_chunks(r, text, {cut}), want) << "cut at " << cut;
+    }
+  }
+  // Cut right after the break, with more to come: the rest decides.
+  StreamRedactor r(p);
+  std::string out = r.feed(value + "\n");
+  out += r.feed("XYZ0123456789 tail\n");
+  out += r.finish();
+  EXPECT_EQ(out, "[REDACTED:LONGER] tail\n");
+}
+
 // A stream cut short inside a wrapped form: its start is not let go.
 TEST(Redact, AStreamCutShortInsideAWrappedValueReleasesNoLongPrefixOfIt) {
   const std::string value = "sk-test-4f2a9c1e7b3d5a8f";
