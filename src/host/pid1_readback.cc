@@ -60,7 +60,14 @@ Result<std::vector<std::string>> read_seccomp_programs(pid_t pid) {
   return out;
 }
 
-void read_pid1_files(pid_t pid, StartReadback& r) {
+StartReadback read_back_pid1(pid_t pid, bool shared_files) {
+  StartReadback r;
+  if (auto programs = read_seccomp_programs(pid)) {
+    r.seccomp_programs = std::move(*programs);
+  } else {
+    r.seccomp_error = programs.error().to_string();
+  }
+  r.ns = namespace_inodes(pid);
   const std::string proc = "/proc/" + std::to_string(pid) + "/";
   const auto read = [&](const char* name) {
     auto text = read_file(proc + name);
@@ -68,6 +75,7 @@ void read_pid1_files(pid_t pid, StartReadback& r) {
   };
   r.uid_map = read("uid_map");
   r.gid_map = read("gid_map");
+  if (!shared_files) return r;
   r.status = read("status");
   r.mountinfo = read("mountinfo");
   r.net_dev = read("net/dev");
@@ -77,17 +85,6 @@ void read_pid1_files(pid_t pid, StartReadback& r) {
     r.rlimits.push_back(
         {name, static_cast<uint64_t>(rl.rlim_cur), static_cast<uint64_t>(rl.rlim_max)});
   }
-}
-
-StartReadback read_back_pid1(pid_t pid) {
-  StartReadback r;
-  if (auto programs = read_seccomp_programs(pid)) {
-    r.seccomp_programs = std::move(*programs);
-  } else {
-    r.seccomp_error = programs.error().to_string();
-  }
-  r.ns = namespace_inodes(pid);
-  read_pid1_files(pid, r);
   return r;
 }
 

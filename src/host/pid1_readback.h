@@ -31,13 +31,10 @@ std::map<std::string, uint64_t> namespace_inodes(pid_t pid);
 // the middle of an exec is read once the exec is done.
 Result<std::vector<std::string>> read_seccomp_programs(pid_t pid);
 
-// The id maps, status, rlimits, mount table and interfaces of `pid` into
-// `r` (an unreadable file left empty).
-void read_pid1_files(pid_t pid, StartReadback& r);
-
-// All of the above (sandbox.h's StartReadback), the programs first: the
-// files are read once an exec under way is done. For a PID 1 that just
-// exec'd.
-StartReadback read_back_pid1(pid_t pid);
+// All of the above and PID 1's id maps, and with `shared_files` its status,
+// rlimits, mount table and interfaces too (sandbox.h's StartReadback; an
+// unreadable file left empty). The programs first: the files are read once
+// an exec under way is done.
+StartReadback read_back_pid1(pid_t pid, bool shared_files = true);
 
 }  // namespace rf::host

@@ -119,9 +119,7 @@ Result<std::unique_ptr<Sandbox>> NativeBackend::create(const SandboxSpec& in) {
     config.runner_argv.insert(config.runner_argv.end(), {arg5, cred.data()});
   }
   // Alive until the runner is exec'd (in start(), below).
-  // The host reads PID 1 itself (its /proc is on this kernel): the probe
-  // leaves that out (runner/self_probe.h, "Inside only").
-  std::vector<std::string> probe_args = host::start_probe_args(spec, /*inside_only=*/true);
+  std::vector<std::string> probe_args = host::start_probe_args(spec, kStartProbeInsideOnly);
   for (std::string& a : probe_args) config.runner_argv.push_back(a.data());
   config.runner_argv.push_back(nullptr);
   config.runner_envp = {nullptr};

@@ -258,7 +258,7 @@ void NativeSandbox::read_back_pid1(Launch& l) {
 
 Status NativeSandbox::handshake(Launch& l) {
   runner_ = std::make_unique<host::RunnerClient>(std::move(l.proto_parent));
-  expect_start_probe(/*inside_only=*/true);
+  expect_start_probe(kStartProbeInsideOnly);
   if (auto s = l.timer.run("handshake", [&] { return runner_->handshake(kSetupTimeout); }); !s) {
     if (auto why = death_reason()) return host::setup_error("handshake", *why);
     return host::setup_error("handshake", s.error());

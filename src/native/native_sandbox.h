@@ -19,6 +19,12 @@
 
 namespace rf::native {
 
+// The host reads a native sandbox's PID 1 itself (its /proc is on this
+// kernel): the self-probe started with it leaves that out (runner/
+// self_probe.h, "Inside only"), in the runner's arguments and in what the
+// host expects of it alike.
+inline constexpr bool kStartProbeInsideOnly = true;
+
 class NativeSandbox : public host::RunnerSandbox {
  public:
   NativeSandbox(SandboxSpec spec, host::UidSlot slot, std::unique_ptr<host::Cgroup> cgroup,

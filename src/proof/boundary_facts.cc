@@ -80,49 +80,25 @@ Result<std::vector<std::string>> seccomp_profile_digests(const std::string& prof
       program_digest(filters->arg_rules.data(), filters->arg_rules.size())};
 }
 
-Result<std::vector<std::string>> read_seccomp_digests(int pid) {
-  auto programs = host::read_seccomp_programs(pid);
-  if (!programs) return programs.take_error();
-  std::vector<std::string> out;
-  for (const std::string& p : *programs) out.push_back(sha256_hex(p));
-  return out;
-}
-
 namespace {
 
 // What the host reads of a sandbox by itself, without the self-probe: PID 1's
 // namespaces, id maps and seccomp programs, the cgroup limit files, and the
 // digests of the profile the spec names.
-void read_host_side(const Sandbox& sandbox, BoundaryFacts& f) {
-  const int pid = sandbox.init_pid();
-  if (pid > 0) {
+// What the host reads by itself, without the self-probe: PID 1 as `pid1`
+// says (null: not on this kernel), the cgroup limit files, and the digests
+// of the profile the spec names.
+void read_host_side(const Sandbox& sandbox, const StartReadback* pid1, BoundaryFacts& f) {
+  if (pid1 != nullptr) {
     // Only a PID 1 on this kernel can be compared with this host's namespaces.
     // This process's own are read once: it never moves to others.
     static const std::map<std::string, uint64_t> host_ns = host::namespace_inodes(0);
     f.host_ns = host_ns;
-    if (const StartReadback* r = sandbox.start_readback()) {
-      // Read as the runner started (native, "read back PID 1"), not now,
-      // beside the first call (and stopping PID 1 in the middle of it).
-      f.pid1_ns = r->ns;
-      f.pid1_uid_map = r->uid_map;
-      f.pid1_gid_map = r->gid_map;
-      if (r->seccomp_error.empty()) {
-        for (const std::string& p : r->seccomp_programs) f.seccomp_loaded.push_back(sha256_hex(p));
-      } else {
-        f.seccomp_readback_error = r->seccomp_error;
-      }
-    } else {
-      const std::string proc = "/proc/" + std::to_string(pid);
-      if (auto m = read_file(proc + "/uid_map")) f.pid1_uid_map = std::move(*m);
-      if (auto m = read_file(proc + "/gid_map")) f.pid1_gid_map = std::move(*m);
-      f.pid1_ns = host::namespace_inodes(pid);
-      auto loaded = read_seccomp_digests(pid);
-      if (loaded) {
-        f.seccomp_loaded = std::move(*loaded);
-      } else {
-        f.seccomp_readback_error = loaded.error().to_string();
-      }
-    }
+    f.pid1_ns = pid1->ns;
+    f.pid1_uid_map = pid1->uid_map;
+    f.pid1_gid_map = pid1->gid_map;
+    for (const std::string& p : pid1->seccomp_programs) f.seccomp_loaded.push_back(sha256_hex(p));
+    f.seccomp_readback_error = pid1->seccomp_error;
   } else {
     f.seccomp_readback_error =
         "the sandbox's PID 1 is not on this host (a remote daemon): its programs cannot be read";
@@ -136,35 +112,25 @@ void read_host_side(const Sandbox& sandbox, BoundaryFacts& f) {
   f.runner_sha256 = runner_sha256();
 }
 
-// What every process of the sandbox shares with its PID 1, read from PID 1
-// for a probe that left it out (runner/self_probe.h, "Inside only"), in the
-// probe's own form (proto/probe_facts.h): as the sandbox started when the
-// host read it then (StartReadback), else now. Nothing when PID 1 is not on
-// this kernel.
-nlohmann::json read_shared_facts(const Sandbox& sandbox, const BoundaryFacts& f) {
+// What every process of the sandbox shares with its PID 1, as the host read
+// it there, for a probe that left it out (runner/self_probe.h,
+// "Inside only"), in the probe's own form (proto/probe_facts.h).
+nlohmann::json shared_facts(const StartReadback& r) {
   using nlohmann::json;
-  const int pid = sandbox.init_pid();
-  if (pid <= 0) return json::object();
-  StartReadback now;
-  const StartReadback* r = sandbox.start_readback();
-  if (r == nullptr) {
-    host::read_pid1_files(pid, now);
-    r = &now;
-  }
   json out = json::object();
-  if (!f.pid1_uid_map.empty() && !f.pid1_gid_map.empty()) {
-    out["uid_map"] = f.pid1_uid_map;
-    out["gid_map"] = f.pid1_gid_map;
+  if (!r.uid_map.empty() && !r.gid_map.empty()) {
+    out["uid_map"] = r.uid_map;
+    out["gid_map"] = r.gid_map;
   }
-  if (!r->status.empty()) {
+  if (!r.status.empty()) {
     json kept = json::object();
-    for (const proto::StatusField& s : proto::kept_status_fields(r->status))
+    for (const proto::StatusField& s : proto::kept_status_fields(r.status))
       kept[std::string(s.name)] = s.value;
     out["status"] = std::move(kept);
   }
-  if (!r->rlimits.empty()) {
+  if (!r.rlimits.empty()) {
     json limits = json::object();
-    for (const StartReadback::Rlimit& l : r->rlimits) {
+    for (const StartReadback::Rlimit& l : r.rlimits) {
       json pair = json::array();
       for (const uint64_t x : {l.cur, l.max}) {
         if (x == static_cast<uint64_t>(RLIM_INFINITY)) {
@@ -177,10 +143,10 @@ nlohmann::json read_shared_facts(const Sandbox& sandbox, const BoundaryFacts& f)
     }
     out["rlimits"] = std::move(limits);
   }
-  if (!r->mountinfo.empty()) out["mountinfo"] = r->mountinfo;
-  if (!r->net_dev.empty()) {
+  if (!r.mountinfo.empty()) out["mountinfo"] = r.mountinfo;
+  if (!r.net_dev.empty()) {
     json names = json::array();
-    for (const auto n : proto::net_dev_interfaces(r->net_dev)) names.push_back(n);
+    for (const auto n : proto::net_dev_interfaces(r.net_dev)) names.push_back(n);
     out["interfaces"] = std::move(names);
   }
   return out;
@@ -229,16 +195,23 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox, StartedProbe probe
   if (!probe.call) return make_error("boundary report: self-probe", probe.error.to_string());
   // The host's own reads need nothing from the probe. Made as the sandbox
   // started (StartReadback), what is left of them is quick: done here. Else
-  // they run beside the probe (about half a millisecond here, mostly
-  // stopping PID 1 to read its seccomp programs), so the report waits for
-  // the slower of the two only.
+  // PID 1 is read now, beside the probe (about half a millisecond here,
+  // mostly stopping PID 1 to read its seccomp programs), so the report
+  // waits for the slower of the two only.
+  const int pid = sandbox.init_pid();
+  const StartReadback* pid1 = sandbox.start_readback();
+  StartReadback now;
   nlohmann::json shared;
-  const auto read_host = [&sandbox, &f, &shared, inside_only = probe.inside_only] {
-    read_host_side(sandbox, f);
-    if (inside_only) shared = read_shared_facts(sandbox, f);
+  const auto read_host = [&, inside_only = probe.inside_only] {
+    if (pid1 == nullptr && pid > 0) {
+      now = host::read_back_pid1(pid, /*shared_files=*/inside_only);
+      pid1 = &now;
+    }
+    read_host_side(sandbox, pid1, f);
+    if (inside_only && pid1 != nullptr) shared = shared_facts(*pid1);
   };
   std::thread host_side;
-  if (sandbox.start_readback() != nullptr) {
+  if (pid1 != nullptr) {
     read_host();
   } else {
     host_side = std::thread(read_host);

@@ -44,10 +44,6 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox, StartedProbe probe
 // the profile publishes (docs/proof.md; `ringfence keys show --profile`).
 Result<std::vector<std::string>> seccomp_profile_digests(const std::string& profile);
 
-// SHA-256 (hex) of each seccomp program the kernel holds for `pid`, in load
-// order (host::read_seccomp_programs).
-Result<std::vector<std::string>> read_seccomp_digests(int pid);
-
 // SHA-256 (hex) of the tool runner binary, read and hashed once per process
 // (about 12 ms for its 2 MB with libsodium's portable SHA-256), then cached;
 // empty when it cannot be read.

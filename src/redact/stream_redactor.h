@@ -13,7 +13,7 @@
 // alphabets (letters, digits, + / - _) is looked through: a form that shows
 // once such breaks are taken out is redacted with them (the whole span
 // becomes the one mark). A break at the end of what has come so far counts
-// as one for what is held back.
+// as one for what is held back, until the stream ends there.
 // Not thread-safe: one per stream.
 #pragma once
 
