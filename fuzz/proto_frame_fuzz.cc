@@ -66,6 +66,9 @@ void parse_frame(const Frame& f) {
     case MsgType::kCredAnswer:
       (void)rf::proto::parse_cred_answer(f.json);
       break;
+    case MsgType::kCredWithdrawn:
+      (void)rf::proto::parse_cred_withdrawn(f.json);
+      break;
     case MsgType::kStdin:
     case MsgType::kStdinClose:
     case MsgType::kStdout:

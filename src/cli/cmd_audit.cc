@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/proof_session.h"
 #include "core/io.h"
+#include "core/printable.h"
 #include "proof/proof_log.h"
 #include "proof/signing_key.h"
 #include "proof/verify.h"
@@ -76,9 +77,11 @@ int run_show(const AuditFlags& f) {
   if (f.json) {
     json out = json::array();
     for (const auto& e : *events) out.push_back(event_json(e));
-    std::printf("%s\n", out.dump().c_str());
+    std::printf("%s\n", printable_json(out).c_str());
     return 0;
   }
+  // An event's detail holds what a sandbox or a tenant wrote (an rf-cred
+  // reason, a step's error): shown as JSON with nothing a terminal acts on.
   std::printf("%-6s %-24s %-20s %-16s %-28s %s\n", "SEQ", "AT", "KIND", "ACTOR", "WHERE", "DETAIL");
   for (const auto& e : *events) {
     std::string where;
@@ -88,8 +91,8 @@ int run_show(const AuditFlags& f) {
       where += (where.empty() ? "" : " ") + std::string("call=") + std::to_string(*e.call_id);
     if (e.sandbox_id) where += (where.empty() ? "" : " ") + std::string("sandbox=") + *e.sandbox_id;
     std::printf("%-6lld %-24s %-20s %-16s %-28s %s\n", static_cast<long long>(e.seq),
-                iso_time(e.at).c_str(), e.kind.c_str(), e.actor.c_str(), where.c_str(),
-                e.detail_json.c_str());
+                iso_time(e.at).c_str(), printable(e.kind).c_str(), printable(e.actor).c_str(),
+                printable(where).c_str(), printable_json_text(e.detail_json).c_str());
   }
   return 0;
 }

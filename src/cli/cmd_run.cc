@@ -1,5 +1,6 @@
 // `ringfence run end | show | cancel | replay | artifact`: runs, of calls and
-// of workflows (issue 12).
+// of workflows (issue 12). Names, commands and errors are a tenant's or a
+// sandbox's text: they reach the terminal through printable().
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -7,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/run_follow.h"
 #include "core/io.h"
+#include "core/printable.h"
 #include "store/workflow_store.h"
 
 namespace rf::cli {
@@ -53,28 +55,25 @@ int run_show(const RunFlags& f) {
               {"state", store::to_string(run->state)},
               {"calls", calls}};
     if (wf) j["workflow_run"] = workflow_run_json(s, *wf);
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", printable_json(j).c_str());
     return 0;
   }
   if (wf) {
     print_workflow_run(s, *wf);
     std::printf("  calls:\n");
   } else {
-    std::printf("run %s  project %s  %s  %zu calls\n", run->id.c_str(), run->project_id.c_str(),
+    std::printf("run %s  project %s  %s  %zu calls\n", printable(run->id).c_str(),
+                printable(run->project_id).c_str(),
                 std::string(store::to_string(run->state)).c_str(), run->calls.size());
   }
   for (const auto& c : run->calls) {
     std::string argv;
     for (const auto& a : c.argv) argv += (argv.empty() ? "" : " ") + a;
-    for (char& ch : argv) {
-      if (ch == '\n') ch = ' ';
-    }
-    if (argv.size() > 100) argv = argv.substr(0, 100) + "...";
     std::printf("  %-6lld %-12s %-5s %-16s %s\n", static_cast<long long>(c.id),
                 std::string(store::to_string(c.state)).c_str(),
                 c.exit_code ? std::to_string(*c.exit_code).c_str() : "-",
-                c.worker_id.value_or("-").c_str(), argv.c_str());
-    if (c.error) std::printf("         %s\n", c.error->c_str());
+                printable(c.worker_id.value_or("-")).c_str(), printable(argv, 100).c_str());
+    if (c.error) std::printf("         %s\n", printable(*c.error).c_str());
   }
   return 0;
 }
@@ -87,10 +86,10 @@ int run_cancel(const RunFlags& f) {
   if (!state) return fail(state.error().to_string(), kExitRuntime);
   switch (*state) {
     case store::WorkflowRunState::cancelled:
-      std::printf("run %s cancelled\n", f.run.c_str());
+      std::printf("run %s cancelled\n", printable(f.run).c_str());
       return 0;
     case store::WorkflowRunState::running:
-      std::printf("run %s: its worker is asked to stop it\n", f.run.c_str());
+      std::printf("run %s: its worker is asked to stop it\n", printable(f.run).c_str());
       return 0;
     default:
       return fail(
@@ -111,7 +110,7 @@ int run_replay(const RunFlags& f) {
   std::printf(
       "run %s: a replay of %s (its in_process steps answered as recorded; identity "
       "resolved again)\n",
-      id->c_str(), f.run.c_str());
+      printable(*id).c_str(), printable(f.run).c_str());
   std::fflush(stdout);
   return follow_to_end(s, *id, {f.follow, state_dir_or_default(f.state_dir)}, f.json);
 }
@@ -124,7 +123,7 @@ int run_artifact(const RunFlags& f) {
   if (!*a) return fail("step " + f.step + " of run " + f.run + " sent no artifact", 1);
   const store::ArtifactRow& row = **a;
   if (!row.data) {
-    std::printf("%s\n", row.ref_json.c_str());
+    std::printf("%s\n", printable_json_text(row.ref_json).c_str());
     if (!f.output.empty()) {
       return fail("the artifact went to " + row.dest + "; only dest none keeps it in the store", 1);
     }

@@ -12,6 +12,7 @@
 #include "cli/backends.h"
 #include "cli/client_store.h"
 #include "cli/commands.h"
+#include "core/printable.h"
 #include "core/units.h"
 #include "host/host_health.h"
 #include "local/scratch_dir.h"
@@ -122,15 +123,19 @@ nlohmann::json listed_json(const Listed& l) {
           {"peak_memory_bytes", i.memory_bytes ? nlohmann::json(*i.memory_bytes) : nullptr}};
 }
 
+// Ids, runs and projects are a tenant's text (a docker container's name can
+// be anyone's): each cell is shown escaped, and on one line.
 std::vector<std::string> listed_cells(const Listed& l) {
   const SandboxInfo& i = l.info;
-  auto text = [](const std::optional<std::string>& v) { return v ? *v : std::string("-"); };
+  auto text = [](const std::optional<std::string>& v) {
+    return v ? printable(*v) : std::string("-");
+  };
   const auto* row = l.row ? &*l.row : nullptr;
-  return {i.id,
-          i.backend,
+  return {printable(i.id),
+          printable(i.backend),
           row ? text(row->project_id) : "-",
           row ? text(row->run_id) : "-",
-          row ? row->mode : "-",
+          row ? printable(row->mode) : "-",
           row ? text(row->worker_id) : "-",
           format_age(i.age),
           i.pid ? std::to_string(i.pid) : "-",
@@ -181,7 +186,7 @@ int run_list(const AdminFlags& f) {
   if (f.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& l : found) arr.push_back(listed_json(l));
-    std::printf("%s\n", arr.dump().c_str());
+    std::printf("%s\n", printable_json(arr).c_str());
   } else {
     std::vector<std::vector<std::string>> rows = {
         {"ID", "BACKEND", "PROJECT", "RUN", "MODE", "WORKER", "AGE", "PID", "OWNER", "MEMORY"}};
@@ -217,8 +222,8 @@ int run_reap(const AdminFlags& f) {
     }
     for (const auto& i : *reaped) {
       const std::string why = i.orphaned() ? "orphaned" : "older than " + f.older_than;
-      std::printf("%s %s (%s; %s, age %s)\n", f.dry_run ? "would reap" : "reaped", i.id.c_str(),
-                  name.c_str(), why.c_str(), format_age(i.age).c_str());
+      std::printf("%s %s (%s; %s, age %s)\n", f.dry_run ? "would reap" : "reaped",
+                  printable(i.id).c_str(), name.c_str(), why.c_str(), format_age(i.age).c_str());
       any = true;
     }
   }

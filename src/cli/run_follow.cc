@@ -8,6 +8,7 @@
 
 #include "cli/call_wait.h"
 #include "core/io.h"
+#include "core/printable.h"
 #include "core/units.h"
 
 namespace rf::cli {
@@ -16,12 +17,16 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 
-std::string one_line(std::string s, size_t max = 160) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-  }
-  if (s.size() > max) s = s.substr(0, max) + "...";
-  return s;
+// Every name, message, error and output line here was written by a tenant
+// (a workflow file) or a sandbox (a step's output, its error): shown on one
+// line, with whatever a terminal would act on escaped.
+std::string one_line(std::string_view s, size_t max = 160) { return printable(s, max); }
+
+// The string `key` of an event's detail, shown (`fallback` when absent).
+std::string text_of(const json& d, const char* key, const char* fallback = "") {
+  auto it = d.find(key);
+  if (it == d.end() || !it->is_string()) return fallback;
+  return printable(it->get<std::string>());
 }
 
 std::string seconds(int64_t ms) {
@@ -37,17 +42,18 @@ std::string seconds(int64_t ms) {
 std::string artifact_text(const json& a) {
   const std::string dest = a.value("dest", "");
   if (dest == "git") {
-    return "git " + a.value("url", "") + " " + a.value("branch", "") + " @ " +
-           a.value("commit", "").substr(0, 12);
+    return "git " + text_of(a, "url") + " " + text_of(a, "branch") + " @ " +
+           printable(a.value("commit", "").substr(0, 12));
   }
-  if (dest == "s3") return "s3 " + a.value("url", "") + " (" + a.value("etag", "") + ")";
-  if (dest == "local") return "local " + a.value("path", "");
+  if (dest == "s3") return "s3 " + text_of(a, "url") + " (" + text_of(a, "etag") + ")";
+  if (dest == "local") return "local " + text_of(a, "path");
   return "in the store (" + std::to_string(a.value("size", 0)) + " bytes; ringfence run artifact)";
 }
 
 // Prints a step's output lines as they come, each with the step's name.
 class CallPrinter {
  public:
+  // `step`: as shown already.
   CallPrinter(std::string step, int64_t call) : step_(std::move(step)), call_(call) {}
   // Prints what arrived; returns whether anything did.
   bool pump(store::Store& s) {
@@ -74,7 +80,7 @@ class CallPrinter {
 
  private:
   void emit(store::Stream stream, const std::string& line) {
-    const std::string text = "  " + step_ + " | " + line + "\n";
+    const std::string text = "  " + step_ + " | " + printable(line) + "\n";
     (void)write_all(stream == store::Stream::out ? STDOUT_FILENO : STDERR_FILENO, text);
   }
   std::string step_;
@@ -86,20 +92,20 @@ class CallPrinter {
 void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
                  std::map<std::string, int64_t>* call_of_step) {
   const json d = json::parse(e.detail_json.value_or("{}"), nullptr, false);
-  const std::string step = d.value("step", "");
+  const std::string step = text_of(d, "step");
   if (e.kind == "run.start") {
     if (d.value("claims", 1) > 1) {
       std::printf("run resumed by worker %s (claim %d): finished steps are not run again\n",
-                  d.value("worker", "?").c_str(), d.value("claims", 1));
+                  text_of(d, "worker", "?").c_str(), d.value("claims", 1));
     }
   } else if (e.kind == "step.start") {
-    const std::string kind = d.value("kind", "");
-    std::printf("> %-14s %s%s  attempt %lld\n", step.c_str(), d.value("mode", "").c_str(),
+    const std::string kind = text_of(d, "kind");
+    std::printf("> %-14s %s%s  attempt %lld\n", step.c_str(), text_of(d, "mode").c_str(),
                 kind.empty() ? "" : ("/" + kind).c_str(),
                 static_cast<long long>(d.value("attempt", 1)));
   } else if (e.kind == "step.sandbox") {
-    std::printf("  %-14s sandbox %s (%s)\n", step.c_str(), d.value("sandbox", "-").c_str(),
-                d.value("backend", "").c_str());
+    std::printf("  %-14s sandbox %s (%s)\n", step.c_str(), text_of(d, "sandbox", "-").c_str(),
+                text_of(d, "backend").c_str());
     if (d.contains("call")) {
       const int64_t call = d["call"].get<int64_t>();
       calls->emplace(call, CallPrinter(step, call));
@@ -115,20 +121,20 @@ void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
         static_cast<long long>(d.value("approval", 0)));
   } else if (e.kind == "step.retry") {
     std::printf("  %-14s retrying (%s) in %s: attempt %lld\n", step.c_str(),
-                d.value("because", "").c_str(), seconds(d.value("after_ms", 0)).c_str(),
+                text_of(d, "because").c_str(), seconds(d.value("after_ms", 0)).c_str(),
                 static_cast<long long>(d.value("next_attempt", 2)));
   } else if (e.kind == "step.handoff") {
     std::printf("  %-14s requires %s; worker %s lacks %s: the run goes to a worker that has them\n",
-                step.c_str(), d.value("requires", "").c_str(), d.value("worker", "?").c_str(),
-                d.value("lacks", "").c_str());
+                step.c_str(), text_of(d, "requires").c_str(), text_of(d, "worker", "?").c_str(),
+                text_of(d, "lacks").c_str());
   } else if (e.kind == "step.resume") {
-    std::printf("  %-14s %s\n", step.c_str(), d.value("why", "").c_str());
+    std::printf("  %-14s %s\n", step.c_str(), text_of(d, "why").c_str());
   } else if (e.kind == "step.end") {
     if (auto it = call_of_step->find(step); it != call_of_step->end()) {
       auto c = calls->find(it->second);
       if (c != calls->end()) c->second.flush();
     }
-    const std::string status = d.value("status", "");
+    const std::string status = text_of(d, "status");
     const char* mark = status == "succeeded" ? "ok" : status == "skipped" ? "--" : "!!";
     std::string tail;
     if (d.contains("duration_ms")) tail += " " + seconds(d["duration_ms"].get<int64_t>());
@@ -255,29 +261,31 @@ int follow_to_end(store::Store& s, const std::string& run_id, const FollowOption
     return 125;
   }
   if (as_json) {
-    std::printf("%s\n", workflow_run_json(s, *end).dump().c_str());
+    std::printf("%s\n", printable_json(workflow_run_json(s, *end)).c_str());
   } else if (!o.follow) {
     print_workflow_run(s, *end);
   } else {
-    std::printf("run %s %s%s\n", run_id.c_str(), std::string(store::to_string(end->state)).c_str(),
-                end->error ? (": " + *end->error).c_str() : "");
+    std::printf("run %s %s%s\n", printable(run_id).c_str(),
+                std::string(store::to_string(end->state)).c_str(),
+                end->error ? (": " + printable(*end->error)).c_str() : "");
   }
   return end->state == store::WorkflowRunState::succeeded ? 0 : 1;
 }
 
 void print_workflow_run(store::Store& s, const store::WorkflowRunRow& r) {
   const json j = workflow_run_json(s, r);
-  std::printf("run %s  workflow %s  project %s  %s%s\n", r.run_id.c_str(), r.workflow.c_str(),
-              r.project_id.c_str(), std::string(store::to_string(r.state)).c_str(),
+  std::printf("run %s  workflow %s  project %s  %s%s\n", printable(r.run_id).c_str(),
+              printable(r.workflow).c_str(), printable(r.project_id).c_str(),
+              std::string(store::to_string(r.state)).c_str(),
               r.error ? (": " + one_line(*r.error, 300)).c_str() : "");
-  if (r.replay_of) std::printf("  a replay of %s\n", r.replay_of->c_str());
+  if (r.replay_of) std::printf("  a replay of %s\n", printable(*r.replay_of).c_str());
   if (r.claims > 1) std::printf("  resumed: taken %lld times\n", static_cast<long long>(r.claims));
   std::printf("  %-14s %-20s %-7s %-12s %-16s %-9s %s\n", "STEP", "MODE", "ATTEMPT", "STATUS",
               "SANDBOX", "TIME", "OUTPUT / ERROR");
   for (const auto& step : j["steps"]) {
     for (const auto& a : step["attempts"]) {
-      std::string mode = a.value("mode", "");
-      if (a.contains("kind")) mode += "/" + a["kind"].get<std::string>();
+      std::string mode = text_of(a, "mode");
+      if (a.contains("kind")) mode += "/" + text_of(a, "kind");
       std::string text;
       if (a.contains("error")) {
         text = a["error"].get<std::string>();
@@ -286,9 +294,9 @@ void print_workflow_run(store::Store& s, const store::WorkflowRunRow& r) {
         text = a["outputs"]["output"].get<std::string>();
       }
       std::printf(
-          "  %-14s %-20s %-7lld %-12s %-16s %-9s %s\n", step["id"].get<std::string>().c_str(),
-          mode.c_str(), static_cast<long long>(a.value("attempt", 1)), a.value("state", "").c_str(),
-          a.value("sandbox", "-").c_str(),
+          "  %-14s %-20s %-7lld %-12s %-16s %-9s %s\n", text_of(step, "id").c_str(), mode.c_str(),
+          static_cast<long long>(a.value("attempt", 1)), text_of(a, "state").c_str(),
+          text_of(a, "sandbox", "-").c_str(),
           a.contains("duration_ms") ? seconds(a["duration_ms"].get<int64_t>()).c_str() : "-",
           one_line(text, 80).c_str());
       if (a.contains("outputs") && a["outputs"].contains("artifact")) {

@@ -153,6 +153,11 @@ void RunnerClient::set_cred_handler(CredHandler handler) {
   cred_handler_ = std::move(handler);
 }
 
+void RunnerClient::set_cred_withdrawn_handler(CredWithdrawnHandler handler) {
+  std::lock_guard lock(mu_);
+  cred_withdrawn_handler_ = std::move(handler);
+}
+
 Status RunnerClient::answer_credential(const proto::CredAnswer& answer, std::string_view value) {
   return send(MsgType::kCredAnswer, 0, proto::to_json(answer), answer.granted ? value : "");
 }
@@ -169,6 +174,16 @@ void RunnerClient::on_cred_request(const Frame& f) {
                             "`ringfence call --jit` calls and cli_agent_jit steps may ask"});
 }
 
+void RunnerClient::on_cred_withdrawn(const Frame& f) {
+  auto w = proto::parse_cred_withdrawn(f.json);
+  if (!w) {
+    last_error_ = make_error("cred_withdrawn from the runner", w.error().to_string());
+    return;
+  }
+  // No handler: no request of it waits here, so there is nothing to withdraw.
+  if (cred_withdrawn_handler_) cred_withdrawn_handler_(*w);
+}
+
 void RunnerClient::send_cred_refusals() {
   std::vector<proto::CredAnswer> out;
   {
@@ -180,6 +195,7 @@ void RunnerClient::send_cred_refusals() {
 
 void RunnerClient::dispatch(Frame&& f) {
   if (f.type == MsgType::kCredRequest) return on_cred_request(f);
+  if (f.type == MsgType::kCredWithdrawn) return on_cred_withdrawn(f);
   auto it = pending_.find(f.call_id);
   if (it == pending_.end()) {
     // Errors about no waiting call (a running call's stdin/signal, the stream):

@@ -81,6 +81,10 @@ class RunnerClient {
   // a request is refused. Empty: none from here on.
   using CredHandler = std::function<void(const proto::CredRequest&)>;
   void set_cred_handler(CredHandler handler);
+  // The asker of a request left before its answer (cred_withdrawn, protocol
+  // 0.3): told to `handler` as requests are, and under the same rules.
+  using CredWithdrawnHandler = std::function<void(const proto::CredWithdrawn&)>;
+  void set_cred_withdrawn_handler(CredWithdrawnHandler handler);
   // The answer to one request; `value` (granted only) is the frame's data.
   Status answer_credential(const proto::CredAnswer& answer, std::string_view value);
 
@@ -116,9 +120,11 @@ class RunnerClient {
   std::optional<Error> last_error_;  // the latest ERROR about no call (id 0)
   std::function<std::optional<Error>()> liveness_;
   CredHandler cred_handler_;
-  std::vector<proto::CredAnswer> cred_refusals_;    // sent once mu_ is released
-  void on_cred_request(const proto::Frame& frame);  // with mu_ held
-  void send_cred_refusals();                        // without mu_
+  CredWithdrawnHandler cred_withdrawn_handler_;
+  std::vector<proto::CredAnswer> cred_refusals_;      // sent once mu_ is released
+  void on_cred_request(const proto::Frame& frame);    // with mu_ held
+  void on_cred_withdrawn(const proto::Frame& frame);  // with mu_ held
+  void send_cred_refusals();                          // without mu_
   std::chrono::milliseconds liveness_every_{0};
   // Registers a call id for `p` (under mu_), and removes it again.
   void add_pending(Pending& p);

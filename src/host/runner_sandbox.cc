@@ -135,6 +135,11 @@ void RunnerSandbox::set_credential_handler(std::function<void(const proto::CredR
   if (runner_) runner_->set_cred_handler(std::move(handler));
 }
 
+void RunnerSandbox::set_credential_withdrawn_handler(
+    std::function<void(const proto::CredWithdrawn&)> handler) {
+  if (runner_) runner_->set_cred_withdrawn_handler(std::move(handler));
+}
+
 Status RunnerSandbox::bind_edge_credentials(std::vector<net::EdgeCredential> creds,
                                             std::function<void(const net::EdgeEvent&)> on_event) {
   if (spec_.network != NetworkPolicy::kProxy) {

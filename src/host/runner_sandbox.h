@@ -56,6 +56,8 @@ class RunnerSandbox : public Sandbox {
   }
   bool takes_credential_requests() const override { return takes_credentials_; }
   void set_credential_handler(std::function<void(const proto::CredRequest&)> handler) override;
+  void set_credential_withdrawn_handler(
+      std::function<void(const proto::CredWithdrawn&)> handler) override;
   Status answer_credential(const proto::CredAnswer& answer, std::string_view value) override;
   Status bind_edge_credentials(std::vector<net::EdgeCredential> creds,
                                std::function<void(const net::EdgeEvent&)> on_event) override;

@@ -45,6 +45,7 @@ bool known_type(uint8_t t) {
     case MsgType::kShutdown:
     case MsgType::kCredRequest:
     case MsgType::kCredAnswer:
+    case MsgType::kCredWithdrawn:
       return true;
   }
   return false;
@@ -102,6 +103,8 @@ const char* type_name(MsgType t) {
       return "cred_request";
     case MsgType::kCredAnswer:
       return "cred_answer";
+    case MsgType::kCredWithdrawn:
+      return "cred_withdrawn";
   }
   return "unknown";
 }

@@ -50,8 +50,9 @@ enum class MsgType : uint8_t {
   kOk = 40,
   kError = 41,
   kShutdown = 42,
-  kCredRequest = 50,  // R→H, protocol 0.2: a process in the sandbox asks for a credential
-  kCredAnswer = 51,   // H→R, protocol 0.2: the answer; a granted value is the data
+  kCredRequest = 50,    // R→H, protocol 0.2: a process in the sandbox asks for a credential
+  kCredAnswer = 51,     // H→R, protocol 0.2: the answer; a granted value is the data
+  kCredWithdrawn = 52,  // R→H, protocol 0.3: a request's asker left before its answer
 };
 
 // True for the type values this version knows.

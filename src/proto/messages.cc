@@ -225,6 +225,7 @@ std::string to_json(const CredRequest& m) {
 std::string to_json(const CredAnswer& m) {
   return dump(json{{"request", m.request}, {"granted", m.granted}, {"message", m.message}});
 }
+std::string to_json(const CredWithdrawn& m) { return dump(json{{"request", m.request}}); }
 std::string to_json(const ProbeResult& m) {
   return dump(json{{"pid", m.pid},
                    {"uid", m.uid},
@@ -437,6 +438,15 @@ Result<CredAnswer> parse_cred_answer(const std::string& s) {
   r.get("message", &m.message);
   if (!r.ok()) return r.error();
   if (m.request == 0) return make_error("cred_answer.request", "0 is never a request");
+  return m;
+}
+
+Result<CredWithdrawn> parse_cred_withdrawn(const std::string& s) {
+  Reader r(s, "cred_withdrawn");
+  CredWithdrawn m;
+  r.get("request", &m.request, true);
+  if (!r.ok()) return r.error();
+  if (m.request == 0) return make_error("cred_withdrawn.request", "0 is never a request");
   return m;
 }
 

@@ -16,14 +16,17 @@ namespace rf::proto {
 
 // The protocol version this build speaks, and the range of peer versions it
 // accepts: same major, minor in [kMinMinor, kMaxMinor]. The one place the
-// range is written; compatible_range() says it (">=0.1,<0.2").
-inline constexpr const char* kProtocolVersion = "0.2.0";
+// range is written; compatible_range() says it (">=0.1,<0.4").
+inline constexpr const char* kProtocolVersion = "0.3.0";
 inline constexpr int kProtocolMajor = 0;
 inline constexpr int kMinMinor = 1;
-inline constexpr int kMaxMinor = 2;
+inline constexpr int kMaxMinor = 3;
 // The first minor with cred_request/cred_answer (JIT credentials): a runner
 // sends cred_request only to a host that said at least this.
 inline constexpr int kCredMinor = 2;
+// The first minor with cred_withdrawn: a runner tells only such a host that
+// an asker left (an older host's decoder would fail on the unknown type).
+inline constexpr int kCredWithdrawnMinor = 3;
 std::string compatible_range();
 
 struct Version {
@@ -144,6 +147,12 @@ struct CredAnswer {
   bool granted = false;
   std::string message;  // refused: why, naming the rule or the missing key
 };
+// R→H (protocol 0.3): the asker of request `request` closed its connection
+// (it was killed, it timed out) before the host answered. The host stops
+// waiting for a human on its behalf; a later answer to it is ignored.
+struct CredWithdrawn {
+  uint32_t request = 0;
+};
 
 struct ProbeResult {
   int pid = 0, uid = 0, gid = 0;
@@ -168,6 +177,7 @@ std::string to_json(const ErrorMsg&);
 std::string to_json(const ProbeResult&);
 std::string to_json(const CredRequest&);
 std::string to_json(const CredAnswer&);
+std::string to_json(const CredWithdrawn&);
 
 Result<Hello> parse_hello(const std::string& json);
 Result<ExecRequest> parse_exec(const std::string& json);
@@ -183,5 +193,6 @@ Result<ErrorMsg> parse_error(const std::string& json);
 Result<ProbeResult> parse_probe_result(const std::string& json);
 Result<CredRequest> parse_cred_request(const std::string& json);
 Result<CredAnswer> parse_cred_answer(const std::string& json);
+Result<CredWithdrawn> parse_cred_withdrawn(const std::string& json);
 
 }  // namespace rf::proto

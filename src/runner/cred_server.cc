@@ -49,7 +49,7 @@ struct CredServer::Conn {
 };
 
 Result<std::unique_ptr<CredServer>> CredServer::listen(const std::string& name, WatchFn watch,
-                                                       ForwardFn forward) {
+                                                       ForwardFn forward, WithdrawFn withdraw) {
   const std::string where = "--cred-socket " + name;
   sockaddr_un addr;
   socklen_t len = 0;
@@ -63,13 +63,16 @@ Result<std::unique_ptr<CredServer>> CredServer::listen(const std::string& name, 
   }
   if (::listen(fd.get(), 64) != 0) return sys_error(where + ": listen");
   std::unique_ptr<CredServer> s(
-      new CredServer(std::move(watch), std::move(forward), std::move(fd)));
+      new CredServer(std::move(watch), std::move(forward), std::move(withdraw), std::move(fd)));
   s->watch_(s->listener_.get(), kListenerTag, EPOLLIN);
   return s;
 }
 
-CredServer::CredServer(WatchFn watch, ForwardFn forward, UniqueFd listener)
-    : watch_(std::move(watch)), forward_(std::move(forward)), listener_(std::move(listener)) {}
+CredServer::CredServer(WatchFn watch, ForwardFn forward, WithdrawFn withdraw, UniqueFd listener)
+    : watch_(std::move(watch)),
+      forward_(std::move(forward)),
+      withdraw_(std::move(withdraw)),
+      listener_(std::move(listener)) {}
 
 CredServer::~CredServer() {
   for (auto& [id, c] : conns_) watch_(c->fd.get(), 0, 0);
@@ -189,9 +192,13 @@ bool CredServer::flush(Conn& c) {
 void CredServer::close_conn(uint64_t id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
-  if (it->second->request != 0) waiting_.erase(it->second->request);
+  const uint32_t request = it->second->request;  // 0 once answered
   watch_(it->second->fd.get(), 0, 0);
   conns_.erase(it);
+  if (request == 0) return;
+  // Gone while the host decides: the host stops asking a human for it.
+  waiting_.erase(request);
+  if (withdraw_) withdraw_(request);
 }
 
 }  // namespace rf::runner

@@ -8,9 +8,10 @@
 //
 // Nothing is decided here: the host evaluates the policy. A connection that
 // goes away before its answer drops it (a late value is never written
-// anywhere). At most kMaxPending requests wait at once; more are answered
-// "busy" at once. The value's bytes are wiped from the server's buffers once
-// written.
+// anywhere), and the host is told (cred_withdrawn), so that no human is left
+// asked on behalf of a process that is gone. At most kMaxPending requests
+// wait at once; more are answered "busy" at once. The value's bytes are wiped
+// from the server's buffers once written.
 //
 // Driven by the runner's epoll loop through a registration hook, like the
 // egress bridge; it knows nothing of frames.
@@ -38,10 +39,13 @@ class CredServer {
   // Hands a parsed request on (to the host). Returns false when the host
   // takes no requests (it speaks protocol 0.1): the asker is refused at once.
   using ForwardFn = std::function<bool(const proto::CredRequest&)>;
+  // Tells the host that the asker of forwarded request `request` left
+  // before its answer.
+  using WithdrawFn = std::function<void(uint32_t request)>;
 
   // Listens on `name` ("@ringfence-cred": abstract). An error names it.
   static Result<std::unique_ptr<CredServer>> listen(const std::string& name, WatchFn watch,
-                                                    ForwardFn forward);
+                                                    ForwardFn forward, WithdrawFn withdraw);
   ~CredServer();
   CredServer(const CredServer&) = delete;
   CredServer& operator=(const CredServer&) = delete;
@@ -54,7 +58,7 @@ class CredServer {
 
  private:
   struct Conn;
-  CredServer(WatchFn watch, ForwardFn forward, UniqueFd listener);
+  CredServer(WatchFn watch, ForwardFn forward, WithdrawFn withdraw, UniqueFd listener);
   void on_listener();
   void on_conn(uint64_t id, uint32_t events);
   void take_line(uint64_t id, Conn& c);
@@ -65,6 +69,7 @@ class CredServer {
 
   WatchFn watch_;
   ForwardFn forward_;
+  WithdrawFn withdraw_;
   UniqueFd listener_;
   uint64_t next_id_ = 1;
   uint32_t next_request_ = 1;

@@ -159,6 +159,11 @@ Result<std::unique_ptr<Runner>> Runner::create(const Options& options) {
           if (raw->host_minor_ < proto::kCredMinor) return false;
           raw->send(MsgType::kCredRequest, 0, proto::to_json(req));
           return true;
+        },
+        [raw](uint32_t request) {
+          // A host before 0.3 knows no such frame: it waits out its timeout.
+          if (raw->host_minor_ < proto::kCredWithdrawnMinor) return;
+          raw->send(MsgType::kCredWithdrawn, 0, proto::to_json(proto::CredWithdrawn{request}));
         });
     if (!cred) return cred.take_error();
     r->cred_ = std::move(*cred);

@@ -180,6 +180,11 @@ class Sandbox {
   // through answer_credential(). Without a handler, requests are refused.
   virtual bool takes_credential_requests() const { return false; }
   virtual void set_credential_handler(std::function<void(const proto::CredRequest&)> /*handler*/) {}
+  // The asker of a request left before its answer (its process was killed or
+  // timed out): told to `handler`, on the same thread and under the same
+  // rules as requests. A runner before protocol 0.3 never tells.
+  virtual void set_credential_withdrawn_handler(
+      std::function<void(const proto::CredWithdrawn&)> /*handler*/) {}
   virtual Status answer_credential(const proto::CredAnswer& /*answer*/,
                                    std::string_view /*value*/) {
     return make_error("answer credential", "this sandbox takes no credential requests");

@@ -716,6 +716,20 @@ Result<bool> WorkflowStore::expire_approval(int64_t id) {
   });
 }
 
+Result<bool> WorkflowStore::withdraw_approval(int64_t id, const std::string& by,
+                                              const std::string& why) {
+  return store_.locked([&](Db& db) -> Result<bool> {
+    return within("withdraw approval " + std::to_string(id),
+                  write_transaction(db, [&]() -> Result<bool> {
+                    RF_TRY(exec(db,
+                                "UPDATE approvals SET state = 'expired', decided_by = ?2, "
+                                "reason = ?3, decided_at = ?4 WHERE id = ?1 AND state = 'pending'",
+                                id, by, why, store_.clock_now()));
+                    return db.changes() == 1;
+                  }));
+  });
+}
+
 Status WorkflowStore::put_artifact(const ArtifactRow& a) {
   if (!json::accept(a.ref_json)) return make_error("record artifact", "its reference is not JSON");
   return store_.locked([&](Db& db) -> Status {

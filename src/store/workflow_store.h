@@ -215,6 +215,10 @@ class WorkflowStore {
                          const std::string& reason);
   // Pending past its expiry: expired. Returns whether it changed.
   Result<bool> expire_approval(int64_t id);
+  // Pending, but whoever asked has gone (a JIT asker that was killed):
+  // expired at once, decided by `by` (e.g. "asker") for `why`, which
+  // `approvals show` then says. Returns whether it changed.
+  Result<bool> withdraw_approval(int64_t id, const std::string& by, const std::string& why);
 
   // ---- artifacts
   Status put_artifact(const ArtifactRow& row);

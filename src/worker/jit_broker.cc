@@ -22,8 +22,16 @@ constexpr const char* kBinDir = "/.ringfence/bin";
 
 struct JitBroker::Session {
   JitContext ctx;
-  bool closed = false;               // under the broker's mu_
-  std::vector<std::thread> threads;  // under the broker's mu_
+  // A request being served: its thread, and whether its asker has left.
+  struct Serving {
+    std::thread thread;
+    bool asker_left = false;
+  };
+  // All below under the broker's mu_.
+  bool closed = false;
+  std::map<uint32_t, Serving> serving;  // by the runner's request number: at most kMaxServing
+  std::vector<std::thread> finished;    // served: joined by the next enqueue, or by close
+  size_t asking = 0;                    // of those served, waiting for a human: at most kMaxAsking
 };
 
 struct JitBroker::Grant {
@@ -77,6 +85,10 @@ Status JitBroker::open(const JitContext& ctx) {
     sessions_[ctx.sandbox->id()] = session;
   }
   std::weak_ptr<Session> weak = session;
+  // Withdrawals first: a request never arrives before its withdrawal could.
+  ctx.sandbox->set_credential_withdrawn_handler([this, weak](const proto::CredWithdrawn& w) {
+    if (auto s = weak.lock()) withdraw(s, w);
+  });
   ctx.sandbox->set_credential_handler([this, weak](const proto::CredRequest& req) {
     if (auto s = weak.lock()) enqueue(s, req);
   });
@@ -93,19 +105,83 @@ void JitBroker::close(const std::string& sandbox_id) {
     s = it->second;
     sessions_.erase(it);
     s->closed = true;
-    threads.swap(s->threads);
+    for (auto& [request, serving] : s->serving) threads.push_back(std::move(serving.thread));
+    s->serving.clear();
+    for (auto& t : s->finished) threads.push_back(std::move(t));
+    s->finished.clear();
   }
   // No handler: later requests are refused by the runner client itself.
   s->ctx.sandbox->set_credential_handler(nullptr);
+  s->ctx.sandbox->set_credential_withdrawn_handler(nullptr);
   cv_.notify_all();
   for (auto& t : threads) t.join();
 }
 
 void JitBroker::enqueue(const std::shared_ptr<Session>& session, const proto::CredRequest& req) {
-  // On the thread reading the runner, under its lock: only start the work.
+  // On the thread reading the runner, under its lock: only start the work,
+  // or queue the refusal, and join the threads that are done (they hold
+  // neither lock any more).
+  std::vector<std::thread> done;
+  bool refused = false;
+  {
+    std::lock_guard lock(mu_);
+    if (session->closed) return;
+    done.swap(session->finished);
+    const std::string& id = session->ctx.sandbox->id();
+    std::string why;
+    if (session->serving.count(req.request) != 0) {
+      why = "request " + std::to_string(req.request) + " of sandbox " + id +
+            " is being served already";
+    } else if (session->serving.size() >= kMaxServing) {
+      // Each is a thread of this worker's: a sandbox may not make more.
+      why = "sandbox " + id + " has " + std::to_string(kMaxServing) +
+            " credential requests being served, the most allowed";
+    }
+    if (why.empty()) {
+      session->serving[req.request].thread = std::thread([this, session, req] {
+        serve(session, req);
+        served(*session, req.request);
+      });
+    } else {
+      refusals_.push_back({session, req, why});
+      refused = true;
+    }
+  }
+  if (refused) cv_.notify_all();
+  for (auto& t : done) t.join();
+}
+
+void JitBroker::withdraw(const std::shared_ptr<Session>& session, const proto::CredWithdrawn& w) {
   std::lock_guard lock(mu_);
-  if (session->closed) return;
-  session->threads.emplace_back([this, session, req] { serve(session, req); });
+  // Not served (refused already, or answered): nothing waits for it.
+  auto it = session->serving.find(w.request);
+  if (it != session->serving.end()) it->second.asker_left = true;
+}
+
+void JitBroker::served(Session& s, uint32_t request) {
+  std::lock_guard lock(mu_);
+  auto it = s.serving.find(request);
+  if (it == s.serving.end()) return;  // close() holds the thread, and joins it
+  s.finished.push_back(std::move(it->second.thread));
+  s.serving.erase(it);
+}
+
+bool JitBroker::asker_left(const Session& s, uint32_t request) {
+  std::lock_guard lock(mu_);
+  auto it = s.serving.find(request);
+  return it != s.serving.end() && it->second.asker_left;
+}
+
+bool JitBroker::take_ask_slot(Session& s) {
+  std::lock_guard lock(mu_);
+  if (s.asking >= kMaxAsking) return false;
+  ++s.asking;
+  return true;
+}
+
+void JitBroker::release_ask_slot(Session& s) {
+  std::lock_guard lock(mu_);
+  --s.asking;
 }
 
 namespace {
@@ -123,22 +199,35 @@ proto::CredRequest shown_outside(proto::CredRequest req,
   return req;
 }
 
+// What every jit.* event of a request says of it (`shown`: redacted).
+json request_detail(const JitContext& ctx, const proto::CredRequest& shown) {
+  return {{"key", shown.name},
+          {"scope", shown.scope},
+          {"reason", shown.reason},
+          {"pid", shown.pid},
+          {"step", ctx.step},
+          {"agent", ctx.agent},
+          {"workflow", ctx.use.scope.workflow}};
+}
+
+identity::AuditContext audit_where(const JitContext& ctx) {
+  const std::optional<int64_t> call =
+      ctx.use.call_id != 0 ? std::optional<int64_t>(ctx.use.call_id) : std::nullopt;
+  return {ctx.use.run, call, ctx.sandbox->id()};
+}
+
+std::string asker_left_text(const proto::CredRequest& req) {
+  return "the asker (pid " + std::to_string(req.pid) + " in the sandbox) left before the answer";
+}
+
 }  // namespace
 
 void JitBroker::serve(const std::shared_ptr<Session>& session, const proto::CredRequest& req) {
   const JitContext& ctx = session->ctx;
   const proto::CredRequest shown = shown_outside(req, identity_.patterns_for(*ctx.sandbox));
   const std::string actor = "worker " + identity_.worker_id();
-  const std::optional<int64_t> call =
-      ctx.use.call_id != 0 ? std::optional<int64_t>(ctx.use.call_id) : std::nullopt;
-  const identity::AuditContext where{ctx.use.run, call, ctx.sandbox->id()};
-  json base = {{"key", shown.name},
-               {"scope", shown.scope},
-               {"reason", shown.reason},
-               {"pid", req.pid},
-               {"step", ctx.step},
-               {"agent", ctx.agent},
-               {"workflow", ctx.use.scope.workflow}};
+  const identity::AuditContext where = audit_where(ctx);
+  json base = request_detail(ctx, shown);
   // The trail is written in one transaction where nothing waits in between
   // (before an ask waits for a human, and at the end): one commit, not five,
   // on the asker's path.
@@ -207,15 +296,28 @@ void JitBroker::serve(const std::shared_ptr<Session>& session, const proto::Cred
   std::string by = "policy";
   std::optional<int64_t> approval;
   if (d.verdict == identity::JitVerdict::ask) {
+    // No human is asked for a process that is gone, nor more than
+    // kMaxAsking times at once for one sandbox.
+    if (asker_left(*session, req.request)) return refuse(asker_left_text(req), "asker");
+    if (!take_ask_slot(*session)) {
+      return refuse("sandbox " + ctx.sandbox->id() + " has " + std::to_string(kMaxAsking) +
+                        " credential requests waiting for a human, the most allowed",
+                    "worker");
+    }
     flush();  // the request is on record before anyone is asked
     int64_t id = 0;
-    if (auto no = ask_human(*session, shown, *d.rule, entry->secret, &by, &id)) {
+    auto no = ask_human(*session, shown, *d.rule, entry->secret, &by, &id);
+    release_ask_slot(*session);
+    if (no) {
       base["approval"] = id;
       return refuse(*no, by);
     }
     approval = id;
     base["approval"] = id;
   }
+  // Approved for an asker that has left: the value goes to no one, so it
+  // goes nowhere (not into the sandbox's environment either).
+  if (asker_left(*session, req.request)) return refuse(asker_left_text(req), "asker");
   audit("jit.approved", {{"by", by}, {"rule", rule_name}});
 
   // 4. max_uses, taken in the store.
@@ -336,6 +438,13 @@ std::optional<std::string> JitBroker::ask_human(const Session& s, const proto::C
         return "the call ended while " + name + " waited";
       }
     }
+    if (asker_left(s, req.request)) {
+      // Out of the queue now: no operator answers for a process that is gone.
+      const std::string why = asker_left_text(req) + ", so " + name + " was withdrawn";
+      (void)wf.withdraw_approval(*made, "asker", why);
+      *by = "asker";
+      return why;
+    }
     if (ctx.use.run.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     } else {
@@ -401,13 +510,33 @@ void JitBroker::withdraw_due() {
   }
 }
 
+void JitBroker::send_refusal(const Refusal& r) {
+  const JitContext& ctx = r.session->ctx;
+  json d = request_detail(ctx, shown_outside(r.req, identity_.patterns_for(*ctx.sandbox)));
+  d["by"] = "worker";
+  d["why"] = r.why;
+  identity::audit_jit(store_, "worker " + identity_.worker_id(), "jit.denied", ctx.use.project,
+                      audit_where(ctx), d.dump());
+  warn_unless_ok(ctx.sandbox->answer_credential({r.req.request, false, "refused: " + r.why}, {}),
+                 "answering a credential request");
+}
+
 void JitBroker::watch_loop() {
+  using Clock = std::chrono::steady_clock;
   std::unique_lock lock(mu_);
-  while (!stopping_) {
-    cv_.wait_for(lock, options_.watch_period, [&] { return stopping_; });
-    if (stopping_) return;
+  auto next_withdraw = Clock::now() + options_.watch_period;
+  for (;;) {
+    cv_.wait_until(lock, next_withdraw, [&] { return stopping_ || !refusals_.empty(); });
+    std::vector<Refusal> refusals;
+    refusals.swap(refusals_);
+    const bool stop = stopping_;
     lock.unlock();
-    withdraw_due();
+    for (const auto& r : refusals) send_refusal(r);  // each asker gets its answer, even at the end
+    if (stop) return;
+    if (Clock::now() >= next_withdraw) {
+      withdraw_due();
+      next_withdraw = Clock::now() + options_.watch_period;
+    }
     lock.lock();
   }
 }

@@ -17,6 +17,14 @@
 // A grant with a TTL, or whose secret is revoked (soft), is taken out of the
 // sandbox's environment again within the watch period (jit.withdrawn).
 // Nothing here ever logs, stores or audits a value.
+//
+// A sandbox is hostile until shown otherwise, so what it can make the worker
+// hold is bounded: at most kMaxAsking of its requests wait for a human at
+// once and at most kMaxServing are served at once (a thread each); more are
+// refused at once (jit.denied, by "worker"). An asker that leaves before its
+// answer (killed, timed out: the runner says cred_withdrawn) takes its ask
+// out of the approval queue (expired, decided by "asker"; jit.denied, by
+// "asker") within a poll of the store, and its thread ends.
 #pragma once
 
 #include <chrono>
@@ -46,6 +54,10 @@ struct JitContext {
 
 class JitBroker {
  public:
+  // Per sandbox: its requests waiting for a human at once, and being served.
+  static constexpr size_t kMaxAsking = 4;
+  static constexpr size_t kMaxServing = 8;
+
   struct Options {
     std::shared_ptr<const identity::JitPolicy> policy;  // null: every request is denied
     std::chrono::milliseconds watch_period{200};
@@ -70,12 +82,29 @@ class JitBroker {
  private:
   struct Session;
   struct Grant;
+  // A request refused before it had a thread: answered by the watcher, as
+  // the runner's reader (where it arrived) must not wait on the runner.
+  struct Refusal {
+    std::shared_ptr<Session> session;
+    proto::CredRequest req;
+    std::string why;
+  };
+  // On the runner's reader thread, under its lock: these only queue.
   void enqueue(const std::shared_ptr<Session>& session, const proto::CredRequest& req);
+  void withdraw(const std::shared_ptr<Session>& session, const proto::CredWithdrawn& w);
   void serve(const std::shared_ptr<Session>& session, const proto::CredRequest& req);
+  // The end of request `request`'s thread: its slot is free, the thread joinable.
+  void served(Session& s, uint32_t request);
+  // Whether the asker of `request` has left (the runner said so).
+  bool asker_left(const Session& s, uint32_t request);
+  // Takes one of the sandbox's kMaxAsking places in the approval queue.
+  bool take_ask_slot(Session& s);
+  void release_ask_slot(Session& s);
   // Step 3 for an `ask` rule: waits for a human. Empty: approved (by whom in *by).
   std::optional<std::string> ask_human(const Session& s, const proto::CredRequest& req,
                                        const identity::JitRule& rule, const std::string& secret,
                                        std::string* by, int64_t* approval_id);
+  void send_refusal(const Refusal& r);
   void watch_loop();
   void withdraw_due();
 
@@ -87,6 +116,7 @@ class JitBroker {
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by sandbox id
   std::map<std::string, std::vector<Grant>> grants_;          // by sandbox id
+  std::vector<Refusal> refusals_;                             // for the watcher to send
   std::thread watcher_;
 };
 

@@ -9,6 +9,7 @@
 #include <sys/un.h>
 
 #include <cerrno>
+#include <csignal>
 #include <nlohmann/json.hpp>
 
 #include "integration/identity_cli_fixture.h"
@@ -66,6 +67,59 @@ class JitCli : public IdentityCli {
       std::this_thread::sleep_for(20ms);
     }
     return 0;
+  }
+  // The ids of the pending approvals, oldest first.
+  std::vector<int64_t> pending_ids() {
+    auto s = open_store();
+    std::vector<int64_t> ids;
+    auto pending = store::WorkflowStore(*s).pending_approvals("acme");
+    EXPECT_TRUE(pending.ok());
+    if (pending.ok()) {
+      for (const auto& a : *pending) ids.push_back(a.id);
+    }
+    return ids;
+  }
+  // Polls `done` until it holds or `within` passes (generous: the machines
+  // are shared); returns its last answer.
+  template <class F>
+  bool wait_until(F done, std::chrono::seconds within = 60s) {
+    const auto end = Clock::now() + within;
+    while (!done()) {
+      if (Clock::now() >= end) return false;
+      std::this_thread::sleep_for(50ms);
+    }
+    return true;
+  }
+  // The host pid of the process whose argv[0] ends in `program` and that has
+  // `arg` among its arguments (0: none). Sandboxed processes are visible
+  // from the host's /proc; `arg` is the test's own random marker.
+  static pid_t find_process(const std::string& program, const std::string& arg) {
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      const std::string cmdline = slurp_bytes(entry.path().string() + "/cmdline");
+      std::vector<std::string> argv;
+      for (size_t at = 0; at < cmdline.size();) {
+        const size_t nul = cmdline.find('\0', at);
+        argv.push_back(cmdline.substr(at, nul == std::string::npos ? nul : nul - at));
+        at = nul == std::string::npos ? cmdline.size() : nul + 1;
+      }
+      if (argv.empty() || argv[0].size() < program.size() ||
+          argv[0].compare(argv[0].size() - program.size(), program.size(), program) != 0) {
+        continue;
+      }
+      for (size_t i = 1; i < argv.size(); ++i) {
+        if (argv[i] == arg) return static_cast<pid_t>(std::stol(name));
+      }
+    }
+    return 0;
+  }
+  // Nothing in `text` that a terminal acts on: no ESC, BEL, C1 CSI or bidi override.
+  static void expect_no_terminal_controls(const std::string& text, const std::string& where) {
+    EXPECT_EQ(text.find('\x1b'), std::string::npos) << "an ESC byte in " << where;
+    EXPECT_EQ(text.find('\x07'), std::string::npos) << "a BEL byte in " << where;
+    EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos) << "a C1 CSI in " << where;
+    EXPECT_EQ(text.find("\xe2\x80\xae"), std::string::npos) << "a U+202E in " << where;
   }
   // A `call ...` as call() makes it (it carries --state-dir before the command).
   int run_call(const std::vector<std::string>& args, std::optional<std::string> in,
@@ -391,6 +445,194 @@ TEST_F(JitCli, RevocationAndTtlTakeAGrantBackOut) {
   ASSERT_EQ(run({"secret", "revoke", "github-acme", "--hard"}, std::nullopt, &out, &err), 0) << err;
   EXPECT_NE(sleeper.wait(20s), 0);
   EXPECT_NE(sleeper.err().find("github-acme was hard-revoked"), std::string::npos) << sleeper.err();
+}
+
+// An ask that only a human (or its asker leaving) ends within a test.
+constexpr const char* kLongAsk = R"(rules:
+  - key: DEPLOY
+    verdict: ask
+    timeout: 10m
+    approvers: [alice]
+)";
+
+// Attack: a sandbox writes terminal escape sequences (retitle, clear the
+// screen), a C1 CSI and a bidi override into the reason of an ask, and into
+// a command's argv. Stopped when every operator view of them (`approvals
+// list`, `approvals show`, `audit show`, `run show`, human and --json) holds
+// none of those bytes, shows their escaped form, and JSON still carries the
+// exact value.
+TEST_F(JitCli, AnEscapeSequenceInAReasonReachesTheOperatorEscaped) {
+  ASSERT_NO_FATAL_FAILURE(set_up_jit(kLongAsk));
+  start_jit_worker({"--sandbox-mode", "per_tool"});
+  const std::string raw = "\x1b]0;pwned\x07\x1b[2J\u202e\u009b";
+  Cli asker(call("acme", "r1", {"--jit"},
+                 {"sh", "-c",
+                  "rf-cred get DEPLOY --reason \"$(printf "
+                  "'\\033]0;pwned\\007\\033[2J\\342\\200\\256\\302\\233')\""}));
+  const int64_t id = wait_for_approval();
+  ASSERT_NE(id, 0) << asker.err();
+  std::string out, err;
+  // approvals list: one line per request, escaped.
+  ASSERT_EQ(run({"approvals", "list"}, std::nullopt, &out, &err), 0) << err;
+  expect_no_terminal_controls(out, "approvals list");
+  EXPECT_NE(out.find("Give DEPLOY (secret deploy-acme) to run r1: \\x1b]0;pwned\\x07\\x1b[2J"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(run({"approvals", "list", "--json"}, std::nullopt, &out, &err), 0) << err;
+  expect_no_terminal_controls(out, "approvals list --json");
+  const auto list = nlohmann::json::parse(out);
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["request"]["reason"], raw);  // the value itself, as JSON carries it
+  // approvals show: every field in full.
+  ASSERT_EQ(run({"approvals", "show", std::to_string(id)}, std::nullopt, &out, &err), 0) << err;
+  expect_no_terminal_controls(out, "approvals show");
+  EXPECT_NE(out.find("reason     \\x1b]0;pwned\\x07\\x1b[2J\\u202e\\u009b\n"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("key        DEPLOY\n"), std::string::npos) << out;
+  ASSERT_EQ(run({"approvals", "show", std::to_string(id), "--json"}, std::nullopt, &out, &err), 0)
+      << err;
+  expect_no_terminal_controls(out, "approvals show --json");
+  EXPECT_EQ(nlohmann::json::parse(out)["request"]["reason"], raw);
+  // audit show: the jit.requested event carries the reason.
+  ASSERT_EQ(run({"audit", "show"}, std::nullopt, &out, &err), 0) << err;
+  expect_no_terminal_controls(out, "audit show");
+  EXPECT_NE(out.find("\\u001b]0;pwned\\u0007\\u001b[2J\\u202e\\u009b"), std::string::npos) << out;
+  ASSERT_EQ(run({"audit", "show", "--json"}, std::nullopt, &out, &err), 0) << err;
+  expect_no_terminal_controls(out, "audit show --json");
+  // run show: a command's argv is a sandbox user's text too.
+  ASSERT_EQ(run_call(call("acme", "r2", {}, {"true", raw}), std::nullopt, &out, &err), 0) << err;
+  ASSERT_EQ(run({"run", "show", "r2"}, std::nullopt, &out, &err), 0) << err;
+  expect_no_terminal_controls(out, "run show");
+  EXPECT_NE(out.find("true \\x1b]0;pwned\\x07\\x1b[2J\\u202e\\u009b"), std::string::npos) << out;
+  ASSERT_EQ(run({"run", "show", "r2", "--json"}, std::nullopt, &out, &err), 0) << err;
+  expect_no_terminal_controls(out, "run show --json");
+  ASSERT_EQ(run({"approvals", "deny", std::to_string(id), "--as", "alice", "--reason", "no"},
+                std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(asker.wait(60s), 1) << asker.err();
+}
+
+// Attack: a sandbox asks, then its asker is killed (or times out), leaving
+// an operator to answer for a process that is gone, and a broker thread
+// waiting for the ask's timeout (10 minutes here). Stopped when the ask
+// leaves the queue (expired, decided by "asker", the reason on record and
+// in the audit trail: jit.denied by "asker", written by the thread as it
+// ends) while the call that asked still runs, long before its timeout.
+TEST_F(JitCli, AnAskWhoseAskerWasKilledLeavesTheQueue) {
+  ASSERT_NO_FATAL_FAILURE(set_up_jit(kLongAsk));
+  start_jit_worker({"--sandbox-mode", "per_tool"});
+  const std::string mark = "killed-asker-" + hex(random_secret()).substr(0, 16);
+  // After the killed asker, a second ask keeps the call running (and says so).
+  Cli asker(call("acme", "r1", {"--jit"},
+                 {"sh", "-c",
+                  "rf-cred get DEPLOY --reason " + mark +
+                      "; echo asker-gone:$?; rf-cred get DEPLOY --reason second"}));
+  const int64_t first = wait_for_approval();
+  ASSERT_NE(first, 0) << asker.err();
+  const pid_t pid = find_process("rf-cred", mark);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  auto s = open_store();
+  store::WorkflowStore wf(*s);
+  ASSERT_TRUE(wait_until([&] {
+    auto a = wf.approval(first);
+    return a.ok() && a->state != store::ApprovalState::pending;
+  }));
+  auto a = wf.approval(first);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->state, store::ApprovalState::expired);
+  EXPECT_EQ(a->decided_by.value_or(""), "asker");
+  EXPECT_NE(a->reason.value_or("").find("left before the answer, so approval " +
+                                        std::to_string(first) + " was withdrawn"),
+            std::string::npos)
+      << a->reason.value_or("");
+  // The call goes on: its second ask is the only one waiting.
+  int64_t second = 0;
+  ASSERT_TRUE(wait_until([&] {
+    const auto ids = pending_ids();
+    second = ids.size() == 1 && ids[0] != first ? ids[0] : 0;
+    return second != 0;
+  }));
+  EXPECT_TRUE(asker.running());
+  std::string out, err;
+  EXPECT_EQ(run({"approvals", "approve", std::to_string(first), "--as", "alice"}, std::nullopt,
+                &out, &err),
+            1);
+  EXPECT_NE(err.find("approval " + std::to_string(first) + " is expired already (by asker)"),
+            std::string::npos)
+      << err;
+  // The thread that waited for it wrote its end.
+  ASSERT_TRUE(wait_until([&] {
+    for (const auto& e : audit_events("jit.denied")) {
+      if (e["detail"]["approval"] == first) return true;
+    }
+    return false;
+  }));
+  for (const auto& e : audit_events("jit.denied")) {
+    if (e["detail"]["approval"] != first) continue;
+    EXPECT_EQ(e["detail"]["by"], "asker");
+    EXPECT_EQ(e["detail"]["reason"], mark);
+    EXPECT_NE(e["detail"]["why"].get<std::string>().find("left before the answer"),
+              std::string::npos)
+        << e.dump();
+  }
+  ASSERT_EQ(run({"approvals", "deny", std::to_string(second), "--as", "alice", "--reason", "no"},
+                std::nullopt, &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(asker.wait(60s), 1) << asker.err();
+  EXPECT_EQ(asker.out(), "asker-gone:137\n");
+  EXPECT_TRUE(audit_events("jit.delivered").empty());
+}
+
+// Attack: a sandbox floods the approval queue (and the worker with threads
+// that wait) by asking many times at once. Stopped when at most 4 of one
+// sandbox's requests wait for a human, the rest are refused at once with
+// the reason and audited as denied (by "worker"), and another sandbox can
+// still ask.
+TEST_F(JitCli, PendingAsksOfOneSandboxAreBounded) {
+  ASSERT_NO_FATAL_FAILURE(set_up_jit(kLongAsk));
+  start_jit_worker({"--sandbox-mode", "per_tool"});
+  Cli flood(
+      call("acme", "r1", {"--jit"},
+           {"sh", "-c",
+            "for i in 1 2 3 4 5 6 7; do rf-cred get DEPLOY --reason ask$i 2>&1 & done; wait"}));
+  const std::string says = "credential requests waiting for a human, the most allowed";
+  auto refused = [&] {
+    size_t n = 0;
+    for (const auto& e : audit_events("jit.denied")) {
+      if (e["detail"]["by"] == "worker" &&
+          e["detail"]["why"].get<std::string>().find("has 4 " + says) != std::string::npos) {
+        ++n;
+      }
+    }
+    return n;
+  };
+  ASSERT_TRUE(wait_until([&] { return pending_ids().size() >= 4 && refused() >= 3; }))
+      << pending_ids().size() << " pending, " << refused() << " refused; " << flood.err();
+  EXPECT_EQ(pending_ids().size(), 4u);
+  EXPECT_EQ(refused(), 3u);
+  // Per sandbox: another call's sandbox may still ask.
+  Cli other(call("acme", "r2", {"--jit"}, {"rf-cred", "get", "DEPLOY", "--reason", "other"}));
+  ASSERT_TRUE(wait_until([&] { return pending_ids().size() == 5; })) << other.err();
+  std::string out, err;
+  for (const int64_t id : pending_ids()) {
+    ASSERT_EQ(run({"approvals", "deny", std::to_string(id), "--as", "alice", "--reason", "no"},
+                  std::nullopt, &out, &err),
+              0)
+        << err;
+  }
+  EXPECT_EQ(flood.wait(60s), 0) << flood.err();
+  EXPECT_EQ(other.wait(60s), 1) << other.err();
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(flood.out(), "rf-cred: refused: sandbox "), 3u) << flood.out();
+  EXPECT_EQ(count(flood.out(), " has 4 " + says + "\n"), 3u) << flood.out();
+  EXPECT_EQ(count(flood.out(), "was denied by alice: no\n"), 4u) << flood.out();
 }
 
 // A policy file that cannot be used stops the worker at start, naming FILE:LINE.

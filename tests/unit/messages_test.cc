@@ -54,11 +54,12 @@ TEST(Messages, VersionRange) {
   EXPECT_TRUE(check_compatible("0.1.0").ok());
   EXPECT_TRUE(check_compatible("0.1.9").ok());
   EXPECT_TRUE(check_compatible("0.2.0").ok());  // 0.2 adds cred_request/cred_answer
-  EXPECT_FALSE(check_compatible("0.3.0").ok());
+  EXPECT_TRUE(check_compatible("0.3.0").ok());  // 0.3 adds cred_withdrawn
+  EXPECT_FALSE(check_compatible("0.4.0").ok());
   EXPECT_FALSE(check_compatible("1.1.0").ok());
   EXPECT_FALSE(check_compatible("0.1").ok());
   EXPECT_FALSE(check_compatible("0.1.0-rc1").ok());
-  EXPECT_NE(check_compatible("0.3.0").error().message.find(">=0.1,<0.3"), std::string::npos);
+  EXPECT_NE(check_compatible("0.4.0").error().message.find(">=0.1,<0.4"), std::string::npos);
 }
 
 TEST(Messages, CredRequestAndAnswerRoundTripAndBoundsNameTheField) {
@@ -98,7 +99,20 @@ TEST(Messages, CredRequestAndAnswerRoundTripAndBoundsNameTheField) {
   EXPECT_EQ(std::string(type_name(MsgType::kCredRequest)), "cred_request");
   EXPECT_TRUE(known_type(50));
   EXPECT_TRUE(known_type(51));
-  EXPECT_FALSE(known_type(52));
+  EXPECT_TRUE(known_type(52));
+  EXPECT_FALSE(known_type(53));
+}
+
+TEST(Messages, CredWithdrawnRoundTripsAndNamesABadRequest) {
+  auto w = parse_cred_withdrawn(to_json(CredWithdrawn{9}));
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  EXPECT_EQ(w->request, 9u);
+  EXPECT_EQ(parse_cred_withdrawn("{}").error().to_string(), "cred_withdrawn.request: missing");
+  EXPECT_EQ(parse_cred_withdrawn(R"({"request":0})").error().to_string(),
+            "cred_withdrawn.request: 0 is never a request");
+  EXPECT_EQ(parse_cred_withdrawn(R"({"request":-1})").error().to_string(),
+            "cred_withdrawn.request: out of range");
+  EXPECT_EQ(std::string(type_name(MsgType::kCredWithdrawn)), "cred_withdrawn");
 }
 
 TEST(EnvNames, JoinedAndReadBackOrANamedError) {

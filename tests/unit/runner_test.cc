@@ -492,14 +492,14 @@ class RunnerRawTest : public ::testing::Test {
 
 TEST_F(RunnerRawTest, IncompatibleProtocolIsRejected) {
   RawRunner r(root_);
-  r.greet("0.3.0");
+  r.greet("0.4.0");
   auto err = r.next();
   ASSERT_TRUE(err);
   ASSERT_EQ(err->type, proto::MsgType::kError);
   auto m = proto::parse_error(err->json);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->where, "protocol");
-  EXPECT_NE(m->message.find("0.3.0"), std::string::npos) << m->message;
+  EXPECT_NE(m->message.find("0.4.0"), std::string::npos) << m->message;
   const int st = r.exit_status();
   ASSERT_GE(st, 0);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
@@ -1777,6 +1777,46 @@ TEST_F(RunnerRawTest, UnderAProtocol01HostRfCredIsRefusedInTheSandbox) {
             "requests (protocol 0.1)\"}\n");
   r.send(proto::MsgType::kShutdown, 0, "{}");
   EXPECT_EQ(r.exit_status(), 0);
+}
+
+// An asker that leaves before its answer (killed, timed out): a 0.3 host is
+// told at once (cred_withdrawn), so that no human is left asked on its
+// behalf; the late answer goes nowhere. An asker that was answered is never
+// withdrawn, and a 0.2 host is never sent a frame it does not know.
+TEST_F(RunnerRawTest, AnAskerThatLeavesBeforeItsAnswerIsWithdrawnFromTheHost) {
+  for (const std::string protocol : {"0.3.0", "0.2.0"}) {
+    SCOPED_TRACE(protocol);
+    const bool told = protocol == "0.3.0";
+    const std::string name = "@rf-test-credw-" + std::to_string(::getpid());
+    RawRunner r(root_, {"--cred-socket", name});
+    r.greet(protocol);
+    int c = connect_cred(name);
+    send_line(c, "{\"name\":\"X\"}\n");
+    ASSERT_TRUE(r.next_of(proto::MsgType::kCredRequest));
+    ::close(c);
+    if (told) {
+      auto f = r.next_of(proto::MsgType::kCredWithdrawn);
+      ASSERT_TRUE(f);
+      EXPECT_EQ(f->call_id, 0u);
+      auto w = proto::parse_cred_withdrawn(f->json);
+      ASSERT_TRUE(w.ok()) << w.error().to_string();
+      EXPECT_EQ(w->request, 1u);
+    }
+    r.send(proto::MsgType::kCredAnswer, 0, proto::to_json(proto::CredAnswer{1, true, ""}), "late");
+    // The next asker is served, answered, and then leaves: not withdrawn.
+    c = connect_cred(name);
+    send_line(c, "{\"name\":\"Y\"}\n");
+    auto f = r.next_of(proto::MsgType::kCredRequest);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(proto::parse_cred_request(f->json)->request, 2u);
+    r.send(proto::MsgType::kCredAnswer, 0, proto::to_json(proto::CredAnswer{2, false, "no"}));
+    EXPECT_EQ(read_to_eof(c), "{\"granted\":false,\"message\":\"no\"}\n");
+    r.send(proto::MsgType::kShutdown, 0, "{}");
+    for (auto rest = r.next(); rest; rest = r.next()) {
+      EXPECT_NE(rest->type, proto::MsgType::kCredWithdrawn) << rest->json;
+    }
+    EXPECT_EQ(r.exit_status(), 0);
+  }
 }
 
 // ---- the egress bridge (--egress-bridge) ----
