@@ -1,9 +1,15 @@
 // The HTTP/1.1 server under `ringfence serve` (issue 14): Boost.Beast's parser
-// for the grammar, one thread per connection with blocking handlers (a tool
-// call blocks its connection, not the server), keep-alive, and the bounds a
-// server facing untrusted clients needs: header and body sizes, a deadline for
-// each request's head and body (slowloris), a write deadline (a client that
-// never reads), and a cap on connections.
+// for the grammar, blocking handlers (a tool call blocks its connection, not
+// the server), keep-alive, and the bounds a server facing untrusted clients
+// needs: header and body sizes, a deadline for each request's head and body
+// (slowloris), a write deadline (a client that never reads), and caps on
+// connections, in all and per client address.
+//
+// No thread waits on an idle socket: one poller thread (epoll) holds every
+// connection that waits for the first byte of a request, and hands it to a
+// pooled handler thread when bytes arrive; kept alive, it comes back after its
+// answer. So idle connections cost a descriptor each, and a flood of them
+// from one address evicts its own oldest, not other clients.
 #pragma once
 
 #include <boost/beast/http/message.hpp>
@@ -26,14 +32,22 @@ using Request = boost::beast::http::request<boost::beast::http::string_body>;
 struct ServerLimits {
   size_t header_bytes = 16 * 1024;
   size_t body_bytes = 64 * 1024 * 1024;
-  // From the first byte of a request to its last byte of head / of body.
+  // From the first byte of a request to its last byte of head / of body. A
+  // new connection that sends nothing for head_timeout is closed too.
   std::chrono::milliseconds head_timeout{10'000};
   std::chrono::milliseconds body_timeout{60'000};
   // A kept-alive connection with no request for this long is closed.
   std::chrono::milliseconds idle_timeout{120'000};
   // A write that makes no progress for this long ends the connection.
   std::chrono::milliseconds write_timeout{30'000};
-  size_t max_connections = 4096;
+  // Connections open at once, in all and from one client address (an IPv6
+  // client counts by its /64; every unix socket client is one address). A new
+  // connection over either closes the oldest idle one, of its own address
+  // first; only when every one is busy is it refused (503).
+  size_t max_connections = 16384;
+  size_t max_connections_per_address = 512;
+  // Handlers running at once, each on a pooled thread; more wait their turn.
+  size_t max_handler_threads = 4096;
 };
 
 // Where to listen: "HOST:PORT" (127.0.0.1:8080, [::1]:8080; port 0 picks one)
