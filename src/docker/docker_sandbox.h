@@ -53,8 +53,10 @@ class DockerSandbox : public host::RunnerSandbox {
   std::string image_id_;  // what the container was created from (sha256:...)
   int host_pid_ = 0;
   std::unique_ptr<AttachChannel> channel_;
-  std::unique_ptr<host::Cgroup> cgroup_;  // the daemon's; only read here
-  std::mutex mu_;                         // serialises destroy()
+  // The daemon's: only read here, but for each call's own memory.peak
+  // descriptor on v2, reset for that descriptor alone (Cgroup::start_call_peak).
+  std::unique_ptr<host::Cgroup> cgroup_;
+  std::mutex mu_;  // serialises destroy()
   bool destroyed_ = false;
 };
 

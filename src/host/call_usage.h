@@ -1,11 +1,10 @@
-// Host side: what a sandbox's cgroup counters say about one call, for every
-// backend that can read its sandbox's cgroup (native; docker on a local
-// daemon). One read per call, compared with the last call's: a new cgroup
-// starts at zero, so nothing is read before a call. The read goes through
-// the counter files the call holds open (Cgroup::hold_counters).
+// Host side: what a sandbox's cgroup says about one call, for every backend
+// that can read its sandbox's cgroup (native; docker on a local daemon): the
+// sandbox's peak memory while the call ran, an OOM kill, the pids limit hit.
+// A call is watched from just before its request is sent to its end.
 #pragma once
 
-#include <algorithm>
+#include <memory>
 #include <mutex>
 
 #include "host/cgroup.h"
@@ -13,28 +12,33 @@
 
 namespace rf::host {
 
+// What a call holds while it runs.
+struct CallWatch {
+  // The cgroup's event counters, shared by calls that overlap
+  // (Cgroup::hold_counters); null without a cgroup.
+  std::shared_ptr<const CgroupCounters> counters;
+  // The cgroup's peak memory since this call started (Cgroup::start_call_peak);
+  // null where the cgroup cannot say it for one call.
+  std::shared_ptr<CallPeak> peak;
+};
+
+// Starts watching a call in `cgroup` (null: a backend without one).
+CallWatch watch_call(const Cgroup* cgroup);
+
 class CallUsage {
  public:
-  // Adds to `r` what changed since the last call: peak memory, an OOM kill
-  // (limit "memory"), the pids limit hit (limit "pids").
-  void fold(const CgroupUsage& after, ExecResult& r) {
-    CgroupUsage before;
-    {
-      std::lock_guard lock(mu_);
-      before = last_;
-      last_ = after;
-    }
-    r.peak_memory_bytes = std::max(r.peak_memory_bytes, after.memory_peak_bytes);
-    if (after.oom_kills > before.oom_kills) {
-      r.oom_killed = true;
-      if (r.limit.empty() || r.limit == "disk") r.limit = "memory";
-    }
-    if (after.pids_max_hits > before.pids_max_hits && r.limit.empty()) r.limit = "pids";
-  }
+  // Adds to `r` what `watch` saw (and lets its peak go): the sandbox's peak
+  // memory while the call ran, where it raises the call's own ru_maxrss;
+  // without one, ru_maxrss stays the whole answer. Then fold(events).
+  void fold(CallWatch& watch, ExecResult& r);
+  // An OOM kill (limit "memory") or the pids limit hit (limit "pids") since
+  // the last call's end: a new cgroup starts at zero, so nothing is read
+  // before a call.
+  void fold(const CgroupEvents& after, ExecResult& r);
 
  private:
   std::mutex mu_;  // calls run on several threads
-  CgroupUsage last_;
+  CgroupEvents last_;
 };
 
 }  // namespace rf::host

@@ -243,8 +243,6 @@ std::set<std::string> words(std::string_view text) {
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
-namespace {
-
 Result<uint64_t> parse_number(const std::string& path, std::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
   if (text == "max") return UINT64_MAX;
@@ -256,7 +254,14 @@ Result<uint64_t> parse_number(const std::string& path, std::string_view text) {
   return v;
 }
 
-}  // namespace
+Result<std::string> pread_text(int fd, const std::string& path) {
+  char buf[1024];  // the longest, v2's memory.events, is ~100 bytes
+  for (;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+    if (n >= 0) return std::string(buf, static_cast<size_t>(n));
+    if (errno != EINTR) return sys_error("read " + path);
+  }
+}
 
 std::optional<std::string> read_trimmed(const std::string& path) {
   auto text = read_file(path);
@@ -272,16 +277,8 @@ Result<std::string> CounterFile::text() const {
     fd_.reset(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd_) open_errno_ = errno;
   });
-  if (!fd_) {
-    errno = open_errno_;
-    return sys_error("open " + path_);
-  }
-  char buf[1024];  // the longest, v2's memory.events, is ~100 bytes
-  for (;;) {
-    const ssize_t n = ::pread(fd_.get(), buf, sizeof buf, 0);
-    if (n >= 0) return std::string(buf, static_cast<size_t>(n));
-    if (errno != EINTR) return sys_error("read " + path_);
-  }
+  if (!fd_) return sys_error("open " + path_, open_errno_);
+  return pread_text(fd_.get(), path_);
 }
 
 Result<uint64_t> CounterFile::number() const {

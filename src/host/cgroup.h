@@ -50,24 +50,43 @@ struct CgroupLimits {
   uint64_t pids = 0;
 };
 
-// What a call's result needs from its sandbox's cgroup, read after every call
-// (host/call_usage.h): no cpu counter (the call's own rusage says its cpu
-// time), which was a file more to open and read per call, and on v2 a flush
-// of the cgroup's statistics.
-struct CgroupUsage {
-  uint64_t memory_peak_bytes = 0;
+// What a call's result needs from its sandbox's cgroup besides its peak
+// memory (CallPeak), read after every call (host/call_usage.h): no cpu
+// counter (the call's own rusage says its cpu time), which was a file more to
+// open and read per call, and on v2 a flush of the cgroup's statistics.
+struct CgroupEvents {
   uint64_t oom_kills = 0;      // memory.events oom_kill (v2) / memory.oom_control oom_kill (v1)
   uint64_t pids_max_hits = 0;  // pids.events max
 };
 
-// A cgroup's counters (Cgroup::hold_counters) read through files kept open:
-// each read is one pread a file from offset 0, where the kernel prints the
-// file anew (~1.5 µs for a call's three on v1, against ~13 µs opened, read
-// and closed). Reads may come from several threads at once.
+// A cgroup's counters as `sandbox list` shows them.
+struct CgroupUsage {
+  // v2: the most the cgroup held over its life (memory.peak; memory.current
+  // before Linux 5.19). v1: memory.max_usage_in_bytes, which every call
+  // started in a cgroup made here resets (Cgroup::start_call_peak).
+  uint64_t memory_peak_bytes = 0;
+  uint64_t oom_kills = 0;
+  uint64_t pids_max_hits = 0;
+};
+
+// A cgroup's event counters (Cgroup::hold_counters) read through files kept
+// open: each read is one pread a file from offset 0, where the kernel prints
+// the file anew (~1.5 µs for the three files a call read on v1 with the peak,
+// against ~13 µs opened, read and closed). Reads may come from several
+// threads at once.
 class CgroupCounters {
  public:
   virtual ~CgroupCounters() = default;
-  virtual Result<CgroupUsage> read() const = 0;
+  virtual Result<CgroupEvents> read() const = 0;
+};
+
+// The most memory a cgroup held while one call ran: from the
+// Cgroup::start_call_peak() made before the call was sent to finish().
+class CallPeak {
+ public:
+  virtual ~CallPeak() = default;
+  // The peak since the start, read once at the call's end: it ends the watch.
+  virtual Result<uint64_t> finish() = 0;
 };
 
 class Cgroup {
@@ -84,13 +103,26 @@ class Cgroup {
   virtual std::vector<std::string> self_attach_files() const = 0;
   // Opens, reads and closes each counter file (`sandbox list`).
   virtual Result<CgroupUsage> usage() const = 0;
-  // The same counters, their files kept open while the result, or another
+  // The event counters, their files kept open while the result, or another
   // taken while it lives, is held. A call holds them from its start to its
-  // read after the call ends (host/runner_sandbox.h): calls that overlap
-  // share one set, opened at its first read, and a sandbox with no call
-  // running holds no fd for them (issue 10 bounds a sandbox's fds at three).
+  // read after the call ends (host/call_usage.h): calls that overlap share
+  // one set, opened at its first read, and a sandbox with no call running
+  // holds no fd for them (issue 10 bounds a sandbox's fds at three).
   // On a fake tree (tests, which rewrite and remove files) each read opens.
   virtual std::shared_ptr<const CgroupCounters> hold_counters() const = 0;
+  // Starts measuring the cgroup's peak memory for one call, just before the
+  // call is sent; one descriptor per call running, closed with its CallPeak.
+  // An error where the cgroup cannot say one call's peak: the call then
+  // reports its own ru_maxrss only, never the cgroup's peak over its life,
+  // which an earlier call may have set.
+  //  v2: a memory.peak descriptor of the call's own, reset by writing
+  //   "reset" to it (Linux 6.12+). Older kernels refuse the open (EACCES) or
+  //   lack the file (before 5.19); a refusal is remembered, not retried.
+  //  v1: memory.max_usage_in_bytes, reset by writing "0". It is one counter
+  //   for every reader, so it is reset only in a cgroup made here
+  //   (create_cgroup): never in a docker daemon's, whose stats report it.
+  // Calls that overlap each get their own peak (cgroup_internal::PeakWatch).
+  virtual Result<std::shared_ptr<CallPeak>> start_call_peak() const = 0;
   virtual Result<std::vector<pid_t>> pids() const = 0;
   // SIGKILL every process in it (cgroup.kill on v2 where present), repeated
   // until cgroup.procs is empty or ~1s passed.

@@ -41,6 +41,13 @@ Status write_value(const std::string& path, std::string_view value, bool fake);
 bool exists(const std::string& path);
 // A file's text without its trailing newlines; nullopt when unreadable.
 std::optional<std::string> read_trimmed(const std::string& path);
+// A number as a counter file prints it ("max" is UINT64_MAX); `path` names
+// the file in the error.
+Result<uint64_t> parse_number(const std::string& path, std::string_view text);
+// The text of the cgroup file open at `fd`, read from offset 0 in one pread
+// (the kernel prints the file anew for each read from 0).
+Result<std::string> pread_text(int fd, const std::string& path);
+
 // One counter file. Kept open, it is opened at its first read and read
 // with pread from offset 0 after that; else opened at every read.
 class CounterFile {
@@ -78,6 +85,37 @@ class SharedCounters {
   std::mutex mu_;
   std::weak_ptr<const CgroupCounters> held_;
 };
+
+// The peaks of the calls running in one cgroup (Cgroup::start_call_peak),
+// each read through a descriptor of its own on `path` and reset by writing
+// `reset_text` to it when its call starts. A reset makes the calls already
+// running forget the peak they reached: on v1 the counter is one for all,
+// and on v2 Linux sets the other descriptors to the usage at the reset, not
+// to their peak so far. So each start first reads the running calls' peaks
+// and keeps them (only a peak reached and gone in the microseconds between
+// that read and the reset is lost). Starts and finishes take one lock per
+// cgroup.
+class PeakWatch : public std::enable_shared_from_this<PeakWatch> {
+ public:
+  PeakWatch(std::string path, std::string reset_text, bool fake)
+      : path_(std::move(path)), reset_text_(std::move(reset_text)), fake_(fake) {}
+  Result<std::shared_ptr<CallPeak>> start();
+
+ private:
+  class Call;
+  Result<uint64_t> finish(Call* call);
+  void forget(Call* call);
+  void keep_peaks_so_far();
+  Error refused(Error e);
+
+  const std::string path_;
+  const std::string reset_text_;
+  const bool fake_;
+  std::mutex mu_;
+  std::vector<Call*> running_;  // each unregisters when finished or dropped
+  int refused_errno_ = 0;       // the kernel's refusal, not asked again
+};
+
 // Stores a read value into `*out`, or passes its error on.
 Status store(uint64_t* out, Result<uint64_t> value);
 

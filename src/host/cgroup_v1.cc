@@ -10,31 +10,36 @@ namespace rf::host::cgroup_internal {
 
 namespace {
 
-// What a call's result needs: peak memory, OOM kills, pids limit hits.
+// What a call's result needs besides its peak: OOM kills, pids limit hits.
 class V1Counters final : public CgroupCounters {
  public:
   V1Counters(const std::string& memory_dir, const std::string& pids_dir, bool keep_open)
-      : peak_(memory_dir + "/memory.max_usage_in_bytes", keep_open),
-        oom_control_(memory_dir + "/memory.oom_control", keep_open),
+      : oom_control_(memory_dir + "/memory.oom_control", keep_open),
         pids_events_(pids_dir + "/pids.events", keep_open) {}
 
-  Result<CgroupUsage> read() const override {
-    CgroupUsage u;
-    RF_TRY(store(&u.memory_peak_bytes, peak_.number()));
-    RF_TRY(store(&u.oom_kills, oom_control_.keyed("oom_kill")));
-    RF_TRY(store(&u.pids_max_hits, pids_events_.keyed("max")));
-    return u;
+  Result<CgroupEvents> read() const override {
+    CgroupEvents e;
+    RF_TRY(store(&e.oom_kills, oom_control_.keyed("oom_kill")));
+    RF_TRY(store(&e.pids_max_hits, pids_events_.keyed("max")));
+    return e;
   }
 
  private:
-  CounterFile peak_, oom_control_, pids_events_;
+  CounterFile oom_control_, pids_events_;
 };
 
 class CgroupV1 final : public Cgroup {
  public:
   // `dir_of`: controller -> its directory; `dirs`: the distinct ones, in creation order.
-  CgroupV1(std::map<std::string, std::string> dir_of, std::vector<std::string> dirs, bool fake)
-      : dir_of_(std::move(dir_of)), dirs_(std::move(dirs)), fake_(fake) {}
+  // `made`: by create_cgroup, so its peak counter is ours to reset.
+  CgroupV1(std::map<std::string, std::string> dir_of, std::vector<std::string> dirs, bool fake,
+           bool made)
+      : dir_of_(std::move(dir_of)), dirs_(std::move(dirs)), fake_(fake) {
+    if (made) {
+      peaks_ = std::make_shared<PeakWatch>(dir_or_missing("memory") + "/memory.max_usage_in_bytes",
+                                           "0", fake);
+    }
+  }
 
   Status apply(const CgroupLimits& limits) override {
     RF_TRY(apply_memory(limits.memory_bytes));
@@ -60,13 +65,29 @@ class CgroupV1 final : public Cgroup {
   }
 
   Result<CgroupUsage> usage() const override {
-    return V1Counters(dir_or_missing("memory"), dir_or_missing("pids"), false).read();
+    CgroupUsage u;
+    CounterFile peak(dir_or_missing("memory") + "/memory.max_usage_in_bytes", false);
+    RF_TRY(store(&u.memory_peak_bytes, peak.number()));
+    auto events = V1Counters(dir_or_missing("memory"), dir_or_missing("pids"), false).read();
+    if (!events) return events.take_error();
+    u.oom_kills = events->oom_kills;
+    u.pids_max_hits = events->pids_max_hits;
+    return u;
   }
 
   std::shared_ptr<const CgroupCounters> hold_counters() const override {
     return held_.get([this] {
       return std::make_shared<V1Counters>(dir_or_missing("memory"), dir_or_missing("pids"), !fake_);
     });
+  }
+
+  Result<std::shared_ptr<CallPeak>> start_call_peak() const override {
+    if (!peaks_) {
+      return make_error("cgroup v1 peak memory",
+                        "memory.max_usage_in_bytes is one counter for every reader of a cgroup "
+                        "found, not made here: not reset");
+    }
+    return peaks_->start();
   }
 
   Result<std::vector<pid_t>> pids() const override { return read_procs(dirs_); }
@@ -129,7 +150,8 @@ class CgroupV1 final : public Cgroup {
   std::map<std::string, std::string> dir_of_;
   std::vector<std::string> dirs_;
   bool fake_;
-  mutable SharedCounters held_;  // hold_counters()
+  mutable SharedCounters held_;       // hold_counters()
+  std::shared_ptr<PeakWatch> peaks_;  // null in a cgroup found, not made
 };
 
 // Creates `<mount>/<parent>/<name>` for `controller` unless a co-mounted
@@ -164,7 +186,7 @@ Result<std::unique_ptr<Cgroup>> open_cgroup_v1(const CgroupLayout& layout,
   }
   if (dirs.empty()) return make_error("cgroup " + parent + "/" + name, "does not exist");
   return std::unique_ptr<Cgroup>(
-      std::make_unique<CgroupV1>(std::move(dir_of), std::move(dirs), layout.fake));
+      std::make_unique<CgroupV1>(std::move(dir_of), std::move(dirs), layout.fake, false));
 }
 
 Result<std::unique_ptr<Cgroup>> create_cgroup_v1(const CgroupLayout& layout,
@@ -181,7 +203,7 @@ Result<std::unique_ptr<Cgroup>> create_cgroup_v1(const CgroupLayout& layout,
     dir_of[controller] = *dir;
   }
   return std::unique_ptr<Cgroup>(
-      std::make_unique<CgroupV1>(std::move(dir_of), std::move(made), layout.fake));
+      std::make_unique<CgroupV1>(std::move(dir_of), std::move(made), layout.fake, true));
 }
 
 }  // namespace rf::host::cgroup_internal

@@ -16,35 +16,42 @@ constexpr char kControllers[] = "+memory +pids +cpu";
 
 std::string limit_or_max(uint64_t value) { return value == 0 ? "max" : std::to_string(value); }
 
-// What a call's result needs: peak memory, OOM kills, pids limit hits.
+// What a call's result needs besides its peak: OOM kills, pids limit hits.
 class V2Counters final : public CgroupCounters {
  public:
   V2Counters(const std::string& dir, bool keep_open)
-      : peak_(dir + "/memory.peak", keep_open),
-        current_(dir + "/memory.current", keep_open),
-        memory_events_(dir + "/memory.events", keep_open),
+      : memory_events_(dir + "/memory.events", keep_open),
         pids_events_(dir + "/pids.events", keep_open) {}
 
-  Result<CgroupUsage> read() const override {
-    CgroupUsage u;
-    // memory.peak appeared in Linux 5.19; before it, memory.current (tried
-    // second: no existence check on the kernels that have it, after every call).
-    auto peak = peak_.number();
-    if (!peak && peak.error().sys_errno == ENOENT) peak = current_.number();
-    RF_TRY(store(&u.memory_peak_bytes, std::move(peak)));
-    RF_TRY(store(&u.oom_kills, memory_events_.keyed("oom_kill")));
-    RF_TRY(store(&u.pids_max_hits, pids_events_.keyed("max")));
-    return u;
+  Result<CgroupEvents> read() const override {
+    CgroupEvents e;
+    RF_TRY(store(&e.oom_kills, memory_events_.keyed("oom_kill")));
+    RF_TRY(store(&e.pids_max_hits, pids_events_.keyed("max")));
+    return e;
   }
 
  private:
-  CounterFile peak_, current_, memory_events_, pids_events_;
+  CounterFile memory_events_, pids_events_;
 };
+
+// The cgroup's peak over its life: memory.peak appeared in Linux 5.19;
+// before it, memory.current (tried second: no existence check on the
+// kernels that have it).
+Result<uint64_t> lifetime_peak(const std::string& dir) {
+  auto peak = CounterFile(dir + "/memory.peak", false).number();
+  if (!peak && peak.error().sys_errno == ENOENT) {
+    peak = CounterFile(dir + "/memory.current", false).number();
+  }
+  return peak;
+}
 
 class CgroupV2 final : public Cgroup {
  public:
   CgroupV2(std::string dir, bool fake, UniqueFd fd)
-      : dir_(std::move(dir)), fake_(fake), fd_(std::move(fd)) {}
+      : dir_(std::move(dir)),
+        fake_(fake),
+        fd_(std::move(fd)),
+        peaks_(std::make_shared<PeakWatch>(dir_ + "/memory.peak", "reset", fake)) {}
 
   Status apply(const CgroupLimits& limits) override {
     RF_TRY(set("memory.max", limit_or_max(limits.memory_bytes)));
@@ -61,11 +68,23 @@ class CgroupV2 final : public Cgroup {
 
   std::vector<std::string> self_attach_files() const override { return {}; }
 
-  Result<CgroupUsage> usage() const override { return V2Counters(dir_, false).read(); }
+  Result<CgroupUsage> usage() const override {
+    CgroupUsage u;
+    RF_TRY(store(&u.memory_peak_bytes, lifetime_peak(dir_)));
+    auto events = V2Counters(dir_, false).read();
+    if (!events) return events.take_error();
+    u.oom_kills = events->oom_kills;
+    u.pids_max_hits = events->pids_max_hits;
+    return u;
+  }
 
   std::shared_ptr<const CgroupCounters> hold_counters() const override {
     return held_.get([this] { return std::make_shared<V2Counters>(dir_, !fake_); });
   }
+
+  // Any non-empty write resets a descriptor's peak; "reset" is the word of
+  // the kernel's documentation.
+  Result<std::shared_ptr<CallPeak>> start_call_peak() const override { return peaks_->start(); }
 
   Result<std::vector<pid_t>> pids() const override { return read_procs({dir_}); }
 
@@ -97,6 +116,7 @@ class CgroupV2 final : public Cgroup {
   bool fake_;
   UniqueFd fd_;
   mutable SharedCounters held_;  // hold_counters()
+  std::shared_ptr<PeakWatch> peaks_;
 };
 
 bool has_controllers(const std::string& subtree_control) {

@@ -12,25 +12,19 @@ Result<ExecResult> RunnerSandbox::exec(const ExecCall& call, OutputSink& sink) {
   auto req = exec_request(call);
   if (!req) return req.take_error();
   req->started = sink.wants_started();
-  const auto counters = hold_counters();
-  return finished(runner_->exec(*req, call.stdin_data, !call.stdin_stream, sink), counters.get());
+  // Before the request goes: the call's peak counts from here.
+  CallWatch watch = watch_call(usage_cgroup());
+  auto status = runner_->exec(*req, call.stdin_data, !call.stdin_stream, sink);
+  return finished(std::move(status), std::move(watch));
 }
 
-std::shared_ptr<const CgroupCounters> RunnerSandbox::hold_counters() const {
-  const Cgroup* cg = usage_cgroup();
-  return cg != nullptr ? cg->hold_counters() : nullptr;
-}
-
-Result<ExecResult> RunnerSandbox::finished(Result<proto::ExitStatus> status,
-                                           const CgroupCounters* counters) {
+Result<ExecResult> RunnerSandbox::finished(Result<proto::ExitStatus> status, CallWatch watch) {
   if (!status) {
     if (auto why = ended_reason()) return *why;
     return status.take_error();
   }
   ExecResult r = to_exec_result(*status);
-  if (counters != nullptr) {
-    if (auto after = counters->read()) usage_.fold(*after, r);
-  }
+  usage_.fold(watch, r);
   return r;
 }
 
@@ -54,12 +48,12 @@ std::unique_ptr<StartedCall> RunnerSandbox::start_exec(const ExecCall& call, Out
     return std::make_unique<RunnerCall>([e] { return Result<ExecResult>(e); });
   }
   req->started = sink.wants_started();
+  CallWatch watch = watch_call(usage_cgroup());  // before the request goes, as in exec()
   std::shared_ptr<RunnerClient::StartedExec> sent =
       runner_->start_exec(*req, call.stdin_data, sink);
-  // The counters are let go once read: a caller may keep the call after.
-  return std::make_unique<RunnerCall>([this, sent, counters = hold_counters()]() mutable {
-    const auto held = std::move(counters);
-    return finished(runner_->finish_exec(*sent), held.get());
+  // The watch is let go once read: a caller may keep the call after.
+  return std::make_unique<RunnerCall>([this, sent, watch = std::move(watch)]() mutable {
+    return finished(runner_->finish_exec(*sent), std::move(watch));
   });
 }
 
@@ -77,7 +71,7 @@ StartProbe RunnerSandbox::take_start_probe() {
   p.output = std::move(start_probe_output_);
   p.inside_only = start_probe_inside_only_;
   p.call = std::make_unique<RunnerCall>([this, sent = std::move(start_probe_)] {
-    return finished(runner_->finish_exec(*sent), nullptr);
+    return finished(runner_->finish_exec(*sent), CallWatch{});
   });
   return p;
 }

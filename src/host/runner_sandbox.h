@@ -75,11 +75,9 @@ class RunnerSandbox : public Sandbox {
   // By default the runner's process, given the kernel a moment to report it.
   virtual std::optional<Error> ended_reason();
   // A call's result as exec() returns it: why the sandbox ended when the
-  // runner went away, and the cgroup's usage folded in, read through
-  // `counters` (held since the call started; null: no cgroup to read).
-  Result<ExecResult> finished(Result<proto::ExitStatus> status, const CgroupCounters* counters);
-  // The usage cgroup's counters, held for one call; null without one.
-  std::shared_ptr<const CgroupCounters> hold_counters() const;
+  // runner went away, and what `watch` (started before the call was sent;
+  // empty: no cgroup to read) saw folded in.
+  Result<ExecResult> finished(Result<proto::ExitStatus> status, CallWatch watch);
   // The cgroup whose counters say how a call ended (OOM kill, pids limit, peak
   // memory); null when the backend cannot read one.
   virtual const Cgroup* usage_cgroup() const { return nullptr; }
@@ -112,7 +110,7 @@ class RunnerSandbox : public Sandbox {
   std::vector<StepTiming> timings_;
 
  private:
-  CallUsage usage_;  // the cgroup's counters after the last call
+  CallUsage usage_;  // the cgroup's event counters after the last call
   std::unique_ptr<KeptOutput> start_probe_output_;
   std::shared_ptr<RunnerClient::StartedExec> start_probe_;  // until taken
   bool start_probe_inside_only_ = false;

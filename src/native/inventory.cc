@@ -50,6 +50,9 @@ SandboxInfo describe(const std::string& name, const host::Cgroup& cg) {
   info.owner_pid = owner > 1 ? owner : 0;
   const auto paths = cg.paths();
   if (!paths.empty()) info.age = age_of(paths.front());
+  // On v1 the peak since the last call started, which reset it (each call
+  // measures its own peak: host::Cgroup::start_call_peak); on v2 over the
+  // sandbox's life.
   if (auto usage = cg.usage()) info.memory_bytes = usage->memory_peak_bytes;
   return info;
 }

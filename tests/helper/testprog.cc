@@ -146,6 +146,18 @@ std::map<std::string, Verb> verbs() {
       }
     }
   };
+  // alloc MIB: mallocs MIB MiB and touches every byte (so it is resident and
+  // charged to the cgroup), then exits.
+  v["alloc"] = [](int, char** argv) {
+    const size_t size = static_cast<size_t>(std::atol(argv[0])) << 20;
+    void* mem = std::malloc(size);
+    if (mem == nullptr) return report(-1);
+    std::memset(mem, 1, size);
+    asm volatile("" : : "r"(mem) : "memory");  // the stores are not dead: keep them
+    std::printf("ok %zu MiB\n", size >> 20);
+    std::free(mem);
+    return 0;
+  };
   // Processes and identity.
   v["ids"] = [](int, char**) {
     std::printf("uid=%d gid=%d euid=%d\n", getuid(), getgid(), geteuid());

@@ -147,6 +147,22 @@ TEST_F(SandboxExec, ConcurrentCallsInOneSandbox) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(outs[i], std::to_string(i) + "\n");
 }
 
+// A result's peak_memory_bytes is the sandbox's peak while that call ran:
+// `true` after a call that touched 200 MiB reports what `true` took, not the
+// sandbox's peak over its life.
+TEST_F(SandboxExec, PeakMemoryIsTheCallsNotTheSandboxLife) {
+  auto sb = make();
+  ASSERT_TRUE(sb);
+  install_testprog(*sb);
+  Out big;
+  ASSERT_EQ(t(*sb, {"alloc", "200"}, &big), "ok 200 MiB") << big.err;
+  EXPECT_GE(big.result.peak_memory_bytes, 200ull << 20);
+  Out small = run(*sb, {"true"});
+  EXPECT_EQ(small.result.exit_code, 0);
+  EXPECT_GT(small.result.peak_memory_bytes, 0u);
+  EXPECT_LT(small.result.peak_memory_bytes, 64ull << 20);
+}
+
 TEST_F(SandboxExec, PtyBelongsToTheSandbox) {
   auto sb = make();
   ASSERT_TRUE(sb);

@@ -10,9 +10,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <string>
 
 #include "core/io.h"
+#include "host/call_usage.h"
 #include "support/ci_skip.h"
 
 namespace rf::host {
@@ -151,6 +154,17 @@ void put(const std::string& path, const std::string& text) {
   ASSERT_TRUE(write_file_atomic(path, text).ok()) << path;
 }
 
+// Rewrites a file in place, as the kernel changes a counter that open
+// descriptors read (put() renames a new file over it).
+void rewrite(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+  f.close();
+  ASSERT_TRUE(f) << path;
+}
+
+constexpr uint64_t kMiB = 1 << 20;
+
 class CgroupFakeV2 : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -220,6 +234,126 @@ TEST_F(CgroupFakeV2, UsageParsesCounterFiles) {
   ASSERT_FALSE(u.ok());
   EXPECT_EQ(u.error().to_string(),
             "open " + dir("sb1") + "/pids.events: No such file or directory");
+}
+
+TEST_F(CgroupFakeV2, CallPeakIsReadThroughADescriptorResetAtTheCallsStart) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  put(dir("sb1") + "/memory.peak", "314572800\n");  // an earlier call's 300 MiB
+  auto peak = (*cg)->start_call_peak();
+  ASSERT_TRUE(peak.ok()) << peak.error().to_string();
+  EXPECT_EQ(slurp(dir("sb1") + "/memory.peak"), "reset");
+  rewrite(dir("sb1") + "/memory.peak", "4096\n");  // what the descriptor says since
+  auto read = (*peak)->finish();
+  ASSERT_TRUE(read.ok()) << read.error().to_string();
+  EXPECT_EQ(*read, 4096u);
+  auto again = (*peak)->finish();
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().to_string(),
+            dir("sb1") + "/memory.peak: this call's peak was already read");
+}
+
+// Linux sets the other descriptors to the usage at a reset, forgetting the
+// peak they reached before it: a call started later must not erase it.
+TEST_F(CgroupFakeV2, ACallStartedLaterDoesNotEraseTheRunningCallsPeak) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  put(dir("sb1") + "/memory.peak", "0\n");
+  auto first = (*cg)->start_call_peak();
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  rewrite(dir("sb1") + "/memory.peak", "300\n");  // the first call's peak so far
+  auto second = (*cg)->start_call_peak();
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  rewrite(dir("sb1") + "/memory.peak", "20\n");  // both descriptors after the reset
+  EXPECT_EQ(*(*second)->finish(), 20u);
+  EXPECT_EQ(*(*first)->finish(), 300u);
+  // A call dropped unread is forgotten: later starts do not read it.
+  auto dropped = (*cg)->start_call_peak();
+  ASSERT_TRUE(dropped.ok());
+  dropped->reset();
+  auto third = (*cg)->start_call_peak();
+  ASSERT_TRUE(third.ok()) << third.error().to_string();
+}
+
+// Before Linux 6.12 memory.peak takes no write (the open for writing fails
+// with EACCES, or a write with EINVAL; here /dev/full's ENOSPC stands in):
+// no call peak, and later calls do not ask again.
+TEST_F(CgroupFakeV2, ARefusedResetMeansNoCallPeakAndIsNotAskedAgain) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  const std::string file = dir("sb1") + "/memory.peak";
+  fs::create_symlink("/dev/full", file);
+  auto peak = (*cg)->start_call_peak();
+  ASSERT_FALSE(peak.ok());
+  EXPECT_EQ(peak.error().to_string(), "write " + file + ": No space left on device");
+  fs::remove(file);
+  put(file, "4096\n");
+  peak = (*cg)->start_call_peak();
+  ASSERT_FALSE(peak.ok());
+  EXPECT_EQ(peak.error().to_string(),
+            "reset " + file + " (refused before): No space left on device");
+  EXPECT_EQ(slurp(file), "4096\n") << "not written";
+}
+
+TEST_F(CgroupFakeV2, NoPeakFileMeansNoCallPeak) {  // before Linux 5.19
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  auto peak = (*cg)->start_call_peak();
+  ASSERT_FALSE(peak.ok());
+  EXPECT_EQ(peak.error().sys_errno, ENOENT);
+}
+
+// What a call's result says, given what the cgroup could tell.
+class CallUsageFakeV2 : public CgroupFakeV2 {
+ protected:
+  void SetUp() override {
+    CgroupFakeV2::SetUp();
+    auto cg = create_cgroup(layout_, "ringfence", "sb1");
+    ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+    cg_ = std::move(*cg);
+    put(file("memory.events"), "oom 0\noom_kill 0\n");
+    put(file("pids.events"), "max 0\n");
+  }
+  std::string file(const std::string& name) const { return dir("sb1") + "/" + name; }
+  // A call whose own ru_maxrss was `max_rss`, with `during` run while it is watched.
+  ExecResult call(
+      uint64_t max_rss, const std::function<void()>& during = [] {}) {
+    CallWatch watch = watch_call(cg_.get());
+    during();
+    ExecResult r;
+    r.peak_memory_bytes = max_rss;
+    usage_.fold(watch, r);
+    return r;
+  }
+
+  std::unique_ptr<Cgroup> cg_;
+  CallUsage usage_;
+};
+
+TEST_F(CallUsageFakeV2, TheSandboxsPeakDuringTheCallRaisesTheCallsOwnMaxRss) {
+  put(file("memory.peak"), "0\n");
+  ExecResult r = call(5 * kMiB, [&] { rewrite(file("memory.peak"), std::to_string(64 * kMiB)); });
+  EXPECT_EQ(r.peak_memory_bytes, 64 * kMiB);
+  r = call(5 * kMiB, [&] { rewrite(file("memory.peak"), std::to_string(1 * kMiB)); });
+  EXPECT_EQ(r.peak_memory_bytes, 5 * kMiB);
+}
+
+TEST_F(CallUsageFakeV2, WithoutACallPeakTheResultIsTheCallsOwnMaxRss) {
+  fs::create_symlink("/dev/full", file("memory.peak"));  // the kernel refuses the reset
+  put(file("memory.current"), std::to_string(300 * kMiB));
+  ExecResult r = call(5 * kMiB);
+  EXPECT_EQ(r.peak_memory_bytes, 5 * kMiB) << "never the sandbox's lifetime peak";
+  EXPECT_FALSE(r.oom_killed);
+  // OOM kills and the pids limit are still told, per call.
+  put(file("memory.events"), "oom 1\noom_kill 1\n");
+  r = call(5 * kMiB);
+  EXPECT_TRUE(r.oom_killed);
+  EXPECT_EQ(r.limit, "memory");
+  put(file("pids.events"), "max 2\n");
+  r = call(5 * kMiB);
+  EXPECT_FALSE(r.oom_killed) << "the kill was the last call's";
+  EXPECT_EQ(r.limit, "pids");
+  EXPECT_EQ(r.peak_memory_bytes, 5 * kMiB);
 }
 
 TEST_F(CgroupFakeV2, PidsReadsCgroupProcs) {
@@ -361,6 +495,35 @@ TEST_F(CgroupFakeV1, UsageParsesV1CounterFiles) {
   EXPECT_EQ(held->read()->pids_max_hits, 8u);
 }
 
+TEST_F(CgroupFakeV1, CallPeakResetsMaxUsageOfACgroupMadeHere) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  const std::string file = dir("memory") + "/memory.max_usage_in_bytes";
+  put(file, "314572800\n");
+  auto first = (*cg)->start_call_peak();
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  EXPECT_EQ(slurp(file), "0");
+  rewrite(file, "8192\n");
+  // One counter for all: a second call's reset would erase the first's 8192.
+  auto second = (*cg)->start_call_peak();
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  EXPECT_EQ(slurp(file), "0");
+  rewrite(file, "4096\n");
+  EXPECT_EQ(*(*first)->finish(), 8192u);
+  EXPECT_EQ(*(*second)->finish(), 4096u);
+}
+
+TEST_F(CgroupFakeV1, CallPeakIsNotResetInACgroupFoundNotMade) {
+  ASSERT_TRUE(create_cgroup(layout_, "ringfence", "sb1").ok());
+  const std::string file = dir("memory") + "/memory.max_usage_in_bytes";
+  put(file, "314572800\n");
+  auto found = open_cgroup(layout_, "ringfence", "sb1");  // as docker's is found
+  ASSERT_TRUE(found.ok()) << found.error().to_string();
+  auto peak = (*found)->start_call_peak();
+  ASSERT_FALSE(peak.ok());
+  EXPECT_EQ(slurp(file), "314572800\n");
+}
+
 TEST_F(CgroupFakeV1, ListAndRemove) {
   auto a = create_cgroup(layout_, "ringfence", "a");
   auto b = create_cgroup(layout_, "ringfence", "b");
@@ -443,6 +606,21 @@ class CgroupReal : public ::testing::Test {
     }
     ::close(p[1]);
     return pid;
+  }
+
+  // Touches `mib` MiB in a child in the cgroup, which then exits.
+  void touch(size_t mib) {
+    const pid_t child = fork_in_cgroup([mib] {
+      const size_t size = mib << 20;
+      void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mem == MAP_FAILED) return 2;
+      for (size_t i = 0; i < size; i += 4096) static_cast<volatile char*>(mem)[i] = 1;
+      return 0;
+    });
+    ASSERT_GT(child, 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   }
 
   static constexpr char kParent[] = "ringfence-test";
@@ -528,7 +706,7 @@ TEST_F(CgroupReal, HeldCountersAreSharedAndClosedWithTheirLastHolder) {
   auto read = first->read();
   ASSERT_TRUE(read.ok()) << read.error().to_string();
   const size_t reading = open_fds();
-  EXPECT_EQ(reading, before + 3) << "peak memory, OOM kills and pids events";
+  EXPECT_EQ(reading, before + 2) << "OOM kills and pids events (each call has its own peak)";
   auto second = cg_->hold_counters();
   EXPECT_EQ(second.get(), first.get()) << "calls that overlap share one set";
   ASSERT_TRUE(second->read().ok());
@@ -540,6 +718,46 @@ TEST_F(CgroupReal, HeldCountersAreSharedAndClosedWithTheirLastHolder) {
   auto later = cg_->hold_counters();
   ASSERT_TRUE(later->read().ok()) << "a new set, opened again";
   EXPECT_EQ(open_fds(), reading);
+}
+
+TEST_F(CgroupReal, CallPeakCountsFromTheCallsStartNotFromTheCgroupsBirth) {
+  ASSERT_NO_FATAL_FAILURE(touch(64));
+  auto usage = cg_->usage();
+  ASSERT_TRUE(usage.ok()) << usage.error().to_string();
+  EXPECT_GE(usage->memory_peak_bytes, 64 * kMiB);
+
+  const size_t before = open_fds();
+  auto peak = cg_->start_call_peak();
+  if (!peak.ok() && v2())
+    RF_SKIP() << "this kernel cannot reset memory.peak (Linux 6.12+): " << peak.error().to_string();
+  ASSERT_TRUE(peak.ok()) << peak.error().to_string();
+  EXPECT_EQ(open_fds(), before + 1) << "a descriptor of the call's own";
+  ASSERT_NO_FATAL_FAILURE(touch(8));
+  auto read = (*peak)->finish();
+  ASSERT_TRUE(read.ok()) << read.error().to_string();
+  EXPECT_GE(*read, 8 * kMiB);
+  EXPECT_LT(*read, 32 * kMiB) << "not the 64 MiB from before the call";
+  peak->reset();
+  EXPECT_EQ(open_fds(), before) << "closed with the call";
+}
+
+TEST_F(CgroupReal, CallsThatOverlapEachGetTheirOwnPeak) {
+  auto first = cg_->start_call_peak();
+  if (!first.ok() && v2())
+    RF_SKIP() << "this kernel cannot reset memory.peak (Linux 6.12+): "
+              << first.error().to_string();
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  ASSERT_NO_FATAL_FAILURE(touch(64));
+  auto second = cg_->start_call_peak();  // after the first call's peak has passed
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  ASSERT_NO_FATAL_FAILURE(touch(8));
+  auto second_peak = (*second)->finish();
+  ASSERT_TRUE(second_peak.ok()) << second_peak.error().to_string();
+  EXPECT_GE(*second_peak, 8 * kMiB);
+  EXPECT_LT(*second_peak, 32 * kMiB);
+  auto first_peak = (*first)->finish();
+  ASSERT_TRUE(first_peak.ok()) << first_peak.error().to_string();
+  EXPECT_GE(*first_peak, 64 * kMiB) << "kept through the second call's reset";
 }
 
 TEST_F(CgroupReal, MemoryLimitOomKills) {
