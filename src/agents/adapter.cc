@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/io.h"
+#include "core/json_input.h"
 #include "core/units.h"
 #include "core/yaml_duplicates.h"
 
@@ -425,13 +426,13 @@ Result<AgentAnswer> read_answer(const AgentAdapter& a, const std::string& text) 
   };
   if (a.result_format == "json") {
     // The JSON document is the last line that parses (agents print notices first).
-    json doc = json::parse(text, nullptr, false);
+    json doc = rf::parse_json_or_discarded(text);
     if (doc.is_discarded()) {
       size_t end = text.size();
       while (end > 0) {
         size_t start = text.rfind('\n', end - 1);
         start = start == std::string::npos ? 0 : start + 1;
-        json line = json::parse(text.substr(start, end - start), nullptr, false);
+        json line = rf::parse_json_or_discarded(text.substr(start, end - start));
         if (!line.is_discarded() && line.is_object()) {
           doc = std::move(line);
           break;
@@ -459,7 +460,7 @@ Result<AgentAnswer> read_answer(const AgentAdapter& a, const std::string& text) 
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
     if (nl == std::string::npos) nl = text.size();
-    json ev = json::parse(text.substr(pos, nl - pos), nullptr, false);
+    json ev = rf::parse_json_or_discarded(text.substr(pos, nl - pos));
     pos = nl + 1;
     if (ev.is_discarded() || !ev.is_object()) continue;
     const json* type = at_pointer(ev, a.jsonl_type_pointer);

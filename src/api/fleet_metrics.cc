@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/json_input.h"
 #include "core/log.h"
 
 namespace rf::api {
@@ -72,7 +73,7 @@ std::string fleet_metrics_text(store::Store& store, int64_t now_ms,
     if (w.state != store::WorkerState::running || now_ms - w.heartbeat_at > kWorkerMetricsFreshMs)
       continue;
     ++live;
-    const auto j = nlohmann::json::parse(w.metrics_json, nullptr, /*allow_exceptions=*/false);
+    const auto j = rf::parse_json_or_discarded(w.metrics_json);
     if (!j.is_object()) continue;
     for (const auto& [kind, type] : {std::pair{"counters", "counter"}, {"gauges", "gauge"}}) {
       if (!j.contains(kind) || !j[kind].is_object()) continue;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/io.h"
+#include "core/json_input.h"
 
 namespace rf::api {
 
@@ -21,14 +22,24 @@ int serve_mcp_stdio(McpServer& server, const std::string& project, int in_fd, in
   };
   std::list<std::thread> threads;
   auto handle = [&](std::string line) {
-    const auto message = nlohmann::json::parse(line, nullptr, false);
-    if (message.is_discarded()) {
-      write_line({{"jsonrpc", "2.0"},
-                  {"id", nullptr},
-                  {"error", {{"code", -32700}, {"message", "Parse error: not JSON"}}}});
+    auto message = parse_json(line, "message");
+    if (!message) {
+      write_line(
+          {{"jsonrpc", "2.0"},
+           {"id", nullptr},
+           {"error", {{"code", -32700}, {"message", "Parse error: " + message.error().message}}}});
       return;
     }
-    if (auto reply = server.handle(project, message)) write_line(*reply);
+    // A thread's exception would end the process, and every sandbox with it.
+    try {
+      if (auto reply = server.handle(project, *message)) write_line(*reply);
+    } catch (const std::exception& e) {
+      write_line(
+          {{"jsonrpc", "2.0"},
+           {"id", message->is_object() && message->contains("id") ? (*message)["id"]
+                                                                  : nlohmann::json(nullptr)},
+           {"error", {{"code", -32603}, {"message", std::string("Internal error: ") + e.what()}}}});
+    }
   };
 
   std::string pending;

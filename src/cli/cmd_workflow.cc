@@ -5,6 +5,7 @@
 #include "cli/client_store.h"
 #include "cli/commands.h"
 #include "cli/run_follow.h"
+#include "core/json_input.h"
 #include "core/units.h"
 #include "store/workflow_store.h"
 #include "workflow/parse.h"
@@ -49,7 +50,7 @@ Result<json> read_inputs(const workflow::WorkflowDef& def, const std::vector<std
       out[name] = value;
       continue;
     }
-    json v = json::parse(value, nullptr, false);
+    json v = rf::parse_json_or_discarded(value);
     const bool ok =
         !v.is_discarded() &&
         ((in->type == "number" && v.is_number()) || (in->type == "boolean" && v.is_boolean()) ||

@@ -60,4 +60,38 @@ inline std::optional<DuplicateKey> find_duplicate_key(const YAML::Node& node) {
   return yaml_detail::find_duplicate(node, "", &budget);
 }
 
+// A YAML document nested deeper than `max_depth`, or with more than
+// `max_nodes` nodes once its aliases are followed (a few lines of anchors
+// make 2^N of them): what is wrong, in a sentence, or nullopt. Every reader
+// of a file or body from outside checks this before it walks the document,
+// so that neither the walk's recursion nor its size is the sender's to pick.
+namespace yaml_detail {
+inline bool too_large(const YAML::Node& node, int depth, int max_depth, long* budget) {
+  if (--*budget < 0 || depth > max_depth) return true;
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (too_large(it->first, depth + 1, max_depth, budget) ||
+          too_large(it->second, depth + 1, max_depth, budget)) {
+        return true;
+      }
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& v : node) {
+      if (too_large(v, depth + 1, max_depth, budget)) return true;
+    }
+  }
+  return false;
+}
+}  // namespace yaml_detail
+
+inline std::optional<std::string> yaml_too_large(const YAML::Node& root, int max_depth = 64,
+                                                 long max_nodes = 200'000) {
+  long budget = max_nodes;
+  if (!yaml_detail::too_large(root, 0, max_depth, &budget)) return std::nullopt;
+  if (budget < 0) {
+    return "the document has more than " + std::to_string(max_nodes) + " nodes (aliases included)";
+  }
+  return "the document is nested deeper than " + std::to_string(max_depth) + " levels";
+}
+
 }  // namespace rf

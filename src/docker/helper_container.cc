@@ -4,6 +4,7 @@
 
 #include "core/base64.h"
 #include "core/io.h"
+#include "core/json_input.h"
 #include "core/log.h"
 #include "docker/container_spec.h"
 #include "docker/owner.h"
@@ -16,7 +17,7 @@ namespace {
 Result<nlohmann::json> decode_path_stat(const std::string& b64) {
   const auto out = base64_decode(b64);
   if (!out) return make_error("docker archive stat", "bad base64");
-  auto j = nlohmann::json::parse(*out, nullptr, false);
+  auto j = rf::parse_json_or_discarded(*out);
   if (j.is_discarded() || !j.is_object()) return make_error("docker archive stat", "bad JSON");
   return j;
 }

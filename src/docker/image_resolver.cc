@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/json_input.h"
 #include "docker/container_spec.h"
 #include "docker/helper_container.h"
 #include "proto/messages.h"
@@ -75,7 +76,7 @@ Result<ImageInfo> inspect_image(ApiClient& api, const std::string& ref, bool all
     return make_error("docker GET /images/" + ref + "/json",
                       std::to_string(r->status) + " " + r->body);
   }
-  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  auto j = rf::parse_json_or_discarded(r->body);
   if (j.is_discarded() || !j.is_object() || !j.contains("Id") || !j["Id"].is_string()) {
     return make_error("docker GET /images/" + ref + "/json", "unexpected reply");
   }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/json_input.h"
 #include "docker_api/beast_http.h"
 
 namespace rf::docker {
@@ -93,42 +94,11 @@ std::string serialise(std::string_view method, const std::string& target, std::s
   return out.str();
 }
 
-// True when the JSON text nests no deeper than kMaxJsonDepth: nlohmann's
-// parser recurses, and a daemon's (or a man in the middle's) "[[[[..." must
-// be an error, not a stack overflow.
-bool json_depth_ok(std::string_view text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
-// Parses JSON without throwing; discarded (is_discarded()) when it is not JSON.
+// Parses JSON without throwing; discarded (is_discarded()) when it is not
+// JSON, or nests deeper than a daemon's answers ever do (a daemon's, or a man
+// in the middle's, "[[[[..." must be an error, not a stack overflow).
 nlohmann::json parse_json(std::string_view text) {
-  if (!json_depth_ok(text)) return nlohmann::json::value_t::discarded;
-  try {
-    return nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-  } catch (const std::exception&) {
-    return nlohmann::json::value_t::discarded;
-  }
+  return rf::parse_json_or_discarded(text, kMaxJsonDepth);
 }
 
 std::string string_field(const nlohmann::json& j, const char* key) {

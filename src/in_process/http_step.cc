@@ -1,5 +1,6 @@
 #include "in_process/http_step.h"
 
+#include "core/json_input.h"
 #include "net/egress_policy.h"
 
 namespace rf::in_process {
@@ -63,7 +64,7 @@ Result<StepAnswer> exchange(const http::Request& req, const http::Options& optio
                                                       (body.empty() ? "" : ": " + body));
   }
   out.output = scrub(resp->body, hide);
-  json parsed = json::parse(out.output, nullptr, false);
+  json parsed = rf::parse_json_or_discarded(out.output);
   if (!parsed.is_discarded()) out.json = std::move(parsed);
   return out;
 }

@@ -7,6 +7,7 @@
 
 #include "core/ascii.h"
 #include "core/base64.h"
+#include "core/json_input.h"
 
 namespace rf::net {
 namespace {
@@ -245,7 +246,7 @@ std::string edge_settings_json(const EdgeSettings& s) {
 Result<EdgeSettings> edge_settings_from_json(EdgeDelivery delivery, std::string_view text) {
   // Written by edge_settings_json; read back through the same parser, so a
   // row edited by hand is checked as a profile entry is.
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json j = rf::parse_json_or_discarded(text);
   if (!j.is_object()) return make_error("delivery_json", "not a JSON object");
   std::string opts;
   auto add = [&](const std::string& k, const std::string& v) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/io.h"
+#include "core/json_input.h"
 #include "host/pid1_readback.h"
 #include "host/runner_binary.h"
 #include "host/seccomp_profile.h"
@@ -224,7 +225,7 @@ Result<BoundaryFacts> gather_boundary_facts(Sandbox& sandbox, StartedProbe probe
     return make_error("boundary report: self-probe",
                       "exited " + std::to_string(ran->exit_code) + ": " + sink.err);
   }
-  f.inside = nlohmann::json::parse(sink.out, nullptr, false);
+  f.inside = rf::parse_json_or_discarded(sink.out);
   if (!f.inside.is_object())
     return make_error("boundary report: self-probe", "its output is not a JSON object");
   // What an inside-only probe left out, as the host read it from PID 1

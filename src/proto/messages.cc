@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_input.h"
+
 namespace rf::proto {
 namespace {
 
@@ -12,7 +14,7 @@ using nlohmann::json;
 class Reader {
  public:
   Reader(const std::string& text, const char* msg) : msg_(msg) {
-    j_ = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    j_ = rf::parse_json_or_discarded(text);
     if (j_.is_discarded())
       fail("", "not valid JSON");
     else if (!j_.is_object())
@@ -334,7 +336,7 @@ Result<FileInfo> parse_file_info(const std::string& s) {
 }
 
 Result<std::vector<FileInfo>> parse_file_entries(const std::string& s) {
-  const json j = json::parse(s, nullptr, false);
+  const json j = rf::parse_json_or_discarded(s);
   if (j.is_discarded() || !j.is_object() || !j.contains("entries") || !j["entries"].is_array()) {
     return make_error("file_entries.entries", "expected an array");
   }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base64.h"
+#include "core/json_input.h"
 
 namespace rf::proxy::edge {
 namespace {
@@ -130,7 +131,7 @@ std::string encode(const Message& m) {
 Result<Message> decode(std::string_view bytes) {
   if (bytes.size() > kMaxMessage) return bad("message", "larger than 256 KiB");
   const size_t nl = bytes.find('\n');
-  const json j = json::parse(bytes.substr(0, nl), nullptr, /*allow_exceptions=*/false);
+  const json j = rf::parse_json_or_discarded(bytes.substr(0, nl));
   if (!j.is_object()) return bad("message", "not a JSON object");
   RF_FIELD(op, str(j, "op"));
   if (op != "conn" && nl != std::string_view::npos) return bad("message", "bytes after the JSON");

@@ -2,11 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_input.h"
+
 namespace rf::runner {
 
 Result<proto::CredRequest> parse_cred_line(const std::string& line) {
   using nlohmann::json;
-  const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const json j = rf::parse_json_or_discarded(line);
   proto::CredRequest r;
   auto text = [&](const char* key, std::string* out) {
     auto f = j.find(key);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/json_input.h"
 #include "core/units.h"
 #include "net/edge_credential.h"
 #include "net/egress_policy.h"
@@ -151,7 +152,7 @@ Status validate_spec(const SandboxSpec& s) {
 
 Result<SandboxSpec> parse_spec_json(const std::string& text) {
   using nlohmann::json;
-  const json j = json::parse(text, nullptr, false);
+  const json j = rf::parse_json_or_discarded(text);
   if (j.is_discarded()) return make_error("spec", "not valid JSON");
   if (!j.is_object()) return make_error("spec", "expected a JSON object");
   SandboxSpec s;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/json_input.h"
 #include "docker_api/beast_http.h"
 
 namespace rf::vault {
@@ -56,7 +57,7 @@ milliseconds left_of(Clock::time_point deadline) {
 
 // Vault's {"errors": [...]} as one line, at most 300 bytes.
 std::string vault_errors(const std::string& body) {
-  const json j = json::parse(body, nullptr, false);
+  const json j = rf::parse_json_or_discarded(body);
   std::string out;
   if (j.is_object() && j.contains("errors") && j["errors"].is_array()) {
     for (const auto& e : j["errors"]) {
@@ -140,7 +141,7 @@ Result<Kv2Data> parse_kv2_read_answer(unsigned status, const std::string& body,
                                 ": the token in VAULT_TOKEN is refused (expired, revoked, or "
                                 "without a policy for this path)");
   }
-  json doc = json::parse(body, nullptr, false);
+  json doc = rf::parse_json_or_discarded(body);
   const json* meta = nullptr;
   if (doc.is_object() && doc.contains("data") && doc["data"].is_object() &&
       doc["data"].contains("metadata") && doc["data"]["metadata"].is_object()) {
@@ -409,7 +410,7 @@ Result<int64_t> Kv2Client::write(std::string_view mount, std::string_view path,
     return make_error(
         what, std::to_string(reply->status) + " " + scrub(vault_errors(reply->body), token_));
   }
-  const json doc = json::parse(reply->body, nullptr, false);
+  const json doc = rf::parse_json_or_discarded(reply->body);
   if (!doc.is_object() || !doc.contains("data") || !doc["data"].is_object() ||
       !doc["data"].contains("version") || !doc["data"]["version"].is_number_integer()) {
     failure = Kv2Failure::kBadAnswer;

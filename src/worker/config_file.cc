@@ -13,6 +13,7 @@
 
 #include "core/io.h"
 #include "core/units.h"
+#include "core/yaml_duplicates.h"
 #include "net/egress_policy.h"
 #include "store/db.h"
 
@@ -376,6 +377,9 @@ Result<SettingsLayer> parse_config_yaml(const std::string& text, const std::stri
     if (documents.size() > 1) {
       return make_error(path + ":" + std::to_string(line_of(documents[1])),
                         "expected one YAML document, got " + std::to_string(documents.size()));
+    }
+    if (!documents.empty()) {
+      if (auto big = yaml_too_large(documents[0])) return make_error(path, *big);
     }
     return parse_document(documents.empty() ? YAML::Node() : documents[0], path);
   } catch (const YAML::Exception& e) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "agents/adapter.h"
+#include "core/json_input.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "identity/audit_events.h"
@@ -375,7 +376,7 @@ class SandboxStep {
     o.outputs["stdout"] = ran.out;
     o.outputs["stderr"] = ran.err;
     o.outputs["output"] = trimmed(ran.out);
-    json parsed = json::parse(ran.out, nullptr, false);
+    json parsed = rf::parse_json_or_discarded(ran.out);
     if (!parsed.is_discarded()) o.outputs["json"] = std::move(parsed);
     if (identity_) o.identity = identity_record(*identity_);
     if (ran.revoked) {

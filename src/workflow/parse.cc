@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/io.h"
+#include "core/json_input.h"
 #include "core/units.h"
 #include "core/yaml_duplicates.h"
 
@@ -90,7 +91,7 @@ json to_json(const YAML::Node& n) {
       if (s == "true" || s == "True" || s == "TRUE") return true;
       if (s == "false" || s == "False" || s == "FALSE") return false;
       if (s == "null" || s == "~" || s == "Null" || s == "NULL") return nullptr;
-      json num = json::parse(s, nullptr, false);
+      json num = parse_json_or_discarded(s);
       if (!num.is_discarded() && num.is_number()) return num;
       return s;
     }
@@ -736,6 +737,10 @@ Loaded parse_workflow(std::string_view text, const std::string& file) {
                            ": not valid YAML or JSON: " + e.msg);
     return out;
   }
+  if (auto big = yaml_too_large(root)) {
+    out.problems.push_back(file + ": " + *big);
+    return out;
+  }
   if (auto dup = find_duplicate_key(root)) {
     out.problems.push_back(dup->where(file) + ": " + dup->message());
     return out;
@@ -790,6 +795,19 @@ Result<WorkflowDef> load_workflow_file(const std::string& path) {
   auto text = read_file(path);
   if (!text) return make_error("workflow " + path, text.error().to_string());
   return load_workflow_text(*text, path);
+}
+
+Result<json> yaml_document(std::string_view text, const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return make_error(file + ":" + std::to_string(e.mark.line + 1),
+                      "not valid YAML or JSON: " + e.msg);
+  }
+  if (auto big = yaml_too_large(root)) return make_error(file, *big);
+  if (auto dup = find_duplicate_key(root)) return make_error(dup->where(file), dup->message());
+  return to_json(root);
 }
 
 }  // namespace rf::workflow

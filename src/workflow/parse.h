@@ -7,6 +7,7 @@
 // Problems are collected, not stopped at: `workflow validate` lists them all.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,5 +36,10 @@ void validate_workflow(Loaded& loaded);
 Result<WorkflowDef> load_workflow_file(const std::string& path);
 // Both, on text (a run's stored definition, a request body).
 Result<WorkflowDef> load_workflow_text(std::string_view text, const std::string& file);
+
+// Any YAML (or JSON) document as JSON, bounded as a workflow file is (depth,
+// size with aliases, duplicate keys): for the other files the CLI reads in
+// the same language (`policy set --file`).
+Result<nlohmann::json> yaml_document(std::string_view text, const std::string& file);
 
 }  // namespace rf::workflow
