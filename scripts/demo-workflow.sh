@@ -53,6 +53,12 @@ printf %s "$token" | "$RF" secret set demo-github --state-dir "$state"
   ANTHROPIC_API_KEY=secret:demo-anthropic ANTHROPIC_BASE_URL=value:http://model.test:18080 \
   GITHUB_TOKEN=secret:demo-github --state-dir "$state"
 
+# The demo's model and git servers listen on this host's loopback, and the
+# planner step reads its key from the worker: the operator allows both for
+# project demo (docs/security.md, "The operator's policy").
+"$RF" policy set --project demo --egress-allow 127.0.0.1/32 --worker-env PLANNER_KEY \
+  --state-dir "$state" >/dev/null
+
 echo "== a worker"
 PLANNER_KEY="sk-planner-demo" "$RF" worker start --sandbox-mode per_run --state-dir "$state" \
   --proxy-resolve model.test=127.0.0.1 --proxy-resolve git.test=127.0.0.1 >"$dir/worker.log" 2>&1 &

@@ -1,7 +1,11 @@
-// The HTTP JSON API of `ringfence serve` (issue 14; docs/openapi.yaml): routes,
-// bearer-token auth, per-token bounds, and the answers' JSON. Every route but
-// /healthz needs a token; a token sees its own project only, and anything of
-// another project answers 404, as if it did not exist.
+// The HTTP JSON API of `ringfence serve` (issue 14; docs/openapi.yaml): a
+// table of routes, each with the principal it needs (none, a token of the
+// route's project, an operator token), and the handlers. Every request but
+// /healthz and the console's page has a principal (policy/principal.h): the
+// token's project, bound user and role, never what its body claims. A token
+// sees its own project only: anything of another project answers exactly as
+// an unknown id does. What a tenant asks for is bounded by its project's
+// operator policy (policy/operator_policy.h).
 #pragma once
 
 #include <atomic>
@@ -9,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,7 +21,9 @@
 #include "api/mcp.h"
 #include "api/request_target.h"
 #include "api/sandbox_service.h"
+#include "policy/principal.h"
 #include "proof/signing_key.h"
+#include "store/identity_store.h"
 #include "store/store.h"
 #include "store/token_store.h"
 
@@ -41,36 +48,88 @@ class Api {
   Api(store::Store& store, SandboxService& sandboxes, ApiOptions options = {});
   void handle(const Request& request, Responder& responder);
 
+  // Every route this server answers, as "METHOD /path/{param}" (the paths of
+  // docs/openapi.yaml, which must describe each: tests/tenancy).
+  static std::vector<std::string> route_names();
+
  private:
-  struct Caller {
-    std::string token_id;
-    std::string token_name;
-    std::string project;
+  // One request on its way through a handler.
+  struct Ctx {
+    const policy::Principal& who;
+    const Target& target;
+    const Request& request;
+    Responder& out;
+    std::map<std::string, std::string> params;  // {name} segments of the route
+    const std::string& param(const char* name) const { return params.at(name); }
   };
+  enum class Access { kPublic, kToken, kOperator };
+  using Fn = void (Api::*)(Ctx&);
+  struct Route {
+    boost::beast::http::verb method;
+    std::string_view path;  // "/v1/runs/{id}:cancel": {x} is one segment
+    Access access;
+    Fn fn;
+  };
+  static std::span<const Route> routes();
+
   struct CachedToken {
     std::optional<store::TokenRow> row;
     std::chrono::steady_clock::time_point fetched;
   };
-  // The token's project, or an answer was sent (401/429) and nullopt returned.
-  std::optional<Caller> authenticate(const Request& request, Responder& responder);
-  void route(const Caller& caller, const Target& target, const Request& request,
-             Responder& responder);
+  // The token's principal, or an answer was sent (401/503) and nullopt returned.
+  std::optional<policy::Principal> authenticate(const Request& request, Responder& responder);
+  bool take_slot(const policy::Principal& who, Responder& responder);
+  void give_slot(const policy::Principal& who);
+  // The project a request acts for: its token's; an operator token may name
+  // another with ?project=. Unknown to the caller: a 404 was sent.
+  std::optional<std::string> project_of(Ctx& c);
+
+  // api.cc: the server's own routes.
+  void healthz(Ctx& c);
+  void console(Ctx& c);
+  void metrics(Ctx& c);
+  void mcp(Ctx& c);
+  void fleet(Ctx& c);
   std::string metrics_text();
-  void serve_mcp(const Caller& caller, const Request& request, Responder& responder);
-  // api_records.cc: runs, approvals, audit, the console's stream.
-  void route_records(const Caller& caller, const Target& target, const Request& request,
-                     Responder& responder);
+  // api_sandboxes.cc: /v1/sandboxes.
+  void sandboxes_create(Ctx& c);
+  void sandboxes_list(Ctx& c);
+  void sandbox_get(Ctx& c);
+  void sandbox_delete(Ctx& c);
+  void sandbox_exec(Ctx& c);
+  void sandbox_file_get(Ctx& c);
+  void sandbox_file_put(Ctx& c);
+  void sandbox_files_list(Ctx& c);
+  std::shared_ptr<ApiSandbox> sandbox_of(Ctx& c);
+  // api_records.cc: workflow runs, approvals, the console's stream.
+  void runs_start(Ctx& c);
+  void runs_list(Ctx& c);
+  void run_get(Ctx& c);
+  void run_cancel(Ctx& c);
+  void run_replay(Ctx& c);
+  void run_events(Ctx& c);
+  void approvals_list(Ctx& c);
+  void approval_get(Ctx& c);
+  void approval_approve(Ctx& c);
+  void approval_deny(Ctx& c);
+  void approval_decide(Ctx& c, bool approve);
+  void console_events(Ctx& c);
   nlohmann::json console_snapshot(const std::string& project);
-  // /v1/audit/checkpoint, /v1/audit/proofs/inclusion?seq=N,
-  // /v1/audit/proofs/consistency?from=M[&to=N] (issue 15): the log's Merkle
-  // tree, whole (its checkpoints and proofs name no project's data).
-  void route_audit_proofs(const Caller& caller, const Target& target, const Request& request,
-                          Responder& responder);
-  void route_calls(const Caller& caller, const Target& target, const Request& request,
-                   Responder& responder);
-  // api_secrets.cc: /v1/secrets (list), /v1/secrets/NAME (PUT sets, DELETE revokes).
-  void route_secrets(const Caller& caller, const Target& target, const Request& request,
-                     Responder& responder);
+  // api_calls.cc: POST /v1/calls, GET /v1/calls/{id}.
+  void calls_create(Ctx& c);
+  void call_get(Ctx& c);
+  // api_audit.cc: the audit log, its checkpoint and proofs (issue 15).
+  void audit_list(Ctx& c);
+  void audit_verify(Ctx& c);
+  void audit_checkpoint(Ctx& c);
+  void audit_inclusion(Ctx& c);
+  void audit_consistency(Ctx& c);
+  // api_secrets.cc: /v1/secrets (list), /v1/secrets/NAME (get, set, revoke).
+  void secrets_list(Ctx& c);
+  void secret_get(Ctx& c);
+  void secret_put(Ctx& c);
+  void secret_delete(Ctx& c);
+  std::optional<std::optional<store::SecretRow>> secret_of(Ctx& c);
 
   store::Store& store_;
   store::TokenStore tokens_;
@@ -83,8 +142,8 @@ class Api {
   std::map<std::string, int> in_flight_;            // by token id
 
   // /metrics
-  std::atomic<uint64_t> requests_{0}, unauthorized_{0}, throttled_{0};
-  std::atomic<uint64_t> execs_{0}, exec_errors_{0}, streams_open_{0};
+  std::atomic<uint64_t> requests_{0}, unauthorized_{0}, throttled_{0}, denied_{0};
+  std::atomic<uint64_t> execs_{0}, exec_errors_{0}, streams_open_{0}, abandoned_{0};
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

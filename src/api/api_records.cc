@@ -1,22 +1,21 @@
 // The API's routes over the store's records (issue 14): workflow runs
-// (start, list, show, cancel, their events as SSE), approvals (list, approve,
-// deny), the audit log (list, verify), and the console's live snapshot.
-// Everything is the token's project's; another project's run or approval
-// answers 404.
+// (start, list, show, cancel, replay, their events as SSE), approvals (list,
+// show, approve, deny) and the console's live snapshot. Everything is the
+// token's project's; another project's run or approval answers exactly as
+// an unknown one does. A run's user is its token's (policy/principal.h), and
+// its workflow is checked against the project's operator policy before it
+// is queued.
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "api/api.h"
-#include "api/exec_json.h"
 #include "api/json_answers.h"
+#include "core/json_input.h"
 #include "core/log.h"
-#include "core/units.h"
-#include "identity/audit_events.h"
-#include "identity/cascade.h"
-#include "proof/proof_log.h"
+#include "policy/load.h"
+#include "policy/workflow_checks.h"
 #include "store/audit_log.h"
-#include "store/identity_store.h"
 #include "store/workflow_store.h"
 #include "workflow/parse.h"
 
@@ -53,7 +52,17 @@ json attempt_json(const store::AttemptRow& a) {
             {"error", opt(a.error)},
             {"started_at", a.started_at},
             {"finished_at", opt(a.finished_at)}};
-  if (a.outputs_json) j["outputs"] = json::parse(*a.outputs_json, nullptr, false);
+  if (a.outputs_json) j["outputs"] = parse_json_or_discarded(*a.outputs_json);
+  return j;
+}
+
+json run_with_steps(store::WorkflowStore& wf, const store::WorkflowRunRow& r) {
+  json j = run_json(r);
+  json steps = json::array();
+  if (auto attempts = wf.attempts(r.run_id)) {
+    for (const auto& a : *attempts) steps.push_back(attempt_json(a));
+  }
+  j["steps"] = steps;
   return j;
 }
 
@@ -64,7 +73,7 @@ json approval_json(const store::ApprovalRow& a) {
           {"step", opt(a.step_id)},
           {"kind", a.kind},
           {"state", std::string(store::to_string(a.state))},
-          {"request", json::parse(a.request_json, nullptr, false)},
+          {"request", parse_json_or_discarded(a.request_json)},
           {"created_at", a.created_at},
           {"expires_at", opt(a.expires_at)},
           {"decided_by", opt(a.decided_by)},
@@ -101,7 +110,231 @@ Result<json> typed_inputs(const workflow::WorkflowDef& def, const json& given) {
   return out;
 }
 
+// A string field of a body: its value, "" when absent; a 400 naming the
+// field (and nullopt) when it is there and not a string.
+std::optional<std::string> string_field(const json& body, const char* key, Responder& out) {
+  if (!body.contains(key) || body[key].is_null()) return std::string();
+  if (!body[key].is_string()) {
+    fail(out, 400, key, "expected a string");
+    return std::nullopt;
+  }
+  return body[key].get<std::string>();
+}
+
+// The refusal of a principal or a policy (403), else a 400.
+void refuse(Responder& out, const Error& e) {
+  fail(out, e.code == ErrorCode::kDenied ? 403 : 400, e.where, e.message);
+}
+
 }  // namespace
+
+// POST /v1/workflows/runs {"workflow": "<YAML or JSON text>", "inputs": {...}}
+void Api::runs_start(Ctx& c) {
+  auto body = body_object(c.request, c.out);
+  if (!body) return;
+  if (!body->contains("workflow") || !(*body)["workflow"].is_string()) {
+    return fail(c.out, 400, "workflow", "expected the workflow file's text (YAML or JSON)");
+  }
+  for (auto it = body->begin(); it != body->end(); ++it) {
+    if (it.key() != "workflow" && it.key() != "inputs" && it.key() != "user" &&
+        it.key() != "run_id") {
+      return fail(c.out, 400, it.key(), "unknown field (allowed: workflow, inputs, user, run_id)");
+    }
+  }
+  auto def = workflow::load_workflow_text((*body)["workflow"].get<std::string>(), "workflow");
+  if (!def) return fail(c.out, 400, "workflow", def.error().to_string());
+  auto inputs = typed_inputs(*def, body->value("inputs", json(nullptr)));
+  if (!inputs) return fail(c.out, 400, inputs.error().where, inputs.error().message);
+  auto named_user = string_field(*body, "user", c.out);
+  if (!named_user) return;
+  auto run_id = string_field(*body, "run_id", c.out);
+  if (!run_id) return;
+  // The user is the token's, never the body's; so is each step's.
+  auto user = c.who.user_for(*named_user, "user");
+  if (!user) {
+    ++denied_;
+    return refuse(c.out, user.error());
+  }
+  for (const auto& step : def->steps) {
+    if (!step.identity || step.identity->user.empty()) continue;
+    auto u = c.who.user_for(step.identity->user, step.where.to_string() + ".identity.user");
+    if (!u) {
+      ++denied_;
+      return refuse(c.out, u.error());
+    }
+  }
+  auto policy = policy::load_policy(store_, c.who.project);
+  if (!policy) return fail(c.out, 503, "", policy.error().to_string());
+  policy->reserve(sandboxes_.reserved());
+  if (auto s = policy::check_workflow(*policy, *def); !s) {
+    ++denied_;
+    return refuse(c.out, s.error());
+  }
+  if (!store_.project(c.who.project)) {
+    (void)store_.ensure_project(c.who.project, store::Environment::development);
+  }
+  store::NewWorkflowRun run;
+  run.run_id = *run_id;
+  run.project = c.who.project;
+  run.workflow = def->name;
+  run.file = "api";
+  run.definition = def->source;
+  run.inputs_json = inputs->dump();
+  run.user = *user;
+  run.timeout = def->timeout;
+  store::WorkflowStore wf(store_);
+  auto id = wf.enqueue_run(run);
+  if (!id) return fail(c.out, 409, "run_id", id.error().to_string());
+  answer(c.out, 201, {{"id", *id}, {"state", "queued"}}, {{"Location", "/v1/runs/" + *id}});
+}
+
+void Api::runs_list(Ctx& c) {
+  store::WorkflowStore wf(store_);
+  auto rows = wf.runs(c.who.project, 100);
+  if (!rows) return fail(c.out, 500, "", rows.error().to_string());
+  json list = json::array();
+  for (const auto& r : *rows) list.push_back(run_json(r));
+  answer(c.out, 200, {{"runs", list}});
+}
+
+namespace {
+
+// The run, if the caller's project's; otherwise a 404 as for an unknown run.
+std::optional<store::WorkflowRunRow> own_run(store::WorkflowStore& wf, const std::string& id,
+                                             const std::string& project, Responder& out) {
+  auto run = wf.run(id);
+  if (!run || run->project_id != project) {
+    fail(out, 404, "id", "no run " + id);
+    return std::nullopt;
+  }
+  return std::move(*run);
+}
+
+}  // namespace
+
+void Api::run_get(Ctx& c) {
+  store::WorkflowStore wf(store_);
+  auto run = own_run(wf, c.param("id"), c.who.project, c.out);
+  if (run) answer(c.out, 200, run_with_steps(wf, *run));
+}
+
+void Api::run_replay(Ctx& c) {
+  store::WorkflowStore wf(store_);
+  const std::string& id = c.param("id");
+  auto run = own_run(wf, id, c.who.project, c.out);
+  if (!run) return;
+  if (!run->ended()) return fail(c.out, 409, "id", "run " + id + " has not ended yet");
+  auto replay = wf.enqueue_run(run->replay());
+  if (!replay) return fail(c.out, 500, "", replay.error().to_string());
+  answer(c.out, 201, {{"id", *replay}, {"state", "queued"}, {"replay_of", id}},
+         {{"Location", "/v1/runs/" + *replay}});
+}
+
+void Api::run_cancel(Ctx& c) {
+  store::WorkflowStore wf(store_);
+  const std::string& id = c.param("id");
+  if (!own_run(wf, id, c.who.project, c.out)) return;
+  auto body = body_object(c.request, c.out, /*empty_is_object=*/true);
+  if (!body) return;
+  auto why = string_field(*body, "reason", c.out);
+  if (!why) return;
+  auto state = wf.request_cancel(id, why->empty() ? "cancelled over the API" : *why);
+  if (!state) return fail(c.out, 409, "", state.error().to_string());
+  answer(c.out, 200, {{"id", id}, {"state", std::string(store::to_string(*state))}});
+}
+
+// The run's state and steps as they change, until it ends.
+void Api::run_events(Ctx& c) {
+  store::WorkflowStore wf(store_);
+  const std::string& id = c.param("id");
+  if (!own_run(wf, id, c.who.project, c.out)) return;
+  if (!c.out.begin_stream(200, "text/event-stream")) return;
+  std::string last;
+  while (true) {
+    auto now = wf.run(id);
+    if (!now) break;
+    const std::string text = run_with_steps(wf, *now).dump();
+    if (text != last) {
+      if (!c.out.write_chunk("event: run\ndata: " + text + "\n\n")) return;
+      last = text;
+    }
+    if (now->ended()) break;
+    const uint32_t seen = store_.run_version(id);
+    store_.wait_for_run(id, seen, std::chrono::milliseconds(500));
+    if (c.out.client_gone()) return;
+  }
+  (void)c.out.write_chunk("event: end\ndata: {}\n\n");
+  (void)c.out.end_stream();
+}
+
+void Api::approvals_list(Ctx& c) {
+  auto project = project_of(c);
+  if (!project) return;
+  store::WorkflowStore wf(store_);
+  auto pending = wf.pending_approvals(*project);
+  if (!pending) return fail(c.out, 500, "", pending.error().to_string());
+  json list = json::array();
+  for (const auto& a : *pending) list.push_back(approval_json(a));
+  answer(c.out, 200, {{"approvals", list}});
+}
+
+namespace {
+
+// The approval, if the caller may see its project; otherwise a 404 as for
+// an unknown approval.
+std::optional<store::ApprovalRow> own_approval(store::WorkflowStore& wf, const std::string& text,
+                                               const policy::Principal& who, Responder& out) {
+  char* end = nullptr;
+  const long long id = std::strtoll(text.c_str(), &end, 10);
+  std::optional<store::ApprovalRow> found;
+  if (!text.empty() && *end == '\0') {
+    if (auto a = wf.approval(id); a && who.sees_project(a->project_id)) found = std::move(*a);
+  }
+  if (!found) fail(out, 404, "id", "no approval " + text);
+  return found;
+}
+
+}  // namespace
+
+void Api::approval_get(Ctx& c) {
+  store::WorkflowStore wf(store_);
+  if (auto a = own_approval(wf, c.param("id"), c.who, c.out)) answer(c.out, 200, approval_json(*a));
+}
+
+void Api::approval_approve(Ctx& c) { approval_decide(c, true); }
+void Api::approval_deny(Ctx& c) { approval_decide(c, false); }
+
+void Api::approval_decide(Ctx& c, bool approve) {
+  store::WorkflowStore wf(store_);
+  auto a = own_approval(wf, c.param("id"), c.who, c.out);
+  if (!a) return;
+  auto body = body_object(c.request, c.out, /*empty_is_object=*/true);
+  if (!body) return;
+  auto reason = string_field(*body, "reason", c.out);
+  if (!reason) return;
+  if (!approve && reason->empty()) return fail(c.out, 400, "reason", "a denial needs a reason");
+  // Who answers is the token, never a name the body claims.
+  const std::string by = c.who.actor();
+  const json req = parse_json_or_discarded(a->request_json);
+  if (req.is_object() && req.contains("approvers") && req["approvers"].is_array() &&
+      !req["approvers"].empty()) {
+    bool listed = false;
+    for (const auto& p : req["approvers"]) {
+      listed = listed || (p.is_string() && (p.get<std::string>() == c.who.token_name ||
+                                            p.get<std::string>() == c.who.token_id));
+    }
+    if (!listed) {
+      ++denied_;
+      return fail(c.out, 403, "",
+                  by + " is not one of its approvers (" + req["approvers"].dump() + ")");
+    }
+  }
+  if (auto s = wf.decide_approval(a->id, approve, by, *reason); !s) {
+    return fail(c.out, 409, "", s.error().to_string());
+  }
+  auto after = wf.approval(a->id);
+  answer(c.out, 200, after ? approval_json(*after) : json{{"id", a->id}});
+}
 
 json Api::console_snapshot(const std::string& project) {
   json sandboxes = json::array();
@@ -120,24 +353,14 @@ json Api::console_snapshot(const std::string& project) {
   store::WorkflowStore wf(store_);
   json runs = json::array();
   if (auto rows = wf.runs(project, 20)) {
-    for (const auto& r : *rows) {
-      json j = run_json(r);
-      json steps = json::array();
-      if (auto attempts = wf.attempts(r.run_id)) {
-        for (const auto& a : *attempts) steps.push_back(attempt_json(a));
-      }
-      j["steps"] = steps;
-      runs.push_back(j);
-    }
+    for (const auto& r : *rows) runs.push_back(run_with_steps(wf, r));
   }
   json approvals = json::array();
   if (auto pending = wf.pending_approvals(project)) {
     for (const auto& a : *pending) approvals.push_back(approval_json(a));
   }
   json audit = {{"intact", nullptr}};
-  if (auto verdict = store::AuditLog(store_).verify()) {
-    audit = {{"intact", verdict->intact}, {"events", verdict->events}, {"reason", verdict->reason}};
-  }
+  if (auto verdict = store::AuditLog(store_).verify()) audit = {{"intact", verdict->intact}};
   return {{"project", project},
           {"sandboxes", sandboxes},
           {"runs", runs},
@@ -145,447 +368,20 @@ json Api::console_snapshot(const std::string& project) {
           {"audit", audit}};
 }
 
-void Api::route_records(const Caller& caller, const Target& t, const Request& request,
-                        Responder& responder) {
-  const auto& seg = t.segments;
-  const http::verb method = request.method();
-  auto not_found = [&] { fail(responder, 404, "", "no such route"); };
-  store::WorkflowStore wf(store_);
-
-  // POST /v1/workflows/runs {"workflow": "<YAML or JSON text>", "inputs": {...}}
-  if (seg[1] == "workflows") {
-    if (seg.size() != 3 || seg[2] != "runs") return not_found();
-    if (method != http::verb::post) return fail(responder, 405, "", "allowed: POST");
-    const json body = json::parse(request.body(), nullptr, false);
-    if (body.is_discarded() || !body.is_object()) {
-      return fail(responder, 400, "body", "expected a JSON object");
+// A snapshot now, then whenever it changes (checked every 250 ms).
+void Api::console_events(Ctx& c) {
+  auto project = project_of(c);
+  if (!project) return;
+  if (!c.out.begin_stream(200, "text/event-stream")) return;
+  std::string last;
+  while (!c.out.client_gone()) {
+    const std::string text = console_snapshot(*project).dump();
+    if (text != last) {
+      if (!c.out.write_chunk("event: snapshot\ndata: " + text + "\n\n")) return;
+      last = text;
     }
-    if (!body.contains("workflow") || !body["workflow"].is_string()) {
-      return fail(responder, 400, "workflow", "expected the workflow file's text (YAML or JSON)");
-    }
-    auto def = workflow::load_workflow_text(body["workflow"].get<std::string>(), "workflow");
-    if (!def) return fail(responder, 400, "workflow", def.error().to_string());
-    auto inputs = typed_inputs(*def, body.value("inputs", json(nullptr)));
-    if (!inputs) return fail(responder, 400, inputs.error().where, inputs.error().message);
-    if (!store_.project(caller.project)) {
-      (void)store_.ensure_project(caller.project, store::Environment::development);
-    }
-    store::NewWorkflowRun run;
-    run.run_id = body.value("run_id", "");
-    run.project = caller.project;
-    run.workflow = def->name;
-    run.file = "api";
-    run.definition = def->source;
-    run.inputs_json = inputs->dump();
-    run.user = body.value("user", "");
-    run.timeout = def->timeout;
-    auto id = wf.enqueue_run(run);
-    if (!id) return fail(responder, 409, "run_id", id.error().to_string());
-    answer(responder, 201, {{"id", *id}, {"state", "queued"}}, {{"Location", "/v1/runs/" + *id}});
-    return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
-
-  if (seg[1] == "runs") {
-    if (seg.size() == 2) {
-      if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
-      json list = json::array();
-      auto rows = wf.runs(caller.project, 100);
-      if (!rows) return fail(responder, 500, "", rows.error().to_string());
-      for (const auto& r : *rows) list.push_back(run_json(r));
-      return answer(responder, 200, {{"runs", list}});
-    }
-    // "/v1/runs/ID", "/v1/runs/ID:cancel", "/v1/runs/ID/events"
-    std::string id = seg[2], action;
-    if (const auto colon = id.find(':'); colon != std::string::npos) {
-      action = id.substr(colon + 1);
-      id = id.substr(0, colon);
-    }
-    auto run = wf.run(id);
-    if (!run || run->project_id != caller.project)
-      return fail(responder, 404, "id", "no run " + id);
-    if (seg.size() == 3 && action.empty()) {
-      if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
-      json j = run_json(*run);
-      json steps = json::array();
-      if (auto attempts = wf.attempts(id)) {
-        for (const auto& a : *attempts) steps.push_back(attempt_json(a));
-      }
-      j["steps"] = steps;
-      return answer(responder, 200, j);
-    }
-    if (seg.size() == 3 && action == "replay") {
-      if (method != http::verb::post) return fail(responder, 405, "", "allowed: POST");
-      if (!run->ended()) return fail(responder, 409, "id", "run " + id + " has not ended yet");
-      auto replay = wf.enqueue_run(run->replay());
-      if (!replay) return fail(responder, 500, "", replay.error().to_string());
-      return answer(responder, 201, {{"id", *replay}, {"state", "queued"}, {"replay_of", id}},
-                    {{"Location", "/v1/runs/" + *replay}});
-    }
-    if (seg.size() == 3 && action == "cancel") {
-      if (method != http::verb::post) return fail(responder, 405, "", "allowed: POST");
-      const json body = json::parse(request.body().empty() ? "{}" : request.body(), nullptr, false);
-      const std::string why = body.is_object() ? body.value("reason", "cancelled over the API")
-                                               : "cancelled over the API";
-      auto state = wf.request_cancel(id, why);
-      if (!state) return fail(responder, 409, "", state.error().to_string());
-      return answer(responder, 200, {{"id", id}, {"state", std::string(store::to_string(*state))}});
-    }
-    if (seg.size() == 4 && seg[3] == "events" && action.empty()) {
-      if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
-      // The run's state and steps as they change, until it ends.
-      if (!responder.begin_stream(200, "text/event-stream")) return;
-      std::string last;
-      while (true) {
-        auto now = wf.run(id);
-        if (!now) break;
-        json j = run_json(*now);
-        json steps = json::array();
-        if (auto attempts = wf.attempts(id)) {
-          for (const auto& a : *attempts) steps.push_back(attempt_json(a));
-        }
-        j["steps"] = steps;
-        const std::string text = j.dump();
-        if (text != last) {
-          if (!responder.write_chunk("event: run\ndata: " + text + "\n\n")) return;
-          last = text;
-        }
-        if (now->ended()) break;
-        const uint32_t seen = store_.run_version(id);
-        store_.wait_for_run(id, seen, std::chrono::milliseconds(500));
-        if (responder.client_gone()) return;
-      }
-      (void)responder.write_chunk("event: end\ndata: {}\n\n");
-      (void)responder.end_stream();
-      return;
-    }
-    return not_found();
-  }
-
-  if (seg[1] == "calls") {
-    route_calls(caller, t, request, responder);
-    return;
-  }
-
-  if (seg[1] == "approvals") {
-    if (seg.size() == 2) {
-      if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
-      auto pending = wf.pending_approvals(caller.project);
-      if (!pending) return fail(responder, 500, "", pending.error().to_string());
-      json list = json::array();
-      for (const auto& a : *pending) list.push_back(approval_json(a));
-      return answer(responder, 200, {{"approvals", list}});
-    }
-    // "/v1/approvals/ID:approve", "/v1/approvals/ID:deny"
-    std::string id_text = seg[2], action;
-    if (const auto colon = id_text.find(':'); colon != std::string::npos) {
-      action = id_text.substr(colon + 1);
-      id_text = id_text.substr(0, colon);
-    }
-    char* end = nullptr;
-    const long long id = std::strtoll(id_text.c_str(), &end, 10);
-    if (id_text.empty() || *end != '\0')
-      return fail(responder, 404, "id", "no approval " + id_text);
-    auto a = wf.approval(id);
-    if (!a || a->project_id != caller.project) {
-      return fail(responder, 404, "id", "no approval " + id_text);
-    }
-    if (seg.size() == 3 && action.empty()) {
-      if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
-      return answer(responder, 200, approval_json(*a));
-    }
-    if (seg.size() != 3 || (action != "approve" && action != "deny")) return not_found();
-    if (method != http::verb::post) return fail(responder, 405, "", "allowed: POST");
-    const json body = json::parse(request.body().empty() ? "{}" : request.body(), nullptr, false);
-    if (!body.is_object()) return fail(responder, 400, "body", "expected a JSON object");
-    const std::string reason = body.value("reason", "");
-    if (action == "deny" && reason.empty()) {
-      return fail(responder, 400, "reason", "a denial needs a reason");
-    }
-    // Who answers is the token, never a name the body claims.
-    const std::string by =
-        "token " + (caller.token_name.empty() ? caller.token_id
-                                              : caller.token_name + " (" + caller.token_id + ")");
-    const json req = json::parse(a->request_json, nullptr, false);
-    if (req.is_object() && req.contains("approvers") && req["approvers"].is_array() &&
-        !req["approvers"].empty()) {
-      bool listed = false;
-      for (const auto& p : req["approvers"]) {
-        listed = listed || (p.is_string() && (p.get<std::string>() == caller.token_name ||
-                                              p.get<std::string>() == caller.token_id));
-      }
-      if (!listed) {
-        return fail(responder, 403, "",
-                    by + " is not one of its approvers (" + req["approvers"].dump() + ")");
-      }
-    }
-    if (auto s = wf.decide_approval(id, action == "approve", by, reason); !s) {
-      return fail(responder, 409, "", s.error().to_string());
-    }
-    auto after = wf.approval(id);
-    return answer(responder, 200, after ? approval_json(*after) : json{{"id", id}});
-  }
-
-  if (seg[1] == "audit" || seg[1] == "audit:verify") {
-    if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
-    store::AuditLog log(store_);
-    if (seg[1] == "audit:verify") {
-      auto v = log.verify();
-      if (!v) return fail(responder, 500, "", v.error().to_string());
-      return answer(responder, 200,
-                    {{"intact", v->intact},
-                     {"events", v->events},
-                     {"first_bad", opt(v->first_bad)},
-                     {"reason", v->reason}});
-    }
-    store::AuditFilter filter;
-    filter.project_id = caller.project;
-    // Whole numbers in range, or a 400 naming the parameter: never read as
-    // 0 or clamped into something the caller did not ask for.
-    if (auto it = t.query.find("after"); it != t.query.end()) {
-      const auto after = parse_whole_number(it->second);
-      if (!after || *after > static_cast<uint64_t>(INT64_MAX)) {
-        return fail(
-            responder, 400, "after",
-            "after \"" + it->second + "\": expected an event's seq (a whole number, 0 or more)");
-      }
-      filter.after_seq = static_cast<int64_t>(*after);
-    }
-    if (auto it = t.query.find("limit"); it != t.query.end()) {
-      const auto limit = parse_whole_number(it->second);
-      if (!limit || *limit < 1 || *limit > 1000) {
-        return fail(responder, 400, "limit",
-                    "limit \"" + it->second + "\": expected a whole number from 1 to 1000");
-      }
-      filter.limit = static_cast<int>(*limit);
-    }
-    auto events = log.list(filter);
-    if (!events) return fail(responder, 500, "", events.error().to_string());
-    json list = json::array();
-    for (const auto& e : *events) {
-      json j = {{"seq", e.seq},
-                {"at", e.at},
-                {"kind", e.kind},
-                {"actor", e.actor},
-                {"run", opt(e.run_id)},
-                {"call", opt(e.call_id)},
-                {"sandbox", opt(e.sandbox_id)},
-                {"detail", json::parse(e.detail_json, nullptr, false)},
-                {"hash", e.hash}};
-      list.push_back(j);
-    }
-    return answer(responder, 200, {{"events", list}});
-  }
-
-  if (seg[1] == "console" && seg.size() == 3 && seg[2] == "events") {
-    if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
-    // A snapshot now, then whenever it changes (checked every 250 ms).
-    if (!responder.begin_stream(200, "text/event-stream")) return;
-    std::string last;
-    while (!responder.client_gone()) {
-      const std::string text = console_snapshot(caller.project).dump();
-      if (text != last) {
-        if (!responder.write_chunk("event: snapshot\ndata: " + text + "\n\n")) return;
-        last = text;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-    return;
-  }
-  not_found();
-}
-
-// POST /v1/calls: a tool call for the workers, as `ringfence call` sends it;
-// GET /v1/calls/{id}: its state and output (already redacted by the worker),
-// or with Accept: text/event-stream, the output as it comes, then `end`.
-void Api::route_calls(const Caller& caller, const Target& t, const Request& request,
-                      Responder& responder) {
-  const auto& seg = t.segments;
-  const http::verb method = request.method();
-  if (seg.size() == 2) {
-    if (method != http::verb::post) return fail(responder, 405, "", "allowed: POST");
-    const json body = json::parse(request.body(), nullptr, false);
-    if (body.is_discarded() || !body.is_object()) {
-      return fail(responder, 400, "body", "expected a JSON object");
-    }
-    json exec = body;
-    for (const char* k : {"run", "identity", "requires"}) exec.erase(k);
-    auto parsed = parse_exec(exec);
-    if (auto* e = std::get_if<ServiceError>(&parsed))
-      return fail(responder, e->status, e->field, e->message);
-    const ExecCall& ec = std::get<ExecCall>(parsed);
-    if (!body.contains("run") || !body["run"].is_string() ||
-        body["run"].get<std::string>().empty()) {
-      return fail(responder, 400, "run", "expected the run's id (a string)");
-    }
-    store::NewCall call;
-    call.project = caller.project;
-    call.run = body["run"];
-    call.argv = ec.argv;
-    call.env = ec.env;
-    call.cwd = body.contains("cwd") ? ec.cwd : "";
-    call.stdin_bytes = ec.stdin_data;
-    if (ec.timeout.count() > 0) call.timeout = ec.timeout;
-    // "requires": {"labels": {"zone": "b"}}: only a worker with them takes it.
-    if (body.contains("requires")) {
-      const json& req = body["requires"];
-      if (!req.is_object()) return fail(responder, 400, "requires", "expected {\"labels\": {...}}");
-      for (auto it = req.begin(); it != req.end(); ++it) {
-        if (it.key() != "labels")
-          return fail(responder, 400, "requires." + it.key(), "unknown field");
-      }
-      if (req.contains("labels")) {
-        if (!req["labels"].is_object())
-          return fail(responder, 400, "requires.labels", "expected an object of strings");
-        auto labels = store::labels_from_json(req["labels"].dump());
-        if (!labels) {
-          // labels_from_json names a bad entry "label KEY".
-          const std::string& at = labels.error().where;
-          const std::string where =
-              at.starts_with("label ") ? "requires.labels." + at.substr(6) : "requires.labels";
-          return fail(responder, 400, where, labels.error().message);
-        }
-        call.requires_labels = std::move(*labels);
-      }
-    }
-    if (body.contains("identity")) {
-      const json& id = body["identity"];
-      if (!id.is_object())
-        return fail(responder, 400, "identity", "expected {\"workflow\", \"user\"}");
-      for (auto it = id.begin(); it != id.end(); ++it) {
-        if (it.key() != "workflow" && it.key() != "user") {
-          return fail(responder, 400, "identity." + it.key(), "unknown field");
-        }
-        if (!it.value().is_string())
-          return fail(responder, 400, "identity." + it.key(), "expected a string");
-      }
-      call.identity = store::IdentityScope{id.value("workflow", ""), id.value("user", "")};
-      // Checked now, fail closed naming the key and secret; again at sandbox start.
-      store::IdentityStore rows(store_);
-      const identity::CascadeRequest wanted{caller.project, call.identity->workflow,
-                                            call.identity->user};
-      auto plan = identity::plan_cascade(rows, wanted);
-      if (!plan) {
-        identity::audit_refusal(store_, "api " + caller.token_id, wanted, plan.error().to_string(),
-                                {call.run, {}, {}});
-        return fail(responder, 403, "identity", "call refused: " + plan.error().to_string());
-      }
-    }
-    if (!store_.project(caller.project)) {
-      (void)store_.ensure_project(caller.project, store::Environment::development);
-    }
-    auto id = store_.enqueue_call(call);
-    if (!id) return fail(responder, 409, "run", id.error().to_string());
-    return answer(responder, 201, {{"id", *id}, {"state", "queued"}},
-                  {{"Location", "/v1/calls/" + std::to_string(*id)}});
-  }
-  if (seg.size() != 3) return fail(responder, 404, "", "no such route");
-  if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
-  char* end = nullptr;
-  const long long id = std::strtoll(seg[2].c_str(), &end, 10);
-  auto view = seg[2].empty() || *end != '\0' ? Result<store::CallView>(make_error("", ""))
-                                             : store_.call(id);
-  if (!view || view->project_id != caller.project) {
-    return fail(responder, 404, "id", "no call " + seg[2]);
-  }
-  auto call_json = [&](const store::CallView& v) {
-    json j = {{"id", v.id},
-              {"run", v.run_id},
-              {"state", std::string(store::to_string(v.state))},
-              {"exit_code", opt(v.exit_code)},
-              {"error", opt(v.error)},
-              {"enqueued_at", v.enqueued_at},
-              {"finished_at", opt(v.finished_at)}};
-    if (v.result_json) j["result"] = json::parse(*v.result_json, nullptr, false);
-    return j;
-  };
-  auto ended = [](store::CallState s) {
-    return s != store::CallState::queued && s != store::CallState::claimed &&
-           s != store::CallState::running;
-  };
-  if (request[http::field::accept].find("text/event-stream") == boost::beast::string_view::npos) {
-    std::string out, err;
-    int64_t seq = 0;
-    while (true) {
-      auto chunks = store_.output(id, seq);
-      if (!chunks || chunks->empty()) break;
-      for (const auto& c : *chunks) {
-        (c.stream == store::Stream::out ? out : err) += c.data;
-        seq = c.seq;
-      }
-    }
-    json j = call_json(*view);
-    put_bytes(j, "stdout", out);
-    put_bytes(j, "stderr", err);
-    return answer(responder, 200, j);
-  }
-  if (!responder.begin_stream(200, "text/event-stream")) return;
-  int64_t seq = 0;
-  while (true) {
-    const uint32_t seen = store_.call_version(id);
-    auto now = store_.call(id);  // the state first: output written before it is then complete
-    auto chunks = store_.output(id, seq);
-    if (chunks && !chunks->empty()) {
-      for (const auto& c : *chunks) {
-        json j;
-        put_bytes(j, "data", c.data);
-        if (!responder.write_chunk(std::string("event: ") +
-                                   (c.stream == store::Stream::out ? "stdout" : "stderr") +
-                                   "\ndata: " + j.dump() + "\n\n")) {
-          return;
-        }
-        seq = c.seq;
-      }
-      continue;
-    }
-    if (!now) break;
-    if (ended(now->state)) {
-      (void)responder.write_chunk("event: end\ndata: " + call_json(*now).dump() + "\n\n");
-      break;
-    }
-    store_.wait_for_call(id, seen, std::chrono::milliseconds(500));
-    if (responder.client_gone()) return;
-  }
-  (void)responder.end_stream();
-}
-
-void Api::route_audit_proofs(const Caller& caller, const Target& t, const Request& request,
-                             Responder& responder) {
-  (void)caller;
-  const auto& seg = t.segments;
-  if (request.method() != http::verb::get) return fail(responder, 405, "", "allowed: GET");
-  if (options_.signing_key == nullptr)
-    return fail(responder, 503, "", "this server has no signing key");
-  proof::ProofLog log(store_, *options_.signing_key, proof::default_origin());
-  auto number = [&](const char* name) -> std::optional<int64_t> {
-    const auto it = t.query.find(name);
-    if (it == t.query.end()) return std::nullopt;
-    char* end = nullptr;
-    const long long v = std::strtoll(it->second.c_str(), &end, 10);
-    if (end == it->second.c_str() || *end != '\0' || v < 0) return -1;
-    return v;
-  };
-  Result<json> out = make_error("", "");
-  if (seg.size() == 3 && seg[2] == "checkpoint") {
-    auto note = log.checkpoint();
-    if (!note) return fail(responder, 500, "", note.error().to_string());
-    return answer(responder, 200, {{"checkpoint", *note}});
-  } else if (seg.size() == 4 && seg[2] == "proofs" && seg[3] == "inclusion") {
-    const auto seq = number("seq");
-    if (!seq || *seq <= 0) return fail(responder, 400, "seq", "a positive event number is needed");
-    out = log.inclusion(*seq);
-    if (!out && out.error().code == ErrorCode::kNotFound)
-      return fail(responder, 404, "seq", out.error().to_string());
-  } else if (seg.size() == 4 && seg[2] == "proofs" && seg[3] == "consistency") {
-    const auto from = number("from"), to = number("to");
-    if (!from || *from <= 0) return fail(responder, 400, "from", "a positive tree size is needed");
-    if (to && *to < 0) return fail(responder, 400, "to", "a tree size is needed");
-    out = log.consistency(static_cast<uint64_t>(*from), static_cast<uint64_t>(to.value_or(0)));
-    if (!out) return fail(responder, 400, "from", out.error().to_string());
-  } else {
-    return fail(responder, 404, "", "no such resource");
-  }
-  if (!out) return fail(responder, 500, "", out.error().to_string());
-  return answer(responder, 200, *out);
 }
 
 }  // namespace rf::api

@@ -8,12 +8,12 @@
 
 #include "api/api.h"
 #include "api/json_answers.h"
+#include "core/json_input.h"
 #include "identity/secrets.h"
 #include "identity/text_value.h"
 #include "store/identity_store.h"
 
 namespace rf::api {
-namespace http = boost::beast::http;
 using nlohmann::json;
 
 namespace {
@@ -41,74 +41,99 @@ json secret_json(const store::SecretRow& s, const std::string& name) {
 
 }  // namespace
 
-void Api::route_secrets(const Caller& caller, const Target& t, const Request& request,
-                        Responder& responder) {
-  const auto& seg = t.segments;
-  const http::verb method = request.method();
+namespace {
+
+// The secrets of a project as the API names them ("P:NAME" in the store).
+identity::Secrets secrets_of(store::Store& store, const std::string& state_dir,
+                             const policy::Principal& who) {
+  return identity::Secrets(store, identity::SecretsOptions{state_dir, nullptr, who.actor()});
+}
+
+}  // namespace
+
+void Api::secrets_list(Ctx& c) {
   if (options_.state_dir.empty())
-    return fail(responder, 503, "", "secrets: this server was started without a state dir");
-  const std::string prefix = caller.project + ":";
-  const std::string by =
-      "token " + (caller.token_name.empty() ? caller.token_id
-                                            : caller.token_name + " (" + caller.token_id + ")");
-  identity::Secrets secrets(store_, identity::SecretsOptions{options_.state_dir, nullptr, by});
-
-  if (seg.size() == 2) {
-    if (method != http::verb::get) return fail(responder, 405, "", "allowed: GET");
-    auto all = secrets.list();
-    if (!all) return fail(responder, 500, "", all.error().to_string());
-    // The caller's own, by the name it knows them by.
-    json list = json::array();
-    for (const auto& s : *all) {
-      if (s.name.starts_with(prefix)) list.push_back(secret_json(s, s.name.substr(prefix.size())));
-    }
-    return answer(responder, 200, {{"secrets", list}});
+    return fail(c.out, 503, "", "secrets: this server was started without a state dir");
+  const std::string prefix = c.who.project + ":";
+  auto all = secrets_of(store_, options_.state_dir, c.who).list();
+  if (!all) return fail(c.out, 500, "", all.error().to_string());
+  // The caller's own, by the name it knows them by.
+  json list = json::array();
+  for (const auto& s : *all) {
+    if (s.name.starts_with(prefix)) list.push_back(secret_json(s, s.name.substr(prefix.size())));
   }
-  if (seg.size() != 3) return fail(responder, 404, "", "no such route");
-  const std::string& name = seg[2];
+  answer(c.out, 200, {{"secrets", list}});
+}
+
+// The secret NAME of the caller's project (nullopt inside when unknown), or
+// an answer was sent (a bad name, no state dir, the store) and nullopt.
+std::optional<std::optional<store::SecretRow>> Api::secret_of(Ctx& c) {
+  if (options_.state_dir.empty()) {
+    fail(c.out, 503, "", "secrets: this server was started without a state dir");
+    return std::nullopt;
+  }
+  const std::string& name = c.param("name");
   if (!valid_name(name)) {
-    return fail(responder, 400, "name",
-                "a secret's name is 1 to 128 of A-Z a-z 0-9 . _ - (got " +
-                    json(name.substr(0, 64)).dump() + ")");
+    fail(c.out, 400, "name",
+         "a secret's name is 1 to 128 of A-Z a-z 0-9 . _ - (got " +
+             json(name.substr(0, 64)).dump() + ")");
+    return std::nullopt;
   }
-  auto found = store::IdentityStore(store_).secret(prefix + name);
-  if (!found) return fail(responder, 500, "", found.error().to_string());
+  auto found = store::IdentityStore(store_).secret(c.who.project + ":" + name);
+  if (!found) {
+    fail(c.out, 500, "", found.error().to_string());
+    return std::nullopt;
+  }
+  return std::move(*found);
+}
 
-  if (method == http::verb::put) {
-    // The body holds the value: never echoed, whatever is wrong with it.
-    const json body = json::parse(request.body(), nullptr, false);
-    if (!body.is_object()) return fail(responder, 400, "body", "expected a JSON object");
-    const auto value = body.find("value");
-    if (value == body.end() || !value->is_string())
-      return fail(responder, 400, "value", "expected the secret's value as a string");
-    const std::string& text = value->get_ref<const std::string&>();
-    if (text.empty()) return fail(responder, 400, "value", "the value is empty");
-    if (text.size() > identity::kMaxSecretBytes) {
-      return fail(responder, 400, "value",
-                  "the value is over " + std::to_string(identity::kMaxSecretBytes) + " bytes");
-    }
-    // A NUL can come in as \u0000: refused as secrets.set would (a sandbox
-    // could not be given it unaltered), as the caller's mistake.
-    if (!identity::is_text_value(text)) {
-      return fail(responder, 400, "value", "the value is not UTF-8 text or holds a NUL byte");
-    }
-    identity::NewSecret s{prefix + name, identity::SecretValue(text), "builtin", std::nullopt};
-    auto version = secrets.set(s);
-    if (!version) return fail(responder, 500, "", version.error().to_string());
-    return answer(responder, *found ? 200 : 201, {{"name", name}, {"version", *version}});
+void Api::secret_get(Ctx& c) {
+  auto found = secret_of(c);
+  if (!found) return;
+  if (!*found) return fail(c.out, 404, "name", "no secret " + c.param("name"));
+  answer(c.out, 200, secret_json(**found, c.param("name")));
+}
+
+void Api::secret_put(Ctx& c) {
+  auto found = secret_of(c);
+  if (!found) return;
+  const std::string& name = c.param("name");
+  // The body holds the value: never echoed, whatever is wrong with it.
+  auto body = parse_json(c.request.body(), "body");
+  if (!body || !body->is_object()) return fail(c.out, 400, "body", "expected a JSON object");
+  const auto value = body->find("value");
+  if (value == body->end() || !value->is_string())
+    return fail(c.out, 400, "value", "expected the secret's value as a string");
+  const std::string& text = value->get_ref<const std::string&>();
+  if (text.empty()) return fail(c.out, 400, "value", "the value is empty");
+  if (text.size() > identity::kMaxSecretBytes) {
+    return fail(c.out, 400, "value",
+                "the value is over " + std::to_string(identity::kMaxSecretBytes) + " bytes");
   }
-  if (method == http::verb::delete_) {
-    if (!*found) return fail(responder, 404, "name", "no secret " + name);
-    const bool hard = t.query.count("hard") && t.query.at("hard") == "true";
-    if (auto s = secrets.revoke(prefix + name, hard); !s)
-      return fail(responder, 409, "", s.error().to_string());
-    return answer(responder, 200, {{"name", name}, {"state", hard ? "hard_revoked" : "revoked"}});
+  // A NUL can come in as \u0000: refused as secrets.set would (a sandbox
+  // could not be given it unaltered), as the caller's mistake.
+  if (!identity::is_text_value(text)) {
+    return fail(c.out, 400, "value", "the value is not UTF-8 text or holds a NUL byte");
   }
-  if (method == http::verb::get) {
-    if (!*found) return fail(responder, 404, "name", "no secret " + name);
-    return answer(responder, 200, secret_json(**found, name));
+  identity::NewSecret s{c.who.project + ":" + name, identity::SecretValue(text), "builtin",
+                        std::nullopt};
+  auto version = secrets_of(store_, options_.state_dir, c.who).set(s);
+  if (!version) return fail(c.out, 500, "", version.error().to_string());
+  answer(c.out, *found ? 200 : 201, {{"name", name}, {"version", *version}});
+}
+
+void Api::secret_delete(Ctx& c) {
+  auto found = secret_of(c);
+  if (!found) return;
+  const std::string& name = c.param("name");
+  if (!*found) return fail(c.out, 404, "name", "no secret " + name);
+  const bool hard = c.target.query.count("hard") && c.target.query.at("hard") == "true";
+  if (auto s =
+          secrets_of(store_, options_.state_dir, c.who).revoke(c.who.project + ":" + name, hard);
+      !s) {
+    return fail(c.out, 409, "", s.error().to_string());
   }
-  return fail(responder, 405, "", "allowed: GET, PUT, DELETE");
+  answer(c.out, 200, {{"name", name}, {"state", hard ? "hard_revoked" : "revoked"}});
 }
 
 }  // namespace rf::api

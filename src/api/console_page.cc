@@ -110,7 +110,7 @@ function render(s) {
     el("td", {}, ...r.steps.map((st) => el("span", { class: "mode", title: st.state }, st.step + ": " + st.mode))))), 4);
   const a = s.audit;
   $("#audit").replaceChildren(a.intact === null ? "unknown" :
-    el("span", { class: a.intact ? "intact" : "broken" }, a.intact ? "intact, " + a.events + " events" : "BROKEN: " + a.reason));
+    el("span", { class: a.intact ? "intact" : "broken" }, a.intact ? "intact" : "BROKEN (ringfence audit verify says where)"));
 }
 async function decide(id, action, reason) {
   const r = await fetch("/v1/approvals/" + id + ":" + action, {

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "api/http_server.h"
+#include "core/json_input.h"
 
 namespace rf::api {
 
@@ -22,6 +24,25 @@ inline void fail(Responder& r, int status, const std::string& field, const std::
   nlohmann::json body = {{"error", message}};
   if (!field.empty()) body["field"] = field;
   answer(r, status, body);
+}
+
+// The request's body as a JSON object (an empty body is {} when
+// `empty_is_object`); otherwise a 400 that says what is wrong with it (not
+// JSON, nested too deep, not an object) was sent, and nullopt returned.
+inline std::optional<nlohmann::json> body_object(const Request& request, Responder& r,
+                                                 bool empty_is_object = false) {
+  const std::string& text = request.body();
+  if (text.empty() && empty_is_object) return nlohmann::json::object();
+  auto parsed = parse_json(text, "body");
+  if (!parsed) {
+    fail(r, 400, "body", parsed.error().message);
+    return std::nullopt;
+  }
+  if (!parsed->is_object()) {
+    fail(r, 400, "body", "expected a JSON object");
+    return std::nullopt;
+  }
+  return std::move(*parsed);
 }
 
 }  // namespace rf::api

@@ -120,11 +120,7 @@ json McpServer::tool_list() {
         "Create an isolated Linux sandbox (read-only root, writable /workspace, no network unless "
         "allowed, no host environment). Returns its sandbox_id; destroy it when done."},
        {"inputSchema",
-        schema({{"id",
-                 {{"type", "string"},
-                  {"pattern", "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"},
-                  {"description", "A name of your choosing (default: generated)"}}},
-                {"limits",
+        schema({{"limits",
                  {{"type", "object"},
                   {"description",
                    "Bounds, e.g. {\"memory\": \"512m\", \"timeout\": \"60s\", \"pids\": 256}"}}},
@@ -182,7 +178,8 @@ json McpServer::tool_list() {
   });
 }
 
-json McpServer::call_tool(const std::string& project, const std::string& name, const json& args) {
+json McpServer::call_tool(const std::string& project, const std::string& name, const json& args,
+                          const std::function<bool()>& client_gone) {
   auto find = [&](std::shared_ptr<ApiSandbox>* out) -> std::optional<std::string> {
     *out = sandboxes_.find(project, args["sandbox_id"].get<std::string>());
     if (!*out)
@@ -194,16 +191,17 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
     if (auto* e = std::get_if<ServiceError>(&parsed))
       return tool_error(e->field + ": " + e->message);
     CollectSink sink;
-    ++sb.running;
-    auto result = sb.sandbox->exec(std::get<ExecCall>(parsed), sink);
-    --sb.running;
-    if (!result) return tool_error(result.error().to_string());
-    const json answer = exec_answer(*result, sb.id(), sink);
+    auto result = sandboxes_.exec(sb, std::get<ExecCall>(std::move(parsed)),
+                                  exec_args.contains("timeout"), sink, client_gone);
+    if (auto* e = std::get_if<ServiceError>(&result)) {
+      return tool_error((e->field.empty() ? "" : e->field + ": ") + e->message);
+    }
+    const json answer = exec_answer(std::get<ExecResult>(result), sb.id(), sink);
     return tool_result(answer, exec_text(answer));
   };
 
   if (name == "sandbox_create") {
-    if (auto bad = check_args(args, {"id", "limits", "network", "allow", "env"}, {}))
+    if (auto bad = check_args(args, {"limits", "network", "allow", "env"}, {}))
       return tool_error(*bad);
     auto made = sandboxes_.create(project, args.dump());
     if (auto* e = std::get_if<ServiceError>(&made)) {
@@ -269,6 +267,9 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
     std::shared_ptr<ApiSandbox> sb;
     if (auto missing = find(&sb)) return tool_error(*missing);
     std::string data = args["content"];
+    if (args.contains("encoding") && !args["encoding"].is_string()) {
+      return tool_error("argument \"encoding\" must be a string (utf8 or base64)");
+    }
     const std::string encoding = args.value("encoding", "utf8");
     if (encoding == "base64") {
       auto bytes = base64_decode(data);
@@ -314,7 +315,8 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
 }
 
 std::optional<json> McpServer::handle(const std::string& project, const json& message,
-                                      std::string_view header_version) {
+                                      std::string_view header_version,
+                                      const std::function<bool()>& client_gone) {
   if (!message.is_object()) {
     return rpc_error(nullptr, kInvalidRequest,
                      message.is_array() ? "batches are not supported (send one message at a time)"
@@ -322,7 +324,8 @@ std::optional<json> McpServer::handle(const std::string& project, const json& me
   }
   const json id = message.contains("id") ? message["id"] : json(nullptr);
   if (!message.contains("method")) return std::nullopt;  // a response: we never ask
-  if (!message["method"].is_string() || message.value("jsonrpc", "") != "2.0") {
+  if (!message["method"].is_string() || !message.contains("jsonrpc") ||
+      message["jsonrpc"] != "2.0") {
     return rpc_error(id, kInvalidRequest, "expected {\"jsonrpc\": \"2.0\", \"method\": ...}");
   }
   const std::string method = message["method"];
@@ -354,7 +357,10 @@ std::optional<json> McpServer::handle(const std::string& project, const json& me
   const json capabilities = {{"tools", {{"listChanged", false}}}};
 
   if (method == "initialize") {
-    std::string asked = params.value("protocolVersion", "");
+    const std::string asked =
+        params.contains("protocolVersion") && params["protocolVersion"].is_string()
+            ? params["protocolVersion"].get<std::string>()
+            : "";
     const std::string chosen = kLegacyVersions.count(asked) ? asked : "2025-11-25";
     return json{{"jsonrpc", "2.0"},
                 {"id", id},
@@ -387,7 +393,7 @@ std::optional<json> McpServer::handle(const std::string& project, const json& me
     }
     const json args = params.contains("arguments") ? params["arguments"] : json::object();
     if (!args.is_object()) return rpc_error(id, kInvalidParams, "arguments must be an object");
-    json result = call_tool(project, params["name"], args);
+    json result = call_tool(project, params["name"], args, client_gone);
     if (result.is_null()) {
       return rpc_error(id, kInvalidParams,
                        "Tool " + params["name"].get<std::string>() + " not found");

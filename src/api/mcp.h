@@ -11,6 +11,9 @@
 // - 2025-11-25 (and 2025-06-18, 2025-03-26): `initialize` first, then plain
 //   requests. Served statelessly too: no session id is needed or issued.
 //
+// Every string a client sends is checked for its type: a mistyped field is an
+// answer naming it, never an exception.
+//
 // Tools: sandbox_create, sandbox_exec, sandbox_destroy, sandbox_file_read,
 // sandbox_file_write, sandbox_file_list, run_code. A tool that fails answers
 // a result with isError and a sentence saying what and where; a call to an
@@ -18,6 +21,7 @@
 // There are no approval tools: approving a credential is for humans.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -36,15 +40,18 @@ class McpServer {
   // One message from a client acting for `project`. The answer, or nullopt
   // for a notification (or a response, which this server never asked for).
   // `header_version`: the MCP-Protocol-Version header over HTTP, else empty.
+  // `client_gone`, when given, says whether the client has left: a tool's
+  // command is then killed (api/sandbox_service.h, exec).
   std::optional<nlohmann::json> handle(const std::string& project, const nlohmann::json& message,
-                                       std::string_view header_version = {});
+                                       std::string_view header_version = {},
+                                       const std::function<bool()>& client_gone = {});
 
   // The tools, as tools/list answers them.
   static nlohmann::json tool_list();
 
  private:
   nlohmann::json call_tool(const std::string& project, const std::string& name,
-                           const nlohmann::json& args);
+                           const nlohmann::json& args, const std::function<bool()>& client_gone);
 
   SandboxService& sandboxes_;
 };

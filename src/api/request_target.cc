@@ -1,5 +1,7 @@
 #include "api/request_target.h"
 
+#include <string>
+
 namespace rf::api {
 namespace {
 
@@ -67,6 +69,68 @@ Target split_target(std::string_view target) {
     path = slash == std::string_view::npos ? std::string_view() : path.substr(slash);
   }
   return t;
+}
+
+bool is_loopback_origin(std::string_view origin) {
+  std::string_view rest;
+  if (origin.starts_with("http://")) {
+    rest = origin.substr(7);
+  } else if (origin.starts_with("https://")) {
+    rest = origin.substr(8);
+  } else {
+    return false;
+  }
+  // host [":" port], and nothing after: no path, userinfo, query or fragment.
+  std::string_view host = rest, port;
+  if (rest.starts_with("[")) {
+    const auto close = rest.find(']');
+    if (close == std::string_view::npos) return false;
+    host = rest.substr(1, close - 1);
+    const std::string_view after = rest.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return false;
+      port = after.substr(1);
+    }
+    if (host != "::1") return false;
+  } else {
+    const auto colon = rest.find(':');
+    if (colon != std::string_view::npos) {
+      host = rest.substr(0, colon);
+      port = rest.substr(colon + 1);
+    }
+    bool loopback = host == "localhost";
+    if (!loopback && host.starts_with("127.")) {
+      // A dotted quad in 127.0.0.0/8: four decimal parts of 0-255.
+      int parts = 0;
+      loopback = true;
+      size_t i = 0;
+      while (i <= host.size() && loopback) {
+        const auto dot = host.find('.', i);
+        const std::string_view part =
+            host.substr(i, dot == std::string_view::npos ? host.npos : dot - i);
+        loopback = !part.empty() && part.size() <= 3 &&
+                   part.find_first_not_of("0123456789") == std::string_view::npos &&
+                   std::stoi(std::string(part)) <= 255;
+        ++parts;
+        if (dot == std::string_view::npos) break;
+        i = dot + 1;
+      }
+      loopback = loopback && parts == 4;
+    }
+    if (!loopback) return false;
+  }
+  if (origin.size() > 0 &&
+      (rest.find('/') != std::string_view::npos || rest.find('@') != std::string_view::npos)) {
+    return false;
+  }
+  if (!port.empty() || rest.ends_with(":")) {
+    if (port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string_view::npos) {
+      return false;
+    }
+    if (std::stoi(std::string(port)) > 65535) return false;
+  }
+  return true;
 }
 
 }  // namespace rf::api

@@ -22,4 +22,10 @@ Target split_target(std::string_view target);
 // "%2F" and "+" decoded; nullopt on a "%" not followed by two hex digits.
 std::optional<std::string> percent_decode(std::string_view in);
 
+// An Origin header (RFC 6454: scheme "://" host [":" port], nothing else) of
+// a page on this host's loopback: http or https, host localhost, an address
+// in 127.0.0.0/8 or [::1]. Parsed, never matched as a prefix:
+// "http://127.0.0.1.evil.example" and "http://localhost@evil.example" are not.
+bool is_loopback_origin(std::string_view origin);
+
 }  // namespace rf::api

@@ -22,6 +22,8 @@
 #include "core/log.h"
 #include "core/no_core_dumps.h"
 #include "core/units.h"
+#include "policy/load.h"
+#include "policy/principal.h"
 #include "proof/signing_key.h"
 #include "store/audit_log.h"
 #include "store/token_store.h"
@@ -39,7 +41,9 @@ store::TokenStore::TokenAudit audit(const std::string& kind) {
     e.kind = kind;
     e.actor = "cli";
     e.project_id = t.project;
-    e.detail_json = json{{"token", t.id}, {"name", t.name}}.dump();
+    json d = {{"token", t.id}, {"name", t.name}, {"role", t.role}};
+    if (t.user) d["user"] = *t.user;
+    e.detail_json = d.dump();
     return std::vector{std::move(e)};
   };
 }
@@ -54,7 +58,7 @@ std::string iso_time(int64_t ms) {
 }
 
 struct TokenFlags {
-  std::string state_dir, project, name, expires, id;
+  std::string state_dir, project, name, expires, id, user, role = "agent";
   bool json = false;
 };
 
@@ -70,6 +74,9 @@ int token_create(const TokenFlags& f) {
     }
     expires_ms = d->count();
   }
+  if (auto role = policy::parse_role(f.role); !role) {
+    return fail("token create: --role: " + role.error().message, kExitUsage);
+  }
   auto st = open_client_store(state_dir_or_default(f.state_dir));
   if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
   const api::NewToken made = api::make_token();
@@ -77,20 +84,28 @@ int token_create(const TokenFlags& f) {
   row.id = made.id;
   row.project = f.project;
   row.name = f.name;
+  row.role = f.role;
+  if (!f.user.empty()) row.user = f.user;
   row.created_at = (*st)->clock_now();
   if (expires_ms) row.expires_at = row.created_at + *expires_ms;
   if (auto added = store::TokenStore(**st).add(row, made.hash, audit("token.create")); !added) {
     return fail(added.error().to_string(), kExitRuntime);
   }
   if (f.json) {
-    json j = {{"id", row.id}, {"project", row.project}, {"name", row.name}, {"token", made.token}};
+    json j = {{"id", row.id},
+              {"project", row.project},
+              {"name", row.name},
+              {"role", row.role},
+              {"token", made.token}};
+    j["user"] = row.user ? json(*row.user) : json(nullptr);
     if (row.expires_at) j["expires_at"] = iso_time(*row.expires_at);
     std::printf("%s\n", j.dump().c_str());
   } else {
     // The token alone on stdout (TOKEN=$(ringfence token create ...)); the rest on stderr.
     std::printf("%s\n", made.token.c_str());
-    std::fprintf(stderr, "ringfence: token %s of project %s%s: shown once, keep it\n",
-                 row.id.c_str(), row.project.c_str(),
+    std::fprintf(stderr, "ringfence: %s token %s of project %s%s%s: shown once, keep it\n",
+                 row.role.c_str(), row.id.c_str(), row.project.c_str(),
+                 row.user ? (", acting as user " + *row.user).c_str() : ", bound to no user",
                  row.expires_at ? (", expires " + iso_time(*row.expires_at)).c_str() : "");
   }
   return 0;
@@ -111,6 +126,8 @@ int token_list(const TokenFlags& f) {
       json j = {{"id", r.id},
                 {"project", r.project},
                 {"name", r.name},
+                {"role", r.role},
+                {"user", r.user ? json(*r.user) : json(nullptr)},
                 {"state", state(r)},
                 {"created_at", iso_time(r.created_at)}};
       j["expires_at"] = r.expires_at ? json(iso_time(*r.expires_at)) : json(nullptr);
@@ -120,11 +137,12 @@ int token_list(const TokenFlags& f) {
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }
-  std::printf("%-18s %-16s %-16s %-8s %-21s %s\n", "ID", "PROJECT", "NAME", "STATE", "CREATED",
-              "LAST USED");
+  std::printf("%-18s %-16s %-16s %-9s %-12s %-8s %-21s %s\n", "ID", "PROJECT", "NAME", "ROLE",
+              "USER", "STATE", "CREATED", "LAST USED");
   for (const auto& r : *rows) {
-    std::printf("%-18s %-16s %-16s %-8s %-21s %s\n", r.id.c_str(), r.project.c_str(),
-                r.name.c_str(), state(r), iso_time(r.created_at).c_str(),
+    std::printf("%-18s %-16s %-16s %-9s %-12s %-8s %-21s %s\n", r.id.c_str(), r.project.c_str(),
+                r.name.c_str(), r.role.c_str(), r.user ? r.user->c_str() : "-", state(r),
+                iso_time(r.created_at).c_str(),
                 r.last_used_at ? iso_time(*r.last_used_at).c_str() : "-");
   }
   return 0;
@@ -176,6 +194,9 @@ int serve(const ServeFlags& f) {
                 kExitUsage);
   }
   limits.head_timeout = *head;
+  // Behind the TLS front every client comes through one unix socket: one
+  // "address", which must not be capped below the whole server's bound.
+  if (tls) limits.max_connections_per_address = limits.max_connections;
   auto kind = parse_backend_kind(f.backend);
   if (!kind) return fail("--backend: " + kind.error().message, kExitUsage);
   // Below 1, every request (or sandbox) would be refused: refused here instead.
@@ -205,6 +226,10 @@ int serve(const ServeFlags& f) {
   options.backend = *kind;
   options.allow_host_network = f.allow_host_network;
   options.max_per_project = static_cast<size_t>(f.max_per_project);
+  store::Store& store = **st;
+  options.policy = [&store](const std::string& project) {
+    return policy::load_policy(store, project);
+  };
   api::SandboxService sandboxes(options, [](BackendKind k) { return make_backend(k); });
   api::ApiOptions api_options;
   api_options.max_requests_per_token = static_cast<int>(f.max_requests_per_token);
@@ -227,6 +252,9 @@ int serve(const ServeFlags& f) {
   auto server = api::HttpServer::listen(
       own, limits, [&api](const api::Request& req, api::Responder& res) { api.handle(req, res); });
   if (!server) return fail(server.error().to_string(), kExitRuntime);
+  // No tenant's egress rule reaches this server (where clients reach it).
+  const std::string listening = tls ? public_address : (*server)->address();
+  if (!listening.starts_with("unix:")) sandboxes.reserve({listening});
   std::unique_ptr<TlsFront> front;
   if (tls) {
     if (::chmod(own.host.c_str(), 0600) != 0)
@@ -306,6 +334,14 @@ void add_token_commands(CLI::App* token, CommandResult* result) {
   create->add_option("--project", f->project, "The project the token acts for")->required();
   create->add_option("--name", f->name, "What the token is for (shown by list)");
   create->add_option("--expires", f->expires, "Lifetime: 30d, 12h, 90m (default: never)");
+  create->add_option("--user", f->user,
+                     "The one user the token acts as (its user-level identity); default: none, "
+                     "so it cannot ask for a user's identity");
+  create
+      ->add_option("--role", f->role,
+                   "agent: its project's routes; operator: server-wide ones too (metrics, "
+                   "the fleet, every project's approvals and audit)")
+      ->default_val("agent");
   create->add_option("--state-dir", f->state_dir, "The store's directory");
   create->add_flag("--json", f->json, "Print a JSON object (with the token)");
   create->callback([f, result] { result->exit_code = token_create(*f); });

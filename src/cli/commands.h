@@ -58,6 +58,8 @@ void add_approvals_commands(CLI::App* approvals, CommandResult* result);
 // `serve` (the HTTP API) and `token create | list | revoke` (issue 14).
 void add_serve_command(CLI::App* serve, CommandResult* result);
 void add_token_commands(CLI::App* token, CommandResult* result);
+// `policy set | show | clear` (issue 39): the operator's policy.
+void add_policy_commands(CLI::App* policy, CommandResult* result);
 // `keys show | rotate`: the proof signing key (issue 15).
 void add_keys_commands(CLI::App* keys, CommandResult* result);
 // `fleet status`: the workers sharing a store (issue 16).

@@ -17,6 +17,7 @@ enum class ErrorCode {
   kNotFound,      // a named thing does not exist (an image, a container, a file)
   kIncompatible,  // a peer speaks a version outside our range (the tool runner's protocol)
   kUnavailable,   // a service did not answer (a Docker daemon that is down)
+  kDenied,        // the request's principal or the operator's policy does not allow it
 };
 
 struct Error {

@@ -738,4 +738,53 @@ Verdict EgressPolicy::check_address(std::string_view name, const IpAddress& addr
                      " (to allow it, add --allow " + suggestion + " or a CIDR rule over it)"};
 }
 
+// ---- public: what address rules reach ---------------------------------------
+
+namespace {
+
+// A rule's ports as check_address reads them: nullopt is every port.
+std::optional<std::vector<uint16_t>> ports_of(const EgressPolicy::AddressReach& r) {
+  if (r.any_port) return std::nullopt;
+  if (r.port) return std::vector<uint16_t>{*r.port};
+  if (r.single) return std::vector<uint16_t>{80, 443};
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool EgressPolicy::AddressReach::public_only() const {
+  return single && classify(addr) == AddressClass::public_unicast;
+}
+
+bool EgressPolicy::AddressReach::reaches(const IpAddress& address, uint16_t p) const {
+  if (!prefix_matches(address, addr, prefix)) return false;
+  const auto ports = ports_of(*this);
+  return !ports || std::find(ports->begin(), ports->end(), p) != ports->end();
+}
+
+std::vector<EgressPolicy::AddressReach> EgressPolicy::address_rules() const {
+  std::vector<AddressReach> out;
+  for (const AddressRule& a : addresses_) {
+    out.push_back({a.rule, a.addr, a.prefix, a.single, a.port, a.any_port});
+  }
+  return out;
+}
+
+bool EgressPolicy::covers(const AddressReach& r) const {
+  const auto wanted = ports_of(r);
+  for (const AddressRule& a : addresses_) {
+    const AddressReach mine{a.rule, a.addr, a.prefix, a.single, a.port, a.any_port};
+    // The whole range: this rule's prefix is as short or shorter and matches.
+    if (mine.prefix > r.prefix || !prefix_matches(r.addr, mine.addr, mine.prefix)) continue;
+    const auto have = ports_of(mine);
+    if (!have) return true;
+    if (!wanted) continue;
+    const bool all = std::all_of(wanted->begin(), wanted->end(), [&](uint16_t p) {
+      return std::find(have->begin(), have->end(), p) != have->end();
+    });
+    if (all) return true;
+  }
+  return false;
+}
+
 }  // namespace rf::net

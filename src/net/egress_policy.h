@@ -126,6 +126,28 @@ class EgressPolicy {
 
   const std::vector<std::string>& rules() const { return rules_; }
 
+  // What one address rule (an IP literal or a CIDR range) lets through: its
+  // range, and its ports (nullopt with !any_port: 80 and 443 for a single
+  // address, every port for a range; check_address's reading).
+  struct AddressReach {
+    std::string rule;  // as written
+    IpAddress addr;
+    int prefix = 32;
+    bool single = true;
+    std::optional<uint16_t> port;
+    bool any_port = false;
+    // Every address of the range is public unicast (a single public address;
+    // never a range, which is written only to reach beyond public space).
+    bool public_only() const;
+    // Lets `address` through on `port`.
+    bool reaches(const IpAddress& address, uint16_t port) const;
+  };
+  std::vector<AddressReach> address_rules() const;
+  // Whether the address rules of this policy let through all that `r` does:
+  // every address of its range, on every port it names. (How an operator's
+  // list bounds the rules a tenant may write: policy/operator_policy.h.)
+  bool covers(const AddressReach& r) const;
+
  private:
   Status add_rule(std::string_view written);
 

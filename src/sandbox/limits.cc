@@ -1,6 +1,7 @@
 #include "sandbox/limits.h"
 
 #include <array>
+#include <limits>
 #include <sstream>
 
 #include "core/units.h"
@@ -64,18 +65,29 @@ Status at_least_size(uint64_t v, uint64_t lo) {
   return ok_status();
 }
 
+double amount_of(double v) { return v; }
+double amount_of(uint64_t v) { return static_cast<double>(v); }
+double amount_of(std::chrono::milliseconds v) { return static_cast<double>(v.count()); }
+// 0 is no cap: more than any cap.
+double uncapped_if_zero(uint64_t v) {
+  return v == 0 ? std::numeric_limits<double>::infinity() : static_cast<double>(v);
+}
+
 // A field whose value is `Limits::*member`, read by `parse` and shown by `show`.
-#define RF_LIMIT(NAME, JSON, HELP, KIND, MEMBER, PARSE, SHOW, CHECK)   \
-  LimitField {                                                         \
-    NAME, JSON, HELP, KIND,                                            \
-        [](Limits& l, std::string_view text) -> Status {               \
-          auto v = PARSE(text);                                        \
-          if (!v) return v.take_error();                               \
-          l.MEMBER = *v;                                               \
-          return ok_status();                                          \
-        },                                                             \
-        [](const Limits& l) -> std::string { return SHOW(l.MEMBER); }, \
-        [](const Limits& l) -> Status { return CHECK(l.MEMBER); }      \
+#define RF_LIMIT(NAME, JSON, HELP, KIND, MEMBER, PARSE, SHOW, CHECK) \
+  RF_LIMIT_AMOUNT(NAME, JSON, HELP, KIND, MEMBER, PARSE, SHOW, CHECK, amount_of)
+#define RF_LIMIT_AMOUNT(NAME, JSON, HELP, KIND, MEMBER, PARSE, SHOW, CHECK, AMOUNT) \
+  LimitField {                                                                      \
+    NAME, JSON, HELP, KIND,                                                         \
+        [](Limits& l, std::string_view text) -> Status {                            \
+          auto v = PARSE(text);                                                     \
+          if (!v) return v.take_error();                                            \
+          l.MEMBER = *v;                                                            \
+          return ok_status();                                                       \
+        },                                                                          \
+        [](const Limits& l) -> std::string { return SHOW(l.MEMBER); },              \
+        [](const Limits& l) -> Status { return CHECK(l.MEMBER); },                  \
+        [](const Limits& l) -> double { return AMOUNT(l.MEMBER); }                  \
   }
 
 std::string count_text(uint64_t n) { return std::to_string(n); }
@@ -108,12 +120,14 @@ const std::array<LimitField, 9> kFields = {
     RF_LIMIT("egress_connections", "egress_connections",
              "With network proxy: connections open at once", LimitKind::kCount, egress_connections,
              count_of, count_text, [](uint64_t v) { return between(v, 1, 65536); }),
-    RF_LIMIT("egress_bytes", "egress_bytes",
-             "With network proxy: bytes the sandbox may send (0: no cap)", LimitKind::kSize,
-             egress_bytes, size_of, format_size, [](uint64_t) { return ok_status(); }),
+    RF_LIMIT_AMOUNT(
+        "egress_bytes", "egress_bytes",
+        "With network proxy: bytes the sandbox may send (0: no cap)", LimitKind::kSize,
+        egress_bytes, size_of, format_size, [](uint64_t) { return ok_status(); }, uncapped_if_zero),
 };
 
 #undef RF_LIMIT
+#undef RF_LIMIT_AMOUNT
 
 std::string dashed(std::string_view name) {
   std::string out(name);

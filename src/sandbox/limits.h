@@ -51,6 +51,9 @@ struct LimitField {
   std::string (*get)(const Limits& limits);
   // Bounds. The error has only a message ("must be at least 8m, got 1m").
   Status (*check)(const Limits& limits);
+  // How much, to compare two values of the field (bytes, ms, a count, cpus).
+  // A size of 0 where 0 means no cap (egress_bytes) is infinite.
+  double (*amount)(const Limits& limits);
 
   std::string exec_flag() const;    // "--output-limit"
   std::string worker_flag() const;  // "--sandbox-output-limit"

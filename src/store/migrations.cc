@@ -479,6 +479,24 @@ CREATE TABLE audit_merkle (
 ) STRICT, WITHOUT ROWID;
 )sql";
 
+// v11 (issue 39): principals and the operator's policy. A token may be bound
+// to one user (it then acts as that user only, and one bound to none cannot
+// ask for user-level identity) and has a role: `agent` (its project's
+// routes) or `operator` (server-wide routes too). Each project's policy, and
+// the default one (project_id '*'), as the JSON `ringfence policy set` wrote
+// (policy/operator_policy.h reads it).
+constexpr std::string_view kV11 = R"sql(
+ALTER TABLE api_tokens ADD COLUMN user_id TEXT;
+ALTER TABLE api_tokens ADD COLUMN role TEXT NOT NULL DEFAULT 'agent'
+  CHECK (role IN ('agent', 'operator'));
+CREATE TABLE operator_policies (
+  project_id TEXT PRIMARY KEY NOT NULL CHECK (project_id <> ''),
+  policy_json TEXT NOT NULL,
+  updated_at INTEGER NOT NULL,
+  updated_by TEXT NOT NULL
+) STRICT;
+)sql";
+
 // ---- The same versions on PostgreSQL. Each does what its SQLite twin above
 // does, in PostgreSQL's dialect: BIGINT for every integer (times are
 // milliseconds), BYTEA for blobs, identity columns for SQLite's INTEGER
@@ -823,6 +841,18 @@ CREATE TABLE audit_merkle (
 );
 )sql";
 
+constexpr std::string_view kPgV11 = R"sql(
+ALTER TABLE api_tokens ADD COLUMN user_id TEXT;
+ALTER TABLE api_tokens ADD COLUMN role TEXT NOT NULL DEFAULT 'agent'
+  CHECK (role IN ('agent', 'operator'));
+CREATE TABLE operator_policies (
+  project_id TEXT PRIMARY KEY NOT NULL CHECK (project_id <> ''),
+  policy_json TEXT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  updated_by TEXT NOT NULL
+);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1, kPgV1},
     {2, kV2, kPgV2},
@@ -834,6 +864,7 @@ constexpr Migration kMigrations[] = {
     {8, kV8, kPgV8},
     {9, kV9, kPgV9},
     {10, kV10, kPgV10},
+    {11, kV11, kPgV11},
 };
 
 std::string_view version_table(const Db& db) {

@@ -9,7 +9,7 @@ namespace {
 using namespace sql;
 
 constexpr std::string_view kColumns =
-    "id, project_id, name, created_at, expires_at, revoked_at, last_used_at";
+    "id, project_id, name, created_at, expires_at, revoked_at, last_used_at, user_id, role";
 
 Result<TokenRow> read_token(const Statement& st) {
   TokenRow r;
@@ -20,6 +20,8 @@ Result<TokenRow> read_token(const Statement& st) {
   r.expires_at = st.opt_int64(4);
   r.revoked_at = st.opt_int64(5);
   r.last_used_at = st.opt_int64(6);
+  r.user = st.opt_text(7);
+  r.role = st.text(8);
   return r;
 }
 
@@ -28,6 +30,13 @@ Result<TokenRow> read_token(const Statement& st) {
 Status TokenStore::add(const TokenRow& row, const std::string& hash, const TokenAudit& audit) {
   if (row.id.empty()) return make_error("add token", "the token has no id");
   if (row.project.empty()) return make_error("add token " + row.id, "the token has no project");
+  if (row.role != "agent" && row.role != "operator") {
+    return make_error("add token " + row.id,
+                      "role \"" + row.role + "\" is neither agent nor operator");
+  }
+  if (row.user && row.user->empty()) {
+    return make_error("add token " + row.id, "the bound user is empty");
+  }
   if (hash.size() != 32) {
     return make_error("add token " + row.id, "the hash is not 32 bytes (SHA-256)");
   }
@@ -42,9 +51,10 @@ Status TokenStore::add(const TokenRow& row, const std::string& hash, const Token
       if (!same.ok()) return same.take_error();
       if (*same) return fail("a token with this id or hash exists already");
       RF_TRY(exec(db,
-                  "INSERT INTO api_tokens (id, project_id, name, hash, created_at, expires_at) "
-                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                  row.id, row.project, row.name, Blob{hash}, row.created_at, row.expires_at));
+                  "INSERT INTO api_tokens (id, project_id, name, hash, created_at, expires_at, "
+                  "user_id, role) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                  row.id, row.project, row.name, Blob{hash}, row.created_at, row.expires_at,
+                  row.user, row.role));
       return audit ? write_audit_in(db, audit(row), store_.clock_now()) : ok_status();
     };
     return within("add token " + row.id, write_transaction(db, insert));

@@ -23,6 +23,10 @@ struct TokenRow {
   std::optional<int64_t> expires_at;
   std::optional<int64_t> revoked_at;
   std::optional<int64_t> last_used_at;
+  // The one user the token acts as (nullopt: none, so no user-level identity).
+  std::optional<std::string> user;
+  // "agent" (its project's routes) or "operator" (server-wide ones too).
+  std::string role = "agent";
   // Usable at `now`: neither revoked nor expired.
   bool live(int64_t now) const { return !revoked_at && (!expires_at || *expires_at > now); }
 };

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "core/json_input.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "in_process/http_step.h"
@@ -26,7 +27,7 @@ StepOutcome template_step(const StepRequest& r) {
   if (!out) return StepOutcome::failed(ErrorKind::kTemplate, out.error().to_string());
   StepOutcome o;
   o.outputs["output"] = *out;
-  json parsed = json::parse(*out, nullptr, false);
+  json parsed = rf::parse_json_or_discarded(*out);
   if (!parsed.is_discarded()) o.outputs["json"] = std::move(parsed);
   return o;
 }
@@ -199,6 +200,10 @@ StepOutcome http_step(const WorkflowServices& s, const StepRequest& r) {
     h.headers.emplace_back("Content-Type", "application/json");
   }
   if (spec.contains("allow")) h.allow = spec["allow"].get<std::vector<std::string>>();
+  // Loaded runs were checked whole; this is the request the worker makes.
+  if (auto allowed = r.policy->check_egress_rules(h.allow, "http.allow"); !allowed) {
+    return StepOutcome::failed(ErrorKind::kHttp, allowed.error().to_string());
+  }
   h.resolve = s.resolve;
   h.timeout = r.timeout;
   bool retryable = false;
@@ -250,6 +255,10 @@ StepOutcome llm_step(const WorkflowServices& s, const StepRequest& r) {
           keys.push_back({{"key", e.key}, {"secret", e.secret}, {"version", e.version}});
       }
       identity = json{{"keys", keys}};
+    } else if (auto allowed = r.policy->check_worker_env(m.key_env, "model.key_env"); !allowed) {
+      // The worker's own environment (cloud keys, VAULT_TOKEN) is never a
+      // tenant's to name: only what the operator listed.
+      return StepOutcome::failed(ErrorKind::kIdentity, allowed.error().to_string());
     } else if (const char* v = std::getenv(m.key_env.c_str()); v != nullptr && *v != '\0') {
       l.key = v;
     } else {

@@ -4,8 +4,11 @@
 
 #include <cmath>
 
+#include "core/json_input.h"
 #include "core/log.h"
 #include "core/units.h"
+#include "policy/load.h"
+#include "policy/workflow_checks.h"
 #include "worker/in_process_steps.h"
 #include "worker/sandbox_steps.h"
 #include "workflow/parse.h"
@@ -93,7 +96,22 @@ bool RunExecutor::load() {
     return false;
   }
   def_ = std::move(*def);
-  json inputs = json::parse(row_.inputs_json, nullptr, false);
+  // The project's operator policy, as it stands when the run starts: the
+  // door that queued the run checked it too, but a run may have been queued
+  // before the policy changed, or by a door that is the operator's own.
+  auto policy = policy::load_policy(*s_.store, row_.project_id);
+  if (!policy) {
+    finish(store::WorkflowRunState::failed,
+           "the operator policy cannot be read: " + policy.error().to_string());
+    return false;
+  }
+  if (auto allowed = policy::check_workflow(*policy, def_); !allowed) {
+    finish(store::WorkflowRunState::failed,
+           "refused by the operator policy: " + allowed.error().to_string());
+    return false;
+  }
+  policy_ = std::make_shared<const policy::OperatorPolicy>(std::move(*policy));
+  json inputs = rf::parse_json_or_discarded(row_.inputs_json);
   if (!inputs.is_object()) inputs = json::object();
   context_ = {{"inputs", inputs},
               {"steps", json::object()},
@@ -113,9 +131,9 @@ bool RunExecutor::load() {
       if (d == nullptr || d->mode != ExecutionMode::kInProcess) continue;
       if (a.state != store::AttemptState::succeeded || !a.outputs_json) continue;
       recorded_[a.step_id] = {
-          {"outputs", json::parse(*a.outputs_json, nullptr, false)},
+          {"outputs", rf::parse_json_or_discarded(*a.outputs_json)},
           {"exchanges",
-           a.exchanges_json ? json::parse(*a.exchanges_json, nullptr, false) : json()}};
+           a.exchanges_json ? rf::parse_json_or_discarded(*a.exchanges_json) : json()}};
     }
   }
   sandboxes_ =
@@ -147,7 +165,7 @@ void RunExecutor::restore_from_store() {
       case store::AttemptState::succeeded:
         s.status = Status::kSucceeded;
         context_["steps"][id] =
-            step_view(a->outputs_json ? json::parse(*a->outputs_json, nullptr, false) : json(),
+            step_view(a->outputs_json ? rf::parse_json_or_discarded(*a->outputs_json) : json(),
                       "succeeded", "");
         break;
       case store::AttemptState::interrupted:
@@ -174,7 +192,7 @@ void RunExecutor::restore_from_store() {
           s.error_kind = kind;
           s.error = a->error.value_or("failed");
           context_["steps"][id] =
-              step_view(a->outputs_json ? json::parse(*a->outputs_json, nullptr, false) : json(),
+              step_view(a->outputs_json ? rf::parse_json_or_discarded(*a->outputs_json) : json(),
                         "failed", s.error);
         }
         break;
@@ -273,7 +291,11 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
     req.attempt = number;
     req.context = &context;
     req.timeout = timeout_of(step);
+    // A mode's default above the policy's ceiling is lowered to it (a
+    // timeout the step gave was checked when the run was loaded).
+    (void)policy_->bound_timeout(req.timeout, false, "timeout");
     req.control = control;
+    req.policy = policy_.get();
     req.placed = [&](const std::optional<std::string>& sandbox,
                      const std::optional<int64_t>& call) {
       warn_unless_ok(wf_.attempt_placed(row_.run_id, step.id, number, sandbox, call),

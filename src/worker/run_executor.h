@@ -95,6 +95,7 @@ class RunExecutor {
   store::WorkflowRunRow row_;
   store::WorkflowStore wf_;
   workflow::WorkflowDef def_;
+  std::shared_ptr<const policy::OperatorPolicy> policy_;  // read by load()
   std::unique_ptr<StepSandboxes> sandboxes_;
   std::map<std::string, StepState> steps_;
   std::map<std::string, nlohmann::json> recorded_;  // replay: in_process results of the original

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "net/resolve_override.h"
+#include "policy/operator_policy.h"
 #include "store/store.h"
 #include "store/workflow_store.h"
 #include "worker/identity_calls.h"
@@ -110,6 +111,9 @@ struct StepRequest {
   std::optional<nlohmann::json> recorded_exchanges;
   std::chrono::milliseconds timeout{0};
   StepControl* control = nullptr;
+  // The project's operator policy, read when the run started: what the
+  // step's own requests may reach and read (never null while a step runs).
+  const policy::OperatorPolicy* policy = nullptr;
   // Tells the store where the attempt runs (sandbox id, the call of its output).
   std::function<void(const std::optional<std::string>& sandbox_id,
                      const std::optional<int64_t>& call_id)>

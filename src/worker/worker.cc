@@ -7,6 +7,7 @@
 #include "core/counters.h"
 #include "core/fd_limit.h"
 #include "core/log.h"
+#include "core/units.h"
 #include "identity/audit_events.h"
 #include "proof/boundary_facts.h"
 #include "proof/output_digest.h"
@@ -377,7 +378,14 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   patterns = identity_->patterns_for(*lease->sandbox);
   if (!c.cwd.empty()) call.cwd = c.cwd;
   call.stdin_data = c.stdin_bytes;
-  call.timeout = c.timeout;
+  // A client's timeout never goes past this worker's own sandbox.timeout:
+  // the operator set it, the client only asks.
+  const std::chrono::milliseconds cap = options_.settings.limits.value.timeout;
+  call.timeout = std::min(c.timeout, cap);
+  if (c.timeout > cap) {
+    notice += "ringfence: the call asked for a timeout of " + format_duration(c.timeout) +
+              "; this worker's sandbox.timeout caps it at " + format_duration(cap) + "\n";
+  }
   // The receipt's digests are of the bytes as delivered: after redaction.
   proof::DigestingSink delivered(*output);
   std::optional<RedactingSink> redacting;

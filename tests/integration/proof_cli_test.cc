@@ -433,7 +433,8 @@ TEST_F(ProofCli, ServeAnswersCheckpointsAndInclusionAndConsistencyProofs) {
   ASSERT_EQ(exec("r.json", {}, {"true"}).exit_code, 0);
   ASSERT_EQ(exec("r2.json", {}, {"true"}).exit_code, 0);
   ASSERT_EQ(exec("r3.json", {}, {"true"}).exit_code, 0);
-  const std::string token = make_token(dir_, "p");  // token.create: seven events now
+  // An operator's token reads every project's events (token.create: seven events now).
+  const std::string token = make_token(dir_, "p", {"--role", "operator"});
   int port = 0;
   auto server = start_serve(dir_, &port);
   ASSERT_NE(port, 0);
@@ -477,6 +478,19 @@ TEST_F(ProofCli, ServeAnswersCheckpointsAndInclusionAndConsistencyProofs) {
   EXPECT_EQ(get("/v1/audit/proofs/consistency?from=8").status, 400);
   EXPECT_EQ(get("/v1/audit/proofs/inclusion?seq=99").status, 404);
   EXPECT_EQ(get("/v1/audit/proofs/inclusion?seq=x").status, 400);
+  // An agent's token of project p: event 3 (a sandbox of no project) answers
+  // as an event that does not exist, word for word.
+  const std::string agent = make_token(dir_, "p");
+  HttpProbe as_agent(port);
+  const auto hidden = as_agent.request("GET", "/v1/audit/proofs/inclusion?seq=3", agent);
+  EXPECT_EQ(hidden.status, 404);
+  HttpProbe unknown(port);
+  const auto missing = unknown.request("GET", "/v1/audit/proofs/inclusion?seq=99999", agent);
+  EXPECT_EQ(missing.status, 404);
+  std::string shown = hidden.body;
+  if (auto at = shown.find("event 3:"); at != std::string::npos)
+    shown.replace(at, 8, "event 99999:");
+  EXPECT_EQ(shown, missing.body);
   HttpProbe anonymous(port);
   EXPECT_EQ(anonymous.request("GET", "/v1/audit/checkpoint").status, 401);
   server->signal(SIGTERM);

@@ -52,6 +52,17 @@ class ServeCli : public ::testing::Test {
   std::string token(const std::string& project, std::vector<std::string> extra = {}) {
     return make_token(dir_, project, extra);
   }
+  // An operator's token: the server-wide routes (/metrics, /v1/fleet) need one.
+  std::string operator_token(const std::string& project) {
+    return make_token(dir_, project, {"--role", "operator"});
+  }
+  // `policy set --project P ARGS...` (the operator's policy, issue 39).
+  void policy(const std::string& project, std::vector<std::string> args) {
+    std::vector<std::string> a{"policy", "set", "--project", project, "--state-dir", dir_};
+    a.insert(a.end(), args.begin(), args.end());
+    Cli c(a);
+    ASSERT_EQ(c.wait(30s), 0) << c.err();
+  }
   void serve(std::vector<std::string> extra = {}) {
     server_ = start_serve(dir_, &port_, extra);
     ASSERT_NE(port_, 0);
@@ -170,7 +181,9 @@ TEST_F(ServeCli, ASandboxIsMadeUsedAndDeletedOverHttp) {
   EXPECT_EQ(put.status, 400);
   EXPECT_NE(put.body.find("/usr/bin/evil"), std::string::npos) << put.body;
 
-  auto metrics = p.request("GET", "/metrics", tok);
+  EXPECT_EQ(p.request("GET", "/metrics", tok).status, 403)
+      << "an agent's token sees no server-wide figures";
+  auto metrics = p.request("GET", "/metrics", operator_token("acme"));
   ASSERT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.body.find("ringfence_sandboxes_live{backend=\"native\"} 1"), std::string::npos)
       << metrics.body;
@@ -519,9 +532,10 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
   // The worker's figures count the redaction (its next heartbeat, within a second).
   std::string metrics;
   const std::string redacted = R"(ringfence_redactions_total{worker="w-redact"} 1)";
+  const std::string op = operator_token("ops");
   for (int i = 0; i < 100 && metrics.find(redacted) == std::string::npos; ++i) {
     if (i) std::this_thread::sleep_for(100ms);
-    metrics = call("GET", "/metrics", tok).body;
+    metrics = call("GET", "/metrics", op).body;
   }
   EXPECT_NE(metrics.find(redacted + "\n"), std::string::npos) << metrics;
   EXPECT_EQ(metrics.find(secret), std::string::npos);
@@ -541,12 +555,13 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
   worker.wait(30s);
 }
 
-// GET /v1/fleet shows the workers that may serve the token's project, with
-// its own load only; a call's "requires" routes it by label, and bad labels
-// get a 400 naming the field (issue 16).
+// GET /v1/fleet (an operator's route: it names hosts) shows the workers
+// that may serve a project, with that project's load only; a call's
+// "requires" routes it by label, and bad labels get a 400 naming the field
+// (issue 16).
 TEST_F(ServeCli, TheFleetAndCallsRoutedByLabel) {
   const std::string tok = token("acme");
-  const std::string beta = token("beta");
+  const std::string op = operator_token("ops");
   serve();
   Cli gpu({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "none", "--worker-id", "w-gpu",
            "--host-id", "rack1", "--label", "gpu=true"});
@@ -555,7 +570,7 @@ TEST_F(ServeCli, TheFleetAndCallsRoutedByLabel) {
   json fleet;
   for (int i = 0; i < 200; ++i) {
     if (i) std::this_thread::sleep_for(50ms);
-    auto got = call("GET", "/v1/fleet", tok);
+    auto got = call("GET", "/v1/fleet?project=acme", op);
     ASSERT_EQ(got.status, 200) << got.body;
     fleet = json::parse(got.body);
     if (fleet["live_workers"] == 1) break;
@@ -579,7 +594,8 @@ TEST_F(ServeCli, TheFleetAndCallsRoutedByLabel) {
   EXPECT_EQ(shown["state"], "done") << shown.dump();
   EXPECT_EQ(shown["stdout"], "on gpu\n");
   // Beta sees w-beta (and w-gpu, which serves every project), none of acme's load.
-  auto beta_fleet = json::parse(call("GET", "/v1/fleet", beta).body);
+  EXPECT_EQ(call("GET", "/v1/fleet", tok).status, 403) << "an agent's token sees no fleet";
+  auto beta_fleet = json::parse(call("GET", "/v1/fleet?project=beta", op).body);
   EXPECT_EQ(beta_fleet["workers"].size(), 2u) << beta_fleet.dump();
   for (const auto& w : beta_fleet["workers"]) EXPECT_EQ(w["held_calls"], 0);
   auto bad = call("POST", "/v1/calls", tok,
@@ -590,7 +606,7 @@ TEST_F(ServeCli, TheFleetAndCallsRoutedByLabel) {
              R"({"run": "r2", "argv": ["true"], "requires": {"zone": "b"}})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("\"field\":\"requires.zone\""), std::string::npos) << bad.body;
-  EXPECT_EQ(call("POST", "/v1/fleet", tok, "{}").status, 405);
+  EXPECT_EQ(call("POST", "/v1/fleet", op, "{}").status, 405);
   gpu.signal(SIGTERM);
   pinned.signal(SIGTERM);
   gpu.wait(30s);
@@ -625,8 +641,14 @@ TEST_F(ServeCli, MetricsCountEgressDecisionsAndShowEachLiveWorker) {
     (void)!::write(c, reply.data(), reply.size());
     ::close(c);
   });
-  serve();
   const std::string allow = "127.0.0.1:" + std::to_string(origin_port);
+  // Loopback is no tenant's to reach unless the operator lists it: acme may
+  // reach this one origin, beta nothing on loopback.
+  policy("acme", {"--egress-allow", allow});
+  serve();
+  auto refused = call("POST", "/v1/sandboxes", token("beta"),
+                      R"({"network": "proxy", "allow": [")" + allow + R"("]})");
+  EXPECT_EQ(refused.status, 403) << refused.body;
   const std::string id = create(tok, R"({"network": "proxy", "allow": [")" + allow + R"("]})");
   // --noproxy "": through the proxy even to loopback (NO_PROXY names it).
   auto code = [&](const std::string& url) {
@@ -654,7 +676,7 @@ TEST_F(ServeCli, MetricsCountEgressDecisionsAndShowEachLiveWorker) {
   };
   const auto end = std::chrono::steady_clock::now() + 30s;
   while (std::chrono::steady_clock::now() < end) {
-    metrics = call("GET", "/metrics", tok).body;
+    metrics = call("GET", "/metrics", operator_token("ops")).body;
     if (has(R"(ringfence_worker_calls_total{worker="w-metrics",outcome="finished"} 1)") &&
         has(R"(ringfence_worker_pool_ready{worker="w-metrics"} 1)"))
       break;
@@ -675,7 +697,7 @@ TEST_F(ServeCli, MetricsCountEgressDecisionsAndShowEachLiveWorker) {
   // Stopped: out of the figures at once.
   worker.signal(SIGTERM);
   EXPECT_EQ(worker.wait(30s), 0) << worker.err();
-  metrics = call("GET", "/metrics", tok).body;
+  metrics = call("GET", "/metrics", operator_token("ops")).body;
   EXPECT_TRUE(has("ringfence_workers_live 0")) << metrics;
   EXPECT_EQ(metrics.find("w-metrics"), std::string::npos) << metrics;
 }

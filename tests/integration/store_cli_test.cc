@@ -177,7 +177,8 @@ TEST_F(StoreCli, StoreMigrateRefusesWhatItCannotMove) {
 // fleet it shows and the calls it queues are the cluster's, served by a
 // worker of another state dir.
 TEST_F(StoreCli, ServeOnAPostgresStore) {
-  const std::string tok = make_token(dir_ + "/api", "acme", {"--store", uri_});
+  const std::string tok =
+      make_token(dir_ + "/api", "acme", {"--store", uri_, "--role", "operator"});
   ASSERT_EQ(tok.rfind("rft_", 0), 0u) << tok;
   int port = 0;
   auto server = start_serve(dir_ + "/api", &port, {"--store", uri_});

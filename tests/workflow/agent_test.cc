@@ -30,6 +30,15 @@ class AgentTest : public WorkflowTest {
         RF_SKIP() << bin << " is not installed: run scripts/install-agents.sh (make test does)";
       }
     }
+    // The tests' model, git and S3 servers listen on this host's loopback,
+    // which the operator lets every project's steps reach here; and the
+    // portfolio's planner reads its key from the worker (issue 39).
+    std::string out, err;
+    ASSERT_EQ(run({"policy", "set", "--default", "--egress-allow", "127.0.0.1/32", "--worker-env",
+                   "PLANNER_KEY"},
+                  &out, &err),
+              0)
+        << err;
   }
 
   // The project's identity: the agent's key and endpoint, and the push token.

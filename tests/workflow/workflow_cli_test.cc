@@ -352,6 +352,7 @@ argv: [sh, -c, "ls -A /workspace | tr '\\n' ' '", x]
 result: {from: stdout, format: text}
 )");
   start_worker({"--proxy-resolve", "git.test=127.0.0.1"});
+  policy({"--egress-allow", "127.0.0.1/32"});
   const std::string port = std::to_string(git_.port());
   const std::string sandbox = R"(    sandbox: {mode: per_run, network: {allow: ["git.test:)" +
                               port + R"(", "127.0.0.1/32"]}}
@@ -387,6 +388,7 @@ steps:
 TEST_F(WorkflowTest, AnHttpStepGoesOnlyWhereItsAllowRulesSay) {
   start_model(R"({"turns": [{"text": "hi"}]})");
   start_worker({"--proxy-resolve", "model.test=127.0.0.1"});
+  policy({"--egress-allow", "127.0.0.1/32"});
   const std::string port = std::to_string(model_.port());
   const std::string wf = file("http.yaml", R"(name: http
 steps:
@@ -440,6 +442,8 @@ TEST_F(WorkflowTest, LlmStepsCallTheModelWithTheKeyAndRecordTheExchange) {
       << err;
   start_worker({}, {"PLANNER_KEY=" + planner_key});
   const std::string base = "http://127.0.0.1:" + std::to_string(model_.port());
+  policy({"--egress-allow", "127.0.0.1:" + std::to_string(model_.port()), "--worker-env",
+          "PLANNER_KEY"});
   const std::string wf = file("llm.yaml", R"(name: llm
 inputs: {brief: {type: string}}
 steps:
@@ -575,6 +579,8 @@ TEST_F(WorkflowTest, ReplayAnswersInProcessStepsFromTheRecordAndChecksRevocation
   project_secret("acme-key", key, "API_KEY");
   std::string out, err;
   start_worker({}, {"PLANNER_KEY=k"});  // a one-letter key: scrubbing it must still end
+  policy({"--egress-allow", "127.0.0.1:" + std::to_string(model_.port()), "--worker-env",
+          "PLANNER_KEY"});
   const std::string wf = file("replay.yaml", R"(name: replay
 steps:
   - id: plan
@@ -648,6 +654,7 @@ steps:
 TEST_F(WorkflowTest, CliAgentJitNeedsASandboxThatCanTakeRequests) {
   project_secret("acme-anthropic", random_token("sk-ant-"), "ANTHROPIC_API_KEY");
   start_worker();
+  policy({"--networks", "none,proxy,host"});
   const std::string wf = file("jit.yaml", R"(name: jit
 steps:
   - {id: a, mode: cli_agent_jit, agent: claude-code, prompt: hi, sandbox: {network: host}}

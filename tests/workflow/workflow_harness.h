@@ -106,6 +106,16 @@ class WorkflowTest : public ::testing::Test {
     return code;
   }
 
+  // `policy set --project acme ARGS...`: what the operator lets acme's steps
+  // reach and read (issue 39: loopback and the worker's environment are
+  // nobody's unless listed).
+  void policy(std::vector<std::string> args, const std::string& project = "acme") {
+    std::vector<std::string> a{"policy", "set", "--project", project};
+    a.insert(a.end(), args.begin(), args.end());
+    std::string out, err;
+    ASSERT_EQ(run(a, &out, &err), 0) << err;
+  }
+
   Cli& start_worker(std::vector<std::string> flags = {}, const std::vector<std::string>& env = {}) {
     std::vector<std::string> a{"worker", "start", "--state-dir", state_, "--grace", "2s"};
     if (std::find(flags.begin(), flags.end(), "--sandbox-mode") == flags.end()) {

@@ -1,0 +1,215 @@
+// The API's sandboxes (issue 14): made, listed, shown and destroyed; calls
+// run in them (as JSON, or streamed as server-sent events); files read,
+// written and listed. A token sees its own project's only; another
+// project's sandbox answers 404 as an unknown one does. A call whose client
+// goes away, streaming or not, printing or silent, is killed.
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include "api/api.h"
+#include "api/exec_json.h"
+#include "api/json_answers.h"
+#include "sandbox/result_json.h"
+
+namespace rf::api {
+namespace http = boost::beast::http;
+using nlohmann::json;
+
+namespace {
+
+void fail(Responder& r, const ServiceError& e) { fail(r, e.status, e.field, e.message); }
+
+json sandbox_json(const ApiSandbox& s) {
+  const SandboxSpec& spec = s.sandbox->spec();
+  const auto age = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::now() - s.created);
+  return {
+      {"id", s.id()},
+      {"project", s.project},
+      {"backend", std::string(to_string(spec.backend))},
+      {"image", spec.image},
+      {"network", std::string(to_string(spec.network))},
+      {"created_at",
+       std::chrono::duration_cast<std::chrono::milliseconds>(s.created.time_since_epoch()).count()},
+      {"age_s", age.count()},
+      {"setup_ms", static_cast<double>(s.setup.count()) / 1000.0},
+      {"calls_running", s.running.load()},
+      {"spec", spec_json(spec)}};
+}
+
+// Streams a call's output as server-sent events. A write that fails means
+// the client left; the service's watch kills the call then (and also when
+// the command prints nothing: it asks the connection every 100 ms).
+class SseSink : public OutputSink {
+ public:
+  explicit SseSink(Responder& r) : r_(r) {}
+  void on_started(uint32_t, int pid) override { event("started", {{"pid", pid}}); }
+  void on_stdout(std::string_view d) override { data("stdout", d); }
+  void on_stderr(std::string_view d) override { data("stderr", d); }
+  void event(const std::string& name, const json& body) {
+    if (gone_) return;
+    if (!r_.write_chunk("event: " + name + "\ndata: " + body.dump() + "\n\n")) gone_ = true;
+  }
+  bool gone() const { return gone_; }
+
+ private:
+  void data(const char* stream, std::string_view d) {
+    json j;
+    put_bytes(j, "data", std::string(d));
+    event(stream, j);
+  }
+  Responder& r_;
+  std::atomic<bool> gone_{false};
+};
+
+std::string_view sv(boost::beast::string_view s) { return {s.data(), s.size()}; }
+
+bool wants_sse(const Request& request) {
+  return sv(request[http::field::accept]).find("text/event-stream") != std::string_view::npos;
+}
+
+}  // namespace
+
+std::shared_ptr<ApiSandbox> Api::sandbox_of(Ctx& c) {
+  auto sb = sandboxes_.find(c.who.project, c.param("id"));
+  if (!sb) fail(c.out, 404, "id", "no sandbox " + c.param("id"));
+  return sb;
+}
+
+void Api::sandboxes_create(Ctx& c) {
+  auto made = sandboxes_.create(c.who.project, c.request.body());
+  if (auto* e = std::get_if<ServiceError>(&made)) {
+    if (e->status == 403) ++denied_;
+    return fail(c.out, *e);
+  }
+  const auto& s = std::get<std::shared_ptr<ApiSandbox>>(made);
+  answer(c.out, 201, sandbox_json(*s), {{"Location", "/v1/sandboxes/" + s->id()}});
+}
+
+void Api::sandboxes_list(Ctx& c) {
+  json list = json::array();
+  for (const auto& s : sandboxes_.list(c.who.project)) list.push_back(sandbox_json(*s));
+  answer(c.out, 200, {{"sandboxes", list}});
+}
+
+void Api::sandbox_get(Ctx& c) {
+  if (auto sb = sandbox_of(c)) answer(c.out, 200, sandbox_json(*sb));
+}
+
+void Api::sandbox_delete(Ctx& c) {
+  auto gone = sandboxes_.destroy(c.who.project, c.param("id"));
+  if (!gone) return fail(c.out, 500, "", gone.error().to_string());
+  if (!*gone) return fail(c.out, 404, "id", "no sandbox " + c.param("id"));
+  (void)c.out.respond(204, "", "");
+}
+
+void Api::sandbox_exec(Ctx& c) {
+  auto sb = sandbox_of(c);
+  if (!sb) return;
+  auto body = body_object(c.request, c.out);
+  if (!body) return;
+  auto parsed = parse_exec(*body);
+  if (auto* e = std::get_if<ServiceError>(&parsed)) return fail(c.out, *e);
+  ExecCall call = std::get<ExecCall>(std::move(parsed));
+  const bool timeout_given = body->contains("timeout");
+  ++execs_;
+  Responder& out = c.out;
+  const std::function<bool()> gone = [&out] { return out.client_gone(); };
+  if (wants_sse(c.request)) {
+    ++streams_open_;
+    if (!c.out.begin_stream(200, "text/event-stream")) {
+      --streams_open_;
+      return;
+    }
+    SseSink sink(c.out);
+    auto result = sandboxes_.exec(*sb, std::move(call), timeout_given, sink, gone);
+    if (auto* r = std::get_if<ExecResult>(&result)) {
+      sink.event("exit", exec_result_json(*r, sb->id()));
+    } else {
+      ++exec_errors_;
+      const auto& e = std::get<ServiceError>(result);
+      json j = {{"error", e.message}, {"status", e.status}};
+      if (!e.field.empty()) j["field"] = e.field;
+      sink.event("error", j);
+    }
+    if (!sink.gone()) (void)c.out.end_stream();
+    --streams_open_;
+    return;
+  }
+  CollectSink sink;
+  auto result = sandboxes_.exec(*sb, std::move(call), timeout_given, sink, gone);
+  if (auto* e = std::get_if<ServiceError>(&result)) {
+    ++exec_errors_;
+    if (e->status == 403) ++denied_;
+    return fail(c.out, *e);
+  }
+  answer(c.out, 200, exec_answer(std::get<ExecResult>(result), sb->id(), sink));
+}
+
+namespace {
+
+// ?path=/workspace/...: absolute, or a 400 was sent.
+std::optional<std::string> path_of(const Target& t, Responder& out) {
+  auto it = t.query.find("path");
+  if (it == t.query.end() || it->second.empty()) {
+    fail(out, 400, "path", "the query needs ?path=/workspace/...");
+    return std::nullopt;
+  }
+  if (it->second[0] != '/') {
+    fail(out, 400, "path", "expected an absolute path");
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+}  // namespace
+
+void Api::sandbox_files_list(Ctx& c) {
+  auto sb = sandbox_of(c);
+  if (!sb) return;
+  auto path = path_of(c.target, c.out);
+  if (!path) return;
+  auto entries = sb->sandbox->list_dir(*path);
+  if (!entries) return fail(c.out, 404, "path", entries.error().to_string());
+  json list = json::array();
+  for (const auto& e : *entries) {
+    list.push_back({{"name", e.name},
+                    {"type", e.type},
+                    {"size", e.size},
+                    {"mode", e.mode},
+                    {"mtime", e.mtime}});
+  }
+  answer(c.out, 200, {{"path", *path}, {"entries", list}});
+}
+
+void Api::sandbox_file_get(Ctx& c) {
+  auto sb = sandbox_of(c);
+  if (!sb) return;
+  auto path = path_of(c.target, c.out);
+  if (!path) return;
+  auto data = sb->sandbox->read_file(*path);
+  if (!data) return fail(c.out, 404, "path", data.error().to_string());
+  (void)c.out.respond(200, "application/octet-stream", *data);
+}
+
+void Api::sandbox_file_put(Ctx& c) {
+  auto sb = sandbox_of(c);
+  if (!sb) return;
+  auto path = path_of(c.target, c.out);
+  if (!path) return;
+  uint32_t mode = 0644;
+  if (auto m = c.target.query.find("mode"); m != c.target.query.end()) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(m->second.c_str(), &end, 8);
+    if (m->second.empty() || *end != '\0' || v > 07777) {
+      return fail(c.out, 400, "mode", "expected octal permissions such as 0644");
+    }
+    mode = static_cast<uint32_t>(v);
+  }
+  auto wrote = sb->sandbox->write_file(*path, c.request.body(), mode);
+  if (!wrote) return fail(c.out, 400, "path", wrote.error().to_string());
+  answer(c.out, 201, {{"path", *path}, {"size", c.request.body().size()}});
+}
+
+}  // namespace rf::api
