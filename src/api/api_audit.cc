@@ -43,8 +43,9 @@ void Api::audit_list(Ctx& c) {
   if (auto it = c.target.query.find("after"); it != c.target.query.end()) {
     const auto after = parse_whole_number(it->second);
     if (!after || *after > static_cast<uint64_t>(INT64_MAX)) {
-      return fail(c.out, 400, "after",
-                  "after \"" + it->second + "\": expected an event's seq (a whole number, 0 or more)");
+      return fail(
+          c.out, 400, "after",
+          "after \"" + it->second + "\": expected an event's seq (a whole number, 0 or more)");
     }
     filter.after_seq = static_cast<int64_t>(*after);
   }
@@ -88,7 +89,8 @@ void Api::audit_verify(Ctx& c) {
 }
 
 void Api::audit_checkpoint(Ctx& c) {
-  if (options_.signing_key == nullptr) return fail(c.out, 503, "", "this server has no signing key");
+  if (options_.signing_key == nullptr)
+    return fail(c.out, 503, "", "this server has no signing key");
   proof::ProofLog log(store_, *options_.signing_key, proof::default_origin());
   auto note = log.checkpoint();
   if (!note) return fail(c.out, 500, "", note.error().to_string());
@@ -99,14 +101,16 @@ void Api::audit_checkpoint(Ctx& c) {
 // root. The event holds its project's data (token names, keys, secret
 // names): another project's answers as an event that does not exist.
 void Api::audit_inclusion(Ctx& c) {
-  if (options_.signing_key == nullptr) return fail(c.out, 503, "", "this server has no signing key");
+  if (options_.signing_key == nullptr)
+    return fail(c.out, 503, "", "this server has no signing key");
   const auto seq = number(c.target, "seq");
   if (!seq || *seq <= 0) return fail(c.out, 400, "seq", "a positive event number is needed");
   const Error unknown{"audit event " + std::to_string(*seq), "there is no such event", 0,
                       ErrorCode::kNotFound};
   auto event = store::AuditLog(store_).get(*seq);
   if (!event) {
-    if (event.error().code == ErrorCode::kNotFound) return fail(c.out, 404, "seq", unknown.to_string());
+    if (event.error().code == ErrorCode::kNotFound)
+      return fail(c.out, 404, "seq", unknown.to_string());
     return fail(c.out, 500, "", event.error().to_string());
   }
   if (!c.who.is_operator() && event->project_id != c.who.project) {
@@ -122,7 +126,8 @@ void Api::audit_inclusion(Ctx& c) {
 }
 
 void Api::audit_consistency(Ctx& c) {
-  if (options_.signing_key == nullptr) return fail(c.out, 503, "", "this server has no signing key");
+  if (options_.signing_key == nullptr)
+    return fail(c.out, 503, "", "this server has no signing key");
   const auto from = number(c.target, "from"), to = number(c.target, "to");
   if (!from || *from <= 0) return fail(c.out, 400, "from", "a positive tree size is needed");
   if (to && *to < 0) return fail(c.out, 400, "to", "a tree size is needed");

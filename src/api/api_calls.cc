@@ -72,7 +72,8 @@ void Api::calls_create(Ctx& c) {
   json exec = *body;
   for (const char* k : {"run", "identity", "requires"}) exec.erase(k);
   auto parsed = parse_exec(exec);
-  if (auto* e = std::get_if<ServiceError>(&parsed)) return fail(c.out, e->status, e->field, e->message);
+  if (auto* e = std::get_if<ServiceError>(&parsed))
+    return fail(c.out, e->status, e->field, e->message);
   const ExecCall& ec = std::get<ExecCall>(parsed);
   if (!body->contains("run") || !(*body)["run"].is_string() ||
       (*body)["run"].get<std::string>().empty()) {
@@ -146,8 +147,7 @@ void Api::call_get(Ctx& c) {
     return s != store::CallState::queued && s != store::CallState::claimed &&
            s != store::CallState::running;
   };
-  if (c.request[http::field::accept].find("text/event-stream") ==
-      boost::beast::string_view::npos) {
+  if (c.request[http::field::accept].find("text/event-stream") == boost::beast::string_view::npos) {
     std::string out, err;
     int64_t seq = 0;
     while (true) {

@@ -107,8 +107,10 @@ Result<Backend*> SandboxService::backend_for(BackendKind kind) {
 
 ServiceResult<std::shared_ptr<ApiSandbox>> SandboxService::create(const std::string& project,
                                                                   const std::string& spec_json) {
-  const auto j = rf::parse_json_or_discarded(spec_json.empty() ? std::string("{}") : spec_json);
-  if (j.is_discarded()) return bad("spec", "the body is not valid JSON");
+  auto parsed_json =
+      parse_json(spec_json.empty() ? std::string_view("{}") : std::string_view(spec_json), "spec");
+  if (!parsed_json) return bad("spec", "the body is " + parsed_json.error().message);
+  const nlohmann::json& j = *parsed_json;
   if (!j.is_object()) return bad("spec", "expected a JSON object (the sandbox spec)");
   for (const char* field : {"id", "workspace", "labels", "tls_intercept"}) {
     if (j.contains(field)) {

@@ -16,6 +16,7 @@
 #include "core/io.h"
 #include "core/units.h"
 #include "net/resolve_override.h"
+#include "policy/host_capacity.h"
 #include "proof/output_digest.h"
 #include "sandbox/result_json.h"
 #include "sandbox/sandbox.h"
@@ -110,6 +111,11 @@ Result<SandboxSpec> to_spec(const SandboxFlags& f) {
     if (auto set = l.set(s.limits, it->second); !set) {
       return make_error(l.exec_flag(), set.error().message);
     }
+  }
+  // Nothing above what this host has, even for its operator.
+  if (auto fits = policy::check_host_capacity(s.limits); !fits) {
+    const LimitField* l = limit_of_spec_error(fits.error());
+    return make_error(l ? l->exec_flag() : fits.error().where, fits.error().message);
   }
   auto network = parse_network_policy(f.network);
   if (!network) return make_error("--network", network.error().message);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/units.h"
+
 namespace rf::policy {
 namespace {
 
@@ -37,6 +39,26 @@ double cpu_count() {
 const HostCapacity& host_capacity() {
   static const HostCapacity capacity{mem_total(), cpu_count()};
   return capacity;
+}
+
+Status check_host_capacity(const Limits& limits, const HostCapacity& host) {
+  const std::string memory = format_size_human(host.memory_bytes);
+  if (host.memory_bytes > 0 && limits.memory_bytes > host.memory_bytes) {
+    return make_error(
+        find_limit("mem")->spec_field(),
+        format_size(limits.memory_bytes) + " is more than this host's memory (" + memory + ")");
+  }
+  if (host.memory_bytes > 0 && limits.disk_bytes > host.memory_bytes) {
+    return make_error(find_limit("disk")->spec_field(),
+                      format_size(limits.disk_bytes) + " is more than this host's memory (" +
+                          memory + "), which holds /workspace and /tmp");
+  }
+  if (host.cpus > 0 && limits.cpus > host.cpus) {
+    return make_error(find_limit("cpu")->spec_field(),
+                      find_limit("cpu")->get(limits) + " is more than this host's " +
+                          std::to_string(static_cast<int>(host.cpus)) + " cpus");
+  }
+  return ok_status();
 }
 
 }  // namespace rf::policy

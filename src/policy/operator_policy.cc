@@ -12,8 +12,7 @@ using nlohmann::json;
 
 const std::vector<std::string> kAllModes = {"in_process", "sandboxed", "identity_scoped",
                                             "cli_agent", "cli_agent_jit"};
-const std::vector<std::string> kAllKinds = {"template", "json",     "http",
-                                            "llm",      "approval", "sleep"};
+const std::vector<std::string> kAllKinds = {"template", "json", "http", "llm", "approval", "sleep"};
 const std::vector<std::string> kAllNetworks = {"none", "proxy", "host"};
 
 // The built-in ceilings that are not this host's capacity.
@@ -99,7 +98,8 @@ Result<PolicyDoc> parse_policy_doc(const json& j) {
         const LimitField* f = find_limit_by_json(l.key());
         if (f == nullptr) {
           std::string names;
-          for (const auto& lf : limit_fields()) names += (names.empty() ? "" : ", ") + std::string(lf.json_key);
+          for (const auto& lf : limit_fields())
+            names += (names.empty() ? "" : ", ") + std::string(lf.json_key);
           return make_error(field, "unknown limit (allowed: " + names + ")");
         }
         std::string text;
@@ -190,8 +190,8 @@ OperatorPolicy OperatorPolicy::resolve(std::string project, const PolicyDoc* pro
     Source source = (f.json_key == "memory" || f.json_key == "cpus" || f.json_key == "disk")
                         ? Source::kHost
                         : Source::kBuiltIn;
-    for (auto [doc, from] : {std::pair{default_doc, Source::kDefault},
-                             std::pair{project_doc, Source::kProject}}) {
+    for (auto [doc, from] :
+         {std::pair{default_doc, Source::kDefault}, std::pair{project_doc, Source::kProject}}) {
       if (doc == nullptr) continue;
       auto it = doc->limits.find(std::string(f.json_key));
       if (it == doc->limits.end()) continue;
@@ -235,7 +235,8 @@ OperatorPolicy OperatorPolicy::resolve(std::string project, const PolicyDoc* pro
   }
   if (auto parsed = net::EgressPolicy::parse(good)) p.egress_ = std::move(*parsed);
   for (const auto& m : pick(&PolicyDoc::modes, kAllModes, "modes")) p.modes_.insert(m);
-  for (const auto& k : pick(&PolicyDoc::step_kinds, kAllKinds, "step_kinds")) p.step_kinds_.insert(k);
+  for (const auto& k : pick(&PolicyDoc::step_kinds, kAllKinds, "step_kinds"))
+    p.step_kinds_.insert(k);
   for (const auto& e : pick(&PolicyDoc::worker_env, {}, "worker_env")) p.worker_env_.insert(e);
   return p;
 }
@@ -266,14 +267,13 @@ Status OperatorPolicy::bound_limits(Limits& limits, const std::set<std::string>&
     const double asked = f.amount(limits), ceiling = f.amount(ceilings_);
     if (!(asked > ceiling)) continue;
     if (given.count(std::string(f.json_key))) {
-      const std::string field = where == "--" ? f.exec_flag()
-                                              : std::string(where) + "." + std::string(f.json_key);
-      const std::string shown = f.json_key == "egress_bytes" && f.get(limits) == "0"
-                                    ? "0 (no cap)"
-                                    : f.get(limits);
+      const std::string field =
+          where == "--" ? f.exec_flag() : std::string(where) + "." + std::string(f.json_key);
+      const std::string shown =
+          f.json_key == "egress_bytes" && f.get(limits) == "0" ? "0 (no cap)" : f.get(limits);
       return denied(field, shown + " is above the ceiling of " + f.get(ceilings_) + " set by " +
-                               where_set(f.spec_field()) +
-                               " (ringfence policy show --project " + project_ + " --explain)");
+                               where_set(f.spec_field()) + " (ringfence policy show --project " +
+                               project_ + " --explain)");
     }
     (void)f.set(limits, f.get(ceilings_));
   }
@@ -295,10 +295,11 @@ Status OperatorPolicy::bound_timeout(std::chrono::milliseconds& timeout, bool gi
 Status OperatorPolicy::check_network(NetworkPolicy network, std::string_view field) const {
   if (networks_.count(network)) return ok_status();
   std::string allowed;
-  for (NetworkPolicy n : networks_) allowed += (allowed.empty() ? "" : ", ") + std::string(to_string(n));
+  for (NetworkPolicy n : networks_)
+    allowed += (allowed.empty() ? "" : ", ") + std::string(to_string(n));
   return denied(field, "network " + std::string(to_string(network)) + " is not allowed by " +
-                           where_set("networks") + " (allowed: " +
-                           (allowed.empty() ? "none" : allowed) + ")");
+                           where_set("networks") +
+                           " (allowed: " + (allowed.empty() ? "none" : allowed) + ")");
 }
 
 void OperatorPolicy::reserve(const std::vector<std::string>& endpoints) {

@@ -70,8 +70,9 @@ Result<std::string> Principal::user_for(std::string_view named, std::string_view
 Status Principal::require_operator(std::string_view what) const {
   if (is_operator()) return ok_status();
   return make_error(ErrorCode::kDenied, "",
-                    std::string(what) + " needs an operator token (`ringfence token create "
-                                        "--role operator`); token " +
+                    std::string(what) +
+                        " needs an operator token (`ringfence token create "
+                        "--role operator`); token " +
                         token_id + " is an agent token of project " + project);
 }
 

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/units.h"
 #include "identity/audit_events.h"
+#include "policy/host_capacity.h"
 #include "proof/boundary_facts.h"
 #include "proof/output_digest.h"
 #include "redact/stream_redactor.h"
@@ -105,6 +106,13 @@ Result<std::unique_ptr<Worker>> Worker::start(WorkerOptions options, Placement p
 
 Status Worker::init() {
   const WorkerSettings& s = options_.settings;
+  // No sandbox of this worker's is ever above what its host has.
+  if (auto fits = policy::check_host_capacity(s.limits.value); !fits) {
+    const LimitField* l = limit_of_spec_error(fits.error());
+    return make_error(
+        l ? where_of(s.limits.source_of(l->name), l->config_key()) : fits.error().where,
+        fits.error().message);
+  }
   // A policy that cannot be read stops the worker here (fail closed), naming FILE:LINE.
   std::shared_ptr<const identity::JitPolicy> jit_policy;
   if (!s.jit_policy.value.empty()) {
