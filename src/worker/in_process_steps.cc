@@ -237,7 +237,7 @@ StepOutcome llm_step(const WorkflowServices& s, const StepRequest& r) {
     if (r.step->identity) {
       store::IdentityScope scope{r.step->identity->workflow,
                                  r.step->identity->user.empty() ? r.user : r.step->identity->user};
-      auto p = s.identity->resolve_for_worker(IdentityUse{0, r.project, r.run_id, scope});
+      auto p = s.identity->resolve_for_worker(calls::IdentityUse{0, r.project, r.run_id, scope});
       if (!p) return StepOutcome::failed(ErrorKind::kIdentity, p.error().to_string());
       // The worker's own request, in no sandbox: a gateway or proxy entry's
       // real value, not the placeholder a sandbox would get.

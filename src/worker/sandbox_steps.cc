@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "agents/adapter.h"
+#include "calls/guarded_call.h"
 #include "core/json_input.h"
 #include "core/log.h"
 #include "core/units.h"
@@ -15,9 +16,6 @@
 #include "redact/stream_redactor.h"
 #include "sandbox/result_json.h"
 #include "worker/artifact_delivery.h"
-#include "worker/call_output.h"
-#include "worker/proof_recorder.h"
-#include "worker/redacting_sink.h"
 
 namespace rf::worker {
 namespace {
@@ -28,21 +26,13 @@ using workflow::ExecutionMode;
 
 constexpr size_t kKeep = 1 << 20;  // bytes of each stream a step's outputs keep
 
-// Passes output on and keeps the first kKeep bytes of each stream (what
-// later steps read as {{steps.ID.stdout}}), after redaction.
+// Keeps the first kKeep bytes of each stream of a step's command (what later
+// steps read as {{steps.ID.stdout}}), as delivered: after redaction.
 class Capture : public OutputSink {
  public:
-  explicit Capture(OutputSink& next) : next_(next) {}
-  void on_started(uint32_t call_id, int pid) override { next_.on_started(call_id, pid); }
-  bool wants_started() const override { return next_.wants_started(); }
-  void on_stdout(std::string_view d) override {
-    keep(out_, d);
-    next_.on_stdout(d);
-  }
-  void on_stderr(std::string_view d) override {
-    keep(err_, d);
-    next_.on_stderr(d);
-  }
+  bool wants_started() const override { return false; }
+  void on_stdout(std::string_view d) override { keep(out_, d); }
+  void on_stderr(std::string_view d) override { keep(err_, d); }
   std::string out_, err_;
 
  private:
@@ -50,7 +40,6 @@ class Capture : public OutputSink {
     std::lock_guard lock(mu_);
     if (to.size() < kKeep) to.append(d.substr(0, kKeep - to.size()));
   }
-  OutputSink& next_;
   std::mutex mu_;
 };
 
@@ -61,7 +50,7 @@ std::string trimmed(std::string s) {
 
 // The identity a step's sandbox received, for its attempt's record: keys,
 // levels, secrets and versions, never values.
-json identity_record(const PreparedIdentity& p) {
+json identity_record(const calls::PreparedIdentity& p) {
   json keys = json::array();
   for (const auto& e : p.resolved.plan.entries) {
     json k = {
@@ -188,9 +177,9 @@ class SandboxStep {
   }
 
   Status prepare_identity() {
-    use_ = IdentityUse{0, r_.project, r_.run_id, scope()};
+    use_ = calls::IdentityUse{0, r_.project, r_.run_id, scope()};
     std::string notice;
-    auto p = s_.identity->prepare(use_, sandboxes_.worker_mode(), &notice);
+    auto p = s_.identity->prepare(use_, sandboxes_.worker_mode() != SandboxMode::kNone, &notice);
     if (!p) return p.take_error();
     notice_ = notice;
     identity_ = std::move(*p);
@@ -224,102 +213,46 @@ class SandboxStep {
     return s_.store->start_call(c, s_.worker_id, s_.lease);
   }
 
-  void end_call(int64_t call_id, CallOutput& output, const Result<ExecResult>& result,
-                const std::string& sandbox_id, const std::optional<std::string>& revoked) {
-    Status s = ok_status();
-    if (revoked) {
-      s = output.close([&](const auto& rest) {
-        return s_.store->revoke_call(call_id, s_.worker_id, *revoked, rest);
-      });
-    } else if (!result) {
-      std::string why = result.error().to_string();
-      if (patterns_) why = redact::redact_all(*patterns_, why);
-      s = output.close(
-          [&](const auto& rest) { return s_.store->fail_call(call_id, s_.worker_id, why, rest); });
-    } else {
-      auto j = exec_result_json(*result, sandbox_id);
-      j["mode"] = std::string(to_string(step_.mode));
-      j["backend"] = sandboxes_.backend_name();
-      j["step"] = step_.id;
-      std::string text = j.dump();
-      if (patterns_) text = redact::redact_all(*patterns_, text);
-      s = output.close([&](const auto& rest) {
-        return s_.store->finish_call(call_id, s_.worker_id, result->exit_code, text, rest);
-      });
-    }
-    if (!s) spdlog::warn("call {}: {}", call_id, s.error().to_string());
-  }
-
   struct Ran {
     Result<ExecResult> result = make_error("", "not run");
     std::string out, err;
     std::optional<std::string> revoked;
   };
 
-  // One command in the step's sandbox, as the call `call_id` of the run.
+  // One command in the step's sandbox, as the call `call_id` of the run,
+  // through the guarded call path (calls/guarded_call.h).
   Ran exec(int64_t call_id, std::vector<std::string> argv, std::map<std::string, std::string> env,
            const std::string& cwd) {
     Ran ran;
-    auto output = std::make_shared<CallOutput>(*s_.store, call_id, s_.worker_id, s_.flusher);
-    ExecCall call;
-    call.argv = std::move(argv);
-    call.env = std::move(env);
-    for (const auto& [k, v] : identity_env_) call.env[k] = v;
-    call.cwd = cwd;
-    call.timeout = r_.timeout;
-    std::optional<RedactingSink> redacting;
-    Capture capture(*output);
-    // The receipt's digests are of the bytes as delivered: after redaction.
-    proof::DigestingSink delivered(capture);
-    const bool jit = step_.mode == ExecutionMode::kCliAgentJit;
-    // A JIT step is redacted of what it is granted mid-call, even if it had nothing before.
-    if (patterns_ || jit)
-      redacting.emplace(delivered, patterns_ ? patterns_ : redact::compile_patterns({}));
-    OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : delivered;
-    proof::EventContext proof_ctx;
-    proof_ctx.project_id = r_.project;
-    proof_ctx.run_id = r_.run_id;
-    proof_ctx.call_id = call_id;
-    if (s_.proof) s_.proof->sandbox_in_use(sandbox_, proof_ctx);
-    if (!notice_.empty()) output->on_stderr(notice_);
-    if (jit) {
-      JitBroker::put_rf_cred_on_path(call, *sandbox_);
-      IdentityUse use = use_;
-      use.call_id = call_id;
-      JitContext ctx{use, step_.id, step_.agent, sandbox_, &*redacting};
-      if (auto s = s_.jit->open(ctx); !s) {
-        ran.result = s.take_error();
-        end_call(call_id, *output, ran.result, sandbox_->id(), std::nullopt);
-        return ran;
-      }
-    }
-    if (s_.flusher) s_.flusher->add(output);
-    const int64_t started_ms = store::now_ms();
-    ran.result = sandbox_->exec(call, sink);
-    const int64_t ended_ms = store::now_ms();
-    if (jit) s_.jit->close(sandbox_->id());
-    // From here on (the call's result, the step's result file, its error
-    // texts) redact every value the sandbox holds: with what was granted
-    // during the call too, which only the running sink knew until now.
-    if (auto p = s_.identity->patterns_for(*sandbox_)) patterns_ = std::move(p);
-    if (redacting) redacting->finish();
-    if (s_.flusher) s_.flusher->remove(output);
-    for (auto& [k, v] : call.env) sodium_memzero(v.data(), v.size());
-    if (redacting) {
-      identity::audit_redactions(*s_.store, "worker " + s_.worker_id, r_.project,
-                                 redacting->counts(), {r_.run_id, call_id, sandbox_->id()});
-    }
-    ran.revoked = s_.identity->call_ended(call_id);
-    if (r_.control->stopped() && !ran.revoked && ran.result) {
-      ran.result = make_error("", r_.control->why());
-    }
-    end_call(call_id, *output, ran.result, sandbox_->id(), ran.revoked);
-    if (s_.proof && ran.result && !ran.revoked) {
-      proof::CallRecord rec =
-          proof::finished_call(*sandbox_, call.argv, *ran.result, delivered, started_ms, ended_ms);
-      rec.call = std::to_string(call_id);
-      s_.proof->call_finished(sandbox_->id(), std::move(rec), proof_ctx);
-    }
+    Capture capture;
+    calls::GuardedCall call;
+    call.call_id = call_id;
+    call.use = use_.project.empty() ? calls::IdentityUse{0, r_.project, r_.run_id, scope()} : use_;
+    call.exec.argv = std::move(argv);
+    call.exec.env = std::move(env);
+    for (const auto& [k, v] : identity_env_) call.exec.env[k] = v;
+    call.exec.cwd = cwd;
+    call.exec.timeout = r_.timeout;
+    call.jit = step_.mode == ExecutionMode::kCliAgentJit;
+    call.step = step_.id;
+    call.agent = step_.agent;
+    call.notice = notice_;
+    call.result_extra = {{"mode", std::string(to_string(step_.mode))},
+                         {"backend", sandboxes_.backend_name()},
+                         {"step", step_.id}};
+    call.tee = &capture;
+    StepControl* control = r_.control;
+    call.stopped = [control]() -> std::optional<std::string> {
+      if (control->stopped()) return control->why();
+      return std::nullopt;
+    };
+    const calls::CallPath path{s_.store, s_.worker_id, s_.flusher, s_.identity, s_.jit, s_.proof};
+    auto outcome = calls::run_guarded(path, std::move(call), sandbox_);
+    // From here on (the step's result file, its error texts) redact every
+    // value the sandbox holds: with what was granted during the call too.
+    if (outcome.patterns) patterns_ = outcome.patterns;
+    ran.result = std::move(outcome.result);
+    ran.revoked = std::move(outcome.revoked);
     ran.out = std::move(capture.out_);
     ran.err = std::move(capture.err_);
     return ran;
@@ -526,8 +459,8 @@ class SandboxStep {
   std::map<std::string, std::string> env_;
   std::optional<agents::AgentAdapter> adapter_;
   std::optional<agents::AgentPlan> plan_;
-  IdentityUse use_;
-  std::optional<PreparedIdentity> identity_;
+  calls::IdentityUse use_;
+  std::optional<calls::PreparedIdentity> identity_;
   std::map<std::string, std::string> identity_env_;
   std::shared_ptr<const redact::Patterns> patterns_;
   std::string notice_;

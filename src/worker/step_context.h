@@ -13,22 +13,24 @@
 #include <optional>
 #include <string>
 
+#include "calls/identity_calls.h"
+#include "calls/jit_broker.h"
 #include "net/resolve_override.h"
 #include "policy/operator_policy.h"
 #include "store/store.h"
 #include "store/workflow_store.h"
-#include "worker/identity_calls.h"
-#include "worker/jit_broker.h"
 #include "worker/serving.h"
 #include "worker/settings.h"
 #include "workflow/definition.h"
 #include "workflow/template.h"
 
+namespace rf::calls {
+class ProofRecorder;
+class OutputFlusher;
+}  // namespace rf::calls
+
 namespace rf::worker {
 
-class ProofRecorder;
-
-class OutputFlusher;
 class StepSandboxes;
 
 // The worker's parts a workflow run uses.
@@ -38,12 +40,12 @@ struct WorkflowServices {
   std::chrono::milliseconds lease{30'000};
   std::function<std::shared_ptr<Serving>()> serving;
   const WorkerSettings* settings = nullptr;
-  IdentityCalls* identity = nullptr;
-  JitBroker* jit = nullptr;  // cli_agent_jit steps' rf-cred requests
+  calls::IdentityCalls* identity = nullptr;
+  calls::JitBroker* jit = nullptr;  // cli_agent_jit steps' rf-cred requests
   SandboxLedger* ledger = nullptr;
-  OutputFlusher* flusher = nullptr;
+  calls::OutputFlusher* flusher = nullptr;
   // Reports of step sandboxes and receipts of their calls (issue 15); null: none.
-  ProofRecorder* proof = nullptr;
+  calls::ProofRecorder* proof = nullptr;
   std::string artifact_root;  // --artifact-root: where `local` artifacts go ("" = refused)
   std::string agents_dir;     // where claude-code.yaml, codex.yaml are
   // sandbox.proxy_resolve, parsed once: the names the worker's own requests

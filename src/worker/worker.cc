@@ -4,6 +4,7 @@
 #include <sodium.h>
 #include <unistd.h>
 
+#include "calls/redacting_sink.h"
 #include "core/counters.h"
 #include "core/fd_limit.h"
 #include "core/log.h"
@@ -15,7 +16,6 @@
 #include "redact/stream_redactor.h"
 #include "sandbox/result_json.h"
 #include "store/workflow_store.h"
-#include "worker/redacting_sink.h"
 
 namespace rf::worker {
 namespace {
@@ -160,18 +160,20 @@ Status Worker::init() {
   if (warn_unless_ok(reaped, "reaping orphaned sandboxes") && !reaped->empty()) {
     spdlog::warn("reaped {} orphaned sandboxes", reaped->size());
   }
-  flusher_ = std::make_unique<OutputFlusher>(options_.output_delay);
-  identity_ = std::make_unique<IdentityCalls>(
+  flusher_ = std::make_unique<calls::OutputFlusher>(options_.output_delay);
+  identity_ = std::make_unique<calls::IdentityCalls>(
       *store_,
-      IdentityCalls::Options{id_, s.state_dir.value, options_.vault,
-                             s.allow_identity_without_sandbox.value, options_.revocation_period},
+      calls::IdentityCalls::Options{id_, s.state_dir.value, options_.vault,
+                                    s.allow_identity_without_sandbox.value,
+                                    options_.revocation_period},
       [this](const std::shared_ptr<Sandbox>& sandbox) { serving()->router->discard(sandbox); });
-  jit_ = std::make_unique<JitBroker>(*store_, *identity_, JitBroker::Options{jit_policy});
+  jit_ = std::make_unique<calls::JitBroker>(*store_, *identity_,
+                                            calls::JitBroker::Options{jit_policy});
   // The key that signs boundary reports and receipts: made on first use, and
   // a worker that cannot read it does not start (a receipt is never missing).
   auto proof_key = proof::SigningKey::load_or_create(s.state_dir.value);
   if (!proof_key) return proof_key.take_error();
-  proof_ = std::make_unique<ProofRecorder>(*store_, std::move(*proof_key), "worker " + id_);
+  proof_ = std::make_unique<calls::ProofRecorder>(*store_, std::move(*proof_key), "worker " + id_);
   // The runner binary's digest, which every report names: made (or read back
   // from the state dir) now, not on the first report's path.
   proof::warm_runner_sha256(s.state_dir.value + "/keys/runner.sha256");
@@ -321,31 +323,24 @@ void Worker::executor_loop() {
 
 void Worker::run_call(const store::ClaimedCall& claimed) {
   const store::NewCall& c = claimed.call;
-  auto output = std::make_shared<CallOutput>(*store_, claimed.id, id_, flusher_.get());
-  // Error texts of a call whose sandbox holds identity values are redacted too.
-  std::shared_ptr<const redact::Patterns> patterns;
-  auto clean = [&](const std::string& text) {
-    return patterns ? redact::redact_all(*patterns, text) : text;
-  };
-  auto fail = [&](const std::string& why) {
-    counters::add(R"(ringfence_worker_calls_total{outcome="failed"})");
-    auto s = output->close(
-        [&](const auto& rest) { return store_->fail_call(claimed.id, id_, clean(why), rest); });
-    if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
-  };
-  if (cancelling_) return fail("cancelled: the worker stopped before the call started");
+  const calls::CallPath path = call_path();
+  if (cancelling_) {
+    return calls::fail_unrun(path, claimed.id,
+                             "cancelled: the worker stopped before the call started");
+  }
   // The call keeps this serving to its end, even if the worker falls back meanwhile.
   const auto with = serving();
-  std::optional<PreparedIdentity> prepared;
+  std::optional<calls::PreparedIdentity> prepared;
   std::string notice;
   if (c.jit && with->placement.mode == SandboxMode::kNone) {
-    return fail(
-        "JIT refused: this worker runs calls without a sandbox (mode none); rf-cred "
-        "needs a sandbox whose tool runner serves it");
+    return calls::fail_unrun(path, claimed.id,
+                             "JIT refused: this worker runs calls without a sandbox (mode none); "
+                             "rf-cred needs a sandbox whose tool runner serves it");
   }
   if (c.identity) {
-    auto p = identity_->prepare(IdentityUse::of(claimed), with->placement.mode, &notice);
-    if (!p) return fail(p.error().to_string());
+    auto p = identity_->prepare(calls::IdentityUse::of(claimed),
+                                with->placement.mode != SandboxMode::kNone, &notice);
+    if (!p) return calls::fail_unrun(path, claimed.id, p.error().to_string());
     prepared = std::move(*p);
   }
   // A per_worker sandbox serves every run of its project: identity values get
@@ -356,14 +351,10 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
   if (!lease) {
     // A client's own image that cannot be had says nothing of the backend's health.
     if (c.sandbox_image.empty()) ++with->call_path_failures;
-    return fail(lease.error().to_string());
+    return calls::fail_unrun(path, claimed.id, lease.error().to_string());
   }
   with->call_path_failures = 0;
   const std::string sandbox_id = lease->sandbox->id();
-  proof::EventContext proof_ctx;
-  proof_ctx.project_id = c.project;
-  proof_ctx.run_id = c.run;
-  proof_->sandbox_in_use(lease->sandbox, proof_ctx);
   auto release = [&] {
     const bool gone = lease->destroy_after;
     if (gone) proof_->wait_for_report(sandbox_id);  // its self-probe runs in it
@@ -373,92 +364,45 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
       proof_->sandbox_gone(sandbox_id);
     }
   };
-  ExecCall call;
-  call.argv = c.argv;
-  call.env = c.env;
+  calls::GuardedCall call;
+  call.call_id = claimed.id;
+  call.use = calls::IdentityUse::of(claimed);
+  call.exec.argv = c.argv;
+  call.exec.env = c.env;
   if (prepared) {
-    if (auto s = identity_->inject(IdentityUse::of(claimed), *prepared, lease->sandbox); !s) {
-      fail(s.error().to_string());
+    if (auto s = identity_->inject(call.use, *prepared, lease->sandbox); !s) {
+      calls::fail_unrun(path, claimed.id, s.error().to_string(),
+                        identity_->patterns_for(*lease->sandbox));
       return release();
     }
-    for (const auto& [key, value] : prepared->resolved.env) call.env[key] = value.reveal();
+    for (const auto& [key, value] : prepared->resolved.env) call.exec.env[key] = value.reveal();
   }
-  patterns = identity_->patterns_for(*lease->sandbox);
-  if (!c.cwd.empty()) call.cwd = c.cwd;
-  call.stdin_data = c.stdin_bytes;
+  if (!c.cwd.empty()) call.exec.cwd = c.cwd;
+  call.exec.stdin_data = c.stdin_bytes;
   // A client's timeout never goes past this worker's own sandbox.timeout:
   // the operator set it, the client only asks.
   const std::chrono::milliseconds cap = options_.settings.limits.value.timeout;
-  call.timeout = std::min(c.timeout, cap);
+  call.exec.timeout = std::min(c.timeout, cap);
   if (c.timeout > cap) {
     notice += "ringfence: the call asked for a timeout of " + format_duration(c.timeout) +
               "; this worker's sandbox.timeout caps it at " + format_duration(cap) + "\n";
   }
-  // The receipt's digests are of the bytes as delivered: after redaction.
-  proof::DigestingSink delivered(*output);
-  std::optional<RedactingSink> redacting;
-  // A JIT call is redacted of what it is granted mid-call, even if it had nothing before.
-  if (patterns || c.jit)
-    redacting.emplace(delivered, patterns ? patterns : redact::compile_patterns({}));
-  OutputSink& sink = redacting ? static_cast<OutputSink&>(*redacting) : delivered;
-  if (!notice.empty()) delivered.on_stderr(notice);
-  if (c.jit) {
-    JitBroker::put_rf_cred_on_path(call, *lease->sandbox);
-    JitContext ctx{IdentityUse::of(claimed), "", "", lease->sandbox, &*redacting};
-    if (auto s = jit_->open(ctx); !s) {
-      fail(s.error().to_string());
-      return release();
-    }
-  }
-  flusher_->add(output);
-  const int64_t started_ms = store::now_ms();
-  auto result = lease->sandbox->exec(call, sink);
-  const int64_t ended_ms = store::now_ms();
-  if (c.jit) {
-    jit_->close(sandbox_id);
-    // What was granted mid-call is redacted from the call's result and error
-    // texts too (clean() above), not only from its output streams.
-    patterns = identity_->patterns_for(*lease->sandbox);
-  }
-  if (redacting) redacting->finish();
-  flusher_->remove(output);
-  for (auto& [key, value] : call.env) sodium_memzero(value.data(), value.size());
-  if (redacting) {
-    const auto counts = redacting->counts();
-    uint64_t redactions = 0;
-    for (const auto& [what, n] : counts) redactions += n;
-    if (redactions) counters::add("ringfence_redactions_total", redactions);
-    identity::audit_redactions(*store_, "worker " + id_, c.project, counts,
-                               {c.run, claimed.id, sandbox_id});
-  }
-  if (auto revoked = identity_->call_ended(claimed.id)) {
-    counters::add(R"(ringfence_worker_calls_total{outcome="revoked"})");
-    auto s = output->close(
-        [&](const auto& rest) { return store_->revoke_call(claimed.id, id_, *revoked, rest); });
-    if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
-  } else if (!result) {
-    fail(cancelling_ ? "cancelled: the worker stopped and the grace period passed (" +
-                           result.error().to_string() + ")"
-                     : result.error().to_string());
-  } else {
-    counters::add(R"(ringfence_worker_calls_total{outcome="finished"})");
-    auto j = exec_result_json(*result, sandbox_id);
-    j["mode"] = to_string(with->placement.mode);
-    j["backend"] = with->placement.backend->name();
-    auto s = output->close([&](const auto& rest) {
-      return store_->finish_call(claimed.id, id_, result->exit_code, clean(j.dump()), rest);
-    });
-    if (!s) spdlog::warn("call {}: {}", claimed.id, s.error().to_string());
-    proof::CallRecord rec =
-        proof::finished_call(*lease->sandbox, c.argv, *result, delivered, started_ms, ended_ms);
-    rec.call = std::to_string(claimed.id);
-    rec.stdin_sha256 = proof::sha256_hex(c.stdin_bytes);
-    rec.stdin_bytes = c.stdin_bytes.size();
-    proof_ctx.call_id = claimed.id;
-    proof_->call_finished(sandbox_id, std::move(rec), proof_ctx);
-  }
+  call.notice = std::move(notice);
+  call.jit = c.jit;
+  call.result_extra = {{"mode", to_string(with->placement.mode)},
+                       {"backend", with->placement.backend->name()}};
+  call.explain_failure = [this](const std::string& error) {
+    return cancelling_ ? "cancelled: the worker stopped and the grace period passed (" + error + ")"
+                       : error;
+  };
+  (void)calls::run_guarded(path, std::move(call), lease->sandbox);
   // After the result is written: a per_tool sandbox's teardown is not on the client's path.
   release();
+}
+
+calls::CallPath Worker::call_path() const {
+  return calls::CallPath{store_.get(),    id_,        flusher_.get(),
+                         identity_.get(), jit_.get(), proof_.get()};
 }
 
 std::string Worker::metrics_json() const {

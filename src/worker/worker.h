@@ -15,13 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include "calls/call_output.h"
+#include "calls/guarded_call.h"
+#include "calls/identity_calls.h"
+#include "calls/jit_broker.h"
+#include "calls/proof_recorder.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
-#include "worker/call_output.h"
-#include "worker/identity_calls.h"
-#include "worker/jit_broker.h"
 #include "worker/pool.h"
-#include "worker/proof_recorder.h"
 #include "worker/sandbox_router.h"
 #include "worker/serving.h"
 #include "worker/settings.h"
@@ -107,6 +108,7 @@ class Worker {
   // What the heartbeat sends for /metrics (store::WorkerRow::metrics_json).
   std::string metrics_json() const;
   void run_call(const store::ClaimedCall& call);
+  calls::CallPath call_path() const;
   // The one project a per_worker worker serves (what it claims, and what the
   // store says it serves); nullopt for every other mode.
   std::optional<std::string> pinned_project(SandboxMode mode) const;
@@ -118,16 +120,16 @@ class Worker {
   std::unique_ptr<SandboxLedger> ledger_;  // before serving_, which reports to it
   // Reports and receipts (issue 15): after store_, which it uses; before
   // serving_, whose pool's refill thread makes reports through it.
-  std::unique_ptr<ProofRecorder> proof_;
+  std::unique_ptr<calls::ProofRecorder> proof_;
   mutable std::mutex serving_mu_;
   std::shared_ptr<Serving> serving_;
   std::vector<std::weak_ptr<Serving>> retired_;  // replaced, still lent to calls
   std::optional<std::string> fatal_;
   std::chrono::steady_clock::time_point last_recovery_try_{};
-  std::unique_ptr<OutputFlusher> flusher_;
-  std::unique_ptr<IdentityCalls> identity_;  // after store_: it uses it
-  std::unique_ptr<JitBroker> jit_;           // after identity_: it uses it
-  std::unique_ptr<WorkflowRuns> workflows_;  // after identity_ and ledger_: it uses them
+  std::unique_ptr<calls::OutputFlusher> flusher_;
+  std::unique_ptr<calls::IdentityCalls> identity_;  // after store_: it uses it
+  std::unique_ptr<calls::JitBroker> jit_;           // after identity_: it uses it
+  std::unique_ptr<WorkflowRuns> workflows_;         // after identity_ and ledger_: it uses them
   std::atomic<bool> claiming_{true};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> cancelling_{false};  // the grace period passed

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "calls/redacting_sink.h"
 #include "redact/forms.h"
 #include "redact/patterns.h"
 #include "redact/stream_redactor.h"
-#include "worker/redacting_sink.h"
 
 namespace rf::redact {
 namespace {
@@ -277,7 +277,7 @@ TEST(Redact, OutputCutAtItsCapInsideAValueReleasesNoPrefixOfIt) {
     std::string out, err;
   } next;
   const std::string token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
-  worker::RedactingSink sink(next, one("GH", token));
+  calls::RedactingSink sink(next, one("GH", token));
   sink.on_stdout("token=" + token.substr(0, 39));
   sink.on_stdout("\n[ringfence: output truncated at 45 bytes]\n");
   sink.finish();

@@ -30,7 +30,7 @@
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
-namespace rf::worker {
+namespace rf::calls {
 
 class OutputFlusher;
 
@@ -120,4 +120,4 @@ class OutputFlusher {
   std::thread thread_;
 };
 
-}  // namespace rf::worker
+}  // namespace rf::calls

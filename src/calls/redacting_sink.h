@@ -12,7 +12,7 @@
 #include "redact/stream_redactor.h"
 #include "sandbox/sandbox.h"
 
-namespace rf::worker {
+namespace rf::calls {
 
 class RedactingSink : public OutputSink {
  public:
@@ -35,4 +35,4 @@ class RedactingSink : public OutputSink {
   redact::StreamRedactor out_, err_;
 };
 
-}  // namespace rf::worker
+}  // namespace rf::calls

@@ -1,4 +1,4 @@
-#include "worker/jit_broker.h"
+#include "calls/jit_broker.h"
 
 #include <sodium.h>
 
@@ -11,7 +11,7 @@
 #include "store/identity_store.h"
 #include "store/workflow_store.h"
 
-namespace rf::worker {
+namespace rf::calls {
 namespace {
 
 using nlohmann::json;
@@ -541,4 +541,4 @@ void JitBroker::watch_loop() {
   }
 }
 
-}  // namespace rf::worker
+}  // namespace rf::calls

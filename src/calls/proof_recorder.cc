@@ -1,10 +1,10 @@
-#include "worker/proof_recorder.h"
+#include "calls/proof_recorder.h"
 
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 
-namespace rf::worker {
+namespace rf::calls {
 
 ProofRecorder::ProofRecorder(store::Store& store, proof::SigningKey key, std::string actor)
     : store_(store),
@@ -174,4 +174,4 @@ void ProofRecorder::sandbox_gone(const std::string& sandbox_id) {
   cv_.notify_one();
 }
 
-}  // namespace rf::worker
+}  // namespace rf::calls

@@ -36,13 +36,13 @@
 #include <thread>
 #include <vector>
 
+#include "calls/identity_calls.h"
+#include "calls/redacting_sink.h"
 #include "identity/jit_policy.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
-#include "worker/identity_calls.h"
-#include "worker/redacting_sink.h"
 
-namespace rf::worker {
+namespace rf::calls {
 
 // Who runs in the sandbox that may ask: the policy matches on these.
 struct JitContext {
@@ -120,4 +120,4 @@ class JitBroker {
   std::thread watcher_;
 };
 
-}  // namespace rf::worker
+}  // namespace rf::calls

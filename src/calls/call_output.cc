@@ -1,11 +1,11 @@
-#include "worker/call_output.h"
+#include "calls/call_output.h"
 
 #include <iterator>
 #include <utility>
 
 #include "core/log.h"
 
-namespace rf::worker {
+namespace rf::calls {
 
 CallOutput::CallOutput(store::Store& store, int64_t call_id, std::string worker_id,
                        OutputFlusher* flusher, size_t max_bytes)
@@ -139,4 +139,4 @@ void OutputFlusher::loop() {
   }
 }
 
-}  // namespace rf::worker
+}  // namespace rf::calls

@@ -1,8 +1,8 @@
-#include "worker/redacting_sink.h"
+#include "calls/redacting_sink.h"
 
 #include "proto/messages.h"
 
-namespace rf::worker {
+namespace rf::calls {
 
 RedactingSink::RedactingSink(OutputSink& next, std::shared_ptr<const redact::Patterns> patterns)
     : next_(next), out_(patterns), err_(patterns) {}
@@ -59,4 +59,4 @@ std::map<std::pair<std::string, std::string>, uint64_t> RedactingSink::counts() 
   return all;
 }
 
-}  // namespace rf::worker
+}  // namespace rf::calls

@@ -1,4 +1,4 @@
-#include "worker/identity_calls.h"
+#include "calls/identity_calls.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -8,7 +8,7 @@
 #include "identity/audit_events.h"
 #include "store/audit_log.h"
 
-namespace rf::worker {
+namespace rf::calls {
 namespace {
 
 std::string scope_text(const IdentityUse& use) {
@@ -79,9 +79,9 @@ Error IdentityCalls::refuse(const IdentityUse& call, std::string why) {
   return make_error("", std::move(why));
 }
 
-Result<PreparedIdentity> IdentityCalls::prepare(const IdentityUse& call, SandboxMode mode,
+Result<PreparedIdentity> IdentityCalls::prepare(const IdentityUse& call, bool in_sandbox,
                                                 std::string* notice) {
-  if (mode == SandboxMode::kNone) {
+  if (!in_sandbox) {
     auto project = store_.project(call.project);
     if (!project.ok()) return refuse(call, project.error().to_string());
     if (project->environment == store::Environment::production) {
@@ -462,4 +462,4 @@ void IdentityCalls::watch_loop() {
   audit_edge_events();  // what the last requests did
 }
 
-}  // namespace rf::worker
+}  // namespace rf::calls

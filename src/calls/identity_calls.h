@@ -28,9 +28,8 @@
 #include "sandbox/sandbox.h"
 #include "store/identity_store.h"
 #include "store/store.h"
-#include "worker/settings.h"
 
-namespace rf::worker {
+namespace rf::calls {
 
 // What a sandbox received: for whom, and what to redact from it from now on.
 struct IdentityMark {
@@ -76,10 +75,11 @@ class IdentityCalls {
                 std::function<void(const std::shared_ptr<Sandbox>&)> discard);
   ~IdentityCalls();
 
-  // Before the sandbox: may identity go where this worker runs calls, and
-  // what does the cascade give now. `notice` gets a line for the call's
-  // stderr when identity runs without a sandbox (opted in).
-  Result<PreparedIdentity> prepare(const IdentityUse& use, SandboxMode mode, std::string* notice);
+  // Before the sandbox: may identity go where this worker runs calls
+  // (`in_sandbox` false: sandbox mode none), and what does the cascade give
+  // now. `notice` gets a line for the call's stderr when identity runs
+  // without a sandbox (opted in).
+  Result<PreparedIdentity> prepare(const IdentityUse& use, bool in_sandbox, std::string* notice);
   // The cascade alone, resolved and audited (prepare's second half): for the
   // worker's own use (an in_process llm step's key) the values go into no
   // sandbox, so the sandbox mode does not matter.
@@ -159,4 +159,4 @@ class IdentityCalls {
   std::thread watcher_;
 };
 
-}  // namespace rf::worker
+}  // namespace rf::calls

@@ -23,7 +23,7 @@
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
-namespace rf::worker {
+namespace rf::calls {
 
 class ProofRecorder {
  public:
@@ -82,4 +82,4 @@ class ProofRecorder {
   std::thread thread_;
 };
 
-}  // namespace rf::worker
+}  // namespace rf::calls
