@@ -11,6 +11,7 @@
 #include "api/tokens.h"
 #include "core/counters.h"
 #include "core/log.h"
+#include "store/audit_log.h"
 
 namespace rf::api {
 namespace http = boost::beast::http;
@@ -248,7 +249,9 @@ void Api::handle(const Request& request, Responder& responder) {
 
 std::optional<std::string> Api::project_of(Ctx& c) {
   auto it = c.target.query.find("project");
-  if (it == c.target.query.end() || it->second == c.who.project) return c.who.project;
+  if (it == c.target.query.end() || it->second.empty() || it->second == c.who.project) {
+    return c.who.project;
+  }
   // Another project: only an operator's, and for anyone else exactly what an
   // unknown project answers (nothing of it).
   if (c.who.is_operator()) return it->second;
@@ -257,6 +260,20 @@ std::optional<std::string> Api::project_of(Ctx& c) {
 }
 
 void Api::healthz(Ctx& c) { answer(c.out, 200, {{"ok", true}}); }
+
+// The audit chain's verdict, verified at most once every 5 s however many
+// consoles follow it (a whole-log walk each time would be any token's to
+// make this server do 4 times a second per stream).
+std::optional<bool> Api::audit_intact() {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(verdict_mu_);
+  if (!verdict_ || now - verdict_at_ > std::chrono::seconds(5)) {
+    auto v = store::AuditLog(store_).verify();
+    verdict_ = v ? std::optional<bool>(v->intact) : std::nullopt;
+    verdict_at_ = now;
+  }
+  return verdict_;
+}
 
 // The console's page is static and holds nothing: it asks for a token and
 // reads everything through the API with it.

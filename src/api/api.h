@@ -114,6 +114,7 @@ class Api {
   void approval_deny(Ctx& c);
   void approval_decide(Ctx& c, bool approve);
   void console_events(Ctx& c);
+  std::optional<bool> audit_intact();
   nlohmann::json console_snapshot(const std::string& project);
   // api_calls.cc: POST /v1/calls, GET /v1/calls/{id}.
   void calls_create(Ctx& c);
@@ -140,6 +141,9 @@ class Api {
   std::mutex mu_;
   std::map<std::string, CachedToken> token_cache_;  // by hash
   std::map<std::string, int> in_flight_;            // by token id
+  std::mutex verdict_mu_;
+  std::optional<bool> verdict_;
+  std::chrono::steady_clock::time_point verdict_at_{};
 
   // /metrics
   std::atomic<uint64_t> requests_{0}, unauthorized_{0}, throttled_{0}, denied_{0};

@@ -135,12 +135,7 @@ void Api::runs_start(Ctx& c) {
   if (!body->contains("workflow") || !(*body)["workflow"].is_string()) {
     return fail(c.out, 400, "workflow", "expected the workflow file's text (YAML or JSON)");
   }
-  for (auto it = body->begin(); it != body->end(); ++it) {
-    if (it.key() != "workflow" && it.key() != "inputs" && it.key() != "user" &&
-        it.key() != "run_id") {
-      return fail(c.out, 400, it.key(), "unknown field (allowed: workflow, inputs, user, run_id)");
-    }
-  }
+  if (!only_fields(*body, {"workflow", "inputs", "user", "run_id"}, c.out)) return;
   auto def = workflow::load_workflow_text((*body)["workflow"].get<std::string>(), "workflow");
   if (!def) return fail(c.out, 400, "workflow", def.error().to_string());
   auto inputs = typed_inputs(*def, body->value("inputs", json(nullptr)));
@@ -224,6 +219,21 @@ void Api::run_replay(Ctx& c) {
   auto run = own_run(wf, id, c.who.project, c.out);
   if (!run) return;
   if (!run->ended()) return fail(c.out, 409, "id", "run " + id + " has not ended yet");
+  // A replay runs as the run's user, under today's policy: a token may replay
+  // only what it could start.
+  if (auto user = c.who.user_for(run->user, "user"); !user) {
+    ++denied_;
+    return refuse(c.out, user.error());
+  }
+  auto def = workflow::load_workflow_text(run->definition, run->file);
+  if (!def) return fail(c.out, 409, "id", "run " + id + ": " + def.error().to_string());
+  auto policy = policy::load_policy(store_, c.who.project);
+  if (!policy) return fail(c.out, 503, "", policy.error().to_string());
+  policy->reserve(sandboxes_.reserved());
+  if (auto s = policy::check_workflow(*policy, *def); !s) {
+    ++denied_;
+    return refuse(c.out, s.error());
+  }
   auto replay = wf.enqueue_run(run->replay());
   if (!replay) return fail(c.out, 500, "", replay.error().to_string());
   answer(c.out, 201, {{"id", *replay}, {"state", "queued"}, {"replay_of", id}},
@@ -235,7 +245,7 @@ void Api::run_cancel(Ctx& c) {
   const std::string& id = c.param("id");
   if (!own_run(wf, id, c.who.project, c.out)) return;
   auto body = body_object(c.request, c.out, /*empty_is_object=*/true);
-  if (!body) return;
+  if (!body || !only_fields(*body, {"reason"}, c.out)) return;
   auto why = string_field(*body, "reason", c.out);
   if (!why) return;
   auto state = wf.request_cancel(id, why->empty() ? "cancelled over the API" : *why);
@@ -309,7 +319,7 @@ void Api::approval_decide(Ctx& c, bool approve) {
   auto a = own_approval(wf, c.param("id"), c.who, c.out);
   if (!a) return;
   auto body = body_object(c.request, c.out, /*empty_is_object=*/true);
-  if (!body) return;
+  if (!body || !only_fields(*body, {"reason"}, c.out)) return;
   auto reason = string_field(*body, "reason", c.out);
   if (!reason) return;
   if (!approve && reason->empty()) return fail(c.out, 400, "reason", "a denial needs a reason");
@@ -360,7 +370,7 @@ json Api::console_snapshot(const std::string& project) {
     for (const auto& a : *pending) approvals.push_back(approval_json(a));
   }
   json audit = {{"intact", nullptr}};
-  if (auto verdict = store::AuditLog(store_).verify()) audit = {{"intact", verdict->intact}};
+  if (auto intact = audit_intact()) audit = {{"intact", *intact}};
   return {{"project", project},
           {"sandboxes", sandboxes},
           {"runs", runs},

@@ -114,6 +114,16 @@ void Api::sandbox_exec(Ctx& c) {
   ExecCall call = std::get<ExecCall>(std::move(parsed));
   const bool timeout_given = body->contains("timeout");
   ++execs_;
+  // A refusal is an HTTP answer, not an event inside a 200 stream.
+  if (call.timeout.count() > 0) {
+    auto policy = sandboxes_.policy_of(sb->project);
+    if (!policy) return fail(c.out, 503, "", policy.error().to_string());
+    auto timeout = call.timeout;
+    if (auto s = policy->bound_timeout(timeout, timeout_given, "timeout"); !s) {
+      ++denied_;
+      return fail(c.out, 403, s.error().where, s.error().message);
+    }
+  }
   Responder& out = c.out;
   const std::function<bool()> gone = [&out] { return out.client_gone(); };
   if (wants_sse(c.request)) {

@@ -101,6 +101,7 @@ void Api::secret_put(Ctx& c) {
   // The body holds the value: never echoed, whatever is wrong with it.
   auto body = parse_json(c.request.body(), "body");
   if (!body || !body->is_object()) return fail(c.out, 400, "body", "expected a JSON object");
+  if (!only_fields(*body, {"value"}, c.out)) return;
   const auto value = body->find("value");
   if (value == body->end() || !value->is_string())
     return fail(c.out, 400, "value", "expected the secret's value as a string");

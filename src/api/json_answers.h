@@ -2,6 +2,7 @@
 // names the field it is about ({"error": ..., "field": ...}).
 #pragma once
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -43,6 +44,25 @@ inline std::optional<nlohmann::json> body_object(const Request& request, Respond
     return std::nullopt;
   }
   return std::move(*parsed);
+}
+
+// Every key of `body` is one of `allowed`; otherwise a 400 naming the first
+// other one was sent, and false returned.
+inline bool only_fields(const nlohmann::json& body, std::initializer_list<const char*> allowed,
+                        Responder& r) {
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    bool known = false;
+    std::string list;
+    for (const char* a : allowed) {
+      known = known || it.key() == a;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    if (!known) {
+      fail(r, 400, it.key(), "unknown field (allowed: " + list + ")");
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace rf::api

@@ -203,6 +203,22 @@ TEST_F(Tenancy, ATokenCannotActAsAnotherUserInAWorkflowRun) {
   EXPECT_EQ(json::parse(shown.body)["user"], "bob");
 }
 
+TEST_F(Tenancy, AReplayRunsOnlyWhatTheTokenCouldStart) {
+  const std::string alice = token("pb", {"--user", "alice"});
+  const std::string bob = token("pb", {"--user", "bob"});
+  serve();
+  const std::string wf =
+      "name: w\nsteps:\n  - {id: a, mode: in_process, kind: template, "
+      "template: hi}\n";
+  auto made = call("POST", "/v1/workflows/runs", alice, workflow_body(wf));
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = json::parse(made.body)["id"];
+  ASSERT_EQ(call("POST", "/v1/runs/" + id + ":cancel", alice, "{}").status, 200);
+  // Bob may see the run (his project's) but not run it again as alice.
+  expect(call("POST", "/v1/runs/" + id + ":replay", bob, ""), 403, "user", "acts as user bob only");
+  EXPECT_EQ(call("POST", "/v1/runs/" + id + ":replay", alice, "").status, 201);
+}
+
 TEST_F(Tenancy, ATokenCannotActAsAnotherUserInACall) {
   const std::string unbound = token("pb");
   const std::string bob = token("pb", {"--user", "bob"});
