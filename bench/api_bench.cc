@@ -1,4 +1,5 @@
-// rf_api_bench: `ringfence serve` (issue 14), the real binary, on loopback.
+// rf_api_bench: `ringfence serve` (issue 14), the real binary, on loopback,
+// with one worker whose door holds the sandboxes (issue 39: serve forwards).
 //  1. Round trips, interleaved so they share the machine's noise, each on a
 //     kept-alive connection into one warm native sandbox:
 //       api   POST /v1/sandboxes/ID/exec {"argv": ["true"]}   (bar: 2 ms p50)
@@ -128,14 +129,33 @@ bool start_server(const std::string& dir, Server* s) {
   return false;
 }
 
-std::string create(int port, const std::string& tok) {
-  HttpProbe p(port);
-  auto r = p.request("POST", "/v1/sandboxes", tok, R"({"limits": {"pids": 1024}})");
-  if (r.status != 201) {
-    std::fprintf(stderr, "create: %d %s\n", r.status, r.body.c_str());
-    return "";
+// Starts the worker whose door holds the API's sandboxes (issue 39: they
+// live on workers; serve forwards to them).
+bool start_worker(const std::string& dir, Server* w) {
+  const std::string cmd = std::string(RF_CLI_PATH) + " worker start --state-dir " + dir +
+                          " --sandbox-mode per_run > " + dir + "/worker.out 2> " + dir +
+                          "/worker.err";
+  w->pid = ::fork();
+  if (w->pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+    ::_exit(127);
   }
-  return json::parse(r.body)["id"];
+  return w->pid > 0;
+}
+
+// A sandbox, once the worker's door is up (a 503 until then).
+std::string create(int port, const std::string& tok) {
+  const auto end = Clock::now() + std::chrono::seconds(30);
+  while (true) {
+    HttpProbe p(port);
+    auto r = p.request("POST", "/v1/sandboxes", tok, R"({"limits": {"pids": 1024}})");
+    if (r.status == 201) return json::parse(r.body)["id"];
+    if (r.status != 503 || Clock::now() > end) {
+      std::fprintf(stderr, "create: %d %s\n", r.status, r.body.c_str());
+      return "";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace
@@ -164,6 +184,8 @@ int main(int argc, char** argv) {
   while (!tok.empty() && tok.back() == '\n') tok.pop_back();
   int rc = 0;
   {
+    Server worker;
+    if (!start_worker(dir, &worker)) return 1;
     Server server;
     if (!start_server(dir, &server)) {
       std::fprintf(stderr, "serve did not start (see %s/serve.err)\n", dir.c_str());

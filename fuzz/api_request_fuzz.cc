@@ -12,14 +12,15 @@
 
 #include "api/exec_json.h"
 #include "api/mcp.h"
-#include "api/request_target.h"
 #include "api/sandbox_service.h"
+#include "core/json_input.h"
+#include "httpd/request_target.h"
 
 namespace http = boost::beast::http;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static rf::api::SandboxService sandboxes(
-      rf::api::ServiceOptions{}, [](rf::BackendKind) -> rf::Result<std::unique_ptr<rf::Backend>> {
+  static rf::api::LocalSandboxes sandboxes(
+      rf::api::LocalOptions{}, [](rf::BackendKind) -> rf::Result<std::unique_ptr<rf::Backend>> {
         return rf::make_error("backend", "none in the fuzzer");
       });
   static rf::api::McpServer mcp(sandboxes);
@@ -42,8 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     target = bytes;
     body = bytes;
   }
-  (void)rf::api::split_target(target);
-  const auto j = nlohmann::json::parse(body, nullptr, false);
+  (void)rf::httpd::split_target(target);
+  const auto j = rf::parse_json_or_discarded(body);
   if (!j.is_discarded()) {
     if (j.is_object()) (void)rf::api::parse_exec(j);
     auto reply = mcp.handle("fuzz", j, "");

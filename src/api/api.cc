@@ -305,7 +305,7 @@ void Api::mcp(Ctx& c) {
   // loopback origins, or none (not a browser). The origin is parsed, not
   // matched as a prefix: http://127.0.0.1.evil.example is not loopback.
   const std::string_view origin = sv(c.request[http::field::origin]);
-  if (!origin.empty() && !is_loopback_origin(origin)) {
+  if (!origin.empty() && !httpd::is_loopback_origin(origin)) {
     return fail(c.out, 403, "Origin", "origin " + std::string(origin) + " is not allowed");
   }
   const std::string_view type = sv(c.request[http::field::content_type]);

@@ -17,10 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "api/http_server.h"
+#include "api/json_answers.h"
 #include "api/mcp.h"
-#include "api/request_target.h"
 #include "api/sandbox_service.h"
+#include "httpd/http_server.h"
+#include "httpd/request_target.h"
 #include "policy/principal.h"
 #include "proof/signing_key.h"
 #include "store/identity_store.h"
@@ -100,7 +101,6 @@ class Api {
   void sandbox_file_get(Ctx& c);
   void sandbox_file_put(Ctx& c);
   void sandbox_files_list(Ctx& c);
-  std::shared_ptr<ApiSandbox> sandbox_of(Ctx& c);
   // api_records.cc: workflow runs, approvals, the console's stream.
   void runs_start(Ctx& c);
   void runs_list(Ctx& c);

@@ -349,16 +349,15 @@ void Api::approval_decide(Ctx& c, bool approve) {
 json Api::console_snapshot(const std::string& project) {
   json sandboxes = json::array();
   for (const auto& s : sandboxes_.list(project)) {
-    const auto age = std::chrono::duration_cast<std::chrono::seconds>(
-        std::chrono::system_clock::now() - s->created);
-    sandboxes.push_back({{"id", s->id()},
-                         {"backend", std::string(to_string(s->sandbox->spec().backend))},
-                         {"project", s->project},
+    json limits = s.contains("spec") ? s["spec"].value("limits", json::object()) : json::object();
+    sandboxes.push_back({{"id", s.value("id", "")},
+                         {"backend", s.value("backend", "")},
+                         {"project", s.value("project", "")},
                          {"run", nullptr},
                          {"mode", "api"},
-                         {"age_s", age.count()},
-                         {"memory", s->sandbox->spec().limits.memory_bytes},
-                         {"calls_running", s->running.load()}});
+                         {"worker", s.value("worker", "")},
+                         {"age_s", s.value("age_s", int64_t{0})},
+                         {"memory_limit", limits.value("memory", "")}});
   }
   store::WorkflowStore wf(store_);
   json runs = json::array();

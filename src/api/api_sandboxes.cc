@@ -1,10 +1,10 @@
-// The API's sandboxes (issue 14): made, listed, shown and destroyed; calls
-// run in them (as JSON, or streamed as server-sent events); files read,
-// written and listed. A token sees its own project's only; another
-// project's sandbox answers 404 as an unknown one does. A call whose client
-// goes away, streaming or not, printing or silent, is killed.
-#include <signal.h>
-
+// The API's sandboxes (issues 14, 39): made, listed, shown and destroyed;
+// calls run in them (as JSON, or streamed as server-sent events); files read,
+// written and listed. They live on workers (api/sandbox_service.h,
+// WorkerSandboxes); these routes are the front door. A token sees its own
+// project's only; another project's sandbox answers 404 as an unknown one
+// does. A call whose client goes away, streaming or not, printing or silent,
+// is killed.
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
@@ -18,29 +18,11 @@ using nlohmann::json;
 
 namespace {
 
-void fail(Responder& r, const ServiceError& e) { fail(r, e.status, e.field, e.message); }
-
-json sandbox_json(const ApiSandbox& s) {
-  const SandboxSpec& spec = s.sandbox->spec();
-  const auto age = std::chrono::duration_cast<std::chrono::seconds>(
-      std::chrono::system_clock::now() - s.created);
-  return {
-      {"id", s.id()},
-      {"project", s.project},
-      {"backend", std::string(to_string(spec.backend))},
-      {"image", spec.image},
-      {"network", std::string(to_string(spec.network))},
-      {"created_at",
-       std::chrono::duration_cast<std::chrono::milliseconds>(s.created.time_since_epoch()).count()},
-      {"age_s", age.count()},
-      {"setup_ms", static_cast<double>(s.setup.count()) / 1000.0},
-      {"calls_running", s.running.load()},
-      {"spec", spec_json(spec)}};
-}
+void fail_with(Responder& r, const ServiceError& e) { fail(r, e.status, e.field, e.message); }
 
 // Streams a call's output as server-sent events. A write that fails means
-// the client left; the service's watch kills the call then (and also when
-// the command prints nothing: it asks the connection every 100 ms).
+// the client left; the call is then killed (the service asks the connection
+// every 100 ms, so also when the command prints nothing).
 class SseSink : public OutputSink {
  public:
   explicit SseSink(Responder& r) : r_(r) {}
@@ -69,96 +51,6 @@ bool wants_sse(const Request& request) {
   return sv(request[http::field::accept]).find("text/event-stream") != std::string_view::npos;
 }
 
-}  // namespace
-
-std::shared_ptr<ApiSandbox> Api::sandbox_of(Ctx& c) {
-  auto sb = sandboxes_.find(c.who.project, c.param("id"));
-  if (!sb) fail(c.out, 404, "id", "no sandbox " + c.param("id"));
-  return sb;
-}
-
-void Api::sandboxes_create(Ctx& c) {
-  auto made = sandboxes_.create(c.who.project, c.request.body());
-  if (auto* e = std::get_if<ServiceError>(&made)) {
-    if (e->status == 403) ++denied_;
-    return fail(c.out, *e);
-  }
-  const auto& s = std::get<std::shared_ptr<ApiSandbox>>(made);
-  answer(c.out, 201, sandbox_json(*s), {{"Location", "/v1/sandboxes/" + s->id()}});
-}
-
-void Api::sandboxes_list(Ctx& c) {
-  json list = json::array();
-  for (const auto& s : sandboxes_.list(c.who.project)) list.push_back(sandbox_json(*s));
-  answer(c.out, 200, {{"sandboxes", list}});
-}
-
-void Api::sandbox_get(Ctx& c) {
-  if (auto sb = sandbox_of(c)) answer(c.out, 200, sandbox_json(*sb));
-}
-
-void Api::sandbox_delete(Ctx& c) {
-  auto gone = sandboxes_.destroy(c.who.project, c.param("id"));
-  if (!gone) return fail(c.out, 500, "", gone.error().to_string());
-  if (!*gone) return fail(c.out, 404, "id", "no sandbox " + c.param("id"));
-  (void)c.out.respond(204, "", "");
-}
-
-void Api::sandbox_exec(Ctx& c) {
-  auto sb = sandbox_of(c);
-  if (!sb) return;
-  auto body = body_object(c.request, c.out);
-  if (!body) return;
-  auto parsed = parse_exec(*body);
-  if (auto* e = std::get_if<ServiceError>(&parsed)) return fail(c.out, *e);
-  ExecCall call = std::get<ExecCall>(std::move(parsed));
-  const bool timeout_given = body->contains("timeout");
-  ++execs_;
-  // A refusal is an HTTP answer, not an event inside a 200 stream.
-  if (call.timeout.count() > 0) {
-    auto policy = sandboxes_.policy_of(sb->project);
-    if (!policy) return fail(c.out, 503, "", policy.error().to_string());
-    auto timeout = call.timeout;
-    if (auto s = policy->bound_timeout(timeout, timeout_given, "timeout"); !s) {
-      ++denied_;
-      return fail(c.out, 403, s.error().where, s.error().message);
-    }
-  }
-  Responder& out = c.out;
-  const std::function<bool()> gone = [&out] { return out.client_gone(); };
-  if (wants_sse(c.request)) {
-    ++streams_open_;
-    if (!c.out.begin_stream(200, "text/event-stream")) {
-      --streams_open_;
-      return;
-    }
-    SseSink sink(c.out);
-    auto result = sandboxes_.exec(*sb, std::move(call), timeout_given, sink, gone);
-    if (auto* r = std::get_if<ExecResult>(&result)) {
-      sink.event("exit", exec_result_json(*r, sb->id()));
-    } else {
-      ++exec_errors_;
-      const auto& e = std::get<ServiceError>(result);
-      json j = {{"error", e.message}, {"status", e.status}};
-      if (!e.field.empty()) j["field"] = e.field;
-      sink.event("error", j);
-    }
-    if (!sink.gone()) (void)c.out.end_stream();
-    --streams_open_;
-    return;
-  }
-  CollectSink sink;
-  auto result = sandboxes_.exec(*sb, std::move(call), timeout_given, sink, gone);
-  if (auto* e = std::get_if<ServiceError>(&result)) {
-    ++exec_errors_;
-    if (e->status == 403) ++denied_;
-    return fail(c.out, *e);
-  }
-  answer(c.out, 200, exec_answer(std::get<ExecResult>(result), sb->id(), sink));
-}
-
-namespace {
-
 // ?path=/workspace/...: absolute, or a 400 was sent.
 std::optional<std::string> path_of(const Target& t, Responder& out) {
   auto it = t.query.find("path");
@@ -175,15 +67,95 @@ std::optional<std::string> path_of(const Target& t, Responder& out) {
 
 }  // namespace
 
+void Api::sandboxes_create(Ctx& c) {
+  auto made = sandboxes_.create(c.who.project, c.who.actor(), c.request.body());
+  if (auto* e = std::get_if<ServiceError>(&made)) {
+    if (e->status == 403) ++denied_;
+    return fail_with(c.out, *e);
+  }
+  const json& s = std::get<json>(made);
+  answer(c.out, 201, s, {{"Location", "/v1/sandboxes/" + s.value("id", "")}});
+}
+
+void Api::sandboxes_list(Ctx& c) {
+  json list = json::array();
+  for (auto& s : sandboxes_.list(c.who.project)) list.push_back(std::move(s));
+  answer(c.out, 200, {{"sandboxes", list}});
+}
+
+void Api::sandbox_get(Ctx& c) {
+  auto sb = sandboxes_.find(c.who.project, c.param("id"));
+  if (!sb) return fail(c.out, 404, "id", "no sandbox " + c.param("id"));
+  answer(c.out, 200, *sb);
+}
+
+void Api::sandbox_delete(Ctx& c) {
+  auto gone = sandboxes_.destroy(c.who.project, c.param("id"), c.who.actor());
+  if (auto* e = std::get_if<ServiceError>(&gone)) return fail_with(c.out, *e);
+  if (!std::get<bool>(gone)) return fail(c.out, 404, "id", "no sandbox " + c.param("id"));
+  (void)c.out.respond(204, "", "");
+}
+
+void Api::sandbox_exec(Ctx& c) {
+  const std::string& id = c.param("id");
+  auto body = body_object(c.request, c.out);
+  if (!body) return;
+  // The request's own faults first, as a 400 naming the field.
+  if (auto parsed = parse_exec(*body); std::holds_alternative<ServiceError>(parsed)) {
+    return fail_with(c.out, std::get<ServiceError>(parsed));
+  }
+  ++execs_;
+  // A refusal is an HTTP answer, not an event inside a 200 stream.
+  if (body->contains("timeout")) {
+    auto policy = sandboxes_.policy_of(c.who.project);
+    if (!policy) return fail(c.out, 503, "", policy.error().to_string());
+    auto call = std::get<ExecCall>(parse_exec(*body));
+    if (auto s = policy->bound_timeout(call.timeout, true, "timeout"); !s) {
+      ++denied_;
+      return fail(c.out, 403, s.error().where, s.error().message);
+    }
+  }
+  Responder& out = c.out;
+  const std::function<bool()> gone = [&out] { return out.client_gone(); };
+  if (wants_sse(c.request)) {
+    if (!sandboxes_.find(c.who.project, id)) return fail(c.out, 404, "id", "no sandbox " + id);
+    ++streams_open_;
+    if (!c.out.begin_stream(200, "text/event-stream")) {
+      --streams_open_;
+      return;
+    }
+    SseSink sink(c.out);
+    auto result = sandboxes_.exec(c.who.project, id, *body, sink, gone);
+    if (auto* r = std::get_if<ExecResult>(&result)) {
+      sink.event("exit", exec_result_json(*r, id));
+    } else {
+      ++exec_errors_;
+      const auto& e = std::get<ServiceError>(result);
+      json j = {{"error", e.message}, {"status", e.status}};
+      if (!e.field.empty()) j["field"] = e.field;
+      sink.event("error", j);
+    }
+    if (!sink.gone()) (void)c.out.end_stream();
+    --streams_open_;
+    return;
+  }
+  CollectSink sink;
+  auto result = sandboxes_.exec(c.who.project, id, *body, sink, gone);
+  if (auto* e = std::get_if<ServiceError>(&result)) {
+    if (e->status != 404) ++exec_errors_;
+    if (e->status == 403) ++denied_;
+    return fail_with(c.out, *e);
+  }
+  answer(c.out, 200, exec_answer(std::get<ExecResult>(result), id, sink));
+}
+
 void Api::sandbox_files_list(Ctx& c) {
-  auto sb = sandbox_of(c);
-  if (!sb) return;
   auto path = path_of(c.target, c.out);
   if (!path) return;
-  auto entries = sb->sandbox->list_dir(*path);
-  if (!entries) return fail(c.out, 404, "path", entries.error().to_string());
+  auto entries = sandboxes_.list_dir(c.who.project, c.param("id"), *path);
+  if (auto* e = std::get_if<ServiceError>(&entries)) return fail_with(c.out, *e);
   json list = json::array();
-  for (const auto& e : *entries) {
+  for (const auto& e : std::get<std::vector<proto::FileInfo>>(entries)) {
     list.push_back({{"name", e.name},
                     {"type", e.type},
                     {"size", e.size},
@@ -194,18 +166,14 @@ void Api::sandbox_files_list(Ctx& c) {
 }
 
 void Api::sandbox_file_get(Ctx& c) {
-  auto sb = sandbox_of(c);
-  if (!sb) return;
   auto path = path_of(c.target, c.out);
   if (!path) return;
-  auto data = sb->sandbox->read_file(*path);
-  if (!data) return fail(c.out, 404, "path", data.error().to_string());
-  (void)c.out.respond(200, "application/octet-stream", *data);
+  auto data = sandboxes_.read_file(c.who.project, c.param("id"), *path);
+  if (auto* e = std::get_if<ServiceError>(&data)) return fail_with(c.out, *e);
+  (void)c.out.respond(200, "application/octet-stream", std::get<std::string>(data));
 }
 
 void Api::sandbox_file_put(Ctx& c) {
-  auto sb = sandbox_of(c);
-  if (!sb) return;
   auto path = path_of(c.target, c.out);
   if (!path) return;
   uint32_t mode = 0644;
@@ -217,8 +185,8 @@ void Api::sandbox_file_put(Ctx& c) {
     }
     mode = static_cast<uint32_t>(v);
   }
-  auto wrote = sb->sandbox->write_file(*path, c.request.body(), mode);
-  if (!wrote) return fail(c.out, 400, "path", wrote.error().to_string());
+  auto wrote = sandboxes_.write_file(c.who.project, c.param("id"), *path, c.request.body(), mode);
+  if (auto* e = std::get_if<ServiceError>(&wrote)) return fail_with(c.out, *e);
   answer(c.out, 201, {{"path", *path}, {"size", c.request.body().size()}});
 }
 

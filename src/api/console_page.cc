@@ -49,7 +49,7 @@ std::string_view console_page() {
 </header>
 <main>
   <section class="wide"><h2>Sandboxes</h2>
-    <table id="sandboxes"><thead><tr><th>ID</th><th>Backend</th><th>Project</th><th>Run</th><th>Mode</th><th>Age</th><th>Memory</th><th>Calls</th></tr></thead><tbody></tbody></table>
+    <table id="sandboxes"><thead><tr><th>ID</th><th>Backend</th><th>Project</th><th>Run</th><th>Mode</th><th>Age</th><th>Memory limit</th><th>Worker</th></tr></thead><tbody></tbody></table>
   </section>
   <section><h2>Pending approvals</h2>
     <table id="approvals"><thead><tr><th>#</th><th>Kind</th><th>Request</th><th></th></tr></thead><tbody></tbody></table>
@@ -97,7 +97,7 @@ function render(s) {
   $("#project").textContent = "project " + s.project;
   fill($("#sandboxes tbody"), s.sandboxes.map((b) => el("tr", { "data-id": b.id },
     el("td", {}, el("code", {}, b.id)), el("td", {}, b.backend), el("td", {}, b.project), el("td", {}, b.run || "-"),
-    el("td", {}, b.mode), el("td", {}, age(b.age_s)), el("td", {}, size(b.memory)), el("td", {}, b.calls_running))), 8);
+    el("td", {}, b.mode), el("td", {}, age(b.age_s)), el("td", {}, b.memory_limit || "-"), el("td", {}, b.worker || "-"))), 8);
   // Only when they changed: a snapshot comes every second, and rebuilding the
   // rows would drop a click in flight and a reason being typed.
   const approvals = JSON.stringify(s.approvals);

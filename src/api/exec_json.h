@@ -1,5 +1,5 @@
-// A tool call as API and MCP clients send it, and its answer: one parser and
-// one shape for `POST /v1/sandboxes/{id}/exec` and MCP's sandbox_exec.
+// A tool call as API and MCP clients send it, and its answer: the shapes of
+// sandbox/exec_json.h, with the API's errors (a 400 naming the field).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -8,18 +8,17 @@
 #include <variant>
 
 #include "api/sandbox_service.h"
+#include "sandbox/exec_json.h"
+#include "sandbox/result_json.h"
 #include "sandbox/sandbox.h"
 
 namespace rf::api {
 
-// {"argv": [...]} or {"cmd": "shell string"}, plus stdin (or stdin_base64),
-// env, cwd and timeout (seconds, or a duration such as "30s"). Unknown fields
-// and wrong types are refused naming the field.
-std::variant<ExecCall, ServiceError> parse_exec(const nlohmann::json& request);
-
-// Text as a JSON string under `name` when it is UTF-8; otherwise `name` is
-// null and the bytes are base64 under `<name>_base64`.
-void put_bytes(nlohmann::json& j, const std::string& name, const std::string& bytes);
+inline std::variant<ExecCall, ServiceError> parse_exec(const nlohmann::json& request) {
+  auto call = parse_exec_json(request);
+  if (!call) return ServiceError{400, call.error().where, call.error().message};
+  return std::move(*call);
+}
 
 // Collects a call's output for a JSON answer.
 class CollectSink : public OutputSink {
@@ -31,7 +30,12 @@ class CollectSink : public OutputSink {
 };
 
 // The answer to an exec: exec_result_json plus stdout and stderr.
-nlohmann::json exec_answer(const ExecResult& r, const std::string& sandbox_id,
-                           const CollectSink& output);
+inline nlohmann::json exec_answer(const ExecResult& r, const std::string& sandbox_id,
+                                  const CollectSink& output) {
+  nlohmann::json j = exec_result_json(r, sandbox_id);
+  put_bytes(j, "stdout", output.out);
+  put_bytes(j, "stderr", output.err);
+  return j;
+}
 
 }  // namespace rf::api

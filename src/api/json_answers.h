@@ -9,10 +9,18 @@
 #include <utility>
 #include <vector>
 
-#include "api/http_server.h"
 #include "core/json_input.h"
+#include "httpd/http_server.h"
+#include "httpd/request_target.h"
 
 namespace rf::api {
+
+// The HTTP server and request targets are httpd's (src/httpd); the API
+// names them as its own.
+using httpd::Request;
+using httpd::Responder;
+using httpd::split_target;
+using httpd::Target;
 
 inline constexpr const char* kJson = "application/json";
 

@@ -179,78 +179,78 @@ json McpServer::tool_list() {
 }
 
 json McpServer::call_tool(const std::string& project, const std::string& name, const json& args,
-                          const std::function<bool()>& client_gone) {
-  auto find = [&](std::shared_ptr<ApiSandbox>* out) -> std::optional<std::string> {
-    *out = sandboxes_.find(project, args["sandbox_id"].get<std::string>());
-    if (!*out)
-      return "no sandbox " + args["sandbox_id"].get<std::string>() + " (sandbox_create makes one)";
-    return std::nullopt;
+                          const std::function<bool()>& client_gone, const std::string& actor) {
+  auto failed = [](const ServiceError& e) {
+    return tool_error((e.field.empty() ? "" : e.field + ": ") + e.message);
   };
-  auto run = [&](ApiSandbox& sb, const json& exec_args) -> json {
-    auto parsed = parse_exec(exec_args);
-    if (auto* e = std::get_if<ServiceError>(&parsed))
-      return tool_error(e->field + ": " + e->message);
+  // A sandbox that is not the caller's project's answers as one that does not exist.
+  auto unknown = [](const std::string& id) {
+    return tool_error("no sandbox " + id + " (sandbox_create makes one)");
+  };
+  auto run = [&](const std::string& id, const json& exec_args) -> json {
+    if (auto parsed = parse_exec(exec_args); std::holds_alternative<ServiceError>(parsed))
+      return failed(std::get<ServiceError>(parsed));
     CollectSink sink;
-    auto result = sandboxes_.exec(sb, std::get<ExecCall>(std::move(parsed)),
-                                  exec_args.contains("timeout"), sink, client_gone);
+    auto result = sandboxes_.exec(project, id, exec_args, sink, client_gone);
     if (auto* e = std::get_if<ServiceError>(&result)) {
-      return tool_error((e->field.empty() ? "" : e->field + ": ") + e->message);
+      return e->status == 404 ? unknown(id) : failed(*e);
     }
-    const json answer = exec_answer(std::get<ExecResult>(result), sb.id(), sink);
+    const json answer = exec_answer(std::get<ExecResult>(result), id, sink);
     return tool_result(answer, exec_text(answer));
   };
 
   if (name == "sandbox_create") {
     if (auto bad = check_args(args, {"limits", "network", "allow", "env"}, {}))
       return tool_error(*bad);
-    auto made = sandboxes_.create(project, args.dump());
-    if (auto* e = std::get_if<ServiceError>(&made)) {
-      return tool_error((e->field.empty() ? "" : e->field + ": ") + e->message);
-    }
-    const auto& sb = std::get<std::shared_ptr<ApiSandbox>>(made);
-    const json out = {{"sandbox_id", sb->id()}, {"spec", spec_json(sb->sandbox->spec())}};
-    return tool_result(out, "sandbox_id: " + sb->id());
+    auto made = sandboxes_.create(project, actor, args.dump());
+    if (auto* e = std::get_if<ServiceError>(&made)) return failed(*e);
+    const json& sb = std::get<json>(made);
+    const std::string id = sb.value("id", "");
+    const json out = {{"sandbox_id", id}, {"spec", sb.value("spec", json::object())}};
+    return tool_result(out, "sandbox_id: " + id);
   }
   if (name == "sandbox_exec") {
     if (auto bad = check_args(args, {"sandbox_id", "cmd", "argv", "stdin", "env", "cwd", "timeout"},
                               {"sandbox_id"})) {
       return tool_error(*bad);
     }
-    std::shared_ptr<ApiSandbox> sb;
-    if (auto missing = find(&sb)) return tool_error(*missing);
     json exec_args = args;
     exec_args.erase("sandbox_id");
-    return run(*sb, exec_args);
+    return run(args["sandbox_id"].get<std::string>(), exec_args);
   }
   if (name == "sandbox_destroy") {
     if (auto bad = check_args(args, {"sandbox_id"}, {"sandbox_id"})) return tool_error(*bad);
     const std::string id = args["sandbox_id"];
-    auto gone = sandboxes_.destroy(project, id);
-    if (!gone) return tool_error(gone.error().to_string());
-    if (!*gone) return tool_error("no sandbox " + id);
+    auto gone = sandboxes_.destroy(project, id, actor);
+    if (auto* e = std::get_if<ServiceError>(&gone)) return failed(*e);
+    if (!std::get<bool>(gone)) return tool_error("no sandbox " + id);
     return tool_result({{"sandbox_id", id}, {"destroyed", true}}, "destroyed " + id);
   }
   if (name == "sandbox_file_read" || name == "sandbox_file_list") {
     if (auto bad = check_args(args, {"sandbox_id", "path"}, {"sandbox_id", "path"})) {
       return tool_error(*bad);
     }
-    std::shared_ptr<ApiSandbox> sb;
-    if (auto missing = find(&sb)) return tool_error(*missing);
+    const std::string id = args["sandbox_id"];
     const std::string path = args["path"];
     if (name == "sandbox_file_read") {
-      auto data = sb->sandbox->read_file(path);
-      if (!data) return tool_error(data.error().to_string());
-      json out = {{"path", path}, {"size", data->size()}};
-      put_bytes(out, "content", *data);
+      auto data = sandboxes_.read_file(project, id, path);
+      if (auto* e = std::get_if<ServiceError>(&data)) {
+        return e->field == "id" ? unknown(id) : failed(*e);
+      }
+      const std::string& bytes = std::get<std::string>(data);
+      json out = {{"path", path}, {"size", bytes.size()}};
+      put_bytes(out, "content", bytes);
       return tool_result(out, out["content"].is_string()
                                   ? out["content"].get<std::string>()
                                   : out["content_base64"].get<std::string>());
     }
-    auto entries = sb->sandbox->list_dir(path);
-    if (!entries) return tool_error(entries.error().to_string());
+    auto entries = sandboxes_.list_dir(project, id, path);
+    if (auto* e = std::get_if<ServiceError>(&entries)) {
+      return e->field == "id" ? unknown(id) : failed(*e);
+    }
     json list = json::array();
     std::string text;
-    for (const auto& e : *entries) {
+    for (const auto& e : std::get<std::vector<proto::FileInfo>>(entries)) {
       list.push_back({{"name", e.name}, {"type", e.type}, {"size", e.size}});
       text += e.name + (e.type == "dir" ? "/" : "") + "\t" + std::to_string(e.size) + "\n";
     }
@@ -264,8 +264,6 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
     if (!args.contains("content") || !args["content"].is_string()) {
       return tool_error("argument \"content\" is required (a string)");
     }
-    std::shared_ptr<ApiSandbox> sb;
-    if (auto missing = find(&sb)) return tool_error(*missing);
     std::string data = args["content"];
     if (args.contains("encoding") && !args["encoding"].is_string()) {
       return tool_error("argument \"encoding\" must be a string (utf8 or base64)");
@@ -278,9 +276,11 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
     } else if (encoding != "utf8") {
       return tool_error("encoding: \"" + encoding + "\" is not utf8 or base64");
     }
+    const std::string id = args["sandbox_id"];
     const std::string path = args["path"];
-    if (auto wrote = sb->sandbox->write_file(path, data); !wrote) {
-      return tool_error(wrote.error().to_string());
+    auto wrote = sandboxes_.write_file(project, id, path, data, 0644);
+    if (auto* e = std::get_if<ServiceError>(&wrote)) {
+      return e->field == "id" ? unknown(id) : failed(*e);
     }
     return tool_result({{"path", path}, {"size", data.size()}},
                        "wrote " + std::to_string(data.size()) + " bytes to " + path);
@@ -295,20 +295,21 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
       return tool_error("language: \"" + args["language"].get<std::string>() +
                         "\" is not one of python, bash, sh, node");
     }
-    auto made = sandboxes_.create(project, "{}");
-    if (auto* e = std::get_if<ServiceError>(&made)) return tool_error(e->message);
-    const auto sb = std::get<std::shared_ptr<ApiSandbox>>(made);
+    auto made = sandboxes_.create(project, actor, "{}");
+    if (auto* e = std::get_if<ServiceError>(&made)) return failed(*e);
+    const std::string id = std::get<json>(made).value("id", "");
     json answer;
-    if (auto wrote = sb->sandbox->write_file(lang->second.file, args["code"].get<std::string>());
-        !wrote) {
-      answer = tool_error(wrote.error().to_string());
+    auto wrote = sandboxes_.write_file(project, id, lang->second.file,
+                                       args["code"].get<std::string>(), 0644);
+    if (auto* e = std::get_if<ServiceError>(&wrote)) {
+      answer = failed(*e);
     } else {
       json exec_args = {{"argv", lang->second.argv}};
       if (args.contains("stdin")) exec_args["stdin"] = args["stdin"];
       if (args.contains("timeout")) exec_args["timeout"] = args["timeout"];
-      answer = run(*sb, exec_args);
+      answer = run(id, exec_args);
     }
-    (void)sandboxes_.destroy(project, sb->id());
+    (void)sandboxes_.destroy(project, id, actor);
     return answer;
   }
   return nullptr;  // unknown: the caller answers with a JSON-RPC error
@@ -316,7 +317,8 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
 
 std::optional<json> McpServer::handle(const std::string& project, const json& message,
                                       std::string_view header_version,
-                                      const std::function<bool()>& client_gone) {
+                                      const std::function<bool()>& client_gone,
+                                      const std::string& actor) {
   if (!message.is_object()) {
     return rpc_error(nullptr, kInvalidRequest,
                      message.is_array() ? "batches are not supported (send one message at a time)"
@@ -393,7 +395,8 @@ std::optional<json> McpServer::handle(const std::string& project, const json& me
     }
     const json args = params.contains("arguments") ? params["arguments"] : json::object();
     if (!args.is_object()) return rpc_error(id, kInvalidParams, "arguments must be an object");
-    json result = call_tool(project, params["name"], args, client_gone);
+    json result =
+        call_tool(project, params["name"], args, client_gone, actor.empty() ? actor_ : actor);
     if (result.is_null()) {
       return rpc_error(id, kInvalidParams,
                        "Tool " + params["name"].get<std::string>() + " not found");

@@ -35,7 +35,10 @@ inline constexpr const char* kMcpModernVersion = "2026-07-28";
 
 class McpServer {
  public:
-  explicit McpServer(SandboxService& sandboxes) : sandboxes_(sandboxes) {}
+  // `actor`: who the sandboxes' audit events name ("mcp" on stdio; serve
+  // passes each request's token).
+  explicit McpServer(SandboxService& sandboxes, std::string actor = "mcp")
+      : sandboxes_(sandboxes), actor_(std::move(actor)) {}
 
   // One message from a client acting for `project`. The answer, or nullopt
   // for a notification (or a response, which this server never asked for).
@@ -44,16 +47,19 @@ class McpServer {
   // command is then killed (api/sandbox_service.h, exec).
   std::optional<nlohmann::json> handle(const std::string& project, const nlohmann::json& message,
                                        std::string_view header_version = {},
-                                       const std::function<bool()>& client_gone = {});
+                                       const std::function<bool()>& client_gone = {},
+                                       const std::string& actor = "");
 
   // The tools, as tools/list answers them.
   static nlohmann::json tool_list();
 
  private:
   nlohmann::json call_tool(const std::string& project, const std::string& name,
-                           const nlohmann::json& args, const std::function<bool()>& client_gone);
+                           const nlohmann::json& args, const std::function<bool()>& client_gone,
+                           const std::string& actor);
 
   SandboxService& sandboxes_;
+  std::string actor_;
 };
 
 }  // namespace rf::api

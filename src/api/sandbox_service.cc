@@ -1,20 +1,23 @@
 #include "api/sandbox_service.h"
 
-#include <signal.h>
-
-#include <condition_variable>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <thread>
 
+#include "calls/abandon_watch.h"
 #include "core/json_input.h"
 #include "core/log.h"
 #include "policy/host_capacity.h"
+#include "sandbox/exec_json.h"
+#include "sandbox/result_json.h"
 
 namespace rf::api {
 namespace {
 
+using nlohmann::json;
+
 constexpr size_t kSetupSamples = 4096;
+constexpr auto kPolicyCache = std::chrono::seconds(1);
 
 ServiceError bad(std::string field, std::string message) {
   return ServiceError{400, std::move(field), std::move(message)};
@@ -25,160 +28,44 @@ ServiceError refused(const Error& e) {
   return ServiceError{e.code == ErrorCode::kDenied ? 403 : 400, e.where, e.message};
 }
 
-constexpr auto kPolicyCache = std::chrono::seconds(1);
+ServiceError unknown(const std::string& id) { return ServiceError{404, "id", "no sandbox " + id}; }
 
-// Kills a call whose client went away: asks `gone` every 100 ms while the
-// call runs, and once it says so, sends SIGKILL to the call (whose id the
-// sink learns when it starts).
-class AbandonWatch final : public OutputSink {
- public:
-  AbandonWatch(Sandbox& sandbox, OutputSink& next, const std::function<bool()>& gone)
-      : sandbox_(sandbox), next_(next), gone_(gone) {
-    if (gone_) thread_ = std::thread([this] { watch(); });
-  }
-  ~AbandonWatch() override {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
+// A path for a query string: every byte but the unreserved ones and '/' as %XX.
+std::string query_escaped(std::string_view text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
     }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
   }
-  void on_started(uint32_t call_id, int pid) override {
-    {
-      std::lock_guard lock(mu_);
-      call_id_ = call_id;
-    }
-    cv_.notify_all();
-    if (next_.wants_started()) next_.on_started(call_id, pid);
-  }
-  void on_stdout(std::string_view d) override { next_.on_stdout(d); }
-  void on_stderr(std::string_view d) override { next_.on_stderr(d); }
-  bool abandoned() const {
-    std::lock_guard lock(mu_);
-    return killed_;
-  }
+  return out;
+}
 
- private:
-  void watch() {
-    std::unique_lock lock(mu_);
-    while (!done_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(100));
-      if (done_) break;
-      const uint32_t id = call_id_;
-      lock.unlock();
-      const bool gone = gone_();
-      lock.lock();
-      if (gone && id != 0 && !killed_) {
-        killed_ = true;
-        lock.unlock();
-        (void)sandbox_.send_signal(id, SIGKILL);
-        lock.lock();
-      }
-    }
+Result<std::vector<proto::FileInfo>> entries_of(const json& j) {
+  if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array()) {
+    return make_error("entries", "expected an array");
   }
-  Sandbox& sandbox_;
-  OutputSink& next_;
-  const std::function<bool()>& gone_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  uint32_t call_id_ = 0;
-  bool killed_ = false, done_ = false;
-  std::thread thread_;
-};
+  std::vector<proto::FileInfo> out;
+  for (const auto& e : j["entries"]) {
+    proto::FileInfo f;
+    f.name = e.value("name", "");
+    f.type = e.value("type", "");
+    f.size = e.value("size", int64_t{0});
+    f.mode = e.value("mode", uint32_t{0});
+    f.mtime = e.value("mtime", int64_t{0});
+    out.push_back(std::move(f));
+  }
+  return out;
+}
 
 }  // namespace
 
-SandboxService::SandboxService(ServiceOptions options, MakeBackend make_backend)
-    : options_(std::move(options)), make_backend_(std::move(make_backend)) {}
-
-SandboxService::~SandboxService() { destroy_all(); }
-
-Result<Backend*> SandboxService::backend_for(BackendKind kind) {
-  std::lock_guard lock(mu_);
-  auto& slot = backends_[kind];
-  if (!slot) {
-    auto made = make_backend_(kind);
-    if (!made) return made.take_error();
-    slot = std::move(*made);
-  }
-  return slot.get();
-}
-
-ServiceResult<std::shared_ptr<ApiSandbox>> SandboxService::create(const std::string& project,
-                                                                  const std::string& spec_json) {
-  auto parsed_json =
-      parse_json(spec_json.empty() ? std::string_view("{}") : std::string_view(spec_json), "spec");
-  if (!parsed_json) return bad("spec", "the body is " + parsed_json.error().message);
-  const nlohmann::json& j = *parsed_json;
-  if (!j.is_object()) return bad("spec", "expected a JSON object (the sandbox spec)");
-  for (const char* field : {"id", "workspace", "labels", "tls_intercept"}) {
-    if (j.contains(field)) {
-      return bad(field, "is set by the server, not by API clients");
-    }
-  }
-  auto parsed = parse_spec_json(j.dump());
-  if (!parsed) return bad(parsed.error().where, parsed.error().message);
-  SandboxSpec spec = std::move(*parsed);
-  // This server's own bound comes before any project's policy.
-  if (spec.network == NetworkPolicy::kHost && !options_.allow_host_network) {
-    return bad("network", "host is not allowed on this server (none or proxy)");
-  }
-  // What the project's operator allows: limits the client gave above their
-  // ceilings are refused, the defaults lowered to them.
-  auto policy = policy_of(project);
-  if (!policy) return ServiceError{503, "", policy.error().to_string()};
-  std::set<std::string> given;
-  if (j.contains("limits") && j["limits"].is_object()) {
-    for (auto it = j["limits"].begin(); it != j["limits"].end(); ++it) given.insert(it.key());
-  }
-  if (auto checked = policy->check_spec(spec, given); !checked) return refused(checked.error());
-  if (!j.contains("backend")) spec.backend = options_.backend;
-  if (spec.backend != options_.backend) {
-    return bad("backend", "this server runs " + std::string(to_string(options_.backend)) +
-                              " sandboxes, not " + std::string(to_string(spec.backend)));
-  }
-  spec.labels["project"] = project;
-  spec.labels["mode"] = "api";
-  {
-    std::lock_guard lock(mu_);
-    size_t mine = 0;
-    for (const auto& [_, s] : sandboxes_) mine += s->project == project;
-    if (mine >= options_.max_per_project) {
-      return ServiceError{429, "",
-                          "project " + project + " has " + std::to_string(mine) +
-                              " sandboxes, the most this server allows; delete one"};
-    }
-  }
-  if (auto v = validate_spec(spec); !v) return bad(v.error().where, v.error().message);
-
-  auto backend = backend_for(spec.backend);
-  if (!backend) {
-    std::lock_guard lock(mu_);
-    ++create_failures_;
-    return ServiceError{503, "backend", backend.error().to_string()};
-  }
-  const auto start = std::chrono::steady_clock::now();
-  auto made = (*backend)->create(spec);
-  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::steady_clock::now() - start);
-  if (!made) {
-    std::lock_guard lock(mu_);
-    ++create_failures_;
-    return ServiceError{500, "", made.error().to_string()};
-  }
-  auto entry = std::make_shared<ApiSandbox>();
-  entry->project = project;
-  entry->created = std::chrono::system_clock::now();
-  entry->setup = took;
-  entry->sandbox = std::shared_ptr<Sandbox>(std::move(*made));
-  std::lock_guard lock(mu_);
-  sandboxes_[entry->id()] = entry;
-  ++created_;
-  setup_ms_.push_back(static_cast<double>(took.count()) / 1000.0);
-  if (setup_ms_.size() > kSetupSamples) setup_ms_.erase(setup_ms_.begin());
-  return entry;
-}
+// ---- what both share: the policy, the checks every door makes
 
 Result<policy::OperatorPolicy> SandboxService::policy_of(const std::string& project) {
   const auto now = std::chrono::steady_clock::now();
@@ -188,9 +75,9 @@ Result<policy::OperatorPolicy> SandboxService::policy_of(const std::string& proj
     if (it != policies_.end() && now - it->second.fetched < kPolicyCache) return *it->second.policy;
   }
   Result<policy::OperatorPolicy> loaded =
-      options_.policy ? options_.policy(project)
-                      : Result<policy::OperatorPolicy>(policy::OperatorPolicy::resolve(
-                            project, nullptr, nullptr, policy::host_capacity()));
+      policy_ ? policy_(project)
+              : Result<policy::OperatorPolicy>(policy::OperatorPolicy::resolve(
+                    project, nullptr, nullptr, policy::host_capacity()));
   if (!loaded) return loaded;
   loaded->reserve(reserved());
   std::lock_guard lock(mu_);
@@ -210,59 +97,167 @@ std::vector<std::string> SandboxService::reserved() const {
   return reserved_;
 }
 
-ServiceResult<ExecResult> SandboxService::exec(ApiSandbox& sandbox, ExecCall call,
-                                               bool timeout_given, OutputSink& sink,
-                                               const std::function<bool()>& client_gone) {
-  auto policy = policy_of(sandbox.project);
+ServiceResult<SandboxSpec> SandboxService::checked_spec(const std::string& project, const json& j,
+                                                        bool allow_host) {
+  if (!j.is_object()) return bad("spec", "expected a JSON object (the sandbox spec)");
+  // An id of the client's would tell it which ids other projects use.
+  for (const char* field : {"id", "workspace", "labels", "tls_intercept"}) {
+    if (j.contains(field)) return bad(field, "is set by the server, not by API clients");
+  }
+  auto parsed = parse_spec_json(j.dump());
+  if (!parsed) return bad(parsed.error().where, parsed.error().message);
+  SandboxSpec spec = std::move(*parsed);
+  // This server's own bound comes before any project's policy.
+  if (spec.network == NetworkPolicy::kHost && !allow_host) {
+    return bad("network", "host is not allowed on this server (none or proxy)");
+  }
+  // What the project's operator allows: limits the client gave above their
+  // ceilings are refused, the defaults lowered to them.
+  auto policy = policy_of(project);
   if (!policy) return ServiceError{503, "", policy.error().to_string()};
-  // The sandbox's own timeout was bounded when it was made.
-  if (call.timeout.count() > 0) {
-    if (auto s = policy->bound_timeout(call.timeout, timeout_given, "timeout"); !s)
+  std::set<std::string> given;
+  if (j.contains("limits") && j["limits"].is_object()) {
+    for (auto it = j["limits"].begin(); it != j["limits"].end(); ++it) given.insert(it.key());
+  }
+  if (auto s = policy->check_spec(spec, given); !s) return refused(s.error());
+  if (auto v = validate_spec(spec); !v) return bad(v.error().where, v.error().message);
+  return spec;
+}
+
+ServiceResult<ExecCall> SandboxService::checked_call(const std::string& project, const json& j) {
+  auto call = parse_exec_json(j);
+  if (!call) return bad(call.error().where, call.error().message);
+  if (call->timeout.count() > 0) {
+    auto policy = policy_of(project);
+    if (!policy) return ServiceError{503, "", policy.error().to_string()};
+    if (auto s = policy->bound_timeout(call->timeout, j.contains("timeout"), "timeout"); !s)
       return refused(s.error());
   }
-  ++sandbox.running;
-  struct Done {
-    ApiSandbox& s;
-    ~Done() { --s.running; }
-  } done{sandbox};
-  AbandonWatch watch(*sandbox.sandbox, sink, client_gone);
-  auto result = sandbox.sandbox->exec(call, watch);
-  if (watch.abandoned()) {
-    {
-      std::lock_guard lock(mu_);
-      ++abandoned_;
-    }
-    spdlog::info("sandbox {}: a call of project {} was killed: its client went away", sandbox.id(),
-                 sandbox.project);
-    if (result) result->error = "the client went away: the call was killed";
-  }
-  if (!result) {
-    // The sandbox was deleted under the call, or its runner is gone.
-    return ServiceError{find(sandbox.project, sandbox.id()) ? 500 : 409, "",
-                        result.error().to_string()};
-  }
-  return std::move(*result);
+  return std::move(*call);
 }
 
-std::vector<std::shared_ptr<ApiSandbox>> SandboxService::list(const std::string& project) const {
+void SandboxService::count_setup(double ms) {
   std::lock_guard lock(mu_);
-  std::vector<std::shared_ptr<ApiSandbox>> out;
-  for (const auto& [_, s] : sandboxes_) {
-    if (project.empty() || s->project == project) out.push_back(s);
-  }
-  return out;
+  ++created_;
+  setup_ms_.push_back(ms);
+  if (setup_ms_.size() > kSetupSamples) setup_ms_.erase(setup_ms_.begin());
 }
 
-std::shared_ptr<ApiSandbox> SandboxService::find(const std::string& project,
-                                                 const std::string& id) const {
+// ---- LocalSandboxes: `ringfence mcp`'s, in its own process
+
+LocalSandboxes::LocalSandboxes(LocalOptions options, MakeBackend make_backend, PolicyOf policy)
+    : SandboxService(std::move(policy)),
+      options_(options),
+      make_backend_(std::move(make_backend)) {}
+
+LocalSandboxes::~LocalSandboxes() { destroy_all(); }
+
+Result<Backend*> LocalSandboxes::backend_for(BackendKind kind) {
+  std::lock_guard lock(mu_);
+  auto& slot = backends_[kind];
+  if (!slot) {
+    auto made = make_backend_(kind);
+    if (!made) return made.take_error();
+    slot = std::move(*made);
+  }
+  return slot.get();
+}
+
+json LocalSandboxes::view(const Held& h) {
+  const SandboxSpec& spec = h.sandbox->spec();
+  const auto age = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::now() - h.created);
+  return {
+      {"id", h.sandbox->id()},
+      {"project", h.project},
+      {"backend", std::string(to_string(spec.backend))},
+      {"image", spec.image},
+      {"network", std::string(to_string(spec.network))},
+      {"created_at",
+       std::chrono::duration_cast<std::chrono::milliseconds>(h.created.time_since_epoch()).count()},
+      {"age_s", age.count()},
+      {"setup_ms", static_cast<double>(h.setup.count()) / 1000.0},
+      {"calls_running", h.running.load()},
+      {"spec", spec_json(spec)}};
+}
+
+ServiceResult<json> LocalSandboxes::create(const std::string& project, const std::string&,
+                                           const std::string& spec_json) {
+  auto parsed =
+      parse_json(spec_json.empty() ? std::string_view("{}") : std::string_view(spec_json), "spec");
+  if (!parsed) return bad("spec", "the body is " + parsed.error().message);
+  auto checked = checked_spec(project, *parsed, /*allow_host=*/false);
+  if (auto* e = std::get_if<ServiceError>(&checked)) return *e;
+  SandboxSpec spec = std::get<SandboxSpec>(std::move(checked));
+  if (!parsed->contains("backend")) spec.backend = options_.backend;
+  if (spec.backend != options_.backend) {
+    return bad("backend", "this server runs " + std::string(to_string(options_.backend)) +
+                              " sandboxes, not " + std::string(to_string(spec.backend)));
+  }
+  spec.labels["project"] = project;
+  spec.labels["mode"] = "api";
+  {
+    std::lock_guard lock(mu_);
+    size_t mine = 0;
+    for (const auto& [_, s] : sandboxes_) mine += s->project == project;
+    if (mine >= options_.max_per_project) {
+      return ServiceError{429, "",
+                          "project " + project + " has " + std::to_string(mine) +
+                              " sandboxes, the most this server allows; delete one"};
+    }
+  }
+  auto backend = backend_for(spec.backend);
+  if (!backend) {
+    std::lock_guard lock(mu_);
+    ++create_failures_;
+    return ServiceError{503, "backend", backend.error().to_string()};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto made = (*backend)->create(spec);
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - start);
+  if (!made) {
+    std::lock_guard lock(mu_);
+    ++create_failures_;
+    return ServiceError{500, "", made.error().to_string()};
+  }
+  auto entry = std::make_shared<Held>();
+  entry->project = project;
+  entry->created = std::chrono::system_clock::now();
+  entry->setup = took;
+  entry->sandbox = std::shared_ptr<Sandbox>(std::move(*made));
+  count_setup(static_cast<double>(took.count()) / 1000.0);
+  std::lock_guard lock(mu_);
+  sandboxes_[entry->sandbox->id()] = entry;
+  return view(*entry);
+}
+
+std::shared_ptr<LocalSandboxes::Held> LocalSandboxes::held(const std::string& project,
+                                                           const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end() || it->second->project != project) return nullptr;
   return it->second;
 }
 
-Result<bool> SandboxService::destroy(const std::string& project, const std::string& id) {
-  std::shared_ptr<ApiSandbox> entry;
+std::vector<json> LocalSandboxes::list(const std::string& project) {
+  std::lock_guard lock(mu_);
+  std::vector<json> out;
+  for (const auto& [_, s] : sandboxes_) {
+    if (project.empty() || s->project == project) out.push_back(view(*s));
+  }
+  return out;
+}
+
+std::optional<json> LocalSandboxes::find(const std::string& project, const std::string& id) {
+  auto h = held(project, id);
+  if (!h) return std::nullopt;
+  return view(*h);
+}
+
+ServiceResult<bool> LocalSandboxes::destroy(const std::string& project, const std::string& id,
+                                            const std::string&) {
+  std::shared_ptr<Held> entry;
   {
     std::lock_guard lock(mu_);
     auto it = sandboxes_.find(id);
@@ -272,23 +267,76 @@ Result<bool> SandboxService::destroy(const std::string& project, const std::stri
     ++destroyed_;
   }
   // Calls in flight end with the sandbox (their requests answer with how).
-  RF_TRY(entry->sandbox->destroy());
+  if (auto s = entry->sandbox->destroy(); !s) return ServiceError{500, "", s.error().to_string()};
   return true;
 }
 
-void SandboxService::destroy_all() {
-  std::map<std::string, std::shared_ptr<ApiSandbox>> all;
+void LocalSandboxes::destroy_all() {
+  std::map<std::string, std::shared_ptr<Held>> all;
   {
     std::lock_guard lock(mu_);
     all.swap(sandboxes_);
     destroyed_ += all.size();
   }
-  for (auto& [id, s] : all) {
-    warn_unless_ok(s->sandbox->destroy(), "destroy sandbox " + id);
-  }
+  for (auto& [id, s] : all) warn_unless_ok(s->sandbox->destroy(), "destroy sandbox " + id);
 }
 
-SandboxService::Counts SandboxService::counts() const {
+ServiceResult<ExecResult> LocalSandboxes::exec(const std::string& project, const std::string& id,
+                                               const json& j, OutputSink& sink,
+                                               const std::function<bool()>& client_gone) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  auto call = checked_call(project, j);
+  if (auto* e = std::get_if<ServiceError>(&call)) return *e;
+  ++h->running;
+  struct Done {
+    Held& h;
+    ~Done() { --h.running; }
+  } done{*h};
+  calls::AbandonWatch watch(*h->sandbox, sink, client_gone);
+  auto result = h->sandbox->exec(std::get<ExecCall>(call), watch);
+  if (watch.abandoned()) {
+    std::lock_guard lock(mu_);
+    ++abandoned_;
+  }
+  if (!result) {
+    // The sandbox was deleted under the call, or its runner is gone.
+    return ServiceError{held(project, id) ? 500 : 409, "", result.error().to_string()};
+  }
+  return std::move(*result);
+}
+
+ServiceResult<std::string> LocalSandboxes::read_file(const std::string& project,
+                                                     const std::string& id,
+                                                     const std::string& path) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  auto data = h->sandbox->read_file(path);
+  if (!data) return ServiceError{404, "path", data.error().to_string()};
+  return std::move(*data);
+}
+
+ServiceResult<size_t> LocalSandboxes::write_file(const std::string& project, const std::string& id,
+                                                 const std::string& path, const std::string& data,
+                                                 uint32_t mode) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  if (auto s = h->sandbox->write_file(path, data, mode); !s)
+    return ServiceError{400, "path", s.error().to_string()};
+  return data.size();
+}
+
+ServiceResult<std::vector<proto::FileInfo>> LocalSandboxes::list_dir(const std::string& project,
+                                                                     const std::string& id,
+                                                                     const std::string& path) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  auto entries = h->sandbox->list_dir(path);
+  if (!entries) return ServiceError{404, "path", entries.error().to_string()};
+  return std::move(*entries);
+}
+
+SandboxService::Counts LocalSandboxes::counts() {
   std::lock_guard lock(mu_);
   Counts c;
   for (const auto& [_, s] : sandboxes_)
@@ -296,8 +344,270 @@ SandboxService::Counts SandboxService::counts() const {
   c.created = created_;
   c.destroyed = destroyed_;
   c.create_failures = create_failures_;
-  c.abandoned = abandoned_;
   c.setup_ms = setup_ms_;
+  c.abandoned = abandoned_;
+  return c;
+}
+
+// ---- WorkerSandboxes: serve's, on the workers, through their doors
+
+WorkerSandboxes::WorkerSandboxes(store::Store& store, WorkerSandboxesOptions options,
+                                 PolicyOf policy)
+    : SandboxService(std::move(policy)), store_(store), options_(options) {}
+
+DoorClient::Headers WorkerSandboxes::headers(const std::string& project,
+                                             const std::string& actor) const {
+  DoorClient::Headers h = {{"X-Ringfence-Project", project}};
+  if (!actor.empty()) h["X-Ringfence-Actor"] = actor;
+  return h;
+}
+
+ServiceError WorkerSandboxes::error_of(const DoorReply& reply) {
+  const json j = parse_json_or_discarded(reply.body);
+  ServiceError e{reply.status, "", "the worker answered " + std::to_string(reply.status)};
+  if (j.is_object()) {
+    if (j.contains("error") && j["error"].is_string()) e.message = j["error"];
+    if (j.contains("field") && j["field"].is_string()) e.field = j["field"];
+  }
+  return e;
+}
+
+json WorkerSandboxes::view_of(const store::SandboxRow& row) {
+  const json spec = row.spec_json ? parse_json_or_discarded(*row.spec_json) : json();
+  const int64_t now = store::now_ms();
+  json j = {{"id", row.id},
+            {"project", row.project_id.value_or("")},
+            {"backend", row.backend},
+            {"created_at", row.created_at},
+            {"age_s", (now - row.created_at) / 1000},
+            {"worker", row.worker_id.value_or("")}};
+  if (spec.is_object()) {
+    j["image"] = spec.value("image", "");
+    j["network"] = spec.value("network", "none");
+    j["spec"] = spec;
+  }
+  return j;
+}
+
+std::optional<DoorAddress> WorkerSandboxes::door_of(const std::string& project,
+                                                    const std::string& id) {
+  auto row = store_.sandbox(id);
+  if (!row || !*row) return std::nullopt;
+  const store::SandboxRow& sb = **row;
+  if (sb.mode != "api" || sb.state != store::SandboxState::active || sb.project_id != project ||
+      !sb.worker_id) {
+    return std::nullopt;
+  }
+  auto worker = store_.worker(*sb.worker_id);
+  if (!worker || !*worker || !(*worker)->door || !(*worker)->door_key) return std::nullopt;
+  return DoorAddress{*sb.worker_id, *(*worker)->door, *(*worker)->door_key};
+}
+
+ServiceResult<DoorAddress> WorkerSandboxes::place(const std::string& project) {
+  const int64_t now = store::now_ms();
+  auto workers = store_.workers_serving(project, now - store::kLiveWorkerWindow.count());
+  if (!workers) return ServiceError{503, "", workers.error().to_string()};
+  std::map<std::string, int> load;
+  if (auto live = store_.live_sandboxes()) {
+    for (const auto& s : *live) {
+      if (s.mode == "api" && s.worker_id) ++load[*s.worker_id];
+    }
+  }
+  const store::WorkerRow* best = nullptr;
+  for (const auto& w : *workers) {
+    if (!w.door || !w.door_key) continue;
+    if (best == nullptr || load[w.id] < load[best->id]) best = &w;
+  }
+  if (best == nullptr) {
+    return ServiceError{503, "",
+                        "no live worker with a door serves project " + project +
+                            ": start one on this store (ringfence worker start "
+                            "--sandbox-mode per_run ...)"};
+  }
+  return DoorAddress{best->id, *best->door, *best->door_key};
+}
+
+ServiceResult<json> WorkerSandboxes::create(const std::string& project, const std::string& actor,
+                                            const std::string& spec_json) {
+  auto parsed =
+      parse_json(spec_json.empty() ? std::string_view("{}") : std::string_view(spec_json), "spec");
+  if (!parsed) return bad("spec", "the body is " + parsed.error().message);
+  auto checked = checked_spec(project, *parsed, options_.allow_host_network);
+  if (auto* e = std::get_if<ServiceError>(&checked)) return *e;
+  {
+    size_t mine = 0;
+    if (auto live = store_.live_sandboxes()) {
+      for (const auto& s : *live) mine += s.mode == "api" && s.project_id == project;
+    }
+    if (mine >= options_.max_per_project) {
+      return ServiceError{429, "",
+                          "project " + project + " has " + std::to_string(mine) +
+                              " sandboxes, the most this server allows; delete one"};
+    }
+  }
+  auto door = place(project);
+  if (auto* e = std::get_if<ServiceError>(&door)) return *e;
+  auto reply = doors_.call(std::get<DoorAddress>(door), "POST", "/door/v1/sandboxes",
+                           headers(project, actor), parsed->dump());
+  if (!reply) {
+    std::lock_guard lock(mu_);
+    ++create_failures_;
+    return ServiceError{503, "", reply.error().to_string()};
+  }
+  if (reply->status != 201) {
+    if (reply->status >= 500) {
+      std::lock_guard lock(mu_);
+      ++create_failures_;
+    }
+    return error_of(*reply);
+  }
+  json made = parse_json_or_discarded(reply->body);
+  if (!made.is_object()) return ServiceError{502, "", "the worker's answer is not JSON"};
+  count_setup(made.value("setup_ms", 0.0));
+  return made;
+}
+
+std::vector<json> WorkerSandboxes::list(const std::string& project) {
+  std::vector<json> out;
+  auto live = store_.live_sandboxes();
+  if (!live) return out;
+  for (const auto& s : *live) {
+    if (s.mode != "api" || (!project.empty() && s.project_id != project)) continue;
+    out.push_back(view_of(s));
+  }
+  return out;
+}
+
+std::optional<json> WorkerSandboxes::find(const std::string& project, const std::string& id) {
+  auto door = door_of(project, id);
+  if (!door) return std::nullopt;
+  auto reply = doors_.call(*door, "GET", "/door/v1/sandboxes/" + query_escaped(id),
+                           headers(project, ""), "");
+  if (!reply || reply->status != 200) return std::nullopt;
+  json j = parse_json_or_discarded(reply->body);
+  if (!j.is_object()) return std::nullopt;
+  return j;
+}
+
+ServiceResult<bool> WorkerSandboxes::destroy(const std::string& project, const std::string& id,
+                                             const std::string& actor) {
+  auto door = door_of(project, id);
+  if (!door) return false;
+  auto reply = doors_.call(*door, "DELETE", "/door/v1/sandboxes/" + query_escaped(id),
+                           headers(project, actor), "");
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  if (reply->status == 404) return false;
+  if (reply->status != 204) return error_of(*reply);
+  std::lock_guard lock(mu_);
+  ++destroyed_;
+  return true;
+}
+
+ServiceResult<ExecResult> WorkerSandboxes::exec(const std::string& project, const std::string& id,
+                                                const json& j, OutputSink& sink,
+                                                const std::function<bool()>& client_gone) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  // Checked here for a clear answer before anything starts; the worker checks again.
+  auto call = checked_call(project, j);
+  if (auto* e = std::get_if<ServiceError>(&call)) return *e;
+  std::optional<ExecResult> result;
+  std::optional<ServiceError> failed;
+  auto on_event = [&](std::string_view name, std::string_view data) {
+    const json d = parse_json_or_discarded(data);
+    if (!d.is_object()) return;
+    if (name == "started") {
+      if (sink.wants_started()) sink.on_started(0, d.value("pid", 0));
+    } else if (name == "stdout" || name == "stderr") {
+      if (auto bytes = bytes_of(d, "data")) {
+        name == "stdout" ? sink.on_stdout(*bytes) : sink.on_stderr(*bytes);
+      }
+    } else if (name == "exit" && d.contains("result")) {
+      auto r = exec_result_from_json(d["result"]);
+      if (r)
+        result = std::move(*r);
+      else
+        failed = ServiceError{502, "", "the worker's result: " + r.error().to_string()};
+    } else if (name == "error") {
+      failed = ServiceError{d.value("status", 500), d.value("field", ""), d.value("error", "")};
+    }
+  };
+  std::string error_body;
+  auto status = doors_.stream(*door, "POST", "/door/v1/sandboxes/" + query_escaped(id) + "/exec",
+                              headers(project, ""), j.dump(), on_event, client_gone, &error_body);
+  if (!status) {
+    if (client_gone && client_gone()) {
+      std::lock_guard lock(mu_);
+      ++abandoned_;
+      return ServiceError{499, "", "the client went away: the call was killed"};
+    }
+    return ServiceError{503, "", status.error().to_string()};
+  }
+  if (*status != 200) return error_of(DoorReply{*status, "", error_body});
+  if (failed) return *failed;
+  if (!result) return ServiceError{502, "", "the worker's stream ended without the call's end"};
+  return std::move(*result);
+}
+
+ServiceResult<std::string> WorkerSandboxes::read_file(const std::string& project,
+                                                      const std::string& id,
+                                                      const std::string& path) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  auto reply =
+      doors_.call(*door, "GET",
+                  "/door/v1/sandboxes/" + query_escaped(id) + "/files?path=" + query_escaped(path),
+                  headers(project, ""), "");
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  if (reply->status != 200) return error_of(*reply);
+  return std::move(reply->body);
+}
+
+ServiceResult<size_t> WorkerSandboxes::write_file(const std::string& project, const std::string& id,
+                                                  const std::string& path, const std::string& data,
+                                                  uint32_t mode) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  char octal[16];
+  std::snprintf(octal, sizeof octal, "%04o", mode);
+  auto reply = doors_.call(*door, "PUT",
+                           "/door/v1/sandboxes/" + query_escaped(id) +
+                               "/files?path=" + query_escaped(path) + "&mode=" + octal,
+                           headers(project, ""), data);
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  if (reply->status != 201) return error_of(*reply);
+  return data.size();
+}
+
+ServiceResult<std::vector<proto::FileInfo>> WorkerSandboxes::list_dir(const std::string& project,
+                                                                      const std::string& id,
+                                                                      const std::string& path) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  auto reply = doors_.call(
+      *door, "GET",
+      "/door/v1/sandboxes/" + query_escaped(id) + "/files:list?path=" + query_escaped(path),
+      headers(project, ""), "");
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  if (reply->status != 200) return error_of(*reply);
+  auto entries = entries_of(parse_json_or_discarded(reply->body));
+  if (!entries) return ServiceError{502, "", "the worker's answer: " + entries.error().to_string()};
+  return std::move(*entries);
+}
+
+SandboxService::Counts WorkerSandboxes::counts() {
+  Counts c;
+  if (auto live = store_.live_sandboxes()) {
+    for (const auto& s : *live) {
+      if (s.mode == "api") ++c.live_by_backend[s.backend];
+    }
+  }
+  std::lock_guard lock(mu_);
+  c.created = created_;
+  c.destroyed = destroyed_;
+  c.create_failures = create_failures_;
+  c.setup_ms = setup_ms_;
+  c.abandoned = abandoned_;
   return c;
 }
 

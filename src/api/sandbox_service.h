@@ -1,7 +1,14 @@
-// The sandboxes `ringfence serve` holds for API and MCP clients (issue 14):
-// made from the spec JSON the spec parser reads, owned by one project each,
-// kept until deleted (or the server stops), used by many requests at once.
-// A project never sees another's: find() answers nothing, as for an unknown id.
+// The sandboxes API and MCP clients hold (issues 14, 39): one interface the
+// routes and MCP's tools use, two places they live.
+//   WorkerSandboxes  `serve`: on the workers of the store, placed as calls are
+//                    (the project's live workers, labels), recorded in the
+//                    store, reached through each worker's door
+//                    (worker/door.h): serve is a front door, not an engine.
+//   LocalSandboxes   `ringfence mcp` on stdio: the local user's own door, as
+//                    `sandbox exec` is, in its process.
+// A project never sees another's: find() answers nothing, as for an unknown
+// id. What a tenant asks for is bounded by its project's operator policy,
+// here and again where the sandbox lives.
 #pragma once
 
 #include <atomic>
@@ -10,33 +17,20 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "api/door_client.h"
 #include "core/result.h"
 #include "policy/operator_policy.h"
+#include "proto/messages.h"
 #include "sandbox/sandbox.h"
+#include "store/store.h"
 
 namespace rf::api {
-
-struct ApiSandbox {
-  std::string project;
-  std::chrono::system_clock::time_point created;
-  std::chrono::microseconds setup{0};
-  std::shared_ptr<Sandbox> sandbox;
-  std::atomic<int> running{0};  // calls in flight
-  const std::string& id() const { return sandbox->id(); }
-};
-
-struct ServiceOptions {
-  BackendKind backend = BackendKind::kNative;
-  bool allow_host_network = false;
-  size_t max_per_project = 64;
-  // A project's operator policy (policy/load.h); unset: the built-in one.
-  // Read again at most once a second per project.
-  std::function<Result<policy::OperatorPolicy>(const std::string& project)> policy;
-};
 
 // Why a request failed, with the HTTP status it maps to.
 struct ServiceError {
@@ -50,63 +44,176 @@ using ServiceResult = std::variant<T, ServiceError>;
 
 class SandboxService {
  public:
-  using MakeBackend = std::function<Result<std::unique_ptr<Backend>>(BackendKind)>;
-  SandboxService(ServiceOptions options, MakeBackend make_backend);
-  ~SandboxService();  // destroy_all()
+  using PolicyOf = std::function<Result<policy::OperatorPolicy>(const std::string& project)>;
+  explicit SandboxService(PolicyOf policy) : policy_(std::move(policy)) {}
+  virtual ~SandboxService() = default;
 
-  // `spec_json` is a sandbox spec object (sandbox/spec.h); missing fields take
-  // the CLI's defaults, lowered to the operator policy's ceilings. Refused
-  // with the field named: host paths (workspace), labels, tls_intercept and
-  // the id (the server sets them: an id of the client's would tell it which
-  // ids other projects use), a backend this server does not run, network
-  // host unless allowed, and what the project's operator policy does not
-  // allow (403: a limit above its ceiling, a network, an egress rule).
-  ServiceResult<std::shared_ptr<ApiSandbox>> create(const std::string& project,
-                                                    const std::string& spec_json);
-  // One call in `sandbox`, its timeout bounded by the operator policy (a
-  // timeout the client gave above the ceiling is refused). While it runs,
-  // `client_gone` is asked every 100 ms: once it says so, the call is killed
-  // and the result says why (error "the client went away").
-  ServiceResult<ExecResult> exec(ApiSandbox& sandbox, ExecCall call, bool timeout_given,
-                                 OutputSink& sink, const std::function<bool()>& client_gone);
-  // The project's operator policy, with this server's reserved endpoints.
-  Result<policy::OperatorPolicy> policy_of(const std::string& project);
-  // Destinations no tenant's egress rule may reach ("HOST:PORT": this
-  // server's listener, its store), from now on.
-  void reserve(const std::vector<std::string>& endpoints);
-  std::vector<std::string> reserved() const;
-  std::vector<std::shared_ptr<ApiSandbox>> list(const std::string& project) const;
-  // nullptr when unknown or another project's.
-  std::shared_ptr<ApiSandbox> find(const std::string& project, const std::string& id) const;
+  // `spec_json`: a sandbox spec object (sandbox/spec.h); missing fields take
+  // the CLI's defaults, lowered to the policy's ceilings. Refused naming the
+  // field: id, workspace, labels and tls_intercept (the server's), a backend
+  // this server does not run, network host unless allowed, and what the
+  // project's operator policy does not allow (403). The answer is the
+  // sandbox's JSON (id, project, backend, image, network, created_at, age_s,
+  // setup_ms, calls_running, spec, and worker where it lives).
+  virtual ServiceResult<nlohmann::json> create(const std::string& project, const std::string& actor,
+                                               const std::string& spec_json) = 0;
+  // A project's sandboxes ("" = every project's).
+  virtual std::vector<nlohmann::json> list(const std::string& project) = 0;
+  // nullopt when unknown or another project's.
+  virtual std::optional<nlohmann::json> find(const std::string& project, const std::string& id) = 0;
   // false when unknown or another project's.
-  Result<bool> destroy(const std::string& project, const std::string& id);
-  void destroy_all();
+  virtual ServiceResult<bool> destroy(const std::string& project, const std::string& id,
+                                      const std::string& actor) = 0;
+  // One call, its timeout bounded by the policy (one the client gave above
+  // the ceiling is refused). `client_gone` is asked while it runs: once it
+  // says so, the call is killed.
+  virtual ServiceResult<ExecResult> exec(const std::string& project, const std::string& id,
+                                         const nlohmann::json& call, OutputSink& sink,
+                                         const std::function<bool()>& client_gone) = 0;
+  virtual ServiceResult<std::string> read_file(const std::string& project, const std::string& id,
+                                               const std::string& path) = 0;
+  virtual ServiceResult<size_t> write_file(const std::string& project, const std::string& id,
+                                           const std::string& path, const std::string& data,
+                                           uint32_t mode) = 0;
+  virtual ServiceResult<std::vector<proto::FileInfo>> list_dir(const std::string& project,
+                                                               const std::string& id,
+                                                               const std::string& path) = 0;
+  // Ends every sandbox this process holds (LocalSandboxes); a front door holds none.
+  virtual void destroy_all() {}
 
   // For /metrics.
   struct Counts {
     std::map<std::string, size_t> live_by_backend;
     uint64_t created = 0, destroyed = 0, create_failures = 0;
-    uint64_t abandoned = 0;        // calls killed because their client went away
     std::vector<double> setup_ms;  // each creation's set-up time, newest last (bounded)
+    uint64_t abandoned = 0;        // calls killed because their client went away
   };
-  Counts counts() const;
+  virtual Counts counts() = 0;
+
+  // The project's operator policy, with this server's reserved endpoints
+  // (read again at most once a second per project).
+  Result<policy::OperatorPolicy> policy_of(const std::string& project);
+  // Destinations no tenant's egress rule may reach ("HOST:PORT": this
+  // server's listener, its store), from now on.
+  void reserve(const std::vector<std::string>& endpoints);
+  std::vector<std::string> reserved() const;
+
+ protected:
+  // The spec a client sent, checked as every door checks it (the fields the
+  // server sets, the policy): the spec, and the limits it gave.
+  // `allow_host`: this server lets clients ask for network host at all.
+  ServiceResult<SandboxSpec> checked_spec(const std::string& project,
+                                          const nlohmann::json& spec_json, bool allow_host);
+  // A call as the client sent it, its timeout checked against the policy.
+  ServiceResult<ExecCall> checked_call(const std::string& project, const nlohmann::json& call);
+  void count_setup(double ms);
+
+  mutable std::mutex mu_;
+  uint64_t created_ = 0, destroyed_ = 0, create_failures_ = 0, abandoned_ = 0;
+  std::vector<double> setup_ms_;
 
  private:
-  Result<Backend*> backend_for(BackendKind kind);
   struct CachedPolicy {
     std::shared_ptr<const policy::OperatorPolicy> policy;
     std::chrono::steady_clock::time_point fetched;
   };
+  PolicyOf policy_;
   std::map<std::string, CachedPolicy> policies_;  // under mu_
   std::vector<std::string> reserved_;             // under mu_
+};
 
-  ServiceOptions options_;
+// `ringfence mcp`'s sandboxes, in its own process (the local user's door).
+struct LocalOptions {
+  BackendKind backend = BackendKind::kNative;
+  size_t max_per_project = 64;
+};
+
+class LocalSandboxes final : public SandboxService {
+ public:
+  using MakeBackend = std::function<Result<std::unique_ptr<Backend>>(BackendKind)>;
+  LocalSandboxes(LocalOptions options, MakeBackend make_backend, PolicyOf policy = {});
+  ~LocalSandboxes() override;  // destroy_all()
+
+  ServiceResult<nlohmann::json> create(const std::string& project, const std::string& actor,
+                                       const std::string& spec_json) override;
+  std::vector<nlohmann::json> list(const std::string& project) override;
+  std::optional<nlohmann::json> find(const std::string& project, const std::string& id) override;
+  ServiceResult<bool> destroy(const std::string& project, const std::string& id,
+                              const std::string& actor) override;
+  ServiceResult<ExecResult> exec(const std::string& project, const std::string& id,
+                                 const nlohmann::json& call, OutputSink& sink,
+                                 const std::function<bool()>& client_gone) override;
+  ServiceResult<std::string> read_file(const std::string& project, const std::string& id,
+                                       const std::string& path) override;
+  ServiceResult<size_t> write_file(const std::string& project, const std::string& id,
+                                   const std::string& path, const std::string& data,
+                                   uint32_t mode) override;
+  ServiceResult<std::vector<proto::FileInfo>> list_dir(const std::string& project,
+                                                       const std::string& id,
+                                                       const std::string& path) override;
+  void destroy_all() override;
+  Counts counts() override;
+
+ private:
+  struct Held {
+    std::string project;
+    std::chrono::system_clock::time_point created;
+    std::chrono::microseconds setup{0};
+    std::shared_ptr<Sandbox> sandbox;
+    std::atomic<int> running{0};
+  };
+  std::shared_ptr<Held> held(const std::string& project, const std::string& id);
+  static nlohmann::json view(const Held& h);
+  Result<Backend*> backend_for(BackendKind kind);
+
+  LocalOptions options_;
   MakeBackend make_backend_;
-  mutable std::mutex mu_;
-  std::map<BackendKind, std::unique_ptr<Backend>> backends_;
-  std::map<std::string, std::shared_ptr<ApiSandbox>> sandboxes_;  // by id
-  uint64_t created_ = 0, destroyed_ = 0, create_failures_ = 0, abandoned_ = 0;
-  std::vector<double> setup_ms_;
+  std::map<BackendKind, std::unique_ptr<Backend>> backends_;  // under mu_
+  std::map<std::string, std::shared_ptr<Held>> sandboxes_;    // by id, under mu_
+};
+
+// serve's sandboxes: on the workers of the store, through their doors.
+struct WorkerSandboxesOptions {
+  bool allow_host_network = false;
+  size_t max_per_project = 64;
+};
+
+class WorkerSandboxes final : public SandboxService {
+ public:
+  WorkerSandboxes(store::Store& store, WorkerSandboxesOptions options, PolicyOf policy);
+
+  ServiceResult<nlohmann::json> create(const std::string& project, const std::string& actor,
+                                       const std::string& spec_json) override;
+  std::vector<nlohmann::json> list(const std::string& project) override;
+  std::optional<nlohmann::json> find(const std::string& project, const std::string& id) override;
+  ServiceResult<bool> destroy(const std::string& project, const std::string& id,
+                              const std::string& actor) override;
+  ServiceResult<ExecResult> exec(const std::string& project, const std::string& id,
+                                 const nlohmann::json& call, OutputSink& sink,
+                                 const std::function<bool()>& client_gone) override;
+  ServiceResult<std::string> read_file(const std::string& project, const std::string& id,
+                                       const std::string& path) override;
+  ServiceResult<size_t> write_file(const std::string& project, const std::string& id,
+                                   const std::string& path, const std::string& data,
+                                   uint32_t mode) override;
+  ServiceResult<std::vector<proto::FileInfo>> list_dir(const std::string& project,
+                                                       const std::string& id,
+                                                       const std::string& path) override;
+  Counts counts() override;
+
+ private:
+  // The door of the worker holding `id` for `project`; nullopt: unknown
+  // (or another project's, or ended), as a 404 answers it.
+  std::optional<DoorAddress> door_of(const std::string& project, const std::string& id);
+  // A live worker with a door that may serve `project`, the least loaded.
+  ServiceResult<DoorAddress> place(const std::string& project);
+  static ServiceError error_of(const DoorReply& reply);
+  static nlohmann::json view_of(const store::SandboxRow& row);
+  DoorClient::Headers headers(const std::string& project, const std::string& actor) const;
+
+  store::Store& store_;
+  WorkerSandboxesOptions options_;
+  DoorClient doors_;
 };
 
 }  // namespace rf::api

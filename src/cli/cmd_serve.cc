@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
-#include "api/http_server.h"
 #include "api/mcp_stdio.h"
 #include "api/tokens.h"
 #include "cli/backends.h"
@@ -22,6 +21,7 @@
 #include "core/log.h"
 #include "core/no_core_dumps.h"
 #include "core/units.h"
+#include "httpd/http_server.h"
 #include "policy/load.h"
 #include "policy/principal.h"
 #include "proof/signing_key.h"
@@ -162,8 +162,6 @@ int token_revoke(const TokenFlags& f) {
 struct ServeFlags {
   std::string listen = "127.0.0.1:8080";
   std::string state_dir;
-  std::string backend = "native";
-  std::string docker_host;
   bool allow_host_network = false;
   int64_t max_per_project = 64;
   int64_t max_requests_per_token = 64;
@@ -176,14 +174,14 @@ int serve(const ServeFlags& f) {
   // Secret values and the sealing key pass through this process.
   if (auto s = forbid_core_dumps(); !s)
     std::fprintf(stderr, "ringfence: warning: %s\n", s.error().to_string().c_str());
-  auto address = api::parse_listen_address(f.listen);
+  auto address = httpd::parse_listen_address(f.listen);
   if (!address) return fail(address.error().to_string(), kExitUsage);
   const bool tls = !f.tls_cert.empty() || !f.tls_key.empty();
   if (tls && (f.tls_cert.empty() || f.tls_key.empty()))
     return fail("--tls-cert and --tls-key go together", kExitUsage);
   if (tls && address->unix_socket)
     return fail("--tls-cert: TLS is for a HOST:PORT --listen, not " + f.listen, kExitUsage);
-  api::ServerLimits limits;
+  httpd::ServerLimits limits;
   auto body = parse_size(f.max_body);
   if (!body || *body == 0)
     return fail("--max-body \"" + f.max_body + "\": expected a size such as 64m", kExitUsage);
@@ -197,8 +195,6 @@ int serve(const ServeFlags& f) {
   // Behind the TLS front every client comes through one unix socket: one
   // "address", which must not be capped below the whole server's bound.
   if (tls) limits.max_connections_per_address = limits.max_connections;
-  auto kind = parse_backend_kind(f.backend);
-  if (!kind) return fail("--backend: " + kind.error().message, kExitUsage);
   // Below 1, every request (or sandbox) would be refused: refused here instead.
   if (f.max_requests_per_token < 1 || f.max_requests_per_token > INT_MAX) {
     return fail("--max-requests-per-token " + std::to_string(f.max_requests_per_token) +
@@ -221,16 +217,15 @@ int serve(const ServeFlags& f) {
   const std::string state_dir = state_dir_or_default(f.state_dir);
   auto st = open_client_store(state_dir);
   if (!st.ok()) return fail(st.error().to_string(), kExitRuntime);
-  register_backends(BackendConfig{f.docker_host, {}, {}});
-  api::ServiceOptions options;
-  options.backend = *kind;
+  // serve is a front door: its clients' sandboxes live on the workers of
+  // this store, each reached through its worker's door.
+  store::Store& store = **st;
+  api::WorkerSandboxesOptions options;
   options.allow_host_network = f.allow_host_network;
   options.max_per_project = static_cast<size_t>(f.max_per_project);
-  store::Store& store = **st;
-  options.policy = [&store](const std::string& project) {
+  api::WorkerSandboxes sandboxes(store, options, [&store](const std::string& project) {
     return policy::load_policy(store, project);
-  };
-  api::SandboxService sandboxes(options, [](BackendKind k) { return make_backend(k); });
+  });
   api::ApiOptions api_options;
   api_options.max_requests_per_token = static_cast<int>(f.max_requests_per_token);
   auto signing_key = proof::SigningKey::load_or_create(state_dir);
@@ -240,17 +235,19 @@ int serve(const ServeFlags& f) {
   api::Api api(**st, sandboxes, api_options);
   // With TLS, serve itself listens on a unix socket only root can reach, and
   // ringfence-serve-tls takes the --listen socket (cli/tls_front.h).
-  api::ListenAddress own = *address;
+  httpd::ListenAddress own = *address;
   UniqueFd public_listener;
   std::string public_address;
   if (tls) {
-    auto bound = api::bind_listener(*address, &public_address);
+    auto bound = httpd::bind_listener(*address, &public_address);
     if (!bound) return fail(bound.error().to_string(), kExitRuntime);
     public_listener = std::move(*bound);
-    own = api::ListenAddress{true, state_dir + "/serve-" + std::to_string(::getpid()) + ".sock", 0};
+    own =
+        httpd::ListenAddress{true, state_dir + "/serve-" + std::to_string(::getpid()) + ".sock", 0};
   }
-  auto server = api::HttpServer::listen(
-      own, limits, [&api](const api::Request& req, api::Responder& res) { api.handle(req, res); });
+  auto server = httpd::HttpServer::listen(
+      own, limits,
+      [&api](const httpd::Request& req, httpd::Responder& res) { api.handle(req, res); });
   if (!server) return fail(server.error().to_string(), kExitRuntime);
   // No tenant's egress rule reaches this server (where clients reach it).
   const std::string listening = tls ? public_address : (*server)->address();
@@ -271,14 +268,11 @@ int serve(const ServeFlags& f) {
                 (*server)->address().c_str());
   }
   std::fflush(stdout);
-  spdlog::info("serve: listening on {} (state {}, backend {})", (*server)->address(), state_dir,
-               f.backend);
+  spdlog::info("serve: listening on {} (state {}); sandboxes live on the store's workers",
+               (*server)->address(), state_dir);
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  spdlog::info("serve: signal {}: destroying {} sandboxes and stopping", sig,
-               sandboxes.list("").size());
-  // Sandboxes first: calls in flight end, so their connections can close.
-  sandboxes.destroy_all();
+  spdlog::info("serve: signal {}: stopping (the workers keep their sandboxes)", sig);
   front.reset();  // no new connections through TLS
   (*server)->stop();
   if (tls) ::unlink(own.host.c_str());
@@ -304,10 +298,10 @@ int mcp(const McpFlags& f) {
   }
   ::signal(SIGPIPE, SIG_IGN);
   register_backends(BackendConfig{f.docker_host, {}, {}});
-  api::ServiceOptions options;
+  api::LocalOptions options;
   options.backend = *kind;
   options.max_per_project = static_cast<size_t>(f.max_per_project);
-  api::SandboxService sandboxes(options, [](BackendKind k) { return make_backend(k); });
+  api::LocalSandboxes sandboxes(options, [](BackendKind k) { return make_backend(k); });
   api::McpServer server(sandboxes);
   const int code = api::serve_mcp_stdio(server, f.project, STDIN_FILENO, STDOUT_FILENO);
   sandboxes.destroy_all();
@@ -366,14 +360,11 @@ void add_serve_command(CLI::App* serve_cmd, CommandResult* result) {
   serve_cmd->add_option("--tls-cert", f->tls_cert,
                         "HTTPS: the certificate chain (PEM, leaf first) to serve --listen with");
   serve_cmd->add_option("--tls-key", f->tls_key, "HTTPS: the private key of --tls-cert (PEM)");
-  serve_cmd->add_option("--backend", f->backend, "The backend of the API's sandboxes")
-      ->default_val("native");
-  serve_cmd->add_option("--docker-host", f->docker_host, "The Docker daemon, for --backend docker");
   serve_cmd->add_flag("--allow-host-network", f->allow_host_network,
                       "Let API clients make sandboxes with network host (trusted clients only)");
   serve_cmd
       ->add_option("--max-sandboxes-per-project", f->max_per_project,
-                   "Live API sandboxes one project may hold")
+                   "Live API sandboxes one project may hold (on all the workers)")
       ->default_val(64);
   serve_cmd
       ->add_option("--max-requests-per-token", f->max_requests_per_token,

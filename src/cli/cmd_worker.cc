@@ -43,6 +43,7 @@ struct StartFlags {
   int max_workflow_runs = 4;
   std::string artifact_root;
   std::string agents_dir;
+  std::string door_listen;
 };
 
 // Runs until SIGTERM or SIGINT, then drains (see Worker::stop) and exits 0.
@@ -97,6 +98,7 @@ int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
   options.lease = *lease;
   options.max_workflow_runs = start.max_workflow_runs;
   options.agents_dir = start.agents_dir.empty() ? agents::default_agents_dir() : start.agents_dir;
+  options.door_listen = start.door_listen;
   if (!start.artifact_root.empty()) {
     std::error_code ec;
     const auto root = std::filesystem::canonical(start.artifact_root, ec);
@@ -177,6 +179,9 @@ void add_worker_commands(CLI::App* worker, CommandResult* result) {
       ->check(CLI::Range(1, 256));
   start->add_option("--artifact-root", start_opts->artifact_root,
                     "Where workflow artifacts with dest local are copied (confined there)");
+  start->add_option("--door-listen", start_opts->door_listen,
+                    "HOST:PORT where serve on other hosts reaches this worker's API sandboxes "
+                    "(default: a unix socket in the state dir, for serve on this host)");
   start->add_option("--agents-dir", start_opts->agents_dir,
                     "Where agent adapters are (default: the agents/ that ships with ringfence)");
   start->callback([start_flags, start_opts, result] {

@@ -497,6 +497,36 @@ CREATE TABLE operator_policies (
 ) STRICT;
 )sql";
 
+// v12 (issue 39): the API's sandboxes live on workers. A sandbox of the API
+// (mode 'api') keeps the spec it was made with, for listing it anywhere;
+// a worker says where its door is (worker/door.h: a unix socket on its host,
+// or HOST:PORT) and the key a front door presents there. The sandboxes
+// table is rebuilt: SQLite changes a CHECK no other way.
+constexpr std::string_view kV12 = R"sql(
+CREATE TABLE sandboxes_v12 (
+  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+  backend TEXT NOT NULL,
+  project_id TEXT,
+  run_id TEXT,
+  mode TEXT NOT NULL CHECK (mode IN ('none', 'per_tool', 'per_run', 'per_worker', 'api')),
+  worker_id TEXT,
+  host_pid INTEGER,
+  state TEXT NOT NULL CHECK (state IN ('pooled', 'active', 'destroyed')),
+  created_at INTEGER NOT NULL,
+  destroyed_at INTEGER,
+  spec_json TEXT
+) STRICT;
+INSERT INTO sandboxes_v12 (id, backend, project_id, run_id, mode, worker_id, host_pid, state,
+                           created_at, destroyed_at)
+  SELECT id, backend, project_id, run_id, mode, worker_id, host_pid, state, created_at,
+         destroyed_at FROM sandboxes;
+DROP TABLE sandboxes;
+ALTER TABLE sandboxes_v12 RENAME TO sandboxes;
+CREATE INDEX sandboxes_by_state ON sandboxes (state);
+ALTER TABLE workers ADD COLUMN door TEXT;
+ALTER TABLE workers ADD COLUMN door_key TEXT;
+)sql";
+
 // ---- The same versions on PostgreSQL. Each does what its SQLite twin above
 // does, in PostgreSQL's dialect: BIGINT for every integer (times are
 // milliseconds), BYTEA for blobs, identity columns for SQLite's INTEGER
@@ -853,6 +883,15 @@ CREATE TABLE operator_policies (
 );
 )sql";
 
+constexpr std::string_view kPgV12 = R"sql(
+ALTER TABLE sandboxes DROP CONSTRAINT sandboxes_mode_check;
+ALTER TABLE sandboxes ADD CONSTRAINT sandboxes_mode_check
+  CHECK (mode IN ('none', 'per_tool', 'per_run', 'per_worker', 'api'));
+ALTER TABLE sandboxes ADD COLUMN spec_json TEXT;
+ALTER TABLE workers ADD COLUMN door TEXT;
+ALTER TABLE workers ADD COLUMN door_key TEXT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1, kPgV1},
     {2, kV2, kPgV2},
@@ -865,6 +904,7 @@ constexpr Migration kMigrations[] = {
     {9, kV9, kPgV9},
     {10, kV10, kPgV10},
     {11, kV11, kPgV11},
+    {12, kV12, kPgV12, /*rebuilds_tables=*/true},
 };
 
 std::string_view version_table(const Db& db) {

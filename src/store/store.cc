@@ -48,7 +48,7 @@ constexpr Name<SandboxState> kSandboxStates[] = {{SandboxState::pooled, "pooled"
                                                  {SandboxState::destroyed, "destroyed"}};
 constexpr Name<WorkerState> kWorkerStates[] = {{WorkerState::running, "running"},
                                                {WorkerState::stopped, "stopped"}};
-constexpr std::string_view kSandboxModes[] = {"none", "per_tool", "per_run", "per_worker"};
+constexpr std::string_view kSandboxModes[] = {"none", "per_tool", "per_run", "per_worker", "api"};
 
 template <class E, size_t N>
 std::string_view name_of(const Name<E> (&names)[N], E value) {
@@ -154,7 +154,7 @@ Result<OutputChunk> read_chunk(const Statement& st) {
 
 constexpr std::string_view kWorkerColumns =
     "id, pid, hostname, started_at, heartbeat_at, state, project, metrics_json, host_id, "
-    "labels_json, epoch";
+    "labels_json, epoch, door, door_key";
 
 Result<WorkerRow> read_worker(const Statement& st) {
   auto state = parse_name(kWorkerStates, st.text(5), "worker state");
@@ -163,21 +163,22 @@ Result<WorkerRow> read_worker(const Statement& st) {
   if (!labels.ok()) return make_error("worker " + st.text(0), labels.error().to_string());
   // Rows from before host ids (schema v9) are on their hostname's host.
   std::string host_id = st.text(8).empty() ? st.text(2) : st.text(8);
-  return WorkerRow{st.text(0),  st.int64(1),    st.text(2), st.int64(3),        st.int64(4),
-                   *state,      st.opt_text(6), st.text(7), std::move(host_id), std::move(*labels),
-                   st.int64(10)};
+  return WorkerRow{
+      st.text(0),   st.int64(1),     st.text(2),     st.int64(3),        st.int64(4),
+      *state,       st.opt_text(6),  st.text(7),     std::move(host_id), std::move(*labels),
+      st.int64(10), st.opt_text(11), st.opt_text(12)};
 }
 
 constexpr std::string_view kSandboxColumns =
     "id, backend, project_id, run_id, mode, worker_id, host_pid, state, created_at, "
-    "destroyed_at";
+    "destroyed_at, spec_json";
 
 Result<SandboxRow> read_sandbox(const Statement& st) {
   auto state = parse_name(kSandboxStates, st.text(7), "sandbox state");
   if (!state.ok()) return state.take_error();
-  return SandboxRow{st.text(0),  st.text(1),     st.opt_text(2),  st.opt_text(3),
-                    st.text(4),  st.opt_text(5), st.opt_int64(6), *state,
-                    st.int64(8), st.opt_int64(9)};
+  return SandboxRow{st.text(0),  st.text(1),      st.opt_text(2),  st.opt_text(3),
+                    st.text(4),  st.opt_text(5),  st.opt_int64(6), *state,
+                    st.int64(8), st.opt_int64(9), st.opt_text(10)};
 }
 
 Result<Event> read_event(const Statement& st) {
@@ -1183,7 +1184,8 @@ Status Store::register_worker(const std::string& id, int64_t pid, const std::str
         "ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, hostname = excluded.hostname, "
         "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, "
         "state = 'running', project = excluded.project, host_id = excluded.host_id, "
-        "labels_json = excluded.labels_json, epoch = workers.epoch + 1 "
+        "labels_json = excluded.labels_json, epoch = workers.epoch + 1, door = NULL, "
+        "door_key = NULL "
         "RETURNING epoch",
         id, pid, hostname, now(), project, site.host_id.empty() ? hostname : site.host_id,
         labels_json(site.labels));
@@ -1208,6 +1210,25 @@ Status Store::set_worker_project(const std::string& id, const std::optional<std:
     return ok_status();
   };
   return within("set the project of worker " + id, write_transaction(db_, set));
+}
+
+Status Store::set_worker_door(const std::string& id, const std::string& door,
+                              const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto set = [&]() -> Status {
+    RF_TRY(exec(db_, "UPDATE workers SET door = ?2, door_key = ?3 WHERE id = ?1", id, door, key));
+    if (db_.changes() == 0) return fail("worker " + id + " is not registered");
+    return ok_status();
+  };
+  return within("set the door of worker " + id, write_transaction(db_, set));
+}
+
+Result<std::optional<WorkerRow>> Store::worker(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return within("read worker " + id,
+                first_row<WorkerRow>(
+                    db_, read_worker,
+                    "SELECT " + std::string(kWorkerColumns) + " FROM workers WHERE id = ?1", id));
 }
 
 Status Store::stop_worker(const std::string& id) {
@@ -1327,10 +1348,10 @@ Status insert_sandbox(Db& db, const SandboxRow& row, int64_t now) {
   if (*found) return fail("sandbox " + row.id + " is already recorded");
   return exec(db,
               "INSERT INTO sandboxes (" + std::string(kSandboxColumns) +
-                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
               row.id, row.backend, row.project_id, row.run_id, row.mode, row.worker_id,
               row.host_pid, to_string(row.state), row.created_at != 0 ? row.created_at : now,
-              row.destroyed_at);
+              row.destroyed_at, row.spec_json);
 }
 }  // namespace
 
@@ -1398,6 +1419,15 @@ Result<std::vector<SandboxRow>> Store::live_sandboxes() {
                                  "SELECT " + std::string(kSandboxColumns) +
                                      " FROM sandboxes WHERE state IN ('pooled', 'active') "
                                      "ORDER BY created_at, id"));
+}
+
+Result<std::optional<SandboxRow>> Store::sandbox(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return within(
+      "read sandbox " + id,
+      first_row<SandboxRow>(
+          db_, read_sandbox,
+          "SELECT " + std::string(kSandboxColumns) + " FROM sandboxes WHERE id = ?1", id));
 }
 
 // ---- events

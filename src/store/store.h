@@ -155,6 +155,9 @@ struct WorkerRow {
   Labels labels;
   // Its fencing token: one more at each registration of the id.
   int64_t epoch = 0;
+  // Where front doors reach its sandboxes (worker/door.h), and the key they
+  // present; nullopt: it has no door.
+  std::optional<std::string> door, door_key;
 };
 
 // A worker's place in a fleet, given at registration.
@@ -184,12 +187,13 @@ struct SandboxRow {
   std::string backend;  // native, docker, local...
   std::optional<std::string> project_id;
   std::optional<std::string> run_id;
-  std::string mode;  // none, per_tool, per_run, per_worker
+  std::string mode;  // none, per_tool, per_run, per_worker, api
   std::optional<std::string> worker_id;
   std::optional<int64_t> host_pid;
   SandboxState state = SandboxState::active;
   int64_t created_at = 0;  // 0: now
   std::optional<int64_t> destroyed_at;
+  std::optional<std::string> spec_json;  // mode api: the spec it was made with
 };
 
 struct Event {
@@ -350,6 +354,10 @@ class Store {
                          const WorkerSite& site = {});
   // What it serves changed (a per_worker worker fell back to another mode).
   Status set_worker_project(const std::string& id, const std::optional<std::string>& project);
+  // Where its door listens and the key a front door presents (worker/door.h).
+  Status set_worker_door(const std::string& id, const std::string& door, const std::string& key);
+  // One worker, nullopt when none has that id.
+  Result<std::optional<WorkerRow>> worker(const std::string& id);
   // Marks it stopped; the calls it still holds become interrupted ("worker W
   // stopped").
   Status stop_worker(const std::string& id);
@@ -375,6 +383,8 @@ class Store {
   Status set_sandbox_state(const std::string& id, SandboxState state);
   // Pooled and active sandboxes, oldest first.
   Result<std::vector<SandboxRow>> live_sandboxes();
+  // One sandbox, whatever its state; nullopt when none has that id.
+  Result<std::optional<SandboxRow>> sandbox(const std::string& id);
   // In one transaction: records `created` (as record_sandbox) and marks
   // `destroyed` (ids, recorded now or before) destroyed. A worker batches
   // these; a refused row refuses the whole batch.

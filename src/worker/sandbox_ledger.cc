@@ -26,7 +26,8 @@ SandboxLedger::~SandboxLedger() {
 
 void SandboxLedger::bound(const std::string& id, const std::string& backend,
                           const std::string& project, const std::string& run,
-                          const std::string& mode, int host_pid) {
+                          const std::string& mode, int host_pid, const std::string& spec_json,
+                          const std::string& actor) {
   store::SandboxRow row;
   row.id = id;
   row.backend = backend;
@@ -36,9 +37,10 @@ void SandboxLedger::bound(const std::string& id, const std::string& backend,
   row.worker_id = worker_id_;
   if (host_pid > 0) row.host_pid = host_pid;
   row.state = store::SandboxState::active;
-  // A run's or worker's sandbox lives long and comes once per run: written at
-  // once, so `sandbox list` shows whose it is right away.
-  const bool soon = mode == "per_run" || mode == "per_worker";
+  if (!spec_json.empty()) row.spec_json = spec_json;
+  // A run's, a worker's or a front door's sandbox lives long and comes once:
+  // written at once, so `sandbox list` (and every serve) shows it right away.
+  const bool soon = mode == "per_run" || mode == "per_worker" || mode == "api";
   store::AuditEvent e;
   e.at = store::now_ms();
   e.kind = "sandbox.create";
@@ -46,7 +48,9 @@ void SandboxLedger::bound(const std::string& id, const std::string& backend,
   e.project_id = project;
   if (!run.empty()) e.run_id = run;
   e.sandbox_id = id;
-  e.detail_json = nlohmann::json{{"backend", backend}, {"mode", mode}}.dump();
+  nlohmann::json detail = {{"backend", backend}, {"mode", mode}};
+  if (!actor.empty()) detail["by"] = actor;
+  e.detail_json = detail.dump();
   {
     std::lock_guard lock(mu_);
     lifecycle_.push_back(std::move(e));
@@ -56,12 +60,15 @@ void SandboxLedger::bound(const std::string& id, const std::string& backend,
   if (soon) cv_.notify_all();
 }
 
-void SandboxLedger::destroyed(const std::string& id) {
+void SandboxLedger::destroyed(const std::string& id, const std::string& actor,
+                              const std::string& project) {
   store::AuditEvent e;
   e.at = store::now_ms();
   e.kind = "sandbox.destroy";
   e.actor = "worker " + worker_id_;
   e.sandbox_id = id;
+  if (!actor.empty()) e.detail_json = nlohmann::json{{"by", actor}}.dump();
+  if (!project.empty()) e.project_id = project;
   std::lock_guard lock(mu_);
   lifecycle_.push_back(std::move(e));
   // Created since the last flush: it was never written, and never will be.

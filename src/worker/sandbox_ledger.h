@@ -30,9 +30,13 @@ class SandboxLedger {
   ~SandboxLedger();  // flushes
 
   // A sandbox went to work for `project`/`run` (run empty: none) in `mode`.
+  // A front door's (mode api) keeps its spec, and its creation says who
+  // asked (`actor`, "" for the worker itself).
   void bound(const std::string& id, const std::string& backend, const std::string& project,
-             const std::string& run, const std::string& mode, int host_pid);
-  void destroyed(const std::string& id);
+             const std::string& run, const std::string& mode, int host_pid,
+             const std::string& spec_json = "", const std::string& actor = "");
+  void destroyed(const std::string& id, const std::string& actor = "",
+                 const std::string& project = "");
   // Writes what changed now.
   void flush();
 

@@ -16,6 +16,7 @@
 #include "redact/stream_redactor.h"
 #include "sandbox/result_json.h"
 #include "store/workflow_store.h"
+#include "worker/door.h"
 
 namespace rf::worker {
 namespace {
@@ -178,6 +179,7 @@ Status Worker::init() {
   // from the state dir) now, not on the first report's path.
   proof::warm_runner_sha256(s.state_dir.value + "/keys/runner.sha256");
   ledger_ = std::make_unique<SandboxLedger>(*store_, id_, options_.ledger_period);
+  first_serving_mode_ = first_placement_.mode;
   serving_ = Serving::make(std::move(first_placement_), s, ledger_.get(), report_at_warm_up());
   WorkflowServices services;
   services.store = store_.get();
@@ -199,7 +201,27 @@ Status Worker::init() {
   if (!parsed) return make_error("sandbox.proxy_resolve", parsed.error().to_string());
   services.resolve = std::move(*parsed);
   workflows_ = std::make_unique<WorkflowRuns>(std::move(services));
-  return ok_status();
+  return open_door();
+}
+
+// The door front doors reach this worker's API sandboxes through, written to
+// its row of the store; a worker that runs calls without sandboxes (mode
+// none) makes none for the API, so it offers no door.
+Status Worker::open_door() {
+  if (!options_.door || first_serving_mode_ == SandboxMode::kNone) return ok_status();
+  DoorSandboxes::Services services;
+  services.store = store_.get();
+  services.worker_id = id_;
+  services.lease = options_.lease;
+  services.serving = [this] { return serving(); };
+  services.ledger = ledger_.get();
+  services.path = call_path();
+  door_sandboxes_ = std::make_unique<DoorSandboxes>(std::move(services));
+  auto door = Door::open(*door_sandboxes_,
+                         DoorOptions{options_.settings.state_dir.value, options_.door_listen}, id_);
+  if (!door) return door.take_error();
+  door_ = std::move(*door);
+  return store_->set_worker_door(id_, door_->address(), door_->key());
 }
 
 WarmPool::OnWarm Worker::report_at_warm_up() {
@@ -498,6 +520,9 @@ void Worker::stop() {
     for (auto& sv : all) sv->router->destroy_all();
   };
   destroy_all();
+  // No front door reaches this worker's API sandboxes any more; they end.
+  if (door_) door_->stop();
+  if (door_sandboxes_) door_sandboxes_->destroy_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
   destroy_all();

@@ -22,6 +22,8 @@
 #include "calls/proof_recorder.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
+#include "worker/door.h"
+#include "worker/door_sandboxes.h"
 #include "worker/pool.h"
 #include "worker/sandbox_router.h"
 #include "worker/serving.h"
@@ -63,6 +65,10 @@ struct WorkerOptions {
   int max_workflow_runs = 4;
   std::string artifact_root;
   std::string agents_dir;
+  // Its door (worker/door.h): front doors reach its API sandboxes there. On
+  // a unix socket in the state dir unless `door_listen` (HOST:PORT) is given.
+  bool door = true;
+  std::string door_listen;
 };
 
 // Tries the configured backend, then each fallback backend (keeping the mode);
@@ -93,6 +99,7 @@ class Worker {
   Worker(WorkerOptions options, Placement placement)
       : options_(std::move(options)), first_placement_(std::move(placement)) {}
   Status init();
+  Status open_door();
   std::shared_ptr<Serving> serving() const;
   // The warm pool's hook: each pooled sandbox's boundary report, made as it
   // warms up, off every call's path.
@@ -130,6 +137,9 @@ class Worker {
   std::unique_ptr<calls::IdentityCalls> identity_;  // after store_: it uses it
   std::unique_ptr<calls::JitBroker> jit_;           // after identity_: it uses it
   std::unique_ptr<WorkflowRuns> workflows_;         // after identity_ and ledger_: it uses them
+  SandboxMode first_serving_mode_ = SandboxMode::kNone;
+  std::unique_ptr<DoorSandboxes> door_sandboxes_;  // after the call path's parts: it uses them
+  std::unique_ptr<Door> door_;                     // after door_sandboxes_: it serves them
   std::atomic<bool> claiming_{true};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> cancelling_{false};  // the grace period passed

@@ -39,6 +39,8 @@ TEST(ConsoleBrowser, ASandboxAppearsAndAClickApprovesARequest) {
 
   const std::string tok = make_token(dir, "acme", {"--name", "alice"});
   int port = 0;
+  // The API's sandboxes live on a worker (issue 39).
+  auto worker_process = start_door_worker(dir);
   auto server_process = start_serve(dir, &port);
   ASSERT_NE(port, 0);
   Cli& server = *server_process;
@@ -76,7 +78,7 @@ TEST(ConsoleBrowser, ASandboxAppearsAndAClickApprovesARequest) {
   EXPECT_EQ(cells[0], id);
   EXPECT_EQ(cells[1], "native");
   EXPECT_EQ(cells[2], "acme");
-  EXPECT_EQ(cells[6], "300 MiB");
+  EXPECT_EQ(cells[6], "300m");
   EXPECT_NE(steps["audit"]["text"].get<std::string>().find("intact"), std::string::npos);
   EXPECT_EQ(steps["done"]["errors"], json::array()) << "no script errors on the page";
   EXPECT_EQ(steps["done"]["external"], json::array()) << "nothing loaded from elsewhere";
@@ -105,6 +107,8 @@ TEST(ConsoleBrowser, ASandboxAppearsAndAClickApprovesARequest) {
 
   server.signal(SIGTERM);
   EXPECT_EQ(server.wait(30s), 0) << server.err();
+  worker_process->signal(SIGTERM);
+  EXPECT_EQ(worker_process->wait(60s), 0) << worker_process->err();
   std::filesystem::remove_all(dir);
 }
 

@@ -45,10 +45,16 @@ class McpClients : public ::testing::TestWithParam<std::pair<std::string, std::s
       server_->signal(SIGTERM);
       EXPECT_EQ(server_->wait(30s), 0) << server_->err();
     }
+    if (worker_) {
+      worker_->signal(SIGTERM);
+      EXPECT_EQ(worker_->wait(60s), 0) << worker_->err();
+    }
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
   std::string token(const std::string& project) { return make_token(dir_, project); }
+  // serve, and a worker whose door holds the API's sandboxes (issue 39).
   void serve() {
+    worker_ = start_door_worker(dir_);
     server_ = start_serve(dir_, &port_);
     ASSERT_NE(port_, 0);
   }
@@ -71,6 +77,7 @@ class McpClients : public ::testing::TestWithParam<std::pair<std::string, std::s
   static inline std::string install_log_;
   std::string dir_;
   std::unique_ptr<Cli> server_;
+  std::unique_ptr<Cli> worker_;
   int port_ = 0;
 };
 

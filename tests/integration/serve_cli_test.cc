@@ -47,6 +47,10 @@ class ServeCli : public ::testing::Test {
       server_->signal(SIGTERM);
       EXPECT_EQ(server_->wait(30s), 0) << server_->err();
     }
+    if (worker_) {
+      worker_->signal(SIGTERM);
+      EXPECT_EQ(worker_->wait(60s), 0) << worker_->err();
+    }
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
   std::string token(const std::string& project, std::vector<std::string> extra = {}) {
@@ -63,7 +67,13 @@ class ServeCli : public ::testing::Test {
     Cli c(a);
     ASSERT_EQ(c.wait(30s), 0) << c.err();
   }
+  // serve, and a worker whose door holds the API's sandboxes (issue 39).
   void serve(std::vector<std::string> extra = {}) {
+    worker_ = start_door_worker(dir_);
+    serve_only(std::move(extra));
+  }
+  // serve alone: the test starts the workers it wants.
+  void serve_only(std::vector<std::string> extra = {}) {
     server_ = start_serve(dir_, &port_, extra);
     ASSERT_NE(port_, 0);
   }
@@ -81,6 +91,7 @@ class ServeCli : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<Cli> server_;
+  std::unique_ptr<Cli> worker_;
   int port_ = 0;
 };
 
@@ -390,7 +401,7 @@ TEST_F(ServeCli, RunsApprovalsAndAuditBelongToTheTokensProject) {
   const std::string alice = token("alpha", {"--name", "alice"});
   const std::string bob = token("alpha", {"--name", "bob"});
   const std::string other = token("beta");
-  serve();
+  serve_only();
   Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run"});
   const std::string wf = R"(name: gated
 steps:
@@ -501,7 +512,7 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
                  "API_KEY=secret:acme-key", "--state-dir", dir_});
     ASSERT_EQ(profile.wait(30s), 0) << profile.err();
   }
-  serve();
+  serve_only();
   Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run", "--worker-id",
               "w-redact"});
 
@@ -562,7 +573,7 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
 TEST_F(ServeCli, TheFleetAndCallsRoutedByLabel) {
   const std::string tok = token("acme");
   const std::string op = operator_token("ops");
-  serve();
+  serve_only();
   Cli gpu({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "none", "--worker-id", "w-gpu",
            "--host-id", "rack1", "--label", "gpu=true"});
   Cli pinned({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_worker", "--project",
@@ -645,7 +656,9 @@ TEST_F(ServeCli, MetricsCountEgressDecisionsAndShowEachLiveWorker) {
   // Loopback is no tenant's to reach unless the operator lists it: acme may
   // reach this one origin, beta nothing on loopback.
   policy("acme", {"--egress-allow", allow});
-  serve();
+  // The API's sandbox lives on this worker (issue 39): its egress is the worker's.
+  worker_ = start_door_worker(dir_, {"--worker-id", "w-metrics", "--pool-target", "1"});
+  serve_only();
   auto refused = call("POST", "/v1/sandboxes", token("beta"),
                       R"({"network": "proxy", "allow": [")" + allow + R"("]})");
   EXPECT_EQ(refused.status, 403) << refused.body;
@@ -664,9 +677,8 @@ TEST_F(ServeCli, MetricsCountEgressDecisionsAndShowEachLiveWorker) {
   EXPECT_EQ(code("http://refused.test/"), "403");
   answer.join();
   ::close(origin);
+  Cli& worker = *worker_;
 
-  Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run", "--worker-id",
-              "w-metrics", "--pool-target", "1"});
   auto made = call("POST", "/v1/calls", tok, R"({"run": "r1", "argv": ["true"]})");
   ASSERT_EQ(made.status, 201) << made.body;
   const std::string call_id = std::to_string(json::parse(made.body)["id"].get<int64_t>());
@@ -677,15 +689,18 @@ TEST_F(ServeCli, MetricsCountEgressDecisionsAndShowEachLiveWorker) {
   const auto end = std::chrono::steady_clock::now() + 30s;
   while (std::chrono::steady_clock::now() < end) {
     metrics = call("GET", "/metrics", operator_token("ops")).body;
-    if (has(R"(ringfence_worker_calls_total{worker="w-metrics",outcome="finished"} 1)") &&
+    if (has(R"(ringfence_worker_calls_total{worker="w-metrics",outcome="finished"} 3)") &&
         has(R"(ringfence_worker_pool_ready{worker="w-metrics"} 1)"))
       break;
     std::this_thread::sleep_for(100ms);
   }
-  EXPECT_TRUE(has(R"(ringfence_egress_decisions_total{decision="allowed"} 1)")) << metrics;
-  EXPECT_TRUE(has(R"(ringfence_egress_decisions_total{decision="refused"} 1)")) << metrics;
+  // The two API calls and the queued one, all through the worker's guarded path.
+  EXPECT_TRUE(has(R"(ringfence_egress_decisions_total{worker="w-metrics",decision="allowed"} 1)"))
+      << metrics;
+  EXPECT_TRUE(has(R"(ringfence_egress_decisions_total{worker="w-metrics",decision="refused"} 1)"))
+      << metrics;
   EXPECT_TRUE(has("ringfence_workers_live 1")) << metrics;
-  EXPECT_TRUE(has(R"(ringfence_worker_calls_total{worker="w-metrics",outcome="finished"} 1)"))
+  EXPECT_TRUE(has(R"(ringfence_worker_calls_total{worker="w-metrics",outcome="finished"} 3)"))
       << metrics;
   EXPECT_TRUE(has(R"(ringfence_worker_info{worker="w-metrics",mode="per_run",backend="native"} 1)"))
       << metrics;
@@ -697,6 +712,7 @@ TEST_F(ServeCli, MetricsCountEgressDecisionsAndShowEachLiveWorker) {
   // Stopped: out of the figures at once.
   worker.signal(SIGTERM);
   EXPECT_EQ(worker.wait(30s), 0) << worker.err();
+  worker_.reset();
   metrics = call("GET", "/metrics", operator_token("ops")).body;
   EXPECT_TRUE(has("ringfence_workers_live 0")) << metrics;
   EXPECT_EQ(metrics.find("w-metrics"), std::string::npos) << metrics;
@@ -790,7 +806,7 @@ TEST_F(ServeCli, SecretsAreTheTokensProjectsAndTheirValuesNeverComeBack) {
   const std::string tok = token("alpha", {"--name", "ci"});
   const std::string other = token("beta");
   const std::string secret = "sk-api-set-9876543210fedcbaQRS";
-  serve();
+  serve_only();
   const json value = {{"value", secret}};
   auto made = call("PUT", "/v1/secrets/api-key", tok, value.dump());
   EXPECT_EQ(made.status, 201) << made.body;
@@ -970,16 +986,35 @@ TEST_F(ServeCli, SixtyFourClientsForAMinuteLeakNothing) {
   for (const auto& id : ids) EXPECT_EQ(inventory.out().find(id), std::string::npos) << id;
 }
 
-TEST_F(ServeCli, StoppingTheServerRemovesItsSandboxes) {
+// The API's sandboxes live on a worker (issue 39): serve's restart keeps
+// them, and `sandbox list` shows them with their project; the worker's stop
+// ends them and leaves nothing behind.
+TEST_F(ServeCli, ApiSandboxesLiveOnTheWorkerAndEndWithIt) {
   const std::string tok = token("acme");
   serve();
   std::vector<std::string> ids{create(tok), create(tok)};
   server_->signal(SIGTERM);
   EXPECT_EQ(server_->wait(30s), 0) << server_->err();
-  server_.reset();
+  serve_only();
+  for (const auto& id : ids) EXPECT_EQ(call("GET", "/v1/sandboxes/" + id, tok).status, 200) << id;
+  Cli listed({"sandbox", "list", "--state-dir", dir_, "--json"});
+  listed.wait(30s);
+  const json all = json::parse(listed.out(), nullptr, false);
+  int mine = 0;
+  for (const auto& s : all.is_array() ? all : json::array()) {
+    if (std::find(ids.begin(), ids.end(), s.value("id", "")) == ids.end()) continue;
+    ++mine;
+    EXPECT_EQ(s.value("project", ""), "acme") << s.dump();
+    EXPECT_EQ(s.value("mode", ""), "api") << s.dump();
+  }
+  EXPECT_EQ(mine, 2) << listed.out();
+  worker_->signal(SIGTERM);
+  EXPECT_EQ(worker_->wait(60s), 0) << worker_->err();
+  worker_.reset();
   Cli inventory({"sandbox", "list", "--backend", "native", "--json"});
   inventory.wait(30s);
   for (const auto& id : ids) EXPECT_EQ(inventory.out().find(id), std::string::npos) << id;
+  for (const auto& id : ids) EXPECT_EQ(call("GET", "/v1/sandboxes/" + id, tok).status, 404) << id;
 }
 
 // /v1/audit's limit and after are whole numbers in range, or a 400 naming

@@ -46,10 +46,11 @@ class StoreCli : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   // A worker with a state dir of its own (a host of its own), on the store.
-  void start_worker(const std::string& name) {
+  void start_worker(const std::string& name, const std::vector<std::string>& extra = {}) {
     const std::string state = dir_ + "/" + name;
-    workers_.push_back(std::make_unique<Cli>(
-        std::vector<std::string>{"worker", "start", "--store", uri_, "--state-dir", state}));
+    std::vector<std::string> a{"worker", "start", "--store", uri_, "--state-dir", state};
+    a.insert(a.end(), extra.begin(), extra.end());
+    workers_.push_back(std::make_unique<Cli>(a));
     auto s = store::Store::open(uri_);
     ASSERT_TRUE(s.ok()) << s.error().to_string();
     const auto end = std::chrono::steady_clock::now() + 20s;
@@ -206,6 +207,68 @@ TEST_F(StoreCli, ServeOnAPostgresStore) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/api/ringfence.db"));
   server->signal(SIGTERM);
   EXPECT_EQ(server->wait(30s), 0) << server->err();
+}
+
+// serve is a front door, not a second engine (issue 39): with three workers
+// on one PostgreSQL store, each with its door on TCP as on hosts of their
+// own, a sandbox made through one serve lives on a worker, is listed with its
+// project from the store, and is used and deleted through another serve.
+TEST_F(StoreCli, ASandboxMadeThroughOneServeIsUsedThroughAnother) {
+  const std::string tok = make_token(dir_ + "/api-a", "acme", {"--store", uri_});
+  for (const char* host : {"host-a", "host-b", "host-c"}) {
+    start_worker(
+        host, {"--worker-id", host, "--sandbox-mode", "per_run", "--door-listen", "127.0.0.1:0"});
+  }
+  auto s = store::Store::open(uri_);
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < 1000; ++i) {
+    auto w = (*s)->workers();
+    size_t doors = 0;
+    for (const auto& row : w ? *w : std::vector<store::WorkerRow>{}) doors += row.door.has_value();
+    if (doors == 3) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  int port_a = 0, port_b = 0;
+  auto serve_a = start_serve(dir_ + "/api-a", &port_a, {"--store", uri_});
+  auto serve_b = start_serve(dir_ + "/api-b", &port_b, {"--store", uri_});
+  ASSERT_NE(port_a, 0);
+  ASSERT_NE(port_b, 0);
+  HttpProbe a(port_a), b(port_b);
+  auto made = a.request("POST", "/v1/sandboxes", tok, "{}");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const auto sb = nlohmann::json::parse(made.body);
+  const std::string id = sb["id"];
+  const std::string worker = sb["worker"];
+  EXPECT_THAT(worker, ::testing::StartsWith("host-"));
+  // Recorded where every serve looks: mode api, its project, its worker.
+  auto row = (*s)->sandbox(id);
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->mode, "api");
+  EXPECT_EQ((*row)->project_id, "acme");
+  EXPECT_EQ((*row)->worker_id, worker);
+  // Written through one serve, read and run through the other.
+  EXPECT_EQ(
+      a.request("PUT", "/v1/sandboxes/" + id + "/files?path=/workspace/f", tok, "made on a").status,
+      201);
+  auto ran = b.request("POST", "/v1/sandboxes/" + id + "/exec", tok,
+                       R"({"cmd": "cat /workspace/f; echo; hostname"})");
+  ASSERT_EQ(ran.status, 200) << ran.body;
+  EXPECT_THAT(nlohmann::json::parse(ran.body)["stdout"].get<std::string>(), HasSubstr("made on a"));
+  auto listed = nlohmann::json::parse(b.request("GET", "/v1/sandboxes", tok).body);
+  ASSERT_EQ(listed["sandboxes"].size(), 1u) << listed.dump();
+  EXPECT_EQ(listed["sandboxes"][0]["worker"], worker);
+  // The call is the worker's, recorded and receipted like every other.
+  EXPECT_EQ(b.request("DELETE", "/v1/sandboxes/" + id, tok).status, 204);
+  EXPECT_EQ(a.request("GET", "/v1/sandboxes/" + id, tok).status, 404);
+  Cli receipts({"audit", "show", "--store", uri_, "--json"});
+  EXPECT_EQ(receipts.wait(), 0) << receipts.err();
+  EXPECT_THAT(receipts.out(), HasSubstr("\"sandbox.create\""));
+  EXPECT_THAT(receipts.out(), HasSubstr("\"sandbox.destroy\""));
+  EXPECT_THAT(receipts.out(), HasSubstr("\"proof.receipt\""));
+  for (auto* server : {serve_a.get(), serve_b.get()}) {
+    server->signal(SIGTERM);
+    EXPECT_EQ(server->wait(30s), 0) << server->err();
+  }
 }
 
 }  // namespace

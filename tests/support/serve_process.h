@@ -13,9 +13,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "store/store.h"
 #include "support/cli_process.h"
 
 namespace rf::testing {
@@ -50,6 +52,33 @@ inline std::unique_ptr<Cli> start_serve(const std::string& state_dir, int* port,
   }
   *port = std::stoi(server->out().substr(server->out().rfind(':') + 1));
   return server;
+}
+
+// A worker on the store of `state_dir` whose door serve reaches the API's
+// sandboxes through (issue 39: they live on workers): started, and waited
+// for until its door is in the store. `extra`: more `worker start` flags.
+inline std::unique_ptr<Cli> start_door_worker(const std::string& state_dir,
+                                              const std::vector<std::string>& extra = {},
+                                              const std::vector<std::string>& env = {}) {
+  std::vector<std::string> a{"worker",         "start",   "--state-dir", state_dir,
+                             "--sandbox-mode", "per_run", "--grace",     "2s"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  auto worker = std::make_unique<Cli>(a, std::nullopt, env);
+  auto store = store::Store::open(state_dir + "/ringfence.db");
+  EXPECT_TRUE(store.ok());
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (store.ok() && std::chrono::steady_clock::now() < end) {
+    auto workers = (*store)->workers();
+    if (workers) {
+      for (const auto& w : *workers) {
+        if (w.state == store::WorkerState::running && w.door) return worker;
+      }
+    }
+    if (!worker->running()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "no worker with a door came up: " << worker->err();
+  return worker;
 }
 
 // Runs a shell command; its stdout and exit code.

@@ -115,7 +115,12 @@ class Tenancy : public ::testing::Test {
     std::string err;
     ASSERT_EQ(cli(a, nullptr, &err), 0) << err;
   }
+  // serve, and a worker whose door holds the API's sandboxes.
   void serve(std::vector<std::string> extra = {}) {
+    workers_.push_back(start_door_worker(dir_));
+    serve_only(std::move(extra));
+  }
+  void serve_only(std::vector<std::string> extra = {}) {
     server_ = start_serve(dir_, &port_, extra);
     ASSERT_NE(port_, 0);
   }
@@ -371,7 +376,7 @@ TEST_F(Tenancy, AModeOrStepKindTheOperatorLeftOutIsRefused) {
 
 TEST_F(Tenancy, AQueuedCallsTimeoutIsCappedByTheWorker) {
   const std::string tok = token("pa");
-  serve();
+  serve_only();
   worker({"--sandbox-timeout", "2s"});
   auto made =
       call("POST", "/v1/calls", tok, R"({"run": "r1", "cmd": "sleep 60", "timeout": 3600})");

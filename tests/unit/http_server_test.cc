@@ -3,7 +3,7 @@
 // connections evict their own oldest instead of keeping others out, and
 // keep-alive, pipelining, client_gone() and stop() still work. Every wait has
 // a generous deadline and no test decides on how long something took.
-#include "api/http_server.h"
+#include "httpd/http_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -32,9 +32,9 @@ namespace rf::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using api::Request;
-using api::Responder;
-using api::ServerLimits;
+using httpd::Request;
+using httpd::Responder;
+using httpd::ServerLimits;
 using Clock = std::chrono::steady_clock;
 
 // Loaded shared machines: long enough for anything that is going to happen.
@@ -65,7 +65,7 @@ bool room_for(size_t fds) {
   return limit.ok() && *limit >= 2 * fds + 256;
 }
 
-uint16_t port_of(const api::HttpServer& server) {
+uint16_t port_of(const httpd::HttpServer& server) {
   const std::string& a = server.address();
   return static_cast<uint16_t>(std::atoi(a.substr(a.rfind(':') + 1).c_str()));
 }
@@ -187,9 +187,9 @@ void echo_target(const Request& req, Responder& res) {
 // The suite: a server on 127.0.0.1 with a port of its own.
 class HttpServer : public ::testing::Test {
  protected:
-  api::HttpServer& start(ServerLimits limits, api::Handler handler = echo_target) {
-    auto server = api::HttpServer::listen(api::ListenAddress{false, "127.0.0.1", 0}, limits,
-                                          std::move(handler));
+  httpd::HttpServer& start(ServerLimits limits, httpd::Handler handler = echo_target) {
+    auto server = httpd::HttpServer::listen(httpd::ListenAddress{false, "127.0.0.1", 0}, limits,
+                                            std::move(handler));
     EXPECT_TRUE(server.ok()) << server.error().to_string();
     server_ = std::move(*server);
     port_ = port_of(*server_);
@@ -203,7 +203,7 @@ class HttpServer : public ::testing::Test {
     return reply ? reply->status : 0;
   }
 
-  std::unique_ptr<api::HttpServer> server_;
+  std::unique_ptr<httpd::HttpServer> server_;
   uint16_t port_ = 0;
 };
 
@@ -214,7 +214,7 @@ struct Holder {
   std::atomic<int> saw_gone{0};
   std::atomic<bool> release{false};
 
-  api::Handler handler() {
+  httpd::Handler handler() {
     return [this](const Request& req, Responder& res) {
       if (req.target() == "/quick") {
         (void)res.respond(200, "text/plain", "quick");
@@ -467,7 +467,7 @@ TEST_F(HttpServer, UnixSocketClientsCountAsOneAddress) {
   const std::string path = "/tmp/rf-http-test-" + std::to_string(::getpid()) + ".sock";
   ServerLimits limits;
   limits.max_connections_per_address = 4;
-  auto server = api::HttpServer::listen(api::ListenAddress{true, path, 0}, limits, echo_target);
+  auto server = httpd::HttpServer::listen(httpd::ListenAddress{true, path, 0}, limits, echo_target);
   ASSERT_TRUE(server.ok()) << server.error().to_string();
   EXPECT_EQ((*server)->address(), "unix:" + path);
   std::vector<UniqueFd> idle;

@@ -1,4 +1,4 @@
-#include "api/http_server.h"
+#include "httpd/http_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -33,7 +33,7 @@
 #include "core/log.h"
 #include "core/unique_fd.h"
 
-namespace rf::api {
+namespace rf::httpd {
 namespace http = boost::beast::http;
 using Clock = std::chrono::steady_clock;
 
@@ -935,4 +935,4 @@ void HttpServer::stop() {
   impl_->stop();
 }
 
-}  // namespace rf::api
+}  // namespace rf::httpd

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace rf::api {
+namespace rf::httpd {
 
 struct Target {
   std::vector<std::string> segments;  // of the path, without empty ones
@@ -28,4 +28,4 @@ std::optional<std::string> percent_decode(std::string_view in);
 // "http://127.0.0.1.evil.example" and "http://localhost@evil.example" are not.
 bool is_loopback_origin(std::string_view origin);
 
-}  // namespace rf::api
+}  // namespace rf::httpd

@@ -1,4 +1,4 @@
-#include "api/exec_json.h"
+#include "sandbox/exec_json.h"
 
 #include <set>
 
@@ -7,7 +7,7 @@
 #include "core/utf8.h"
 #include "sandbox/result_json.h"
 
-namespace rf::api {
+namespace rf {
 
 using nlohmann::json;
 
@@ -20,9 +20,9 @@ void put_bytes(json& j, const std::string& name, const std::string& bytes) {
   }
 }
 
-std::variant<ExecCall, ServiceError> parse_exec(const json& j) {
+Result<ExecCall> parse_exec_json(const json& j) {
   auto bad = [](std::string field, std::string message) {
-    return ServiceError{400, std::move(field), std::move(message)};
+    return make_error(std::move(field), std::move(message));
   };
   if (!j.is_object()) return bad("body", "expected a JSON object");
   static const std::set<std::string> kKeys = {"argv", "cmd", "stdin",  "stdin_base64",
@@ -96,11 +96,11 @@ std::variant<ExecCall, ServiceError> parse_exec(const json& j) {
   return call;
 }
 
-json exec_answer(const ExecResult& r, const std::string& sandbox_id, const CollectSink& output) {
-  json j = exec_result_json(r, sandbox_id);
-  put_bytes(j, "stdout", output.out);
-  put_bytes(j, "stderr", output.err);
-  return j;
+std::optional<std::string> bytes_of(const json& j, const std::string& name) {
+  if (j.contains(name) && j[name].is_string()) return j[name].get<std::string>();
+  const std::string b64 = name + "_base64";
+  if (j.contains(b64) && j[b64].is_string()) return base64_decode(j[b64].get<std::string>());
+  return std::nullopt;
 }
 
-}  // namespace rf::api
+}  // namespace rf

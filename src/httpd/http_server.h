@@ -25,7 +25,7 @@
 #include "core/result.h"
 #include "core/unique_fd.h"
 
-namespace rf::api {
+namespace rf::httpd {
 
 using Request = boost::beast::http::request<boost::beast::http::string_body>;
 
@@ -116,4 +116,4 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace rf::api
+}  // namespace rf::httpd

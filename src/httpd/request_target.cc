@@ -1,8 +1,8 @@
-#include "api/request_target.h"
+#include "httpd/request_target.h"
 
 #include <string>
 
-namespace rf::api {
+namespace rf::httpd {
 namespace {
 
 int hex_value(char c) {
@@ -133,4 +133,4 @@ bool is_loopback_origin(std::string_view origin) {
   return true;
 }
 
-}  // namespace rf::api
+}  // namespace rf::httpd

@@ -1,0 +1,246 @@
+#include "worker/door.h"
+
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+#include "core/json_input.h"
+#include "core/log.h"
+#include "httpd/request_target.h"
+#include "sandbox/exec_json.h"
+#include "sandbox/result_json.h"
+
+namespace rf::worker {
+namespace http = boost::beast::http;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kJson = "application/json";
+
+std::string_view sv(boost::beast::string_view s) { return {s.data(), s.size()}; }
+
+void answer(httpd::Responder& out, int status, const json& body) {
+  (void)out.respond(status, kJson, body.dump() + "\n");
+}
+
+void refuse(httpd::Responder& out, const DoorRefusal& r) {
+  json body = {{"error", r.message}, {"status", r.status}};
+  if (!r.field.empty()) body["field"] = r.field;
+  answer(out, r.status, body);
+}
+
+std::string random_key() {
+  unsigned char bytes[32];
+  randombytes_buf(bytes, sizeof bytes);
+  std::string hex;
+  for (unsigned char b : bytes) {
+    char h[3];
+    std::snprintf(h, sizeof h, "%02x", b);
+    hex += h;
+  }
+  sodium_memzero(bytes, sizeof bytes);
+  return hex;
+}
+
+// A call's output as server-sent events; a write that fails is a client
+// gone (the call's watch kills it).
+class EventSink final : public OutputSink {
+ public:
+  explicit EventSink(httpd::Responder& out) : out_(out) {}
+  void on_started(uint32_t, int pid) override { event("started", {{"pid", pid}}); }
+  void on_stdout(std::string_view d) override { data("stdout", d); }
+  void on_stderr(std::string_view d) override { data("stderr", d); }
+  void event(const char* name, const json& body) {
+    std::lock_guard lock(mu_);
+    if (gone_) return;
+    if (!out_.write_chunk(std::string("event: ") + name + "\ndata: " + body.dump() + "\n\n"))
+      gone_ = true;
+  }
+  bool gone() const {
+    std::lock_guard lock(mu_);
+    return gone_;
+  }
+
+ private:
+  void data(const char* stream, std::string_view d) {
+    json j;
+    put_bytes(j, "data", std::string(d));
+    event(stream, j);
+  }
+  httpd::Responder& out_;
+  mutable std::mutex mu_;
+  bool gone_ = false;
+};
+
+}  // namespace
+
+json door_sandbox_json(const DoorSandbox& s, const std::string& worker_id) {
+  const SandboxSpec& spec = s.sandbox->spec();
+  const auto age = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::now() - s.created);
+  return {
+      {"id", s.id()},
+      {"project", s.project},
+      {"backend", std::string(to_string(spec.backend))},
+      {"image", spec.image},
+      {"network", std::string(to_string(spec.network))},
+      {"created_at",
+       std::chrono::duration_cast<std::chrono::milliseconds>(s.created.time_since_epoch()).count()},
+      {"age_s", age.count()},
+      {"setup_ms", static_cast<double>(s.setup.count()) / 1000.0},
+      {"calls_running", s.running.load()},
+      {"worker", worker_id},
+      {"spec", spec_json(spec)}};
+}
+
+Result<std::unique_ptr<Door>> Door::open(DoorSandboxes& sandboxes, const DoorOptions& options,
+                                         std::string worker_id) {
+  std::unique_ptr<Door> door(new Door(sandboxes, std::move(worker_id), random_key()));
+  httpd::ListenAddress where;
+  if (options.listen.empty()) {
+    where.unix_socket = true;
+    where.host = options.state_dir + "/door-" + std::to_string(::getpid()) + ".sock";
+    door->unix_path_ = where.host;
+  } else {
+    auto parsed = httpd::parse_listen_address(options.listen);
+    if (!parsed) return make_error("--door-listen", parsed.error().message);
+    where = *parsed;
+  }
+  Door* raw = door.get();
+  httpd::ServerLimits limits;
+  // Every client is a front door on behalf of many: one address, many calls.
+  limits.max_connections_per_address = limits.max_connections;
+  auto server = httpd::HttpServer::listen(
+      where, limits,
+      [raw](const httpd::Request& request, httpd::Responder& out) { raw->handle(request, out); });
+  if (!server) return make_error("worker door", server.error().to_string());
+  // Only root (the worker's user) may connect on this host; the key is checked besides.
+  if (where.unix_socket && ::chmod(where.host.c_str(), 0600) != 0) {
+    return sys_error("worker door: chmod " + where.host);
+  }
+  door->server_ = std::move(*server);
+  return door;
+}
+
+Door::~Door() { stop(); }
+
+const std::string& Door::address() const { return server_->address(); }
+
+void Door::stop() {
+  if (server_) server_->stop();
+}
+
+void Door::handle(const httpd::Request& request, httpd::Responder& out) {
+  // The key, compared in constant time.
+  const std::string_view auth = sv(request[http::field::authorization]);
+  constexpr std::string_view kScheme = "Door ";
+  const bool keyed = auth.size() == kScheme.size() + key_.size() && auth.starts_with(kScheme) &&
+                     sodium_memcmp(auth.data() + kScheme.size(), key_.data(), key_.size()) == 0;
+  if (!keyed) return answer(out, 401, {{"error", "this is a worker's door: Door KEY is needed"}});
+  const std::string project(sv(request["X-Ringfence-Project"]));
+  const std::string actor(sv(request["X-Ringfence-Actor"]));
+  if (project.empty()) {
+    return answer(out, 400, {{"error", "X-Ringfence-Project is needed"}, {"field", "project"}});
+  }
+  const httpd::Target t = httpd::split_target(sv(request.target()));
+  const auto& seg = t.segments;
+  const http::verb method = request.method();
+  if (!t.ok || seg.size() < 3 || seg[0] != "door" || seg[1] != "v1" || seg[2] != "sandboxes") {
+    return answer(out, 404, {{"error", "no such route"}});
+  }
+  if (seg.size() == 3) {
+    if (method != http::verb::post) return answer(out, 405, {{"error", "allowed: POST"}});
+    auto spec =
+        parse_json(request.body().empty() ? std::string_view("{}") : request.body(), "spec");
+    if (!spec) return refuse(out, {400, "spec", "the body is " + spec.error().message});
+    auto made = sandboxes_.create(project, actor, *spec);
+    if (auto* r = std::get_if<DoorRefusal>(&made)) return refuse(out, *r);
+    return answer(out, 201,
+                  door_sandbox_json(*std::get<std::shared_ptr<DoorSandbox>>(made), worker_id_));
+  }
+  const std::string& id = seg[3];
+  auto sb = sandboxes_.find(project, id);
+  if (!sb) return refuse(out, {404, "id", "no sandbox " + id});
+  if (seg.size() == 4) {
+    if (method == http::verb::get) return answer(out, 200, door_sandbox_json(*sb, worker_id_));
+    if (method == http::verb::delete_) {
+      auto gone = sandboxes_.destroy(project, id, actor);
+      if (!gone) return refuse(out, {500, "", gone.error().to_string()});
+      if (!*gone) return refuse(out, {404, "id", "no sandbox " + id});
+      (void)out.respond(204, "", "");
+      return;
+    }
+    return answer(out, 405, {{"error", "allowed: GET, DELETE"}});
+  }
+  if (seg.size() != 5) return answer(out, 404, {{"error", "no such route"}});
+  const std::string& op = seg[4];
+  if (op == "exec") {
+    if (method != http::verb::post) return answer(out, 405, {{"error", "allowed: POST"}});
+    auto body = parse_json(request.body(), "body");
+    if (!body) return refuse(out, {400, "body", body.error().message});
+    auto call = parse_exec_json(*body);
+    if (!call) return refuse(out, {400, call.error().where, call.error().message});
+    if (!out.begin_stream(200, "text/event-stream")) return;
+    EventSink events(out);
+    httpd::Responder& client = out;
+    auto result =
+        sandboxes_.exec(*sb, std::move(*call), body->is_object() && body->contains("timeout"),
+                        events, [&client] { return client.client_gone(); });
+    if (auto* r = std::get_if<ExecResult>(&result)) {
+      events.event("exit", {{"result", exec_result_json(*r, id)}});
+    } else {
+      const auto& refusal = std::get<DoorRefusal>(result);
+      json j = {{"error", refusal.message}, {"status", refusal.status}};
+      if (!refusal.field.empty()) j["field"] = refusal.field;
+      events.event("error", j);
+    }
+    if (!events.gone()) (void)out.end_stream();
+    return;
+  }
+  auto path_it = t.query.find("path");
+  if (path_it == t.query.end() || path_it->second.empty() || path_it->second[0] != '/') {
+    return refuse(out, {400, "path", "the query needs ?path=/workspace/... (an absolute path)"});
+  }
+  const std::string& path = path_it->second;
+  if (op == "files:list" && method == http::verb::get) {
+    auto entries = sb->sandbox->list_dir(path);
+    if (!entries) return refuse(out, {404, "path", entries.error().to_string()});
+    json list = json::array();
+    for (const auto& e : *entries) {
+      list.push_back({{"name", e.name},
+                      {"type", e.type},
+                      {"size", e.size},
+                      {"mode", e.mode},
+                      {"mtime", e.mtime}});
+    }
+    return answer(out, 200, {{"path", path}, {"entries", list}});
+  }
+  if (op == "files" && method == http::verb::get) {
+    auto data = sb->sandbox->read_file(path);
+    if (!data) return refuse(out, {404, "path", data.error().to_string()});
+    (void)out.respond(200, "application/octet-stream", *data);
+    return;
+  }
+  if (op == "files" && method == http::verb::put) {
+    uint32_t mode = 0644;
+    if (auto m = t.query.find("mode"); m != t.query.end()) {
+      char* end = nullptr;
+      const unsigned long v = std::strtoul(m->second.c_str(), &end, 8);
+      if (m->second.empty() || *end != '\0' || v > 07777) {
+        return refuse(out, {400, "mode", "expected octal permissions such as 0644"});
+      }
+      mode = static_cast<uint32_t>(v);
+    }
+    auto wrote = sb->sandbox->write_file(path, request.body(), mode);
+    if (!wrote) return refuse(out, {400, "path", wrote.error().to_string()});
+    return answer(out, 201, {{"path", path}, {"size", request.body().size()}});
+  }
+  answer(out, 404, {{"error", "no such route"}});
+}
+
+}  // namespace rf::worker

@@ -1,0 +1,88 @@
+// The sandboxes front doors make on this worker (issue 39): `serve`'s API
+// and MCP clients' sandboxes live here, not in serve, and are used through
+// the worker's door (worker/door.h). Each is recorded in the store (mode
+// api, its project and spec: `sandbox list` and every serve of the fleet
+// see it), its creation and end audited with who asked, and every call in
+// it goes through the guarded call path (calls/guarded_call.h): recorded,
+// redacted, receipted, ended when its client leaves. What a tenant asks for
+// is checked again here against its project's operator policy.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
+
+#include "calls/guarded_call.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+#include "worker/sandbox_ledger.h"
+#include "worker/serving.h"
+
+namespace rf::worker {
+
+struct DoorSandbox {
+  std::string project;
+  std::chrono::system_clock::time_point created;
+  std::chrono::microseconds setup{0};
+  std::shared_ptr<Sandbox> sandbox;
+  std::atomic<int> running{0};  // calls in flight
+  const std::string& id() const { return sandbox->id(); }
+};
+
+// Why a request was not done, with the HTTP status the door answers.
+struct DoorRefusal {
+  int status = 400;
+  std::string field;
+  std::string message;
+};
+template <class T>
+using DoorOutcome = std::variant<T, DoorRefusal>;
+
+class DoorSandboxes {
+ public:
+  struct Services {
+    store::Store* store = nullptr;
+    std::string worker_id;
+    std::chrono::milliseconds lease{30'000};
+    std::function<std::shared_ptr<Serving>()> serving;
+    SandboxLedger* ledger = nullptr;
+    calls::CallPath path;
+    size_t max_per_project = 64;
+  };
+  explicit DoorSandboxes(Services services);
+  ~DoorSandboxes();  // destroy_all()
+
+  // `spec`: the spec object a client sent (sandbox/spec.h), checked by its
+  // door and again here: id, workspace, labels and tls_intercept are the
+  // server's; limits above the policy's ceilings, networks and egress rules
+  // it does not allow are refused (403), defaults lowered to the ceilings.
+  DoorOutcome<std::shared_ptr<DoorSandbox>> create(const std::string& project,
+                                                   const std::string& actor,
+                                                   const nlohmann::json& spec);
+  // nullptr when unknown or another project's.
+  std::shared_ptr<DoorSandbox> find(const std::string& project, const std::string& id) const;
+  // false when unknown or another project's.
+  Result<bool> destroy(const std::string& project, const std::string& id, const std::string& actor);
+  // One call, through the guarded path; `client_gone` is asked every 100 ms
+  // while it runs, and once it says so the call is killed and recorded as
+  // ended by its client leaving.
+  DoorOutcome<ExecResult> exec(DoorSandbox& sandbox, ExecCall call, bool timeout_given,
+                               OutputSink& sink, const std::function<bool()>& client_gone);
+  void destroy_all();
+  size_t live() const;
+
+ private:
+  void forget(const std::string& id, const std::string& project, const std::string& actor);
+
+  Services s_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<DoorSandbox>> sandboxes_;  // by id
+};
+
+}  // namespace rf::worker
