@@ -97,7 +97,7 @@ std::string exec_text(const json& answer) {
 
 }  // namespace
 
-json McpServer::tool_list() {
+json McpServer::tool_list(bool local) {
   const json exec_props = {
       {"sandbox_id", kSandboxId},
       {"cmd", {{"type", "string"}, {"description", "A shell command line (run by /bin/sh -c)"}}},
@@ -120,23 +120,33 @@ json McpServer::tool_list() {
         "Create an isolated Linux sandbox (read-only root, writable /workspace, no network unless "
         "allowed, no host environment). Returns its sandbox_id; destroy it when done."},
        {"inputSchema",
-        schema({{"limits",
-                 {{"type", "object"},
-                  {"description",
-                   "Bounds, e.g. {\"memory\": \"512m\", \"timeout\": \"60s\", \"pids\": 256}"}}},
-                {"network",
-                 {{"type", "string"},
-                  {"enum", {"none", "proxy"}},
-                  {"description", "none (default) or proxy (only the hosts in allow)"}}},
-                {"allow",
-                 {{"type", "array"},
-                  {"items", {{"type", "string"}}},
-                  {"description", "With network proxy: hosts the sandbox may reach"}}},
-                {"env",
-                 {{"type", "object"},
-                  {"additionalProperties", {{"type", "string"}}},
-                  {"description", "Variables every command in the sandbox sees"}}}},
-               {})}},
+        [&] {
+          json create = schema(
+              {{"limits",
+                {{"type", "object"},
+                 {"description",
+                  "Bounds, e.g. {\"memory\": \"512m\", \"timeout\": \"60s\", \"pids\": 256}"}}},
+               {"network",
+                {{"type", "string"},
+                 {"enum", {"none", "proxy"}},
+                 {"description", "none (default) or proxy (only the hosts in allow)"}}},
+               {"allow",
+                {{"type", "array"},
+                 {"items", {{"type", "string"}}},
+                 {"description", "With network proxy: hosts the sandbox may reach"}}},
+               {"env",
+                {{"type", "object"},
+                 {"additionalProperties", {{"type", "string"}}},
+                 {"description", "Variables every command in the sandbox sees"}}}},
+              {});
+          if (local) {
+            create["properties"]["id"] = {
+                {"type", "string"},
+                {"pattern", "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"},
+                {"description", "A name of your choosing (default: generated)"}};
+          }
+          return create;
+        }()}},
       {{"name", "sandbox_exec"},
        {"description",
         "Run a command in a sandbox and wait for it: exit code, stdout, stderr, and the limit "
@@ -200,8 +210,10 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
   };
 
   if (name == "sandbox_create") {
-    if (auto bad = check_args(args, {"limits", "network", "allow", "env"}, {}))
+    if (auto bad = local_ ? check_args(args, {"id", "limits", "network", "allow", "env"}, {})
+                          : check_args(args, {"limits", "network", "allow", "env"}, {})) {
       return tool_error(*bad);
+    }
     auto made = sandboxes_.create(project, actor, args.dump());
     if (auto* e = std::get_if<ServiceError>(&made)) return failed(*e);
     const json& sb = std::get<json>(made);
@@ -382,7 +394,7 @@ std::optional<json> McpServer::handle(const std::string& project, const json& me
   }
   if (method == "ping") return answer(json::object());
   if (method == "tools/list") {
-    json result = {{"tools", tool_list()}};
+    json result = {{"tools", tool_list(local_)}};
     if (modern) {
       result["ttlMs"] = 0;
       result["cacheScope"] = "private";

@@ -36,9 +36,12 @@ inline constexpr const char* kMcpModernVersion = "2026-07-28";
 class McpServer {
  public:
   // `actor`: who the sandboxes' audit events name ("mcp" on stdio; serve
-  // passes each request's token).
-  explicit McpServer(SandboxService& sandboxes, std::string actor = "mcp")
-      : sandboxes_(sandboxes), actor_(std::move(actor)) {}
+  // passes each request's token). `local`: the local user's own server
+  // (`ringfence mcp` on stdio), where sandbox_create may name its sandbox;
+  // a tenant's (serve) never may: an id of its choosing would tell it which
+  // ids other projects use.
+  explicit McpServer(SandboxService& sandboxes, std::string actor = "mcp", bool local = false)
+      : sandboxes_(sandboxes), actor_(std::move(actor)), local_(local) {}
 
   // One message from a client acting for `project`. The answer, or nullopt
   // for a notification (or a response, which this server never asked for).
@@ -51,7 +54,7 @@ class McpServer {
                                        const std::string& actor = "");
 
   // The tools, as tools/list answers them.
-  static nlohmann::json tool_list();
+  static nlohmann::json tool_list(bool local = false);
 
  private:
   nlohmann::json call_tool(const std::string& project, const std::string& name,
@@ -60,6 +63,7 @@ class McpServer {
 
   SandboxService& sandboxes_;
   std::string actor_;
+  bool local_ = false;
 };
 
 }  // namespace rf::api

@@ -186,9 +186,18 @@ ServiceResult<json> LocalSandboxes::create(const std::string& project, const std
   auto parsed =
       parse_json(spec_json.empty() ? std::string_view("{}") : std::string_view(spec_json), "spec");
   if (!parsed) return bad("spec", "the body is " + parsed.error().message);
+  // The local user's own door may name its sandbox.
+  std::string id;
+  if (parsed->is_object() && parsed->contains("id")) {
+    if (!(*parsed)["id"].is_string()) return bad("id", "expected a string");
+    id = (*parsed)["id"].get<std::string>();
+    parsed->erase("id");
+  }
   auto checked = checked_spec(project, *parsed, /*allow_host=*/false);
   if (auto* e = std::get_if<ServiceError>(&checked)) return *e;
   SandboxSpec spec = std::get<SandboxSpec>(std::move(checked));
+  spec.id = id;
+  if (auto v = validate_spec(spec); !v) return bad(v.error().where, v.error().message);
   if (!parsed->contains("backend")) spec.backend = options_.backend;
   if (spec.backend != options_.backend) {
     return bad("backend", "this server runs " + std::string(to_string(options_.backend)) +
@@ -198,6 +207,9 @@ ServiceResult<json> LocalSandboxes::create(const std::string& project, const std
   spec.labels["mode"] = "api";
   {
     std::lock_guard lock(mu_);
+    if (!spec.id.empty() && sandboxes_.count(spec.id)) {
+      return ServiceError{409, "id", "a sandbox " + spec.id + " exists already"};
+    }
     size_t mine = 0;
     for (const auto& [_, s] : sandboxes_) mine += s->project == project;
     if (mine >= options_.max_per_project) {

@@ -302,7 +302,7 @@ int mcp(const McpFlags& f) {
   options.backend = *kind;
   options.max_per_project = static_cast<size_t>(f.max_per_project);
   api::LocalSandboxes sandboxes(options, [](BackendKind k) { return make_backend(k); });
-  api::McpServer server(sandboxes);
+  api::McpServer server(sandboxes, "mcp", /*local=*/true);
   const int code = api::serve_mcp_stdio(server, f.project, STDIN_FILENO, STDOUT_FILENO);
   sandboxes.destroy_all();
   return code;
