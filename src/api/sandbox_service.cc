@@ -305,7 +305,7 @@ ServiceResult<ExecResult> LocalSandboxes::exec(const std::string& project, const
     Held& h;
     ~Done() { --h.running; }
   } done{*h};
-  calls::AbandonWatch watch(*h->sandbox, sink, client_gone);
+  calls::AbandonWatch watch(watcher_, *h->sandbox, sink, client_gone);
   auto result = h->sandbox->exec(std::get<ExecCall>(call), watch);
   if (watch.abandoned()) {
     std::lock_guard lock(mu_);
@@ -401,8 +401,35 @@ json WorkerSandboxes::view_of(const store::SandboxRow& row) {
   return j;
 }
 
+void WorkerSandboxes::forget_door(const std::string& id) {
+  std::lock_guard lock(mu_);
+  known_.erase(id);
+}
+
 std::optional<DoorAddress> WorkerSandboxes::door_of(const std::string& project,
                                                     const std::string& id) {
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(mu_);
+    auto it = known_.find(id);
+    if (it != known_.end() && now - it->second.fetched < std::chrono::seconds(1)) {
+      if (it->second.project != project) return std::nullopt;
+      return it->second.door;
+    }
+  }
+  auto found = door_from_store(project, id);
+  std::lock_guard lock(mu_);
+  if (known_.size() > 65536) known_.clear();
+  if (found) {
+    known_[id] = KnownDoor{project, *found, now};
+  } else {
+    known_.erase(id);
+  }
+  return found;
+}
+
+std::optional<DoorAddress> WorkerSandboxes::door_from_store(const std::string& project,
+                                                            const std::string& id) {
   auto row = store_.sandbox(id);
   if (!row || !*row) return std::nullopt;
   const store::SandboxRow& sb = **row;
@@ -507,6 +534,7 @@ ServiceResult<bool> WorkerSandboxes::destroy(const std::string& project, const s
   if (!door) return false;
   auto reply = doors_.call(*door, "DELETE", "/door/v1/sandboxes/" + query_escaped(id),
                            headers(project, actor), "");
+  forget_door(id);
   if (!reply) return ServiceError{503, "", reply.error().to_string()};
   if (reply->status == 404) return false;
   if (reply->status != 204) return error_of(*reply);

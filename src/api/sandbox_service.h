@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "api/door_client.h"
+#include "calls/abandon_watch.h"
 #include "core/result.h"
 #include "policy/operator_policy.h"
 #include "proto/messages.h"
@@ -168,6 +169,7 @@ class LocalSandboxes final : public SandboxService {
 
   LocalOptions options_;
   MakeBackend make_backend_;
+  calls::ClientWatcher watcher_;
   std::map<BackendKind, std::unique_ptr<Backend>> backends_;  // under mu_
   std::map<std::string, std::shared_ptr<Held>> sandboxes_;    // by id, under mu_
 };
@@ -203,8 +205,11 @@ class WorkerSandboxes final : public SandboxService {
 
  private:
   // The door of the worker holding `id` for `project`; nullopt: unknown
-  // (or another project's, or ended), as a 404 answers it.
+  // (or another project's, or ended), as a 404 answers it. Kept a second:
+  // every request to a sandbox asks, and a sandbox does not move.
   std::optional<DoorAddress> door_of(const std::string& project, const std::string& id);
+  void forget_door(const std::string& id);
+  std::optional<DoorAddress> door_from_store(const std::string& project, const std::string& id);
   // A live worker with a door that may serve `project`, the least loaded.
   ServiceResult<DoorAddress> place(const std::string& project);
   static ServiceError error_of(const DoorReply& reply);
@@ -214,6 +219,12 @@ class WorkerSandboxes final : public SandboxService {
   store::Store& store_;
   WorkerSandboxesOptions options_;
   DoorClient doors_;
+  struct KnownDoor {
+    std::string project;
+    DoorAddress door;
+    std::chrono::steady_clock::time_point fetched;
+  };
+  std::map<std::string, KnownDoor> known_;  // by sandbox id, under mu_
 };
 
 }  // namespace rf::api

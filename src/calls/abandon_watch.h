@@ -1,8 +1,9 @@
 // Ends a call whose client went away (issue 39): streaming or not, printing
 // or silent, the command is killed within about 100 ms of its door seeing
-// the connection gone. A sink in front of the call's own: it learns the
-// call's id when the call starts, and a thread of its own asks `gone` every
-// 100 ms while the call runs.
+// the connection gone. One ClientWatcher thread asks every watched call's
+// door every 100 ms (a thread per call cost as much as the rest of a call's
+// bookkeeping); an AbandonWatch is the sink in front of one call's own: it
+// learns the call's id when the call starts, and is watched while it runs.
 #pragma once
 
 #include <signal.h>
@@ -10,35 +11,72 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "sandbox/sandbox.h"
 
 namespace rf::calls {
 
-// Kills a call whose client went away: asks `gone` every 100 ms while the
-// call runs, and once it says so, sends SIGKILL to the call (whose id the
-// sink learns when it starts).
-class AbandonWatch final : public OutputSink {
+class AbandonWatch;
+
+class ClientWatcher {
  public:
-  AbandonWatch(Sandbox& sandbox, OutputSink& next, const std::function<bool()>& gone)
-      : sandbox_(sandbox), next_(next), gone_(gone) {
-    if (gone_) thread_ = std::thread([this] { watch(); });
-  }
-  ~AbandonWatch() override {
+  ClientWatcher() : thread_([this] { loop(); }) {}
+  ~ClientWatcher() {
     {
       std::lock_guard lock(mu_);
-      done_ = true;
+      stopping_ = true;
     }
     cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    thread_.join();
   }
+  ClientWatcher(const ClientWatcher&) = delete;
+  ClientWatcher& operator=(const ClientWatcher&) = delete;
+
+ private:
+  friend class AbandonWatch;
+  void add(AbandonWatch* w) {
+    std::lock_guard lock(mu_);
+    watched_.insert(w);
+  }
+  // Returns once no check of `w` is under way: it may be destroyed then.
+  void remove(AbandonWatch* w) {
+    std::unique_lock lock(mu_);
+    watched_.erase(w);
+    cv_.wait(lock, [&] { return checking_ != w; });
+  }
+  inline void loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<AbandonWatch*> watched_;
+  AbandonWatch* checking_ = nullptr;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// Kills a call whose client went away: once `gone` says so, sends SIGKILL
+// to the call (whose id the sink learns when it starts).
+class AbandonWatch final : public OutputSink {
+ public:
+  AbandonWatch(ClientWatcher& watcher, Sandbox& sandbox, OutputSink& next,
+               const std::function<bool()>& gone)
+      : watcher_(watcher), sandbox_(sandbox), next_(next), gone_(gone) {
+    if (gone_) watcher_.add(this);
+  }
+  ~AbandonWatch() override {
+    if (gone_) watcher_.remove(this);
+  }
+  AbandonWatch(const AbandonWatch&) = delete;
+  AbandonWatch& operator=(const AbandonWatch&) = delete;
+
   void on_started(uint32_t call_id, int pid) override {
     {
       std::lock_guard lock(mu_);
       call_id_ = call_id;
     }
-    cv_.notify_all();
     if (next_.wants_started()) next_.on_started(call_id, pid);
   }
   void on_stdout(std::string_view d) override { next_.on_stdout(d); }
@@ -49,31 +87,50 @@ class AbandonWatch final : public OutputSink {
   }
 
  private:
-  void watch() {
-    std::unique_lock lock(mu_);
-    while (!done_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(100));
-      if (done_) break;
-      const uint32_t id = call_id_;
-      lock.unlock();
-      const bool gone = gone_();
-      lock.lock();
-      if (gone && id != 0 && !killed_) {
-        killed_ = true;
-        lock.unlock();
-        (void)sandbox_.send_signal(id, SIGKILL);
-        lock.lock();
-      }
+  friend class ClientWatcher;
+  // On the watcher's thread.
+  void check() {
+    uint32_t id;
+    {
+      std::lock_guard lock(mu_);
+      if (killed_ || call_id_ == 0) return;
+      id = call_id_;
     }
+    if (!gone_()) return;
+    {
+      std::lock_guard lock(mu_);
+      killed_ = true;
+    }
+    (void)sandbox_.send_signal(id, SIGKILL);
   }
+
+  ClientWatcher& watcher_;
   Sandbox& sandbox_;
   OutputSink& next_;
   const std::function<bool()>& gone_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   uint32_t call_id_ = 0;
-  bool killed_ = false, done_ = false;
-  std::thread thread_;
+  bool killed_ = false;
 };
+
+inline void ClientWatcher::loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_; });
+    if (stopping_) break;
+    // One at a time, the lock dropped while a door is asked; one removed
+    // meanwhile is skipped (remove() waits for the one being asked).
+    const std::vector<AbandonWatch*> all(watched_.begin(), watched_.end());
+    for (AbandonWatch* w : all) {
+      if (!watched_.count(w)) continue;
+      checking_ = w;
+      lock.unlock();
+      w->check();
+      lock.lock();
+      checking_ = nullptr;
+      cv_.notify_all();
+    }
+  }
+}
 
 }  // namespace rf::calls

@@ -40,7 +40,7 @@ void CallOutput::hold(store::Stream stream, std::string_view data) {
 bool CallOutput::due(std::chrono::steady_clock::time_point now,
                      std::chrono::milliseconds delay) const {
   std::lock_guard lock(mu_);
-  return !held_.empty() && now >= retry_after_ && now - held_since_ >= delay;
+  return !held_.empty() && call_id_ != 0 && now >= retry_after_ && now - held_since_ >= delay;
 }
 
 bool CallOutput::waiting() const {
@@ -61,7 +61,7 @@ void CallOutput::flush() {
   std::vector<store::PendingChunk> chunks;
   {
     std::lock_guard lock(mu_);
-    if (closed_ || held_.empty()) return;
+    if (closed_ || held_.empty() || call_id_ == 0) return;
     // The store was unreachable a moment ago: not again yet (the output
     // stays held; the sandbox's output limit bounds it).
     if (std::chrono::steady_clock::now() < retry_after_) return;

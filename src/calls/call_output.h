@@ -16,6 +16,7 @@
 // the store tells the client (interrupted).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -42,6 +43,8 @@ class CallOutput : public OutputSink {
   void on_stdout(std::string_view data) override { hold(store::Stream::out, data); }
   void on_stderr(std::string_view data) override { hold(store::Stream::err, data); }
 
+  // The call's record is made (its id was 0: output is held until then).
+  void set_call_id(int64_t id) { call_id_ = id; }
   // Writes what is held back now.
   void flush();
   // True when output has waited at least `delay` (the flusher asks), and no
@@ -83,7 +86,7 @@ class CallOutput : public OutputSink {
   void said_unavailable(const Error& e);  // once per call
 
   store::Store& store_;
-  const int64_t call_id_;
+  std::atomic<int64_t> call_id_;  // 0 until the call is recorded
   const std::string worker_id_;
   OutputFlusher* flusher_;
   const size_t max_bytes_;

@@ -61,6 +61,16 @@ GuardedOutcome run_guarded(const CallPath& path, GuardedCall call,
                            const std::shared_ptr<Sandbox>& sandbox) {
   GuardedOutcome out;
   const std::string sandbox_id = sandbox->id();
+  // A JIT call's id is in its requests' context from the start: recorded first.
+  if (call.call_id == 0 && call.record && call.jit) {
+    auto id = call.record();
+    if (!id) {
+      out.result = id.take_error();
+      return out;
+    }
+    call.call_id = *id;
+  }
+  const bool record_while_starting = call.call_id == 0 && call.record;
   call.use.call_id = call.call_id;
   proof::EventContext proof_ctx;
   proof_ctx.project_id = call.use.project;
@@ -101,9 +111,28 @@ GuardedOutcome run_guarded(const CallPath& path, GuardedCall call,
       return out;
     }
   }
-  if (path.flusher) path.flusher->add(output);
   const int64_t started_ms = store::now_ms();
-  out.result = sandbox->exec(call.exec, sink);
+  if (record_while_starting) {
+    // The command starts, and while it runs the store records it.
+    auto started = sandbox->start_exec(call.exec, sink);
+    auto id = call.record();
+    if (id) {
+      call.call_id = *id;
+      call.use.call_id = *id;
+      proof_ctx.call_id = *id;
+      output->set_call_id(*id);
+      if (path.flusher) path.flusher->add(output);
+    }
+    out.result = started->wait();
+    if (!id) {
+      wipe();
+      out.result = make_error("record the call", id.error().to_string());
+      return out;
+    }
+  } else {
+    if (path.flusher) path.flusher->add(output);
+    out.result = sandbox->exec(call.exec, sink);
+  }
   const int64_t ended_ms = store::now_ms();
 
   // 4. After the call.
@@ -128,6 +157,7 @@ GuardedOutcome run_guarded(const CallPath& path, GuardedCall call,
   if (!out.revoked && call.stopped) {
     if (auto why = call.stopped(); why && out.result) out.result = make_error("", *why);
   }
+  if (call.on_result && !out.revoked) call.on_result(out.result);
   Status ended = ok_status();
   if (out.revoked) {
     counters::add(R"(ringfence_worker_calls_total{outcome="revoked"})");

@@ -43,7 +43,10 @@ struct CallPath {
 
 // One call on its way into a sandbox.
 struct GuardedCall {
-  int64_t call_id = 0;      // its record in the store (claimed or started by this worker)
+  int64_t call_id = 0;  // its record in the store (claimed or started by this worker)
+  // Or, with call_id 0: makes the record, while the command starts (the
+  // store's write is then off the call's path); its output is held until.
+  std::function<Result<int64_t>()> record;
   IdentityUse use;          // project, run and identity scope (call_id is set from above)
   ExecCall exec;            // with the identity values the caller injected
   bool jit = false;         // the sandbox may ask for credentials (rf-cred) while it runs
@@ -58,6 +61,9 @@ struct GuardedCall {
   std::function<std::optional<std::string>()> stopped;
   // Asked when the call failed: the failure as the record says it.
   std::function<std::string(const std::string& error)> explain_failure;
+  // Told how the call ended (its output all delivered to `tee`) before its
+  // record is written: a door that streams answers its client first.
+  std::function<void(const Result<ExecResult>& result)> on_result;
 };
 
 struct GuardedOutcome {

@@ -2,8 +2,10 @@
 #include <sqlite3.h>
 
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "store/db.h"
 
@@ -52,10 +54,54 @@ Status set_wal(sqlite3* db, std::chrono::milliseconds timeout) {
   }
 }
 
+// Statements a connection prepared once and keeps for the next use of the
+// same SQL text: a store runs the same few dozen statements for every call,
+// and parsing them again each time was a tenth of a worker's CPU per call.
+// Used under the store's lock, as the connection is.
+class StatementCache {
+ public:
+  ~StatementCache() {
+    for (auto& [sql, idle] : idle_) {
+      for (sqlite3_stmt* s : idle) sqlite3_finalize(s);
+    }
+  }
+  sqlite3_stmt* take(std::string_view sql) {
+    auto it = idle_.find(sql);
+    if (it == idle_.end() || it->second.empty()) return nullptr;
+    sqlite3_stmt* s = it->second.back();
+    it->second.pop_back();
+    return s;
+  }
+  // Kept (reset, bindings cleared) unless the cache is full; else finalized.
+  void give_back(sqlite3_stmt* s) {
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    const char* sql = sqlite3_sql(s);
+    auto it = idle_.find(std::string_view(sql));
+    if (it == idle_.end()) {
+      if (idle_.size() >= kMaxTexts) {
+        sqlite3_finalize(s);
+        return;
+      }
+      it = idle_.emplace(std::string(sql), std::vector<sqlite3_stmt*>{}).first;
+    }
+    if (it->second.size() >= kMaxPerText) {
+      sqlite3_finalize(s);
+      return;
+    }
+    it->second.push_back(s);
+  }
+
+ private:
+  static constexpr size_t kMaxTexts = 256, kMaxPerText = 4;
+  std::map<std::string, std::vector<sqlite3_stmt*>, std::less<>> idle_;
+};
+
 class SqliteStatement final : public StatementImpl {
  public:
-  SqliteStatement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
-  ~SqliteStatement() override { sqlite3_finalize(stmt_); }
+  SqliteStatement(sqlite3* db, sqlite3_stmt* stmt, StatementCache* cache)
+      : db_(db), stmt_(stmt), cache_(cache) {}
+  ~SqliteStatement() override { cache_->give_back(stmt_); }
   SqliteStatement(const SqliteStatement&) = delete;
   SqliteStatement& operator=(const SqliteStatement&) = delete;
 
@@ -117,6 +163,7 @@ class SqliteStatement final : public StatementImpl {
 
   sqlite3* db_;
   sqlite3_stmt* stmt_;
+  StatementCache* cache_;
   std::optional<Error> bind_error_;
 };
 
@@ -144,7 +191,8 @@ int on_busy(void* context, int count) {
 class SqliteConnection final : public ConnectionImpl {
  public:
   explicit SqliteConnection(sqlite3* db) : db_(db) {}
-  // All statements are finalized by their owners first; close_v2 defers if not.
+  // close_v2 leaves the connection open until its last statement is
+  // finalized: the kept ones, by cache_'s destructor right after this one.
   ~SqliteConnection() override { sqlite3_close_v2(db_); }
   SqliteConnection(const SqliteConnection&) = delete;
   SqliteConnection& operator=(const SqliteConnection&) = delete;
@@ -159,12 +207,15 @@ class SqliteConnection final : public ConnectionImpl {
   }
 
   Result<std::unique_ptr<StatementImpl>> prepare(std::string_view sql) override {
+    if (sqlite3_stmt* kept = cache_.take(sql)) {
+      return std::unique_ptr<StatementImpl>(new SqliteStatement(db_, kept, &cache_));
+    }
     sqlite3_stmt* stmt = nullptr;
     int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
     if (rc != SQLITE_OK) {
       return make_error("prepare \"" + sql_excerpt(sql) + "\"", sqlite_message(db_, rc));
     }
-    return std::unique_ptr<StatementImpl>(new SqliteStatement(db_, stmt));
+    return std::unique_ptr<StatementImpl>(new SqliteStatement(db_, stmt, &cache_));
   }
 
   Status exec(std::string_view sql) override {
@@ -201,6 +252,7 @@ class SqliteConnection final : public ConnectionImpl {
  private:
   sqlite3* db_;
   BusyWait busy_{};
+  StatementCache cache_;
 };
 
 }  // namespace

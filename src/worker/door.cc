@@ -188,9 +188,19 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
     if (!out.begin_stream(200, "text/event-stream")) return;
     EventSink events(out);
     httpd::Responder& client = out;
-    auto result =
-        sandboxes_.exec(*sb, std::move(*call), body->is_object() && body->contains("timeout"),
-                        events, [&client] { return client.client_gone(); });
+    // The end goes to the front door as soon as it is known; the call's
+    // record is written after (the client does not wait for it).
+    bool answered = false;
+    auto on_result = [&](const Result<ExecResult>& r) {
+      if (!r) return;
+      events.event("exit", {{"result", exec_result_json(*r, id)}});
+      if (!events.gone()) (void)out.end_stream();
+      answered = true;
+    };
+    auto result = sandboxes_.exec(
+        *sb, std::move(*call), body->is_object() && body->contains("timeout"), events,
+        [&client] { return client.client_gone(); }, on_result);
+    if (answered) return;
     if (auto* r = std::get_if<ExecResult>(&result)) {
       events.event("exit", {{"result", exec_result_json(*r, id)}});
     } else {

@@ -49,7 +49,7 @@ DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::strin
   spec.backend = mine;
   if (!j.contains("image")) spec.image = serving->spec.image;
   // The project's operator policy, as it stands now (its door checked it too).
-  auto policy = policy::load_policy(*s_.store, project);
+  auto policy = policy_of(project);
   if (!policy) return DoorRefusal{503, "", policy.error().to_string()};
   std::set<std::string> given;
   if (j.contains("limits") && j["limits"].is_object()) {
@@ -148,15 +148,33 @@ void DoorSandboxes::destroy_all() {
   }
 }
 
+Result<policy::OperatorPolicy> DoorSandboxes::policy_of(const std::string& project) {
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(mu_);
+    auto it = policies_.find(project);
+    if (it != policies_.end() && now - it->second.fetched < std::chrono::seconds(1)) {
+      return *it->second.policy;
+    }
+  }
+  auto loaded = policy::load_policy(*s_.store, project);
+  if (!loaded) return loaded;
+  std::lock_guard lock(mu_);
+  if (policies_.size() > 4096) policies_.clear();
+  policies_[project] = CachedPolicy{std::make_shared<const policy::OperatorPolicy>(*loaded), now};
+  return loaded;
+}
+
 size_t DoorSandboxes::live() const {
   std::lock_guard lock(mu_);
   return sandboxes_.size();
 }
 
-DoorOutcome<ExecResult> DoorSandboxes::exec(DoorSandbox& sb, ExecCall exec, bool timeout_given,
-                                            OutputSink& sink,
-                                            const std::function<bool()>& client_gone) {
-  auto policy = policy::load_policy(*s_.store, sb.project);
+DoorOutcome<ExecResult> DoorSandboxes::exec(
+    DoorSandbox& sb, ExecCall exec, bool timeout_given, OutputSink& sink,
+    const std::function<bool()>& client_gone,
+    const std::function<void(const Result<ExecResult>&)>& on_result) {
+  auto policy = policy_of(sb.project);
   if (!policy) return DoorRefusal{503, "", policy.error().to_string()};
   if (exec.timeout.count() > 0) {
     if (auto s = policy->bound_timeout(exec.timeout, timeout_given, "timeout"); !s)
@@ -170,29 +188,29 @@ DoorOutcome<ExecResult> DoorSandboxes::exec(DoorSandbox& sb, ExecCall exec, bool
   record.cwd = exec.cwd;
   record.stdin_bytes = exec.stdin_data;
   record.timeout = exec.timeout.count() > 0 ? exec.timeout : sb.sandbox->spec().limits.timeout;
-  auto call_id = s_.store->start_call(record, s_.worker_id, s_.lease);
-  if (!call_id) return DoorRefusal{503, "", call_id.error().to_string()};
   ++sb.running;
   struct Done {
     DoorSandbox& s;
     ~Done() { --s.running; }
   } done{sb};
-  calls::AbandonWatch watch(*sb.sandbox, sink, client_gone);
+  calls::AbandonWatch watch(watcher_, *sb.sandbox, sink, client_gone);
   calls::GuardedCall call;
-  call.call_id = *call_id;
-  call.use = calls::IdentityUse{*call_id, sb.project, sb.id(), {}};
+  // Recorded while the command starts: the store's write is off the call's path.
+  call.record = [this, record] { return s_.store->start_call(record, s_.worker_id, s_.lease); };
+  call.use = calls::IdentityUse{0, sb.project, sb.id(), {}};
   call.exec = std::move(exec);
   call.result_extra = {{"mode", "api"},
                        {"backend", std::string(to_string(sb.sandbox->spec().backend))}};
   call.tee = &watch;
+  call.on_result = on_result;
   call.stopped = [&watch]() -> std::optional<std::string> {
     if (watch.abandoned()) return "the client went away: the call was killed";
     return std::nullopt;
   };
   auto outcome = calls::run_guarded(s_.path, std::move(call), sb.sandbox);
   if (watch.abandoned()) {
-    spdlog::info("sandbox {}: call {} of project {} was killed: its client went away", sb.id(),
-                 *call_id, sb.project);
+    spdlog::info("sandbox {}: a call of project {} was killed: its client went away", sb.id(),
+                 sb.project);
   }
   if (!outcome.result) {
     // The sandbox was deleted under the call, or its runner is gone.

@@ -18,7 +18,9 @@
 #include <string>
 #include <variant>
 
+#include "calls/abandon_watch.h"
 #include "calls/guarded_call.h"
+#include "policy/operator_policy.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "worker/sandbox_ledger.h"
@@ -72,17 +74,30 @@ class DoorSandboxes {
   // One call, through the guarded path; `client_gone` is asked every 100 ms
   // while it runs, and once it says so the call is killed and recorded as
   // ended by its client leaving.
-  DoorOutcome<ExecResult> exec(DoorSandbox& sandbox, ExecCall call, bool timeout_given,
-                               OutputSink& sink, const std::function<bool()>& client_gone);
+  // `on_result`, when given, hears how the call ended before its record is
+  // written (the door answers its client first).
+  DoorOutcome<ExecResult> exec(
+      DoorSandbox& sandbox, ExecCall call, bool timeout_given, OutputSink& sink,
+      const std::function<bool()>& client_gone,
+      const std::function<void(const Result<ExecResult>&)>& on_result = {});
   void destroy_all();
   size_t live() const;
 
  private:
   void forget(const std::string& id, const std::string& project, const std::string& actor);
 
+  // The project's operator policy, read again at most once a second.
+  Result<policy::OperatorPolicy> policy_of(const std::string& project);
+
   Services s_;
+  calls::ClientWatcher watcher_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<DoorSandbox>> sandboxes_;  // by id
+  struct CachedPolicy {
+    std::shared_ptr<const policy::OperatorPolicy> policy;
+    std::chrono::steady_clock::time_point fetched;
+  };
+  std::map<std::string, CachedPolicy> policies_;  // under mu_
 };
 
 }  // namespace rf::worker
