@@ -20,8 +20,6 @@ using policy::Principal;
 
 namespace {
 
-std::string_view sv(boost::beast::string_view s) { return {s.data(), s.size()}; }
-
 // One segment of a route's path against one of the request's: a literal, or
 // "{name}" (any segment), or "{name}:action" (a segment ending in ":action",
 // with something before it). Routes are tried in the table's order.

@@ -18,9 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-json opt(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
-json opt(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
-
 // A whole number query parameter: nullopt when absent, -1 when not a whole number.
 std::optional<int64_t> number(const Target& t, const char* name) {
   const auto it = t.query.find(name);

@@ -14,15 +14,13 @@
 #include "policy/load.h"
 #include "store/identity_store.h"
 #include "store/labels.h"
+#include "store/run_names.h"
 
 namespace rf::api {
 namespace http = boost::beast::http;
 using nlohmann::json;
 
 namespace {
-
-json opt(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
-json opt(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
 
 // "requires": {"labels": {"zone": "b"}}: only a worker with them takes it.
 std::optional<ServiceError> read_requires(const json& req, store::NewCall& call) {
@@ -81,7 +79,12 @@ void Api::calls_create(Ctx& c) {
   }
   store::NewCall call;
   call.project = c.who.project;
-  call.run = (*body)["run"];
+  // The project's own run of that name, whatever other projects name theirs.
+  const std::string run_name = (*body)["run"].get<std::string>();
+  if (!valid_run_name(run_name, "run", c.out)) return;
+  auto run = store::RunNames(store_).claim(c.who.project, run_name);
+  if (!run) return fail(c.out, 503, "", run.error().to_string());
+  call.run = *run;
   call.argv = ec.argv;
   call.env = ec.env;
   call.cwd = body->contains("cwd") ? ec.cwd : "";
@@ -119,7 +122,7 @@ void Api::calls_create(Ctx& c) {
     (void)store_.ensure_project(c.who.project, store::Environment::development);
   }
   auto id = store_.enqueue_call(call);
-  if (!id) return fail(c.out, 409, "run", id.error().to_string());
+  if (!id) return fail(c.out, 409, "run", with_name(id.error().to_string(), call.run, run_name));
   answer(c.out, 201, {{"id", *id}, {"state", "queued"}},
          {{"Location", "/v1/calls/" + std::to_string(*id)}});
 }
@@ -132,9 +135,13 @@ void Api::call_get(Ctx& c) {
   if (!view || view->project_id != c.who.project) {
     return fail(c.out, 404, "id", "no call " + text);
   }
+  auto run_name = [&](const std::string& run_id) {
+    auto name = store::RunNames(store_).name_of(run_id);
+    return name ? *name : run_id;
+  };
   auto call_json = [&](const store::CallView& v) {
     json j = {{"id", v.id},
-              {"run", v.run_id},
+              {"run", run_name(v.run_id)},
               {"state", std::string(store::to_string(v.state))},
               {"exit_code", opt(v.exit_code)},
               {"error", opt(v.error)},

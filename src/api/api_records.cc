@@ -16,6 +16,7 @@
 #include "policy/load.h"
 #include "policy/workflow_checks.h"
 #include "store/audit_log.h"
+#include "store/run_names.h"
 #include "store/workflow_store.h"
 #include "workflow/parse.h"
 
@@ -25,17 +26,20 @@ using nlohmann::json;
 
 namespace {
 
-json opt(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
-json opt(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
+// A run's id as its project named it (store/run_names.h).
+std::string shown_id(store::Store& store, const std::string& run_id) {
+  auto name = store::RunNames(store).name_of(run_id);
+  return name ? *name : run_id;
+}
 
-json run_json(const store::WorkflowRunRow& r) {
-  return {{"id", r.run_id},
+json run_json(store::Store& store, const store::WorkflowRunRow& r) {
+  return {{"id", shown_id(store, r.run_id)},
           {"project", r.project_id},
           {"workflow", r.workflow},
           {"state", std::string(store::to_string(r.state))},
           {"user", r.user},
           {"error", opt(r.error)},
-          {"replay_of", opt(r.replay_of)},
+          {"replay_of", r.replay_of ? json(shown_id(store, *r.replay_of)) : json(nullptr)},
           {"cancel_requested", r.cancel_requested},
           {"enqueued_at", r.enqueued_at},
           {"started_at", opt(r.started_at)},
@@ -56,8 +60,8 @@ json attempt_json(const store::AttemptRow& a) {
   return j;
 }
 
-json run_with_steps(store::WorkflowStore& wf, const store::WorkflowRunRow& r) {
-  json j = run_json(r);
+json run_with_steps(store::Store& store, store::WorkflowStore& wf, const store::WorkflowRunRow& r) {
+  json j = run_json(store, r);
   json steps = json::array();
   if (auto attempts = wf.attempts(r.run_id)) {
     for (const auto& a : *attempts) steps.push_back(attempt_json(a));
@@ -66,10 +70,10 @@ json run_with_steps(store::WorkflowStore& wf, const store::WorkflowRunRow& r) {
   return j;
 }
 
-json approval_json(const store::ApprovalRow& a) {
+json approval_json(store::Store& store, const store::ApprovalRow& a) {
   return {{"id", a.id},
           {"project", a.project_id},
-          {"run", opt(a.run_id)},
+          {"run", a.run_id ? json(shown_id(store, *a.run_id)) : json(nullptr)},
           {"step", opt(a.step_id)},
           {"kind", a.kind},
           {"state", std::string(store::to_string(a.state))},
@@ -168,8 +172,16 @@ void Api::runs_start(Ctx& c) {
   if (!store_.project(c.who.project)) {
     (void)store_.ensure_project(c.who.project, store::Environment::development);
   }
+  // A name another project's run has is this project's own all the same.
+  std::string id_of_name;
+  if (!run_id->empty() && !valid_run_name(*run_id, "run_id", c.out)) return;
+  if (!run_id->empty()) {
+    auto claimed = store::RunNames(store_).claim(c.who.project, *run_id);
+    if (!claimed) return fail(c.out, 503, "", claimed.error().to_string());
+    id_of_name = *claimed;
+  }
   store::NewWorkflowRun run;
-  run.run_id = *run_id;
+  run.run_id = id_of_name;
   run.project = c.who.project;
   run.workflow = def->name;
   run.file = "api";
@@ -179,8 +191,11 @@ void Api::runs_start(Ctx& c) {
   run.timeout = def->timeout;
   store::WorkflowStore wf(store_);
   auto id = wf.enqueue_run(run);
-  if (!id) return fail(c.out, 409, "run_id", id.error().to_string());
-  answer(c.out, 201, {{"id", *id}, {"state", "queued"}}, {{"Location", "/v1/runs/" + *id}});
+  if (!id) {
+    return fail(c.out, 409, "run_id", with_name(id.error().to_string(), id_of_name, *run_id));
+  }
+  const std::string shown = run_id->empty() ? *id : *run_id;
+  answer(c.out, 201, {{"id", shown}, {"state", "queued"}}, {{"Location", "/v1/runs/" + shown}});
 }
 
 void Api::runs_list(Ctx& c) {
@@ -188,35 +203,38 @@ void Api::runs_list(Ctx& c) {
   auto rows = wf.runs(c.who.project, 100);
   if (!rows) return fail(c.out, 500, "", rows.error().to_string());
   json list = json::array();
-  for (const auto& r : *rows) list.push_back(run_json(r));
+  for (const auto& r : *rows) list.push_back(run_json(store_, r));
   answer(c.out, 200, {{"runs", list}});
 }
 
 namespace {
 
-// The run, if the caller's project's; otherwise a 404 as for an unknown run.
-std::optional<store::WorkflowRunRow> own_run(store::WorkflowStore& wf, const std::string& id,
-                                             const std::string& project, Responder& out) {
-  auto run = wf.run(id);
-  if (!run || run->project_id != project) {
-    fail(out, 404, "id", "no run " + id);
-    return std::nullopt;
+// The run the caller's project named `name`; otherwise a 404 as for an
+// unknown run (another project's r1 is not this one's).
+std::optional<store::WorkflowRunRow> own_run(store::Store& store, store::WorkflowStore& wf,
+                                             const std::string& name, const std::string& project,
+                                             Responder& out) {
+  auto id = store::RunNames(store).find(project, name);
+  std::optional<store::WorkflowRunRow> found;
+  if (id && *id) {
+    if (auto run = wf.run(**id); run && run->project_id == project) found = std::move(*run);
   }
-  return std::move(*run);
+  if (!found) fail(out, 404, "id", "no run " + name);
+  return found;
 }
 
 }  // namespace
 
 void Api::run_get(Ctx& c) {
   store::WorkflowStore wf(store_);
-  auto run = own_run(wf, c.param("id"), c.who.project, c.out);
-  if (run) answer(c.out, 200, run_with_steps(wf, *run));
+  auto run = own_run(store_, wf, c.param("id"), c.who.project, c.out);
+  if (run) answer(c.out, 200, run_with_steps(store_, wf, *run));
 }
 
 void Api::run_replay(Ctx& c) {
   store::WorkflowStore wf(store_);
   const std::string& id = c.param("id");
-  auto run = own_run(wf, id, c.who.project, c.out);
+  auto run = own_run(store_, wf, id, c.who.project, c.out);
   if (!run) return;
   if (!run->ended()) return fail(c.out, 409, "id", "run " + id + " has not ended yet");
   // A replay runs as the run's user, under today's policy: a token may replay
@@ -243,12 +261,13 @@ void Api::run_replay(Ctx& c) {
 void Api::run_cancel(Ctx& c) {
   store::WorkflowStore wf(store_);
   const std::string& id = c.param("id");
-  if (!own_run(wf, id, c.who.project, c.out)) return;
+  auto run = own_run(store_, wf, id, c.who.project, c.out);
+  if (!run) return;
   auto body = body_object(c.request, c.out, /*empty_is_object=*/true);
   if (!body || !only_fields(*body, {"reason"}, c.out)) return;
   auto why = string_field(*body, "reason", c.out);
   if (!why) return;
-  auto state = wf.request_cancel(id, why->empty() ? "cancelled over the API" : *why);
+  auto state = wf.request_cancel(run->run_id, why->empty() ? "cancelled over the API" : *why);
   if (!state) return fail(c.out, 409, "", state.error().to_string());
   answer(c.out, 200, {{"id", id}, {"state", std::string(store::to_string(*state))}});
 }
@@ -256,14 +275,15 @@ void Api::run_cancel(Ctx& c) {
 // The run's state and steps as they change, until it ends.
 void Api::run_events(Ctx& c) {
   store::WorkflowStore wf(store_);
-  const std::string& id = c.param("id");
-  if (!own_run(wf, id, c.who.project, c.out)) return;
+  auto run = own_run(store_, wf, c.param("id"), c.who.project, c.out);
+  if (!run) return;
+  const std::string id = run->run_id;
   if (!c.out.begin_stream(200, "text/event-stream")) return;
   std::string last;
   while (true) {
     auto now = wf.run(id);
     if (!now) break;
-    const std::string text = run_with_steps(wf, *now).dump();
+    const std::string text = run_with_steps(store_, wf, *now).dump();
     if (text != last) {
       if (!c.out.write_chunk("event: run\ndata: " + text + "\n\n")) return;
       last = text;
@@ -284,7 +304,7 @@ void Api::approvals_list(Ctx& c) {
   auto pending = wf.pending_approvals(*project);
   if (!pending) return fail(c.out, 500, "", pending.error().to_string());
   json list = json::array();
-  for (const auto& a : *pending) list.push_back(approval_json(a));
+  for (const auto& a : *pending) list.push_back(approval_json(store_, a));
   answer(c.out, 200, {{"approvals", list}});
 }
 
@@ -308,7 +328,8 @@ std::optional<store::ApprovalRow> own_approval(store::WorkflowStore& wf, const s
 
 void Api::approval_get(Ctx& c) {
   store::WorkflowStore wf(store_);
-  if (auto a = own_approval(wf, c.param("id"), c.who, c.out)) answer(c.out, 200, approval_json(*a));
+  if (auto a = own_approval(wf, c.param("id"), c.who, c.out))
+    answer(c.out, 200, approval_json(store_, *a));
 }
 
 void Api::approval_approve(Ctx& c) { approval_decide(c, true); }
@@ -343,7 +364,7 @@ void Api::approval_decide(Ctx& c, bool approve) {
     return fail(c.out, 409, "", s.error().to_string());
   }
   auto after = wf.approval(a->id);
-  answer(c.out, 200, after ? approval_json(*after) : json{{"id", a->id}});
+  answer(c.out, 200, after ? approval_json(store_, *after) : json{{"id", a->id}});
 }
 
 json Api::console_snapshot(const std::string& project) {
@@ -362,11 +383,11 @@ json Api::console_snapshot(const std::string& project) {
   store::WorkflowStore wf(store_);
   json runs = json::array();
   if (auto rows = wf.runs(project, 20)) {
-    for (const auto& r : *rows) runs.push_back(run_with_steps(wf, r));
+    for (const auto& r : *rows) runs.push_back(run_with_steps(store_, wf, r));
   }
   json approvals = json::array();
   if (auto pending = wf.pending_approvals(project)) {
-    for (const auto& a : *pending) approvals.push_back(approval_json(a));
+    for (const auto& a : *pending) approvals.push_back(approval_json(store_, a));
   }
   json audit = {{"intact", nullptr}};
   if (auto intact = audit_intact()) audit = {{"intact", *intact}};

@@ -45,8 +45,6 @@ class SseSink : public OutputSink {
   std::atomic<bool> gone_{false};
 };
 
-std::string_view sv(boost::beast::string_view s) { return {s.data(), s.size()}; }
-
 bool wants_sse(const Request& request) {
   return sv(request[http::field::accept]).find("text/event-stream") != std::string_view::npos;
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,17 @@ using httpd::split_target;
 using httpd::Target;
 
 inline constexpr const char* kJson = "application/json";
+
+// A header's value, or a request target, as a string_view.
+inline std::string_view sv(boost::beast::string_view s) { return {s.data(), s.size()}; }
+
+// An optional value as JSON: null when absent.
+inline nlohmann::json opt(const std::optional<int64_t>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+inline nlohmann::json opt(const std::optional<std::string>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 inline void answer(Responder& r, int status, const nlohmann::json& body,
                    const std::vector<std::pair<std::string, std::string>>& headers = {}) {
@@ -71,6 +83,27 @@ inline bool only_fields(const nlohmann::json& body, std::initializer_list<const 
     }
   }
   return true;
+}
+
+// `text` with every `id` in it shown as `name`: a run's id where its project
+// named it otherwise (store/run_names.h) never reaches the tenant.
+inline std::string with_name(std::string text, const std::string& id, const std::string& name) {
+  if (id == name || id.empty()) return text;
+  for (size_t at = text.find(id); at != std::string::npos; at = text.find(id, at + name.size())) {
+    text.replace(at, id.size(), name);
+  }
+  return text;
+}
+
+// A run name as a tenant may give it: 1 to 128 printable ASCII characters,
+// no '/' nor '~' (the store's own ids use it); else a 400 naming `field`.
+inline bool valid_run_name(const std::string& name, const char* field, Responder& r) {
+  bool ok = !name.empty() && name.size() <= 128;
+  for (char ch : name) ok = ok && ch > ' ' && ch < 0x7f && ch != '/' && ch != '~';
+  if (!ok) {
+    fail(r, 400, field, "a run's name is 1 to 128 printable characters, without '/' or '~'");
+  }
+  return ok;
 }
 
 }  // namespace rf::api

@@ -527,6 +527,19 @@ ALTER TABLE workers ADD COLUMN door TEXT;
 ALTER TABLE workers ADD COLUMN door_key TEXT;
 )sql";
 
+// v13 (issue 39): a run's name as a tenant gave it, where the run's id had
+// to be another one: a project's run names are its own, so a name another
+// project's run already has is stored under an id of its own
+// (store/run_names.h), and a tenant never learns which names others use.
+constexpr std::string_view kV13 = R"sql(
+CREATE TABLE run_names (
+  project_id TEXT NOT NULL CHECK (project_id <> ''),
+  name TEXT NOT NULL CHECK (name <> ''),
+  run_id TEXT NOT NULL UNIQUE,
+  PRIMARY KEY (project_id, name)
+) STRICT;
+)sql";
+
 // ---- The same versions on PostgreSQL. Each does what its SQLite twin above
 // does, in PostgreSQL's dialect: BIGINT for every integer (times are
 // milliseconds), BYTEA for blobs, identity columns for SQLite's INTEGER
@@ -892,6 +905,15 @@ ALTER TABLE workers ADD COLUMN door TEXT;
 ALTER TABLE workers ADD COLUMN door_key TEXT;
 )sql";
 
+constexpr std::string_view kPgV13 = R"sql(
+CREATE TABLE run_names (
+  project_id TEXT NOT NULL CHECK (project_id <> ''),
+  name TEXT NOT NULL CHECK (name <> ''),
+  run_id TEXT NOT NULL UNIQUE,
+  PRIMARY KEY (project_id, name)
+);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1, kPgV1},
     {2, kV2, kPgV2},
@@ -905,6 +927,7 @@ constexpr Migration kMigrations[] = {
     {10, kV10, kPgV10},
     {11, kV11, kPgV11},
     {12, kV12, kPgV12, /*rebuilds_tables=*/true},
+    {13, kV13, kPgV13},
 };
 
 std::string_view version_table(const Db& db) {

@@ -211,7 +211,7 @@ TEST_F(Tenancy, ATokenCannotActAsAnotherUserInAWorkflowRun) {
 TEST_F(Tenancy, AReplayRunsOnlyWhatTheTokenCouldStart) {
   const std::string alice = token("pb", {"--user", "alice"});
   const std::string bob = token("pb", {"--user", "bob"});
-  serve();
+  serve_only();  // no worker: the run stays queued until cancelled
   const std::string wf =
       "name: w\nsteps:\n  - {id: a, mode: in_process, kind: template, "
       "template: hi}\n";
@@ -527,6 +527,43 @@ TEST_F(Tenancy, ASandboxIdIsTheServersSoIdsOfOtherProjectsTellNothing) {
   std::string body = get.body;
   body.replace(body.find(theirs), theirs.size(), "rf-000000000000");
   EXPECT_EQ(body, unknown.body);
+}
+
+TEST_F(Tenancy, AnotherProjectsRunNamesAnswerAsUnusedOnes) {
+  const std::string pa = token("pa");
+  const std::string pb = token("pb");
+  serve_only();
+  const std::string wf =
+      "name: w\nsteps:\n  - {id: a, mode: in_process, kind: template, "
+      "template: hi}\n";
+  // pa's runs: a call's r1 and a workflow run w1.
+  ASSERT_EQ(call("POST", "/v1/calls", pa, R"({"run": "r1", "argv": ["true"]})").status, 201);
+  auto mine = call("POST", "/v1/workflows/runs", pa, workflow_body(wf, {{"run_id", "w1"}}));
+  ASSERT_EQ(mine.status, 201) << mine.body;
+  // pb names the same, and names of no one: the answers are alike.
+  auto taken = call("POST", "/v1/calls", pb, R"({"run": "r1", "argv": ["true"]})");
+  auto unused = call("POST", "/v1/calls", pb, R"({"run": "r9", "argv": ["true"]})");
+  EXPECT_EQ(taken.status, 201) << taken.body;
+  EXPECT_EQ(unused.status, 201) << unused.body;
+  auto shown = json::parse(
+      call("GET", "/v1/calls/" + std::to_string(json::parse(taken.body)["id"].get<int64_t>()), pb)
+          .body);
+  EXPECT_EQ(shown["run"], "r1") << shown.dump();
+  auto theirs = call("POST", "/v1/workflows/runs", pb, workflow_body(wf, {{"run_id", "w1"}}));
+  auto free = call("POST", "/v1/workflows/runs", pb, workflow_body(wf, {{"run_id", "w9"}}));
+  EXPECT_EQ(theirs.status, 201) << theirs.body;
+  EXPECT_EQ(free.status, 201) << free.body;
+  EXPECT_EQ(json::parse(theirs.body)["id"], "w1");
+  // Each project sees its own w1, and pb's second w1 is refused as pa's would be.
+  auto pb_w1 = json::parse(call("GET", "/v1/runs/w1", pb).body);
+  auto pa_w1 = json::parse(call("GET", "/v1/runs/w1", pa).body);
+  EXPECT_EQ(pb_w1["project"], "pb") << pb_w1.dump();
+  EXPECT_EQ(pa_w1["project"], "pa") << pa_w1.dump();
+  auto again_b = call("POST", "/v1/workflows/runs", pb, workflow_body(wf, {{"run_id", "w1"}}));
+  auto again_a = call("POST", "/v1/workflows/runs", pa, workflow_body(wf, {{"run_id", "w1"}}));
+  EXPECT_EQ(again_b.status, 409);
+  EXPECT_EQ(again_a.status, 409);
+  EXPECT_EQ(again_b.body, again_a.body) << "pb's w1 answers as pa's";
 }
 
 TEST_F(Tenancy, AnMcpOriginIsParsedNotMatchedAsAPrefix) {
