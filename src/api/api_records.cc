@@ -368,17 +368,26 @@ void Api::approval_decide(Ctx& c, bool approve) {
 }
 
 json Api::console_snapshot(const std::string& project) {
+  // Every live sandbox of the project, whichever door made it: the API's,
+  // a run's, a call's, the workers' (the store records them all).
   json sandboxes = json::array();
-  for (const auto& s : sandboxes_.list(project)) {
-    json limits = s.contains("spec") ? s["spec"].value("limits", json::object()) : json::object();
-    sandboxes.push_back({{"id", s.value("id", "")},
-                         {"backend", s.value("backend", "")},
-                         {"project", s.value("project", "")},
-                         {"run", nullptr},
-                         {"mode", "api"},
-                         {"worker", s.value("worker", "")},
-                         {"age_s", s.value("age_s", int64_t{0})},
-                         {"memory_limit", limits.value("memory", "")}});
+  const int64_t now = store::now_ms();
+  if (auto live = store_.live_sandboxes()) {
+    for (const auto& s : *live) {
+      if (s.project_id != project) continue;
+      const json spec = s.spec_json ? parse_json_or_discarded(*s.spec_json) : json();
+      const json limits = spec.is_object() ? spec.value("limits", json::object()) : json::object();
+      const bool api = s.mode == "api";
+      sandboxes.push_back(
+          {{"id", s.id},
+           {"backend", s.backend},
+           {"project", project},
+           {"run", !api && s.run_id ? json(shown_id(store_, *s.run_id)) : json(nullptr)},
+           {"mode", s.mode},
+           {"worker", s.worker_id.value_or("")},
+           {"age_s", (now - s.created_at) / 1000},
+           {"memory_limit", limits.value("memory", "")}});
+    }
   }
   store::WorkflowStore wf(store_);
   json runs = json::array();

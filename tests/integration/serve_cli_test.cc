@@ -1017,6 +1017,50 @@ TEST_F(ServeCli, ApiSandboxesLiveOnTheWorkerAndEndWithIt) {
   for (const auto& id : ids) EXPECT_EQ(call("GET", "/v1/sandboxes/" + id, tok).status, 404) << id;
 }
 
+// Every sandbox of a project, whichever door made it (the API's, a queued
+// call's run), is in the console's snapshot and in `sandbox list` with its
+// project, run and mode (issue 39: worker sandboxes were missing there).
+TEST_F(ServeCli, TheConsoleAndSandboxListShowEverySandboxOfEveryDoor) {
+  const std::string tok = token("acme");
+  serve();
+  const std::string api_id = create(tok);
+  auto made = call("POST", "/v1/calls", tok, R"({"run": "r1", "argv": ["true"]})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string call_id = std::to_string(json::parse(made.body)["id"].get<int64_t>());
+  for (int i = 0; i < 200; ++i) {
+    if (json::parse(call("GET", "/v1/calls/" + call_id, tok).body)["state"] == "done") break;
+    std::this_thread::sleep_for(50ms);
+  }
+  HttpProbe console(port_);
+  ASSERT_TRUE(console.send_raw(
+      "GET /v1/console/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok + "\r\n\r\n"));
+  json snapshot;
+  for (int i = 0; i < 100 && snapshot.is_null(); ++i) {
+    console.read_some(200ms);
+    const std::string& got = console.buffered();
+    const auto at = got.find("data: ");
+    const auto end = at == std::string::npos ? at : got.find("\n", at);
+    if (end != std::string::npos)
+      snapshot = json::parse(got.substr(at + 6, end - at - 6), nullptr, false);
+  }
+  ASSERT_TRUE(snapshot.is_object()) << console.buffered();
+  std::map<std::string, json> by_mode;
+  for (const auto& sb : snapshot["sandboxes"]) by_mode[sb["mode"]] = sb;
+  ASSERT_TRUE(by_mode.count("api")) << snapshot.dump();
+  ASSERT_TRUE(by_mode.count("per_run")) << snapshot.dump();
+  EXPECT_EQ(by_mode["api"]["id"], api_id);
+  EXPECT_EQ(by_mode["per_run"]["run"], "r1");
+  EXPECT_EQ(by_mode["per_run"]["project"], "acme");
+  Cli listed({"sandbox", "list", "--state-dir", dir_, "--json"});
+  listed.wait(30s);
+  const json all = json::parse(listed.out(), nullptr, false);
+  std::set<std::string> modes;
+  for (const auto& s : all.is_array() ? all : json::array()) {
+    if (s.value("project", json()).is_string() && s["project"] == "acme") modes.insert(s["mode"]);
+  }
+  EXPECT_EQ(modes, (std::set<std::string>{"api", "per_run"})) << listed.out();
+}
+
 // /v1/audit's limit and after are whole numbers in range, or a 400 naming
 // the parameter: "abc" and -5 once came back as one event with 200, and
 // after=xyz read as 0.
