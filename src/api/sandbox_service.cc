@@ -442,7 +442,8 @@ std::optional<DoorAddress> WorkerSandboxes::door_from_store(const std::string& p
   return DoorAddress{*sb.worker_id, *(*worker)->door, *(*worker)->door_key};
 }
 
-ServiceResult<DoorAddress> WorkerSandboxes::place(const std::string& project) {
+ServiceResult<DoorAddress> WorkerSandboxes::place(const std::string& project,
+                                                  const Labels& labels) {
   const int64_t now = store::now_ms();
   auto workers = store_.workers_serving(project, now - store::kLiveWorkerWindow.count());
   if (!workers) return ServiceError{503, "", workers.error().to_string()};
@@ -454,12 +455,13 @@ ServiceResult<DoorAddress> WorkerSandboxes::place(const std::string& project) {
   }
   const store::WorkerRow* best = nullptr;
   for (const auto& w : *workers) {
-    if (!w.door || !w.door_key) continue;
+    if (!w.door || !w.door_key || !labels_match(labels, w.labels)) continue;
     if (best == nullptr || load[w.id] < load[best->id]) best = &w;
   }
   if (best == nullptr) {
     return ServiceError{503, "",
                         "no live worker with a door serves project " + project +
+                            (labels.empty() ? "" : " with labels " + labels_text(labels)) +
                             ": start one on this store (ringfence worker start "
                             "--sandbox-mode per_run ...)"};
   }
@@ -471,6 +473,28 @@ ServiceResult<json> WorkerSandboxes::create(const std::string& project, const st
   auto parsed =
       parse_json(spec_json.empty() ? std::string_view("{}") : std::string_view(spec_json), "spec");
   if (!parsed) return bad("spec", "the body is " + parsed.error().message);
+  // "requires": {"labels": {...}}: only a worker with them holds it, as for a call.
+  Labels required;
+  if (parsed->is_object() && parsed->contains("requires")) {
+    const json req = (*parsed)["requires"];
+    parsed->erase("requires");
+    if (!req.is_object()) return bad("requires", "expected {\"labels\": {...}}");
+    for (auto it = req.begin(); it != req.end(); ++it) {
+      if (it.key() != "labels") return bad("requires." + it.key(), "unknown field");
+    }
+    if (req.contains("labels")) {
+      if (!req["labels"].is_object()) {
+        return bad("requires.labels", "expected an object of strings");
+      }
+      auto labels = store::labels_from_json(req["labels"].dump());
+      if (!labels) {
+        const std::string& at = labels.error().where;
+        return bad(at.starts_with("label ") ? "requires.labels." + at.substr(6) : "requires.labels",
+                   labels.error().message);
+      }
+      required = std::move(*labels);
+    }
+  }
   auto checked = checked_spec(project, *parsed, options_.allow_host_network);
   if (auto* e = std::get_if<ServiceError>(&checked)) return *e;
   {
@@ -484,7 +508,7 @@ ServiceResult<json> WorkerSandboxes::create(const std::string& project, const st
                               " sandboxes, the most this server allows; delete one"};
     }
   }
-  auto door = place(project);
+  auto door = place(project, required);
   if (auto* e = std::get_if<ServiceError>(&door)) return *e;
   auto reply = doors_.call(std::get<DoorAddress>(door), "POST", "/door/v1/sandboxes",
                            headers(project, actor), parsed->dump());

@@ -29,6 +29,7 @@
 #include "policy/operator_policy.h"
 #include "proto/messages.h"
 #include "sandbox/sandbox.h"
+#include "store/labels.h"
 #include "store/store.h"
 
 namespace rf::api {
@@ -210,8 +211,9 @@ class WorkerSandboxes final : public SandboxService {
   std::optional<DoorAddress> door_of(const std::string& project, const std::string& id);
   void forget_door(const std::string& id);
   std::optional<DoorAddress> door_from_store(const std::string& project, const std::string& id);
-  // A live worker with a door that may serve `project`, the least loaded.
-  ServiceResult<DoorAddress> place(const std::string& project);
+  // A live worker with a door that may serve `project` and has `labels`,
+  // the least loaded (calls are routed by the same labels).
+  ServiceResult<DoorAddress> place(const std::string& project, const Labels& labels);
   static ServiceError error_of(const DoorReply& reply);
   static nlohmann::json view_of(const store::SandboxRow& row);
   DoorClient::Headers headers(const std::string& project, const std::string& actor) const;

@@ -215,9 +215,9 @@ TEST_F(StoreCli, ServeOnAPostgresStore) {
 // project from the store, and is used and deleted through another serve.
 TEST_F(StoreCli, ASandboxMadeThroughOneServeIsUsedThroughAnother) {
   const std::string tok = make_token(dir_ + "/api-a", "acme", {"--store", uri_});
-  for (const char* host : {"host-a", "host-b", "host-c"}) {
-    start_worker(
-        host, {"--worker-id", host, "--sandbox-mode", "per_run", "--door-listen", "127.0.0.1:0"});
+  for (const std::string host : {"host-a", "host-b", "host-c"}) {
+    start_worker(host, {"--worker-id", host, "--sandbox-mode", "per_run", "--door-listen",
+                        "127.0.0.1:0", "--label", "zone=" + host.substr(5)});
   }
   auto s = store::Store::open(uri_);
   ASSERT_TRUE(s.ok());
@@ -257,6 +257,17 @@ TEST_F(StoreCli, ASandboxMadeThroughOneServeIsUsedThroughAnother) {
   auto listed = nlohmann::json::parse(b.request("GET", "/v1/sandboxes", tok).body);
   ASSERT_EQ(listed["sandboxes"].size(), 1u) << listed.dump();
   EXPECT_EQ(listed["sandboxes"][0]["worker"], worker);
+  // Placed by labels, as calls are routed.
+  auto in_c = a.request("POST", "/v1/sandboxes", tok, R"({"requires": {"labels": {"zone": "c"}}})");
+  ASSERT_EQ(in_c.status, 201) << in_c.body;
+  const auto c_made = nlohmann::json::parse(in_c.body);
+  EXPECT_EQ(c_made["worker"], "host-c");
+  auto nowhere =
+      a.request("POST", "/v1/sandboxes", tok, R"({"requires": {"labels": {"zone": "z"}}})");
+  EXPECT_EQ(nowhere.status, 503) << nowhere.body;
+  EXPECT_THAT(nowhere.body, HasSubstr("zone=z"));
+  EXPECT_EQ(b.request("DELETE", "/v1/sandboxes/" + c_made["id"].get<std::string>(), tok).status,
+            204);
   // The call is the worker's, recorded and receipted like every other.
   EXPECT_EQ(b.request("DELETE", "/v1/sandboxes/" + id, tok).status, 204);
   EXPECT_EQ(a.request("GET", "/v1/sandboxes/" + id, tok).status, 404);
