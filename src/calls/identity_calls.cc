@@ -50,7 +50,9 @@ store::InjectionRow IdentityCalls::injection_row(const IdentityUse& use,
 }
 
 IdentityUse IdentityUse::of(const store::ClaimedCall& call) {
-  return {call.id, call.call.project, call.call.run, *call.call.identity};
+  // A call without identity has no scope: an empty one, never a dereferenced nothing.
+  return {call.id, call.call.project, call.call.run,
+          call.call.identity.value_or(store::IdentityScope{})};
 }
 
 IdentityCalls::IdentityCalls(store::Store& store, Options options,

@@ -45,6 +45,7 @@ struct IdentityUse {
   std::string project;
   std::string run;
   store::IdentityScope scope;
+  // A claimed call's: its scope, or none when it asked for no identity.
   static IdentityUse of(const store::ClaimedCall& call);
 };
 
