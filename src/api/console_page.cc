@@ -74,9 +74,14 @@ const el = (tag, attrs = {}, ...kids) => {
   for (const [k, v] of Object.entries(attrs)) {
     if (k === "class") e.className = v; else if (k.startsWith("data-")) e.setAttribute(k, v); else e[k] = v;
   }
-  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(shown(String(k))));
   return e;
 };
+// Text a sandbox or a tenant wrote (a reason, a run or step name) is shown
+// with its control, C1 and bidirectional-override characters as \uXXXX: a
+// cell says what it holds, it never reorders or hides its neighbours.
+const shown = (t) => t.replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+  (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 const age = (s) => s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m" : Math.floor(s / 3600) + "h";
 const size = (b) => b >= 1 << 30 ? (b / (1 << 30)).toFixed(1) + " GiB" : Math.round(b / (1 << 20)) + " MiB";
 function fill(tbody, rows, columns) {

@@ -57,8 +57,10 @@ TEST(ConsoleBrowser, ASandboxAppearsAndAClickApprovesARequest) {
   store::ApprovalRow row;
   row.project_id = "acme";
   row.kind = "credential";
+  // Its reason, written by whoever asked, carries a right-to-left override
+  // and an escape: the cell shows them as text, never reorders its row.
   row.request_json =
-      json{{"key", "GITHUB_TOKEN"}, {"message", "push the site to acme/site"}}.dump();
+      json{{"key", "GITHUB_TOKEN"}, {"message", "push the site\u202e\x1b[2J to acme/site"}}.dump();
   auto approval = store::WorkflowStore(**st).request_approval(row);
   ASSERT_TRUE(approval.ok()) << approval.error().to_string();
 
@@ -79,6 +81,7 @@ TEST(ConsoleBrowser, ASandboxAppearsAndAClickApprovesARequest) {
   EXPECT_EQ(cells[1], "native");
   EXPECT_EQ(cells[2], "acme");
   EXPECT_EQ(cells[6], "300m");
+  EXPECT_EQ(steps["request"]["text"], "push the site\\u202e\\u001b[2J to acme/site");
   EXPECT_NE(steps["audit"]["text"].get<std::string>().find("intact"), std::string::npos);
   EXPECT_EQ(steps["done"]["errors"], json::array()) << "no script errors on the page";
   EXPECT_EQ(steps["done"]["external"], json::array()) << "nothing loaded from elsewhere";

@@ -36,6 +36,8 @@ try {
   say('sandbox', { row });
   const approve = `button[data-approve="${opt('--approval')}"]`;
   await page.waitForSelector(approve, { timeout: 15000 });
+  const request = await page.$eval(`tr[data-approval="${opt('--approval')}"]`, (tr) => tr.cells[2].textContent);
+  say('request', { text: request });
   await page.click(approve);
   await page.waitForSelector(`tr[data-approval="${opt('--approval')}"]`, { hidden: true, timeout: 15000 });
   say('approved');
