@@ -155,12 +155,18 @@ Result<std::string> workspace_tar(const Workspace& ws) {
 }
 
 Result<nlohmann::json> copy_to_local(const Workspace& ws, const std::string& root,
-                                     const std::string& rel) {
-  RF_TRY(check_rel(rel));
+                                     const std::string& project, const std::string& in_project) {
+  RF_TRY(check_rel(in_project));
+  if (project.empty() || project.find('/') != std::string::npos) {
+    return make_error("artifact dest local",
+                      "the run's project \"" + project + "\" cannot name a directory");
+  }
+  RF_TRY(check_rel(project));
   if (root.empty()) {
     return make_error("artifact dest local",
                       "this worker has no --artifact-root (worker start --artifact-root DIR)");
   }
+  const std::string rel = project + "/" + in_project;
   const std::string what = "artifact " + root + "/" + rel;
   UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd) return sys_error("artifact root " + root);

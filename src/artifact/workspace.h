@@ -38,13 +38,14 @@ Result<Workspace> read_workspace(Sandbox& sandbox, const std::string& root, uint
 // A ustar archive of it (dest none: kept in the store; s3: uploaded).
 Result<std::string> workspace_tar(const Workspace& ws);
 
-// dest local: copies it to ROOT/REL (REL relative, no "..", confined to ROOT;
-// no symlink under ROOT is followed). Written to a new directory next to the
+// dest local: copies it to ROOT/PROJECT/REL (REL relative, no "..", confined
+// to ROOT/PROJECT, so one project never writes over another's; no symlink
+// under ROOT is followed). Written to a new directory next to the
 // target, fsynced, and renamed into place, so a failure or a crash leaves no
 // half-written copy; an existing target is swapped with it in one
 // renameat2(RENAME_EXCHANGE), never missing, then removed.
 // Returns {"path", "files", "bytes"}.
 Result<nlohmann::json> copy_to_local(const Workspace& ws, const std::string& root,
-                                     const std::string& rel);
+                                     const std::string& project, const std::string& rel);
 
 }  // namespace rf::artifact

@@ -205,7 +205,7 @@ int run_call(const ClientFlags& f) {
 
 void add_call_command(CLI::App* call, CommandResult* result) {
   auto f = std::make_shared<ClientFlags>();
-  call->add_option("--project", f->project, "Project")->required();
+  call->add_option("--project", f->project, "Project")->check(project_name())->required();
   call->add_option("--run", f->run, "Run (created on first use)")->required();
   call->add_option("--stdin", f->stdin_file, "File whose bytes are the call's stdin");
   call->add_option("--timeout", f->timeout, "Per-call timeout")->default_val("30s");

@@ -252,7 +252,8 @@ void add_identity_commands(CLI::App* identity, CommandResult* result) {
   auto* set = profile->add_subcommand("set", "Create or replace a profile");
   set->add_option("name", f->name, "Profile name")->required();
   set->add_option("--level", f->level, "system, project, workflow or user")->required();
-  set->add_option("--project", f->project, "The project (level project; narrows workflow, user)");
+  set->add_option("--project", f->project, "The project (level project; narrows workflow, user)")
+      ->check(project_name());
   set->add_option("--workflow", f->workflow, "The workflow (level workflow)");
   set->add_option("--user", f->user, "The user (level user)");
   set->add_option("entries", f->entries,

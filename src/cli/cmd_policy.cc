@@ -103,7 +103,8 @@ int set(const PolicyFlags& f) {
     if (!now) return fail(now.error().to_string(), kExitRuntime);
     if (*now) {
       auto parsed = parse_json(now->value().policy_json, "stored policy");
-      auto stored = parsed ? policy::parse_policy_doc(*parsed) : Result<policy::PolicyDoc>(parsed.take_error());
+      auto stored = parsed ? policy::parse_policy_doc(*parsed)
+                           : Result<policy::PolicyDoc>(parsed.take_error());
       if (stored) doc = policy::merged(std::move(*stored), *changes);
     }
   }
@@ -158,16 +159,19 @@ int show(const PolicyFlags& f) {
   }
   for (const char* k : {"networks", "egress_allow", "modes", "step_kinds", "worker_env"}) {
     std::string values;
-    for (const auto& v : out[k]["value"]) values += (values.empty() ? "" : ", ") + v.get<std::string>();
+    for (const auto& v : out[k]["value"])
+      values += (values.empty() ? "" : ", ") + v.get<std::string>();
     std::printf("%-27s %s (%s)\n", (std::string(k) + ":").c_str(),
-                values.empty() ? "none" : values.c_str(), out[k]["source"].get<std::string>().c_str());
+                values.empty() ? "none" : values.c_str(),
+                out[k]["source"].get<std::string>().c_str());
   }
   return 0;
 }
 
 void common(CLI::App* cmd, PolicyFlags* f) {
-  cmd->add_option("--project", f->project, "The project");
-  cmd->add_flag("--default", f->is_default, "The default policy, which every project falls back to");
+  cmd->add_option("--project", f->project, "The project")->check(project_name());
+  cmd->add_flag("--default", f->is_default,
+                "The default policy, which every project falls back to");
   cmd->add_option("--state-dir", f->state_dir, "The store's directory");
 }
 
@@ -192,7 +196,8 @@ void add_policy_commands(CLI::App* cmd, CommandResult* result) {
     set_cmd->add_option(flag, f->limits[key],
                         "Ceiling of " + std::string(lf.help) + " a tenant may ask for");
   }
-  set_cmd->add_option("--networks", f->networks, "Network policies a tenant may ask for (none,proxy,host)");
+  set_cmd->add_option("--networks", f->networks,
+                      "Network policies a tenant may ask for (none,proxy,host)");
   set_cmd->add_option("--egress-allow", f->egress_allow,
                       "An egress rule beyond public space (loopback, private) tenants may write");
   set_cmd->add_flag("--no-egress-allow", f->no_egress_allow, "Allow no such rule");

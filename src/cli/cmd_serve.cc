@@ -313,6 +313,7 @@ int mcp(const McpFlags& f) {
 void add_mcp_command(CLI::App* cmd, CommandResult* result) {
   auto f = std::make_shared<McpFlags>();
   cmd->add_option("--project", f->project, "The project the sandboxes are made for")
+      ->check(project_name())
       ->default_val("default");
   cmd->add_option("--backend", f->backend, "The backend of the sandboxes")->default_val("native");
   cmd->add_option("--docker-host", f->docker_host, "The Docker daemon, for --backend docker");
@@ -325,7 +326,9 @@ void add_token_commands(CLI::App* token, CommandResult* result) {
   auto f = std::make_shared<TokenFlags>();
   auto* create =
       token->add_subcommand("create", "Make an API token of one project; prints it once (stdout)");
-  create->add_option("--project", f->project, "The project the token acts for")->required();
+  create->add_option("--project", f->project, "The project the token acts for")
+      ->check(project_name())
+      ->required();
   create->add_option("--name", f->name, "What the token is for (shown by list)");
   create->add_option("--expires", f->expires, "Lifetime: 30d, 12h, 90m (default: never)");
   create->add_option("--user", f->user,

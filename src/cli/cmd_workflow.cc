@@ -152,7 +152,7 @@ void add_workflow_commands(CLI::App* wf, CommandResult* result) {
   auto f = std::make_shared<WorkflowRunFlags>();
   auto* run = wf->add_subcommand("run", "Run a workflow on the workers and wait for its end");
   run->add_option("file", f->file, "The workflow (YAML or JSON)")->required();
-  run->add_option("--project", f->project, "Project")->required();
+  run->add_option("--project", f->project, "Project")->check(project_name())->required();
   run->add_option("--input", f->inputs, "An input, NAME=VALUE (repeat)");
   run->add_option("--user", f->user, "Who runs it (the identity cascade's user level)");
   run->add_option("--run-id", f->run_id, "The run's id (default: generated)");

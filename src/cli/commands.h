@@ -5,7 +5,19 @@
 #include <string>
 #include <vector>
 
+#include "policy/principal.h"
+
 namespace rf::cli {
+
+// --project's check: a name every door accepts (policy::check_project_name).
+inline CLI::Validator project_name() {
+  return CLI::Validator(
+      [](std::string& v) {
+        auto st = policy::check_project_name(v);
+        return st ? std::string() : st.error().message;
+      },
+      "PROJECT");
+}
 
 // Exit codes: the command's own; 125 runtime failure; 126/127 not executable /
 // not found; 2 usage errors; 124 (`call`) no worker claimed the call within

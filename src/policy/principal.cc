@@ -1,6 +1,19 @@
 #include "policy/principal.h"
 
+#include "core/printable.h"
+
 namespace rf::policy {
+
+Status check_project_name(std::string_view name) {
+  const bool shaped = !name.empty() && name.size() <= 64 && name.front() != '.' &&
+                      name.find_first_not_of(
+                          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                          "0123456789._-") == std::string_view::npos;
+  if (shaped) return ok_status();
+  return make_error(
+      "project", "a project's name is 1 to 64 of A-Z a-z 0-9 . _ -, not starting with '.' (got \"" +
+                     printable(name, 80) + "\")");
+}
 
 std::string_view to_string(Role role) { return role == Role::kOperator ? "operator" : "agent"; }
 

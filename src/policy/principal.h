@@ -17,6 +17,11 @@
 
 namespace rf::policy {
 
+// A project's name: 1 to 64 of A-Z a-z 0-9 . _ -, not starting with '.'. It
+// names a directory (a local artifact lands under ROOT/PROJECT/) and prefixes
+// secrets (PROJECT:NAME), so nothing in it may reach past either.
+Status check_project_name(std::string_view name);
+
 enum class Role { kAgent, kOperator };
 std::string_view to_string(Role role);
 Result<Role> parse_role(std::string_view text);  // "agent" | "operator"

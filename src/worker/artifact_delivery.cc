@@ -162,7 +162,8 @@ Result<json> deliver_artifact(const ArtifactJob& job) {
     case ArtifactDest::kLocal: {
       auto ws = workspace(job, "/workspace", "local artifact " + *path);
       if (!ws) return ws.take_error();
-      auto copied = artifact::copy_to_local(*ws, job.services.artifact_root, *path);
+      auto copied =
+          artifact::copy_to_local(*ws, job.services.artifact_root, job.request.project, *path);
       if (!copied) return copied.take_error();
       (*copied)["dest"] = "local";
       ref = std::move(*copied);

@@ -321,8 +321,8 @@ steps:
   ASSERT_EQ(run({"run", "artifact", "r7", "make", "-o", dir_ + "/make.tar"}, &out, &err), 0) << err;
   Ran listing = run_capture({"/bin/tar", "-tf", dir_ + "/make.tar"}, {});
   EXPECT_EQ(listing.out, "site/\nsite/index.html\n");
-  EXPECT_EQ(slurp(root + "/out/r7/site/index.html"), "<h1>copied</h1>\n");
-  EXPECT_FALSE(std::filesystem::exists(root + "/out/r7/site/passwd"));
+  EXPECT_EQ(slurp(root + "/acme/out/r7/site/index.html"), "<h1>copied</h1>\n");
+  EXPECT_FALSE(std::filesystem::exists(root + "/acme/out/r7/site/passwd"));
   const json escape = step(r, "escape");
   EXPECT_EQ(escape["state"], "failed");
   EXPECT_EQ(escape["error_kind"], "artifact");
@@ -740,8 +740,8 @@ TEST_F(WorkflowTest, AnApprovalIdThatIsNotANumberIsRefusedNamingIt) {
 // renames of old; the new contents are there and nothing is left beside it.
 TEST_F(WorkflowTest, ALocalArtifactReplacesTheOldCopyWithoutAGap) {
   const std::string root = dir_ + "/artifacts";
-  std::filesystem::create_directories(root + "/out/same/site");
-  { std::ofstream(root + "/out/same/old.txt") << "old\n"; }
+  std::filesystem::create_directories(root + "/acme/out/same/site");
+  { std::ofstream(root + "/acme/out/same/old.txt") << "old\n"; }
   const std::string adapter = file("fake-agent.yaml", R"(name: fake-agent
 argv: [sh, -c, "mkdir -p site && echo '<h1>{{prompt}}</h1>' > site/index.html && echo made", x]
 result: {from: stdout, format: text}
@@ -779,15 +779,55 @@ steps:
   ::kill(tracer, SIGTERM);
   ::waitpid(tracer, nullptr, 0);
   ASSERT_EQ(code, 0) << out << err << show("s1").dump();
-  EXPECT_EQ(slurp(root + "/out/same/site/index.html"), "<h1>new</h1>\n");
-  EXPECT_FALSE(std::filesystem::exists(root + "/out/same/old.txt"));
+  EXPECT_EQ(slurp(root + "/acme/out/same/site/index.html"), "<h1>new</h1>\n");
+  EXPECT_FALSE(std::filesystem::exists(root + "/acme/out/same/old.txt"));
   std::vector<std::string> left;
-  for (const auto& e : std::filesystem::directory_iterator(root + "/out"))
+  for (const auto& e : std::filesystem::directory_iterator(root + "/acme/out"))
     left.push_back(e.path().filename().string());
   EXPECT_EQ(left, std::vector<std::string>{"same"});
   const std::string renames = slurp(log);
   EXPECT_NE(renames.find("\"same\", RENAME_EXCHANGE) = 0"), std::string::npos) << renames;
   EXPECT_EQ(renames.find(".same.rf-old-"), std::string::npos) << renames;
+}
+
+// A tenant's attack (issue 39): a run of another project names the same local
+// path, hoping to replace what acme's run left there. Each project's copies
+// live under ROOT/PROJECT/, and a project named to climb out of it is refused
+// at the door.
+TEST_F(WorkflowTest, AnotherProjectsLocalArtifactNeverReplacesOnesOwn) {
+  const std::string root = dir_ + "/artifacts";
+  std::filesystem::create_directories(root);
+  const std::string adapter = file("fake-agent.yaml", R"(name: fake-agent
+argv: [sh, -c, "echo '{{prompt}}' > index.html && echo made", x]
+result: {from: stdout, format: text}
+memory_floor: 1g
+)");
+  start_worker({"--artifact-root", root});
+  const std::string wf = file("same.yaml", R"(name: same
+steps:
+  - id: copy
+    mode: cli_agent
+    agent: )" + adapter + R"(
+    prompt: "made by {{run.project}}"
+    artifact: {dest: local, path: "site"}
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "a1"}, &out, &err), 0)
+      << out << err << show("a1").dump();
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "evil", "--run-id", "e1"}, &out, &err), 0)
+      << out << err << show("e1").dump();
+  EXPECT_EQ(slurp(root + "/acme/site/index.html"), "made by acme\n");
+  EXPECT_EQ(slurp(root + "/evil/site/index.html"), "made by evil\n");
+  EXPECT_EQ(step(show("e1"), "copy")["outputs"]["artifact"]["path"], root + "/evil/site");
+  EXPECT_FALSE(std::filesystem::exists(root + "/site"));
+
+  for (const std::string project : {"..", "../acme", "acme/site", ".hidden", ""}) {
+    EXPECT_EQ(run({"workflow", "run", wf, "--project", project, "--run-id", "x1"}, &out, &err), 2)
+        << project;
+    EXPECT_NE(err.find("a project's name is 1 to 64 of A-Z a-z 0-9 . _ -"), std::string::npos)
+        << project << ": " << err;
+  }
+  EXPECT_EQ(slurp(root + "/acme/site/index.html"), "made by acme\n");
 }
 
 }  // namespace
