@@ -44,8 +44,7 @@ Result<nlohmann::json> parse_json(std::string_view text, std::string_view what, 
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    return make_error(std::string(what),
-                      "not valid JSON (at byte " + std::to_string(e.byte) + ")");
+    return make_error(std::string(what), "not valid JSON (at byte " + std::to_string(e.byte) + ")");
   }
 }
 

@@ -31,9 +31,9 @@ Result<std::optional<PolicyRow>> PolicyStore::get(const std::string& project) {
 
 Result<PolicyStore::Pair> PolicyStore::get_with_default(const std::string& project) {
   return store_.locked([&](Db& db) -> Result<Pair> {
-    auto found = rows<PolicyRow>(db, read_policy,
-                                 std::string(kSelect) + "WHERE project_id IN (?1, ?2)", project,
-                                 std::string(kDefaultPolicy));
+    auto found =
+        rows<PolicyRow>(db, read_policy, std::string(kSelect) + "WHERE project_id IN (?1, ?2)",
+                        project, std::string(kDefaultPolicy));
     if (!found) return within("read the policy of " + project, Result<Pair>(found.take_error()));
     Pair p;
     for (auto& r : *found) (r.project == kDefaultPolicy ? p.fallback : p.project) = std::move(r);

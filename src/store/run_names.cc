@@ -55,21 +55,19 @@ Result<std::string> RunNames::claim(const std::string& project, const std::strin
       if (!known) return known.take_error();
       if (*known) return **known;
       // Free: no run (of any project) and no other name holds it.
-      auto taken = first_row<std::string>(
-          db, read_text0,
-          "SELECT id FROM runs WHERE id = ?1 UNION ALL "
-          "SELECT run_id FROM run_names WHERE run_id = ?1",
-          name);
+      auto taken = first_row<std::string>(db, read_text0,
+                                          "SELECT id FROM runs WHERE id = ?1 UNION ALL "
+                                          "SELECT run_id FROM run_names WHERE run_id = ?1",
+                                          name);
       if (!taken) return taken.take_error();
       if (!*taken) return name;
       // Another project's: an id of this project's own, remembered.
       for (int attempt = 0; attempt < 8; ++attempt) {
         const std::string id = with_suffix(name);
-        auto clash = first_row<std::string>(
-            db, read_text0,
-            "SELECT id FROM runs WHERE id = ?1 UNION ALL "
-            "SELECT run_id FROM run_names WHERE run_id = ?1",
-            id);
+        auto clash = first_row<std::string>(db, read_text0,
+                                            "SELECT id FROM runs WHERE id = ?1 UNION ALL "
+                                            "SELECT run_id FROM run_names WHERE run_id = ?1",
+                                            id);
         if (!clash) return clash.take_error();
         if (*clash) continue;
         RF_TRY(exec(db, "INSERT INTO run_names (project_id, name, run_id) VALUES (?1, ?2, ?3)",
