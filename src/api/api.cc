@@ -11,6 +11,7 @@
 #include "api/tokens.h"
 #include "core/counters.h"
 #include "core/log.h"
+#include "core/printable.h"
 #include "store/audit_log.h"
 
 namespace rf::api {
@@ -60,40 +61,40 @@ std::span<const Api::Route> Api::routes() {
   using V = http::verb;
   static const Route kRoutes[] = {
       {V::get, "/healthz", Access::kPublic, &Api::healthz},
-      {V::get, "/", Access::kPublic, &Api::console},
+      {V::get, "/", Access::kPublic, &Api::console, "*"},
       {V::get, "/metrics", Access::kOperator, &Api::metrics},
       {V::post, "/mcp", Access::kToken, &Api::mcp},
-      {V::get, "/v1/fleet", Access::kOperator, &Api::fleet},
+      {V::get, "/v1/fleet", Access::kOperator, &Api::fleet, "project"},
       {V::post, "/v1/sandboxes", Access::kToken, &Api::sandboxes_create},
-      {V::get, "/v1/sandboxes", Access::kToken, &Api::sandboxes_list},
+      {V::get, "/v1/sandboxes", Access::kToken, &Api::sandboxes_list, "project"},
       {V::get, "/v1/sandboxes/{id}", Access::kToken, &Api::sandbox_get},
       {V::delete_, "/v1/sandboxes/{id}", Access::kToken, &Api::sandbox_delete},
       {V::post, "/v1/sandboxes/{id}/exec", Access::kToken, &Api::sandbox_exec},
-      {V::get, "/v1/sandboxes/{id}/files", Access::kToken, &Api::sandbox_file_get},
-      {V::put, "/v1/sandboxes/{id}/files", Access::kToken, &Api::sandbox_file_put},
-      {V::get, "/v1/sandboxes/{id}/files:list", Access::kToken, &Api::sandbox_files_list},
+      {V::get, "/v1/sandboxes/{id}/files", Access::kToken, &Api::sandbox_file_get, "path"},
+      {V::put, "/v1/sandboxes/{id}/files", Access::kToken, &Api::sandbox_file_put, "path,mode"},
+      {V::get, "/v1/sandboxes/{id}/files:list", Access::kToken, &Api::sandbox_files_list, "path"},
       {V::get, "/v1/secrets", Access::kToken, &Api::secrets_list},
       {V::get, "/v1/secrets/{name}", Access::kToken, &Api::secret_get},
       {V::put, "/v1/secrets/{name}", Access::kToken, &Api::secret_put},
-      {V::delete_, "/v1/secrets/{name}", Access::kToken, &Api::secret_delete},
+      {V::delete_, "/v1/secrets/{name}", Access::kToken, &Api::secret_delete, "hard"},
       {V::post, "/v1/workflows/runs", Access::kToken, &Api::runs_start},
-      {V::get, "/v1/runs", Access::kToken, &Api::runs_list},
+      {V::get, "/v1/runs", Access::kToken, &Api::runs_list, "project"},
       {V::get, "/v1/runs/{id}", Access::kToken, &Api::run_get},
       {V::post, "/v1/runs/{id}:cancel", Access::kToken, &Api::run_cancel},
       {V::post, "/v1/runs/{id}:replay", Access::kToken, &Api::run_replay},
       {V::get, "/v1/runs/{id}/events", Access::kToken, &Api::run_events},
       {V::post, "/v1/calls", Access::kToken, &Api::calls_create},
       {V::get, "/v1/calls/{id}", Access::kToken, &Api::call_get},
-      {V::get, "/v1/approvals", Access::kToken, &Api::approvals_list},
+      {V::get, "/v1/approvals", Access::kToken, &Api::approvals_list, "project"},
       {V::get, "/v1/approvals/{id}", Access::kToken, &Api::approval_get},
       {V::post, "/v1/approvals/{id}:approve", Access::kToken, &Api::approval_approve},
       {V::post, "/v1/approvals/{id}:deny", Access::kToken, &Api::approval_deny},
-      {V::get, "/v1/audit", Access::kToken, &Api::audit_list},
+      {V::get, "/v1/audit", Access::kToken, &Api::audit_list, "project,after,limit"},
       {V::get, "/v1/audit:verify", Access::kToken, &Api::audit_verify},
       {V::get, "/v1/audit/checkpoint", Access::kToken, &Api::audit_checkpoint},
-      {V::get, "/v1/audit/proofs/inclusion", Access::kToken, &Api::audit_inclusion},
-      {V::get, "/v1/audit/proofs/consistency", Access::kToken, &Api::audit_consistency},
-      {V::get, "/v1/console/events", Access::kToken, &Api::console_events},
+      {V::get, "/v1/audit/proofs/inclusion", Access::kToken, &Api::audit_inclusion, "seq"},
+      {V::get, "/v1/audit/proofs/consistency", Access::kToken, &Api::audit_consistency, "from,to"},
+      {V::get, "/v1/console/events", Access::kToken, &Api::console_events, "project"},
   };
   return kRoutes;
 }
@@ -237,6 +238,17 @@ void Api::handle(const Request& request, Responder& responder) {
         !s) {
       ++denied_;
       return fail(responder, 403, "", s.error().message);
+    }
+  }
+  if (route->query != "*") {
+    for (const auto& [name, value] : t.query) {
+      if (("," + std::string(route->query) + ",").find("," + name + ",") != std::string::npos) {
+        continue;
+      }
+      return fail(responder, 400, printable(name, 64),
+                  route->query.empty()
+                      ? "unknown query parameter (this route takes none)"
+                      : "unknown query parameter (allowed: " + std::string(route->query) + ")");
     }
   }
   if (!take_slot(*who, responder)) return;

@@ -70,6 +70,10 @@ class Api {
     std::string_view path;  // "/v1/runs/{id}:cancel": {x} is one segment
     Access access;
     Fn fn;
+    // The query parameters it reads, comma-separated ("*": any, for the
+    // console's page). Any other is a 400 naming it: a mistyped ?projetc=
+    // is never silently the caller's own project.
+    std::string_view query = "";
   };
   static std::span<const Route> routes();
 

@@ -199,8 +199,10 @@ void Api::runs_start(Ctx& c) {
 }
 
 void Api::runs_list(Ctx& c) {
+  auto project = project_of(c);
+  if (!project) return;
   store::WorkflowStore wf(store_);
-  auto rows = wf.runs(c.who.project, 100);
+  auto rows = wf.runs(*project, 100);
   if (!rows) return fail(c.out, 500, "", rows.error().to_string());
   json list = json::array();
   for (const auto& r : *rows) list.push_back(run_json(store_, r));

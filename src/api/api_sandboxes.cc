@@ -76,8 +76,10 @@ void Api::sandboxes_create(Ctx& c) {
 }
 
 void Api::sandboxes_list(Ctx& c) {
+  auto project = project_of(c);
+  if (!project) return;
   json list = json::array();
-  for (auto& s : sandboxes_.list(c.who.project)) list.push_back(std::move(s));
+  for (auto& s : sandboxes_.list(*project)) list.push_back(std::move(s));
   answer(c.out, 200, {{"sandboxes", list}});
 }
 

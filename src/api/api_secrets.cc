@@ -124,11 +124,15 @@ void Api::secret_put(Ctx& c) {
 }
 
 void Api::secret_delete(Ctx& c) {
+  const auto h = c.target.query.find("hard");
+  if (h != c.target.query.end() && h->second != "true" && h->second != "false") {
+    return fail(c.out, 400, "hard", "expected true or false");
+  }
   auto found = secret_of(c);
   if (!found) return;
   const std::string& name = c.param("name");
   if (!*found) return fail(c.out, 404, "name", "no secret " + name);
-  const bool hard = c.target.query.count("hard") && c.target.query.at("hard") == "true";
+  const bool hard = h != c.target.query.end() && h->second == "true";
   if (auto s =
           secrets_of(store_, options_.state_dir, c.who).revoke(c.who.project + ":" + name, hard);
       !s) {

@@ -437,6 +437,24 @@ TEST_F(Tenancy, AMistypedFieldIsA400NamingItNeverA500) {
   expect(call("POST", "/v1/runs/" + rid + ":cancel", tok, R"({"reason": 5})"), 400, "reason",
          "expected a string");
   expect(call("POST", "/v1/sandboxes", tok, "[1, 2]"), 400, "spec", "expected a JSON object");
+  // A mistyped query parameter is named too, never read as absent: ?projetc=
+  // is not silently the caller's own project.
+  expect(call("GET", "/v1/audit?limt=5", tok), 400, "limt",
+         "unknown query parameter (allowed: project,after,limit)");
+  expect(call("GET", "/v1/sandboxes?projetc=pb", tok), 400, "projetc",
+         "unknown query parameter (allowed: project)");
+  expect(call("GET", "/v1/secrets?x=1", tok), 400, "x",
+         "unknown query parameter (this route takes none)");
+  expect(call("DELETE", "/v1/secrets/k?hard=yes", tok), 400, "hard", "expected true or false");
+  // And a list of another project is what an unknown project's is.
+  token("pb");
+  for (const std::string route : {"/v1/sandboxes", "/v1/runs"}) {
+    const auto other = call("GET", route + "?project=pb", tok);
+    const auto unknown = call("GET", route + "?project=nope", tok);
+    EXPECT_EQ(other.status, 404) << route << other.body;
+    EXPECT_EQ(unknown.status, 404) << route << unknown.body;
+    EXPECT_EQ(json::parse(other.body)["field"], json::parse(unknown.body)["field"]);
+  }
   // MCP: a mistyped argument is a tool error, and the server answers on.
   const json write = {{"jsonrpc", "2.0"},
                       {"id", 1},
