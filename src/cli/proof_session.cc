@@ -17,6 +17,7 @@ Result<std::unique_ptr<ProofSession>> ProofSession::open(const std::string& stat
   if (!key) return key.take_error();
   auto st = open_client_store(state_dir);
   if (!st) return st.take_error();
+  proof::keep_runner_sha256_in(state_dir + "/keys/runner.sha256");
   return std::unique_ptr<ProofSession>(
       new ProofSession(std::move(*st), std::move(*key), state_dir + "/keys/runner.sha256"));
 }

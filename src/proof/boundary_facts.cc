@@ -30,6 +30,15 @@ std::string program_digest(const sock_filter* insns, size_t count) {
 
 std::once_flag runner_once;
 std::string runner_digest;
+// Where the digest is kept, named before any thread asks for the digest:
+// the first to ask, whichever it is, uses it.
+std::mutex runner_cache_mu;
+std::string runner_cache_file;
+
+std::string named_runner_cache() {
+  std::lock_guard<std::mutex> lock(runner_cache_mu);
+  return runner_cache_file;
+}
 
 // What identifies the binary's bytes without reading them: a write to the
 // file changes its ctime, which no process can set back.
@@ -65,12 +74,18 @@ void hash_runner(const std::string& cache_file) {
 }  // namespace
 
 std::string runner_sha256() {
-  std::call_once(runner_once, [] { hash_runner(""); });
+  std::call_once(runner_once, [] { hash_runner(named_runner_cache()); });
   return runner_digest;
 }
 
+void keep_runner_sha256_in(const std::string& cache_file) {
+  std::lock_guard<std::mutex> lock(runner_cache_mu);
+  runner_cache_file = cache_file;
+}
+
 void warm_runner_sha256(const std::string& cache_file) {
-  std::call_once(runner_once, [&] { hash_runner(cache_file); });
+  keep_runner_sha256_in(cache_file);
+  (void)runner_sha256();
 }
 
 Result<std::vector<std::string>> seccomp_profile_digests(const std::string& profile) {

@@ -54,5 +54,9 @@ std::string runner_sha256();
 // ctime); otherwise the binary is hashed and the file rewritten. For
 // short-lived processes (`sandbox exec --receipt`), at their start.
 void warm_runner_sha256(const std::string& cache_file);
+// Names `cache_file` for whichever thread asks for the digest first, without
+// making it: call before starting the threads that may ask (a report's
+// thread may ask before the thread that warms it runs).
+void keep_runner_sha256_in(const std::string& cache_file);
 
 }  // namespace rf::proof
