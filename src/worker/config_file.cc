@@ -307,7 +307,7 @@ const std::vector<Field>& root_fields() {
   static const std::vector<Field> fields = {
       field("project_environment", "a project environment (production, staging, development)",
             parse_project_environment, &SettingsLayer::project_environment),
-      field("project", "a project name", parse_name, &SettingsLayer::project),
+      field("project", "a project name", parse_project_name, &SettingsLayer::project),
       field("state_dir", "a directory", parse_text, &SettingsLayer::state_dir),
       field("store", "a store (an absolute SQLite file path or a postgres:// URI)", parse_store,
             &SettingsLayer::store),

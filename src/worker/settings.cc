@@ -8,6 +8,7 @@
 
 #include "core/units.h"
 #include "net/resolve_override.h"
+#include "policy/principal.h"
 #include "store/db.h"
 
 namespace rf::worker {
@@ -248,6 +249,15 @@ Result<std::string> parse_name(std::string_view text) {
                 c == '.' || c == '_' || c == '-');
   }
   if (!ok) return expected("a name of letters, digits, '.', '_' and '-'", text);
+  return std::string(text);
+}
+
+Result<std::string> parse_project_name(std::string_view text) {
+  if (!policy::check_project_name(text))
+    return expected(
+        "a project name, 1 to 64 of letters, digits, '.', '_' and '-', not starting "
+        "with '.'",
+        text);
   return std::string(text);
 }
 

@@ -161,7 +161,9 @@ Status check_limit_text(const LimitField& field, std::string_view text);
 Result<std::string> parse_text(std::string_view text);  // any non-empty text (image, paths)
 // An absolute SQLite file path, or a postgres:// (postgresql://) URI.
 Result<std::string> parse_store(std::string_view text);
-Result<std::string> parse_name(std::string_view text);  // [A-Za-z0-9._-]+ (project, pool)
+Result<std::string> parse_name(std::string_view text);  // [A-Za-z0-9._-]+ (pool, host id)
+// A project's name as every door takes it (policy::check_project_name).
+Result<std::string> parse_project_name(std::string_view text);
 // KEY=VALUE[,KEY=VALUE...] (store/labels.h); a key given twice is refused.
 Result<store::Labels> parse_labels(std::string_view text);
 Result<uint64_t> parse_count(std::string_view text);

@@ -87,7 +87,7 @@ std::vector<FlagDef> make_flag_defs() {
   std::vector<FlagDef> defs = {
       def("--project-environment", "production, staging or development", parse_project_environment,
           &SettingsLayer::project_environment),
-      def("--project", "The one project a per_worker worker serves", parse_name,
+      def("--project", "The one project a per_worker worker serves", parse_project_name,
           &SettingsLayer::project),
       def("--state-dir", "State directory (default ~/.ringfence/state)", parse_text,
           &SettingsLayer::state_dir),

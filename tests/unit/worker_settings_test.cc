@@ -379,8 +379,8 @@ TEST(WorkerConfig, BadValues) {
       config_error("sandbox:\n  timeout: soon\n"),
       "/etc/rf/worker.yaml:2: sandbox.timeout: expected a duration such as 30s, got \"soon\"");
   EXPECT_EQ(config_error("project: acme corp\n"),
-            "/etc/rf/worker.yaml:1: project: expected a name of letters, digits, '.', '_' and "
-            "'-', got \"acme corp\"");
+            "/etc/rf/worker.yaml:1: project: expected a project name, 1 to 64 of letters, "
+            "digits, '.', '_' and '-', not starting with '.', got \"acme corp\"");
 }
 
 TEST(WorkerConfig, DuplicateKey) {
@@ -416,6 +416,19 @@ TEST(WorkerSettings, PerWorkerNeedsAProject) {
             "(no error)");
   EXPECT_EQ(validation_error({"--project", "acme"}, "sandbox:\n  mode: per_worker\n"),
             "(no error)");
+}
+
+// The one project of a per_worker worker is named as every door names one
+// (policy::check_project_name): a name no token could hold is refused here.
+TEST(WorkerSettings, AProjectIsNamedAsEveryDoorNamesOne) {
+  EXPECT_EQ(flag_error({"--project", "acme.prod-2"}), "(no error)");
+  const std::string want =
+      "expected a project name, 1 to 64 of letters, digits, '.', '_' and '-', not starting with "
+      "'.', got ";
+  EXPECT_NE(flag_error({"--project", ".."}).find(want + "\"..\""), std::string::npos);
+  EXPECT_NE(flag_error({"--project", std::string(65, 'a')}).find(want), std::string::npos);
+  EXPECT_EQ(config_error("project: .hidden\n"),
+            "/etc/rf/worker.yaml:1: project: " + want + "\".hidden\"");
 }
 
 TEST(WorkerSettings, LimitsValidatedLikeSandboxSpec) {
