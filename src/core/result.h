@@ -18,6 +18,8 @@ enum class ErrorCode {
   kIncompatible,  // a peer speaks a version outside our range (the tool runner's protocol)
   kUnavailable,   // a service did not answer (a Docker daemon that is down)
   kDenied,        // the request's principal or the operator's policy does not allow it
+  kLeaseLost,     // a worker no longer holds the call or run it writes (the sweep ended it)
+  kFenced,        // another process registered the worker's id since this one did
 };
 
 struct Error {

@@ -21,9 +21,16 @@ inline Error fail(std::string message) { return make_error("", std::move(message
 // A writer whose worker id was registered again since it registered it
 // (store.h: fencing tokens).
 inline Error fenced(const std::string& worker, int64_t mine, int64_t current) {
-  return fail("worker " + worker + " was registered again (epoch " + std::to_string(current) +
-              ") since this process registered it (epoch " + std::to_string(mine) +
-              "): fenced, another process serves as " + worker + " now");
+  return make_error(ErrorCode::kFenced, "",
+                    "worker " + worker + " was registered again (epoch " + std::to_string(current) +
+                        ") since this process registered it (epoch " + std::to_string(mine) +
+                        "): fenced, another process serves as " + worker + " now");
+}
+
+// A write to a call or run the worker no longer holds ("... (lease lost): it
+// is interrupted").
+inline Error lease_lost(std::string message) {
+  return make_error(ErrorCode::kLeaseLost, "", std::move(message));
 }
 
 // The worker must be registered and running, and, when this process

@@ -1,6 +1,7 @@
 #include "store/store.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -204,8 +205,8 @@ struct Holder {
   std::optional<int64_t> worker_epoch;  // the holder's current registration
 };
 
-// The call must be claimed or running by `worker`, its lease not expired at
-// `now`, and the writer must hold the fence: `fence` (this process's
+// The call must be claimed or running by `worker`, and the writer must hold
+// the fence: `fence` (this process's
 // registration of the worker; unknown: the current one) must be the worker's
 // current epoch and the one the call was claimed under.
 //
@@ -216,7 +217,12 @@ struct Holder {
 // registration of the same id (a new epoch) waits for this write, or this
 // write sees the new epoch; a sweep or a cancel of the call waits for it and
 // then finds the call ended.
-Status require_held(Db& db, int64_t call_id, const std::string& worker, int64_t now,
+//
+// A lease that ran out does not by itself lose the call: until a sweep
+// (interrupt_orphaned_calls) ends it, it is still the worker's, which a
+// worker starved of CPU past its lease finishes (issue 40). Calls are never
+// queued again, so nobody else can have taken it.
+Status require_held(Db& db, int64_t call_id, const std::string& worker,
                     std::optional<int64_t> fence) {
   auto epoch = first_row<int64_t>(
       db, [](const Statement& st) -> Result<int64_t> { return st.int64(0); },
@@ -235,17 +241,15 @@ Status require_held(Db& db, int64_t call_id, const std::string& worker, int64_t 
   std::string lost = call_name(call_id) + " is not held by worker " + worker + " (lease lost): ";
   Holder held = **h;
   held.worker_epoch = *epoch;
-  if (held.state != "claimed" && held.state != "running") return fail(lost + "it is " + held.state);
-  if (held.worker_id != worker) return fail(lost + "worker " + *held.worker_id + " holds it");
-  if (*held.lease_expires_at < now) {
-    return fail(lost + "the lease expired at " + std::to_string(*held.lease_expires_at));
-  }
+  if (held.state != "claimed" && held.state != "running")
+    return lease_lost(lost + "it is " + held.state);
+  if (held.worker_id != worker) return lease_lost(lost + "worker " + *held.worker_id + " holds it");
   if (!held.worker_epoch) return ok_status();  // a worker row that is gone: nothing to fence
   if (fence && *fence != *held.worker_epoch) return fenced(worker, *fence, *held.worker_epoch);
   if (held.claim_epoch && *held.claim_epoch != *held.worker_epoch) {
-    return fail(lost + "it was claimed under epoch " + std::to_string(*held.claim_epoch) +
-                " of the worker, and the writer holds epoch " + std::to_string(*held.worker_epoch) +
-                " (fenced)");
+    return lease_lost(lost + "it was claimed under epoch " + std::to_string(*held.claim_epoch) +
+                      " of the worker, and the writer holds epoch " +
+                      std::to_string(*held.worker_epoch) + " (fenced)");
   }
   return ok_status();
 }
@@ -406,10 +410,19 @@ Result<int64_t> insert_chunks(Db& db, int64_t call_id, const std::vector<Pending
 // The database's directory (0700 where it is made) and the file itself (0600
 // where it is made; SQLite gives its journal and WAL the file's mode): the
 // store holds what calls printed and the sealed secrets, for its owner only.
+//
+// A file that exists is never opened here: closing any descriptor of a file
+// drops every POSIX lock this process holds on it, SQLite's included, and
+// another process that then finds itself the last connection checkpoints
+// and deletes the WAL under this process's open connections (a worker's
+// second connection, issue 40, stopped seeing new calls so). O_EXCL: of two
+// threads making it, one does.
 Status make_private_db_file(const std::string& path) {
   RF_TRY(make_private_dirs(std::filesystem::path(path).parent_path().string()));
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd && errno != EACCES) return sys_error("create " + path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return ok_status();
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd && errno != EACCES && errno != EEXIST) return sys_error("create " + path);
   return ok_status();
 }
 
@@ -471,8 +484,8 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& target) {
   // relative SQLite path and made as a file in the current directory.
   if (!postgres && target.find("://") != std::string::npos)
     return make_error("open store " + engine::redact_uri(target),
-                      "an unknown scheme: expected postgres://, postgresql://, sqlite:PATH or "
-                      "a file path");
+                      "an unknown scheme: expected postgres://, postgresql://, a keyword "
+                      "string (host=... dbname=...), sqlite:PATH or a file path");
   const std::string path = postgres ? target : sqlite_path(target);
   if (!postgres) RF_TRY(within("open store " + path, make_private_db_file(path)));
   auto db = Db::open(path);
@@ -846,7 +859,7 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
 Status Store::mark_running(int64_t call_id, const std::string& worker_id) {
   std::lock_guard lock(mu_);
   auto mark = [&]() -> Status {
-    RF_TRY(require_held(db_, call_id, worker_id, now(), fence_of(worker_id)));
+    RF_TRY(require_held(db_, call_id, worker_id, fence_of(worker_id)));
     return exec(db_, "UPDATE tool_calls SET state = 'running' WHERE id = ?1", call_id);
   };
   return within("mark " + call_name(call_id) + " running", claim_transaction(db_, mark));
@@ -856,7 +869,7 @@ Result<int64_t> Store::append_output(int64_t call_id, const std::string& worker_
                                      std::string_view bytes) {
   std::lock_guard lock(mu_);
   auto append = [&]() -> Result<int64_t> {
-    RF_TRY(require_held(db_, call_id, worker_id, now(), fence_of(worker_id)));
+    RF_TRY(require_held(db_, call_id, worker_id, fence_of(worker_id)));
     auto next = first_row<int64_t>(
         db_, [](const Statement& st) -> Result<int64_t> { return st.int64(0); },
         "SELECT coalesce(max(seq), 0) + 1 FROM call_output WHERE call_id = ?1", call_id);
@@ -875,7 +888,7 @@ Result<int64_t> Store::append_outputs(int64_t call_id, const std::string& worker
                                       const std::vector<PendingChunk>& chunks) {
   std::lock_guard lock(mu_);
   auto append = [&]() -> Result<int64_t> {
-    RF_TRY(require_held(db_, call_id, worker_id, now(), fence_of(worker_id)));
+    RF_TRY(require_held(db_, call_id, worker_id, fence_of(worker_id)));
     return insert_chunks(db_, call_id, chunks);
   };
   auto seq = within("append output of " + call_name(call_id), claim_transaction(db_, append));
@@ -889,7 +902,7 @@ Status Store::finish_call(int64_t call_id, const std::string& worker_id, int exi
   auto finish = [&]() -> Status {
     if (!json::accept(result_json)) return fail("the result is not valid JSON");
     int64_t at = now();
-    RF_TRY(require_held(db_, call_id, worker_id, at, fence_of(worker_id)));
+    RF_TRY(require_held(db_, call_id, worker_id, fence_of(worker_id)));
     auto appended = insert_chunks(db_, call_id, output);
     if (!appended.ok()) return appended.take_error();
     return exec(db_,
@@ -907,7 +920,7 @@ Status Store::finish_call(int64_t call_id, const std::string& worker_id, int exi
     auto updated = exec(db_,
                         "UPDATE tool_calls SET state = 'done', exit_code = ?2, result_json = ?3, "
                         "finished_at = ?4 WHERE id = ?1 AND worker_id = ?5 "
-                        "AND state IN ('claimed', 'running') AND lease_expires_at >= ?4 "
+                        "AND state IN ('claimed', 'running') "
                         "AND claim_epoch = (SELECT epoch FROM workers WHERE id = ?5" +
                             share_locked(db_) + ") AND (?6 < 0 OR claim_epoch = ?6)",
                         call_id, exit_code, result_json, at, worker_id, fence);
@@ -937,7 +950,7 @@ Status Store::end_held_call(int64_t call_id, const std::string& worker_id, std::
   std::lock_guard lock(mu_);
   auto end_it = [&]() -> Status {
     int64_t at = now();
-    RF_TRY(require_held(db_, call_id, worker_id, at, fence_of(worker_id)));
+    RF_TRY(require_held(db_, call_id, worker_id, fence_of(worker_id)));
     auto appended = insert_chunks(db_, call_id, output);
     if (!appended.ok()) return appended.take_error();
     return exec(db_, "UPDATE tool_calls SET state = ?4, error = ?2, finished_at = ?3 WHERE id = ?1",
@@ -964,32 +977,36 @@ Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds 
     } else {
       RF_TRY(exec(db_, "UPDATE workers SET heartbeat_at = ?2 WHERE id = ?1", worker_id, at));
     }
-    // A lease that already expired stays lost: the sweep may interrupt the call
-    // any moment, and finish_call already refuses it.
+    // A lease that ran out is taken again while no sweep ended the call: a
+    // worker starved past its lease keeps and finishes what it runs.
     RF_TRY(exec(db_,
                 "UPDATE tool_calls SET lease_expires_at = ?2 WHERE worker_id = ?1 "
-                "AND state IN ('claimed', 'running') AND lease_expires_at >= ?3 "
-                "AND (claim_epoch IS NULL OR claim_epoch = ?4)",
-                worker_id, at + lease.count(), at, *epoch));
+                "AND state IN ('claimed', 'running') "
+                "AND (claim_epoch IS NULL OR claim_epoch = ?3)",
+                worker_id, at + lease.count(), *epoch));
     // The workflow runs it holds (workflow_store.h) keep their leases the same way.
     return exec(db_,
                 "UPDATE workflow_runs SET lease_expires_at = ?2 WHERE worker_id = ?1 "
-                "AND state = 'running' AND lease_expires_at >= ?3",
-                worker_id, at + lease.count(), at);
+                "AND state = 'running'",
+                worker_id, at + lease.count());
   };
   return within("heartbeat of worker " + worker_id, write_transaction(db_, beat));
 }
 
-Result<int> Store::interrupt_orphaned_calls(int64_t now_at) {
+Result<int> Store::interrupt_orphaned_calls(int64_t now_at, const std::string& sparing) {
   std::lock_guard lock(mu_);
+  // A process never sweeps the calls it holds itself: it is alive, however
+  // late its heartbeat (-1: this Store registered no such worker).
+  const int64_t spared_epoch = sparing.empty() ? -1 : fence_of(sparing).value_or(-1);
   auto sweep = [&]() -> Result<std::vector<int64_t>> {
     // The message names each call's own worker, so it is built in SQL.
     return rows<int64_t>(
         db_, read_int0,
         "UPDATE tool_calls SET state = 'interrupted', "
         "error = 'worker ' || worker_id || ' stopped heartbeating', finished_at = ?1 "
-        "WHERE state IN ('claimed', 'running') AND lease_expires_at < ?1 RETURNING id",
-        now_at);
+        "WHERE state IN ('claimed', 'running') AND lease_expires_at < ?1 "
+        "AND (coalesce(worker_id, '') <> ?2 OR coalesce(claim_epoch, -1) <> ?3) RETURNING id",
+        now_at, sparing, spared_epoch);
   };
   return ring_each(within("interrupt orphaned calls", write_transaction(db_, sweep)));
 }
@@ -1196,6 +1213,16 @@ Status Store::register_worker(const std::string& id, int64_t pid, const std::str
   return ok_status();
 }
 
+std::optional<int64_t> Store::registration(const std::string& worker_id) {
+  std::lock_guard lock(mu_);
+  return fence_of(worker_id);
+}
+
+void Store::adopt_registration(const std::string& worker_id, int64_t epoch) {
+  std::lock_guard lock(mu_);
+  fences_[worker_id] = epoch;
+}
+
 std::optional<int64_t> Store::fence_of(const std::string& worker_id) const {
   auto it = fences_.find(worker_id);
   if (it == fences_.end()) return std::nullopt;
@@ -1231,14 +1258,20 @@ Result<std::optional<WorkerRow>> Store::worker(const std::string& id) {
                     "SELECT " + std::string(kWorkerColumns) + " FROM workers WHERE id = ?1", id));
 }
 
-Status Store::stop_worker(const std::string& id) {
+Status Store::stop_worker(const std::string& id, std::optional<int64_t> epoch) {
   std::lock_guard lock(mu_);
+  if (!epoch) epoch = fence_of(id);
   std::vector<int64_t> ids;  // calls the stop interrupts: their clients are rung
   auto stop = [&]() -> Status {
+    auto current = first_row<int64_t>(
+        db_, read_int0, "SELECT epoch FROM workers WHERE id = ?1" + for_update(db_), id);
+    if (!current.ok()) return current.take_error();
+    if (!*current) return fail("worker " + id + " is not registered");
+    if (epoch && *epoch != **current) return fenced(id, *epoch, **current);
     RF_TRY(exec(db_, "UPDATE workers SET state = 'stopped' WHERE id = ?1", id));
-    if (db_.changes() == 0) return fail("worker " + id + " is not registered");
     auto interrupted =
-        interrupt_held(db_, "worker_id = ?3", "worker " + id + " stopped", now(), id);
+        interrupt_held(db_, "worker_id = ?3 AND (claim_epoch IS NULL OR claim_epoch = ?4)",
+                       "worker " + id + " stopped", now(), id, **current);
     if (!interrupted.ok()) return interrupted.take_error();
     ids = std::move(*interrupted);
     return ok_status();

@@ -309,14 +309,17 @@ class Store {
   Status revoke_call(int64_t call_id, const std::string& worker_id, const std::string& error,
                      const std::vector<PendingChunk>& output = {});
   // Moves heartbeat_at to now and the lease of every call the worker holds to
-  // now + lease.
+  // now + lease, a lease that ran out included while no sweep ended the call.
+  // Refused with ErrorCode::kFenced once another process registered the id.
   // `metrics_json`, when given, replaces the worker's figures (WorkerRow).
   Status heartbeat(const std::string& worker_id, std::chrono::milliseconds lease,
                    const std::optional<std::string>& metrics_json = std::nullopt);
   // Calls claimed or running whose lease expired before `now` become interrupted
   // ("worker W stopped heartbeating"). Never queued again: tool calls are not
-  // idempotent. Returns how many.
-  Result<int> interrupt_orphaned_calls(int64_t now);
+  // idempotent. Returns how many. `sparing`: a worker this Store registered,
+  // whose calls under that registration are left alone (a worker sweeping
+  // is alive; its own late heartbeat takes their leases again).
+  Result<int> interrupt_orphaned_calls(int64_t now, const std::string& sparing = "");
   // Every call the worker holds becomes interrupted ("worker W restarted"), for a
   // worker that starts again with the same id. Returns how many.
   Result<int> interrupt_calls_of_worker(const std::string& worker_id);
@@ -359,8 +362,11 @@ class Store {
   // One worker, nullopt when none has that id.
   Result<std::optional<WorkerRow>> worker(const std::string& id);
   // Marks it stopped; the calls it still holds become interrupted ("worker W
-  // stopped").
-  Status stop_worker(const std::string& id);
+  // stopped"). Only under `epoch` (default: the one this Store registered it
+  // under, else the current one): a fenced process that stops leaves the
+  // process that took its id over, and that one's calls, alone
+  // (ErrorCode::kFenced).
+  Status stop_worker(const std::string& id, std::optional<int64_t> epoch = std::nullopt);
   Result<std::vector<WorkerRow>> workers();
   // Every worker (running ones first, then by id) with its load; `project`
   // set: only workers that may serve it, and only its calls and sandboxes
@@ -410,6 +416,11 @@ class Store {
   // Under locked(): the epoch this Store registered `worker_id` under (the
   // fence its writes carry), or nullopt when it did not register it.
   std::optional<int64_t> fence_of(const std::string& worker_id) const;
+  // This Store's registration of `worker_id`, to be carried by another
+  // connection of the same process (a worker's lease keeper has its own):
+  // read with registration(), given to the other with adopt_registration().
+  std::optional<int64_t> registration(const std::string& worker_id);
+  void adopt_registration(const std::string& worker_id, int64_t epoch);
 
  private:
   Store(Db db, std::shared_ptr<Doorbell> bell) : db_(std::move(db)), bell_(std::move(bell)) {}

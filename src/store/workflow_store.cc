@@ -153,12 +153,13 @@ Result<WorkflowRunRow> run_in(Db& db, const std::string& run_id) {
   return std::move(**r);
 }
 
-// The run must be running and held by `worker` with its lease not expired,
-// and the writer must hold the worker's fence: `fence` (the epoch this
+// The run must be running and held by `worker` (a lease that ran out is
+// still its own until a sweep requeues the run), and the writer must hold
+// the worker's fence: `fence` (the epoch this
 // process registered the worker under; nullopt: not this process) must be
 // the worker's current one, or a worker restarted under the same id would
 // share its runs with the process it replaced.
-Status require_held_run(Db& db, const std::string& run_id, const std::string& worker, int64_t now,
+Status require_held_run(Db& db, const std::string& run_id, const std::string& worker,
                         std::optional<int64_t> fence) {
   struct Held {
     std::string state, holder;
@@ -178,11 +179,9 @@ Status require_held_run(Db& db, const std::string& run_id, const std::string& wo
   const Held& held = **h;
   const std::string lost =
       "workflow run " + run_id + " is not held by worker " + worker + " (lease lost): ";
-  if (held.state != "running") return fail(lost + "it is " + held.state);
-  if (held.holder != worker) return fail(lost + "worker " + held.holder + " holds it");
+  if (held.state != "running") return lease_lost(lost + "it is " + held.state);
+  if (held.holder != worker) return lease_lost(lost + "worker " + held.holder + " holds it");
   if (fence && held.epoch && *held.epoch != *fence) return fenced(worker, *fence, *held.epoch);
-  if (held.expires < now)
-    return fail(lost + "the lease expired at " + std::to_string(held.expires));
   return ok_status();
 }
 
@@ -382,7 +381,7 @@ Status WorkflowStore::finish_run(const std::string& run_id, const std::string& w
     return within(
         "finish workflow run " + run_id, write_transaction(db, [&]() -> Status {
           const int64_t at = store_.clock_now();
-          RF_TRY(require_held_run(db, run_id, worker_id, at, store_.fence_of(worker_id)));
+          RF_TRY(require_held_run(db, run_id, worker_id, store_.fence_of(worker_id)));
           RF_TRY(exec(db,
                       "UPDATE workflow_runs SET state = ?2, error = ?3, finished_at = ?4, "
                       "lease_expires_at = NULL WHERE run_id = ?1",
@@ -403,7 +402,7 @@ Status WorkflowStore::hand_off_run(const std::string& run_id, const std::string&
   auto out = store_.locked([&](Db& db) -> Status {
     return within("hand workflow run " + run_id + " off", write_transaction(db, [&]() -> Status {
                     const int64_t at = store_.clock_now();
-                    RF_TRY(require_held_run(db, run_id, worker_id, at, store_.fence_of(worker_id)));
+                    RF_TRY(require_held_run(db, run_id, worker_id, store_.fence_of(worker_id)));
                     RF_TRY(exec(db,
                                 "UPDATE workflow_runs SET state = 'queued', worker_id = NULL, "
                                 "lease_expires_at = NULL, requires_json = ?2, handed_off_at = ?3 "
@@ -496,7 +495,7 @@ Result<int> WorkflowStore::requeue_runs_of_worker(const std::string& worker_id,
   return out;
 }
 
-Result<int> WorkflowStore::requeue_orphaned_runs(int64_t now) {
+Result<int> WorkflowStore::requeue_orphaned_runs(int64_t now, const std::string& sparing) {
   std::vector<std::string> ids;
   auto out = store_.locked([&](Db& db) -> Result<int> {
     return within("requeue workflow runs whose lease ran out",
@@ -506,7 +505,7 @@ Result<int> WorkflowStore::requeue_orphaned_runs(int64_t now) {
                         [](const std::string& w) {
                           return "worker " + w + " stopped heartbeating while the step ran";
                         },
-                        "lease_expires_at < ?1", now);
+                        "lease_expires_at < ?1 AND coalesce(worker_id, '') <> ?2", now, sparing);
                     if (!found.ok()) return found.take_error();
                     ids = *found;
                     return static_cast<int>(ids.size());
@@ -523,7 +522,7 @@ Status WorkflowStore::start_attempt(const AttemptRow& a) {
                       ") of run " + a.run_id,
                   write_transaction(db, [&]() -> Status {
                     const int64_t at = store_.clock_now();
-                    RF_TRY(require_held_run(db, a.run_id, a.worker_id.value_or(""), at,
+                    RF_TRY(require_held_run(db, a.run_id, a.worker_id.value_or(""),
                                             store_.fence_of(a.worker_id.value_or(""))));
                     return exec(
                         db,
@@ -571,7 +570,7 @@ Status WorkflowStore::finish_attempt(const std::string& run_id, const std::strin
         "finish step " + step_id + " (attempt " + std::to_string(attempt) + ") of run " + run_id,
         write_transaction(db, [&]() -> Status {
           const int64_t at = store_.clock_now();
-          RF_TRY(require_held_run(db, run_id, worker_id, at, store_.fence_of(worker_id)));
+          RF_TRY(require_held_run(db, run_id, worker_id, store_.fence_of(worker_id)));
           auto state = first_row<std::string>(
               db, read_text0,
               "SELECT state FROM step_attempts WHERE run_id = ?1 AND step_id = ?2 AND attempt = ?3",

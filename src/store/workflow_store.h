@@ -186,7 +186,8 @@ class WorkflowStore {
   Result<int> requeue_runs_of_worker(const std::string& worker_id, const std::string& why);
   // The same for runs whose lease expired before `now` (their worker stopped
   // heartbeating).
-  Result<int> requeue_orphaned_runs(int64_t now);
+  // `sparing`: the sweeping worker's own runs stay (it is alive).
+  Result<int> requeue_orphaned_runs(int64_t now, const std::string& sparing = "");
 
   // ---- attempts (of a run the worker holds)
   Status start_attempt(const AttemptRow& row);

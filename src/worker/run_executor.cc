@@ -339,7 +339,8 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
   if (auto st = wf_.finish_attempt(row_.run_id, step.id, number, s_.worker_id, end); !st) {
     spdlog::warn("run {}: {}", row_.run_id, st.error().to_string());
     std::lock_guard lock(mu_);
-    if (st.error().message.find("lease lost") != std::string::npos) lease_lost_ = true;
+    if (st.error().code == ErrorCode::kLeaseLost || st.error().code == ErrorCode::kFenced)
+      lease_lost_ = true;
   }
   json d = {{"step", step.id},
             {"attempt", number},

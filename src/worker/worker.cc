@@ -101,6 +101,7 @@ Result<std::unique_ptr<Worker>> Worker::start(WorkerOptions options, Placement p
   for (int i = 0; i < w->options_.concurrency; ++i)
     w->threads_.emplace_back([p = w.get()] { p->executor_loop(); });
   w->threads_.emplace_back([p = w.get()] { p->housekeeping_loop(); });
+  w->threads_.emplace_back([p = w.get()] { p->lease_loop(); });
   w->workflows_->start();
   return w;
 }
@@ -142,12 +143,16 @@ Status Worker::init() {
       // Its sandboxes are reaped below; the store forgets them now.
       warn_unless_ok(store_->destroy_sandboxes_of_worker(w.id),
                      dead + ": forgetting its sandboxes");
-      warn_unless_ok(store_->stop_worker(w.id), dead + ": marking it stopped");
+      warn_unless_ok(store_->stop_worker(w.id, w.epoch), dead + ": marking it stopped");
       spdlog::warn("{}; its calls are marked interrupted", dead);
     }
   }
   RF_TRY(store_->register_worker(id_, ::getpid(), hostname(), pinned_project(first_placement_.mode),
                                  store::WorkerSite{host, s.labels.value}));
+  auto lease_store = store::Store::open(s.store_target());
+  if (!lease_store) return lease_store.take_error();
+  lease_store_ = std::move(*lease_store);
+  lease_store_->adopt_registration(id_, store_->registration(id_).value_or(-1));
   // A worker of the same id that died (a restart with --worker-id) left these.
   warn_unless_ok(store_->interrupt_calls_of_worker(id_), "interrupting this worker's old calls");
   warn_unless_ok(store::WorkflowStore(*store_).requeue_runs_of_worker(
@@ -252,16 +257,7 @@ void Worker::watch_health() {
   // steps the mode down for non-production projects; it logs every step.
   auto next = place(s, /*at_start=*/false);
   if (!next) {
-    spdlog::error("{}; this worker stops claiming calls and exits", next.error().to_string());
-    {
-      std::lock_guard lock(serving_mu_);
-      fatal_ = next.error().to_string();
-    }
-    {
-      std::lock_guard lock(mu_);
-      claiming_ = false;
-    }
-    claimed_cv_.notify_all();
+    give_up(next.error().to_string());
     return;
   }
   if (now_serving->serves(next->backend->kind(), next->mode)) {
@@ -446,17 +442,48 @@ std::string Worker::metrics_json() const {
   return nlohmann::json{{"counters", counts}, {"gauges", gauges}}.dump();
 }
 
+void Worker::give_up(const std::string& why) {
+  spdlog::error("{}; this worker stops claiming calls and exits", why);
+  {
+    std::lock_guard lock(serving_mu_);
+    if (!fatal_) fatal_ = why;
+  }
+  {
+    std::lock_guard lock(mu_);
+    claiming_ = false;
+  }
+  claimed_cv_.notify_all();
+}
+
+void Worker::lease_loop() {
+  const auto period = std::clamp(options_.lease / 3, std::chrono::milliseconds(100),
+                                 std::chrono::milliseconds(1000));
+  while (!stopped_ && !fenced_) {
+    if (auto s = lease_store_->heartbeat(id_, options_.lease, metrics_json()); !s) {
+      if (s.error().code == ErrorCode::kFenced) {
+        fenced_ = true;
+        give_up(s.error().to_string());
+        break;
+      }
+      spdlog::warn("heartbeat: {}", s.error().to_string());
+    }
+    for (auto waited = std::chrono::milliseconds(0); waited < period && !stopped_;
+         waited += std::chrono::milliseconds(20)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
 void Worker::housekeeping_loop() {
-  // Ended runs and idle sandboxes are noticed within a second; the heartbeat
-  // (one UPDATE) rides along.
+  // Ended runs and idle sandboxes are noticed within a second. The heartbeat
+  // is lease_loop()'s.
   const auto period = std::clamp(options_.lease / 3, std::chrono::milliseconds(100),
                                  std::chrono::milliseconds(1000));
   while (!stopped_) {
-    if (auto s = store_->heartbeat(id_, options_.lease, metrics_json()); !s)
-      spdlog::warn("heartbeat: {}", s.error().to_string());
-    warn_unless_ok(store_->interrupt_orphaned_calls(store::now_ms()),
+    // This worker's own calls and runs are never its sweep's: it is alive.
+    warn_unless_ok(store_->interrupt_orphaned_calls(store::now_ms(), id_),
                    "interrupting calls whose worker's lease ran out");
-    warn_unless_ok(store::WorkflowStore(*store_).requeue_orphaned_runs(store::now_ms()),
+    warn_unless_ok(store::WorkflowStore(*store_).requeue_orphaned_runs(store::now_ms(), id_),
                    "requeueing workflow runs whose worker's lease ran out");
     watch_health();
     // A call requiring labels no live worker has fails with what each lacks.
@@ -499,9 +526,12 @@ void Worker::stop() {
   }
   claimed_cv_.notify_all();
   if (store_) store_->wake_queue_waiters();  // the claimer may sleep on the doorbell
+  // A fenced process's calls are no longer its own (the store refuses what
+  // they write): no grace.
+  const std::chrono::milliseconds grace = fenced_ ? std::chrono::milliseconds(0) : options_.grace;
   // Workflow steps get the same grace; what is left of their runs is requeued.
-  if (workflows_) workflows_->stop(options_.grace);
-  const auto deadline = std::chrono::steady_clock::now() + options_.grace;
+  if (workflows_) workflows_->stop(grace);
+  const auto deadline = std::chrono::steady_clock::now() + grace;
   while (in_flight_ > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -529,7 +559,8 @@ void Worker::stop() {
   if (auto sv = serving()) sv->shutdown();
   flusher_.reset();
   if (ledger_) ledger_->flush();  // the last destroys
-  if (store_) warn_unless_ok(store_->stop_worker(id_), "marking this worker stopped");
+  // A fenced process leaves the row to the process that took its id over.
+  if (store_ && !fenced_) warn_unless_ok(store_->stop_worker(id_), "marking this worker stopped");
 }
 
 }  // namespace rf::worker

@@ -112,6 +112,13 @@ class Worker {
   // hands the rest to the followers.
   void executor_loop();
   void housekeeping_loop();
+  // Heartbeats on a thread and a store connection of its own, so neither
+  // the calls, the claims nor housekeeping delay it (a worker starved of CPU
+  // keeps its leases); a refused heartbeat that says "fenced" ends the
+  // worker (fatal()).
+  void lease_loop();
+  // Stops claiming; the process exits non-zero with `why` (fatal()).
+  void give_up(const std::string& why);
   // What the heartbeat sends for /metrics (store::WorkerRow::metrics_json).
   std::string metrics_json() const;
   void run_call(const store::ClaimedCall& call);
@@ -124,7 +131,9 @@ class Worker {
   Placement first_placement_;  // moved into serving_ by init()
   std::string id_;
   std::unique_ptr<store::Store> store_;
-  std::unique_ptr<SandboxLedger> ledger_;  // before serving_, which reports to it
+  std::unique_ptr<store::Store> lease_store_;  // lease_loop()'s own connection
+  std::atomic<bool> fenced_{false};            // another process registered this id: never stop it
+  std::unique_ptr<SandboxLedger> ledger_;      // before serving_, which reports to it
   // Reports and receipts (issue 15): after store_, which it uses; before
   // serving_, whose pool's refill thread makes reports through it.
   std::unique_ptr<calls::ProofRecorder> proof_;

@@ -321,6 +321,51 @@ TEST_F(Fleet, AWorkerKilledMidCallLosesNothingAndTheOthersKeepServing) {
   EXPECT_EQ(store_->call(victim_id)->state, store::CallState::interrupted);
 }
 
+// Issue 40, 1: a worker paused (SIGSTOP) past its lease and replaced by a
+// new process under the same id is fenced. Continued, it sees the fence at
+// its next heartbeat, stops claiming and exits non-zero by itself; it never
+// marks the id stopped nor touches the call its successor runs, which
+// finishes, and the successor stays in `fleet status`.
+TEST_F(Fleet, APausedWorkerReplacedUnderItsIdExitsFencedAndLeavesItsSuccessorAlone) {
+  start_worker("w2", {"role=w2"}, /*in_netns=*/false, "2s");
+  Cli first = call("r-first", {"role=w2"}, {"sh", "-c", "echo started; sleep 60"});
+  const auto started_by = Clock::now() + 30s;
+  bool started = false;
+  while (Clock::now() < started_by && !started) {
+    auto r = store_->run("r-first");
+    if (r && !r->calls.empty()) {
+      auto out = store_->output(r->calls[0].id);
+      started = out && !out->empty();
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(started) << first.err();
+  std::unique_ptr<Cli> paused = std::move(workers_["w2"]);
+  paused->signal(SIGSTOP);
+  std::this_thread::sleep_for(2500ms);  // past its 2 s lease
+  start_worker("w2", {"role=w2"}, /*in_netns=*/false, "2s");
+  const pid_t successor = workers_["w2"]->pid();
+  Cli second = call("r-second", {"role=w2"}, {"sh", "-c", "echo new; sleep 2; echo done"});
+  ASSERT_TRUE(second.stdout_shows("new\n", 30s)) << second.err();
+  paused->signal(SIGCONT);
+  EXPECT_EQ(paused->wait(30s), 1) << paused->err();
+  EXPECT_THAT(paused->err(), HasSubstr("fenced, another process serves as w2 now"));
+  EXPECT_EQ(second.wait(30s), 0) << second.err();
+  EXPECT_EQ(second.out(), "new\ndone\n");
+  // The first call was its old process's: interrupted when the id was taken over.
+  EXPECT_EQ(first.wait(30s), 125);
+  auto w = store_->worker("w2");
+  ASSERT_TRUE(w.ok() && w->has_value());
+  EXPECT_EQ((*w)->state, store::WorkerState::running);
+  EXPECT_EQ((*w)->pid, successor);
+  Cli status({"fleet", "status", "--store", pg_.uri()});
+  ASSERT_EQ(status.wait(), 0) << status.err();
+  EXPECT_THAT(status.out(), HasSubstr("w2"));
+  Cli third = call("r-third", {"role=w2"}, {"echo", "still served"});
+  EXPECT_EQ(third.wait(), 0) << third.err();
+  EXPECT_EQ(third.out(), "still served\n");
+}
+
 // PostgreSQL stopped for 5 s under load: workers and clients reconnect, no
 // call is lost or run twice, and output written during the outage is kept
 // (each call that ends 0 printed every line once), or the call fails loudly.

@@ -71,15 +71,12 @@ class Cli {
     ::close(out_fd_);
     ::close(err_fd_);
   }
-  // Reads stderr until it holds `text` or `within` passes; true when it does.
+  // Reads stderr (stdout) until it holds `text` or `within` passes; true when it does.
   bool stderr_shows(const std::string& text, std::chrono::milliseconds within) {
-    const auto end = std::chrono::steady_clock::now() + within;
-    while (err_.find(text) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          end - std::chrono::steady_clock::now());
-      if (left <= std::chrono::milliseconds(0) || !read_some(left)) break;
-    }
-    return err_.find(text) != std::string::npos;
+    return shows(err_, text, within);
+  }
+  bool stdout_shows(const std::string& text, std::chrono::milliseconds within) {
+    return shows(out_, text, within);
   }
   bool running() { return status_ < 0 && ::waitpid(pid_, &status_, WNOHANG) == 0; }
   // Waits for the exit (reading everything); returns the exit code, -1 on timeout.
@@ -99,6 +96,15 @@ class Cli {
   const std::string& err() const { return err_; }
 
  private:
+  bool shows(const std::string& seen, const std::string& text, std::chrono::milliseconds within) {
+    const auto end = std::chrono::steady_clock::now() + within;
+    while (seen.find(text) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      if (left <= std::chrono::milliseconds(0) || !read_some(left)) break;
+    }
+    return seen.find(text) != std::string::npos;
+  }
   // Reads what is there within `timeout`; false when nothing was read.
   bool read_some(std::chrono::milliseconds timeout) {
     pollfd fds[2] = {{eof_out_ ? -1 : out_fd_, POLLIN, 0}, {eof_err_ ? -1 : err_fd_, POLLIN, 0}};

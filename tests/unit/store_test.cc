@@ -161,7 +161,7 @@ TEST(StoreFiles, AMistypedUriIsRefusedAndMakesNoFile) {
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.error().to_string(),
             "open store postgress://db.example/rf: an unknown scheme: expected postgres://, "
-            "postgresql://, sqlite:PATH or a file path");
+            "postgresql://, a keyword string (host=... dbname=...), sqlite:PATH or a file path");
   EXPECT_TRUE(std::filesystem::is_empty(root));
   std::filesystem::remove_all(root);
 }
@@ -524,6 +524,39 @@ TEST_F(StoreTest, SixteenConnectionsClaimEveryCallExactlyOnce) {
   _exit(0);
 }
 
+// A second Store on the same SQLite file in one process (a worker's lease
+// keeper has its own connection) must keep the first's locks: opening and
+// closing the file to make it private dropped every POSIX lock the process
+// held on it, so another process closing its connection thought itself the
+// last, checkpointed and deleted the WAL under the first Store, which then
+// read pages from the deleted WAL: what others wrote after never showed.
+// (SQLite only: PostgreSQL has no file.)
+TEST(StoreSqliteFile, ASecondStoreInTheProcessKeepsTheFirstsLocks) {
+  char tmpl[] = "/tmp/rf-store-locks-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, file = dir + "/ringfence.db";
+  {
+    auto first = Store::open(file);
+    ASSERT_TRUE(first.ok()) << first.error().to_string();
+    ASSERT_TRUE((*first)->ensure_project("p", Environment::development).ok());
+    auto second = Store::open(file);
+    ASSERT_TRUE(second.ok()) << second.error().to_string();
+    // Other processes: one looks and leaves, one writes and leaves.
+    auto python = [&](const std::string& sql) {
+      const std::string cmd = "python3 -c \"import sqlite3; c = sqlite3.connect('" + file +
+                              "'); c.execute(\\\"" + sql + "\\\"); c.commit(); c.close()\"";
+      return std::system(cmd.c_str());
+    };
+    ASSERT_EQ(python("SELECT 1"), 0);
+    ASSERT_EQ(python("UPDATE projects SET environment = 'production' WHERE id = 'p'"), 0);
+    auto seen = (*first)->project("p");
+    ASSERT_TRUE(seen.ok()) << seen.error().to_string();
+    EXPECT_EQ(seen->environment, Environment::production);
+    EXPECT_TRUE(std::filesystem::exists(file + "-wal"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(StoreTest, TwoProcessesNeverClaimTheSameCall) {
   constexpr int kCalls = 200;
   auto s = ready();
@@ -579,12 +612,6 @@ TEST_F(StoreTest, ExpiredLeaseInterruptsTheCallForGood) {
   ASSERT_TRUE(s->mark_running(id, "w1").ok());
 
   clock_ += 1500;  // w1 stopped heartbeating
-  auto late = s->finish_call(id, "w1", 0, "{}");
-  ASSERT_FALSE(late.ok());
-  EXPECT_THAT(late.error().to_string(),
-              HasSubstr("call " + std::to_string(id) + " is not held by worker w1 (lease lost)"));
-  EXPECT_THAT(late.error().to_string(), HasSubstr("lease expired"));
-
   EXPECT_EQ(*s->interrupt_orphaned_calls(clock_), 1);
   EXPECT_EQ(*s->interrupt_orphaned_calls(clock_), 0);
   auto v = s->call(id);
@@ -596,11 +623,76 @@ TEST_F(StoreTest, ExpiredLeaseInterruptsTheCallForGood) {
   ASSERT_TRUE(s->heartbeat("w1", milliseconds(1000)).ok());  // too late to revive it
   auto refused = s->finish_call(id, "w1", 0, "{}");
   ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kLeaseLost);
+  EXPECT_THAT(refused.error().to_string(),
+              HasSubstr("call " + std::to_string(id) + " is not held by worker w1 (lease lost)"));
   EXPECT_THAT(refused.error().to_string(), HasSubstr("it is interrupted"));
   EXPECT_FALSE(s->append_output(id, "w1", Stream::out, "x").ok());
   EXPECT_FALSE(s->fail_call(id, "w1", "boom").ok());
   EXPECT_EQ(s->call(id)->state, CallState::interrupted);
   EXPECT_EQ(count("call_output"), 0);
+}
+
+// Issue 40: a worker starved of CPU past its lease, whose call nobody swept,
+// still holds it: its late heartbeat takes the lease again, and it finishes
+// the call. A worker's own sweep never takes its own calls.
+TEST_F(StoreTest, ALeaseThatRanOutIsTheWorkersUntilASweepEndsIt) {
+  auto s = ready();
+  int64_t a = *s->enqueue_call(make_call("p", "r1"));
+  int64_t b = *s->enqueue_call(make_call("p", "r1"));
+  ASSERT_TRUE(s->claim_next("w1", milliseconds(1000))->has_value());
+  ASSERT_TRUE(s->claim_next("w1", milliseconds(1000))->has_value());
+  ASSERT_TRUE(s->mark_running(a, "w1").ok());
+
+  clock_ += 5000;  // starved: no heartbeat for five leases
+  ASSERT_TRUE(s->append_output(a, "w1", Stream::out, "late\n").ok());
+  // Its own sweep spares it; its heartbeat takes both leases again.
+  EXPECT_EQ(*s->interrupt_orphaned_calls(clock_, "w1"), 0);
+  ASSERT_TRUE(s->heartbeat("w1", milliseconds(1000)).ok());
+  EXPECT_EQ(*s->interrupt_orphaned_calls(clock_), 0);
+  EXPECT_EQ(scalar("SELECT lease_expires_at FROM tool_calls WHERE id = " + std::to_string(b)),
+            clock_.load() + 1000);
+  ASSERT_TRUE(s->finish_call(a, "w1", 0, "{}").ok());
+  EXPECT_EQ(s->call(a)->state, CallState::done);
+
+  clock_ += 5000;  // starved again, and this time another worker sweeps first
+  EXPECT_EQ(*s->interrupt_orphaned_calls(clock_), 1);
+  auto lost = s->finish_call(b, "w1", 0, "{}");
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.error().code, ErrorCode::kLeaseLost);
+  EXPECT_EQ(s->call(b)->state, CallState::interrupted);
+}
+
+// Issue 40: a paused worker past its lease, replaced by a new process under
+// the same id, is fenced: its stop leaves the new process's row and calls
+// alone, and every write it tries says "fenced".
+TEST_F(StoreTest, AFencedProcessStoppingLeavesItsSuccessorAlone) {
+  auto old_process = ready();
+  auto successor = Store::open(path_);
+  ASSERT_TRUE(successor.ok()) << successor.error().to_string();
+  Store& s = **successor;
+  s.set_clock([this] { return clock_.load(); });
+  ASSERT_TRUE(s.register_worker("w1", 300, "host-a").ok());
+  int64_t id = *s.enqueue_call(make_call("p", "r1"));
+  ASSERT_TRUE(s.claim_next("w1", milliseconds(60'000))->has_value());
+  ASSERT_TRUE(s.mark_running(id, "w1").ok());
+
+  auto stop = old_process->stop_worker("w1");
+  ASSERT_FALSE(stop.ok());
+  EXPECT_EQ(stop.error().code, ErrorCode::kFenced);
+  EXPECT_THAT(stop.error().to_string(), HasSubstr("fenced, another process serves as w1 now"));
+  auto beat = old_process->heartbeat("w1", milliseconds(1000));
+  ASSERT_FALSE(beat.ok());
+  EXPECT_EQ(beat.error().code, ErrorCode::kFenced);
+  EXPECT_EQ(old_process->finish_call(id, "w1", 0, "{}").error().code, ErrorCode::kFenced);
+
+  EXPECT_EQ(s.worker("w1")->value().state, WorkerState::running);
+  EXPECT_EQ(s.call(id)->state, CallState::running);
+  ASSERT_TRUE(s.heartbeat("w1", milliseconds(1000)).ok());
+  ASSERT_TRUE(s.finish_call(id, "w1", 0, "{}").ok());
+  // The successor's own stop goes through.
+  ASSERT_TRUE(s.stop_worker("w1").ok());
+  EXPECT_EQ(s.worker("w1")->value().state, WorkerState::stopped);
 }
 
 TEST_F(StoreTest, HeartbeatExtendsTheLeasesOfTheWorker) {
