@@ -19,6 +19,35 @@ std::string store_target(const std::string& store_flag, const std::string& state
   return worker::store_path(state_dir);
 }
 
+std::optional<std::string> store_password_refusal(int argc, const char* const* argv) {
+  const std::string remedy =
+      "put the password in libpq's password file (PGPASSFILE, or ~/.pgpass) and name the "
+      "store without it";
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    for (std::string_view flag : {"--store", "--from", "--to"}) {
+      std::string_view value;
+      if (arg == flag && i + 1 < argc) {
+        value = argv[i + 1];
+      } else if (arg.starts_with(flag) && arg.size() > flag.size() && arg[flag.size()] == '=') {
+        value = arg.substr(flag.size() + 1);
+      } else {
+        continue;
+      }
+      if (store::holds_password(value))
+        return std::string(flag) + " " + store::engine::redact_uri(value) +
+               ": the URI holds a password, which any process on " +
+               "this host can read in argv; " + remedy;
+    }
+  }
+  const char* env = std::getenv("RINGFENCE_STORE");
+  if (env != nullptr && store::holds_password(env))
+    return "RINGFENCE_STORE holds a password, which every process of this user can read in " +
+           std::string("/proc/PID/environ; ") + remedy;
+  return std::nullopt;
+}
+
 Result<std::unique_ptr<store::Store>> open_client_store(const std::string& state_dir) {
   return store::Store::open(store_target("", state_dir));
 }

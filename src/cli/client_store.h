@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/result.h"
@@ -16,6 +17,11 @@ std::string state_dir_or_default(const std::string& flag);
 // The store a command opens: `store_flag` (--store) when set, else
 // $RINGFENCE_STORE, else the SQLite file in `state_dir` (docs/store.md).
 std::string store_target(const std::string& store_flag, const std::string& state_dir);
+// Where a store is named with a password (--store, --from, --to as VALUE
+// or =VALUE, before any "--"; $RINGFENCE_STORE), as an error naming the
+// flag or variable and never the password: any process on the host reads
+// argv, and the user's own read the environment. nullopt when none does.
+std::optional<std::string> store_password_refusal(int argc, const char* const* argv);
 // The store of store_target("", state_dir).
 Result<std::unique_ptr<store::Store>> open_client_store(const std::string& state_dir);
 

@@ -41,15 +41,7 @@ int migrate_store(const StoreFlags& f) {
       f.from.empty() ? store_target("", state_dir_or_default(f.state_dir)) : f.from;
   const std::string from_name = store::engine::redact_uri(from);
   const std::string to_name = store::engine::redact_uri(f.to);
-  // Any process on the host can read another's argv: a password stays out.
-  for (const auto& [flag, uri, name] :
-       {std::tuple{"--from", f.from, from_name}, std::tuple{"--to", f.to, to_name}}) {
-    if (!uri.empty() && name != uri)
-      return fail(std::string("store migrate: ") + flag + " " + name +
-                      " holds a password, which any process can read in argv; put it in libpq's "
-                      "PGPASSFILE (or ~/.pgpass)",
-                  kExitUsage);
-  }
+  // A password in --from or --to was refused before (main.cc).
   if (!store::is_postgres_uri(from) && !exists(store::sqlite_path(from)))
     return fail("store migrate: --from " + from_name + ": no such SQLite file", kExitUsage);
   if (from == f.to || (!store::is_postgres_uri(from) && !store::is_postgres_uri(f.to) &&

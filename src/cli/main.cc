@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "cli/client_store.h"
 #include "cli/commands.h"
 #include "cli/name_services.h"
 #include "core/log.h"
@@ -80,6 +81,11 @@ rf::Result<std::unique_ptr<rf::store::engine::ConnectionImpl>> refuse_postgres(
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything opens a store, or the static CLI hands it on.
+  if (auto why = rf::cli::store_password_refusal(argc, argv)) {
+    std::fprintf(stderr, "ringfence: %s\n", why->c_str());
+    return 2;
+  }
 #ifdef RF_STATIC_CLI
   if (names_a_postgres_store(argc, argv)) become_postgres_twin(argv);
   rf::store::engine::register_postgres(refuse_postgres);
@@ -105,16 +111,8 @@ int main(int argc, char** argv) {
   std::string store;
   app.add_option("--store", store,
                  "The store every command opens: postgres://... or sqlite:PATH (default "
-                 "$RINGFENCE_STORE, else the state dir's SQLite file)")
-      ->check(
-          [](const std::string& uri) {
-            return rf::store::engine::redact_uri(uri) == uri
-                       ? std::string()
-                       : std::string(
-                             "the URI holds a password, which any process can read in "
-                             "argv; put it in libpq's PGPASSFILE (or ~/.pgpass)");
-          },
-          "a store without a password")
+                 "$RINGFENCE_STORE, else the state dir's SQLite file; never with a "
+                 "password: store_password_refusal)")
       ->each([](const std::string& uri) { ::setenv("RINGFENCE_STORE", uri.c_str(), 1); });
   // The state dir the same way: $RINGFENCE_STATE_DIR, every command's default
   // (worker/settings.h), unless the command is given its own.

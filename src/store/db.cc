@@ -1,11 +1,25 @@
 #include "store/db.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace rf::store {
 
 bool is_postgres_uri(std::string_view target) {
-  return target.starts_with("postgres://") || target.starts_with("postgresql://");
+  if (target.starts_with("postgres://") || target.starts_with("postgresql://")) return true;
+  // A keyword string: "keyword = value ...", keywords being lower-case
+  // letters and '_' (libpq's). No SQLite path of ours starts so: those are
+  // absolute or "sqlite:PATH".
+  const size_t start = target.find_first_not_of(" \t");
+  if (start == std::string_view::npos) return false;
+  const size_t end = target.find_first_not_of("abcdefghijklmnopqrstuvwxyz_", start);
+  if (end == start || end == std::string_view::npos) return false;
+  const size_t eq = target.find_first_not_of(" \t", end);
+  return eq != std::string_view::npos && target[eq] == '=';
+}
+
+bool holds_password(std::string_view target) {
+  return is_postgres_uri(target) && engine::redact_uri(target) != target;
 }
 
 std::string sqlite_path(std::string_view target) {
@@ -53,11 +67,25 @@ std::string engine::redact_uri(std::string_view uri) {
       if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
     }
   }
-  for (size_t pos = out.find("password="); pos != std::string::npos;
-       pos = out.find("password=", pos + 1)) {
-    const size_t value = pos + 9;
-    const size_t end = out.find('&', value);
-    out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
+  // password=VALUE in a URI's query (up to '&') or a keyword string (up to a
+  // blank; 'quoted', with \' and \\ inside), spaces around '=' allowed.
+  for (size_t pos = out.find("password"); pos != std::string::npos;
+       pos = out.find("password", pos + 1)) {
+    size_t value = out.find_first_not_of(" \t", pos + 8);
+    if (value == std::string::npos || out[value] != '=') continue;
+    value = out.find_first_not_of(" \t", value + 1);
+    if (value == std::string::npos) break;
+    size_t end = value;
+    if (out[value] == '\'') {
+      for (end = value + 1; end < out.size() && out[end] != '\''; ++end) {
+        if (out[end] == '\\') ++end;
+      }
+      end = std::min(end + 1, out.size());
+    } else {
+      end = out.find_first_of(scheme != std::string::npos ? "&" : " \t", value);
+      if (end == std::string::npos) end = out.size();
+    }
+    out.replace(value, end - value, "***");
   }
   return out;
 }

@@ -39,8 +39,14 @@ enum class TransactionKind {
           // wait for the write lock: PostgreSQL takes none; on SQLite, as write
 };
 
-// true for a postgres:// or postgresql:// URI; anything else is a SQLite file.
+// true for a postgres:// or postgresql:// URI, or a libpq keyword string
+// ("host=/run/pg dbname=rf": it starts with a keyword and '='); anything
+// else is a SQLite file (Db::open refuses another scheme's URI).
 bool is_postgres_uri(std::string_view target);
+// Whether a store's target holds a password (a URI's user:PW@, or password=
+// in a URI's query or a keyword string): what argv and the environment must
+// never carry (docs/store.md: PGPASSFILE).
+bool holds_password(std::string_view target);
 // The SQLite file a target names: "sqlite:PATH" or PATH itself.
 std::string sqlite_path(std::string_view target);
 

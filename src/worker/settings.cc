@@ -354,8 +354,7 @@ Status validate_settings(const WorkerSettings& s) {
                       "must be an absolute path, got " + in_quotes(s.state_dir.value));
   }
   // Any process on the host can read another's argv: a password stays out.
-  if (s.store.source.starts_with("flag") &&
-      store::engine::redact_uri(s.store.value) != s.store.value) {
+  if (s.store.source.starts_with("flag") && store::holds_password(s.store.value)) {
     return make_error(where_of(s.store.source, "store"),
                       "the URI holds a password, which any process can read in argv; put it "
                       "in the config file (store:) or in libpq's PGPASSFILE");

@@ -95,8 +95,48 @@ TEST_F(StoreCli, APasswordOnTheCommandLineIsRefusedWithoutEchoingIt) {
       "postgresql://rf:S3cretPw@127.0.0.1:" + std::to_string(pg_.port()) + "/postgres";
   Cli worker({"worker", "start", "--store", with_password, "--state-dir", dir_ + "/w"});
   EXPECT_NE(worker.wait(), 0);
-  EXPECT_THAT(worker.err(), HasSubstr("--store: the URI holds a password"));
+  EXPECT_THAT(worker.err(), HasSubstr("--store postgresql://rf:***@127.0.0.1:"));
+  EXPECT_THAT(worker.err(), HasSubstr("the URI holds a password"));
   EXPECT_THAT(worker.err(), Not(HasSubstr("S3cretPw")));
+  // Issue 40, 4: every flag and variable that names a store, in URI and
+  // keyword form, before or after the command's name.
+  const std::string keyword =
+      "host=127.0.0.1 port=" + std::to_string(pg_.port()) + " password=S3cretPw dbname=postgres";
+  const std::string quoted = "host=127.0.0.1 password = 'S3cret Pw' dbname=postgres";
+  const std::vector<std::vector<std::string>> refused = {
+      {"call", "--store", with_password, "--project", "p", "--", "true"},
+      {"call", "--store=" + keyword, "--project", "p", "--", "true"},
+      {"fleet", "status", "--store", with_password},
+      {"fleet", "status", "--store", quoted},
+      {"--store", keyword, "fleet", "status"},
+      {"store", "migrate", "--from", "sqlite:" + dir_ + "/x.db", "--to", keyword},
+      {"worker", "start", "--store", keyword, "--state-dir", dir_ + "/w"},
+  };
+  for (const auto& args : refused) {
+    Cli c(args);
+    EXPECT_EQ(c.wait(), 2) << args[0] << " " << args[1] << ": " << c.err();
+    EXPECT_THAT(c.err(), HasSubstr("the URI holds a password")) << args[1];
+    EXPECT_THAT(c.err(), Not(HasSubstr("S3cret"))) << args[1];
+  }
+  for (const std::string& env : {with_password, keyword}) {
+    Cli c({"fleet", "status"}, std::nullopt, {"RINGFENCE_STORE=" + env});
+    EXPECT_EQ(c.wait(), 2) << c.err();
+    EXPECT_THAT(c.err(), HasSubstr("RINGFENCE_STORE holds a password"));
+    EXPECT_THAT(c.err(), Not(HasSubstr("S3cret")));
+  }
+  // A keyword string without a password is PostgreSQL, never a SQLite path:
+  // it reaches the cluster, and no file is made of it.
+  const std::string by_keyword =
+      "host=" + pg_.dir() + " port=" + std::to_string(pg_.port()) + " dbname=postgres user=rf";
+  Cli fleet({"fleet", "status", "--store", by_keyword});
+  EXPECT_EQ(fleet.wait(), 0) << fleet.err();
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::current_path()))
+    EXPECT_THAT(e.path().filename().string(), Not(HasSubstr("dbname"))) << e.path();
+  // Another scheme's URI is refused by name (no directory "mysql:" is made).
+  Cli other({"fleet", "status", "--store", "mysql://rf@127.0.0.1/x"});
+  EXPECT_NE(other.wait(), 0);
+  EXPECT_THAT(other.err(), HasSubstr("an unknown scheme"));
+  EXPECT_FALSE(std::filesystem::exists("mysql:"));
   // `worker config --explain` names where the store came from, without a password.
   Cli explain({"worker", "config", "--explain", "--store", uri_, "--state-dir", dir_ + "/w"});
   EXPECT_EQ(explain.wait(), 0) << explain.err();

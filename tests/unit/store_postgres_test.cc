@@ -44,6 +44,27 @@ TEST_F(StorePostgres, APasswordInTheUriIsInNoError) {
             "postgres://h/db?user=u&password=***&sslmode=require");
 }
 
+// Issue 40, 4: libpq's keyword strings are PostgreSQL (never a SQLite file
+// named after them), and their password is hidden like a URI's.
+TEST(StoreTarget, AKeywordStringIsPostgresAndItsPasswordIsHidden) {
+  EXPECT_TRUE(is_postgres_uri("host=/run/pg dbname=rf"));
+  EXPECT_TRUE(is_postgres_uri("  dbname = rf"));
+  EXPECT_TRUE(is_postgres_uri("postgresql://rf@/x"));
+  EXPECT_FALSE(is_postgres_uri("/var/lib/rf/ringfence.db"));
+  EXPECT_FALSE(is_postgres_uri("sqlite:/x/a=b.db"));
+  EXPECT_FALSE(is_postgres_uri("ringfence.db"));
+  EXPECT_FALSE(is_postgres_uri("Host=x"));
+  EXPECT_EQ(engine::redact_uri("host=/run/pg password=PW dbname=x"),
+            "host=/run/pg password=*** dbname=x");
+  EXPECT_EQ(engine::redact_uri("host=h password = 'P W\\' x' dbname=x"),
+            "host=h password = *** dbname=x");
+  EXPECT_EQ(engine::redact_uri("password=PW"), "password=***");
+  EXPECT_TRUE(holds_password("host=h password=PW"));
+  EXPECT_TRUE(holds_password("postgres://u:PW@h/db"));
+  EXPECT_FALSE(holds_password("host=h dbname=x"));
+  EXPECT_FALSE(holds_password("/tmp/password=x.db"));
+}
+
 TEST_F(StorePostgres, TextWithANulByteIsRefusedNamingTheParameter) {
   auto s = Store::open(uri_);
   ASSERT_TRUE(s.ok()) << s.error().to_string();
