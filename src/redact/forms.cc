@@ -9,8 +9,11 @@ constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 constexpr char kB64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 // The characters of base64(`align` zero bytes + value) whose 6 bits all come
-// from the value.
-std::string base64_aligned(std::string_view value, size_t align, const char* alphabet) {
+// from the value; `at_end`: the value ends the stream, so the last partial
+// character (the value's last bits and zeros) and the padding ('=' for
+// base64, none for base64url) are its too: `printf %s "$V" | base64`.
+std::string base64_aligned(std::string_view value, size_t align, const char* alphabet,
+                           bool at_end = false) {
   const size_t bits_from = 8 * align, bits_to = 8 * (align + value.size());
   auto bit = [&](size_t i) -> int {  // bit i of (align zero bytes + value), MSB first
     if (i < bits_from || i >= bits_to) return 0;
@@ -18,12 +21,13 @@ std::string base64_aligned(std::string_view value, size_t align, const char* alp
     return (byte >> (7 - (i - bits_from) % 8)) & 1;
   };
   std::string out;
-  for (size_t j = 0; 6 * j + 6 <= bits_to; ++j) {
+  for (size_t j = 0; at_end ? 6 * j < bits_to : 6 * j + 6 <= bits_to; ++j) {
     if (6 * j < bits_from) continue;
     int v = 0;
     for (size_t b = 0; b < 6; ++b) v = (v << 1) | bit(6 * j + b);
     out.push_back(alphabet[v]);
   }
+  if (at_end && alphabet[62] == '+') out.append((3 - (align + value.size()) % 3) % 3, '=');
   return out;
 }
 
@@ -136,6 +140,10 @@ std::string_view to_string(Form f) {
       return "base64";
     case Form::base64url:
       return "base64url";
+    case Form::base64_end:
+      return "base64";
+    case Form::base64url_end:
+      return "base64url";
     case Form::hex_lower:
       return "hex";
     case Form::hex_upper:
@@ -171,6 +179,14 @@ std::vector<std::pair<Form, std::string>> every_form(std::string_view value) {
     out.emplace_back(Form::base64, base64_aligned(value, align, kB64));
   for (size_t align = 0; align < 3; ++align)
     out.emplace_back(Form::base64url, base64_aligned(value, align, kB64Url));
+  // At the stream's end; empty where that adds no partial character (kept,
+  // for the order; too_short drops it).
+  for (size_t align = 0; align < 3; ++align) {
+    const bool partial = (align + value.size()) % 3 != 0;
+    out.emplace_back(Form::base64_end, partial ? base64_aligned(value, align, kB64, true) : "");
+    out.emplace_back(Form::base64url_end,
+                     partial ? base64_aligned(value, align, kB64Url, true) : "");
+  }
   out.emplace_back(Form::hex_lower, hex(value, "0123456789abcdef"));
   out.emplace_back(Form::hex_upper, hex(value, "0123456789ABCDEF"));
   out.emplace_back(Form::url, url_encoded(value));
@@ -212,7 +228,9 @@ std::vector<std::pair<std::string, std::string>> paired_forms(std::string_view f
   auto a = every_form(from);
   auto b = every_form(to);
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].second == b[i].second || too_short(a[i].first, a[i].second)) continue;
+    if (a[i].second == b[i].second || too_short(a[i].first, a[i].second) ||
+        too_short(b[i].first, b[i].second))
+      continue;
     bool known = false;
     for (const auto& [have, _] : out) known = known || have == a[i].second;
     if (!known) out.emplace_back(std::move(a[i].second), std::move(b[i].second));

@@ -20,6 +20,8 @@ enum class Form {
   raw,
   base64,
   base64url,
+  base64_end,  // the value ends the encoded stream: its last partial character and padding
+  base64url_end,
   hex_lower,
   hex_upper,
   url,

@@ -66,9 +66,11 @@ TEST(RedactForms, EveryFormOfAKnownValue) {
   for (const auto& [f, t] : forms) texts.push_back(std::string(to_string(f)) + "=" + t);
   EXPECT_EQ(texts, (std::vector<std::string>{
                        "raw=a\"b/c d", "base64=YSJiL2MgZ", "base64=EiYi9jIG", "base64=hImIvYyBk",
-                       "hex=6122622f632064", "HEX=6122622F632064", "url=a%22b%2Fc%20d",
-                       "json=a\\\"b/c d", "url_lower=a%22b%2fc%20d", "url_slash=a%22b/c%20d",
-                       "url_plus=a%22b%2Fc+d", "json_slash=a\\\"b\\/c d"}));
+                       "base64=YSJiL2MgZA==", "base64url=YSJiL2MgZA",
+                       "base64=EiYi9jIGQ=", "base64url=EiYi9jIGQ", "hex=6122622f632064",
+                       "HEX=6122622F632064", "url=a%22b%2Fc%20d", "json=a\\\"b/c d",
+                       "url_lower=a%22b%2fc%20d", "url_slash=a%22b/c%20d", "url_plus=a%22b%2Fc+d",
+                       "json_slash=a\\\"b\\/c d"}));
   // The aligned forms are substrings of any base64 stream holding the value.
   for (size_t pad = 0; pad < 3; ++pad) {
     const std::string encoded = b64(std::string(pad, 'x') + kSecret + "tail");
@@ -77,6 +79,26 @@ TEST(RedactForms, EveryFormOfAKnownValue) {
       if (f == Form::base64 && encoded.find(t) != std::string::npos) found = true;
     }
     EXPECT_TRUE(found) << "alignment " << pad;
+  }
+}
+
+// Issue 40: `printf %s "$TOKEN" | base64` ends the stream with the value's
+// last bits in a partial character and padding; none of it is left beside
+// the marker ("[REDACTED:K]g==" kept two bits of the last byte).
+TEST(Redact, AValueEndingABase64StreamLeavesNoPartOfItsLastByte) {
+  for (const std::string value :
+       {"sk-4f2a9c1e7b3d5a8f0", "sk-4f2a9c1e7b3d5a8f01", "sk-4f2a9c1e7b3d5a8f012"}) {
+    auto p = one("K", value);
+    for (const std::string before : {"", "x", "yz", "head-of-it"}) {
+      const std::string encoded = b64(before + value);
+      const std::string out = redact_all(*p, encoded + "\n");
+      EXPECT_TRUE(out.ends_with("[REDACTED:K]\n")) << before << "|" << value << " -> " << out;
+      // base64url without padding, as a JWT's segments are.
+      std::string url = b64(before + value, true);
+      while (!url.empty() && url.back() == '=') url.pop_back();
+      const std::string out_url = redact_all(*p, url + " ");
+      EXPECT_TRUE(out_url.ends_with("[REDACTED:K] ")) << url << " -> " << out_url;
+    }
   }
 }
 
