@@ -295,7 +295,9 @@ void Call::forward(FdKind kind, std::string_view data) {
     loop_.send(type, id(), {}, data.substr(0, static_cast<size_t>(limit - output_bytes_)));
     output_bytes_ = limit;
     truncated_ = true;
-    loop_.send(type, id(), {},
+    // On stderr whichever stream overflowed: a binary stdout (an archive, an
+    // image) stays the bytes the command wrote, cut, with nothing added.
+    loop_.send(proto::MsgType::kStderr, id(), {},
                std::string(proto::kOutputTruncatedMark) + std::to_string(limit) + " bytes]\n");
     kill("output");
     return;

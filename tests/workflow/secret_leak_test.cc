@@ -183,7 +183,7 @@ steps:
   expect_not_in_store(state_, url);
 }
 
-// The runner cuts a call's output at its cap and says so on the same stream:
+// The runner cuts a call's output at its cap and says so on stderr:
 // when the cap falls inside a value, the start of the value before the cap
 // is not let go (an audit probe got 39 of a 40-character token this way).
 TEST_F(WorkflowTest, OutputCutAtItsCapInsideAValueLeavesNoStartOfIt) {
