@@ -9,6 +9,8 @@
 #include <functional>
 #include <memory>
 
+#include "core/units.h"
+
 namespace rf::host {
 namespace {
 
@@ -332,11 +334,22 @@ Status RunnerClient::send_exec(StartedExec& c, const proto::ExecRequest& req,
                                std::string_view stdin_data, bool stdin_complete) {
   take_exec_frames(c);
   add_pending(c.p);
+  // The runner refuses a frame whose JSON is over the protocol's bound and
+  // ends (the sandbox with it): said here, before anything starts.
+  const std::string json = proto::to_json(req);
+  if (json.size() > proto::kMaxJson) {
+    return make_error("exec", "the command's argv, environment and working directory take " +
+                                  std::to_string(json.size()) +
+                                  " bytes as the runner's protocol carries them, over its limit "
+                                  "of " +
+                                  format_size(proto::kMaxJson) + " (" +
+                                  std::to_string(proto::kMaxJson) +
+                                  " bytes): pass large input on stdin or in a file");
+  }
   // Stdin that fits goes inside the exec frame; more follows as stdin frames.
   const bool fits = stdin_data.size() <= proto::kMaxData;
-  Status s =
-      send(MsgType::kExec, c.p.id, proto::to_json(req), fits ? stdin_data : std::string_view{},
-           fits && stdin_complete ? proto::kFlagStdinComplete : 0);
+  Status s = send(MsgType::kExec, c.p.id, json, fits ? stdin_data : std::string_view{},
+                  fits && stdin_complete ? proto::kFlagStdinComplete : 0);
   if (s && !fits) s = write_stdin(c.p.id, stdin_data);
   if (s && !fits && stdin_complete) s = close_stdin(c.p.id);
   return s;

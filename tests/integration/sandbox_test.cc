@@ -23,6 +23,30 @@ TEST_F(SandboxExec, RunsPython) {
   EXPECT_EQ(r.result.exit_code, 0);
 }
 
+// Issue 40: an argv (or environment) over the protocol's 1 MiB frame is
+// refused before the command starts, naming the limit; the runner and the
+// sandbox go on (it ended the runner: "tool runner exited with status 2").
+TEST_F(SandboxExec, AnArgvOverTheProtocolsLimitIsRefusedNamingItAndTheSandboxGoesOn) {
+  auto sb = make();
+  ASSERT_NE(sb, nullptr);
+  ExecCall big;
+  big.argv = {"true", std::string(2u << 20, 'a')};
+  Captured c;
+  auto r = sb->exec(big, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().to_string().find("over its limit of"), std::string::npos)
+      << r.error().to_string();
+  EXPECT_NE(r.error().to_string().find("(1048576 bytes)"), std::string::npos)
+      << r.error().to_string();
+  ExecCall env;
+  env.argv = {"true"};
+  env.env = {{"BIG", std::string(2u << 20, 'b')}};
+  auto e = sb->exec(env, c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().to_string().find("over its limit of"), std::string::npos);
+  EXPECT_EQ(run(*sb, {"echo", "still here"}).out, "still here\n");
+}
+
 TEST_F(SandboxExec, SeparatesStdoutAndStderrAndKeepsExitCode) {
   auto sb = make();
   ASSERT_TRUE(sb);
