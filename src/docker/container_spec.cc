@@ -1,5 +1,6 @@
 #include "docker/container_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -9,9 +10,11 @@
 namespace rf::docker {
 namespace {
 
-std::string tmpfs_options(uint64_t size_bytes, const std::string& extra) {
+// nr_inodes from the disk limit, as on native (limits.h: tmpfs_inodes).
+std::string tmpfs_options(uint64_t size_bytes, uint64_t disk_bytes, const std::string& extra) {
   // nosuid, nodev: nothing there can gain privileges or reach a device.
-  return "rw,nosuid,nodev," + extra + "size=" + std::to_string(size_bytes);
+  return "rw,nosuid,nodev," + extra + "size=" + std::to_string(size_bytes) +
+         ",nr_inodes=" + std::to_string(tmpfs_inodes(disk_bytes));
 }
 
 nlohmann::json mounts(const ContainerPlan& plan) {
@@ -46,12 +49,16 @@ nlohmann::json host_config(const SandboxSpec& spec, const ContainerPlan& plan) {
       {"NetworkMode", spec.network == NetworkPolicy::kHost ? "host" : "none"},
       {"ReadonlyRootfs", true},
       {"Tmpfs",
-       {{"/tmp", tmpfs_options(l.disk_bytes, "mode=1777,")},
+       {{"/tmp", tmpfs_options(l.disk_bytes, l.disk_bytes, "mode=1777,")},
+        // Docker's own /dev/shm (ShmSize) takes no inode cap: this one does,
+        // and is the size native gives it.
+        {"/dev/shm", tmpfs_options(std::min<uint64_t>(l.disk_bytes, 64ull << 20), l.disk_bytes,
+                                   "noexec,mode=1777,")},
         // Nothing of the host's /sys (Docker's default is a read-only sysfs,
         // cgroupfs included): an empty read-only tmpfs covers it.
         {"/sys", "ro,nosuid,nodev,noexec,size=4k,mode=0555"},
-        {"/workspace",
-         tmpfs_options(l.disk_bytes, "exec,mode=0755,uid=" + user + ",gid=" + user + ",")}}},
+        {"/workspace", tmpfs_options(l.disk_bytes, l.disk_bytes,
+                                     "exec,mode=0755,uid=" + user + ",gid=" + user + ",")}}},
       {"CapDrop", {"ALL"}},
       {"SecurityOpt", {"no-new-privileges:true"}},
       {"Privileged", false},

@@ -172,7 +172,10 @@ void add_dev(MountPlan& plan, const SandboxSpec& spec) {
   plan.ops.push_back(symlink("pts/ptmx", "/dev/ptmx"));
   plan.ops.push_back(op(Kind::kDir, "/dev/shm"));
   const uint64_t shm = std::min<uint64_t>(spec.limits.disk_bytes, 64ull << 20);
-  plan.ops.push_back(tmpfs("/dev/shm", "mode=1777,size=" + std::to_string(shm), /*noexec=*/true));
+  plan.ops.push_back(tmpfs("/dev/shm",
+                           "mode=1777,size=" + std::to_string(shm) +
+                               ",nr_inodes=" + std::to_string(tmpfs_inodes(spec.limits.disk_bytes)),
+                           /*noexec=*/true));
   plan.ops.push_back(symlink("/proc/self/fd", "/dev/fd"));
   plan.ops.push_back(symlink("/proc/self/fd/0", "/dev/stdin"));
   plan.ops.push_back(symlink("/proc/self/fd/1", "/dev/stdout"));
@@ -181,8 +184,7 @@ void add_dev(MountPlan& plan, const SandboxSpec& spec) {
 
 void add_writable(MountPlan& plan, const SandboxSpec& spec) {
   const std::string size = "size=" + std::to_string(spec.limits.disk_bytes);
-  const std::string inodes =
-      ",nr_inodes=" + std::to_string(std::max<uint64_t>(4096, spec.limits.disk_bytes / 4096));
+  const std::string inodes = ",nr_inodes=" + std::to_string(tmpfs_inodes(spec.limits.disk_bytes));
   plan.ops.push_back(op(Kind::kDir, "/tmp"));
   plan.ops.push_back(tmpfs("/tmp", "mode=1777," + size + inodes));
   plan.ops.push_back(op(Kind::kDir, "/workspace"));

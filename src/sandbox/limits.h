@@ -29,6 +29,14 @@ struct Limits {
   uint64_t egress_bytes = 0;
 };
 
+// The inodes of each writable tmpfs (/tmp, /workspace, /dev/shm) of a
+// sandbox with `disk_bytes` of disk, on every backend: one per 4 KiB page,
+// at least 4096. Without a cap, empty files take no size and exhaust the
+// host's memory.
+inline uint64_t tmpfs_inodes(uint64_t disk_bytes) {
+  return disk_bytes / 4096 > 4096 ? disk_bytes / 4096 : 4096;
+}
+
 // How a limit's text reads, which also says what a bad one should have been.
 enum class LimitKind {
   kCpus,      // "1.5"

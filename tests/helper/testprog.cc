@@ -146,6 +146,20 @@ std::map<std::string, Verb> verbs() {
       }
     }
   };
+  // files DIR: makes empty files in DIR until one fails (or 1,000,000).
+  v["files"] = [](int, char** argv) {
+    for (long i = 0; i < 1'000'000; ++i) {
+      const std::string path = std::string(argv[0]) + "/f" + std::to_string(i);
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        std::printf("errno %s after %ld files\n", errno_name(errno), i);
+        return 1;
+      }
+      ::close(fd);
+    }
+    std::printf("ok 1000000 files\n");
+    return 0;
+  };
   // alloc MIB: mallocs MIB MiB and touches every byte (so it is resident and
   // charged to the cgroup), then exits.
   v["alloc"] = [](int, char** argv) {

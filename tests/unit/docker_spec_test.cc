@@ -44,9 +44,13 @@ TEST(DockerSpec, EveryBoundIsOn) {
   EXPECT_EQ(hc["MemorySwap"], 256ull << 20);
   EXPECT_EQ(hc["NanoCpus"], 1'500'000'000);
   EXPECT_EQ(hc["PidsLimit"], 64);
-  EXPECT_EQ(hc["Tmpfs"]["/tmp"], "rw,nosuid,nodev,mode=1777,size=33554432");
+  // Each with the inode cap native gives it (issue 40): 32 MiB / 4 KiB.
+  EXPECT_EQ(hc["Tmpfs"]["/tmp"], "rw,nosuid,nodev,mode=1777,size=33554432,nr_inodes=8192");
   EXPECT_EQ(hc["Tmpfs"]["/workspace"],
-            "rw,nosuid,nodev,exec,mode=0755,uid=1073746920,gid=1073746920,size=33554432");
+            "rw,nosuid,nodev,exec,mode=0755,uid=1073746920,gid=1073746920,size=33554432,"
+            "nr_inodes=8192");
+  EXPECT_EQ(hc["Tmpfs"]["/dev/shm"],
+            "rw,nosuid,nodev,noexec,mode=1777,size=33554432,nr_inodes=8192");
   EXPECT_EQ(hc["Ulimits"][0]["Name"], "nofile");
   EXPECT_EQ(hc["Ulimits"][0]["Hard"], 512);
   EXPECT_EQ(hc["Ulimits"][1]["Name"], "core");
