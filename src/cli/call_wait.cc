@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "worker/worker.h"
+
 namespace rf::cli {
 namespace {
 
@@ -45,8 +47,11 @@ std::string no_worker_notice(const QueueWatchOptions& o) {
                                          "within seconds naming what each lacks");
   text += o.wait_timeout ? " (or is cancelled after --wait-timeout " + o.wait_timeout_text + ")"
                          : " (no --wait-timeout: it waits until then)";
-  text += "\nringfence: start one with: ringfence worker start --state-dir " + o.state_dir +
-          " --project-environment " + std::string(store::to_string(o.environment));
+  text += "\nringfence: start one with: ringfence worker start --state-dir " + o.state_dir;
+  // On the store this call is in (issue 40: the hint sent workers to the
+  // state dir's SQLite file while the call waited in PostgreSQL).
+  if (o.store_path != worker::store_path(o.state_dir)) text += " --store " + o.store_path;
+  text += " --project-environment " + std::string(store::to_string(o.environment));
   for (const auto& [k, v] : o.labels) text += " --label " + k + "=" + v;
   text += "\n";
   return text;

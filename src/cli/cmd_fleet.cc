@@ -53,9 +53,14 @@ int status(const FleetFlags& f) {
     const store::WorkerRow& r = w.worker;
     std::string labels = store::labels_text(r.labels);
     if (r.project) labels += " (project " + *r.project + " only)";
+    const bool live = api::worker_is_live(r, now);
+    // Registered running but silent past the live window: killed, or its
+    // host is gone (issue 40: it read "running").
+    const std::string state = r.state == store::WorkerState::running && !live
+                                  ? "dead"
+                                  : std::string(store::to_string(r.state));
     std::printf("%-24s %-16s %-8s %-5s %-6lld %-9lld %-12s %s\n", r.id.c_str(), r.host_id.c_str(),
-                std::string(store::to_string(r.state)).c_str(),
-                api::worker_is_live(r, now) ? "yes" : "no", static_cast<long long>(w.held_calls),
+                state.c_str(), live ? "yes" : "no", static_cast<long long>(w.held_calls),
                 static_cast<long long>(w.live_sandboxes), age_text(now - r.heartbeat_at).c_str(),
                 labels.c_str());
   }

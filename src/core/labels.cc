@@ -64,6 +64,21 @@ std::string labels_text(const Labels& labels) {
   return out;
 }
 
+std::string lacking_text(const Labels& required, const Labels& have) {
+  Labels absent;
+  std::string other;
+  for (const auto& [k, v] : required) {
+    auto it = have.find(k);
+    if (it == have.end()) {
+      absent.emplace(k, v);
+    } else if (it->second != v) {
+      other += ", has " + k + "=" + it->second + " (not " + k + "=" + v + ")";
+    }
+  }
+  if (absent.empty()) return other.empty() ? "" : other.substr(2);
+  return "lacks " + labels_text(absent) + other;
+}
+
 Labels missing_labels(const Labels& required, const Labels& have) {
   Labels out;
   for (const auto& [k, v] : required) {

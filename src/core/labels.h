@@ -32,6 +32,10 @@ std::string labels_text(const Labels& labels);
 
 // The required labels `have` lacks or has with another value.
 Labels missing_labels(const Labels& required, const Labels& have);
+// What a worker with `have` lacks of `required`, truthfully: "lacks zone=c"
+// for a key it does not have, "has gpu=true (not gpu=false)" for one it has
+// with another value, joined by ", ". Empty when nothing is missing.
+std::string lacking_text(const Labels& required, const Labels& have);
 inline bool labels_match(const Labels& required, const Labels& have) {
   return missing_labels(required, have).empty();
 }

@@ -1068,7 +1068,7 @@ std::optional<std::string> unmatched_reason(const std::vector<WorkerRow>& worker
     if (missing.empty()) return std::nullopt;
     if (++listed > 5) continue;
     if (!lacks.empty()) lacks += "; ";
-    lacks += "worker " + w.id + " (host " + w.host_id + ") lacks " + labels_text(missing);
+    lacks += "worker " + w.id + " (host " + w.host_id + ") " + lacking_text(labels, w.labels);
   }
   if (serving == 0) return std::nullopt;
   if (listed > 5) lacks += "; and " + std::to_string(listed - 5) + " more";

@@ -580,8 +580,8 @@ void RunExecutor::run() {
     if (sandboxes_) {
       for (const auto& id : sandboxes_->destroy_all()) s_.identity->sandbox_gone(id);
     }
-    const std::string why = "worker " + s_.worker_id + " lacks " +
-                            labels_text(missing_labels(*handoff_, s_.settings->labels.value));
+    const std::string why =
+        "worker " + s_.worker_id + " " + lacking_text(*handoff_, s_.settings->labels.value);
     if (auto s = wf_.hand_off_run(row_.run_id, s_.worker_id, *handoff_, why); !s) {
       spdlog::warn("run {}: handing it off: {}", row_.run_id, s.error().to_string());
     } else {

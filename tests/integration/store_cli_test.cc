@@ -143,6 +143,30 @@ TEST_F(StoreCli, APasswordOnTheCommandLineIsRefusedWithoutEchoingIt) {
   EXPECT_THAT(explain.out(), HasSubstr("store: " + uri_ + " (flag --store)"));
 }
 
+// Issue 40, 6: a call waiting in PostgreSQL for a worker says how to start
+// one on that store, not on the state dir's SQLite file.
+TEST_F(StoreCli, AWaitingCallsHintStartsAWorkerOnItsStore) {
+  Cli call({"call", "--store", uri_, "--state-dir", dir_ + "/c", "--project", "p", "--run", "rw",
+            "--wait-timeout", "3s", "--", "true"});
+  call.wait(30s);
+  EXPECT_THAT(call.err(), HasSubstr("ringfence: start one with: ringfence worker start "
+                                    "--state-dir " +
+                                    dir_ + "/c --store " + uri_ + " --project-environment"));
+}
+
+// Issue 40, 6: a worker registered running that stopped heartbeating (its
+// process killed, its host gone) reads "dead" in fleet status, not "running".
+TEST_F(StoreCli, AWorkerThatStoppedHeartbeatingIsShownDead) {
+  auto s = store::Store::open(uri_);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  (*s)->set_clock([] { return store::now_ms() - 60'000; });
+  ASSERT_TRUE((*s)->register_worker("ghost", 4242, "gone-host").ok());
+  Cli status({"fleet", "status", "--store", uri_});
+  ASSERT_EQ(status.wait(), 0) << status.err();
+  EXPECT_THAT(status.out(), ::testing::ContainsRegex("ghost +[^ ]+ +dead +no "));
+  EXPECT_THAT(status.out(), Not(HasSubstr("running")));
+}
+
 // A host's SQLite store moved to PostgreSQL with `store migrate`: its runs,
 // calls and audit chain are there, the run goes on through a worker on the
 // new store, and a second move into it (no longer empty) is refused. Every

@@ -129,7 +129,7 @@ TEST_F(StoreFleet, ACallNoLiveWorkerMayTakeFailsNamingWhatEachLacks) {
   EXPECT_EQ(v->state, CallState::failed);
   EXPECT_EQ(v->error,
             "no live worker has the labels this call requires (zone=b): worker wa (host host-wa) "
-            "lacks zone=b; worker wgpu (host host-wgpu) lacks zone=b");
+            "has zone=a (not zone=b); worker wgpu (host host-wgpu) has zone=a (not zone=b)");
   EXPECT_EQ(s->call(fine)->state, CallState::queued);  // wgpu may take it
   // A worker that stopped heartbeating is not live: the gpu call fails too.
   clock_ += 20'000;
@@ -351,6 +351,15 @@ TEST_F(StoreFleet, AWorkflowRunNoLiveWorkerMayTakeFails) {
             "no live worker has the labels this run's next step requires (gpu=true): "
             "worker wa (host host-wa) lacks gpu=true");
   EXPECT_EQ(s->run("wr-2")->state, RunState::ended);
+}
+
+// Issue 40: "lacks gpu=false" was said of a worker that has gpu=true.
+TEST(Labels, WhatAWorkerLacksIsSaidTruthfully) {
+  EXPECT_EQ(lacking_text({{"gpu", "false"}}, {{"gpu", "true"}}), "has gpu=true (not gpu=false)");
+  EXPECT_EQ(lacking_text({{"gpu", "true"}, {"zone", "c"}}, {{"zone", "a"}}),
+            "lacks gpu=true, has zone=a (not zone=c)");
+  EXPECT_EQ(lacking_text({{"a", "1"}, {"b", "2"}}, {}), "lacks a=1 b=2");
+  EXPECT_EQ(lacking_text({{"a", "1"}}, {{"a", "1"}, {"b", "2"}}), "");
 }
 
 TEST(Labels, TextAndJsonFormsAreCheckedAndNameWhatIsWrong) {
