@@ -152,8 +152,8 @@ int run_profile_set(const IdentityFlags& f) {
   const store::AuditEvent set = identity::profile_set_event("cli", p);
   if (auto s = rows.put_profile(p, [&](int64_t) { return std::vector{set}; }); !s)
     return fail(s.error().to_string(), kExitUsage);
-  std::fprintf(stderr, "profile %s: %zu keys at level %s%s\n", p.name.c_str(), p.entries.size(),
-               f.level.c_str(), scope_text(p).c_str());
+  std::fprintf(stderr, "profile %s: %zu key%s at level %s%s\n", p.name.c_str(), p.entries.size(),
+               p.entries.size() == 1 ? "" : "s", f.level.c_str(), scope_text(p).c_str());
   return 0;
 }
 

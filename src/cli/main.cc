@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/client_store.h"
 #include "cli/commands.h"
@@ -77,6 +79,55 @@ rf::Result<std::unique_ptr<rf::store::engine::ConnectionImpl>> refuse_postgres(
                         "name the store with --store or RINGFENCE_STORE, which hand it over");
 }
 #endif
+
+// Edits (insert, delete, replace) from `a` to `b`.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// For the first --name on the command line that the command named (or the
+// program) has no option for: " (did you mean --mem?)" with the nearest one
+// (within two edits, or one name the start of the other: --memory, --mem).
+std::string did_you_mean(const CLI::App& app, int argc, char** argv) {
+  std::vector<const CLI::App*> chain{&app};
+  while (!chain.back()->get_subcommands().empty())
+    chain.push_back(chain.back()->get_subcommands().front());
+  std::vector<std::string> known;
+  for (const CLI::App* c : chain)
+    for (const CLI::Option* o : c->get_options())
+      for (const std::string& n : o->get_lnames()) known.push_back(n);
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (!arg.starts_with("--") || arg.size() < 3) continue;
+    const std::string name(arg.substr(
+        2, arg.find('=') == std::string_view::npos ? std::string_view::npos : arg.find('=') - 2));
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string best;
+    size_t best_distance = 3;
+    for (const std::string& k : known) {
+      size_t d = edit_distance(name, k);
+      if (k.size() >= 3 && name.size() >= 3 && (name.starts_with(k) || k.starts_with(name)))
+        d = std::min<size_t>(d, 1);
+      if (d < best_distance) {
+        best_distance = d;
+        best = k;
+      }
+    }
+    return best.empty() ? "" : " (did you mean --" + best + "?)";
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -157,7 +208,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ringfence: %s\nRun 'ringfence help' for usage.\n", e.what());
+    std::fprintf(stderr, "ringfence: %s%s\nRun 'ringfence help' for usage.\n", e.what(),
+                 did_you_mean(app, cli_argc, argv).c_str());
     return 2;
   }
   return result.exit_code;

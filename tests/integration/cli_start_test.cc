@@ -62,5 +62,23 @@ TEST(CliStart, HelpListsEveryCommandAndAnUnknownOneIsAUsageError) {
   EXPECT_EQ(first_line(nested.err), "ringfence: The following argument was not expected: --bogus");
 }
 
+// Issue 40: a mistyped option names the nearest the command has.
+TEST(CliStart, AMistypedOptionNamesTheNearestOne) {
+  auto memory = run_cli({"sandbox", "exec", "--memory", "1g", "--", "true"});
+  EXPECT_EQ(memory.exit_code, 2);
+  EXPECT_EQ(first_line(memory.err),
+            "ringfence: The following argument was not expected: --memory (did you mean --mem?)");
+  auto timeout = run_cli({"sandbox", "exec", "--timeot=3s", "--", "true"});
+  EXPECT_EQ(timeout.exit_code, 2);
+  EXPECT_NE(timeout.err.find("(did you mean --timeout?)"), std::string::npos) << timeout.err;
+  // The program's own options count too (--store falls through to every command).
+  auto store = run_cli({"run", "show", "r1", "--stor", "x"});
+  EXPECT_EQ(store.exit_code, 2);
+  EXPECT_NE(store.err.find("(did you mean --store?)"), std::string::npos) << store.err;
+  // Nothing near: no guess.
+  auto far = run_cli({"sandbox", "exec", "--zzzzzzzz", "--", "true"});
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
 }  // namespace
 }  // namespace rf::testing
