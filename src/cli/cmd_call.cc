@@ -104,7 +104,7 @@ int run_call(const ClientFlags& f) {
   if (auto bad = store::Store::check_new_call(call); !bad)
     return fail(bad.error().to_string(), kExitUsage);
   auto st = open_store(f);
-  if (!st) return fail(st.error().to_string(), kExitRuntime);
+  if (!st) return fail(st.error().to_string() + "; the call was never queued", kExitNeverQueued);
   store::Store& s = **st;
   if (f.jit) call.jit = true;
   if (f.identity || f.jit) {
@@ -123,10 +123,15 @@ int run_call(const ClientFlags& f) {
   auto project = s.project(f.project);
   if (!project) {
     if (auto e = s.ensure_project(f.project, *env); !e)
-      return fail(e.error().to_string(), kExitRuntime);
+      return fail(e.error().to_string() + "; the call was never queued",
+                  e.error().code == ErrorCode::kUnavailable ? kExitNeverQueued : kExitRuntime);
   }
   auto id = s.enqueue_call(call);
-  if (!id) return fail(id.error().to_string(), kExitUsage);
+  if (!id) {
+    if (id.error().code == ErrorCode::kUnavailable)
+      return fail(id.error().to_string() + "; the call was never queued", kExitNeverQueued);
+    return fail(id.error().to_string(), kExitUsage);
+  }
   QueueWatch watch({.call_id = *id,
                     .project = f.project,
                     .labels = call.requires_labels,
@@ -156,7 +161,10 @@ int run_call(const ClientFlags& f) {
       // The store is restarting (PostgreSQL): the call goes on without us, so
       // wait for the store to come back (a while), then read on.
       if (view.error().code != ErrorCode::kUnavailable || store::now_ms() > unreachable_until) {
-        return fail(view.error().to_string(), kExitRuntime);
+        return fail(view.error().to_string() + "; call " + std::to_string(*id) +
+                        " was queued and its outcome is unknown here (ringfence run show " + f.run +
+                        " says how it ended)",
+                    kExitOutcomeUnknown);
       }
       if (!said_unreachable) {
         std::fprintf(stderr,

@@ -21,8 +21,13 @@ inline CLI::Validator project_name() {
 
 // Exit codes: the command's own; 125 runtime failure; 126/127 not executable /
 // not found; 2 usage errors; 124 (`call`) no worker claimed the call within
-// --wait-timeout, so it was cancelled.
+// --wait-timeout, so it was cancelled; 122 (`call`) the call was never
+// queued (the store could not be reached: nothing ran, retrying is safe);
+// 123 (`call`) it was queued, and the store was lost while waiting for its
+// outcome (it may have run: `run show RUN` says how it ended).
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitNeverQueued = 122;
+inline constexpr int kExitOutcomeUnknown = 123;
 inline constexpr int kExitWaitTimeout = 124;
 inline constexpr int kExitRuntime = 125;
 

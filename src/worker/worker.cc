@@ -442,6 +442,14 @@ std::string Worker::metrics_json() const {
   return nlohmann::json{{"counters", counts}, {"gauges", gauges}}.dump();
 }
 
+namespace {
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
 void Worker::give_up(const std::string& why) {
   spdlog::error("{}; this worker stops claiming calls and exits", why);
   {
@@ -466,6 +474,7 @@ void Worker::lease_loop() {
         break;
       }
       spdlog::warn("heartbeat: {}", s.error().to_string());
+      store_failed_at_ = steady_ms();
     }
     for (auto waited = std::chrono::milliseconds(0); waited < period && !stopped_;
          waited += std::chrono::milliseconds(20)) {
@@ -481,10 +490,17 @@ void Worker::housekeeping_loop() {
                                  std::chrono::milliseconds(1000));
   while (!stopped_) {
     // This worker's own calls and runs are never its sweep's: it is alive.
-    warn_unless_ok(store_->interrupt_orphaned_calls(store::now_ms(), id_),
-                   "interrupting calls whose worker's lease ran out");
-    warn_unless_ok(store::WorkflowStore(*store_).requeue_orphaned_runs(store::now_ms(), id_),
-                   "requeueing workflow runs whose worker's lease ran out");
+    // Nor, for a lease after this worker could not reach the store, anyone's:
+    // a store outage stopped every worker's heartbeat, not the workers, and
+    // their next heartbeats take their leases again (issue 40: calls that had
+    // run were interrupted as "stopped heartbeating" once the store was back).
+    const int64_t failed_at = store_failed_at_;
+    if (failed_at == 0 || steady_ms() - failed_at > options_.lease.count()) {
+      warn_unless_ok(store_->interrupt_orphaned_calls(store::now_ms(), id_),
+                     "interrupting calls whose worker's lease ran out");
+      warn_unless_ok(store::WorkflowStore(*store_).requeue_orphaned_runs(store::now_ms(), id_),
+                     "requeueing workflow runs whose worker's lease ran out");
+    }
     watch_health();
     // A call requiring labels no live worker has fails with what each lacks.
     warn_unless_ok(store_->fail_unmatched_calls(store::now_ms() - options_.unserved_after.count(),

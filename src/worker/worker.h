@@ -133,7 +133,10 @@ class Worker {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<store::Store> lease_store_;  // lease_loop()'s own connection
   std::atomic<bool> fenced_{false};            // another process registered this id: never stop it
-  std::unique_ptr<SandboxLedger> ledger_;      // before serving_, which reports to it
+  // When this worker's heartbeat last failed for the store (steady ms; 0:
+  // never): its sweeps wait a lease past it (housekeeping_loop).
+  std::atomic<int64_t> store_failed_at_{0};
+  std::unique_ptr<SandboxLedger> ledger_;  // before serving_, which reports to it
   // Reports and receipts (issue 15): after store_, which it uses; before
   // serving_, whose pool's refill thread makes reports through it.
   std::unique_ptr<calls::ProofRecorder> proof_;

@@ -368,6 +368,37 @@ TEST_F(Fleet, APausedWorkerReplacedUnderItsIdExitsFencedAndLeavesItsSuccessorAlo
   EXPECT_EQ(third.out(), "still served\n");
 }
 
+// Issue 40, 3: PostgreSQL stopped for longer than the workers' lease while
+// two calls run, each finishing during the outage: when it is back, no
+// worker sweeps the other's call as "stopped heartbeating" (the store was
+// down, not the worker); each call ends done, with its output and exit code.
+TEST_F(Fleet, AStoreOutageLongerThanTheLeaseEndsNoCallThatRanThroughIt) {
+  start_worker("w1", {"n=1"}, /*in_netns=*/false, "2s");
+  start_worker("w2", {"n=2"}, /*in_netns=*/false, "2s");
+  const std::vector<std::string> script = {"sh", "-c", "echo begin; sleep 4; echo end; exit 7"};
+  Cli one = call("r-o1", {"n=1"}, script);
+  Cli two = call("r-o2", {"n=2"}, script);
+  ASSERT_TRUE(one.stdout_shows("begin\n", 30s)) << one.err();
+  ASSERT_TRUE(two.stdout_shows("begin\n", 30s)) << two.err();
+  pg_.stop_server();
+  std::this_thread::sleep_for(6s);  // three leases; both calls end meanwhile
+  pg_.start();
+  ASSERT_TRUE(pg_.ok()) << pg_.error();
+  EXPECT_EQ(one.wait(90s), 7) << one.err();
+  EXPECT_EQ(two.wait(90s), 7) << two.err();
+  EXPECT_EQ(one.out(), "begin\nend\n");
+  EXPECT_EQ(two.out(), "begin\nend\n");
+  auto s = store::Store::open(pg_.uri());
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  for (const char* run : {"r-o1", "r-o2"}) {
+    auto r = (*s)->run(run);
+    ASSERT_TRUE(r.ok() && r->calls.size() == 1u) << run;
+    EXPECT_EQ(r->calls[0].state, store::CallState::done)
+        << run << ": " << r->calls[0].error.value_or("");
+    EXPECT_EQ(r->calls[0].exit_code, 7) << run;
+  }
+}
+
 // PostgreSQL stopped for 5 s under load: workers and clients reconnect, no
 // call is lost or run twice, and output written during the outage is kept
 // (each call that ends 0 printed every line once), or the call fails loudly.

@@ -154,6 +154,15 @@ TEST_F(StoreCli, AWaitingCallsHintStartsAWorkerOnItsStore) {
                                     dir_ + "/c --store " + uri_ + " --project-environment"));
 }
 
+// Issue 40, 3: a call whose store cannot be reached was never queued: its
+// own exit code (122), so a client knows a retry cannot run it twice.
+TEST_F(StoreCli, ACallThatWasNeverQueuedSaysSoWithItsOwnExitCode) {
+  Cli call({"call", "--store", "postgresql://rf@127.0.0.1:1/postgres?connect_timeout=2",
+            "--state-dir", dir_ + "/c", "--project", "p", "--run", "r1", "--", "true"});
+  EXPECT_EQ(call.wait(30s), 122) << call.err();
+  EXPECT_THAT(call.err(), HasSubstr("the call was never queued"));
+}
+
 // Issue 40, 6: a worker registered running that stopped heartbeating (its
 // process killed, its host gone) reads "dead" in fleet status, not "running".
 TEST_F(StoreCli, AWorkerThatStoppedHeartbeatingIsShownDead) {
