@@ -32,6 +32,7 @@ struct AdminFlags {
   bool json = false;
   std::string older_than;
   bool dry_run = false;
+  bool all = false;  // list: every sandbox of the host, not only the state dir's
 };
 
 // A sandbox found on the host, and its row in the store if it has one.
@@ -183,6 +184,11 @@ int run_list(const AdminFlags& f) {
   for (auto& l : found) {
     if (auto it = stored.find(l.info.id); it != stored.end()) l.row = it->second;
   }
+  // A state dir named: its store's sandboxes, not every other state's on the
+  // host (issue 40: 150 of them, all "-"), unless --all.
+  size_t others = 0;
+  if (!f.state_dir.empty() && !f.all)
+    others = std::erase_if(found, [](const Listed& l) { return !l.row.has_value(); });
   if (f.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& l : found) arr.push_back(listed_json(l));
@@ -192,6 +198,11 @@ int run_list(const AdminFlags& f) {
         {"ID", "BACKEND", "PROJECT", "RUN", "MODE", "WORKER", "AGE", "PID", "OWNER", "MEMORY"}};
     for (const auto& l : found) rows.push_back(listed_cells(l));
     print_table(rows);
+    if (others > 0)
+      std::fprintf(stderr,
+                   "ringfence: %zu more sandbox(es) on this host are not in the store of "
+                   "--state-dir %s (--all lists them)\n",
+                   others, f.state_dir.c_str());
   }
   return failed ? kExitRuntime : 0;
 }
@@ -281,7 +292,10 @@ void add_sandbox_admin_commands(CLI::App* sandbox, CommandResult* result) {
   auto* list = sandbox->add_subcommand("list", "The live sandboxes on this host, of every backend");
   list->add_option("--backend", f->backend, "Only this backend");
   list->add_option("--docker-host", f->docker_host, "The Docker daemon (docker backends)");
-  list->add_option("--state-dir", f->state_dir, state_dir_help);
+  list->add_option("--state-dir", f->state_dir,
+                   "The worker's state dir: only the sandboxes its store knows (default "
+                   "~/.ringfence/state, and every sandbox of the host)");
+  list->add_flag("--all", f->all, "With --state-dir: every sandbox of the host too");
   list->add_flag("--json", f->json, "One JSON array");
   list->callback([f, result] { result->exit_code = run_list(*f); });
 

@@ -164,7 +164,14 @@ TEST_F(CliOperatorCommands, ListJoinsTheStoreByIdAcrossBackends) {
   ASSERT_TRUE(n->at("peak_memory_bytes").is_number_unsigned()) << *n;
   EXPECT_GT(n->at("peak_memory_bytes").get<uint64_t>(), 0u);
 
-  const nlohmann::json* l = find_id(all, lsb->id());
+  // A state dir named lists its store's sandboxes only (issue 40); --all
+  // every sandbox of the host, those of no store with nulls.
+  EXPECT_EQ(find_id(all, lsb->id()), nullptr) << r.out;
+  r = cli({"sandbox", "list", "--state-dir", state, "--all", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto every = nlohmann::json::parse(r.out);
+  ASSERT_NE(find_id(every, (*nsb)->id()), nullptr) << r.out;
+  const nlohmann::json* l = find_id(every, lsb->id());
   ASSERT_NE(l, nullptr) << r.out;
   EXPECT_EQ(l->at("backend"), "local");
   EXPECT_EQ(l->at("pid"), lsb->init_pid());
@@ -174,14 +181,14 @@ TEST_F(CliOperatorCommands, ListJoinsTheStoreByIdAcrossBackends) {
   }
 
   // --backend narrows to one backend.
-  r = cli({"sandbox", "list", "--backend", "local", "--state-dir", state, "--json"});
+  r = cli({"sandbox", "list", "--backend", "local", "--state-dir", state, "--all", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto locals = nlohmann::json::parse(r.out);
   ASSERT_EQ(locals.size(), 1u) << r.out;
   EXPECT_EQ(locals[0].at("id"), lsb->id());
 
   // The table: one aligned row per sandbox, "-" where nothing is known.
-  r = cli({"sandbox", "list", "--state-dir", state});
+  r = cli({"sandbox", "list", "--state-dir", state, "--all"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string header = lines_of(r.out).at(0);
   EXPECT_EQ(header.substr(0, 2), "ID");
@@ -213,6 +220,9 @@ TEST_F(CliOperatorCommands, ListJoinsTheStoreByIdAcrossBackends) {
   r = cli({"sandbox", "list", "--state-dir", none, "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
+  EXPECT_EQ(find_id(nlohmann::json::parse(r.out), (*nsb)->id()), nullptr) << r.out;
+  r = cli({"sandbox", "list", "--state-dir", none, "--all", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto bare_all = nlohmann::json::parse(r.out);
   const nlohmann::json* bare = find_id(bare_all, (*nsb)->id());
   ASSERT_NE(bare, nullptr);
