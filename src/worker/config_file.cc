@@ -13,6 +13,7 @@
 
 #include "core/io.h"
 #include "core/units.h"
+#include "core/yaml_documents.h"
 #include "core/yaml_duplicates.h"
 #include "net/egress_policy.h"
 #include "store/db.h"
@@ -373,15 +374,17 @@ Result<Resolved<std::string>> locate_config_file(const std::optional<std::string
 
 Result<SettingsLayer> parse_config_yaml(const std::string& text, const std::string& path) {
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (documents.size() > 1) {
-      return make_error(path + ":" + std::to_string(line_of(documents[1])),
-                        "expected one YAML document, got " + std::to_string(documents.size()));
+    // Not YAML::LoadAll: a file that is "," took all memory (core/yaml_documents.h).
+    const std::vector<YAML::Mark> starts = yaml_document_starts(text);
+    if (starts.size() > 1) {
+      return make_error(path + ":" + std::to_string(starts[1].line + 1),
+                        starts[1].pos == starts[0].pos
+                            ? std::string("not YAML: unexpected text")
+                            : std::string("expected one YAML document, got more"));
     }
-    if (!documents.empty()) {
-      if (auto big = yaml_too_large(documents[0])) return make_error(path, *big);
-    }
-    return parse_document(documents.empty() ? YAML::Node() : documents[0], path);
+    const YAML::Node document = YAML::Load(text);
+    if (auto big = yaml_too_large(document)) return make_error(path, *big);
+    return parse_document(document, path);
   } catch (const YAML::Exception& e) {
     return yaml_error(path, e);
   }

@@ -179,8 +179,8 @@ void RunExecutor::restore_from_store() {
         } else {
           s.status = Status::kFailed;
           s.error_kind = ErrorKind::kInterrupted;
-          s.error = "interrupted: " + a->error.value_or("its worker stopped") +
-                    " (not run again: set retry.on_interrupt: true to allow it)";
+          s.error = "interrupted: " + a->error.value_or("its worker stopped") + " (" +
+                    retry.interrupted_not_run_again(s.attempts) + ")";
           context_["steps"][id] = step_view(json(), "interrupted", s.error);
         }
         break;

@@ -119,6 +119,13 @@ bool RetryPolicy::retries(ErrorKind k) const {
   return std::find(on.begin(), on.end(), k) != on.end();
 }
 
+std::string RetryPolicy::interrupted_not_run_again(int attempt) const {
+  if (!on_interrupt) return "not run again: set retry.on_interrupt: true to allow it";
+  return "not run again: attempt " + std::to_string(attempt) +
+         " was the last of retry.attempts: " + std::to_string(attempts) +
+         " (raise retry.attempts to allow another)";
+}
+
 const StepDef* WorkflowDef::step(std::string_view id) const {
   for (const auto& s : steps) {
     if (s.id == id) return &s;

@@ -78,8 +78,14 @@ struct RetryPolicy {
   std::chrono::milliseconds backoff{1000};
   double factor = 2.0;  // backoff grows by this after each attempt
   std::vector<ErrorKind> on{ErrorKind::kSandbox, ErrorKind::kNetwork};
-  bool on_interrupt = false;  // a worker death mid-attempt may start another attempt
+  // A worker death mid-attempt may start another attempt. With it, attempts
+  // defaults to 2 (one more), unless the file gives attempts.
+  bool on_interrupt = false;
   bool retries(ErrorKind k) const;
+  // Why attempt `attempt`, interrupted, is not run again (for the step's
+  // error): "not run again: set retry.on_interrupt: true to allow it", or,
+  // with on_interrupt, that it was the last of retry.attempts.
+  std::string interrupted_not_run_again(int attempt) const;
 };
 
 // An in_process llm step's model, and the key: `key_env` names an

@@ -3,12 +3,19 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
+#include <sstream>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/io.h"
 #include "core/json_input.h"
 #include "core/units.h"
+#include "core/yaml_documents.h"
 #include "core/yaml_duplicates.h"
 
 namespace rf::workflow {
@@ -112,23 +119,23 @@ class Reader {
     return Where{file_, line_of(n), key};
   }
 
-  // Each key of `map` must be one of `known`.
+  // Each key of `map` must be one of `known`. An unknown key is a problem,
+  // and the known ones are still for the caller to check (every problem at
+  // once): false only when `map` is not a mapping at all.
   bool keys(const YAML::Node& map, const std::string& key, const std::vector<std::string>& known) {
     if (!map.IsMap()) {
       problem(map, key, "expected a mapping, got " + describe(map));
       return false;
     }
-    bool ok = true;
     for (const auto& kv : map) {
       const std::string k = kv.first.IsScalar() ? kv.first.Scalar() : "?";
       if (std::find(known.begin(), known.end(), k) == known.end()) {
         problem(
             kv.first, join(key, k),
             "unknown key" + did_you_mean(k, known) + " (expected one of: " + joined(known) + ")");
-        ok = false;
       }
     }
-    return ok;
+    return true;
   }
 
   static std::string join(const std::string& key, const std::string& sub) {
@@ -297,14 +304,15 @@ void parse_inputs(Reader& r, const YAML::Node& n, WorkflowDef* def) {
   for (const auto& kv : n) {
     InputDef in;
     const std::string key = "inputs." + kv.first.Scalar();
-    if (!r.name(kv.first, key, &in.name)) continue;
+    // A bad name is a problem; the input is still checked, and kept so that
+    // the templates naming it are not reported as well.
+    r.name(kv.first, key, &in.name);
     in.where = r.where(kv.first, key);
     const YAML::Node& v = kv.second;
-    if (v.IsNull()) {
+    if (v.IsNull() || !r.keys(v, key, kInputKeys)) {
       def->inputs.push_back(std::move(in));
       continue;
     }
-    if (!r.keys(v, key, kInputKeys)) continue;
     if (v["type"]) {
       std::string t;
       if (r.text(v["type"], key + ".type", &t)) {
@@ -370,6 +378,8 @@ void parse_retry(Reader& r, const YAML::Node& n, const std::string& key, RetryPo
     }
   }
   if (n["on_interrupt"]) r.boolean(n["on_interrupt"], key + ".on_interrupt", &out->on_interrupt);
+  // on_interrupt: true alone is one more attempt; attempts, when given, says how many in all.
+  if (out->on_interrupt && !n["attempts"]) out->attempts = 2;
 }
 
 void parse_model(Reader& r, const YAML::Node& n, const std::string& key, StepDef* step) {
@@ -587,6 +597,8 @@ void parse_step(Reader& r, const YAML::Node& n, size_t index, WorkflowDef* def) 
       } else {
         s.mode = *mode;
       }
+    } else {
+      s.keys.erase("mode");  // no mode to check the step's settings against
     }
   }
   if (n["kind"]) {
@@ -721,6 +733,192 @@ void parse_step(Reader& r, const YAML::Node& n, size_t index, WorkflowDef* def) 
   def->steps.push_back(std::move(s));
 }
 
+// The strict load. yaml-cpp 0.7 lets through what YAML (and PyYAML) refuses,
+// and reads it as something else: a quoted string left open runs to the end
+// of the text (the steps after it vanish into it), only the first document is
+// read (what follows `...`, a second `---` or a closed JSON object is
+// dropped, and a ',' where a document may start reads as an empty one), and
+// a line with no ':' in a mapping becomes a key with no value. Each of these
+// is refused here, at its line and column, as is a key given twice
+// (core/yaml_duplicates.h).
+struct TextProblem {
+  std::string where;  // "FILE:LINE:COL", or "FILE:LINE:COL: KEY" for a duplicate key
+  std::string what;
+};
+
+std::string at(const std::string& file, int line, int column) {
+  return file + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1);
+}
+std::string at(const std::string& file, const YAML::Mark& m) { return at(file, m.line, m.column); }
+
+// Whether the quoted scalar opening at text[open] is closed: yaml-cpp's own
+// rules, a backslash escaping the next character in "...", '' standing for a
+// quote in '...'.
+bool quote_closes(std::string_view text, size_t open) {
+  const char q = text[open];
+  for (size_t i = open + 1; i < text.size(); ++i) {
+    if (q == '"' && text[i] == '\\') {
+      ++i;
+    } else if (text[i] == q) {
+      if (q == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+        ++i;
+      } else {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The first quoted scalar (key or value) under `node` left open: the offset
+// of its opening quote in `text`, what yaml-cpp read (its marks' positions
+// are byte offsets). A scalar's mark is at its properties (!tag, &anchor)
+// when it has them, else at its first character: a quote only for a quoted
+// scalar.
+std::optional<size_t> open_quote(const YAML::Node& node, std::string_view text, long* budget) {
+  if (--*budget < 0) return std::nullopt;
+  if (node.IsScalar()) {
+    const YAML::Mark m = node.Mark();
+    if (m.is_null() || m.pos < 0) return std::nullopt;
+    auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+    size_t p = static_cast<size_t>(m.pos);
+    while (p < text.size() && (text[p] == '!' || text[p] == '&')) {
+      while (p < text.size() && !space(text[p])) ++p;
+      while (p < text.size() && space(text[p])) ++p;
+    }
+    if (p < text.size() && (text[p] == '"' || text[p] == '\'') && !quote_closes(text, p)) return p;
+  } else if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (auto p = open_quote(it->first, text, budget)) return p;
+      if (auto p = open_quote(it->second, text, budget)) return p;
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& v : node) {
+      if (auto p = open_quote(v, text, budget)) return p;
+    }
+  }
+  return std::nullopt;
+}
+
+// The first entry of a block mapping that had no ':' (yaml-cpp makes it a key
+// with no value, both at the same place; a `key:` with no value has its
+// value's place after the ':', a `? key` its key's after the '?').
+std::optional<YAML::Node> key_without_colon(const YAML::Node& node, long* budget) {
+  if (--*budget < 0) return std::nullopt;
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const YAML::Mark k = it->first.Mark(), v = it->second.Mark();
+      if (node.Style() != YAML::EmitterStyle::Flow && it->second.IsNull() && !k.is_null() &&
+          !v.is_null() && k.pos == v.pos) {
+        return it->first;
+      }
+      if (auto n = key_without_colon(it->first, budget)) return n;
+      if (auto n = key_without_colon(it->second, budget)) return n;
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& v : node) {
+      if (auto n = key_without_colon(v, budget)) return n;
+    }
+  }
+  return std::nullopt;
+}
+
+// The key find_duplicate_key reports, found the same way (depth first, in
+// document order), for its column.
+std::optional<YAML::Mark> repeated_key(const YAML::Node& node, long* budget) {
+  if (--*budget < 0) return std::nullopt;
+  if (node.IsMap()) {
+    std::set<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar()) continue;
+      if (!seen.insert(it->first.Scalar()).second) return it->first.Mark();
+      if (auto m = repeated_key(it->second, budget)) return m;
+    }
+  } else if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      if (auto m = repeated_key(node[i], budget)) return m;
+    }
+  }
+  return std::nullopt;
+}
+
+// The first of these problems of `text`, or nullopt and its document in
+// `root`. `workflow`: the text is a workflow file (for the messages), not
+// another file read the same way.
+std::optional<TextProblem> strict_load(std::string_view text, const std::string& file,
+                                       bool workflow, YAML::Node* root) {
+  const std::string invalid = "not valid YAML or JSON: ";
+  std::string source(text);
+  std::optional<TextProblem> syntax;
+  try {
+    *root = YAML::Load(source);
+  } catch (const YAML::Exception& e) {
+    syntax = TextProblem{at(file, e.mark), invalid + e.msg};
+    // A quoted string left open at the very end of a text with no final
+    // newline is refused where the text ends; read with one, it is found
+    // where it opens, as it is with one.
+    if (e.msg != YAML::ErrorMsg::EOF_IN_SCALAR) return syntax;
+    source += "\n";
+    try {
+      *root = YAML::Load(source);
+    } catch (const YAML::Exception&) {
+      return syntax;
+    }
+  }
+  if (auto big = yaml_too_large(*root)) return TextProblem{file, *big};
+  // yaml-cpp's positions are byte offsets in UTF-8 text, past a byte order
+  // mark; text in UTF-16 or UTF-32 (which it reads too, recoded) is not
+  // looked into.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  const bool utf8 = text.substr(0, 4).find('\0') == std::string_view::npos &&
+                    text.substr(0, 2) != "\xFE\xFF" && text.substr(0, 2) != "\xFF\xFE";
+  long budget = 200'000;
+  if (auto p = utf8 ? open_quote(*root, text, &budget) : std::nullopt) {
+    const size_t line_start = *p == 0 ? 0 : text.rfind('\n', *p - 1) + 1;  // npos + 1 is 0
+    const auto line = std::count(text.begin(), text.begin() + static_cast<long>(*p), '\n');
+    return TextProblem{at(file, static_cast<int>(line), static_cast<int>(*p - line_start)),
+                       invalid + "the " + (text[*p] == '"' ? "double" : "single") +
+                           "-quoted string that opens here is never closed"};
+  }
+  if (syntax) return syntax;
+  // One document: a second one, or anything else after the first, is refused.
+  // Not YAML::LoadAll (core/yaml_documents.h).
+  std::vector<YAML::Mark> starts;
+  try {
+    starts = yaml_document_starts(source);
+  } catch (const YAML::Exception& e) {
+    return TextProblem{at(file, e.mark), invalid + e.msg};
+  }
+  if (starts.size() > 1) {
+    const YAML::Mark& first = starts[0];
+    const YAML::Mark& second = starts[1];
+    if (second.pos == first.pos) {  // the first read nothing: what is there is no YAML
+      const size_t p = static_cast<size_t>(std::max(0, second.pos));
+      return TextProblem{at(file, second),
+                         invalid + "unexpected " +
+                             (utf8 && p < text.size() ? "'" + std::string(1, text[p]) + "'"
+                                                      : std::string("text"))};
+    }
+    return TextProblem{at(file, second),
+                       invalid + "trailing content after the " +
+                           (workflow ? "workflow (a workflow file" : "document (the file") +
+                           " holds one YAML document)"};
+  }
+  budget = 200'000;
+  if (const auto k = key_without_colon(*root, &budget)) {
+    return TextProblem{at(file, k->Mark()),
+                       invalid + "expected KEY: VALUE, got " + describe(*k) + " with no ':'"};
+  }
+  if (auto dup = find_duplicate_key(*root)) {
+    budget = 100'000;
+    const auto m = repeated_key(*root, &budget);
+    const std::string where =
+        m && m->line + 1 == dup->line ? at(file, *m) + ": " + dup->path : dup->where(file);
+    return TextProblem{where, dup->message()};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Loaded parse_workflow(std::string_view text, const std::string& file) {
@@ -729,20 +927,8 @@ Loaded parse_workflow(std::string_view text, const std::string& file) {
   out.def.source = std::string(text);
   Reader r(file, &out.problems);
   YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    out.problems.push_back(file + ":" + std::to_string(e.mark.line + 1) + ":" +
-                           std::to_string(e.mark.column + 1) +
-                           ": not valid YAML or JSON: " + e.msg);
-    return out;
-  }
-  if (auto big = yaml_too_large(root)) {
-    out.problems.push_back(file + ": " + *big);
-    return out;
-  }
-  if (auto dup = find_duplicate_key(root)) {
-    out.problems.push_back(dup->where(file) + ": " + dup->message());
+  if (auto bad = strict_load(text, file, true, &root)) {
+    out.problems.push_back(bad->where + ": " + bad->what);
     return out;
   }
   if (!root.IsMap()) {
@@ -775,9 +961,17 @@ Loaded parse_workflow(std::string_view text, const std::string& file) {
 
 Result<WorkflowDef> load_workflow_text(std::string_view text, const std::string& file) {
   Loaded loaded = parse_workflow(text, file);
-  // The shape's problems and the rest, all at once (a file that is not YAML has no steps).
+  // The shape's problems and the rest, all at once (a file that is not YAML has no steps),
+  // in file order.
   validate_workflow(loaded);
   if (!loaded.ok()) {
+    const std::string prefix = file + ":";
+    auto line = [&prefix](const std::string& p) {  // "FILE:LINE..." (0: the whole file)
+      if (p.compare(0, prefix.size(), prefix) != 0) return 0L;
+      return std::strtol(p.c_str() + prefix.size(), nullptr, 10);
+    };
+    std::stable_sort(loaded.problems.begin(), loaded.problems.end(),
+                     [&](const std::string& a, const std::string& b) { return line(a) < line(b); });
     std::string all;
     for (const auto& p : loaded.problems) all += (all.empty() ? "" : "\n") + p;
     return make_error("", all);
@@ -799,14 +993,7 @@ Result<WorkflowDef> load_workflow_file(const std::string& path) {
 
 Result<json> yaml_document(std::string_view text, const std::string& file) {
   YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return make_error(file + ":" + std::to_string(e.mark.line + 1),
-                      "not valid YAML or JSON: " + e.msg);
-  }
-  if (auto big = yaml_too_large(root)) return make_error(file, *big);
-  if (auto dup = find_duplicate_key(root)) return make_error(dup->where(file), dup->message());
+  if (auto bad = strict_load(text, file, false, &root)) return make_error(bad->where, bad->what);
   return to_json(root);
 }
 

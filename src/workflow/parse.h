@@ -4,7 +4,11 @@
 //   portfolio.yaml:14: steps[1].sandbox.mem: expected a size such as 2g, got "lots"
 //   portfolio.yaml:9: steps[0].mode: unknown execution mode "inproc" (expected ...)
 //   portfolio.yaml:21: steps[2].needs: step "scafold" does not exist (steps: plan, scaffold, ...)
-// Problems are collected, not stopped at: `workflow validate` lists them all.
+// Problems are collected, not stopped at: `workflow validate` lists them all,
+// in file order. Only a text that is not a YAML (or JSON) document stops the
+// check at its first problem, named FILE:LINE:COL: a syntax error, a quoted
+// string never closed, anything after the document, a line with no ':' in a
+// mapping, a key given twice.
 #pragma once
 
 #include <nlohmann/json.hpp>

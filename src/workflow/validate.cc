@@ -20,10 +20,10 @@ class Checker {
  public:
   explicit Checker(Loaded& loaded) : def_(loaded.def), problems_(loaded.problems) {}
 
+  // Every check runs, whatever the others found: a step id given twice is
+  // read as its first (def_.step), as it is when the run is checked again.
   void run() {
-    const size_t before = problems_.size();
     ids();
-    if (problems_.size() != before) return;  // the rest reads ids and needs
     needs();
     cycles();
     for (const auto& s : def_.steps) {
@@ -82,11 +82,12 @@ class Checker {
     }
   }
 
-  // Depth-first, in file order: the first cycle found is reported as a path.
+  // Depth-first, in file order: each cycle found (each need that leads back
+  // to a step on the path) is reported as a path.
   void cycles() {
     std::map<std::string, int> state;  // 0 new, 1 on the path, 2 done
     std::vector<std::string> path;
-    std::function<bool(const StepDef&)> visit = [&](const StepDef& s) -> bool {
+    std::function<void(const StepDef&)> visit = [&](const StepDef& s) {
       state[s.id] = 1;
       path.push_back(s.id);
       for (const auto& n : s.needs) {
@@ -98,16 +99,15 @@ class Checker {
           for (auto it = from; it != path.end(); ++it) cycle += *it + " -> ";
           cycle += n;
           problem(s, "needs", "a cycle: " + cycle);
-          return true;
+          continue;
         }
-        if (state[n] == 0 && visit(*next)) return true;
+        if (state[n] == 0) visit(*next);
       }
       path.pop_back();
       state[s.id] = 2;
-      return false;
     };
     for (const auto& s : def_.steps) {
-      if (state[s.id] == 0 && visit(s)) return;
+      if (state[s.id] == 0) visit(s);
     }
   }
 
@@ -253,11 +253,13 @@ class Checker {
         {"duration", {StepKind::kSleep}},
     };
     if (m == ExecutionMode::kInProcess) {
+      // Without a kind (missing, or unknown and reported), what takes no kind
+      // is still checked.
+      const bool kind = has("kind") && s.kind != StepKind::kNone;
       if (!has("kind")) {
         problem(s, "kind",
                 "missing: an in_process step is one of the declarative kinds template, json, "
                 "http, llm, approval or sleep");
-        return;
       }
       if (has("sandbox")) {
         problem(s, "sandbox",
@@ -278,6 +280,7 @@ class Checker {
       if (has("artifact")) {
         problem(s, "artifact", "only cli_agent and cli_agent_jit steps send an artifact");
       }
+      if (!kind) return;
       if (has("identity") && s.kind != StepKind::kLlm) {
         problem(s, "identity",
                 "an in_process step takes identity only to find an llm step's key (kind: llm)");

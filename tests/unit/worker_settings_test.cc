@@ -340,6 +340,14 @@ TEST(WorkerConfig, UnknownNestedKeyWithItsLine) {
             "/etc/rf/worker.yaml:2: pool.size: unknown key (allowed: name, target, max)");
 }
 
+// Issue 40: a config file that is a stray ',' made yaml-cpp's LoadAll read
+// empty documents until memory ran out (std::bad_alloc).
+TEST(WorkerConfig, AFileThatIsNoYamlIsRefusedNotReadForever) {
+  EXPECT_EQ(config_error(",\n"), "/etc/rf/worker.yaml:1: not YAML: unexpected text");
+  EXPECT_EQ(config_error("sandbox:\n  mem: 1g\n---\nstate_dir: /x\n"),
+            "/etc/rf/worker.yaml:3: expected one YAML document, got more");
+}
+
 TEST(WorkerConfig, WrongTypes) {
   EXPECT_EQ(config_error("sandbox:\n  mem: [1g, 2g]\n"),
             "/etc/rf/worker.yaml:2: sandbox.mem: expected a size such as 512m, got a list");

@@ -131,9 +131,9 @@ TEST(WorkflowParse, AKeyGivenTwiceIsAnError) {
   expect_problem(
       "name: w\nsteps:\n  - id: build\n    mode: sandboxed\n    run: echo safe\n"
       "    run: rm -rf /workspace/*\n",
-      "wf.yaml:6: steps[0].run: duplicate key (first at line 5)");
+      "wf.yaml:6:5: steps[0].run: duplicate key (first at line 5)");
   expect_problem("name: w\nname: v\nsteps:\n  - id: a\n    mode: in_process\n    kind: sleep\n",
-                 "wf.yaml:2: name: duplicate key (first at line 1)");
+                 "wf.yaml:2:1: name: duplicate key (first at line 1)");
 }
 
 // The map form of a step's network names a policy as the scalar form does.
@@ -242,6 +242,244 @@ TEST(WorkflowValidate, SettingsTheModeDoesNotTake) {
   const Loaded jit =
       check("name: w\nsteps:\n  - {id: a, mode: cli_agent_jit, agent: codex, prompt: go}\n");
   EXPECT_TRUE(jit.ok()) << all(jit);
+}
+
+// Every problem of a file, as `workflow validate` prints it (one per line).
+std::string load_problems(const std::string& text) {
+  auto def = load_workflow_text(text, "wf.yaml");
+  return def ? std::string() : def.error().to_string();
+}
+
+constexpr const char* kTwoSteps =
+    "name: w\nsteps:\n  - id: a\n    mode: sandboxed\n    run: echo a\n"
+    "  - id: b\n    mode: sandboxed\n";
+
+// yaml-cpp 0.7 reads a double-quoted string left open at the end of the file
+// as running to the end: `workflow validate` said "2 steps, valid" of a file
+// PyYAML refuses. The load names the line and column where the quote opens.
+TEST(WorkflowLoad, AQuoteLeftOpenAtTheEndOfTheFileIsRefused) {
+  const std::string open =
+      "wf.yaml:8:10: not valid YAML or JSON: the double-quoted string that "
+      "opens here is never closed";
+  expect_problem(std::string(kTwoSteps) + "    run: \"echo b\n", open);
+  expect_problem(std::string(kTwoSteps) + "    run: \"echo b", open);  // no final newline
+  EXPECT_EQ(load_problems(std::string(kTwoSteps) + "    run: \"echo b\n"), open);
+  // An escaped quote does not close it; '' in a single-quoted one does not either.
+  expect_problem(std::string(kTwoSteps) + "    run: \"echo \\\"b\\\"\n", open);
+  expect_problem(std::string(kTwoSteps) + "    run: 'it''s\n",
+                 "wf.yaml:8:10: not valid YAML or JSON: the single-quoted string that opens "
+                 "here is never closed");
+  // Left open mid-file, it swallowed the steps after it.
+  expect_problem(
+      "name: w\nsteps:\n  - id: a\n    mode: sandboxed\n    run: \"echo a\n"
+      "  - id: b\n    mode: sandboxed\n    run: echo b\n",
+      "wf.yaml:5:10: not valid YAML or JSON: the double-quoted string that opens here is never "
+      "closed");
+  // A key, a tagged or anchored value, a value in a flow mapping.
+  expect_problem("name: w\nsteps:\n  - id: a\n    mode: sandboxed\n    \"run: echo a\n",
+                 "wf.yaml:5:5: not valid YAML or JSON: the double-quoted string that opens here "
+                 "is never closed");
+  expect_problem(std::string(kTwoSteps) + "    run: !!str &x \"echo b\n",
+                 "wf.yaml:8:19: not valid YAML or JSON: the double-quoted string that opens "
+                 "here is never closed");
+  // Closed ones, with escapes, over lines, in a block scalar or a comment, are fine.
+  const Loaded ok = check(std::string(kTwoSteps) +
+                          "    run: \"echo \\\"b\\\" \\\\\"\n    env: {A: 'it''s', B: \"x\n"
+                          "      y\"}\n    # a \"comment\n    argv_note: |\n      \"open\n");
+  ASSERT_EQ(ok.problems.size(), 1u) << all(ok);  // only the unknown key
+  EXPECT_EQ(ok.def.steps[1].run, "echo \"b\" \\");
+  EXPECT_EQ(ok.def.steps[1].env.at("A"), "it's");
+  EXPECT_EQ(ok.def.steps[1].env.at("B"), "x y");
+  const Loaded plain = check(std::string(kTwoSteps) + "    run: echo \"b\n");  // plain text
+  EXPECT_TRUE(plain.ok()) << all(plain);
+  EXPECT_EQ(plain.def.steps[1].run, "echo \"b");
+}
+
+// What follows the workflow is refused, not dropped: a second document, text
+// after `...` or after a JSON object, a line with no ':' in a mapping.
+TEST(WorkflowLoad, TrailingContentIsRefused) {
+  const std::string wf = std::string(kTwoSteps) + "    run: echo b\n";
+  const std::string second =
+      ": not valid YAML or JSON: trailing content after the workflow (a workflow file holds one "
+      "YAML document)";
+  expect_problem(wf + "---\nname: v\n", "wf.yaml:9:1" + second);
+  expect_problem(wf + "---\n", "wf.yaml:9:1" + second);
+  expect_problem(wf + "...\nsteps: []\n", "wf.yaml:10:1" + second);
+  expect_problem(
+      "{\"name\": \"w\", \"steps\": [{\"id\": \"a\", \"mode\": \"sandboxed\", "
+      "\"run\": \"x\"}]} xyz\n",
+      "wf.yaml:1:72" + second);
+  expect_problem(
+      "{\"name\": \"w\", \"steps\": [{\"id\": \"a\", \"mode\": \"sandboxed\", "
+      "\"run\": \"x\"}]},\n",
+      "wf.yaml:1:71" + second);
+  expect_problem(wf + "...\n,x\n", "wf.yaml:10:1" + second);
+  // A ',' where a document starts: yaml-cpp reads an empty document there, and
+  // another, without end (its LoadAll runs out of memory).
+  expect_problem(",name: w\n", "wf.yaml:1:1: not valid YAML or JSON: unexpected ','");
+  expect_problem(wf + "  garbage\n", "wf.yaml:9:3: not valid YAML or JSON: end of map not found");
+  expect_problem(wf + "    stray words\n",
+                 "wf.yaml:9:5: not valid YAML or JSON: expected KEY: VALUE, got \"stray words\" "
+                 "with no ':'");
+  expect_problem(wf + "oops",
+                 "wf.yaml:9:1: not valid YAML or JSON: expected KEY: VALUE, got \"oops\" with no "
+                 "':'");
+  // A document end marker alone, comments, a key with no value and `? key` are fine.
+  EXPECT_TRUE(check(wf + "...\n# the end\n").ok());
+  EXPECT_TRUE(check("---\n" + wf).ok());
+  const Loaded q = check(wf + "inputs:\n  brief:\n");
+  EXPECT_TRUE(q.ok()) << all(q);
+  const Loaded k = check(wf + "inputs:\n  ? brief\n");
+  EXPECT_TRUE(k.ok()) << all(k);
+  ASSERT_EQ(k.def.inputs.size(), 1u);
+  EXPECT_EQ(k.def.inputs[0].name, "brief");
+}
+
+// The key given twice is named by line and column, in a block or a flow mapping.
+TEST(WorkflowLoad, AKeyGivenTwiceNamesLineAndColumn) {
+  expect_problem("name: w\nsteps:\n  - {id: a, mode: sandboxed, run: x, id: b}\n",
+                 "wf.yaml:3:38: steps[0].id: duplicate key (first at line 3)");
+  expect_problem("name: w\nsteps:\n  - id: a\n    env: {A: 1, B: 2}\n    env:\n      A: 3\n",
+                 "wf.yaml:5:5: steps[0].env: duplicate key (first at line 4)");
+}
+
+// Other files the CLI reads as YAML (`policy set --file`) are read as strictly.
+TEST(WorkflowLoad, AnyYamlDocumentIsReadStrictly) {
+  auto open = yaml_document("rules:\n  - allow: \"x\n", "p.yaml");
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.error().to_string(),
+            "p.yaml:2:12: not valid YAML or JSON: the double-quoted string that opens here is "
+            "never closed");
+  auto more = yaml_document("a: 1\n---\nb: 2\n", "p.yaml");
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.error().to_string(),
+            "p.yaml:2:1: not valid YAML or JSON: trailing content after the document (the file "
+            "holds one YAML document)");
+  auto dup = yaml_document("a: 1\nb: {c: 1, c: 2}\n", "p.yaml");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.error().to_string(), "p.yaml:2:11: b.c: duplicate key (first at line 2)");
+  auto good = yaml_document("a: \"x\"\nb: [1, 'y']\n", "p.yaml");
+  ASSERT_TRUE(good.ok()) << good.error().to_string();
+  EXPECT_EQ(*good, (nlohmann::json{{"a", "x"}, {"b", {1, "y"}}}));
+}
+
+// retry.on_interrupt: true alone runs an interrupted step once more: attempts
+// defaults to 2 with it, and stays what the file says when it says.
+TEST(WorkflowParse, OnInterruptAloneMeansOneMoreAttempt) {
+  auto retry = [](const std::string& r) {
+    const Loaded l =
+        check("name: w\nsteps:\n  - {id: a, mode: sandboxed, run: x, retry: " + r + "}\n");
+    EXPECT_TRUE(l.ok()) << all(l);
+    return l.ok() ? l.def.steps[0].retry : RetryPolicy{};
+  };
+  const RetryPolicy alone = retry("{on_interrupt: true}");
+  EXPECT_TRUE(alone.on_interrupt);
+  EXPECT_EQ(alone.attempts, 2);
+  EXPECT_TRUE(alone.retries(ErrorKind::kInterrupted));
+  EXPECT_EQ(retry("{on_interrupt: true, attempts: 1}").attempts, 1);
+  EXPECT_EQ(retry("{attempts: 5, on_interrupt: true}").attempts, 5);
+  EXPECT_EQ(retry("{on_interrupt: false}").attempts, 1);
+  EXPECT_EQ(retry("{backoff: 1s}").attempts, 1);
+  const Loaded none = check("name: w\nsteps:\n  - {id: a, mode: sandboxed, run: x}\n");
+  EXPECT_EQ(none.def.steps[0].retry.attempts, 1);
+  EXPECT_FALSE(none.def.steps[0].retry.on_interrupt);
+  // Why an interrupted attempt is not run again, as the step's error says it.
+  EXPECT_EQ(RetryPolicy{}.interrupted_not_run_again(1),
+            "not run again: set retry.on_interrupt: true to allow it");
+  EXPECT_EQ(alone.interrupted_not_run_again(2),
+            "not run again: attempt 2 was the last of retry.attempts: 2 (raise retry.attempts "
+            "to allow another)");
+  EXPECT_EQ(retry("{on_interrupt: true, attempts: 1}").interrupted_not_run_again(1),
+            "not run again: attempt 1 was the last of retry.attempts: 1 (raise retry.attempts "
+            "to allow another)");
+}
+
+// Every problem of a file at once: an unknown key in a mapping does not hide
+// the problems of its other keys, and the checks of the steps' references,
+// settings and templates run beside the shape's, in file order.
+TEST(WorkflowValidate, EveryProblemOfAFileInOnePass) {
+  const std::string text =
+      "name: w\n"
+      "steps:\n"
+      "  - id: a\n"
+      "    mode: sandboxed\n"
+      "    run: echo a\n"
+      "    retry: {attempt: 2, backoff: never}\n"
+      "    sandbox: {memm: 1g, cpu: lots}\n"
+      "  - id: b\n"
+      "    needs: [c]\n"
+      "    mode: sandboxed\n"
+      "    run: x\n"
+      "  - id: a\n"
+      "    mode: sandboxed\n"
+      "    run: \"{{steps.zz.output}}\"\n"
+      "  - id: t\n"
+      "    mode: in_process\n"
+      "    sandbox: {mem: 1g}\n";
+  EXPECT_EQ(
+      load_problems(text),
+      "wf.yaml:6: steps[0].retry.attempt: unknown key (did you mean \"attempts\"?) (expected one "
+      "of: attempts, backoff, factor, on, on_interrupt)\n"
+      "wf.yaml:6: steps[0].retry.backoff: expected a duration such as 30s, 5m or 250ms, got "
+      "\"never\"\n"
+      "wf.yaml:7: steps[0].sandbox.memm: unknown key (did you mean \"mem\"?) (expected one of: "
+      "mode, image, mem, memory, cpu, pids, disk, network, allow)\n"
+      "wf.yaml:7: steps[0].sandbox.cpu: expected a number of cpus such as 1.5\n"
+      "wf.yaml:9: steps[1].needs: step \"c\" does not exist (steps: a, b, a, t)\n"
+      "wf.yaml:12: steps[2].id: step \"a\" is defined twice (first at line 3)\n"
+      "wf.yaml:14: steps[2].run: {{steps.zz.output}}: there is no step \"zz\" (steps: a, b, a, "
+      "t)\n"
+      "wf.yaml:15: steps[3].kind: missing: an in_process step is one of the declarative kinds "
+      "template, json, http, llm, approval or sleep\n"
+      "wf.yaml:17: steps[3].sandbox: an in_process step runs in the worker and takes no sandbox "
+      "(use mode: sandboxed for a step in a sandbox)");
+  // Problems of inputs, models and artifacts past an unknown key; every cycle.
+  const std::string more =
+      "name: w\n"
+      "inputs:\n"
+      "  brief: {type: strng, requird: true}\n"
+      "steps:\n"
+      "  - {id: p, mode: in_process, kind: llm, prompt: '{{inputs.brief}}',\n"
+      "     model: {api: openai, base_url: x, model: m, tokens: 5}}\n"
+      "  - {id: a, mode: sandboxed, run: x, needs: [b]}\n"
+      "  - {id: b, mode: sandboxed, run: x, needs: [a]}\n"
+      "  - {id: c, mode: sandboxed, run: x, needs: [d]}\n"
+      "  - {id: d, mode: sandboxed, run: x, needs: [c]}\n"
+      "  - {id: g, mode: cli_agent, agent: codex, prompt: go, artifact: {dset: git, url: "
+      "ftp://x}}\n";
+  EXPECT_EQ(
+      load_problems(more),
+      "wf.yaml:3: inputs.brief.requird: unknown key (did you mean \"required\"?) (expected one "
+      "of: type, default, description, required)\n"
+      "wf.yaml:3: inputs.brief.type: unknown type \"strng\" (expected string, number, boolean, "
+      "object, array)\n"
+      "wf.yaml:6: steps[0].model.tokens: unknown key (expected one of: api, base_url, model, "
+      "key_env, max_tokens, temperature)\n"
+      "wf.yaml:6: steps[0].model.api: unknown API \"openai\" (expected openai_chat, "
+      "openai_responses, anthropic_messages)\n"
+      "wf.yaml:6: steps[0].model.base_url: expected an http:// or https:// URL, got \"x\"\n"
+      "wf.yaml:8: steps[2].needs: a cycle: a -> b -> a\n"
+      "wf.yaml:10: steps[4].needs: a cycle: c -> d -> c\n"
+      "wf.yaml:11: steps[5].artifact.dset: unknown key (did you mean \"dest\"?) (expected one "
+      "of: dest, path, url, branch, token_key, message, endpoint, bucket, key, region, "
+      "access_key_key, secret_key_key, session_token_key, max_bytes)\n"
+      "wf.yaml:11: steps[5].artifact.dest: missing (git, s3, local or none)");
+}
+
+// A problem is reported once, not again as what follows from it: a step
+// with no usable mode or kind is not also told what its mode or kind takes.
+TEST(WorkflowValidate, AProblemIsNotReportedAgainAsItsConsequences) {
+  EXPECT_EQ(load_problems("name: w\nsteps:\n  - id: a\n    mode: [sandboxed]\n    run: ls\n"),
+            "wf.yaml:4: steps[0].mode: expected text, got a list");
+  EXPECT_EQ(load_problems("name: w\nsteps:\n  - {id: a, mode: in_process, kind: tempalte, "
+                          "template: x, run: ls}\n"),
+            "wf.yaml:3: steps[0].kind: unknown kind \"tempalte\" (did you mean \"template\"?) "
+            "(expected template, json, http, llm, approval or sleep)\n"
+            "wf.yaml:3: steps[0].run: an in_process step never runs a command or a shell in the "
+            "worker (use mode: sandboxed)");
+  EXPECT_EQ(load_problems("name: w\ninputs: {brief: text}\nsteps:\n"
+                          "  - {id: a, mode: sandboxed, run: 'echo {{inputs.brief}}'}\n"),
+            "wf.yaml:2: inputs.brief: expected a mapping, got \"text\"");
 }
 
 TEST(WorkflowTemplate, RendersValuesAndQuotesThemForTheShell) {
