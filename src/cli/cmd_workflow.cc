@@ -107,8 +107,8 @@ int run_workflow(const WorkflowRunFlags& f) {
     return 0;
   }
   if (f.follow) {
-    std::printf("run %s: workflow %s, project %s, %zu steps\n", id->c_str(), def->name.c_str(),
-                f.project.c_str(), def->steps.size());
+    std::printf("run %s: workflow %s, project %s, %zu step%s\n", id->c_str(), def->name.c_str(),
+                f.project.c_str(), def->steps.size(), def->steps.size() == 1 ? "" : "s");
     std::fflush(stdout);
   }
   return follow_to_end(s, *id, {f.follow, state_dir_or_default(f.state_dir)}, f.json);
@@ -125,8 +125,8 @@ int run_validate(const std::string& file) {
     std::fprintf(stderr, "ringfence: workflow %s is not valid\n", file.c_str());
     return kExitInvalid;
   }
-  std::printf("workflow %s (%s): %zu steps, valid\n", def->name.c_str(), file.c_str(),
-              def->steps.size());
+  std::printf("workflow %s (%s): %zu step%s, valid\n", def->name.c_str(), file.c_str(),
+              def->steps.size(), def->steps.size() == 1 ? "" : "s");
   for (const auto& s : def->steps) {
     std::string needs;
     for (const auto& n : s.needs) needs += (needs.empty() ? "" : ", ") + n;

@@ -661,6 +661,8 @@ steps:
 )");
   std::string out, err;
   ASSERT_EQ(run({"workflow", "validate", wf}, &out, &err), 0) << err;
+  EXPECT_EQ(out.substr(0, out.find('\n')),
+            "workflow jit (" + wf + "): 1 step, valid");  // not "1 steps"
   EXPECT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "j1"}, &out, &err), 1);
   const json r = show("j1");
   EXPECT_NE(r.dump().find("cannot take credential requests: JIT needs a sandbox with a network "
