@@ -19,27 +19,32 @@ std::string store_target(const std::string& store_flag, const std::string& state
   return worker::store_path(state_dir);
 }
 
-std::optional<std::string> store_password_refusal(int argc, const char* const* argv) {
-  const std::string remedy =
-      "put the password in libpq's password file (PGPASSFILE, or ~/.pgpass) and name the "
-      "store without it";
+std::vector<std::pair<std::string_view, std::string_view>> store_flags_in(int argc,
+                                                                          const char* const* argv) {
+  std::vector<std::pair<std::string_view, std::string_view>> out;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--") break;
     for (std::string_view flag : {"--store", "--from", "--to"}) {
-      std::string_view value;
       if (arg == flag && i + 1 < argc) {
-        value = argv[i + 1];
+        out.emplace_back(flag, argv[i + 1]);
       } else if (arg.starts_with(flag) && arg.size() > flag.size() && arg[flag.size()] == '=') {
-        value = arg.substr(flag.size() + 1);
-      } else {
-        continue;
+        out.emplace_back(flag, arg.substr(flag.size() + 1));
       }
-      if (store::holds_password(value))
-        return std::string(flag) + " " + store::engine::redact_uri(value) +
-               ": the URI holds a password, which any process on " +
-               "this host can read in argv; " + remedy;
     }
+  }
+  return out;
+}
+
+std::optional<std::string> store_password_refusal(int argc, const char* const* argv) {
+  const std::string remedy =
+      "put the password in libpq's password file (PGPASSFILE, or ~/.pgpass) and name the "
+      "store without it";
+  for (const auto& [flag, value] : store_flags_in(argc, argv)) {
+    if (store::holds_password(value))
+      return std::string(flag) + " " + store::engine::redact_uri(value) +
+             ": the URI holds a password, which any process on this host can read in argv; " +
+             remedy;
   }
   const char* env = std::getenv("RINGFENCE_STORE");
   if (env != nullptr && store::holds_password(env))

@@ -6,6 +6,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/result.h"
 #include "store/store.h"
@@ -17,6 +20,11 @@ std::string state_dir_or_default(const std::string& flag);
 // The store a command opens: `store_flag` (--store) when set, else
 // $RINGFENCE_STORE, else the SQLite file in `state_dir` (docs/store.md).
 std::string store_target(const std::string& store_flag, const std::string& state_dir);
+// The stores named on a command line: --store, --from and --to, as
+// `--flag VALUE` or `--flag=VALUE`, before any "--" (a command's argv), as
+// (flag, value).
+std::vector<std::pair<std::string_view, std::string_view>> store_flags_in(int argc,
+                                                                          const char* const* argv);
 // Where a store is named with a password (--store, --from, --to as VALUE
 // or =VALUE, before any "--"; $RINGFENCE_STORE), as an error naming the
 // flag or variable and never the password: any process on the host reads

@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/name_services.h"
 #include "core/log.h"
+#include "core/nearest.h"
 #include "store/db.h"
 #ifdef RF_WITH_POSTGRES
 #include "store/postgres.h"
@@ -45,16 +46,8 @@ std::string_view command_word(int argc, char** argv) {
 // and --to) becomes ringfence-pg, the same CLI linked with libpq, next to this
 // binary, before it does anything.
 bool names_a_postgres_store(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--") break;
-    for (std::string_view flag : {"--store", "--from", "--to"}) {
-      if (arg == flag && i + 1 < argc && rf::store::is_postgres_uri(argv[i + 1])) return true;
-      if (arg.starts_with(flag) && arg.size() > flag.size() && arg[flag.size()] == '=' &&
-          rf::store::is_postgres_uri(arg.substr(flag.size() + 1)))
-        return true;
-    }
-  }
+  for (const auto& [flag, value] : rf::cli::store_flags_in(argc, argv))
+    if (rf::store::is_postgres_uri(value)) return true;
   const char* env = std::getenv("RINGFENCE_STORE");
   return env != nullptr && rf::store::is_postgres_uri(env);
 }
@@ -80,22 +73,6 @@ rf::Result<std::unique_ptr<rf::store::engine::ConnectionImpl>> refuse_postgres(
 }
 #endif
 
-// Edits (insert, delete, replace) from `a` to `b`.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // For the first --name on the command line that the command named (or the
 // program) has no option for: " (did you mean --mem?)" with the nearest one
 // (within two edits, or one name the start of the other: --memory, --mem).
@@ -110,20 +87,10 @@ std::string did_you_mean(const CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (!arg.starts_with("--") || arg.size() < 3) continue;
-    const std::string name(arg.substr(
-        2, arg.find('=') == std::string_view::npos ? std::string_view::npos : arg.find('=') - 2));
+    std::string_view flag = arg.substr(2);
+    const std::string name(flag.substr(0, flag.find('=')));
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
-    std::string best;
-    size_t best_distance = 3;
-    for (const std::string& k : known) {
-      size_t d = edit_distance(name, k);
-      if (k.size() >= 3 && name.size() >= 3 && (name.starts_with(k) || k.starts_with(name)))
-        d = std::min<size_t>(d, 1);
-      if (d < best_distance) {
-        best_distance = d;
-        best = k;
-      }
-    }
+    const std::string best = rf::nearest_name(name, known, /*a_start_counts=*/true);
     return best.empty() ? "" : " (did you mean --" + best + "?)";
   }
   return "";

@@ -200,15 +200,14 @@ Result<Project> require_project(Db& db, const std::string& id) {
 struct Holder {
   std::string state;
   std::optional<std::string> worker_id;
-  std::optional<int64_t> lease_expires_at;
   std::optional<int64_t> claim_epoch;
   std::optional<int64_t> worker_epoch;  // the holder's current registration
 };
 
 // The call must be claimed or running by `worker`, and the writer must hold
-// the fence: `fence` (this process's
-// registration of the worker; unknown: the current one) must be the worker's
-// current epoch and the one the call was claimed under.
+// the fence: `fence` (this process's registration of the worker; unknown:
+// the current one) must be the worker's current epoch and the one the call
+// was claimed under.
 //
 // Held writes run in claim transactions (no write lock), so this locks what
 // it reads: the worker's row first, share-locked, then the call's row for
@@ -229,10 +228,10 @@ Status require_held(Db& db, int64_t call_id, const std::string& worker,
       "SELECT epoch FROM workers WHERE id = ?1" + share_locked(db), worker);
   if (!epoch.ok()) return epoch.take_error();
   auto read = [](const Statement& st) -> Result<Holder> {
-    return Holder{st.text(0), st.opt_text(1), st.opt_int64(2), st.opt_int64(3), std::nullopt};
+    return Holder{st.text(0), st.opt_text(1), st.opt_int64(2), std::nullopt};
   };
   auto h = first_row<Holder>(db, read,
-                             "SELECT state, worker_id, lease_expires_at, claim_epoch "
+                             "SELECT state, worker_id, claim_epoch "
                              "FROM tool_calls WHERE id = ?1" +
                                  for_update(db),
                              call_id);

@@ -163,15 +163,14 @@ Status require_held_run(Db& db, const std::string& run_id, const std::string& wo
                         std::optional<int64_t> fence) {
   struct Held {
     std::string state, holder;
-    int64_t expires = 0;
     std::optional<int64_t> epoch;
   };
   auto read = [](const Statement& st) -> Result<Held> {
-    return Held{st.text(0), st.text(1), st.is_null(2) ? int64_t{0} : st.int64(2), st.opt_int64(3)};
+    return Held{st.text(0), st.text(1), st.opt_int64(2)};
   };
   auto h = first_row<Held>(
       db, read,
-      "SELECT r.state, coalesce(r.worker_id, ''), r.lease_expires_at, w.epoch "
+      "SELECT r.state, coalesce(r.worker_id, ''), w.epoch "
       "FROM workflow_runs r LEFT JOIN workers w ON w.id = r.worker_id WHERE r.run_id = ?1",
       run_id);
   if (!h.ok()) return h.take_error();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/io.h"
+#include "core/nearest.h"
 #include "core/units.h"
 #include "core/yaml_documents.h"
 #include "core/yaml_duplicates.h"
@@ -147,37 +148,14 @@ Field field(std::string name, std::string what, SettingParser<T> parse,
           }};
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 // "(did you mean "cpu"?)" for a near miss, else the list of known keys.
 std::string unknown_key_message(const std::string& name, const std::vector<Field>& fields) {
-  const Field* best = nullptr;
-  size_t best_distance = 3;  // at most 2 edits away
-  for (const Field& f : fields) {
-    const bool prefix = std::min(name.size(), f.name.size()) >= 3 &&
-                        (name.starts_with(f.name) || f.name.starts_with(name));
-    const size_t d = prefix ? 1 : edit_distance(name, f.name);
-    if (d < best_distance) {
-      best = &f;
-      best_distance = d;
-    }
-  }
-  if (best != nullptr) return "unknown key (did you mean \"" + best->name + "\"?)";
+  std::vector<std::string> names;
+  for (const Field& f : fields) names.push_back(f.name);
+  if (auto best = nearest_name(name, names, /*a_start_counts=*/true); !best.empty())
+    return "unknown key (did you mean \"" + best + "\"?)";
   std::string known;
-  for (const Field& f : fields) known += (known.empty() ? "" : ", ") + f.name;
+  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
   return "unknown key (allowed: " + known + ")";
 }
 

@@ -14,6 +14,7 @@
 
 #include "core/io.h"
 #include "core/json_input.h"
+#include "core/nearest.h"
 #include "core/units.h"
 #include "core/yaml_documents.h"
 #include "core/yaml_duplicates.h"
@@ -45,29 +46,7 @@ std::string describe(const YAML::Node& n) {
 
 // The closest of `known` to `word`, when it is close (a typo).
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& known) {
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      size_t prev = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j) {
-        const size_t cur = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        prev = cur;
-      }
-    }
-    return row[b.size()];
-  };
-  std::string best;
-  size_t best_d = 3;
-  for (const auto& k : known) {
-    const size_t d = distance(word, k);
-    if (d < best_d) {
-      best_d = d;
-      best = k;
-    }
-  }
+  const std::string best = nearest_name(word, known, /*a_start_counts=*/false);
   return best.empty() ? "" : " (did you mean \"" + best + "\"?)";
 }
 

@@ -344,7 +344,8 @@ TEST_F(Fleet, APausedWorkerReplacedUnderItsIdExitsFencedAndLeavesItsSuccessorAlo
   ASSERT_TRUE(started) << first.err();
   std::unique_ptr<Cli> paused = std::move(workers_["w2"]);
   paused->signal(SIGSTOP);
-  std::this_thread::sleep_for(2500ms);  // past its 2 s lease
+  // A new process takes the id over: that, not how long the old one slept
+  // (past its lease or not), is what fences it.
   start_worker("w2", {"role=w2"}, /*in_netns=*/false, "2s");
   const pid_t successor = workers_["w2"]->pid();
   Cli second = call("r-second", {"role=w2"}, {"sh", "-c", "echo new; sleep 2; echo done"});
@@ -381,7 +382,9 @@ TEST_F(Fleet, AStoreOutageLongerThanTheLeaseEndsNoCallThatRanThroughIt) {
   ASSERT_TRUE(one.stdout_shows("begin\n", 30s)) << one.err();
   ASSERT_TRUE(two.stdout_shows("begin\n", 30s)) << two.err();
   pg_.stop_server();
-  std::this_thread::sleep_for(6s);  // three leases; both calls end meanwhile
+  // Three leases: every lease runs out meanwhile (a loaded machine only
+  // stretches it), and the calls end during it or just after.
+  std::this_thread::sleep_for(6s);
   pg_.start();
   ASSERT_TRUE(pg_.ok()) << pg_.error();
   EXPECT_EQ(one.wait(90s), 7) << one.err();
