@@ -3,7 +3,8 @@
 # started here (initdb into a temporary directory, a unix socket, no system
 # service), three labelled workers sharing it, each with a host id and a
 # state dir of its own, calls and a workflow routed by label, `fleet status`,
-# and a worker killed with SIGKILL mid-call losing nothing.
+# a worker killed with SIGKILL mid-call losing nothing, and one drained
+# (`fleet drain`): it finishes its call and exits 0 by itself.
 # Exits non-zero when something does not happen as shown (ctest runs it).
 set -uo pipefail
 build=${1:-build}
@@ -116,5 +117,26 @@ start_worker us-1 zone=us
 sleep 1.5
 run "$rf" call --project demo --run r-back --require zone=us -- echo "us-1 is back"
 run "$rf" fleet status --all
+
+echo
+echo "Draining a worker: it takes no new work, finishes the call it holds, then exits 0."
+"$rf" call --project demo --run r-held --require zone=eu -- sh -c 'echo held; sleep 2; echo finished' &
+held=$!
+for _ in $(seq 100); do
+  "$rf" run show r-held --json 2>/dev/null | grep -q '"state":"running"' && break
+  sleep 0.1
+done
+held_on=$(ran_on r-held)
+step "$rf fleet drain $held_on --wait"
+"$rf" fleet drain "$held_on" --wait --timeout 60s || die "the drain did not end"
+wait "$held" || die "the held call did not finish"
+pid_var="pid_${held_on//-/_}"
+wait "${!pid_var}"
+rc=$?
+echo "worker $held_on exited $rc"
+[ "$rc" = 0 ] || die "the drained worker exited $rc"
+run "$rf" fleet cordon gpu-1
+run "$rf" fleet status --all
+run "$rf" fleet uncordon gpu-1
 echo
 echo "demo-fleet: done."

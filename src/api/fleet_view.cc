@@ -29,7 +29,11 @@ nlohmann::json fleet_json(const std::vector<store::FleetWorker>& fleet, int64_t 
                        {"started_at", w.started_at},
                        {"heartbeat_at", w.heartbeat_at},
                        {"heartbeat_age_ms", now_ms - w.heartbeat_at},
-                       {"epoch", w.epoch}});
+                       {"epoch", w.epoch},
+                       {"admin", w.admin == store::WorkerAdmin::none
+                                     ? nlohmann::json()
+                                     : nlohmann::json(std::string(store::to_string(w.admin)))},
+                       {"version", w.version}});
   }
   return {{"workers", workers}, {"live_workers", live}};
 }

@@ -38,15 +38,19 @@ Result<bool> live_worker_serves(store::Store& store, const std::string& project,
 }
 
 std::string no_worker_notice(const QueueWatchOptions& o) {
-  std::string text = "ringfence: call " + std::to_string(o.call_id) +
-                     " waits: no live worker serves project " + o.project +
-                     (o.labels.empty() ? "" : " with labels " + store::labels_text(o.labels)) +
-                     " in store " + o.store_path +
-                     (o.labels.empty() ? "; it runs when one starts"
-                                       : "; it runs if one starts, else a live worker fails it "
-                                         "within seconds naming what each lacks");
-  text += o.wait_timeout ? " (or is cancelled after --wait-timeout " + o.wait_timeout_text + ")"
-                         : " (no --wait-timeout: it waits until then)";
+  std::string text =
+      "ringfence: call " + std::to_string(o.call_id) + " waits: no live worker serves project " +
+      o.project + (o.labels.empty() ? "" : " with labels " + store::labels_text(o.labels)) +
+      " in store " + o.store_path +
+      (o.labels.empty() ? "; it runs when one starts"
+       : o.wait_timeout ? "; it runs if one starts within --wait-timeout " + o.wait_timeout_text +
+                              ", else it is cancelled"
+                        : "; it runs if one starts, else a live worker fails it within seconds "
+                          "naming what each lacks");
+  if (o.labels.empty()) {
+    text += o.wait_timeout ? " (or is cancelled after --wait-timeout " + o.wait_timeout_text + ")"
+                           : " (no --wait-timeout: it waits until then)";
+  }
   text += "\nringfence: start one with: ringfence worker start --state-dir " + o.state_dir;
   // On the store this call is in (issue 40: the hint sent workers to the
   // state dir's SQLite file while the call waited in PostgreSQL).

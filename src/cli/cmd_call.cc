@@ -85,6 +85,9 @@ int run_call(const ClientFlags& f) {
   call.argv = f.command;
   call.timeout = *timeout;
   call.sandbox_image = f.sandbox_image;
+  // A call requiring labels waits this long for a worker with them (one may
+  // be restarting) before a live worker fails it naming what each lacks.
+  call.wait_for_worker = wait_timeout;
   for (const std::string& text : f.require) {
     auto labels = worker::parse_labels(text);
     if (!labels) return fail("--require: " + labels.error().to_string(), kExitUsage);

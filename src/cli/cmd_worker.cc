@@ -127,6 +127,13 @@ int run_start(const worker::WorkerFlags& flags, const StartFlags& start) {
   std::fflush(stdout);
   int sig = 0;
   while (!(*w)->fatal()) {
+    if ((*w)->drained()) {
+      // `fleet drain`: it held nothing more; a supervisor sees a clean exit.
+      std::printf("worker %s drained: exiting\n", (*w)->id().c_str());
+      std::fflush(stdout);
+      (*w)->stop();
+      return 0;
+    }
     const timespec tick{0, 200'000'000};
     sig = sigtimedwait(&set, nullptr, &tick);
     if (sig > 0) break;

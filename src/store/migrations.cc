@@ -540,6 +540,25 @@ CREATE TABLE run_names (
 ) STRICT;
 )sql";
 
+// v14 (issue 40): operating a fleet. A worker's admin state (`fleet cordon`:
+// it takes no new work; `fleet drain`: it also finishes what it holds and
+// exits) and its build's version; how long a call's client waits for a worker
+// with the labels it requires (`call --wait-timeout`); where a store was
+// moved by `store migrate` (a moved store refuses every process); and, in
+// schema_version, whether a version breaks older builds (a rolling upgrade
+// keeps the fleet's older workers on a store a newer one migrated).
+constexpr std::string_view kV14 = R"sql(
+ALTER TABLE workers ADD COLUMN admin TEXT NOT NULL DEFAULT ''
+  CHECK (admin IN ('', 'cordoned', 'draining'));
+ALTER TABLE workers ADD COLUMN version TEXT NOT NULL DEFAULT '';
+ALTER TABLE tool_calls ADD COLUMN wait_until INTEGER;
+CREATE TABLE store_moved (
+  to_store TEXT NOT NULL CHECK (to_store <> ''),
+  moved_at INTEGER NOT NULL
+) STRICT;
+ALTER TABLE schema_version ADD COLUMN breaks_older INTEGER NOT NULL DEFAULT 1;
+)sql";
+
 // ---- The same versions on PostgreSQL. Each does what its SQLite twin above
 // does, in PostgreSQL's dialect: BIGINT for every integer (times are
 // milliseconds), BYTEA for blobs, identity columns for SQLite's INTEGER
@@ -914,6 +933,18 @@ CREATE TABLE run_names (
 );
 )sql";
 
+constexpr std::string_view kPgV14 = R"sql(
+ALTER TABLE workers ADD COLUMN admin TEXT NOT NULL DEFAULT ''
+  CHECK (admin IN ('', 'cordoned', 'draining'));
+ALTER TABLE workers ADD COLUMN version TEXT NOT NULL DEFAULT '';
+ALTER TABLE tool_calls ADD COLUMN wait_until BIGINT;
+CREATE TABLE store_moved (
+  to_store TEXT NOT NULL CHECK (to_store <> ''),
+  moved_at BIGINT NOT NULL
+);
+ALTER TABLE schema_version ADD COLUMN breaks_older BIGINT NOT NULL DEFAULT 1;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1, kPgV1},
     {2, kV2, kPgV2},
@@ -928,6 +959,7 @@ constexpr Migration kMigrations[] = {
     {11, kV11, kPgV11},
     {12, kV12, kPgV12, /*rebuilds_tables=*/true},
     {13, kV13, kPgV13},
+    {14, kV14, kPgV14, /*rebuilds_tables=*/false, /*keeps_older_builds=*/true},
 };
 
 std::string_view version_table(const Db& db) {
@@ -959,17 +991,35 @@ Status check_order(std::span<const Migration> list) {
   return ok_status();
 }
 
-Status refuse_newer(int found, int known) {
+// A store newer than this build is used as it is when every version past the
+// build's keeps older builds (Migration::keeps_older_builds).
+Status refuse_newer(Db& db, int found, int known) {
   if (found <= known) return ok_status();
-  return make_error("", "the file's schema version " + std::to_string(found) +
+  // found > known >= 14: schema_version says which versions break older builds.
+  auto breaking =
+      db.prepare("SELECT coalesce(max(version), 0) FROM schema_version WHERE breaks_older <> 0");
+  if (!breaking.ok()) return breaking.take_error();
+  auto row = breaking->step();
+  if (!row.ok()) return row.take_error();
+  const int64_t floor = breaking->int64(0);
+  if (floor <= known) return ok_status();
+  return make_error("", "the store's schema version " + std::to_string(found) +
                             " is newer than this build's (version " + std::to_string(known) +
-                            "); use a newer ringfence");
+                            ") and version " + std::to_string(floor) +
+                            " changed it in a way older builds cannot use; use a ringfence that "
+                            "knows version " +
+                            std::to_string(floor) + " or later");
 }
 
-Status record(Db& db, int version) {
-  auto insert = db.prepare("INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)");
+Status record(Db& db, const Migration& m) {
+  auto insert = db.prepare(
+      m.version >= 14 ? "INSERT INTO schema_version (version, applied_at, breaks_older) "
+                        "VALUES (?1, ?2, ?3)"
+                      : "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)");
   if (!insert.ok()) return insert.take_error();
-  return insert->bind(1, int64_t{version}).bind(2, applied_at_ms()).run();
+  insert->bind(1, int64_t{m.version}).bind(2, applied_at_ms());
+  if (m.version >= 14) insert->bind(3, int64_t{m.keeps_older_builds ? 0 : 1});
+  return insert->run();
 }
 
 // After a table rebuild: every reference still finds its row.
@@ -991,7 +1041,7 @@ Status apply(Db& db, const Migration& m, int known) {
     RF_TRY(db.exec(version_table(db)));
     auto current = schema_version(db);
     if (!current.ok()) return current.take_error();
-    RF_TRY(refuse_newer(*current, known));
+    RF_TRY(refuse_newer(db, *current, known));
     if (*current >= m.version) return ok_status();
     const bool sqlite = db.engine() == Engine::sqlite;
     auto applied = db.exec(sqlite ? m.sql : m.postgres);
@@ -999,7 +1049,7 @@ Status apply(Db& db, const Migration& m, int known) {
     if (!applied.ok()) {
       return make_error("migration " + std::to_string(m.version), applied.error().to_string());
     }
-    return record(db, m.version);
+    return record(db, m);
   });
 }
 
@@ -1020,7 +1070,7 @@ Status migrate_all(Db& db, std::span<const Migration> list) {
   int known = list.empty() ? 0 : list.back().version;
   auto current = schema_version(db);
   if (!current.ok()) return current.take_error();
-  RF_TRY(refuse_newer(*current, known));
+  RF_TRY(refuse_newer(db, *current, known));
   for (const Migration& m : list) {
     if (m.version > *current) RF_TRY(apply_one(db, m, known));
   }

@@ -24,6 +24,12 @@ struct Migration {
   // copy, drop, rename): it runs with foreign keys off, which are checked
   // before commit. (PostgreSQL changes constraints in place.)
   bool rebuilds_tables = false;
+  // Builds that know only the versions before it keep working on a store it
+  // was applied to (it adds nullable or defaulted columns, tables or indexes,
+  // and no older build's statement changes meaning): a fleet upgrades one
+  // worker at a time (docs/fleet.md). Recorded from version 14 on; versions
+  // before 14 count as breaking.
+  bool keeps_older_builds = false;
 };
 
 // The migrations this build knows, in order.
@@ -33,7 +39,8 @@ std::span<const Migration> migrations();
 Result<int> schema_version(Db& db);
 
 // Applies the migrations newer than the file's version. A file whose version is
-// newer than the last of `list` is refused, naming both versions.
+// newer than the last of `list` is used as it is when every newer version
+// keeps older builds; otherwise it is refused, naming both versions.
 Status migrate(Db& db, std::span<const Migration> list = migrations());
 
 }  // namespace rf::store

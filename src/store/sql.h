@@ -164,19 +164,38 @@ inline std::string insertion_order(const Db& db) {
   return db.engine() == Engine::sqlite ? "rowid" : "ord";
 }
 
-inline Result<int64_t> require_running_worker(Db& db, const std::string& id,
-                                              std::optional<int64_t> fence) {
-  auto read = [](const Statement& st) -> Result<std::pair<std::string, int64_t>> {
-    return std::pair(st.text(0), st.int64(1));
+// A worker registered running under `fence`: its epoch, and whether the
+// operator cordoned it or drains it (then it takes no new work).
+struct RunningWorker {
+  int64_t epoch = 0;
+  bool takes_work = true;
+};
+
+inline Result<RunningWorker> running_worker(Db& db, const std::string& id,
+                                            std::optional<int64_t> fence) {
+  struct Row {
+    std::string state;
+    int64_t epoch;
+    std::string admin;
   };
-  auto row = first_row<std::pair<std::string, int64_t>>(
-      db, read, "SELECT state, epoch FROM workers WHERE id = ?1" + share_locked(db), id);
+  auto read = [](const Statement& st) -> Result<Row> {
+    return Row{st.text(0), st.int64(1), st.text(2)};
+  };
+  auto row = first_row<Row>(
+      db, read, "SELECT state, epoch, admin FROM workers WHERE id = ?1" + share_locked(db), id);
   if (!row.ok()) return row.take_error();
   if (!*row) return fail("worker " + id + " is not registered");
-  const auto& [state, epoch] = **row;
-  if (fence && *fence != epoch) return fenced(id, *fence, epoch);
-  if (state != "running") return fail("worker " + id + " is " + state);
-  return epoch;
+  const Row& r = **row;
+  if (fence && *fence != r.epoch) return fenced(id, *fence, r.epoch);
+  if (r.state != "running") return fail("worker " + id + " is " + r.state);
+  return RunningWorker{r.epoch, r.admin.empty()};
+}
+
+inline Result<int64_t> require_running_worker(Db& db, const std::string& id,
+                                              std::optional<int64_t> fence) {
+  auto w = running_worker(db, id, fence);
+  if (!w.ok()) return w.take_error();
+  return w->epoch;
 }
 
 }  // namespace rf::store::sql

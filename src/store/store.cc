@@ -17,6 +17,7 @@
 #include "core/unique_fd.h"
 #include "store/migrations.h"
 #include "store/sql.h"
+#include "store/store_moved.h"
 
 namespace rf::store {
 namespace {
@@ -49,6 +50,9 @@ constexpr Name<SandboxState> kSandboxStates[] = {{SandboxState::pooled, "pooled"
                                                  {SandboxState::destroyed, "destroyed"}};
 constexpr Name<WorkerState> kWorkerStates[] = {{WorkerState::running, "running"},
                                                {WorkerState::stopped, "stopped"}};
+constexpr Name<WorkerAdmin> kWorkerAdmins[] = {{WorkerAdmin::none, ""},
+                                               {WorkerAdmin::cordoned, "cordoned"},
+                                               {WorkerAdmin::draining, "draining"}};
 constexpr std::string_view kSandboxModes[] = {"none", "per_tool", "per_run", "per_worker", "api"};
 
 template <class E, size_t N>
@@ -155,19 +159,22 @@ Result<OutputChunk> read_chunk(const Statement& st) {
 
 constexpr std::string_view kWorkerColumns =
     "id, pid, hostname, started_at, heartbeat_at, state, project, metrics_json, host_id, "
-    "labels_json, epoch, door, door_key";
+    "labels_json, epoch, door, door_key, admin, version";
 
 Result<WorkerRow> read_worker(const Statement& st) {
   auto state = parse_name(kWorkerStates, st.text(5), "worker state");
   if (!state.ok()) return state.take_error();
   auto labels = labels_from_json(st.text(9));
   if (!labels.ok()) return make_error("worker " + st.text(0), labels.error().to_string());
+  auto admin = parse_name(kWorkerAdmins, st.text(13), "worker admin state");
+  if (!admin.ok()) return admin.take_error();
   // Rows from before host ids (schema v9) are on their hostname's host.
   std::string host_id = st.text(8).empty() ? st.text(2) : st.text(8);
-  return WorkerRow{
-      st.text(0),   st.int64(1),     st.text(2),     st.int64(3),        st.int64(4),
-      *state,       st.opt_text(6),  st.text(7),     std::move(host_id), std::move(*labels),
-      st.int64(10), st.opt_text(11), st.opt_text(12)};
+  return WorkerRow{st.text(0),         st.int64(1),  st.text(2),
+                   st.int64(3),        st.int64(4),  *state,
+                   st.opt_text(6),     st.text(7),   std::move(host_id),
+                   std::move(*labels), st.int64(10), st.opt_text(11),
+                   st.opt_text(12),    *admin,       st.text(14)};
 }
 
 constexpr std::string_view kSandboxColumns =
@@ -288,6 +295,12 @@ Status validate_call(const NewCall& c) {
   if (auto labels = check_labels(c.requires_labels); !labels.ok())
     return fail("required labels: " + labels.error().to_string());
   return check_call_text(c);
+}
+
+// Until when a call's client waits for a worker (NewCall::wait_for_worker).
+std::optional<int64_t> wait_until(const NewCall& c, int64_t enqueued_at) {
+  if (!c.wait_for_worker) return std::nullopt;
+  return enqueued_at + c.wait_for_worker->count();
 }
 
 std::optional<std::string> identity_json(const std::optional<IdentityScope>& scope, bool jit) {
@@ -432,6 +445,7 @@ std::string_view to_string(RunState s) { return name_of(kRunStates, s); }
 std::string_view to_string(CallState s) { return name_of(kCallStates, s); }
 std::string_view to_string(SandboxState s) { return name_of(kSandboxStates, s); }
 std::string_view to_string(WorkerState s) { return name_of(kWorkerStates, s); }
+std::string_view to_string(WorkerAdmin a) { return name_of(kWorkerAdmins, a); }
 
 Result<Environment> parse_environment(std::string_view text) {
   return parse_name(kEnvironments, text, "environment");
@@ -490,6 +504,7 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& target) {
   auto db = Db::open(path);
   if (!db.ok()) return db.take_error();
   RF_TRY(migrate(*db));
+  RF_TRY(refuse_moved(*db, "open store " + engine::redact_uri(path)));
   if (!postgres) {
     auto bell = Doorbell::open(path + "-bell");  // without it, waits sleep: slower, still correct
     return std::unique_ptr<Store>(
@@ -601,28 +616,31 @@ Result<int64_t> Store::enqueue_call(const NewCall& c) {
     return inserted_id(db_,
                        "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, "
                        "stdin, timeout_ms, state, enqueued_at, sandbox_image, identity_json, "
-                       "requires_json) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10, ?11) "
+                       "requires_json, wait_until) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10, ?11, ?12) "
                        "RETURNING id",
                        c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd,
                        Blob{c.stdin_bytes}, int64_t{c.timeout.count()}, at, c.sandbox_image,
-                       identity_json(c.identity, c.jit), labels_json(c.requires_labels));
+                       identity_json(c.identity, c.jit), labels_json(c.requires_labels),
+                       wait_until(c, at));
   };
   // The common case, a call into an open run of the project, is one
   // statement: it inserts only when the run is open (share-locking its row on
   // PostgreSQL, so end_run waits for it or it sees the run ended). Anything
   // else (a new run, a refusal to explain) takes the transaction above.
   auto into_open_run = [&]() -> Result<std::optional<int64_t>> {
+    const int64_t at_fast = now();
     return first_row<int64_t>(
         db_, read_int0,
         "INSERT INTO tool_calls (run_id, project_id, argv_json, env_json, cwd, stdin, "
-        "timeout_ms, state, enqueued_at, sandbox_image, identity_json, requires_json) "
-        "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10, ?11 FROM runs "
+        "timeout_ms, state, enqueued_at, sandbox_image, identity_json, requires_json, "
+        "wait_until) "
+        "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, ?10, ?11, ?12 FROM runs "
         "WHERE id = ?1 AND project_id = ?2 AND state = 'open'" +
             share_locked(db_) + " RETURNING id",
         c.run, c.project, json(c.argv).dump(), json(c.env).dump(), c.cwd, Blob{c.stdin_bytes},
-        int64_t{c.timeout.count()}, now(), c.sandbox_image, identity_json(c.identity, c.jit),
-        labels_json(c.requires_labels));
+        int64_t{c.timeout.count()}, at_fast, c.sandbox_image, identity_json(c.identity, c.jit),
+        labels_json(c.requires_labels), wait_until(c, at_fast));
   };
   std::string operation = "enqueue call in run " + c.run;
   RF_TRY(within(operation, validate_call(c)));
@@ -723,14 +741,15 @@ Result<std::optional<ClaimedCall>> Store::claim_next(const std::string& worker_i
   const std::optional<int64_t> fence = fence_of(worker_id);
   auto claim = [&]() -> Result<std::optional<ClaimedCall>> {
     RF_TRY(check_lease(lease));
-    auto epoch = require_running_worker(db_, worker_id, fence);
-    if (!epoch.ok()) return epoch.take_error();
+    auto w = running_worker(db_, worker_id, fence);
+    if (!w.ok()) return w.take_error();
+    if (!w->takes_work) return std::optional<ClaimedCall>();  // cordoned or draining
     int64_t at = now();
     auto next = next_queued(db_, filter, at);
     if (!next.ok() || !*next) return next;
     ClaimedCall& c = **next;
     c.lease_expires_at = at + lease.count();
-    RF_TRY(take_queued(db_, c.id, "claimed", worker_id, *epoch, c.lease_expires_at, at));
+    RF_TRY(take_queued(db_, c.id, "claimed", worker_id, w->epoch, c.lease_expires_at, at));
     return next;
   };
   return within("claim a call for worker " + worker_id, claim_transaction(db_, claim));
@@ -743,17 +762,17 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
   const std::optional<int64_t> fence = fence_of(worker_id);
   auto claim = [&]() -> Result<std::vector<ClaimedCall>> {
     RF_TRY(check_lease(lease));
-    auto epoch = require_running_worker(db_, worker_id, fence);
-    if (!epoch.ok()) return epoch.take_error();
+    auto w = running_worker(db_, worker_id, fence);
+    if (!w.ok()) return w.take_error();
     int64_t at = now();
     std::vector<ClaimedCall> out;
-    while (out.size() < max) {
+    while (w->takes_work && out.size() < max) {
       auto next = next_queued(db_, filter, at);
       if (!next.ok()) return next.take_error();
       if (!*next) break;
       ClaimedCall& c = **next;
       c.lease_expires_at = at + lease.count();
-      RF_TRY(take_queued(db_, c.id, "running", worker_id, *epoch, c.lease_expires_at, at));
+      RF_TRY(take_queued(db_, c.id, "running", worker_id, w->epoch, c.lease_expires_at, at));
       out.push_back(std::move(c));
     }
     return out;
@@ -790,7 +809,7 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
                                (filter.project ? " AND project_id = ?7" : " AND ?7 = ''") +
                                " ORDER BY id LIMIT ?5" + skip_locked(db_);
     const std::string running_worker =
-        "workers WHERE id = ?2 AND state = 'running' AND (?6 < 0 OR epoch = ?6)";
+        "workers WHERE id = ?2 AND state = 'running' AND admin = '' AND (?6 < 0 OR epoch = ?6)";
     const std::string returning =
         " RETURNING id, run_id, project_id, argv_json, env_json, cwd, stdin, timeout_ms, "
         "sandbox_image, identity_json, requires_json";
@@ -961,12 +980,15 @@ Status Store::end_held_call(int64_t call_id, const std::string& worker_id, std::
   return ended;
 }
 
-Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds lease,
-                        const std::optional<std::string>& metrics_json) {
+Result<WorkerAdmin> Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds lease,
+                                     const std::optional<std::string>& metrics_json) {
   std::lock_guard lock(mu_);
   const std::optional<int64_t> fence = fence_of(worker_id);
-  auto beat = [&]() -> Status {
+  auto beat = [&]() -> Result<WorkerAdmin> {
     RF_TRY(check_lease(lease));
+    auto admin = first_row<std::string>(
+        db_, read_text0, "SELECT admin FROM workers WHERE id = ?1" + share_locked(db_), worker_id);
+    if (!admin.ok()) return admin.take_error();
     auto epoch = require_running_worker(db_, worker_id, fence);
     if (!epoch.ok()) return epoch.take_error();
     int64_t at = now();
@@ -984,10 +1006,11 @@ Status Store::heartbeat(const std::string& worker_id, std::chrono::milliseconds 
                 "AND (claim_epoch IS NULL OR claim_epoch = ?3)",
                 worker_id, at + lease.count(), *epoch));
     // The workflow runs it holds (workflow_store.h) keep their leases the same way.
-    return exec(db_,
+    RF_TRY(exec(db_,
                 "UPDATE workflow_runs SET lease_expires_at = ?2 WHERE worker_id = ?1 "
                 "AND state = 'running'",
-                worker_id, at + lease.count());
+                worker_id, at + lease.count()));
+    return parse_name(kWorkerAdmins, admin->value_or(""), "worker admin state");
   };
   return within("heartbeat of worker " + worker_id, write_transaction(db_, beat));
 }
@@ -1064,10 +1087,13 @@ std::optional<std::string> unmatched_reason(const std::vector<WorkerRow>& worker
     if (!serves(w, project)) continue;
     ++serving;
     Labels missing = missing_labels(labels, w.labels);
-    if (missing.empty()) return std::nullopt;
+    if (missing.empty() && w.admin == WorkerAdmin::none) return std::nullopt;
     if (++listed > 5) continue;
     if (!lacks.empty()) lacks += "; ";
-    lacks += "worker " + w.id + " (host " + w.host_id + ") " + lacking_text(labels, w.labels);
+    lacks += "worker " + w.id + " (host " + w.host_id + ") " +
+             (missing.empty() ? "has them but is " + std::string(to_string(w.admin)) +
+                                    " (`ringfence fleet uncordon " + w.id + "`)"
+                              : lacking_text(labels, w.labels));
   }
   if (serving == 0) return std::nullopt;
   if (listed > 5) lacks += "; and " + std::to_string(listed - 5) + " more";
@@ -1080,9 +1106,11 @@ Result<int> Store::fail_unmatched_calls(int64_t enqueued_before, int64_t heartbe
   // Every worker asks this every second: a read first, so the write lock is
   // taken only when some call waits for labels.
   const std::string waiting =
-      " FROM tool_calls WHERE state = 'queued' AND requires_json <> '{}' AND enqueued_at < ?1";
-  auto any =
-      first_row<int64_t>(db_, read_int0, "SELECT id" + waiting + " LIMIT 1", enqueued_before);
+      " FROM tool_calls WHERE state = 'queued' AND requires_json <> '{}' AND enqueued_at < ?1 "
+      "AND coalesce(wait_until, 0) < ?2";
+  const int64_t at_start = now();
+  auto any = first_row<int64_t>(db_, read_int0, "SELECT id" + waiting + " LIMIT 1", enqueued_before,
+                                at_start);
   if (!any.ok()) return within("fail calls no live worker may take", Result<int>(any.take_error()));
   if (!*any) return 0;
   auto sweep = [&]() -> Result<std::vector<int64_t>> {
@@ -1093,7 +1121,7 @@ Result<int> Store::fail_unmatched_calls(int64_t enqueued_before, int64_t heartbe
     };
     auto calls = rows<UnmatchedCall>(
         db_, read, "SELECT id, project_id, requires_json" + waiting + " ORDER BY id LIMIT 1000",
-        enqueued_before);
+        enqueued_before, at_start);
     if (!calls.ok()) return calls.take_error();
     std::vector<int64_t> failed;
     if (calls->empty()) return failed;
@@ -1195,16 +1223,18 @@ Status Store::register_worker(const std::string& id, int64_t pid, const std::str
     return inserted_id(
         db_,
         "INSERT INTO workers (id, pid, hostname, started_at, heartbeat_at, state, project, "
-        "host_id, labels_json, epoch) "
-        "VALUES (?1, ?2, ?3, ?4, ?4, 'running', ?5, ?6, ?7, 1) "
+        "host_id, labels_json, epoch, version) "
+        "VALUES (?1, ?2, ?3, ?4, ?4, 'running', ?5, ?6, ?7, 1, ?8) "
         "ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, hostname = excluded.hostname, "
         "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, "
         "state = 'running', project = excluded.project, host_id = excluded.host_id, "
         "labels_json = excluded.labels_json, epoch = workers.epoch + 1, door = NULL, "
-        "door_key = NULL "
+        "door_key = NULL, version = excluded.version, "
+        // A drain ends with the process it drained; a cordon stays.
+        "admin = CASE WHEN workers.admin = 'draining' THEN '' ELSE workers.admin END "
         "RETURNING epoch",
         id, pid, hostname, now(), project, site.host_id.empty() ? hostname : site.host_id,
-        labels_json(site.labels));
+        labels_json(site.labels), site.version);
   };
   auto epoch = within("register worker " + id, write_transaction(db_, upsert));
   if (!epoch.ok()) return epoch.take_error();
@@ -1267,7 +1297,11 @@ Status Store::stop_worker(const std::string& id, std::optional<int64_t> epoch) {
     if (!current.ok()) return current.take_error();
     if (!*current) return fail("worker " + id + " is not registered");
     if (epoch && *epoch != **current) return fenced(id, *epoch, **current);
-    RF_TRY(exec(db_, "UPDATE workers SET state = 'stopped' WHERE id = ?1", id));
+    // A drain ends with the process (a cordon stays on the id).
+    RF_TRY(exec(db_,
+                "UPDATE workers SET state = 'stopped', "
+                "admin = CASE WHEN admin = 'draining' THEN '' ELSE admin END WHERE id = ?1",
+                id));
     auto interrupted =
         interrupt_held(db_, "worker_id = ?3 AND (claim_epoch IS NULL OR claim_epoch = ?4)",
                        "worker " + id + " stopped", now(), id, **current);
@@ -1278,6 +1312,36 @@ Status Store::stop_worker(const std::string& id, std::optional<int64_t> epoch) {
   auto stopped = within("stop worker " + id, write_transaction(db_, stop));
   for (int64_t call : ids) ring_call(call);
   return stopped;
+}
+
+Result<std::vector<std::string>> Store::set_worker_admin(const std::string& target,
+                                                         WorkerAdmin admin) {
+  std::lock_guard lock(mu_);
+  auto set = [&]() -> Result<std::vector<std::string>> {
+    // A worker's id names it alone; otherwise every worker of that host.
+    auto by_id = first_row<int64_t>(db_, read_int0, "SELECT 1 FROM workers WHERE id = ?1", target);
+    if (!by_id.ok()) return by_id.take_error();
+    const std::string which = *by_id ? "id = ?1" : "host_id = ?1";
+    // Only a running process drains; a cordon stays for the next one.
+    const std::string running = admin == WorkerAdmin::draining ? " AND state = 'running'" : "";
+    auto changed = rows<std::string>(
+        db_, read_text0, "UPDATE workers SET admin = ?2 WHERE " + which + running + " RETURNING id",
+        target, to_string(admin));
+    if (!changed.ok()) return changed.take_error();
+    if (changed->empty()) {
+      return fail(*by_id ? "worker " + target + " is not running"
+                         : "no worker or host is named " + target +
+                               " (`ringfence fleet status --all` lists them)");
+    }
+    std::sort(changed->begin(), changed->end());
+    return changed;
+  };
+  const std::string verb = admin == WorkerAdmin::none       ? "uncordon "
+                           : admin == WorkerAdmin::cordoned ? "cordon "
+                                                            : "drain ";
+  auto out = within(verb + target, write_transaction(db_, set));
+  if (out.ok()) ring_queue();  // an uncordoned worker looks at the queue at once
+  return out;
 }
 
 Result<std::vector<WorkerRow>> Store::workers() {
@@ -1361,7 +1425,8 @@ Result<std::vector<WorkerRow>> Store::workers_serving(const std::string& project
                 rows<WorkerRow>(db_, read_worker,
                                 "SELECT " + std::string(kWorkerColumns) +
                                     " FROM workers WHERE state = 'running' AND heartbeat_at >= ?2 "
-                                    "AND (project IS NULL OR project = ?1) ORDER BY id",
+                                    "AND admin = '' AND (project IS NULL OR project = ?1) "
+                                    "ORDER BY id",
                                 project, heartbeat_since));
 }
 

@@ -40,12 +40,18 @@ enum class CallState { queued, claimed, running, done, interrupted, failed, canc
 enum class Stream : int { out = 1, err = 2 };
 enum class SandboxState { pooled, active, destroyed };
 enum class WorkerState { running, stopped };
+// What an operator said of a worker (`fleet cordon | drain | uncordon`):
+// cordoned, it takes no new work; draining, it also finishes what it holds
+// and exits. A worker that registers again is no longer draining; a cordon
+// stays until uncordoned.
+enum class WorkerAdmin { none, cordoned, draining };
 
 std::string_view to_string(Environment e);
 std::string_view to_string(RunState s);
 std::string_view to_string(CallState s);
 std::string_view to_string(SandboxState s);
 std::string_view to_string(WorkerState s);
+std::string_view to_string(WorkerAdmin a);  // "", "cordoned", "draining"
 Result<Environment> parse_environment(std::string_view text);
 
 int64_t now_ms();
@@ -86,6 +92,10 @@ struct NewCall {
   bool jit = false;
   // `call --require k=v`: only a worker with every one of these labels takes it.
   Labels requires_labels;
+  // `call --wait-timeout`: how long its client waits for a worker. A call
+  // requiring labels no live worker has waits this long (not the sweep's
+  // few seconds) before it fails: a worker with them may be restarting.
+  std::optional<std::chrono::milliseconds> wait_for_worker;
 };
 
 // Which queued calls a worker may take.
@@ -158,12 +168,15 @@ struct WorkerRow {
   // Where front doors reach its sandboxes (worker/door.h), and the key they
   // present; nullopt: it has no door.
   std::optional<std::string> door, door_key;
+  WorkerAdmin admin = WorkerAdmin::none;
+  std::string version;  // its build's (`ringfence --version`); "" before schema v14
 };
 
 // A worker's place in a fleet, given at registration.
 struct WorkerSite {
   std::string host_id;  // "" = the hostname
   Labels labels;
+  std::string version;  // the build's
 };
 
 // Why none of `live` may take work of `project` that requires `labels`: "no
@@ -312,8 +325,9 @@ class Store {
   // now + lease, a lease that ran out included while no sweep ended the call.
   // Refused with ErrorCode::kFenced once another process registered the id.
   // `metrics_json`, when given, replaces the worker's figures (WorkerRow).
-  Status heartbeat(const std::string& worker_id, std::chrono::milliseconds lease,
-                   const std::optional<std::string>& metrics_json = std::nullopt);
+  // Returns what the operator says of the worker now (cordoned, draining).
+  Result<WorkerAdmin> heartbeat(const std::string& worker_id, std::chrono::milliseconds lease,
+                                const std::optional<std::string>& metrics_json = std::nullopt);
   // Calls claimed or running whose lease expired before `now` become interrupted
   // ("worker W stopped heartbeating"). Never queued again: tool calls are not
   // idempotent. Returns how many. `sparing`: a worker this Store registered,
@@ -367,6 +381,12 @@ class Store {
   // process that took its id over, and that one's calls, alone
   // (ErrorCode::kFenced).
   Status stop_worker(const std::string& id, std::optional<int64_t> epoch = std::nullopt);
+  // `fleet cordon | drain | uncordon TARGET`: the worker with that id, else
+  // every worker on the host with that host id (draining: the running ones).
+  // Returns the workers it changed; none: an error naming TARGET. A cordoned
+  // or draining worker's claims take nothing (enforced here, whatever the
+  // worker's build).
+  Result<std::vector<std::string>> set_worker_admin(const std::string& target, WorkerAdmin admin);
   Result<std::vector<WorkerRow>> workers();
   // Every worker (running ones first, then by id) with its load; `project`
   // set: only workers that may serve it, and only its calls and sandboxes

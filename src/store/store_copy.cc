@@ -10,6 +10,7 @@
 #include "store/migrations.h"
 #include "store/sql.h"
 #include "store/store.h"
+#include "store/store_moved.h"
 
 namespace rf::store {
 namespace {
@@ -342,7 +343,10 @@ Result<StoreCopyReport> copy_store(Db& from, Db& to, int64_t live_window_ms) {
   auto order = copy_order(*target);
   if (!order.ok()) return order.take_error();
 
-  RF_TRY(read_transaction(from, [&]() -> Status {
+  // A write transaction on the source: no process writes to it while it is
+  // copied, and the mark of the move commits with the copy (store_moved.h).
+  RF_TRY(refuse_moved(from, "store " + where(from)));
+  RF_TRY(write_transaction(from, [&]() -> Status {
     RF_TRY(refuse_live_workers(from, live_window_ms));
     auto chain = verify_audit_chain(from);
     if (!chain.ok()) return chain.take_error();
@@ -360,7 +364,9 @@ Result<StoreCopyReport> copy_store(Db& from, Db& to, int64_t live_window_ms) {
         report.tables.push_back({t->name, *n});
         report.rows += *n;
       }
-      return within("check " + where(to), check_target(to, report.tables, *chain));
+      RF_TRY(within("check " + where(to), check_target(to, report.tables, *chain)));
+      // Marked before the target commits: a failure here leaves both as they were.
+      return mark_moved(from, where(to), now_ms());
     });
   }));
   return report;

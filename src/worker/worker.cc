@@ -148,7 +148,7 @@ Status Worker::init() {
     }
   }
   RF_TRY(store_->register_worker(id_, ::getpid(), hostname(), pinned_project(first_placement_.mode),
-                                 store::WorkerSite{host, s.labels.value}));
+                                 store::WorkerSite{host, s.labels.value, options_.version}));
   auto lease_store = store::Store::open(s.store_target());
   if (!lease_store) return lease_store.take_error();
   lease_store_ = std::move(*lease_store);
@@ -304,6 +304,13 @@ void Worker::executor_loop() {
       continue;
     }
     if (!claiming_) return;
+    if (admin_ != store::WorkerAdmin::none) {
+      // Cordoned or draining: no new work until uncordoned (lease_loop reads it).
+      lock.unlock();
+      std::this_thread::sleep_for(options_.idle_poll);
+      lock.lock();
+      continue;
+    }
     if (leader_) {
       // A follower: the leader claims for everyone and hands calls over.
       claimed_cv_.wait(lock, [&] { return !claimed_.empty() || !leader_ || !claiming_; });
@@ -428,7 +435,8 @@ std::string Worker::metrics_json() const {
   for (const auto& [series, n] : counters::snapshot()) counts[series] = n;
   const auto with = serving();
   const std::string labels = "{mode=\"" + std::string(to_string(with->placement.mode)) +
-                             "\",backend=\"" + with->placement.backend->name() + "\"}";
+                             "\",backend=\"" + with->placement.backend->name() + "\",version=\"" +
+                             options_.version + "\"}";
   gauges["ringfence_worker_info" + labels] = 1;
   gauges["ringfence_worker_calls_in_flight"] = in_flight_.load();
   gauges["ringfence_worker_runs_live"] = with->router->live_runs().size();
@@ -449,6 +457,20 @@ int64_t steady_ms() {
       .count();
 }
 }  // namespace
+
+bool Worker::drained() {
+  if (admin_ != store::WorkerAdmin::draining) return false;
+  {
+    // No leader may be between a claim and its hand-over (its claim began
+    // before the drain reached the store).
+    std::lock_guard lock(mu_);
+    if (in_flight_ > 0 || leader_ || !claimed_.empty()) return false;
+  }
+  if (workflows_ && workflows_->live() > 0) return false;
+  // Door sandboxes (the API's) end with the worker: a drain does not wait
+  // for clients that may keep them for hours.
+  return true;
+}
 
 void Worker::give_up(const std::string& why) {
   spdlog::error("{}; this worker stops claiming calls and exits", why);
@@ -475,6 +497,12 @@ void Worker::lease_loop() {
       }
       spdlog::warn("heartbeat: {}", s.error().to_string());
       store_failed_at_ = steady_ms();
+    } else if (*s != admin_.exchange(*s)) {
+      spdlog::info("{}", *s == store::WorkerAdmin::none ? "uncordoned: taking new work again"
+                         : *s == store::WorkerAdmin::cordoned
+                             ? "cordoned: taking no new work until uncordoned"
+                             : "draining: taking no new work; exiting once what it holds ends");
+      if (*s == store::WorkerAdmin::none) store_->wake_queue_waiters();
     }
     for (auto waited = std::chrono::milliseconds(0); waited < period && !stopped_;
          waited += std::chrono::milliseconds(20)) {

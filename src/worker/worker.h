@@ -69,6 +69,8 @@ struct WorkerOptions {
   // a unix socket in the state dir unless `door_listen` (HOST:PORT) is given.
   bool door = true;
   std::string door_listen;
+  // Its build's version, shown by `fleet status` and /metrics.
+  std::string version = RF_VERSION;
 };
 
 // Tries the configured backend, then each fallback backend (keeping the mode);
@@ -94,6 +96,9 @@ class Worker {
   // Set when a production worker's backend turned unhealthy while running: it
   // stopped claiming, and its process should drain and exit non-zero.
   std::optional<std::string> fatal() const;
+  // `fleet drain` reached this worker and it holds nothing any more: no call,
+  // no workflow run. Its process stops and exits 0.
+  bool drained();
 
  private:
   Worker(WorkerOptions options, Placement placement)
@@ -153,6 +158,10 @@ class Worker {
   std::unique_ptr<DoorSandboxes> door_sandboxes_;  // after the call path's parts: it uses them
   std::unique_ptr<Door> door_;                     // after door_sandboxes_: it serves them
   std::atomic<bool> claiming_{true};
+  // What the operator says of it (`fleet cordon | drain`), as its last
+  // heartbeat read it: not none, it looks for no new work (the store would
+  // give it none either).
+  std::atomic<store::WorkerAdmin> admin_{store::WorkerAdmin::none};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> cancelling_{false};  // the grace period passed
   std::atomic<int> in_flight_{0};        // claimed and not yet finished, handed over or not

@@ -26,6 +26,13 @@ class WorkflowRuns {
   // starts), then are ended (their attempts interrupted). The runs go back to
   // the queue, for the next worker to continue.
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+  // Runs not yet ended here (a draining worker waits for none).
+  size_t live() {
+    std::lock_guard lock(mu_);
+    size_t n = 0;
+    for (const Running& r : running_) n += r.done ? 0 : 1;
+    return n;
+  }
 
  private:
   void claim_loop();

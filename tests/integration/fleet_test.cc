@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/migrations.h"
 #include "store/store.h"
 #include "store/workflow_store.h"
 #include "support/cli_process.h"
@@ -140,10 +141,11 @@ class Fleet : public ::testing::Test {
     FAIL() << "worker " << id << " never registered: " << workers_[id]->err();
   }
   Cli call(const std::string& run, const std::vector<std::string>& require,
-           const std::vector<std::string>& command) {
+           const std::vector<std::string>& command, const std::vector<std::string>& flags = {}) {
     std::vector<std::string> args = {
         "call", "--store", pg_.uri(), "--state-dir", dir_ + "/c", "--project", "p", "--run", run};
     for (const auto& r : require) args.insert(args.end(), {"--require", r});
+    args.insert(args.end(), flags.begin(), flags.end());
     args.push_back("--");
     args.insert(args.end(), command.begin(), command.end());
     return Cli(args);
@@ -488,6 +490,116 @@ TEST_F(Fleet, PostgresStoppedForFiveSecondsUnderLoadLosesAndDuplicatesNothing) {
       attempts.size(), through_outage, failed, after);
   EXPECT_GE(through_outage, 1) << "no call ran across the outage to its end";
   EXPECT_GE(after, 6) << "the clients were not served after the restart";
+}
+
+}  // namespace
+}  // namespace rf::testing
+
+namespace rf::testing {
+namespace {
+
+// Issue 40, 6: operating a fleet. A cordoned worker takes no new work; a
+// drained one finishes what it holds and exits 0 by itself; a call needing
+// their labels waits as long as its --wait-timeout says (not the sweep's
+// 5 s) and runs once a worker is uncordoned.
+TEST_F(Fleet, ADrainedWorkerFinishesWhatItHoldsAndExitsZeroAndACordonedOneTakesNoNewWork) {
+  start_worker("w1", {"zone=a"});
+  start_worker("w2", {"zone=a"});
+  Cli cordon({"fleet", "cordon", "w2", "--store", pg_.uri()});
+  ASSERT_EQ(cordon.wait(), 0) << cordon.err();
+  EXPECT_EQ(cordon.out(), "worker w2 cordoned: it takes no new work (what it holds goes on)\n");
+  Cli held = call("r-held", {"zone=a"}, {"sh", "-c", "echo started; sleep 2; echo finished"});
+  ASSERT_TRUE(held.stdout_shows("started\n", 30s)) << held.err();
+  EXPECT_EQ(worker_of("r-held"), "w1");
+
+  Cli drain({"fleet", "drain", "w1", "--store", pg_.uri(), "--wait", "--timeout", "60s"});
+  const auto asked = Clock::now();
+  Cli waiting = call("r-wait", {"zone=a"}, {"echo", "on w2"}, {"--wait-timeout", "5m"});
+  EXPECT_EQ(drain.wait(90s), 0) << drain.err();
+  EXPECT_THAT(drain.out(), HasSubstr("worker w1 draining: it takes no new work, finishes what it "
+                                     "holds, then exits 0\n"));
+  EXPECT_THAT(drain.out(), HasSubstr("drained: 1 worker(s) exited\n"));
+  EXPECT_EQ(workers_["w1"]->wait(30s), 0) << workers_["w1"]->err();
+  EXPECT_THAT(workers_["w1"]->out(), HasSubstr("worker w1 drained: exiting"));
+  EXPECT_EQ(held.wait(30s), 0) << held.err();
+  EXPECT_EQ(held.out(), "started\nfinished\n");
+
+  Cli status({"fleet", "status", "--store", pg_.uri(), "--all"});
+  ASSERT_EQ(status.wait(), 0) << status.err();
+  EXPECT_THAT(status.out(), ::testing::ContainsRegex("w2 +w2 +cordoned +yes"));
+  EXPECT_THAT(status.out(), ::testing::ContainsRegex("w1 +w1 +stopped +no"));
+  EXPECT_THAT(status.out(), HasSubstr(RF_VERSION));
+
+  // Past the 5 s after which a labelled call no worker takes would fail.
+  std::this_thread::sleep_until(asked + 8s);
+  auto r = store_->run("r-wait");
+  ASSERT_TRUE(r.ok() && r->calls.size() == 1u);
+  EXPECT_EQ(r->calls[0].state, store::CallState::queued) << r->calls[0].error.value_or("");
+  Cli uncordon({"fleet", "uncordon", "w2", "--store", pg_.uri()});
+  ASSERT_EQ(uncordon.wait(), 0) << uncordon.err();
+  EXPECT_EQ(waiting.wait(60s), 0) << waiting.err();
+  EXPECT_EQ(waiting.out(), "on w2\n");
+  EXPECT_EQ(worker_of("r-wait"), "w2");
+
+  Cli nobody({"fleet", "drain", "nobody", "--store", pg_.uri()});
+  EXPECT_EQ(nobody.wait(), 1);
+  EXPECT_THAT(nobody.err(), HasSubstr("no worker or host is named nobody"));
+}
+
+// Issue 40, 6: the rolling upgrade of docs/fleet.md. A newer build migrated
+// the store past this build's schema with a version that keeps older builds
+// (played here by this test process, with one more migration than the
+// `ringfence` under test knows): the older workers keep serving, and each in
+// turn is drained and started again. A version that breaks older builds is
+// refused to them at start, naming it.
+TEST_F(Fleet, ARollingUpgradeKeepsTheOlderWorkersServingOnANewerBuildsSchema) {
+  start_worker("w1", {});
+  start_worker("w2", {});
+  std::vector<store::Migration> newer(store::migrations().begin(), store::migrations().end());
+  const int known = newer.back().version;
+  constexpr std::string_view kAdd = "ALTER TABLE workers ADD COLUMN rolled_out TEXT";
+  newer.push_back({known + 1, kAdd, kAdd, false, /*keeps_older_builds=*/true});
+  {
+    auto db = store::Db::open(pg_.uri());
+    ASSERT_TRUE(db.ok()) << db.error().to_string();
+    auto migrated = store::migrate(*db, newer);
+    ASSERT_TRUE(migrated.ok()) << migrated.error().to_string();
+  }
+  Cli before = call("r-before", {}, {"echo", "served"});
+  EXPECT_EQ(before.wait(), 0) << before.err();
+  for (const std::string id : {"w1", "w2"}) {
+    Cli drain({"fleet", "drain", id, "--store", pg_.uri(), "--wait"});
+    ASSERT_EQ(drain.wait(90s), 0) << drain.err();
+    ASSERT_EQ(workers_[id]->wait(30s), 0) << workers_[id]->err();
+    start_worker(id, {});
+    Cli c = call("r-after-" + id, {}, {"echo", "still served"});
+    EXPECT_EQ(c.wait(), 0) << c.err();
+    EXPECT_EQ(c.out(), "still served\n");
+  }
+  Cli status({"fleet", "status", "--store", pg_.uri(), "--json"});
+  ASSERT_EQ(status.wait(), 0) << status.err();
+  const json view = json::parse(status.out());
+  ASSERT_EQ(view["workers"].size(), 2u);
+  for (const json& w : view["workers"]) {
+    EXPECT_EQ(w["version"], RF_VERSION);
+    EXPECT_TRUE(w["admin"].is_null());
+  }
+
+  constexpr std::string_view kBreak = "ALTER TABLE workers RENAME COLUMN pid TO process_id";
+  newer.push_back({known + 2, kBreak, kBreak, false, /*keeps_older_builds=*/false});
+  {
+    auto db = store::Db::open(pg_.uri());
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(store::migrate(*db, newer).ok());
+  }
+  Cli older({"worker", "start", "--store", pg_.uri(), "--state-dir", dir_ + "/w3", "--worker-id",
+             "w3", "--sandbox-mode", "per_run"});
+  EXPECT_EQ(older.wait(60s), 1);
+  EXPECT_THAT(older.err(),
+              HasSubstr("version " + std::to_string(known + 2) +
+                        " changed it in a way older builds cannot use; use a ringfence that knows "
+                        "version " +
+                        std::to_string(known + 2) + " or later"));
 }
 
 }  // namespace

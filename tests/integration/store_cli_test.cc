@@ -225,10 +225,20 @@ TEST_F(StoreCli, AStateDirMovedToPostgresGoesOnThere) {
   EXPECT_EQ(again.wait(), 0) << again.err();
   EXPECT_THAT(again.out(), HasSubstr("3 calls"));
 
+  // The SQLite file is marked moved (issue 40: it stayed writable, with no
+  // mark): it is not moved again, and a worker or call left on it is refused.
   Cli twice({"store", "migrate", "--from", file, "--to", uri_});
   EXPECT_EQ(twice.wait(), 125);
-  EXPECT_THAT(twice.err(), HasSubstr("already holds data (table "));
+  EXPECT_THAT(twice.err(), HasSubstr("this store was moved to " + uri_ +
+                                     " by `ringfence store "
+                                     "migrate` at "));
   EXPECT_THAT(twice.err(), HasSubstr("(no row was written to " + uri_ + ")"));
+  Cli stale_worker({"worker", "start", "--state-dir", state});
+  EXPECT_EQ(stale_worker.wait(30s), 1);
+  EXPECT_THAT(stale_worker.err(), HasSubstr("this store was moved to " + uri_));
+  Cli stale_call({"call", "--state-dir", state, "--project", "p", "--run", "r9", "--", "true"});
+  EXPECT_EQ(stale_call.wait(30s), 122);
+  EXPECT_THAT(stale_call.err(), HasSubstr("name " + uri_ + " to every worker and command"));
 }
 
 TEST_F(StoreCli, StoreMigrateRefusesWhatItCannotMove) {

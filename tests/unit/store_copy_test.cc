@@ -27,8 +27,8 @@ namespace {
 using ::testing::HasSubstr;
 
 // Every table of a SQLite store but schema_version (its applied_at is the
-// migration's time): each row as SQLite's quote() of its values, in rowid
-// order.
+// migration's time) and store_moved (the source's mark of the move): each row as SQLite's quote()
+// of its values, in rowid order.
 std::map<std::string, std::vector<std::string>> dump(const std::string& path) {
   std::map<std::string, std::vector<std::string>> out;
   auto db = Db::open(path);
@@ -36,7 +36,8 @@ std::map<std::string, std::vector<std::string>> dump(const std::string& path) {
   if (!db.ok()) return out;
   auto tables = db->prepare(
       "SELECT name, wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table' "
-      "AND name NOT LIKE 'sqlite_%' AND name <> 'schema_version' ORDER BY name");
+      "AND name NOT LIKE 'sqlite_%' AND name NOT IN ('schema_version', 'store_moved') "
+      "ORDER BY name");
   EXPECT_TRUE(tables.ok());
   std::vector<std::pair<std::string, bool>> names;
   while (*tables->step()) names.emplace_back(tables->text(0), tables->int64(1) != 0);
@@ -247,6 +248,27 @@ TEST_F(StoreCopy, ThePostgresStoreWorksOnAfterTheMove) {
   ASSERT_TRUE(attempts.ok());
   ASSERT_EQ(attempts->size(), 3u);
   EXPECT_EQ((*attempts)[2].step_id, "alpha");  // in the order made, not by name
+}
+
+// Issue 40: after a move the source stayed writable with no mark, so a
+// worker left on it served calls nobody read.
+TEST_F(StoreCopy, TheSourceIsMarkedMovedAndRefusesEveryProcessAndAnotherMove) {
+  ASSERT_NE(filled_source(), nullptr);
+  ASSERT_TRUE(copy(sqlite_, pg_uri_).ok());
+  auto s = Store::open(sqlite_);
+  ASSERT_FALSE(s.ok());
+  const std::string said = s.error().to_string();
+  EXPECT_THAT(said, HasSubstr("open store " + sqlite_ + ": this store was moved to "));
+  EXPECT_THAT(said, HasSubstr(" by `ringfence store migrate` at 20"));
+  EXPECT_THAT(said, HasSubstr("UTC and takes no more work; name "));
+  EXPECT_THAT(said, HasSubstr(" to every worker and command (--store, or RINGFENCE_STORE)"));
+  const std::string other = dir_ + "/again.db";
+  auto again = copy(sqlite_, "sqlite:" + other);
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(again.error().to_string(), HasSubstr("this store was moved to "));
+  // The target is the store now, unmarked.
+  auto t = Store::open(pg_uri_);
+  ASSERT_TRUE(t.ok()) << t.error().to_string();
 }
 
 TEST_F(StoreCopy, ATargetThatHoldsDataIsRefusedAndKeepsIt) {

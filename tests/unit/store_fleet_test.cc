@@ -394,3 +394,122 @@ TEST(Labels, TextAndJsonFormsAreCheckedAndNameWhatIsWrong) {
 
 }  // namespace
 }  // namespace rf::store
+
+namespace rf::store {
+namespace {
+
+// `fleet cordon | drain | uncordon` (issue 40): the store refuses a cordoned
+// or draining worker every claim, whatever its build does.
+TEST_F(StoreFleet, ACordonedWorkerClaimsNothingUntilUncordoned) {
+  auto s = open();
+  ASSERT_TRUE(s->ensure_project("p", Environment::development).ok());
+  add_worker(*s, "w1", {});
+  const int64_t id = enqueue(*s, {});
+  auto cordoned = s->set_worker_admin("w1", WorkerAdmin::cordoned);
+  ASSERT_TRUE(cordoned.ok()) << cordoned.error().to_string();
+  EXPECT_EQ(*cordoned, std::vector<std::string>{"w1"});
+  EXPECT_EQ(claim(*s, "w1", {}), std::nullopt);
+  auto batch = s->claim_running("w1", milliseconds(5000), 8, ClaimFilter{});
+  ASSERT_TRUE(batch.ok()) << batch.error().to_string();
+  EXPECT_TRUE(batch->empty());
+  WorkflowStore wf(*s);
+  enqueue_run(wf, "wr1");
+  auto run = wf.claim_run("w1", milliseconds(5000), {});
+  ASSERT_TRUE(run.ok()) << run.error().to_string();
+  EXPECT_FALSE(*run);
+  // Its heartbeat tells the worker, and keeps it live.
+  auto beat = s->heartbeat("w1", milliseconds(5000));
+  ASSERT_TRUE(beat.ok()) << beat.error().to_string();
+  EXPECT_EQ(*beat, WorkerAdmin::cordoned);
+  EXPECT_EQ(s->worker("w1")->value().admin, WorkerAdmin::cordoned);
+
+  ASSERT_TRUE(s->set_worker_admin("w1", WorkerAdmin::none).ok());
+  EXPECT_EQ(*s->heartbeat("w1", milliseconds(5000)), WorkerAdmin::none);
+  EXPECT_EQ(claim(*s, "w1", {}), id);
+  run = wf.claim_run("w1", milliseconds(5000), {});
+  ASSERT_TRUE(run.ok());
+  ASSERT_TRUE(*run);
+  EXPECT_EQ((**run).run_id, "wr1");
+}
+
+TEST_F(StoreFleet, AHostIdCordonsEveryWorkerOfItsHostAndAnUnknownNameIsAnError) {
+  auto s = open();
+  for (const char* id : {"a1", "a2", "b1"}) {
+    auto r = s->register_worker(id, 100, "vm", std::nullopt,
+                                WorkerSite{id[0] == 'a' ? "host-a" : "host-b", {}});
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+  }
+  auto changed = s->set_worker_admin("host-a", WorkerAdmin::cordoned);
+  ASSERT_TRUE(changed.ok()) << changed.error().to_string();
+  EXPECT_EQ(*changed, (std::vector<std::string>{"a1", "a2"}));
+  EXPECT_EQ(s->worker("b1")->value().admin, WorkerAdmin::none);
+  auto unknown = s->set_worker_admin("host-z", WorkerAdmin::draining);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().to_string(),
+            "drain host-z: no worker or host is named host-z (`ringfence fleet status --all` "
+            "lists them)");
+  // A stopped worker does not drain (there is no process to exit).
+  ASSERT_TRUE(s->stop_worker("b1").ok());
+  auto stopped = s->set_worker_admin("b1", WorkerAdmin::draining);
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.error().to_string(), "drain b1: worker b1 is not running");
+}
+
+TEST_F(StoreFleet, ADrainEndsWithItsProcessWhileACordonOutlivesIt) {
+  auto s = open();
+  auto site = WorkerSite{"h", {}, "1.2.3"};
+  ASSERT_TRUE(s->register_worker("w1", 100, "vm", std::nullopt, site).ok());
+  ASSERT_TRUE(s->register_worker("w2", 101, "vm", std::nullopt, site).ok());
+  EXPECT_EQ(s->worker("w1")->value().version, "1.2.3");
+  ASSERT_TRUE(s->set_worker_admin("w1", WorkerAdmin::draining).ok());
+  ASSERT_TRUE(s->set_worker_admin("w2", WorkerAdmin::cordoned).ok());
+  // Both restart (the upgrade a drain makes way for), on a newer build.
+  site.version = "1.2.4";
+  ASSERT_TRUE(s->register_worker("w1", 200, "vm", std::nullopt, site).ok());
+  ASSERT_TRUE(s->register_worker("w2", 201, "vm", std::nullopt, site).ok());
+  EXPECT_EQ(s->worker("w1")->value().admin, WorkerAdmin::none);
+  EXPECT_EQ(s->worker("w1")->value().version, "1.2.4");
+  EXPECT_EQ(s->worker("w2")->value().admin, WorkerAdmin::cordoned);
+}
+
+// A call requiring labels no live worker takes waits for a worker as long as
+// its client does (`call --wait-timeout`), then fails; a cordoned worker with
+// the labels is named so.
+TEST_F(StoreFleet, ALabelledCallWaitsItsWaitTimeoutForAWorkerAndACordonIsNamed) {
+  auto s = open();
+  ASSERT_TRUE(s->ensure_project("p", Environment::development).ok());
+  add_worker(*s, "wa", {{"zone", "a"}});
+  add_worker(*s, "wb", {{"zone", "b"}});
+  ASSERT_TRUE(s->set_worker_admin("wb", WorkerAdmin::cordoned).ok());
+  NewCall c;
+  c.project = "p";
+  c.run = "r1";
+  c.argv = {"true"};
+  c.requires_labels = {{"zone", "b"}};
+  c.wait_for_worker = milliseconds(60'000);
+  auto waits = s->enqueue_call(c);
+  ASSERT_TRUE(waits.ok()) << waits.error().to_string();
+  c.wait_for_worker.reset();
+  c.run = "r2";
+  auto plain = s->enqueue_call(c);
+  ASSERT_TRUE(plain.ok());
+  clock_ += 6000;
+  auto n = s->fail_unmatched_calls(clock_ - 5000, clock_ - 10'000);
+  ASSERT_TRUE(n.ok()) << n.error().to_string();
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(s->call(*waits)->state, CallState::queued);
+  EXPECT_EQ(s->call(*plain)->error,
+            "no live worker has the labels this call requires (zone=b): worker wa (host "
+            "host-wa) has zone=a (not zone=b); worker wb (host host-wb) has them but is cordoned "
+            "(`ringfence fleet uncordon wb`)");
+  clock_ += 55'000;
+  ASSERT_TRUE(s->heartbeat("wa", milliseconds(5000)).ok());
+  ASSERT_TRUE(s->heartbeat("wb", milliseconds(5000)).ok());
+  n = s->fail_unmatched_calls(clock_ - 5000, clock_ - 10'000);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(s->call(*waits)->state, CallState::failed);
+}
+
+}  // namespace
+}  // namespace rf::store

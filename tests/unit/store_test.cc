@@ -189,13 +189,57 @@ TEST_F(StoreTest, ConnectionsOpeningANewFileAtOnceMigrateItOnce) {
 TEST_F(StoreTest, NewerSchemaIsRefusedNamingBothVersions) {
   ASSERT_NE(open(), nullptr);
   const std::string next = std::to_string(latest() + 1);
-  ASSERT_TRUE(raw().exec("INSERT INTO schema_version VALUES (" + next + ", 0)").ok());
+  ASSERT_TRUE(
+      raw().exec("INSERT INTO schema_version (version, applied_at) VALUES (" + next + ", 0)").ok());
   auto s = Store::open(path_);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().to_string(), HasSubstr(path_));
   EXPECT_THAT(s.error().to_string(),
               HasSubstr("schema version " + next + " is newer than this build's (version " +
                         std::to_string(latest()) + ")"));
+}
+
+// A rolling upgrade (issue 40, docs/fleet.md): a newer build migrated the
+// store; this build's workers and clients keep using it while every version
+// past their own keeps older builds, and are refused, naming the version that
+// does not, once one breaks them.
+TEST_F(StoreTest, ANewerBuildsAdditiveSchemaKeepsThisBuildWorkingAndABreakingOneDoesNot) {
+  ASSERT_NE(open(), nullptr);
+  std::vector<Migration> newer(migrations().begin(), migrations().end());
+  constexpr std::string_view kAdd = "ALTER TABLE workers ADD COLUMN newer_note TEXT";
+  newer.push_back({latest() + 1, kAdd, kAdd, false, /*keeps_older_builds=*/true});
+  {
+    Db db = raw();
+    auto migrated = migrate(db, newer);
+    ASSERT_TRUE(migrated.ok()) << migrated.error().to_string();
+  }
+  auto s = Store::open(path_);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  ASSERT_TRUE((*s)->ensure_project("p", Environment::development).ok());
+  ASSERT_TRUE((*s)->register_worker("w1", 1, "vm").ok());
+  auto id = (*s)->enqueue_call(make_call("p", "r1", {"true"}));
+  ASSERT_TRUE(id.ok()) << id.error().to_string();
+  auto claimed = (*s)->claim_next("w1", milliseconds(5000));
+  ASSERT_TRUE(claimed.ok() && *claimed) << (claimed.ok() ? "none" : claimed.error().to_string());
+  ASSERT_TRUE((*s)->finish_call(*id, "w1", 0, "{}").ok());
+  s->reset();
+
+  constexpr std::string_view kBreak = "ALTER TABLE workers RENAME COLUMN pid TO process_id";
+  newer.push_back({latest() + 2, kBreak, kBreak, false, /*keeps_older_builds=*/false});
+  {
+    Db db = raw();
+    auto migrated = migrate(db, newer);
+    ASSERT_TRUE(migrated.ok()) << migrated.error().to_string();
+  }
+  auto refused = Store::open(path_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().to_string(),
+              HasSubstr("the store's schema version " + std::to_string(latest() + 2) +
+                        " is newer than this build's (version " + std::to_string(latest()) +
+                        ") and version " + std::to_string(latest() + 2) +
+                        " changed it in a way older builds cannot use; use a ringfence that "
+                        "knows version " +
+                        std::to_string(latest() + 2) + " or later"));
 }
 
 TEST_F(StoreTest, FailedMigrationLeavesNoTrace) {
