@@ -89,8 +89,17 @@ class CallPrinter {
   std::string out_, err_;
 };
 
-void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
-                 std::map<std::string, int64_t>* call_of_step) {
+// What a replay did with a step (store::ReplayLine), on one line.
+std::string replay_text(const std::string& action, const std::string& why) {
+  return printable(action) + (why.empty() ? "" : ": " + one_line(why, 300));
+}
+
+struct FollowState {
+  std::map<int64_t, CallPrinter> calls;
+  std::map<std::string, int64_t> call_of_step;
+};
+
+void print_event(const store::Event& e, FollowState* f) {
   const json d = json::parse(e.detail_json.value_or("{}"), nullptr, false);
   const std::string step = text_of(d, "step");
   if (e.kind == "run.start") {
@@ -108,8 +117,8 @@ void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
                 text_of(d, "backend").c_str());
     if (d.contains("call")) {
       const int64_t call = d["call"].get<int64_t>();
-      calls->emplace(call, CallPrinter(step, call));
-      (*call_of_step)[step] = call;
+      f->calls.emplace(call, CallPrinter(step, call));
+      f->call_of_step[step] = call;
     }
   } else if (e.kind == "step.approval") {
     std::printf(
@@ -130,9 +139,9 @@ void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
   } else if (e.kind == "step.resume") {
     std::printf("  %-14s %s\n", step.c_str(), text_of(d, "why").c_str());
   } else if (e.kind == "step.end") {
-    if (auto it = call_of_step->find(step); it != call_of_step->end()) {
-      auto c = calls->find(it->second);
-      if (c != calls->end()) c->second.flush();
+    if (auto it = f->call_of_step.find(step); it != f->call_of_step.end()) {
+      auto c = f->calls.find(it->second);
+      if (c != f->calls.end()) c->second.flush();
     }
     const std::string status = text_of(d, "status");
     const char* mark = status == "succeeded" ? "ok" : status == "skipped" ? "--" : "!!";
@@ -147,6 +156,13 @@ void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
     if (d.contains("artifact")) {
       std::printf("  %-14s artifact: %s\n", step.c_str(), artifact_text(d["artifact"]).c_str());
     }
+    if (d.contains("replay") && d["replay"].is_object()) {
+      // Its why, unless the line above gave it as the error.
+      std::string why = d["replay"].value("why", "");
+      if (why == d.value("error", "")) why.clear();
+      std::printf("  %-14s replay: %s\n", step.c_str(),
+                  replay_text(d["replay"].value("action", ""), why).c_str());
+    }
   }
   std::fflush(stdout);
 }
@@ -156,8 +172,7 @@ void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
 Result<store::WorkflowRunRow> wait_for_run(store::Store& s, const std::string& run_id,
                                            const FollowOptions& o) {
   store::WorkflowStore wf(s);
-  std::map<int64_t, CallPrinter> calls;
-  std::map<std::string, int64_t> call_of_step;
+  FollowState f;
   int64_t after = 0;
   const auto started = std::chrono::steady_clock::now();
   bool told_no_worker = false;
@@ -167,7 +182,7 @@ Result<store::WorkflowRunRow> wait_for_run(store::Store& s, const std::string& r
     if (!run) return run.take_error();
     bool any = false;
     if (o.follow) {
-      for (auto& [id, printer] : calls) any = printer.pump(s) || any;
+      for (auto& [id, printer] : f.calls) any = printer.pump(s) || any;
       store::EventFilter filter;
       filter.run_id = run_id;
       filter.after_id = after;
@@ -176,13 +191,13 @@ Result<store::WorkflowRunRow> wait_for_run(store::Store& s, const std::string& r
       if (events) {
         for (const auto& e : *events) {
           after = e.id;
-          print_event(e, &calls, &call_of_step);
+          print_event(e, &f);
           any = true;
         }
       }
     }
     if (run->ended() && !any) {
-      for (auto& [id, printer] : calls) printer.flush();
+      for (auto& [id, printer] : f.calls) printer.flush();
       return run;
     }
     if (any) continue;
@@ -243,14 +258,36 @@ json workflow_run_json(store::Store& s, const store::WorkflowRunRow& r) {
       if (a.identity_json) j["identity"] = json::parse(*a.identity_json, nullptr, false);
       if (a.image_digest) j["image"] = *a.image_digest;
       if (a.exchanges_json) j["exchanges"] = json::parse(*a.exchanges_json, nullptr, false);
+      if (j.contains("outputs") && j["outputs"].is_object() && j["outputs"].contains("replay")) {
+        j["replay"] = j["outputs"]["replay"];
+      }
       json& step = steps[it->second];
       step["attempts"].push_back(j);
       step["state"] = j["state"];
       step["mode"] = a.mode.empty() && step.contains("mode") ? step["mode"] : json(a.mode);
     }
   }
+  if (r.replay_of && attempts) {
+    // What the replay did with each step: the newest attempt's note.
+    json lines = json::array();
+    for (const auto& l : store::replay_report(*attempts)) {
+      lines.push_back({{"step", l.step}, {"action", l.action}, {"why", l.why}});
+      if (auto it = index.find(l.step); it != index.end()) steps[it->second]["replay"] = l.action;
+    }
+    out["replay"] = {{"of", *r.replay_of}, {"steps", std::move(lines)}};
+  }
   out["steps"] = std::move(steps);
   return out;
+}
+
+void print_replay_report(store::Store& s, const store::WorkflowRunRow& r) {
+  if (!r.replay_of) return;
+  auto attempts = store::WorkflowStore(s).attempts(r.run_id);
+  if (!attempts) return;
+  std::printf("replay of %s:\n", printable(*r.replay_of).c_str());
+  for (const auto& l : store::replay_report(*attempts)) {
+    std::printf("  %-14s %s\n", printable(l.step).c_str(), replay_text(l.action, l.why).c_str());
+  }
 }
 
 int follow_to_end(store::Store& s, const std::string& run_id, const FollowOptions& o,
@@ -265,6 +302,7 @@ int follow_to_end(store::Store& s, const std::string& run_id, const FollowOption
   } else if (!o.follow) {
     print_workflow_run(s, *end);
   } else {
+    print_replay_report(s, *end);
     std::printf("run %s %s%s\n", printable(run_id).c_str(),
                 std::string(store::to_string(end->state)).c_str(),
                 end->error ? (": " + printable(*end->error)).c_str() : "");
@@ -278,7 +316,15 @@ void print_workflow_run(store::Store& s, const store::WorkflowRunRow& r) {
               printable(r.workflow).c_str(), printable(r.project_id).c_str(),
               std::string(store::to_string(r.state)).c_str(),
               r.error ? (": " + one_line(*r.error, 300)).c_str() : "");
-  if (r.replay_of) std::printf("  a replay of %s\n", printable(*r.replay_of).c_str());
+  if (r.replay_of) {
+    std::printf("  a replay of %s: what it did with each step\n", printable(*r.replay_of).c_str());
+    if (auto attempts = store::WorkflowStore(s).attempts(r.run_id)) {
+      for (const auto& l : store::replay_report(*attempts)) {
+        std::printf("    %-14s %s\n", printable(l.step).c_str(),
+                    replay_text(l.action, l.why).c_str());
+      }
+    }
+  }
   if (r.claims > 1) std::printf("  resumed: taken %lld times\n", static_cast<long long>(r.claims));
   std::printf("  %-14s %-20s %-7s %-12s %-16s %-9s %s\n", "STEP", "MODE", "ATTEMPT", "STATUS",
               "SANDBOX", "TIME", "OUTPUT / ERROR");
