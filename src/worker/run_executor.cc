@@ -431,6 +431,7 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
     if (st.error().code == ErrorCode::kLeaseLost || st.error().code == ErrorCode::kFenced)
       lease_lost_ = true;
   }
+  log_attempt(step, number, outcome, took);
   json d = {{"step", step.id},
             {"attempt", number},
             {"status", std::string(store::to_string(outcome.state))},
@@ -452,6 +453,27 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
     s.done = true;
   }
   cv_.notify_all();
+}
+
+// One line per attempt as it ends, for the worker's log: what ran and how it
+// ended, never its output or error text (either may hold what the step
+// printed); `run show` has those.
+void RunExecutor::log_attempt(const workflow::StepDef& step, int64_t number,
+                              const StepOutcome& outcome, milliseconds took) const {
+  std::string how(store::to_string(outcome.state));
+  if (outcome.error_kind != ErrorKind::kNone) {
+    how += " (" + std::string(to_string(outcome.error_kind)) + ")";
+  }
+  auto exit = outcome.outputs.find("exit_code");  // a stand-in's is the original's
+  if (!outcome.stood_in && exit != outcome.outputs.end() && exit->is_number())
+    how += ", exit " + std::to_string(exit->get<int64_t>());
+  how += " in " + std::to_string(took.count()) + "ms";
+  if (auto it = outcome.outputs.find("replay"); it != outcome.outputs.end() && it->is_object())
+    how += " (replay: " + it->value("action", "") + ")";
+  const std::string kind =
+      step.kind == StepKind::kNone ? "" : "/" + std::string(to_string(step.kind));
+  spdlog::info("run {} step {} attempt {} ({}{}): {}", row_.run_id, step.id, number,
+               to_string(step.mode), kind, how);
 }
 
 // A replay's side-effecting step: a person approves running it again, or it
@@ -609,6 +631,40 @@ void RunExecutor::finish(store::WorkflowRunState state, const std::optional<std:
   json d = {{"state", std::string(store::to_string(state))}};
   if (error) d["error"] = *error;
   event("run.end", d);
+  // The worker's log: the run's end, its steps counted by how they ended
+  // (never the error's text: it may quote a step's output).
+  std::map<std::string, int> by_status;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, st] : steps_) {
+      switch (st.status) {
+        case Status::kSucceeded:
+          ++by_status[st.stood_in ? "not run again" : "succeeded"];
+          break;
+        case Status::kFailed:
+          ++by_status["failed"];
+          break;
+        case Status::kSkipped:
+        case Status::kPending:
+          ++by_status["skipped"];
+          break;
+        case Status::kCancelled:
+          ++by_status["cancelled"];
+          break;
+        case Status::kRunning:
+          ++by_status["running"];
+          break;
+      }
+    }
+  }
+  std::string counts;
+  for (const auto& [status, n] : by_status) {
+    counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + status;
+  }
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - started_);
+  spdlog::info("run {} ({}) {} in {}ms: {} {}{}{}", row_.run_id, row_.workflow,
+               store::to_string(state), took.count(), steps_.size(),
+               steps_.size() == 1 ? "step" : "steps", counts.empty() ? "" : ": ", counts);
 }
 
 void RunExecutor::stop(const std::string& why) {
@@ -627,6 +683,7 @@ void RunExecutor::drain() {
 }
 
 void RunExecutor::run() {
+  started_ = Clock::now();
   if (!load()) return;
   restore_from_store();
   event("run.start", {{"workflow", def_.name},

@@ -123,6 +123,8 @@ class RunExecutor {
   void attempt(StepState& s, int64_t number, StepControl* control);
   StepOutcome ask_then_run(const StepState& s, const StepRequest& req, nlohmann::json* note);
   bool differs_from_record(const std::string& step, const nlohmann::json& outputs) const;
+  void log_attempt(const workflow::StepDef& step, int64_t number, const StepOutcome& outcome,
+                   std::chrono::milliseconds took) const;
   void settle(StepState& s);
   bool needs_met(const StepState& s, bool* blocked) const;
   std::chrono::milliseconds timeout_of(const workflow::StepDef& step) const;
@@ -153,6 +155,7 @@ class RunExecutor {
   std::optional<Labels> handoff_;
   std::string stop_why_;
   bool lease_lost_ = false;
+  std::chrono::steady_clock::time_point started_{};
 };
 
 }  // namespace rf::worker

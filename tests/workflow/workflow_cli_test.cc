@@ -813,6 +813,41 @@ steps:
   EXPECT_EQ(replay_line(r, "after")["action"], "not run");
 }
 
+// The worker's log: one line per attempt as it ends and one per run, never
+// a step's output or a secret.
+TEST_F(WorkflowTest, TheWorkerLogsEachAttemptAndEachRunWithoutOutputOrSecrets) {
+  const std::string key = random_token("sk-");
+  project_secret("acme-key", key, "API_KEY");
+  Cli& worker = start_worker({"--log-level", "info"});
+  const std::string wf = file("logged.yaml", R"(name: logged
+steps:
+  - {id: greet, mode: sandboxed, run: "echo marker-of-the-output"}
+  - id: leak
+    needs: [greet]
+    mode: identity_scoped
+    run: 'echo "$API_KEY"; echo "$API_KEY marker-of-stderr" >&2; exit 3'
+    allow_failure: true
+  - {id: shape, needs: [greet], mode: in_process, kind: template, template: "{{steps.greet.output}}"}
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "l1"}, &out, &err), 0)
+      << out << err;
+  ASSERT_TRUE(worker.stderr_shows("run l1 (logged) succeeded in ", 10s)) << worker.err();
+  const std::string log = worker.err();
+  EXPECT_NE(log.find("run l1 step greet attempt 1 (sandboxed): succeeded, exit 0 in "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("run l1 step leak attempt 1 (identity_scoped): failed (exit), exit 3 in "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("run l1 step shape attempt 1 (in_process/template): succeeded in "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find(": 3 steps: 1 failed, 2 succeeded"), std::string::npos) << log;
+  EXPECT_EQ(log.find("marker-of-"), std::string::npos) << log;
+  EXPECT_EQ(log.find(key), std::string::npos);
+}
+
 // identity_scoped: the values go into that sandbox only, and every byte that
 // leaves it is redacted; they are in no store row.
 TEST_F(WorkflowTest, IdentityScopedStepsGetTheKeysRedacted) {
