@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli/call_wait.h"
 #include "core/io.h"
@@ -50,11 +51,14 @@ std::string artifact_text(const json& a) {
   return "in the store (" + std::to_string(a.value("size", 0)) + " bytes; ringfence run artifact)";
 }
 
-// Prints a step's output lines as they come, each with the step's name.
+// Prints a step's output lines as they come, each with the step's name. An
+// agent's stdout is its result (JSON, or a JSONL stream of events): not shown
+// as it comes; its end says it in brief (agent_text).
 class CallPrinter {
  public:
   // `step`: as shown already.
-  CallPrinter(std::string step, int64_t call) : step_(std::move(step)), call_(call) {}
+  CallPrinter(std::string step, int64_t call, bool show_stdout = true)
+      : step_(std::move(step)), call_(call), show_stdout_(show_stdout) {}
   // Prints what arrived; returns whether anything did.
   bool pump(store::Store& s) {
     auto chunks = s.output(call_, seq_);
@@ -80,14 +84,38 @@ class CallPrinter {
 
  private:
   void emit(store::Stream stream, const std::string& line) {
+    if (stream == store::Stream::out && !show_stdout_) return;
     const std::string text = "  " + step_ + " | " + printable(line) + "\n";
     (void)write_all(stream == store::Stream::out ? STDOUT_FILENO : STDERR_FILENO, text);
   }
   std::string step_;
   int64_t call_;
+  bool show_stdout_ = true;
   int64_t seq_ = 0;
   std::string out_, err_;
 };
+
+// An agent step's end in brief: the first line of its final message (up to
+// 200 characters), its turns and cost when its result says.
+std::string agent_text(const json& d) {
+  const json& a = d["agent"];
+  std::string text = text_of(a, "name", "agent");
+  std::string said = d.value("output", "");
+  if (auto nl = said.find('\n'); nl != std::string::npos) said = said.substr(0, nl) + " ...";
+  if (!said.empty()) text += ": " + one_line(said, 200);
+  std::string more;
+  if (a.contains("turns") && a["turns"].is_number_integer()) {
+    const auto n = a["turns"].get<int64_t>();
+    more = std::to_string(n) + (n == 1 ? " turn" : " turns");
+  }
+  if (a.contains("cost_usd") && a["cost_usd"].is_number()) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "$%.4f", a["cost_usd"].get<double>());
+    more += (more.empty() ? "" : ", ") + std::string(buf);
+  }
+  if (!more.empty()) text += " (" + more + ")";
+  return text;
+}
 
 // What a replay did with a step (store::ReplayLine), on one line.
 std::string replay_text(const std::string& action, const std::string& why) {
@@ -97,6 +125,7 @@ std::string replay_text(const std::string& action, const std::string& why) {
 struct FollowState {
   std::map<int64_t, CallPrinter> calls;
   std::map<std::string, int64_t> call_of_step;
+  std::set<std::string> agent_steps;  // steps whose attempt runs an agent
 };
 
 void print_event(const store::Event& e, FollowState* f) {
@@ -108,6 +137,11 @@ void print_event(const store::Event& e, FollowState* f) {
                   text_of(d, "worker", "?").c_str(), d.value("claims", 1));
     }
   } else if (e.kind == "step.start") {
+    if (d.contains("agent")) {
+      f->agent_steps.insert(step);
+    } else {
+      f->agent_steps.erase(step);
+    }
     const std::string kind = text_of(d, "kind");
     std::printf("> %-14s %s%s  attempt %lld\n", step.c_str(), text_of(d, "mode").c_str(),
                 kind.empty() ? "" : ("/" + kind).c_str(),
@@ -117,7 +151,7 @@ void print_event(const store::Event& e, FollowState* f) {
                 text_of(d, "backend").c_str());
     if (d.contains("call")) {
       const int64_t call = d["call"].get<int64_t>();
-      f->calls.emplace(call, CallPrinter(step, call));
+      f->calls.emplace(call, CallPrinter(step, call, !f->agent_steps.count(step)));
       f->call_of_step[step] = call;
     }
   } else if (e.kind == "step.approval") {
@@ -143,16 +177,22 @@ void print_event(const store::Event& e, FollowState* f) {
       auto c = f->calls.find(it->second);
       if (c != f->calls.end()) c->second.flush();
     }
+    const bool agent = d.contains("agent") && d["agent"].is_object();
     const std::string status = text_of(d, "status");
     const char* mark = status == "succeeded" ? "ok" : status == "skipped" ? "--" : "!!";
     std::string tail;
     if (d.contains("duration_ms")) tail += " " + seconds(d["duration_ms"].get<int64_t>());
     if (d.contains("exit_code")) tail += "  exit " + std::to_string(d["exit_code"].get<int>());
-    if (status == "succeeded" && !d.value("output", "").empty()) {
+    if (status == "succeeded" && !agent && !d.value("output", "").empty()) {
       tail += ": " + one_line(d.value("output", ""), 100);
     }
     if (d.contains("error")) tail += ": " + one_line(d.value("error", ""), 300);
     std::printf("%s %-14s %s%s\n", mark, step.c_str(), status.c_str(), tail.c_str());
+    if (agent) {
+      std::printf("  %-14s %s\n  %-14s the whole result: ringfence run show %s --json\n",
+                  step.c_str(), agent_text(d).c_str(), "",
+                  printable(e.run_id.value_or("")).c_str());
+    }
     if (d.contains("artifact")) {
       std::printf("  %-14s artifact: %s\n", step.c_str(), artifact_text(d["artifact"]).c_str());
     }

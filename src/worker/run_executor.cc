@@ -87,6 +87,22 @@ std::set<std::string> upstream_of(const workflow::WorkflowDef& def, const workfl
   return out;
 }
 
+// An agent step's end in brief, for `--follow`: the agent, and its turns and
+// cost when its result says (Claude Code's num_turns, total_cost_usd).
+std::optional<json> agent_summary(const json& outputs) {
+  auto name = outputs.find("agent");
+  if (name == outputs.end() || !name->is_string()) return std::nullopt;
+  json out = {{"name", *name}};
+  auto result = outputs.find("json");
+  if (result != outputs.end() && result->is_object()) {
+    if (auto t = result->find("num_turns"); t != result->end() && t->is_number_integer())
+      out["turns"] = *t;
+    if (auto c = result->find("total_cost_usd"); c != result->end() && c->is_number())
+      out["cost_usd"] = *c;
+  }
+  return out;
+}
+
 // An attempt's error kind as the store keeps it.
 ErrorKind recorded_kind(const std::optional<std::string>& text) {
   if (!text) return ErrorKind::kNone;
@@ -358,11 +374,13 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
   if (auto st = wf_.start_attempt(row); !st) {
     outcome = StepOutcome::failed(ErrorKind::kInternal, st.error().to_string());
   } else {
-    event("step.start", {{"step", step.id},
-                         {"attempt", number},
-                         {"mode", row.mode},
-                         {"kind", row.kind},
-                         {"inputs_digest", row.inputs_digest}});
+    json start = {{"step", step.id},
+                  {"attempt", number},
+                  {"mode", row.mode},
+                  {"kind", row.kind},
+                  {"inputs_digest", row.inputs_digest}};
+    if (!step.agent.empty()) start["agent"] = step.agent;
+    event("step.start", start);
     StepRequest req;
     req.def = &def_;
     req.step = &step;
@@ -446,6 +464,7 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
   }
   if (outcome.outputs.contains("artifact")) d["artifact"] = outcome.outputs["artifact"];
   if (outcome.outputs.contains("replay")) d["replay"] = outcome.outputs["replay"];
+  if (auto agent = agent_summary(outcome.outputs)) d["agent"] = *agent;
   event("step.end", d);
   {
     std::lock_guard lock(mu_);

@@ -107,6 +107,15 @@ TEST_F(AgentTest, ClaudeCodeBuildsInASandboxAndPushesTheArtifactWithTheTokenFrom
       << out << err << slurp(dir_ + "/model.log");
   const json r = show("a1");
   const json build = step(r, "build");
+  // --follow tells the agent's end in brief, not its whole JSON result; the
+  // run's JSON keeps it whole.
+  EXPECT_NE(out.find("  build          claude-code: done: index.html and build.sh ("),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("the whole result: ringfence run show a1 --json"), std::string::npos) << out;
+  EXPECT_EQ(out.find("session_id"), std::string::npos) << out;
+  EXPECT_NE(build["outputs"]["stdout"].get<std::string>().find("session_id"), std::string::npos)
+      << build;
   EXPECT_EQ(build["mode"], "cli_agent");
   EXPECT_EQ(build["outputs"]["output"], "done: index.html and build.sh");
   EXPECT_EQ(build["outputs"]["agent"], "claude-code");
