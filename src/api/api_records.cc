@@ -57,16 +57,28 @@ json attempt_json(const store::AttemptRow& a) {
             {"started_at", a.started_at},
             {"finished_at", opt(a.finished_at)}};
   if (a.outputs_json) j["outputs"] = parse_json_or_discarded(*a.outputs_json);
+  if (j.contains("outputs") && j["outputs"].is_object() && j["outputs"].contains("replay")) {
+    j["replay"] = j["outputs"]["replay"];
+  }
   return j;
 }
 
 json run_with_steps(store::Store& store, store::WorkflowStore& wf, const store::WorkflowRunRow& r) {
   json j = run_json(store, r);
   json steps = json::array();
-  if (auto attempts = wf.attempts(r.run_id)) {
+  auto attempts = wf.attempts(r.run_id);
+  if (attempts) {
     for (const auto& a : *attempts) steps.push_back(attempt_json(a));
   }
   j["steps"] = steps;
+  if (r.replay_of && attempts) {
+    // What the replay did with each step (docs/workflows.md, "Replay").
+    json lines = json::array();
+    for (const auto& l : store::replay_report(*attempts)) {
+      lines.push_back({{"step", l.step}, {"action", l.action}, {"why", l.why}});
+    }
+    j["replay"] = {{"of", shown_id(store, *r.replay_of)}, {"steps", std::move(lines)}};
+  }
   return j;
 }
 

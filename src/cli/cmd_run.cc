@@ -108,8 +108,9 @@ int run_replay(const RunFlags& f) {
   auto id = wf.enqueue_run(original->replay());
   if (!id) return fail(id.error().to_string(), kExitRuntime);
   std::printf(
-      "run %s: a replay of %s (its in_process steps answered as recorded; identity "
-      "resolved again)\n",
+      "run %s: a replay of %s (in_process steps answered from the record while what they read "
+      "is unchanged; approval steps ask again; side-effecting steps run again only once a "
+      "person approves: ringfence approvals list)\n",
       printable(*id).c_str(), printable(f.run).c_str());
   std::fflush(stdout);
   return follow_to_end(s, *id, {f.follow, state_dir_or_default(f.state_dir)}, f.json);
@@ -168,8 +169,10 @@ void add_run_commands(CLI::App* run, CommandResult* result) {
 
   auto* replay = run->add_subcommand(
       "replay",
-      "Run a workflow run again: in_process steps answered as recorded, sandboxed "
-      "steps run again with identity resolved (and revocation checked) again");
+      "Run a workflow run again: in_process steps answered from the record, approval "
+      "steps asked again, sandboxed steps run again; a side-effecting step (identity, an "
+      "agent, http other than GET, an artifact sent out) runs again only once a person "
+      "approves it, else the original's outputs stand in; the end says what was re-run");
   replay->add_option("run", f->run, "The run to replay")->required();
   state_dir(replay);
   replay->add_flag("--follow", f->follow, "Stream the replay's steps");

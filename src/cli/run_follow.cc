@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli/call_wait.h"
 #include "core/io.h"
@@ -50,11 +51,14 @@ std::string artifact_text(const json& a) {
   return "in the store (" + std::to_string(a.value("size", 0)) + " bytes; ringfence run artifact)";
 }
 
-// Prints a step's output lines as they come, each with the step's name.
+// Prints a step's output lines as they come, each with the step's name. An
+// agent's stdout is its result (JSON, or a JSONL stream of events): not shown
+// as it comes; its end says it in brief (agent_text).
 class CallPrinter {
  public:
   // `step`: as shown already.
-  CallPrinter(std::string step, int64_t call) : step_(std::move(step)), call_(call) {}
+  CallPrinter(std::string step, int64_t call, bool show_stdout = true)
+      : step_(std::move(step)), call_(call), show_stdout_(show_stdout) {}
   // Prints what arrived; returns whether anything did.
   bool pump(store::Store& s) {
     auto chunks = s.output(call_, seq_);
@@ -80,17 +84,51 @@ class CallPrinter {
 
  private:
   void emit(store::Stream stream, const std::string& line) {
+    if (stream == store::Stream::out && !show_stdout_) return;
     const std::string text = "  " + step_ + " | " + printable(line) + "\n";
     (void)write_all(stream == store::Stream::out ? STDOUT_FILENO : STDERR_FILENO, text);
   }
   std::string step_;
   int64_t call_;
+  bool show_stdout_ = true;
   int64_t seq_ = 0;
   std::string out_, err_;
 };
 
-void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
-                 std::map<std::string, int64_t>* call_of_step) {
+// An agent step's end in brief: the first line of its final message (up to
+// 200 characters), its turns and cost when its result says.
+std::string agent_text(const json& d) {
+  const json& a = d["agent"];
+  std::string text = text_of(a, "name", "agent");
+  std::string said = d.value("output", "");
+  if (auto nl = said.find('\n'); nl != std::string::npos) said = said.substr(0, nl) + " ...";
+  if (!said.empty()) text += ": " + one_line(said, 200);
+  std::string more;
+  if (a.contains("turns") && a["turns"].is_number_integer()) {
+    const auto n = a["turns"].get<int64_t>();
+    more = std::to_string(n) + (n == 1 ? " turn" : " turns");
+  }
+  if (a.contains("cost_usd") && a["cost_usd"].is_number()) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "$%.4f", a["cost_usd"].get<double>());
+    more += (more.empty() ? "" : ", ") + std::string(buf);
+  }
+  if (!more.empty()) text += " (" + more + ")";
+  return text;
+}
+
+// What a replay did with a step (store::ReplayLine), on one line.
+std::string replay_text(const std::string& action, const std::string& why) {
+  return printable(action) + (why.empty() ? "" : ": " + one_line(why, 300));
+}
+
+struct FollowState {
+  std::map<int64_t, CallPrinter> calls;
+  std::map<std::string, int64_t> call_of_step;
+  std::set<std::string> agent_steps;  // steps whose attempt runs an agent
+};
+
+void print_event(const store::Event& e, FollowState* f) {
   const json d = json::parse(e.detail_json.value_or("{}"), nullptr, false);
   const std::string step = text_of(d, "step");
   if (e.kind == "run.start") {
@@ -99,6 +137,11 @@ void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
                   text_of(d, "worker", "?").c_str(), d.value("claims", 1));
     }
   } else if (e.kind == "step.start") {
+    if (d.contains("agent")) {
+      f->agent_steps.insert(step);
+    } else {
+      f->agent_steps.erase(step);
+    }
     const std::string kind = text_of(d, "kind");
     std::printf("> %-14s %s%s  attempt %lld\n", step.c_str(), text_of(d, "mode").c_str(),
                 kind.empty() ? "" : ("/" + kind).c_str(),
@@ -108,8 +151,8 @@ void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
                 text_of(d, "backend").c_str());
     if (d.contains("call")) {
       const int64_t call = d["call"].get<int64_t>();
-      calls->emplace(call, CallPrinter(step, call));
-      (*call_of_step)[step] = call;
+      f->calls.emplace(call, CallPrinter(step, call, !f->agent_steps.count(step)));
+      f->call_of_step[step] = call;
     }
   } else if (e.kind == "step.approval") {
     std::printf(
@@ -130,22 +173,35 @@ void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
   } else if (e.kind == "step.resume") {
     std::printf("  %-14s %s\n", step.c_str(), text_of(d, "why").c_str());
   } else if (e.kind == "step.end") {
-    if (auto it = call_of_step->find(step); it != call_of_step->end()) {
-      auto c = calls->find(it->second);
-      if (c != calls->end()) c->second.flush();
+    if (auto it = f->call_of_step.find(step); it != f->call_of_step.end()) {
+      auto c = f->calls.find(it->second);
+      if (c != f->calls.end()) c->second.flush();
     }
+    const bool agent = d.contains("agent") && d["agent"].is_object();
     const std::string status = text_of(d, "status");
     const char* mark = status == "succeeded" ? "ok" : status == "skipped" ? "--" : "!!";
     std::string tail;
     if (d.contains("duration_ms")) tail += " " + seconds(d["duration_ms"].get<int64_t>());
     if (d.contains("exit_code")) tail += "  exit " + std::to_string(d["exit_code"].get<int>());
-    if (status == "succeeded" && !d.value("output", "").empty()) {
+    if (status == "succeeded" && !agent && !d.value("output", "").empty()) {
       tail += ": " + one_line(d.value("output", ""), 100);
     }
     if (d.contains("error")) tail += ": " + one_line(d.value("error", ""), 300);
     std::printf("%s %-14s %s%s\n", mark, step.c_str(), status.c_str(), tail.c_str());
+    if (agent) {
+      std::printf("  %-14s %s\n  %-14s the whole result: ringfence run show %s --json\n",
+                  step.c_str(), agent_text(d).c_str(), "",
+                  printable(e.run_id.value_or("")).c_str());
+    }
     if (d.contains("artifact")) {
       std::printf("  %-14s artifact: %s\n", step.c_str(), artifact_text(d["artifact"]).c_str());
+    }
+    if (d.contains("replay") && d["replay"].is_object()) {
+      // Its why, unless the line above gave it as the error.
+      std::string why = d["replay"].value("why", "");
+      if (why == d.value("error", "")) why.clear();
+      std::printf("  %-14s replay: %s\n", step.c_str(),
+                  replay_text(d["replay"].value("action", ""), why).c_str());
     }
   }
   std::fflush(stdout);
@@ -156,8 +212,7 @@ void print_event(const store::Event& e, std::map<int64_t, CallPrinter>* calls,
 Result<store::WorkflowRunRow> wait_for_run(store::Store& s, const std::string& run_id,
                                            const FollowOptions& o) {
   store::WorkflowStore wf(s);
-  std::map<int64_t, CallPrinter> calls;
-  std::map<std::string, int64_t> call_of_step;
+  FollowState f;
   int64_t after = 0;
   const auto started = std::chrono::steady_clock::now();
   bool told_no_worker = false;
@@ -167,7 +222,7 @@ Result<store::WorkflowRunRow> wait_for_run(store::Store& s, const std::string& r
     if (!run) return run.take_error();
     bool any = false;
     if (o.follow) {
-      for (auto& [id, printer] : calls) any = printer.pump(s) || any;
+      for (auto& [id, printer] : f.calls) any = printer.pump(s) || any;
       store::EventFilter filter;
       filter.run_id = run_id;
       filter.after_id = after;
@@ -176,13 +231,13 @@ Result<store::WorkflowRunRow> wait_for_run(store::Store& s, const std::string& r
       if (events) {
         for (const auto& e : *events) {
           after = e.id;
-          print_event(e, &calls, &call_of_step);
+          print_event(e, &f);
           any = true;
         }
       }
     }
     if (run->ended() && !any) {
-      for (auto& [id, printer] : calls) printer.flush();
+      for (auto& [id, printer] : f.calls) printer.flush();
       return run;
     }
     if (any) continue;
@@ -243,14 +298,36 @@ json workflow_run_json(store::Store& s, const store::WorkflowRunRow& r) {
       if (a.identity_json) j["identity"] = json::parse(*a.identity_json, nullptr, false);
       if (a.image_digest) j["image"] = *a.image_digest;
       if (a.exchanges_json) j["exchanges"] = json::parse(*a.exchanges_json, nullptr, false);
+      if (j.contains("outputs") && j["outputs"].is_object() && j["outputs"].contains("replay")) {
+        j["replay"] = j["outputs"]["replay"];
+      }
       json& step = steps[it->second];
       step["attempts"].push_back(j);
       step["state"] = j["state"];
       step["mode"] = a.mode.empty() && step.contains("mode") ? step["mode"] : json(a.mode);
     }
   }
+  if (r.replay_of && attempts) {
+    // What the replay did with each step: the newest attempt's note.
+    json lines = json::array();
+    for (const auto& l : store::replay_report(*attempts)) {
+      lines.push_back({{"step", l.step}, {"action", l.action}, {"why", l.why}});
+      if (auto it = index.find(l.step); it != index.end()) steps[it->second]["replay"] = l.action;
+    }
+    out["replay"] = {{"of", *r.replay_of}, {"steps", std::move(lines)}};
+  }
   out["steps"] = std::move(steps);
   return out;
+}
+
+void print_replay_report(store::Store& s, const store::WorkflowRunRow& r) {
+  if (!r.replay_of) return;
+  auto attempts = store::WorkflowStore(s).attempts(r.run_id);
+  if (!attempts) return;
+  std::printf("replay of %s:\n", printable(*r.replay_of).c_str());
+  for (const auto& l : store::replay_report(*attempts)) {
+    std::printf("  %-14s %s\n", printable(l.step).c_str(), replay_text(l.action, l.why).c_str());
+  }
 }
 
 int follow_to_end(store::Store& s, const std::string& run_id, const FollowOptions& o,
@@ -265,6 +342,7 @@ int follow_to_end(store::Store& s, const std::string& run_id, const FollowOption
   } else if (!o.follow) {
     print_workflow_run(s, *end);
   } else {
+    print_replay_report(s, *end);
     std::printf("run %s %s%s\n", printable(run_id).c_str(),
                 std::string(store::to_string(end->state)).c_str(),
                 end->error ? (": " + printable(*end->error)).c_str() : "");
@@ -278,7 +356,15 @@ void print_workflow_run(store::Store& s, const store::WorkflowRunRow& r) {
               printable(r.workflow).c_str(), printable(r.project_id).c_str(),
               std::string(store::to_string(r.state)).c_str(),
               r.error ? (": " + one_line(*r.error, 300)).c_str() : "");
-  if (r.replay_of) std::printf("  a replay of %s\n", printable(*r.replay_of).c_str());
+  if (r.replay_of) {
+    std::printf("  a replay of %s: what it did with each step\n", printable(*r.replay_of).c_str());
+    if (auto attempts = store::WorkflowStore(s).attempts(r.run_id)) {
+      for (const auto& l : store::replay_report(*attempts)) {
+        std::printf("    %-14s %s\n", printable(l.step).c_str(),
+                    replay_text(l.action, l.why).c_str());
+      }
+    }
+  }
   if (r.claims > 1) std::printf("  resumed: taken %lld times\n", static_cast<long long>(r.claims));
   std::printf("  %-14s %-20s %-7s %-12s %-16s %-9s %s\n", "STEP", "MODE", "ATTEMPT", "STATUS",
               "SANDBOX", "TIME", "OUTPUT / ERROR");

@@ -27,7 +27,11 @@ Result<store::WorkflowRunRow> wait_for_run(store::Store& store, const std::strin
 int follow_to_end(store::Store& store, const std::string& run_id, const FollowOptions& options,
                   bool as_json);
 
-// `run show`'s table of a workflow run's steps.
+// A replay's report (`run replay --follow` prints it at the end): per step
+// what was done (re-run, answered from record, skipped ..., store::ReplayLine).
+void print_replay_report(store::Store& store, const store::WorkflowRunRow& run);
+
+// `run show`'s table of a workflow run's steps (a replay's report first).
 void print_workflow_run(store::Store& store, const store::WorkflowRunRow& run);
 // The same as JSON: the run, its steps with every attempt, their artifacts.
 nlohmann::json workflow_run_json(store::Store& store, const store::WorkflowRunRow& run);

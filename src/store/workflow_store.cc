@@ -2,6 +2,7 @@
 
 #include <sodium.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "store/audit_log.h"
@@ -597,6 +598,28 @@ Status WorkflowStore::finish_attempt(const std::string& run_id, const std::strin
         }));
   });
   if (out.ok()) store_.ring_run(run_id);
+  return out;
+}
+
+std::vector<ReplayLine> replay_report(const std::vector<AttemptRow>& attempts) {
+  std::vector<ReplayLine> out;
+  std::map<std::string, size_t> index;
+  for (const auto& a : attempts) {
+    auto [it, fresh] = index.emplace(a.step_id, out.size());
+    if (fresh) out.push_back({a.step_id, "", ""});
+    ReplayLine& line = out[it->second];
+    const json outputs =
+        a.outputs_json ? json::parse(*a.outputs_json, nullptr, false) : json::object();
+    const json note =
+        outputs.is_object() && outputs.contains("replay") ? outputs["replay"] : json();
+    if (note.is_object()) {
+      line.action = note.value("action", "");
+      line.why = note.value("why", "");
+    } else {
+      line.action = "not run";
+      line.why = a.error.value_or("");
+    }
+  }
   return out;
 }
 

@@ -105,6 +105,20 @@ struct AttemptRow {
   std::optional<int64_t> finished_at;
 };
 
+// What a replay did with a step (`run replay`, docs/workflows.md "Replay"):
+// the worker keeps it in the attempt's outputs as {"replay": {"action", "why"}}.
+struct ReplayLine {
+  std::string step;
+  // re-run | re-run (approved) | answered from record | asked again |
+  // skipped (side effect, not approved) | not run
+  std::string action;
+  std::string why;
+};
+// Per step, in the order the attempts list them: its newest attempt's note;
+// a step whose newest attempt has none (skipped after a failure, cancelled)
+// is "not run", with that attempt's error as why.
+std::vector<ReplayLine> replay_report(const std::vector<AttemptRow>& attempts);
+
 // How an attempt ended (finish_attempt).
 struct AttemptEnd {
   AttemptState state = AttemptState::succeeded;

@@ -11,6 +11,7 @@
 #include "in_process/json_step.h"
 #include "redact/stream_redactor.h"
 #include "store/workflow_store.h"
+#include "worker/step_approval.h"
 
 namespace rf::worker {
 namespace {
@@ -64,77 +65,44 @@ StepOutcome sleep_step(const StepRequest& r) {
   return o;
 }
 
-// Asks a human, then waits for the answer, the step's timeout, or a stop. A
-// resumed run's step waits on the request it made before.
+// Asks a human (step_approval.h), then waits for the answer, the step's
+// timeout, or a stop. A replay asks again: an approval is never answered from
+// the record.
 StepOutcome approval_step(const WorkflowServices& s, const StepRequest& r) {
-  store::WorkflowStore wf(*s.store);
   auto message = r.render(r.step->approval_message.empty()
                               ? "Approve step " + r.step->id + " of run {{run.id}}?"
                               : r.step->approval_message);
   if (!message) return StepOutcome::failed(ErrorKind::kTemplate, message.error().to_string());
-  auto existing = wf.approval_for_step(r.run_id, r.step->id);
-  if (!existing) return StepOutcome::failed(ErrorKind::kInternal, existing.error().to_string());
-  int64_t id = 0;
-  if (*existing && (**existing).state != store::ApprovalState::expired) {
-    id = (**existing).id;
-  } else {
-    store::ApprovalRow a;
-    a.project_id = r.project;
-    a.run_id = r.run_id;
-    a.step_id = r.step->id;
-    a.kind = "step";
-    a.request_json =
-        json{{"message", *message}, {"workflow", r.def->name}, {"approvers", r.step->approvers}}
-            .dump();
-    a.expires_at = s.store->clock_now() + r.timeout.count();
-    auto made = wf.request_approval(a);
-    if (!made) return StepOutcome::failed(ErrorKind::kInternal, made.error().to_string());
-    id = *made;
-  }
-  store::Event e;
-  e.kind = "step.approval";
-  e.project_id = r.project;
-  e.run_id = r.run_id;
-  e.worker_id = s.worker_id;
-  e.detail_json = json{{"step", r.step->id}, {"approval", id}, {"message", *message}}.dump();
-  warn_unless_ok(s.store->append_event(e), "recording approval request");
-  const auto deadline = std::chrono::steady_clock::now() + r.timeout;
-  for (;;) {
-    const uint32_t seen = s.store->run_version(r.run_id);
-    auto a = wf.approval(id);
-    if (!a) return StepOutcome::failed(ErrorKind::kInternal, a.error().to_string());
-    if (a->state == store::ApprovalState::approved) {
+  Question q;
+  q.kind = "step";
+  q.message = *message;
+  q.request = {{"workflow", r.def->name}, {"approvers", r.step->approvers}};
+  q.within = r.timeout;
+  const Answer a = ask_person(s, r, q);
+  switch (a.verdict) {
+    case Answer::Verdict::kApproved: {
       StepOutcome o;
       o.outputs["output"] = "approved";
-      o.outputs["json"] = {{"approved", true},
-                           {"approval", id},
-                           {"by", a->decided_by.value_or("")},
-                           {"reason", a->reason.value_or("")}};
-      return o;
-    }
-    if (a->state == store::ApprovalState::denied) {
-      StepOutcome o = StepOutcome::failed(
-          ErrorKind::kApproval, "approval " + std::to_string(id) + " was denied by " +
-                                    a->decided_by.value_or("?") +
-                                    (a->reason && !a->reason->empty() ? ": " + *a->reason : ""));
       o.outputs["json"] = {
-          {"approved", false}, {"approval", id}, {"by", a->decided_by.value_or("")}};
+          {"approved", true}, {"approval", a.id}, {"by", a.by}, {"reason", a.reason}};
       return o;
     }
-    if (a->state == store::ApprovalState::expired || std::chrono::steady_clock::now() >= deadline) {
-      (void)wf.expire_approval(id);
-      return StepOutcome::failed(ErrorKind::kApproval,
-                                 "approval " + std::to_string(id) + " got no answer within " +
-                                     format_duration(r.timeout) + ", so it counts as denied");
+    case Answer::Verdict::kDenied: {
+      StepOutcome o = StepOutcome::failed(ErrorKind::kApproval, a.not_approved_text(r.timeout));
+      o.outputs["json"] = {{"approved", false}, {"approval", a.id}, {"by", a.by}};
+      return o;
     }
-    if (r.control->stopped()) {
-      (void)wf.expire_approval(id);
-      StepOutcome o = StepOutcome::failed(ErrorKind::kNone, r.control->why());
+    case Answer::Verdict::kExpired:
+      return StepOutcome::failed(ErrorKind::kApproval, a.not_approved_text(r.timeout));
+    case Answer::Verdict::kStopped: {
+      StepOutcome o = StepOutcome::failed(ErrorKind::kNone, a.error);
       o.state = store::AttemptState::cancelled;
       return o;
     }
-    s.store->wait_for_run(r.run_id, seen, std::chrono::milliseconds(200));
+    case Answer::Verdict::kError:
+      break;
   }
+  return StepOutcome::failed(ErrorKind::kInternal, a.error);
 }
 
 // The outputs of an http or llm answer.

@@ -11,6 +11,7 @@
 #include "policy/workflow_checks.h"
 #include "worker/in_process_steps.h"
 #include "worker/sandbox_steps.h"
+#include "worker/step_approval.h"
 #include "workflow/parse.h"
 
 namespace rf::worker {
@@ -51,6 +52,55 @@ json step_view(const json& outputs, const std::string& status, const std::string
     if (!v.contains(k)) v[k] = "";
   }
   return v;
+}
+
+std::string joined(const std::vector<std::string>& parts, const char* sep = ", ") {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+// A replay's action for a side-effecting step nobody approved (store::ReplayLine).
+constexpr const char* kNotApproved = "skipped (side effect, not approved)";
+
+// Outputs as a record compares them: without what a replay added.
+json without_replay_note(json outputs) {
+  if (outputs.is_object()) {
+    outputs.erase("replay");
+    outputs.erase("replayed_from");
+  }
+  return outputs;
+}
+
+// Every step `step` depends on, directly or not: what its templates may read.
+std::set<std::string> upstream_of(const workflow::WorkflowDef& def, const workflow::StepDef& step) {
+  std::set<std::string> out;
+  std::vector<const workflow::StepDef*> todo{&step};
+  while (!todo.empty()) {
+    const workflow::StepDef* cur = todo.back();
+    todo.pop_back();
+    for (const auto& n : cur->needs) {
+      const workflow::StepDef* next = def.step(n);
+      if (next != nullptr && out.insert(n).second) todo.push_back(next);
+    }
+  }
+  return out;
+}
+
+// An agent step's end in brief, for `--follow`: the agent, and its turns and
+// cost when its result says (Claude Code's num_turns, total_cost_usd).
+std::optional<json> agent_summary(const json& outputs) {
+  auto name = outputs.find("agent");
+  if (name == outputs.end() || !name->is_string()) return std::nullopt;
+  json out = {{"name", *name}};
+  auto result = outputs.find("json");
+  if (result != outputs.end() && result->is_object()) {
+    if (auto t = result->find("num_turns"); t != result->end() && t->is_number_integer())
+      out["turns"] = *t;
+    if (auto c = result->find("total_cost_usd"); c != result->end() && c->is_number())
+      out["cost_usd"] = *c;
+  }
+  return out;
 }
 
 // An attempt's error kind as the store keeps it.
@@ -119,7 +169,8 @@ bool RunExecutor::load() {
               {"workflow", {{"name", def_.name}}}};
   for (const auto& step : def_.steps) steps_[step.id].def = &step;
   if (row_.replay_of) {
-    // A replay answers its in_process steps as the original run did.
+    // A replay: each step's last succeeded attempt in the original is its
+    // record (a step a replay did not run again keeps the record it stood in with).
     auto original = wf_.attempts(*row_.replay_of);
     if (!original) {
       finish(store::WorkflowRunState::failed,
@@ -127,14 +178,17 @@ bool RunExecutor::load() {
       return false;
     }
     for (const auto& a : *original) {
-      const workflow::StepDef* d = def_.step(a.step_id);
-      if (d == nullptr || d->mode != ExecutionMode::kInProcess) continue;
-      if (a.state != store::AttemptState::succeeded || !a.outputs_json) continue;
+      if (def_.step(a.step_id) == nullptr || !a.outputs_json) continue;
+      json outputs = rf::parse_json_or_discarded(*a.outputs_json);
+      const bool stood_in = a.state == store::AttemptState::skipped && outputs.is_object() &&
+                            outputs.contains("replayed_from") && outputs.contains("replay") &&
+                            outputs["replay"].value("action", "") == kNotApproved;
+      if (a.state != store::AttemptState::succeeded && !stood_in) continue;
       recorded_[a.step_id] = {
-          {"outputs", rf::parse_json_or_discarded(*a.outputs_json)},
-          {"exchanges",
-           a.exchanges_json ? rf::parse_json_or_discarded(*a.exchanges_json) : json()}};
+          without_replay_note(std::move(outputs)),
+          a.exchanges_json ? rf::parse_json_or_discarded(*a.exchanges_json) : json()};
     }
+    for (const auto& step : def_.steps) upstream_[step.id] = upstream_of(def_, step);
   }
   sandboxes_ =
       std::make_unique<StepSandboxes>(s_.serving(), s_.ledger, row_.project_id, row_.run_id);
@@ -162,12 +216,14 @@ void RunExecutor::restore_from_store() {
     const bool more = s.attempts < retry.attempts;
     const ErrorKind kind = recorded_kind(a->error_kind);
     switch (a->state) {
-      case store::AttemptState::succeeded:
+      case store::AttemptState::succeeded: {
         s.status = Status::kSucceeded;
-        context_["steps"][id] =
-            step_view(a->outputs_json ? rf::parse_json_or_discarded(*a->outputs_json) : json(),
-                      "succeeded", "");
+        const json outputs =
+            a->outputs_json ? rf::parse_json_or_discarded(*a->outputs_json) : json();
+        s.changed = row_.replay_of && differs_from_record(id, outputs);
+        context_["steps"][id] = step_view(outputs, "succeeded", "");
         break;
+      }
       case store::AttemptState::interrupted:
       case store::AttemptState::running:
         if (retry.on_interrupt && more) {
@@ -245,8 +301,49 @@ bool RunExecutor::needs_met(const StepState& s, bool* blocked) const {
   return true;
 }
 
+bool RunExecutor::differs_from_record(const std::string& step, const json& outputs) const {
+  auto rec = recorded_.find(step);
+  return rec == recorded_.end() || without_replay_note(outputs) != rec->second.outputs;
+}
+
+// Under mu_: what upstream steps did in this replay decides (run_executor.h).
+RunExecutor::ReplayPlan RunExecutor::replay_plan(const StepState& s) const {
+  const workflow::StepDef& step = *s.def;
+  std::vector<std::string> stood_in, changed;
+  for (const auto& u : upstream_.at(step.id)) {
+    const StepState& up = steps_.at(u);
+    if (up.stood_in) stood_in.push_back(u);
+    if (up.changed) changed.push_back(u);
+  }
+  std::vector<std::string> why;
+  ReplayPlan p;
+  p.action = "re-run";
+  if (step.mode == ExecutionMode::kInProcess && step.kind == StepKind::kApproval) {
+    p.action = "asked again";
+    why.push_back("an approval is never answered from the record");
+  } else if (p.side_effects = workflow::side_effects(step); !p.side_effects.empty()) {
+    p.way = ReplayPlan::Way::kAskFirst;
+  } else if (step.mode != ExecutionMode::kInProcess) {
+    why.push_back("it changes nothing outside its sandbox");
+  } else if (!recorded_.count(step.id)) {
+    why.push_back("the original has no outputs of it");
+  } else if (!changed.empty()) {
+    why.push_back("what it reads changed: " + joined(changed) + " ran again with other outputs");
+  } else {
+    p.way = ReplayPlan::Way::kFromRecord;
+    why.push_back("nothing it reads changed");
+  }
+  if (!stood_in.empty()) {
+    why.push_back("it reads the original's outputs of " + joined(stood_in) +
+                  ", which this replay did not run again");
+  }
+  p.why = joined(why, "; ");
+  return p;
+}
+
 void RunExecutor::launch(StepState& s) {
   const int64_t number = ++s.attempts;
+  if (row_.replay_of) s.replay = replay_plan(s);
   s.status = Status::kRunning;
   s.done = false;
   s.outcome.reset();
@@ -277,11 +374,13 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
   if (auto st = wf_.start_attempt(row); !st) {
     outcome = StepOutcome::failed(ErrorKind::kInternal, st.error().to_string());
   } else {
-    event("step.start", {{"step", step.id},
-                         {"attempt", number},
-                         {"mode", row.mode},
-                         {"kind", row.kind},
-                         {"inputs_digest", row.inputs_digest}});
+    json start = {{"step", step.id},
+                  {"attempt", number},
+                  {"mode", row.mode},
+                  {"kind", row.kind},
+                  {"inputs_digest", row.inputs_digest}};
+    if (!step.agent.empty()) start["agent"] = step.agent;
+    event("step.start", start);
     StepRequest req;
     req.def = &def_;
     req.step = &step;
@@ -306,16 +405,24 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
       d["backend"] = sandboxes_->backend_name();
       event("step.sandbox", d);
     };
+    json note = {{"action", s.replay.action}, {"why", s.replay.why}};  // a replay's
     auto rec = recorded_.find(step.id);
-    if (rec != recorded_.end()) {
-      // A replay: the original's in_process result, nothing asked again.
-      outcome.outputs = rec->second["outputs"];
-      if (!rec->second["exchanges"].is_null()) outcome.exchanges = rec->second["exchanges"];
+    if (s.replay.way == ReplayPlan::Way::kFromRecord && rec != recorded_.end()) {
+      // A replay: the original's result, nothing asked or run again.
+      outcome.outputs = rec->second.outputs;
+      if (!rec->second.exchanges.is_null()) outcome.exchanges = rec->second.exchanges;
       outcome.outputs["replayed_from"] = *row_.replay_of;
+      note["action"] = "answered from record";
+    } else if (s.replay.way == ReplayPlan::Way::kAskFirst) {
+      outcome = ask_then_run(s, req, &note);
     } else if (step.mode == ExecutionMode::kInProcess) {
       outcome = run_in_process(s_, req);
     } else {
       outcome = run_sandbox_step(s_, req, *sandboxes_);
+    }
+    if (row_.replay_of) {
+      if (!outcome.outputs.is_object()) outcome.outputs = json::object();
+      outcome.outputs["replay"] = std::move(note);
     }
   }
   if (control->stopped() && outcome.state == store::AttemptState::succeeded) {
@@ -342,6 +449,7 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
     if (st.error().code == ErrorCode::kLeaseLost || st.error().code == ErrorCode::kFenced)
       lease_lost_ = true;
   }
+  log_attempt(step, number, outcome, took);
   json d = {{"step", step.id},
             {"attempt", number},
             {"status", std::string(store::to_string(outcome.state))},
@@ -351,8 +459,12 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
   if (outcome.error_kind != ErrorKind::kNone) {
     d["error_kind"] = std::string(to_string(outcome.error_kind));
   }
-  if (outcome.outputs.contains("exit_code")) d["exit_code"] = outcome.outputs["exit_code"];
+  if (outcome.outputs.contains("exit_code") && !outcome.stood_in) {
+    d["exit_code"] = outcome.outputs["exit_code"];
+  }
   if (outcome.outputs.contains("artifact")) d["artifact"] = outcome.outputs["artifact"];
+  if (outcome.outputs.contains("replay")) d["replay"] = outcome.outputs["replay"];
+  if (auto agent = agent_summary(outcome.outputs)) d["agent"] = *agent;
   event("step.end", d);
   {
     std::lock_guard lock(mu_);
@@ -362,6 +474,81 @@ void RunExecutor::attempt(StepState& s, int64_t number, StepControl* control) {
   cv_.notify_all();
 }
 
+// One line per attempt as it ends, for the worker's log: what ran and how it
+// ended, never its output or error text (either may hold what the step
+// printed); `run show` has those.
+void RunExecutor::log_attempt(const workflow::StepDef& step, int64_t number,
+                              const StepOutcome& outcome, milliseconds took) const {
+  std::string how(store::to_string(outcome.state));
+  if (outcome.error_kind != ErrorKind::kNone) {
+    how += " (" + std::string(to_string(outcome.error_kind)) + ")";
+  }
+  auto exit = outcome.outputs.find("exit_code");  // a stand-in's is the original's
+  if (!outcome.stood_in && exit != outcome.outputs.end() && exit->is_number())
+    how += ", exit " + std::to_string(exit->get<int64_t>());
+  how += " in " + std::to_string(took.count()) + "ms";
+  if (auto it = outcome.outputs.find("replay"); it != outcome.outputs.end() && it->is_object())
+    how += " (replay: " + it->value("action", "") + ")";
+  const std::string kind =
+      step.kind == StepKind::kNone ? "" : "/" + std::string(to_string(step.kind));
+  spdlog::info("run {} step {} attempt {} ({}{}): {}", row_.run_id, step.id, number,
+               to_string(step.mode), kind, how);
+}
+
+// A replay's side-effecting step: a person approves running it again, or it
+// is not run and the original's outputs stand in (run_executor.h).
+StepOutcome RunExecutor::ask_then_run(const StepState& s, const StepRequest& req, json* note) {
+  const workflow::StepDef& step = *s.def;
+  const std::string effects = joined(s.replay.side_effects, "; ");
+  Question q;  // a step approval whose request names the replay and the side effects
+  q.message = "Run step " + step.id + " again in " + row_.run_id + ", a replay of run " +
+              *row_.replay_of + "? It is side-effecting: " + effects +
+              ". Denied or unanswered, it is not run again and the original's outputs stand in.";
+  q.request = {{"workflow", def_.name},
+               {"replay_of", *row_.replay_of},
+               {"mode", std::string(to_string(step.mode))},
+               {"side_effects", s.replay.side_effects}};
+  q.within = step.timeout.count() > 0 ? step.timeout : milliseconds(std::chrono::hours(1));
+  const Answer a = ask_person(s_, req, q);
+  std::string why = "side-effecting: " + effects;
+  if (!s.replay.why.empty()) why += "; " + s.replay.why;
+  (*note)["approval"] = a.id;
+  switch (a.verdict) {
+    case Answer::Verdict::kApproved:
+      (*note)["action"] = "re-run (approved)";
+      (*note)["why"] = why + "; approval " + std::to_string(a.id) + " approved by " + a.by +
+                       (a.reason.empty() ? "" : ": " + a.reason);
+      return step.mode == ExecutionMode::kInProcess ? run_in_process(s_, req)
+                                                    : run_sandbox_step(s_, req, *sandboxes_);
+    case Answer::Verdict::kDenied:
+    case Answer::Verdict::kExpired: {
+      StepOutcome o;
+      o.state = store::AttemptState::skipped;
+      o.error_kind = ErrorKind::kApproval;
+      o.stood_in = true;
+      auto rec = recorded_.find(step.id);
+      o.error = "not run again (" + why + "): " + a.not_approved_text(q.within) +
+                (rec != recorded_.end() ? "; the original's outputs stand in"
+                                        : "; the original has no outputs of it to stand in");
+      if (rec != recorded_.end()) {
+        o.outputs = rec->second.outputs;
+        o.outputs["replayed_from"] = *row_.replay_of;
+      }
+      (*note)["action"] = kNotApproved;
+      (*note)["why"] = o.error;
+      return o;
+    }
+    case Answer::Verdict::kStopped: {
+      StepOutcome o = StepOutcome::failed(ErrorKind::kNone, a.error);
+      o.state = store::AttemptState::cancelled;
+      return o;
+    }
+    case Answer::Verdict::kError:
+      break;
+  }
+  return StepOutcome::failed(ErrorKind::kInternal, a.error);
+}
+
 // A finished attempt moves its step on (under mu_).
 void RunExecutor::settle(StepState& s) {
   if (s.thread.joinable()) s.thread.join();
@@ -369,9 +556,25 @@ void RunExecutor::settle(StepState& s) {
   StepOutcome o = std::move(*s.outcome);
   s.outcome.reset();
   const std::string id = s.def->id;
+  if (o.stood_in) {
+    // A replay did not run it: the steps after it read the original's
+    // outputs (marked skipped, with the reason), or, with none, the run fails.
+    s.stood_in = true;
+    s.changed = false;
+    context_["steps"][id] = step_view(o.outputs, "skipped", o.error);
+    if (recorded_.count(id)) {
+      s.status = Status::kSucceeded;
+    } else {
+      s.status = Status::kFailed;
+      s.error = o.error;
+      s.error_kind = o.error_kind;
+    }
+    return;
+  }
   switch (o.state) {
     case store::AttemptState::succeeded:
       s.status = Status::kSucceeded;
+      s.changed = row_.replay_of && differs_from_record(id, o.outputs);
       context_["steps"][id] = step_view(o.outputs, "succeeded", "");
       return;
     case store::AttemptState::cancelled:
@@ -398,6 +601,7 @@ void RunExecutor::settle(StepState& s) {
     return;
   }
   s.status = Status::kFailed;
+  s.changed = true;
   s.error = o.error;
   s.error_kind = o.error_kind;
   context_["steps"][id] = step_view(o.outputs, "failed", o.error);
@@ -446,6 +650,40 @@ void RunExecutor::finish(store::WorkflowRunState state, const std::optional<std:
   json d = {{"state", std::string(store::to_string(state))}};
   if (error) d["error"] = *error;
   event("run.end", d);
+  // The worker's log: the run's end, its steps counted by how they ended
+  // (never the error's text: it may quote a step's output).
+  std::map<std::string, int> by_status;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, st] : steps_) {
+      switch (st.status) {
+        case Status::kSucceeded:
+          ++by_status[st.stood_in ? "not run again" : "succeeded"];
+          break;
+        case Status::kFailed:
+          ++by_status["failed"];
+          break;
+        case Status::kSkipped:
+        case Status::kPending:
+          ++by_status["skipped"];
+          break;
+        case Status::kCancelled:
+          ++by_status["cancelled"];
+          break;
+        case Status::kRunning:
+          ++by_status["running"];
+          break;
+      }
+    }
+  }
+  std::string counts;
+  for (const auto& [status, n] : by_status) {
+    counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + status;
+  }
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - started_);
+  spdlog::info("run {} ({}) {} in {}ms: {} {}{}{}", row_.run_id, row_.workflow,
+               store::to_string(state), took.count(), steps_.size(),
+               steps_.size() == 1 ? "step" : "steps", counts.empty() ? "" : ": ", counts);
 }
 
 void RunExecutor::stop(const std::string& why) {
@@ -464,6 +702,7 @@ void RunExecutor::drain() {
 }
 
 void RunExecutor::run() {
+  started_ = Clock::now();
   if (!load()) return;
   restore_from_store();
   event("run.start", {{"workflow", def_.name},

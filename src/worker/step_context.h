@@ -109,8 +109,6 @@ struct StepRequest {
   int64_t attempt = 1;
   // {"inputs": ..., "steps": {ID: outputs}, "run": ..., "workflow": ...}
   const nlohmann::json* context = nullptr;
-  // A replay: what this step's in_process exchanges answered the first time.
-  std::optional<nlohmann::json> recorded_exchanges;
   std::chrono::milliseconds timeout{0};
   StepControl* control = nullptr;
   // The project's operator policy, read when the run started: what the
@@ -136,6 +134,9 @@ struct StepOutcome {
   std::optional<nlohmann::json> exchanges;  // in_process http/llm: for replay
   std::optional<nlohmann::json> identity;   // keys, secrets, versions, fingerprints
   std::optional<std::string> image_digest;
+  // A replay did not run the step again (a side effect, not approved): the
+  // original's outputs, when it has them, stand in (run_executor.h).
+  bool stood_in = false;
 
   static StepOutcome failed(workflow::ErrorKind kind, std::string why) {
     StepOutcome o;

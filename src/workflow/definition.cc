@@ -90,6 +90,53 @@ bool runs_agent(ExecutionMode m) {
   return m == ExecutionMode::kCliAgent || m == ExecutionMode::kCliAgentJit;
 }
 
+std::vector<std::string> side_effects(const StepDef& step) {
+  std::vector<std::string> out;
+  const std::string agent = step.agent.empty() ? "" : " agent " + step.agent;
+  switch (step.mode) {
+    case ExecutionMode::kIdentityScoped:
+      out.push_back("identity_scoped: it runs" + agent +
+                    " with the run's identity, whose credentials reach beyond its sandbox");
+      break;
+    case ExecutionMode::kCliAgent:
+      out.push_back("cli_agent: it runs" + agent +
+                    " with the run's identity, whose credentials reach beyond its sandbox");
+      break;
+    case ExecutionMode::kCliAgentJit:
+      out.push_back("cli_agent_jit: it runs" + agent +
+                    " with the run's identity and may ask for more credentials");
+      break;
+    case ExecutionMode::kInProcess:
+    case ExecutionMode::kSandboxed:
+      break;
+  }
+  if (step.kind == StepKind::kHttp) {
+    const std::string method = step.http_spec.value("method", "GET");
+    if (method != "GET" && method != "HEAD") {
+      out.push_back("http " + method + " " + step.http_spec.value("url", "") +
+                    ": it may change what the server holds");
+    }
+  }
+  if (step.artifact) {
+    const ArtifactDef& a = *step.artifact;
+    switch (a.dest) {
+      case ArtifactDest::kGit:
+        out.push_back("it pushes an artifact to git " + a.url + " (branch " + a.branch + ")");
+        break;
+      case ArtifactDest::kS3:
+        out.push_back("it uploads an artifact to s3 " + a.bucket + "/" + a.key +
+                      (a.endpoint.empty() ? "" : " at " + a.endpoint));
+        break;
+      case ArtifactDest::kLocal:
+        out.push_back("it writes an artifact to " + a.path + " under the worker's --artifact-root");
+        break;
+      case ArtifactDest::kStore:
+        break;
+    }
+  }
+  return out;
+}
+
 std::string Where::to_string() const {
   std::string out = file;
   if (line > 0) out += ":" + std::to_string(line);

@@ -169,6 +169,15 @@ struct StepDef {
   std::map<std::string, int> keys;
 };
 
+// Why running `step` may change something outside its sandbox and the store,
+// one reason each, as a person reads them; empty: running it again changes
+// nothing outside. A replay runs such a step again only with a person's
+// approval (docs/workflows.md, "Replay"). Side-effecting: a step with the
+// run's identity (identity_scoped, cli_agent, cli_agent_jit), an http step
+// whose method is not GET or HEAD, and an artifact sent to git, S3 or a host
+// path (dest none stays in the store).
+std::vector<std::string> side_effects(const StepDef& step);
+
 struct WorkflowDef {
   std::string name;
   std::string file;    // as given, for errors

@@ -471,13 +471,24 @@ steps:
   EXPECT_NE(r["steps"][1]["outputs"].dump().find("shipped by token alice (tok_"), std::string::npos)
       << shown.body;
 
-  // Replayed: a new run of the same workflow, marked as such, whose in_process
-  // steps (the approval too) are answered from the first run's record.
+  // Replayed: a new run of the same workflow, marked as such, whose approval
+  // asks a person again (never answered from the record); its run JSON says
+  // what the replay did with each step.
   auto again = call("POST", "/v1/runs/" + run + ":replay", alice, "{}");
   ASSERT_EQ(again.status, 201) << again.body;
   EXPECT_EQ(json::parse(again.body)["replay_of"], run);
   const std::string second = json::parse(again.body)["id"];
   EXPECT_NE(second, run);
+  json asked;
+  for (int i = 0; i < 200 && asked.empty(); ++i) {
+    asked = json::parse(call("GET", "/v1/approvals", alice).body)["approvals"];
+    if (asked.empty()) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(asked.size(), 1u) << "the replay did not ask again: " << worker.err();
+  EXPECT_EQ(asked[0]["run"], second);
+  EXPECT_EQ(asked[0]["request"]["message"], "Ship " + second + "?");
+  const std::string id2 = std::to_string(asked[0]["id"].get<int64_t>());
+  ASSERT_EQ(call("POST", "/v1/approvals/" + id2 + ":approve", alice, "{}").status, 200);
   json replayed;
   for (int i = 0; i < 600; ++i) {
     replayed = json::parse(call("GET", "/v1/runs/" + second, alice).body);
@@ -488,7 +499,13 @@ steps:
   EXPECT_EQ(replayed["replay_of"], run);
   EXPECT_EQ(replayed["steps"][1]["outputs"]["output"], r["steps"][1]["outputs"]["output"])
       << replayed.dump();
-  EXPECT_EQ(replayed["steps"][0]["outputs"]["replayed_from"], run) << replayed.dump();
+  EXPECT_EQ(replayed["steps"][0]["replay"]["action"], "asked again") << replayed.dump();
+  EXPECT_EQ(replayed["replay"]["of"], run) << replayed.dump();
+  ASSERT_EQ(replayed["replay"]["steps"].size(), 2u) << replayed.dump();
+  EXPECT_EQ(replayed["replay"]["steps"][0]["step"], "gate");
+  EXPECT_EQ(replayed["replay"]["steps"][0]["action"], "asked again");
+  EXPECT_EQ(replayed["replay"]["steps"][1]["step"], "ship");
+  EXPECT_EQ(replayed["replay"]["steps"][1]["action"], "re-run") << replayed.dump();
   EXPECT_EQ(call("GET", "/v1/runs/" + second, other).status, 404);
 
   // The audit chain: alpha's token sees the decision; beta's none of alpha's events.

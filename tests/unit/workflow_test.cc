@@ -78,6 +78,48 @@ TEST(WorkflowParse, TheIssuesExampleIsValid) {
   EXPECT_EQ(d.steps[3].where.line, 22);
 }
 
+// What a replay runs again only once a person approves (issue 40): each
+// reason named, none for steps that change nothing outside.
+TEST(WorkflowReplay, SideEffectingStepsAreNamedWithWhy) {
+  const Loaded l = check(std::string(kPortfolio) + R"(
+  - {id: get, mode: in_process, kind: http, url: "https://api.example.com/x", allow: [api.example.com]}
+  - {id: head, mode: in_process, kind: http, method: HEAD, url: "https://api.example.com/x", allow: [api.example.com]}
+  - {id: post, mode: in_process, kind: http, method: POST, url: "https://api.example.com/x", allow: [api.example.com]}
+  - {id: delete, mode: in_process, kind: http, method: DELETE, url: "https://api.example.com/x", allow: [api.example.com]}
+  - {id: gate, mode: in_process, kind: approval}
+  - {id: keyed, mode: identity_scoped, run: "true"}
+  - id: jit
+    mode: cli_agent_jit
+    agent: codex
+    prompt: "p"
+    artifact: {dest: s3, endpoint: "https://s3.example.com", bucket: site, key: "k.tar"}
+  - {id: local, mode: cli_agent, agent: codex, prompt: "p", artifact: {dest: local, path: out}}
+  - {id: kept, mode: cli_agent, agent: codex, prompt: "p", artifact: {dest: none}}
+)");
+  ASSERT_TRUE(l.ok()) << all(l);
+  auto effects = [&](const char* id) { return side_effects(*l.def.step(id)); };
+  using V = std::vector<std::string>;
+  for (const char* id : {"plan", "verify", "summarise", "get", "head", "gate"}) {
+    EXPECT_EQ(effects(id), V{}) << id;
+  }
+  EXPECT_EQ(effects("scaffold"),
+            (V{"cli_agent: it runs agent claude-code with the run's identity, whose credentials "
+               "reach beyond its sandbox",
+               "it pushes an artifact to git https://git.example.com/acme/site.git (branch "
+               "main)"}));
+  EXPECT_EQ(effects("post"),
+            V{"http POST https://api.example.com/x: it may change what the server holds"});
+  EXPECT_EQ(effects("delete").size(), 1u);
+  EXPECT_EQ(effects("keyed"), V{"identity_scoped: it runs with the run's identity, whose "
+                                "credentials reach beyond its sandbox"});
+  EXPECT_EQ(effects("jit"),
+            (V{"cli_agent_jit: it runs agent codex with the run's identity and may ask for more "
+               "credentials",
+               "it uploads an artifact to s3 site/k.tar at https://s3.example.com"}));
+  EXPECT_EQ(effects("local")[1], "it writes an artifact to out under the worker's --artifact-root");
+  EXPECT_EQ(effects("kept").size(), 1u);  // the agent only: dest none stays in the store
+}
+
 TEST(WorkflowParse, JsonReadsTheSame) {
   const std::string json = R"({
   "name": "j",

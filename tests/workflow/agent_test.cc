@@ -107,6 +107,15 @@ TEST_F(AgentTest, ClaudeCodeBuildsInASandboxAndPushesTheArtifactWithTheTokenFrom
       << out << err << slurp(dir_ + "/model.log");
   const json r = show("a1");
   const json build = step(r, "build");
+  // --follow tells the agent's end in brief, not its whole JSON result; the
+  // run's JSON keeps it whole.
+  EXPECT_NE(out.find("  build          claude-code: done: index.html and build.sh ("),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("the whole result: ringfence run show a1 --json"), std::string::npos) << out;
+  EXPECT_EQ(out.find("session_id"), std::string::npos) << out;
+  EXPECT_NE(build["outputs"]["stdout"].get<std::string>().find("session_id"), std::string::npos)
+      << build;
   EXPECT_EQ(build["mode"], "cli_agent");
   EXPECT_EQ(build["outputs"]["output"], "done: index.html and build.sh");
   EXPECT_EQ(build["outputs"]["agent"], "claude-code");
@@ -141,6 +150,61 @@ TEST_F(AgentTest, ClaudeCodeBuildsInASandboxAndPushesTheArtifactWithTheTokenFrom
   EXPECT_EQ(slurp(worker::store_path(state_)).find(token), std::string::npos);
   // The identity versions are recorded, never the values.
   EXPECT_NE(build["identity"].dump().find("acme-github"), std::string::npos);
+}
+
+// The replay of issue 40: an agent that pushes is not run again (nothing is
+// pushed) unless a person approves; the summary after it reports the commit
+// that is on the server: the original's when it was not run, the new one when
+// it was.
+TEST_F(AgentTest, AReplayPushesAgainOnlyOnceApprovedAndItsSummaryTellsTheCommitOnTheServer) {
+  start_model(kWriteSite);
+  const std::string token = random_token("ghp_");
+  start_git(token);
+  identity(random_token("sk-ant-"), token, "http://" + model_rule());
+  start_worker(resolving());
+  const std::string wf = file("site.yaml", slurp(site_workflow(", branch: main")) + R"(
+  - id: summary
+    needs: [build]
+    mode: in_process
+    kind: template
+    template: "Built {{steps.build.artifact.commit}}"
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "s1"}, &out, &err), 0)
+      << out << err;
+  const std::string first = step(show("s1"), "build")["outputs"]["artifact"]["commit"];
+  ASSERT_EQ(git("rev-parse main"), first + "\n");
+  const size_t asked = model_requests().size();
+
+  // Denied: no agent, no push; the summary tells the commit still there.
+  Cli denied({"run", "replay", "s1", "--state-dir", state_});
+  const json ask = pending_approval("build", "replay");
+  ASSERT_FALSE(ask.empty()) << denied.out();
+  const std::string message = ask["request"]["message"];
+  EXPECT_NE(message.find("cli_agent: it runs agent claude-code"), std::string::npos) << message;
+  EXPECT_NE(message.find("it pushes an artifact to git " + git_url() + " (branch main)"),
+            std::string::npos)
+      << message;
+  decide(ask, false, "carol", "no second push");
+  ASSERT_EQ(denied.wait(60s), 0) << denied.out() << denied.err();
+  EXPECT_EQ(git("rev-parse main"), first + "\n");
+  EXPECT_EQ(model_requests().size(), asked);  // the agent did not run
+  const json r1 = show(ask["run"].get<std::string>());
+  EXPECT_EQ(replay_line(r1, "build")["action"], "skipped (side effect, not approved)");
+  EXPECT_EQ(step(r1, "summary")["outputs"]["output"], "Built " + first);
+
+  // Approved: it runs and pushes again; the summary tells the new commit.
+  Cli approved({"run", "replay", "s1", "--state-dir", state_});
+  const json again = pending_approval("build", "replay");
+  decide(again, true, "alice");
+  ASSERT_EQ(approved.wait(120s), 0) << approved.out() << approved.err();
+  const json r2 = show(again["run"].get<std::string>());
+  const std::string now = step(r2, "build")["outputs"]["artifact"]["commit"];
+  EXPECT_NE(now, first);
+  EXPECT_EQ(git("rev-parse main"), now + "\n");
+  EXPECT_EQ(replay_line(r2, "build")["action"], "re-run (approved)");
+  EXPECT_EQ(step(r2, "summary")["outputs"]["output"], "Built " + now);
+  EXPECT_EQ(replay_line(r2, "summary")["action"], "re-run");
 }
 
 TEST_F(AgentTest, AWrongTokenIsRefusedByTheGitServer) {

@@ -571,8 +571,8 @@ steps:
 }
 
 // Replay: in_process results come from the record (the model is not asked
-// again); sandbox steps run again, with identity resolved (and revocation
-// checked) again.
+// again); an identity_scoped step runs again once a person approves it, with
+// identity resolved (and revocation checked) again.
 TEST_F(WorkflowTest, ReplayAnswersInProcessStepsFromTheRecordAndChecksRevocationAgain) {
   start_model(R"({"turns": [{"text": "plan A"}]})");
   const std::string key = random_token("sk-");
@@ -598,21 +598,254 @@ steps:
   ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "p1"}, &out, &err), 0)
       << out << err;
   ASSERT_EQ(model_requests().size(), 1u);
-  ASSERT_EQ(run({"run", "replay", "p1", "--json"}, &out, &err), 0) << out << err;
-  json replay = json::parse(out.substr(out.find('{')));
-  EXPECT_EQ(replay["replay_of"], "p1");
-  EXPECT_EQ(step(replay, "plan")["outputs"]["replayed_from"], "p1");
-  EXPECT_EQ(step(replay, "use")["outputs"]["output"],
-            "plan A with " + std::to_string(key.size()) + " chars");
+  {
+    Cli replaying({"run", "replay", "p1", "--json", "--state-dir", state_});
+    decide(pending_approval("use", "replay"), true, "alice");
+    ASSERT_EQ(replaying.wait(60s), 0) << replaying.out() << replaying.err();
+    const json replay = last_json(replaying.out());
+    EXPECT_EQ(replay["replay_of"], "p1");
+    EXPECT_EQ(step(replay, "plan")["outputs"]["replayed_from"], "p1");
+    EXPECT_EQ(replay_line(replay, "plan")["action"], "answered from record") << replay["replay"];
+    EXPECT_EQ(step(replay, "use")["outputs"]["output"],
+              "plan A with " + std::to_string(key.size()) + " chars");
+    EXPECT_EQ(replay_line(replay, "use")["action"], "re-run (approved)") << replay["replay"];
+  }
   EXPECT_EQ(model_requests().size(), 1u);  // not asked again
-  // Revoked since: the replay's identity step is refused.
+  // Revoked since: the replay's identity step, approved, is refused.
   ASSERT_EQ(run({"secret", "revoke", "acme-key"}, &out, &err), 0) << err;
-  EXPECT_EQ(run({"run", "replay", "p1", "--json"}, &out, &err), 1);
-  replay = json::parse(out.substr(out.find('{')));
+  Cli replaying({"run", "replay", "p1", "--json", "--state-dir", state_});
+  decide(pending_approval("use", "replay"), true, "alice");
+  EXPECT_EQ(replaying.wait(60s), 1) << replaying.out() << replaying.err();
+  const json replay = last_json(replaying.out());
   const json use = step(replay, "use");
   EXPECT_EQ(use["error_kind"], "identity");
   EXPECT_NE(use["error"].get<std::string>().find("acme-key"), std::string::npos) << use;
   EXPECT_NE(use["error"].get<std::string>().find("revoked"), std::string::npos) << use;
+}
+
+// Replay asks a person again for an approval step: it is never answered from
+// the record. What reads the answer runs again with the new one.
+TEST_F(WorkflowTest, ReplayAsksAPersonAgainForAnApprovalStep) {
+  start_worker();
+  const std::string wf = file("gate.yaml", R"(name: gate
+steps:
+  - {id: gate, mode: in_process, kind: approval, message: "Ship {{run.id}}?", timeout: 60s}
+  - id: ship
+    needs: [gate]
+    mode: in_process
+    kind: template
+    template: "shipped, approved by {{steps.gate.json.by}}"
+)");
+  {
+    Cli first(
+        {"workflow", "run", wf, "--project", "acme", "--run-id", "g1", "--state-dir", state_});
+    decide(pending_approval("gate", "step"), true, "alice");
+    ASSERT_EQ(first.wait(60s), 0) << first.out() << first.err();
+  }
+  Cli replaying({"run", "replay", "g1", "--follow", "--state-dir", state_});
+  const json asked = pending_approval("gate", "step");
+  ASSERT_FALSE(asked.empty()) << "the replay did not ask: " << replaying.out();
+  EXPECT_NE(asked["run"], "g1");
+  decide(asked, true, "bob");
+  ASSERT_EQ(replaying.wait(60s), 0) << replaying.out() << replaying.err();
+  const std::string out = replaying.out();
+  EXPECT_NE(out.find("waiting for approval " + std::to_string(asked["id"].get<int64_t>())),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("gate           replay: asked again: an approval is never answered from "
+                     "the record"),
+            std::string::npos)
+      << out;
+  const json r = show(asked["run"].get<std::string>());
+  EXPECT_EQ(step(r, "gate")["outputs"]["json"]["by"], "bob");
+  EXPECT_EQ(replay_line(r, "gate")["action"], "asked again");
+  EXPECT_EQ(step(r, "ship")["outputs"]["output"], "shipped, approved by bob");
+  EXPECT_EQ(replay_line(r, "ship")["action"], "re-run") << r["replay"];
+  EXPECT_NE(replay_line(r, "ship")["why"].get<std::string>().find("what it reads changed: gate"),
+            std::string::npos)
+      << r["replay"];
+}
+
+// Replay never runs a side-effecting step again without a fresh approval by
+// a person: an identity_scoped step and an http PUT, each denied or left
+// unanswered, are not run (the original's outputs stand in, and what reads
+// them says so); approved, they run again, and the summary after them reads
+// what they did now, not what they did the first time.
+TEST_F(WorkflowTest, ReplayRunsSideEffectingStepsAgainOnlyOnceAPersonApproves) {
+  start_model(R"({"turns": [{"text": "unused"}]})");
+  project_secret("acme-key", random_token("sk-"), "API_KEY");
+  start_worker({"--proxy-resolve", "model.test=127.0.0.1"});
+  policy({"--egress-allow", "127.0.0.1/32"});
+  const std::string port = std::to_string(model_.port());
+  const std::string wf = file("effects.yaml", R"(name: effects
+steps:
+  - id: push
+    mode: identity_scoped
+    run: "cat /proc/sys/kernel/random/uuid"
+  - id: put
+    mode: in_process
+    kind: http
+    method: PUT
+    url: "http://model.test:)" + port + R"(/v1/deploy"
+    body: "deploy"
+    allow: ["model.test:)" + port + R"(", "127.0.0.1/32"]
+    timeout: 10s
+  - id: local
+    mode: sandboxed
+    run: "echo same"
+  - id: summary
+    needs: [push, put, local]
+    mode: in_process
+    kind: template
+    template: "pushed {{steps.push.output}}, put {{steps.put.output}}"
+)");
+  auto puts = [&] {
+    int n = 0;
+    for (const auto& q : model_requests()) n += q.value("method", "") == "PUT" ? 1 : 0;
+    return n;
+  };
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "e1"}, &out, &err), 0)
+      << out << err;
+  const json e1 = show("e1");
+  const std::string first = step(e1, "push")["outputs"]["output"];
+  ASSERT_EQ(first.size(), 36u) << e1.dump(1);
+  ASSERT_EQ(puts(), 1);
+
+  // Denied (push) and unanswered (put, within its 10s timeout): neither runs.
+  Cli denied({"run", "replay", "e1", "--follow", "--state-dir", state_});
+  const json ask = pending_approval("push", "replay");
+  ASSERT_FALSE(ask.empty()) << "no approval asked before running push again: " << denied.out();
+  const std::string message = ask["request"]["message"];
+  EXPECT_NE(message.find("Run step push again in "), std::string::npos) << message;
+  EXPECT_NE(message.find("It is side-effecting: identity_scoped"), std::string::npos) << message;
+  EXPECT_FALSE(pending_approval("put", "replay").empty());
+  EXPECT_NE(pending_approval("put", "replay")["request"]["message"].get<std::string>().find(
+                "http PUT http://model.test:" + port + "/v1/deploy"),
+            std::string::npos);
+  decide(ask, false, "carol", "not again");
+  ASSERT_EQ(denied.wait(60s), 0) << denied.out() << denied.err();
+  EXPECT_EQ(puts(), 1);  // not sent again
+  const json r1 = show(ask["run"].get<std::string>());
+  EXPECT_EQ(step(r1, "push")["state"], "skipped");
+  EXPECT_EQ(step(r1, "push")["outputs"]["output"], first);  // the original's, standing in
+  EXPECT_EQ(step(r1, "push")["sandbox"], nullptr);          // nothing ran
+  EXPECT_EQ(replay_line(r1, "push")["action"], "skipped (side effect, not approved)");
+  EXPECT_NE(replay_line(r1, "push")["why"].get<std::string>().find(
+                "was denied by carol: not again; the original's outputs stand in"),
+            std::string::npos)
+      << r1["replay"];
+  EXPECT_EQ(replay_line(r1, "put")["action"], "skipped (side effect, not approved)");
+  EXPECT_NE(replay_line(r1, "put")["why"].get<std::string>().find(
+                "got no answer within 10s, so it counts as denied"),
+            std::string::npos)
+      << r1["replay"];
+  EXPECT_EQ(replay_line(r1, "local")["action"], "re-run");
+  // The summary reads what the original did, and says so.
+  EXPECT_EQ(step(r1, "summary")["outputs"]["output"], "pushed " + first + ", put {}");
+  EXPECT_EQ(replay_line(r1, "summary")["action"], "answered from record");
+  EXPECT_NE(replay_line(r1, "summary")["why"].get<std::string>().find(
+                "it reads the original's outputs of push, put, which this replay did not run "
+                "again"),
+            std::string::npos)
+      << r1["replay"];
+  // --follow says it per step, then the report.
+  EXPECT_NE(denied.out().find("push           replay: skipped (side effect, not approved)"),
+            std::string::npos)
+      << denied.out();
+  EXPECT_NE(denied.out().find("replay of e1:\n"), std::string::npos) << denied.out();
+  EXPECT_NE(denied.out().find("  summary        answered from record"), std::string::npos)
+      << denied.out();
+  // `run show` reports it too.
+  ASSERT_EQ(run({"run", "show", ask["run"].get<std::string>()}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("a replay of e1: what it did with each step"), std::string::npos) << out;
+  EXPECT_NE(out.find("    local          re-run"), std::string::npos) << out;
+
+  // Approved: both run again, and the summary reads what they did now.
+  Cli approved({"run", "replay", "e1", "--state-dir", state_});
+  const json again = pending_approval("push", "replay");
+  decide(again, true, "alice");
+  decide(pending_approval("put", "replay"), true, "alice");
+  ASSERT_EQ(approved.wait(60s), 0) << approved.out() << approved.err();
+  EXPECT_EQ(puts(), 2);
+  const json r2 = show(again["run"].get<std::string>());
+  const std::string now = step(r2, "push")["outputs"]["output"];
+  EXPECT_EQ(now.size(), 36u);
+  EXPECT_NE(now, first);
+  EXPECT_EQ(replay_line(r2, "push")["action"], "re-run (approved)");
+  EXPECT_NE(replay_line(r2, "push")["why"].get<std::string>().find("approved by alice"),
+            std::string::npos);
+  EXPECT_EQ(replay_line(r2, "put")["action"], "re-run (approved)");
+  EXPECT_EQ(step(r2, "summary")["outputs"]["output"], "pushed " + now + ", put {}");
+  EXPECT_EQ(replay_line(r2, "summary")["action"], "re-run");
+  EXPECT_NE(replay_line(r2, "summary")["why"].get<std::string>().find(
+                "what it reads changed: push ran again with other outputs"),
+            std::string::npos)
+      << r2["replay"];
+}
+
+// A side-effecting step the original has no outputs of (it failed there) and
+// a person does not approve: the replay fails, saying so, and what needs it
+// is not run.
+TEST_F(WorkflowTest, AReplayFailsWhenAStepNotRunAgainHasNoRecordToStandIn) {
+  project_secret("acme-key", random_token("sk-"), "API_KEY");
+  start_worker();
+  const std::string wf = file("none.yaml", R"(name: none
+steps:
+  - {id: push, mode: identity_scoped, run: "exit 3", timeout: 60s}
+  - {id: after, needs: [push], mode: sandboxed, run: "echo after"}
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "n1"}, &out, &err), 1);
+  Cli replaying({"run", "replay", "n1", "--json", "--state-dir", state_});
+  decide(pending_approval("push", "replay"), false, "carol", "no");
+  EXPECT_EQ(replaying.wait(60s), 1) << replaying.out() << replaying.err();
+  const json r = last_json(replaying.out());
+  EXPECT_EQ(r["state"], "failed");
+  EXPECT_NE(r["error"].get<std::string>().find(
+                "step push failed: not run again (side-effecting: identity_scoped"),
+            std::string::npos)
+      << r["error"];
+  EXPECT_NE(r["error"].get<std::string>().find("the original has no outputs of it to stand in"),
+            std::string::npos)
+      << r["error"];
+  EXPECT_EQ(replay_line(r, "push")["action"], "skipped (side effect, not approved)");
+  EXPECT_EQ(replay_line(r, "after")["action"], "not run");
+}
+
+// The worker's log: one line per attempt as it ends and one per run, never
+// a step's output or a secret.
+TEST_F(WorkflowTest, TheWorkerLogsEachAttemptAndEachRunWithoutOutputOrSecrets) {
+  const std::string key = random_token("sk-");
+  project_secret("acme-key", key, "API_KEY");
+  Cli& worker = start_worker({"--log-level", "info"});
+  const std::string wf = file("logged.yaml", R"(name: logged
+steps:
+  - {id: greet, mode: sandboxed, run: "echo marker-of-the-output"}
+  - id: leak
+    needs: [greet]
+    mode: identity_scoped
+    run: 'echo "$API_KEY"; echo "$API_KEY marker-of-stderr" >&2; exit 3'
+    allow_failure: true
+  - {id: shape, needs: [greet], mode: in_process, kind: template, template: "{{steps.greet.output}}"}
+)");
+  std::string out, err;
+  ASSERT_EQ(run({"workflow", "run", wf, "--project", "acme", "--run-id", "l1"}, &out, &err), 0)
+      << out << err;
+  ASSERT_TRUE(worker.stderr_shows("run l1 (logged) succeeded in ", 10s)) << worker.err();
+  const std::string log = worker.err();
+  EXPECT_NE(log.find("run l1 step greet attempt 1 (sandboxed): succeeded, exit 0 in "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("run l1 step leak attempt 1 (identity_scoped): failed (exit), exit 3 in "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("run l1 step shape attempt 1 (in_process/template): succeeded in "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find(": 3 steps: 1 failed, 2 succeeded"), std::string::npos) << log;
+  EXPECT_EQ(log.find("marker-of-"), std::string::npos) << log;
+  EXPECT_EQ(log.find(key), std::string::npos);
 }
 
 // identity_scoped: the values go into that sandbox only, and every byte that

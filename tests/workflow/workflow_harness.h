@@ -179,6 +179,52 @@ class WorkflowTest : public ::testing::Test {
     return r;
   }
 
+  // The pending approval that step `step` asked for, `kind` step (an
+  // approval step's) or replay (a replay's before a side-effecting step: its
+  // request names replay_of), as `approvals list --json` shows it, once it is
+  // there (up to `within`); an empty object when none came.
+  json pending_approval(const std::string& step, const std::string& kind,
+                        std::chrono::milliseconds within = 60s) {
+    const auto end = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < end) {
+      std::string out, err;
+      if (run({"approvals", "list", "--json"}, &out, &err) == 0) {
+        const json list = json::parse(out, nullptr, false);
+        for (const auto& a : list.is_array() ? list : json::array()) {
+          const bool replay = a.contains("request") && a["request"].contains("replay_of");
+          if (a.value("step", "") == step && replay == (kind == "replay")) return a;
+        }
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return json::object();
+  }
+  // `approvals approve|deny ID` as `who`; returns the exit code.
+  int decide(const json& approval, bool approve, const std::string& who,
+             const std::string& reason = "") {
+    std::vector<std::string> a{"approvals", approve ? "approve" : "deny",
+                               std::to_string(approval.value("id", int64_t{0})), "--as", who};
+    if (!reason.empty()) a.insert(a.end(), {"--reason", reason});
+    std::string out, err;
+    const int code = run(a, &out, &err);
+    EXPECT_EQ(code, 0) << out << err;
+    return code;
+  }
+  // What a replay's JSON says it did with a step: {step, action, why}.
+  static json replay_line(const json& run, const std::string& id) {
+    if (!run.contains("replay")) return json::object();
+    for (const auto& l : run["replay"]["steps"]) {
+      if (l["step"] == id) return l;
+    }
+    return json::object();
+  }
+  // The JSON a `run replay --json` (or `workflow run --json`) printed last.
+  static json last_json(const std::string& out) {
+    const size_t at = out.rfind("\n{");
+    return json::parse(at == std::string::npos ? out.substr(out.find('{')) : out.substr(at + 1),
+                       nullptr, false);
+  }
+
   // A secret and a project profile for acme that maps `key` to it.
   void project_secret(const std::string& secret, const std::string& value, const std::string& key) {
     std::string out, err;
