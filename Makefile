@@ -120,6 +120,7 @@ fuzz: asan-configure
 bench: build
 	cmake --build $(BUILD) -j $(JOBS) --target rf_benches
 	./$(BUILD)/bench/rf_bench
+	./$(BUILD)/bench/rf_fleet_bench
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

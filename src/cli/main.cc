@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/nearest.h"
 #include "store/db.h"
+#include "store/store.h"
 #ifdef RF_WITH_POSTGRES
 #include "store/postgres.h"
 #endif
@@ -154,6 +155,9 @@ int main(int argc, char** argv) {
   // Every top-level command is listed (for the help and for CLI11's errors),
   // but only the one on the command line gets its options and subcommands.
   const std::string_view word = command_word(cli_argc, argv);
+  // A client holds one PostgreSQL connection (issue 40); a worker and serve,
+  // which open several Stores, share a relay between them.
+  rf::store::Store::use_one_connection_each(word != "worker" && word != "serve");
   for (const rf::cli::TopCommand& c : rf::cli::top_commands()) {
     CLI::App* command = app.add_subcommand(c.name, c.description);
     if (word == c.name) c.build(command, &result);

@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/result.h"
 
@@ -78,6 +79,17 @@ class ConnectionImpl {
   virtual Status begin(TransactionKind kind) = 0;
   virtual Status commit() = 0;
   virtual void rollback() = 0;
+  // LISTEN/NOTIFY on this connection (PostgreSQL; SQLite has none): a
+  // process that holds one connection hears other processes' rings on it.
+  // After listen(), the connection is listened on again whenever it is
+  // opened again.
+  virtual Status listen(std::string_view /*channel*/) { return ok_status(); }
+  // The socket to poll for notifications; -1: none.
+  virtual int notification_socket() const { return -1; }
+  // The payloads of the notifications that arrived, read without blocking;
+  // "*" when the connection was opened again since the last look (what was
+  // sent meanwhile is lost: look at everything again).
+  virtual std::vector<std::string> notifications() { return {}; }
 };
 }  // namespace engine
 
@@ -140,6 +152,10 @@ class Statement {
 
 struct DbOptions {
   std::chrono::milliseconds busy_timeout{5000};
+  // PostgreSQL: each statement is parsed with its execution, in one round
+  // trip, and never kept (a prepared one costs three the first time): for a
+  // client process, which runs most statements once.
+  bool one_shot_statements = false;
 };
 
 class Db {
@@ -170,6 +186,10 @@ class Db {
   const std::string& path() const { return path_; }
 
   engine::ConnectionImpl& connection() { return *conn_; }
+  // See engine::ConnectionImpl.
+  Status listen(std::string_view channel) { return conn_->listen(channel); }
+  int notification_socket() const { return conn_->notification_socket(); }
+  std::vector<std::string> notifications() { return conn_->notifications(); }
 
  private:
   Db(Engine engine, std::string path, std::unique_ptr<engine::ConnectionImpl> conn)

@@ -60,6 +60,27 @@ std::string dollar_params(std::string_view sql) {
   return out;
 }
 
+// The highest $N of a statement's text (dollar_params'), outside quotes: how
+// many parameters it binds.
+int highest_param(std::string_view text) {
+  int most = 0;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote != 0) {
+      if (c == quote) quote = 0;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (c == '$' && i + 1 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '9') {
+      int n = 0;
+      while (i + 1 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '9')
+        n = n * 10 + (text[++i] - '0');
+      most = std::max(most, n);
+    }
+  }
+  return most;
+}
+
 struct Result_ {
   PGresult* r = nullptr;
   Result_() = default;
@@ -208,6 +229,11 @@ class PgConnection final : public ConnectionImpl {
       found = prepared_.emplace(std::move(key), std::move(p)).first;
     }
     Prepared& p = found->second;
+    if (options_.one_shot_statements) {
+      // Parsed with each execution (one round trip, not three): never kept.
+      p.params = highest_param(p.text);
+      return std::unique_ptr<StatementImpl>(new PgStatement(this, &p));
+    }
     const bool was_in_transaction = in_transaction();
     for (int attempt = 0;; ++attempt) {
       Status made = ensure_prepared(p);
@@ -234,6 +260,35 @@ class PgConnection final : public ConnectionImpl {
   }
 
   int changes() const override { return changes_; }
+
+  Status listen(std::string_view channel) override {
+    listening_ = std::string(channel);
+    listened_generation_ = generation_;
+    return exec("LISTEN " + listening_);
+  }
+
+  int notification_socket() const override { return PQsocket(conn_); }
+
+  std::vector<std::string> notifications() override {
+    std::vector<std::string> out;
+    if (listening_.empty()) return out;
+    if (PQstatus(conn_) != CONNECTION_OK || PQconsumeInput(conn_) == 0) {
+      if (in_transaction()) return out;
+      reconnect();
+    }
+    if (listened_generation_ != generation_) {
+      // A new connection: listen again, and every waiter looks again.
+      Result_ r(PQexec(conn_, ("LISTEN " + listening_).c_str()));
+      if (!r.ok()) return out;
+      listened_generation_ = generation_;
+      out.emplace_back("*");
+    }
+    while (PGnotify* n = PQnotifies(conn_)) {
+      out.emplace_back(n->extra);
+      PQfreemem(n);
+    }
+    return out;
+  }
 
   bool in_transaction() const override {
     PGTransactionStatusType s = PQtransactionStatus(conn_);
@@ -273,10 +328,14 @@ class PgConnection final : public ConnectionImpl {
     }
     const bool was_in_transaction = in_transaction();
     for (int attempt = 0;; ++attempt) {
-      Status made = ensure_prepared(p);
+      if (options_.one_shot_statements && !was_in_transaction) reconnect_if_broken();
+      Status made = options_.one_shot_statements ? Status(ok_status()) : ensure_prepared(p);
       if (made.ok()) {
-        Result_ r(PQexecPrepared(conn_, p.name.c_str(), p.params, values.data(), st.lengths_.data(),
-                                 st.formats_.data(), 0));
+        Result_ r(options_.one_shot_statements
+                      ? PQexecParams(conn_, p.text.c_str(), p.params, nullptr, values.data(),
+                                     st.lengths_.data(), st.formats_.data(), 0)
+                      : PQexecPrepared(conn_, p.name.c_str(), p.params, values.data(),
+                                       st.lengths_.data(), st.formats_.data(), 0));
         if (r.ok()) {
           std::string_view verb = PQcmdStatus(r.r);
           if (verb.starts_with("INSERT") || verb.starts_with("UPDATE") ||
@@ -362,6 +421,8 @@ class PgConnection final : public ConnectionImpl {
   std::unordered_map<std::string, Prepared> prepared_;
   int next_name_ = 0;
   int generation_ = 0;
+  std::string listening_;  // the channel LISTENed on ("": none)
+  int listened_generation_ = 0;
   bool lost_ = false;  // the last prepare failed because the connection did
   int changes_ = 0;
 };

@@ -83,6 +83,9 @@ class BellRelay {
 // The PostgreSQL engine's relay (pg_bell.cc), registered with it
 // (store/postgres.h): relays rings for the store at `uri` into `bell`, which
 // must outlive it.
+// The PostgreSQL channel the rings go on; a payload lists slots: "3,17,42".
+inline constexpr const char* kBellChannel = "rf_bell";
+
 using BellRelayMaker = Result<std::unique_ptr<BellRelay>> (*)(const std::string& uri,
                                                               Doorbell& bell);
 void register_bell_relay(BellRelayMaker maker);

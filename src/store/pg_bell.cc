@@ -44,7 +44,7 @@
 namespace rf::store {
 namespace {
 
-constexpr const char* kChannel = "rf_bell";
+constexpr const char* kChannel = kBellChannel;
 
 // A working connection, or null.
 PGconn* connect(const std::string& uri) {

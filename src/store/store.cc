@@ -1,10 +1,12 @@
 #include "store/store.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -491,6 +493,12 @@ Result<std::shared_ptr<SharedBell>> shared_bell(const std::string& uri) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> one_connection_each{false};
+}  // namespace
+
+void Store::use_one_connection_each(bool on) { one_connection_each = on; }
+
 Result<std::unique_ptr<Store>> Store::open(const std::string& target) {
   const bool postgres = is_postgres_uri(target);
   // A mistyped URI (postgress://, postgre://) would otherwise be taken for a
@@ -501,7 +509,9 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& target) {
                       "string (host=... dbname=...), sqlite:PATH or a file path");
   const std::string path = postgres ? target : sqlite_path(target);
   if (!postgres) RF_TRY(within("open store " + path, make_private_db_file(path)));
-  auto db = Db::open(path);
+  DbOptions options;
+  options.one_shot_statements = postgres && one_connection_each;  // a client's
+  auto db = Db::open(path, options);
   if (!db.ok()) return db.take_error();
   RF_TRY(migrate(*db));
   RF_TRY(refuse_moved(*db, "open store " + engine::redact_uri(path)));
@@ -513,6 +523,15 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& target) {
   // PostgreSQL: the processes sharing it live on many hosts, so each keeps a
   // bell of its own, and a relay (LISTEN/NOTIFY) rings it.
   const std::string name = db->path();  // the URI without its password
+  if (one_connection_each) {
+    // A client: its own connection listens, and its rings go out on it.
+    RF_TRY(within("open store " + name, db->listen(kBellChannel)));
+    auto bell = Doorbell::open_private();
+    auto store = std::unique_ptr<Store>(new Store(
+        std::move(*db), bell.ok() ? std::shared_ptr<Doorbell>(std::move(*bell)) : nullptr));
+    store->listens_ = true;
+    return store;
+  }
   auto shared = shared_bell(path);
   if (!shared.ok()) return within("open store " + name, std::move(shared)).take_error();
   auto store = std::unique_ptr<Store>(
@@ -524,6 +543,57 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& target) {
 void Store::ring(uint32_t slot) {
   if (bell_) bell_->ring(slot);
   if (relay_) relay_->publish(slot);
+  if (listens_) {
+    // Delivered when it commits, inside a transaction; at once outside. One
+    // that cannot be sent costs its waiters their timeout (they look again).
+    std::lock_guard lock(mu_);
+    (void)exec(db_, "SELECT pg_notify(?1, ?2)", std::string(kBellChannel), std::to_string(slot));
+  }
+}
+
+void Store::hear_rings() {
+  std::vector<std::string> heard;
+  {
+    std::lock_guard lock(mu_);
+    heard = db_.notifications();
+  }
+  if (!bell_) return;
+  for (const std::string& payload : heard) {
+    if (payload == "*") {
+      bell_->ring_all();
+      continue;
+    }
+    std::string_view rest = payload;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string number(rest.substr(0, comma));
+      bell_->ring(static_cast<uint32_t>(std::strtoul(number.c_str(), nullptr, 10)));
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+}
+
+void Store::wait_listening(uint32_t slot, uint32_t seen, std::chrono::microseconds timeout) {
+  using namespace std::chrono;
+  const auto deadline = steady_clock::now() + timeout;
+  for (;;) {
+    hear_rings();
+    if (!bell_ || bell_->version(slot) != seen) return;
+    const auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
+    if (left.count() <= 0) return;
+    int fd = -1;
+    {
+      std::lock_guard lock(mu_);
+      fd = db_.notification_socket();
+    }
+    // Another thread's statement may read a notification off the socket
+    // first (libpq queues it): the poll is bounded so it is heard soon.
+    pollfd p{fd, POLLIN, 0};
+    if (fd < 0 || ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 100))) < 0) {
+      std::this_thread::sleep_for(std::min(left, milliseconds(10)));
+    }
+  }
 }
 
 void Store::ring_queue() { ring(Doorbell::kQueueSlot); }
@@ -553,11 +623,14 @@ void sleep_instead(std::chrono::microseconds timeout) {
 }  // namespace
 
 void Store::wait_for_queue(uint32_t seen, std::chrono::microseconds timeout, Queue queue) const {
+  if (listens_) return const_cast<Store*>(this)->wait_listening(queue_slot(queue), seen, timeout);
   if (!bell_) return sleep_instead(timeout);
   bell_->wait(queue_slot(queue), seen, timeout);
 }
 
 void Store::wait_for_call(int64_t call_id, uint32_t seen, std::chrono::microseconds timeout) const {
+  if (listens_)
+    return const_cast<Store*>(this)->wait_listening(Doorbell::call_slot(call_id), seen, timeout);
   if (!bell_) return sleep_instead(timeout);
   bell_->wait(Doorbell::call_slot(call_id), seen, timeout);
 }
@@ -568,6 +641,8 @@ uint32_t Store::run_version(const std::string& run_id) const {
 
 void Store::wait_for_run(const std::string& run_id, uint32_t seen,
                          std::chrono::microseconds timeout) const {
+  if (listens_)
+    return const_cast<Store*>(this)->wait_listening(Doorbell::run_slot(run_id), seen, timeout);
   if (!bell_) return sleep_instead(timeout);
   bell_->wait(Doorbell::run_slot(run_id), seen, timeout);
 }

@@ -234,6 +234,14 @@ class Store {
   // SQLite: creates the file and its parent directories if missing, then WAL,
   // foreign keys, a 5 s busy timeout. Both: the schema migrations.
   static Result<std::unique_ptr<Store>> open(const std::string& target);
+  // On PostgreSQL, each Store this process opens from now on holds one
+  // connection and nothing else: it LISTENs and NOTIFYs on it, with no
+  // relay (no listening or sending connection of its own). For a client
+  // process (`call`, `run show`, `fleet status`...), which opens one Store:
+  // one connection per process (issue 40: three each exhausted
+  // max_connections at about 30 clients). Workers and `serve`, which open
+  // several, keep the relay their Stores share.
+  static void use_one_connection_each(bool on);
 
   // The clock for every time the store writes (tests move it).
   void set_clock(std::function<int64_t()> clock);
@@ -446,6 +454,10 @@ class Store {
   Store(Db db, std::shared_ptr<Doorbell> bell) : db_(std::move(db)), bell_(std::move(bell)) {}
   // Rings the slot here and, on PostgreSQL, in every other process.
   void ring(uint32_t slot);
+  // use_one_connection_each: rings what this connection heard; waits for
+  // `slot` to move past `seen` polling the connection, up to `timeout`.
+  void hear_rings();
+  void wait_listening(uint32_t slot, uint32_t seen, std::chrono::microseconds timeout);
 
   int64_t now() const { return clock_(); }
   // fail_call and revoke_call: the held call ends in `state` (failed, revoked).
@@ -456,8 +468,11 @@ class Store {
   // Rings each call's slot; returns how many.
   Result<int> ring_each(Result<std::vector<int64_t>> ids);
 
-  std::mutex mu_;
+  // Recursive: a Store that listens on its own connection rings (NOTIFY on
+  // it) from methods that hold the lock and from callers that do not.
+  std::recursive_mutex mu_;
   Db db_;
+  bool listens_ = false;  // use_one_connection_each: LISTEN/NOTIFY on db_
   std::map<std::string, int64_t, std::less<>> fences_;  // under mu_
   std::shared_ptr<Doorbell> bell_;  // null when the bell file cannot be opened: waits sleep
   // PostgreSQL: carries rings to and from the other processes (LISTEN/NOTIFY).

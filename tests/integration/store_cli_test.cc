@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/db.h"
 #include "store/store.h"
 #include "support/cli_process.h"
 #include "support/http_probe.h"
@@ -88,6 +89,26 @@ TEST_F(StoreCli, AWorkerAndCallsShareAPostgresStoreFromStateDirsOfTheirOwn) {
   EXPECT_EQ(r1->calls[0].state, store::CallState::done);
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/client/ringfence.db"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/host-a/ringfence.db"));
+}
+
+// Issue 40, 5: a client holds one connection (it held three: the store's,
+// the bell relay's listener and its sender), so a cluster's max_connections
+// are not spent three at a time by clients waiting on their calls.
+TEST_F(StoreCli, ACallHoldsOnePostgresConnectionWhileItWaits) {
+  start_worker("host-a");
+  Cli call({"call", "--store", uri_, "--state-dir", dir_ + "/client", "--project", "p", "--run",
+            "r1", "--", "sh", "-c", "echo started; sleep 2; echo done"},
+           std::nullopt, {"PGAPPNAME=rf-one-call"});
+  ASSERT_TRUE(call.stdout_shows("started\n", 30s)) << call.err();
+  auto db = store::Db::open(uri_);
+  ASSERT_TRUE(db.ok()) << db.error().to_string();
+  auto st =
+      db->prepare("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rf-one-call'");
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  ASSERT_TRUE(*st->step());
+  EXPECT_EQ(st->int64(0), 1);
+  EXPECT_EQ(call.wait(), 0) << call.err();
+  EXPECT_EQ(call.out(), "started\ndone\n");
 }
 
 TEST_F(StoreCli, APasswordOnTheCommandLineIsRefusedWithoutEchoingIt) {
