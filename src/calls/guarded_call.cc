@@ -40,6 +40,43 @@ void warn_if_not(const Status& s, int64_t call_id) {
   if (!s) spdlog::warn("call {}: {}", call_id, s.error().to_string());
 }
 
+// The call's end into the store (its held output with it). While the store
+// is unreachable the end is kept in the spool as well (result_spool.h): a
+// worker that gives up retrying, or dies, loses nothing; it goes once filed.
+Status end_call(const CallPath& path, CallOutput& output, SpooledEnd end) {
+  bool spooled = false;
+  Status ended = output.close([&](const std::vector<store::PendingChunk>& rest) {
+    end.output = rest;
+    Status written = write_end(*path.store, end);
+    if (!written.ok() && written.error().code == ErrorCode::kUnavailable && path.spool != nullptr &&
+        !spooled) {
+      end.epoch = path.store->registration(path.worker_id).value_or(-1);
+      if (auto kept = path.spool->put(end); kept.ok()) {
+        spooled = true;
+      } else {
+        spdlog::warn("call {}: {}", end.call_id, kept.error().to_string());
+      }
+    }
+    return written;
+  });
+  if (spooled) {
+    if (ended.ok() || ended.error().code != ErrorCode::kUnavailable) {
+      path.spool->drop(end.call_id);
+    } else {
+      path.spool->let_go(end.call_id);  // the worker's housekeeping files it
+    }
+  }
+  return ended;
+}
+
+SpooledEnd end_of(const CallPath& path, int64_t call_id, std::string state) {
+  SpooledEnd end;
+  end.call_id = call_id;
+  end.worker_id = path.worker_id;
+  end.state = std::move(state);
+  return end;
+}
+
 }  // namespace
 
 std::string GuardedOutcome::redacted(std::string text) const {
@@ -50,11 +87,9 @@ void fail_unrun(const CallPath& path, int64_t call_id, const std::string& why,
                 const std::shared_ptr<const redact::Patterns>& patterns) {
   counters::add(R"(ringfence_worker_calls_total{outcome="failed"})");
   CallOutput output(*path.store, call_id, path.worker_id, nullptr);
-  const std::string text = patterns ? redact::redact_all(*patterns, why) : why;
-  warn_if_not(output.close([&](const auto& rest) {
-    return path.store->fail_call(call_id, path.worker_id, text, rest);
-  }),
-              call_id);
+  SpooledEnd end = end_of(path, call_id, "failed");
+  end.error = patterns ? redact::redact_all(*patterns, why) : why;
+  warn_if_not(end_call(path, output, std::move(end)), call_id);
 }
 
 GuardedOutcome run_guarded(const CallPath& path, GuardedCall call,
@@ -161,26 +196,25 @@ GuardedOutcome run_guarded(const CallPath& path, GuardedCall call,
   Status ended = ok_status();
   if (out.revoked) {
     counters::add(R"(ringfence_worker_calls_total{outcome="revoked"})");
-    ended = output->close([&](const auto& rest) {
-      return path.store->revoke_call(call.call_id, path.worker_id, *out.revoked, rest);
-    });
+    SpooledEnd end = end_of(path, call.call_id, "revoked");
+    end.error = *out.revoked;
+    ended = end_call(path, *output, std::move(end));
   } else if (!out.result) {
     counters::add(R"(ringfence_worker_calls_total{outcome="failed"})");
     const std::string error = out.result.error().to_string();
     const std::string why =
         out.redacted(call.explain_failure ? call.explain_failure(error) : error);
-    ended = output->close([&](const auto& rest) {
-      return path.store->fail_call(call.call_id, path.worker_id, why, rest);
-    });
+    SpooledEnd end = end_of(path, call.call_id, "failed");
+    end.error = why;
+    ended = end_call(path, *output, std::move(end));
   } else {
     counters::add(R"(ringfence_worker_calls_total{outcome="finished"})");
     nlohmann::json j = exec_result_json(*out.result, sandbox_id);
     for (auto& [k, v] : call.result_extra.items()) j[k] = v;
-    const std::string text = out.redacted(j.dump());
-    ended = output->close([&](const auto& rest) {
-      return path.store->finish_call(call.call_id, path.worker_id, out.result->exit_code, text,
-                                     rest);
-    });
+    SpooledEnd end = end_of(path, call.call_id, "done");
+    end.exit_code = out.result->exit_code;
+    end.result_json = out.redacted(j.dump());
+    ended = end_call(path, *output, std::move(end));
     if (path.proof) {
       proof::CallRecord rec = proof::finished_call(*sandbox, call.exec.argv, *out.result, delivered,
                                                    started_ms, ended_ms);

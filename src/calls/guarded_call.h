@@ -25,6 +25,7 @@
 #include "calls/identity_calls.h"
 #include "calls/jit_broker.h"
 #include "calls/proof_recorder.h"
+#include "calls/result_spool.h"
 #include "redact/patterns.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -39,6 +40,7 @@ struct CallPath {
   IdentityCalls* identity = nullptr;
   JitBroker* jit = nullptr;        // null: JIT calls are refused
   ProofRecorder* proof = nullptr;  // null: no reports or receipts
+  ResultSpool* spool = nullptr;    // null: an end the store cannot take is retried in memory only
 };
 
 // One call on its way into a sandbox.

@@ -31,10 +31,11 @@ struct ClientFlags {
   std::string state_dir;  // empty: the worker's default
   std::string store;      // empty: $RINGFENCE_STORE, else the state dir's
   std::string project, run, stdin_file, environment = "development", timeout = "30s";
-  std::string sandbox_image;  // an agent's own image; "" = the worker's
-  std::string wait_timeout;   // "" = wait for a worker as long as it takes
-  bool identity = false;      // identity-scoped: the cascade of project, workflow, user
-  bool jit = false;           // the sandbox may ask for credentials (rf-cred); implies identity
+  std::string sandbox_image;       // an agent's own image; "" = the worker's
+  std::string wait_timeout;        // "" = wait for a worker as long as it takes
+  std::string store_wait = "60s";  // how long an unreachable store is waited for
+  bool identity = false;           // identity-scoped: the cascade of project, workflow, user
+  bool jit = false;  // the sandbox may ask for credentials (rf-cred); implies identity
   std::string workflow, user;
   bool json = false;
   std::string receipt;               // write the call's signed receipt here
@@ -75,6 +76,8 @@ int run_call(const ClientFlags& f) {
     if (!d) return fail("--wait-timeout: " + d.error().to_string(), kExitUsage);
     wait_timeout = *d;
   }
+  auto store_wait = parse_duration(f.store_wait);
+  if (!store_wait) return fail("--store-wait: " + store_wait.error().to_string(), kExitUsage);
   if (!f.receipt.empty()) {
     if (auto ok = check_receipt_path(f.receipt); !ok)
       return fail(ok.error().to_string(), kExitUsage);
@@ -146,7 +149,7 @@ int run_call(const ClientFlags& f) {
   int64_t seq = 0;
   // How long the client waits for a store it cannot reach before it gives up
   // (the call itself goes on, and `run show` finds it later).
-  constexpr std::chrono::milliseconds kUnreachableFor{60'000};
+  const std::chrono::milliseconds kUnreachableFor = *store_wait;
   int64_t unreachable_until = store::now_ms() + kUnreachableFor.count();
   bool said_unreachable = false;
   for (;;) {
@@ -237,6 +240,10 @@ void add_call_command(CLI::App* call, CommandResult* result) {
                    "Give up when no worker has claimed the call within this long (e.g. 30s): "
                    "the call is cancelled, never runs, and the exit code is 124. "
                    "Default: wait as long as it takes");
+  call->add_option("--store-wait", f->store_wait,
+                   "How long to wait for the store when it becomes unreachable after the call "
+                   "was queued; then exit 123: the call goes on, its outcome unknown here "
+                   "(`run show` tells it later). Default: 60s");
   call->add_flag("--identity", f->identity,
                  "Run identity-scoped: the keys of the project's profile cascade (and of "
                  "--workflow, --user) go into this call's environment, redacted from its output");

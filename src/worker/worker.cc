@@ -147,6 +147,13 @@ Status Worker::init() {
       spdlog::warn("{}; its calls are marked interrupted", dead);
     }
   }
+  // Ends its previous process kept while the store was unreachable are
+  // filed first, under that process's registration, which still holds
+  // their calls; once this one registers, what the old one held is
+  // interrupted (below).
+  spool_ = std::make_unique<calls::ResultSpool>(s.state_dir.value + "/spool");
+  if (const int filed = spool_->file_all(*store_, std::nullopt); filed > 0)
+    spdlog::warn("{} call end(s) kept while the store was unreachable are filed", filed);
   RF_TRY(store_->register_worker(id_, ::getpid(), hostname(), pinned_project(first_placement_.mode),
                                  store::WorkerSite{host, s.labels.value, options_.version}));
   auto lease_store = store::Store::open(s.store_target());
@@ -426,8 +433,8 @@ void Worker::run_call(const store::ClaimedCall& claimed) {
 }
 
 calls::CallPath Worker::call_path() const {
-  return calls::CallPath{store_.get(),    id_,        flusher_.get(),
-                         identity_.get(), jit_.get(), proof_.get()};
+  return calls::CallPath{store_.get(), id_,          flusher_.get(), identity_.get(),
+                         jit_.get(),   proof_.get(), spool_.get()};
 }
 
 std::string Worker::metrics_json() const {
@@ -530,6 +537,9 @@ void Worker::housekeeping_loop() {
                      "requeueing workflow runs whose worker's lease ran out");
     }
     watch_health();
+    // Ends a call's writer gave up filing while the store was unreachable.
+    if (failed_at == 0 || steady_ms() - failed_at > options_.lease.count())
+      (void)spool_->file_all(*store_, store_->registration(id_));
     // A call requiring labels no live worker has fails with what each lacks.
     warn_unless_ok(store_->fail_unmatched_calls(store::now_ms() - options_.unserved_after.count(),
                                                 store::now_ms() - store::kLiveWorkerWindow.count()),

@@ -137,7 +137,9 @@ class Worker {
   std::string id_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<store::Store> lease_store_;  // lease_loop()'s own connection
-  std::atomic<bool> fenced_{false};            // another process registered this id: never stop it
+  // Ends of calls the store could not take yet (calls/result_spool.h).
+  std::unique_ptr<calls::ResultSpool> spool_;
+  std::atomic<bool> fenced_{false};  // another process registered this id: never stop it
   // When this worker's heartbeat last failed for the store (steady ms; 0:
   // never): its sweeps wait a lease past it (housekeeping_loop).
   std::atomic<int64_t> store_failed_at_{0};

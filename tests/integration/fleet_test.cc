@@ -604,3 +604,46 @@ TEST_F(Fleet, ARollingUpgradeKeepsTheOlderWorkersServingOnANewerBuildsSchema) {
 
 }  // namespace
 }  // namespace rf::testing
+
+namespace rf::testing {
+namespace {
+
+// Issue 40, 3: a call that ends while PostgreSQL is down, on a worker that
+// is then killed before the store comes back: its end (exit code, the
+// output it still held) was kept on the worker's disk, and its next process
+// under the same id files it before it takes the id over. Nothing the call
+// produced is lost, and the client, which waited for the store, sees it.
+TEST_F(Fleet, AnEndTheStoreCouldNotTakeIsKeptOnDiskAndFiledByTheWorkersNextProcess) {
+  start_worker("w1", {"n=1"}, /*in_netns=*/false, "2s");
+  Cli c = call("r-spool", {"n=1"}, {"sh", "-c", "echo begin; sleep 3; echo end; exit 5"});
+  ASSERT_TRUE(c.stdout_shows("begin\n", 30s)) << c.err();
+  pg_.stop_server();
+  const std::string spool = dir_ + "/w1/spool";
+  auto kept = [&] {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(spool, ec))
+      if (e.path().extension() == ".json") return true;
+    return false;
+  };
+  const auto by = Clock::now() + 60s;
+  while (!kept() && Clock::now() < by) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(kept()) << "no end was kept in " << spool << ": " << workers_["w1"]->err();
+  workers_["w1"]->signal(SIGKILL);
+  ASSERT_EQ(workers_["w1"]->wait(10s), 128 + SIGKILL);
+  pg_.start();
+  ASSERT_TRUE(pg_.ok()) << pg_.error();
+  auto s = store::Store::open(pg_.uri());
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  store_ = std::move(*s);
+  start_worker("w1", {"n=1"}, /*in_netns=*/false, "2s");
+  EXPECT_EQ(c.wait(90s), 5) << c.err();
+  EXPECT_EQ(c.out(), "begin\nend\n");
+  auto r = store_->run("r-spool");
+  ASSERT_TRUE(r.ok() && r->calls.size() == 1u);
+  EXPECT_EQ(r->calls[0].state, store::CallState::done) << r->calls[0].error.value_or("");
+  EXPECT_EQ(r->calls[0].exit_code, 5);
+  EXPECT_FALSE(kept());
+}
+
+}  // namespace
+}  // namespace rf::testing

@@ -188,6 +188,31 @@ TEST_F(StoreCli, ACallThatWasNeverQueuedSaysSoWithItsOwnExitCode) {
 
 // Issue 40, 6: a worker registered running that stopped heartbeating (its
 // process killed, its host gone) reads "dead" in fleet status, not "running".
+// Issue 40, 3: a call queued before the store went away, whose client
+// cannot see how it ends, says so with an exit code of its own (123: the
+// call may run; 122 means it never was queued), once --store-wait is over.
+TEST_F(StoreCli, AQueuedCallWhoseStoreWentAwayEndsWithOutcomeUnknown) {
+  Cli call({"call", "--store", uri_, "--state-dir", dir_ + "/client", "--project", "p", "--run",
+            "r-gone", "--store-wait", "2s", "--", "true"});
+  auto s = store::Store::open(uri_);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  const auto by = std::chrono::steady_clock::now() + 30s;
+  bool queued = false;
+  while (!queued && std::chrono::steady_clock::now() < by) {
+    auto r = (*s)->run("r-gone");
+    queued = r.ok() && r->calls.size() == 1;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(queued) << call.err();
+  s->reset();
+  pg_.stop_server();
+  EXPECT_EQ(call.wait(60s), 123);
+  EXPECT_THAT(call.err(), HasSubstr("the store is unreachable"));
+  EXPECT_THAT(call.err(), HasSubstr(" was queued and its outcome is unknown here (ringfence run "
+                                    "show r-gone says how it ended)"));
+  pg_.start();
+}
+
 TEST_F(StoreCli, AWorkerThatStoppedHeartbeatingIsShownDead) {
   auto s = store::Store::open(uri_);
   ASSERT_TRUE(s.ok()) << s.error().to_string();
