@@ -719,7 +719,9 @@ TEST_F(ServeCli, MetricsCountEgressDecisionsAndShowEachLiveWorker) {
   EXPECT_TRUE(has("ringfence_workers_live 1")) << metrics;
   EXPECT_TRUE(has(R"(ringfence_worker_calls_total{worker="w-metrics",outcome="finished"} 3)"))
       << metrics;
-  EXPECT_TRUE(has(R"(ringfence_worker_info{worker="w-metrics",mode="per_run",backend="native"} 1)"))
+  EXPECT_TRUE(has(
+      R"(ringfence_worker_info{worker="w-metrics",mode="per_run",backend="native",version=")" RF_VERSION
+      R"("} 1)"))
       << metrics;
   EXPECT_TRUE(has(R"(ringfence_worker_pool_ready{worker="w-metrics"} 1)")) << metrics;
   EXPECT_TRUE(has(R"(ringfence_worker_pool_target{worker="w-metrics"} 1)")) << metrics;
