@@ -8,6 +8,7 @@
 #include "cli/proof_session.h"
 #include "core/io.h"
 #include "core/printable.h"
+#include "core/utc_time.h"
 #include "proof/proof_log.h"
 #include "proof/signing_key.h"
 #include "proof/verify.h"
@@ -33,20 +34,9 @@ struct AuditFlags {
   bool json = false;
 };
 
-std::string iso_time(int64_t ms) {
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms % 1000));
-  return out;
-}
-
 json event_json(const store::AuditEvent& e) {
   json j = {{"seq", e.seq},
-            {"at", iso_time(e.at)},
+            {"at", iso_utc(e.at, true)},
             {"kind", e.kind},
             {"actor", e.actor},
             {"detail", json::parse(e.detail_json, nullptr, false)},
@@ -91,7 +81,7 @@ int run_show(const AuditFlags& f) {
       where += (where.empty() ? "" : " ") + std::string("call=") + std::to_string(*e.call_id);
     if (e.sandbox_id) where += (where.empty() ? "" : " ") + std::string("sandbox=") + *e.sandbox_id;
     std::printf("%-6lld %-24s %-20s %-16s %-28s %s\n", static_cast<long long>(e.seq),
-                iso_time(e.at).c_str(), printable(e.kind).c_str(), printable(e.actor).c_str(),
+                iso_utc(e.at, true).c_str(), printable(e.kind).c_str(), printable(e.actor).c_str(),
                 printable(where).c_str(), printable_json_text(e.detail_json).c_str());
   }
   return 0;

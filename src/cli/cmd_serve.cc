@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "core/no_core_dumps.h"
 #include "core/units.h"
+#include "core/utc_time.h"
 #include "httpd/http_server.h"
 #include "policy/load.h"
 #include "policy/principal.h"
@@ -46,15 +47,6 @@ store::TokenStore::TokenAudit audit(const std::string& kind) {
     e.detail_json = d.dump();
     return std::vector{std::move(e)};
   };
-}
-
-std::string iso_time(int64_t ms) {
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 struct TokenFlags {
@@ -98,7 +90,7 @@ int token_create(const TokenFlags& f) {
               {"role", row.role},
               {"token", made.token}};
     j["user"] = row.user ? json(*row.user) : json(nullptr);
-    if (row.expires_at) j["expires_at"] = iso_time(*row.expires_at);
+    if (row.expires_at) j["expires_at"] = iso_utc(*row.expires_at);
     std::printf("%s\n", j.dump().c_str());
   } else {
     // The token alone on stdout (TOKEN=$(ringfence token create ...)); the rest on stderr.
@@ -106,7 +98,7 @@ int token_create(const TokenFlags& f) {
     std::fprintf(stderr, "ringfence: %s token %s of project %s%s%s: shown once, keep it\n",
                  row.role.c_str(), row.id.c_str(), row.project.c_str(),
                  row.user ? (", acting as user " + *row.user).c_str() : ", bound to no user",
-                 row.expires_at ? (", expires " + iso_time(*row.expires_at)).c_str() : "");
+                 row.expires_at ? (", expires " + iso_utc(*row.expires_at)).c_str() : "");
   }
   return 0;
 }
@@ -129,9 +121,9 @@ int token_list(const TokenFlags& f) {
                 {"role", r.role},
                 {"user", r.user ? json(*r.user) : json(nullptr)},
                 {"state", state(r)},
-                {"created_at", iso_time(r.created_at)}};
-      j["expires_at"] = r.expires_at ? json(iso_time(*r.expires_at)) : json(nullptr);
-      j["last_used_at"] = r.last_used_at ? json(iso_time(*r.last_used_at)) : json(nullptr);
+                {"created_at", iso_utc(r.created_at)}};
+      j["expires_at"] = r.expires_at ? json(iso_utc(*r.expires_at)) : json(nullptr);
+      j["last_used_at"] = r.last_used_at ? json(iso_utc(*r.last_used_at)) : json(nullptr);
       out.push_back(j);
     }
     std::printf("%s\n", out.dump().c_str());
@@ -142,8 +134,8 @@ int token_list(const TokenFlags& f) {
   for (const auto& r : *rows) {
     std::printf("%-18s %-16s %-16s %-9s %-12s %-8s %-21s %s\n", r.id.c_str(), r.project.c_str(),
                 r.name.c_str(), r.role.c_str(), r.user ? r.user->c_str() : "-", state(r),
-                iso_time(r.created_at).c_str(),
-                r.last_used_at ? iso_time(*r.last_used_at).c_str() : "-");
+                iso_utc(r.created_at).c_str(),
+                r.last_used_at ? iso_utc(*r.last_used_at).c_str() : "-");
   }
   return 0;
 }

@@ -168,7 +168,8 @@ inline std::string insertion_order(const Db& db) {
 // operator cordoned it or drains it (then it takes no new work).
 struct RunningWorker {
   int64_t epoch = 0;
-  bool takes_work = true;
+  std::string admin;  // "", "cordoned" or "draining"
+  bool takes_work() const { return admin.empty(); }
 };
 
 inline Result<RunningWorker> running_worker(Db& db, const std::string& id,
@@ -188,7 +189,7 @@ inline Result<RunningWorker> running_worker(Db& db, const std::string& id,
   const Row& r = **row;
   if (fence && *fence != r.epoch) return fenced(id, *fence, r.epoch);
   if (r.state != "running") return fail("worker " + id + " is " + r.state);
-  return RunningWorker{r.epoch, r.admin.empty()};
+  return RunningWorker{r.epoch, r.admin};
 }
 
 inline Result<int64_t> require_running_worker(Db& db, const std::string& id,

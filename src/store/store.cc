@@ -818,7 +818,7 @@ Result<std::optional<ClaimedCall>> Store::claim_next(const std::string& worker_i
     RF_TRY(check_lease(lease));
     auto w = running_worker(db_, worker_id, fence);
     if (!w.ok()) return w.take_error();
-    if (!w->takes_work) return std::optional<ClaimedCall>();  // cordoned or draining
+    if (!w->takes_work()) return std::optional<ClaimedCall>();  // cordoned or draining
     int64_t at = now();
     auto next = next_queued(db_, filter, at);
     if (!next.ok() || !*next) return next;
@@ -841,7 +841,7 @@ Result<std::vector<ClaimedCall>> Store::claim_running(const std::string& worker_
     if (!w.ok()) return w.take_error();
     int64_t at = now();
     std::vector<ClaimedCall> out;
-    while (w->takes_work && out.size() < max) {
+    while (w->takes_work() && out.size() < max) {
       auto next = next_queued(db_, filter, at);
       if (!next.ok()) return next.take_error();
       if (!*next) break;
@@ -1061,11 +1061,8 @@ Result<WorkerAdmin> Store::heartbeat(const std::string& worker_id, std::chrono::
   const std::optional<int64_t> fence = fence_of(worker_id);
   auto beat = [&]() -> Result<WorkerAdmin> {
     RF_TRY(check_lease(lease));
-    auto admin = first_row<std::string>(
-        db_, read_text0, "SELECT admin FROM workers WHERE id = ?1" + share_locked(db_), worker_id);
-    if (!admin.ok()) return admin.take_error();
-    auto epoch = require_running_worker(db_, worker_id, fence);
-    if (!epoch.ok()) return epoch.take_error();
+    auto worker = running_worker(db_, worker_id, fence);
+    if (!worker.ok()) return worker.take_error();
     int64_t at = now();
     if (metrics_json) {
       RF_TRY(exec(db_, "UPDATE workers SET heartbeat_at = ?2, metrics_json = ?3 WHERE id = ?1",
@@ -1079,13 +1076,13 @@ Result<WorkerAdmin> Store::heartbeat(const std::string& worker_id, std::chrono::
                 "UPDATE tool_calls SET lease_expires_at = ?2 WHERE worker_id = ?1 "
                 "AND state IN ('claimed', 'running') "
                 "AND (claim_epoch IS NULL OR claim_epoch = ?3)",
-                worker_id, at + lease.count(), *epoch));
+                worker_id, at + lease.count(), worker->epoch));
     // The workflow runs it holds (workflow_store.h) keep their leases the same way.
     RF_TRY(exec(db_,
                 "UPDATE workflow_runs SET lease_expires_at = ?2 WHERE worker_id = ?1 "
                 "AND state = 'running'",
                 worker_id, at + lease.count()));
-    return parse_name(kWorkerAdmins, admin->value_or(""), "worker admin state");
+    return parse_name(kWorkerAdmins, worker->admin, "worker admin state");
   };
   return within("heartbeat of worker " + worker_id, write_transaction(db_, beat));
 }

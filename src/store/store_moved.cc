@@ -1,25 +1,10 @@
 #include "store/store_moved.h"
 
-#include <cstdio>
-#include <ctime>
-
+#include "core/utc_time.h"
 #include "store/sql.h"
 
 namespace rf::store {
 using namespace sql;
-namespace {
-
-std::string utc_text(int64_t ms) {
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
-}
-
-}  // namespace
-
 Status mark_moved(Db& from, const std::string& to_name, int64_t at_ms) {
   return within(
       "mark " + engine::redact_uri(from.path()) + " as moved",
@@ -39,7 +24,7 @@ Status refuse_moved(Db& db, const std::string& name) {
   return make_error(name, "this store was moved to " + (*moved)->to +
                               " by `ringfence store "
                               "migrate` at " +
-                              utc_text((*moved)->at) + " and takes no more work; name " +
+                              iso_utc((*moved)->at) + " and takes no more work; name " +
                               (*moved)->to +
                               " to every worker and command (--store, or RINGFENCE_STORE)");
 }

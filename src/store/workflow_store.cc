@@ -348,7 +348,7 @@ Result<std::optional<WorkflowRunRow>> WorkflowStore::claim_run(const std::string
           if (lease.count() <= 0) return fail("the lease must be positive");
           auto w = running_worker(db, worker_id, store_.fence_of(worker_id));
           if (!w.ok()) return w.take_error();
-          if (!w->takes_work) return std::optional<WorkflowRunRow>();  // cordoned, draining
+          if (!w->takes_work()) return std::optional<WorkflowRunRow>();  // cordoned, draining
           auto next = first_row<std::string>(
               db, read_text0,
               "SELECT run_id FROM workflow_runs WHERE state = 'queued' AND " +

@@ -260,7 +260,7 @@ TEST_F(StoreCopy, TheSourceIsMarkedMovedAndRefusesEveryProcessAndAnotherMove) {
   const std::string said = s.error().to_string();
   EXPECT_THAT(said, HasSubstr("open store " + sqlite_ + ": this store was moved to "));
   EXPECT_THAT(said, HasSubstr(" by `ringfence store migrate` at 20"));
-  EXPECT_THAT(said, HasSubstr("UTC and takes no more work; name "));
+  EXPECT_THAT(said, HasSubstr("Z and takes no more work; name "));  // ISO 8601, UTC
   EXPECT_THAT(said, HasSubstr(" to every worker and command (--store, or RINGFENCE_STORE)"));
   const std::string other = dir_ + "/again.db";
   auto again = copy(sqlite_, "sqlite:" + other);
