@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,8 +62,41 @@ struct Figures {
   double status_ms = 0;  // median of `fleet status`
 };
 
+// The first line of a file that starts with `prefix` ("" when none).
+std::string line_starting(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+  return "";
+}
+
+// `serve` on the store, on a free loopback port, and a token of the project
+// `bench` in RINGFENCE_TOKEN: the API URL the clients then call through.
+std::string start_serve(const std::string& target, const std::string& dir, pid_t* pid) {
+  const std::string token_file = dir + "/token";
+  if (wait_exit(spawn({"token", "create", "--store", target, "--project", "bench"}, token_file)) !=
+      0) {
+    std::fprintf(stderr, "token create failed: %s\n", token_file.c_str());
+    std::exit(1);
+  }
+  ::setenv("RINGFENCE_TOKEN", line_starting(token_file, "rft_").c_str(), 1);
+  const std::string log = dir + "/serve.log";
+  *pid = spawn(
+      {"serve", "--store", target, "--state-dir", dir + "/serve", "--listen", "127.0.0.1:0"}, log);
+  for (int i = 0; i < 400; ++i) {
+    const std::string said = line_starting(log, "listening on http://");
+    if (!said.empty()) return said.substr(std::strlen("listening on "));
+    std::this_thread::sleep_for(milliseconds(25));
+  }
+  std::fprintf(stderr, "serve did not start: %s\n", log.c_str());
+  std::exit(1);
+}
+
+// With `via_serve`, the clients are `call --api` processes through one
+// `serve` on the same store.
 Figures run(const std::string& target, const std::string& dir, int workers, int clients, int calls,
-            const std::string& mode) {
+            const std::string& mode, bool via_serve = false) {
   Figures f;
   std::filesystem::create_directories(dir);
   std::vector<pid_t> worker_pids;
@@ -94,11 +128,15 @@ Figures run(const std::string& target, const std::string& dir, int workers, int 
       std::this_thread::sleep_for(milliseconds(50));
     }
   }
+  pid_t serve_pid = -1;
+  const std::string api = via_serve ? start_serve(target, dir, &serve_pid) : "";
   // Warm up: each client's run has its sandbox before the clock starts.
   auto one_call = [&](int client, int i) {
+    const std::string run = "fb-r" + std::to_string(client);
     const pid_t pid =
-        spawn({"call", "--store", target, "--state-dir", dir + "/c", "--project", "bench", "--run",
-               "fb-r" + std::to_string(client), "--wait-timeout", "60s", "--", "true"});
+        via_serve ? spawn({"call", "--api", api, "--run", run, "--", "true"}, dir + "/calls.log")
+                  : spawn({"call", "--store", target, "--state-dir", dir + "/c", "--project",
+                           "bench", "--run", run, "--wait-timeout", "60s", "--", "true"});
     (void)i;
     return pid > 0 ? wait_exit(pid) : -1;
   };
@@ -129,6 +167,10 @@ Figures run(const std::string& target, const std::string& dir, int workers, int 
   }
   std::sort(status.begin(), status.end());
   f.status_ms = status[status.size() / 2];
+  if (serve_pid > 0) {
+    ::kill(serve_pid, SIGTERM);
+    (void)wait_exit(serve_pid);
+  }
   for (pid_t pid : worker_pids) ::kill(pid, SIGTERM);
   for (pid_t pid : worker_pids) (void)wait_exit(pid);
   return f;
@@ -237,6 +279,16 @@ int main(int argc, char** argv) {
   std::printf("postgres / sqlite: %.2fx (bar: >= 0.7x)\n",
               postgres.calls_per_s / sqlite.calls_per_s);
   int failed = sqlite.failed + postgres.failed;
+  // The same fleet with its clients through serve (`call --api`): one
+  // process that keeps its connections warm, instead of libpq and a fresh
+  // backend in every client.
+  const Figures served = run(pg.fresh_schema_uri(), dir + "/pg-serve", 3, clients, calls, mode,
+                             /*via_serve=*/true);
+  std::printf("%-10s %8d %8d %8d %10.1f %8d %16.1f\n", "pg, serve", 3, clients, calls,
+              served.calls_per_s, served.failed, served.status_ms);
+  std::printf("postgres with clients through serve / sqlite: %.2fx (bar: >= 0.7x)\n",
+              served.calls_per_s / sqlite.calls_per_s);
+  failed += served.failed;
   if (pooler) {
     pid_t pgb = -1;
     const std::string through = start_pgbouncer(pg, dir, &pgb);

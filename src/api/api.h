@@ -26,6 +26,7 @@
 #include "proof/signing_key.h"
 #include "store/identity_store.h"
 #include "store/store.h"
+#include "store/store_pool.h"
 #include "store/token_store.h"
 
 namespace rf::api {
@@ -42,6 +43,9 @@ struct ApiOptions {
   // Where the key that seals secrets lives (identity/secrets.h); empty:
   // /v1/secrets answers 503.
   std::string state_dir;
+  // More connections for the call routes (POST /v1/calls, GET /v1/calls/ID),
+  // which many clients use at once; without a pool they share `store`.
+  store::StorePool* call_stores = nullptr;
 };
 
 class Api {
@@ -135,6 +139,14 @@ class Api {
   void secret_put(Ctx& c);
   void secret_delete(Ctx& c);
   std::optional<std::optional<store::SecretRow>> secret_of(Ctx& c);
+
+  // A Store for one request's statements: one of options_.call_stores, else store_.
+  struct Borrowed {
+    store::StorePool::Lease lease;  // empty: `store` is store_
+    store::Store* store = nullptr;
+    store::Store& operator*() const { return *store; }
+  };
+  Borrowed borrow_store();
 
   store::Store& store_;
   store::TokenStore tokens_;

@@ -64,7 +64,20 @@ std::optional<ServiceError> read_identity(const json& id, const policy::Principa
 
 }  // namespace
 
+Api::Borrowed Api::borrow_store() {
+  if (options_.call_stores != nullptr) {
+    // A pool that cannot open another connection leaves the shared one.
+    if (auto lease = options_.call_stores->acquire()) {
+      store::Store* s = lease->get();
+      return Borrowed{std::move(*lease), s};
+    }
+  }
+  return Borrowed{{}, &store_};
+}
+
 void Api::calls_create(Ctx& c) {
+  const Borrowed borrowed = borrow_store();
+  store::Store& st = *borrowed;
   auto body = body_object(c.request, c.out);
   if (!body) return;
   json exec = *body;
@@ -82,14 +95,14 @@ void Api::calls_create(Ctx& c) {
   // The project's own run of that name, whatever other projects name theirs.
   const std::string run_name = (*body)["run"].get<std::string>();
   if (!valid_run_name(run_name, "run", c.out)) return;
-  auto run = store::RunNames(store_).claim(c.who.project, run_name);
+  auto run = store::RunNames(st).claim(c.who.project, run_name);
   if (!run) return fail(c.out, 503, "", run.error().to_string());
   call.run = *run;
   call.argv = ec.argv;
   call.env = ec.env;
   call.cwd = body->contains("cwd") ? ec.cwd : "";
   call.stdin_bytes = ec.stdin_data;
-  auto policy = policy::load_policy(store_, c.who.project);
+  auto policy = policy::load_policy(st, c.who.project);
   if (!policy) return fail(c.out, 503, "", policy.error().to_string());
   std::chrono::milliseconds timeout = ec.timeout.count() > 0 ? ec.timeout : call.timeout;
   if (auto s = policy->bound_timeout(timeout, ec.timeout.count() > 0, "timeout"); !s) {
@@ -108,20 +121,20 @@ void Api::calls_create(Ctx& c) {
       return fail(c.out, e->status, e->field, e->message);
     }
     // Checked now, fail closed naming the key and secret; again at sandbox start.
-    store::IdentityStore rows(store_);
+    store::IdentityStore rows(st);
     const identity::CascadeRequest wanted{c.who.project, call.identity->workflow,
                                           call.identity->user};
     auto plan = identity::plan_cascade(rows, wanted);
     if (!plan) {
-      identity::audit_refusal(store_, "api " + c.who.token_id, wanted, plan.error().to_string(),
+      identity::audit_refusal(st, "api " + c.who.token_id, wanted, plan.error().to_string(),
                               {call.run, {}, {}});
       return fail(c.out, 403, "identity", "call refused: " + plan.error().to_string());
     }
   }
-  if (!store_.project(c.who.project)) {
-    (void)store_.ensure_project(c.who.project, store::Environment::development);
+  if (!st.project(c.who.project)) {
+    (void)st.ensure_project(c.who.project, store::Environment::development);
   }
-  auto id = store_.enqueue_call(call);
+  auto id = st.enqueue_call(call);
   if (!id) return fail(c.out, 409, "run", with_name(id.error().to_string(), call.run, run_name));
   answer(c.out, 201, {{"id", *id}, {"state", "queued"}},
          {{"Location", "/v1/calls/" + std::to_string(*id)}});
@@ -131,12 +144,14 @@ void Api::call_get(Ctx& c) {
   const std::string& text = c.param("id");
   char* end = nullptr;
   const long long id = std::strtoll(text.c_str(), &end, 10);
-  auto view = *end != '\0' ? Result<store::CallView>(make_error("", "")) : store_.call(id);
+  Borrowed borrowed = borrow_store();
+  store::Store* st = borrowed.store;
+  auto view = *end != '\0' ? Result<store::CallView>(make_error("", "")) : st->call(id);
   if (!view || view->project_id != c.who.project) {
     return fail(c.out, 404, "id", "no call " + text);
   }
   auto run_name = [&](const std::string& run_id) {
-    auto name = store::RunNames(store_).name_of(run_id);
+    auto name = store::RunNames(*st).name_of(run_id);
     return name ? *name : run_id;
   };
   auto call_json = [&](const store::CallView& v) {
@@ -158,7 +173,7 @@ void Api::call_get(Ctx& c) {
     std::string out, err;
     int64_t seq = 0;
     while (true) {
-      auto chunks = store_.output(id, seq);
+      auto chunks = st->output(id, seq);
       if (!chunks || chunks->empty()) break;
       for (const auto& ch : *chunks) {
         (ch.stream == store::Stream::out ? out : err) += ch.data;
@@ -170,12 +185,18 @@ void Api::call_get(Ctx& c) {
     put_bytes(j, "stderr", err);
     return answer(c.out, 200, j);
   }
+  borrowed.lease.reset();  // a stream holds a Store only while it reads
   if (!c.out.begin_stream(200, "text/event-stream")) return;
   int64_t seq = 0;
   while (true) {
     const uint32_t seen = store_.call_version(id);
-    auto now = store_.call(id);  // the state first: output written before it is then complete
-    auto chunks = store_.output(id, seq);
+    borrowed = borrow_store();
+    st = borrowed.store;
+    auto now = st->call(id);  // the state first: output written before it is then complete
+    auto chunks = st->output(id, seq);
+    std::optional<json> last;  // the `end` event's call, once it has ended
+    if (now && ended(now->state) && !(chunks && !chunks->empty())) last = call_json(*now);
+    borrowed.lease.reset();  // not held while a slow client reads
     if (chunks && !chunks->empty()) {
       for (const auto& ch : *chunks) {
         json j;
@@ -190,8 +211,8 @@ void Api::call_get(Ctx& c) {
       continue;
     }
     if (!now) break;
-    if (ended(now->state)) {
-      (void)c.out.write_chunk("event: end\ndata: " + call_json(*now).dump() + "\n\n");
+    if (last) {
+      (void)c.out.write_chunk("event: end\ndata: " + last->dump() + "\n\n");
       break;
     }
     store_.wait_for_call(id, seen, std::chrono::milliseconds(500));

@@ -1,6 +1,7 @@
 // `ringfence call`: the client side of the worker.
 // A call is enqueued in the store; a worker claims it; this process streams its
-// output from the store and exits with its exit code.
+// output from the store and exits with its exit code. With --api, the same
+// through `serve` (call_via_api.h): no store, the project's token.
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,10 +10,12 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/call_via_api.h"
 #include "cli/call_wait.h"
 #include "cli/client_store.h"
 #include "cli/commands.h"
 #include "cli/proof_session.h"
+#include "core/base64.h"
 #include "core/io.h"
 #include "core/units.h"
 #include "identity/audit_events.h"
@@ -41,6 +44,9 @@ struct ClientFlags {
   std::string receipt;               // write the call's signed receipt here
   std::vector<std::string> require;  // KEY=VALUE labels a worker must have
   std::vector<std::string> command;
+  std::string api;                      // serve's URL: the call goes through it
+  std::string token_file;               // with --api: where the token is
+  std::vector<std::string> store_only;  // flags given that only the store path has
 };
 
 std::string state_dir_of(const ClientFlags& f) {
@@ -59,6 +65,26 @@ std::optional<std::string> start_error(const store::CallView& v) {
   const auto j = nlohmann::json::parse(*v.result_json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("error") || !j["error"].is_string()) return std::nullopt;
   return j["error"].get<std::string>();
+}
+
+// The call as a CallRequest to serve (docs/openapi.yaml), whose token
+// names the project.
+int run_call_through_serve(const ClientFlags& f, const store::NewCall& call) {
+  if (!f.store_only.empty())
+    return fail(f.store_only.front() +
+                    " goes with the store, not --api (serve and the token's project decide it)",
+                kExitUsage);
+  auto token = api_token(f.token_file);
+  if (!token) return fail(token.error().to_string(), kExitUsage);
+  nlohmann::json body = {{"run", call.run}, {"argv", call.argv}, {"timeout", f.timeout}};
+  if (!call.stdin_bytes.empty()) body["stdin_base64"] = base64_encode(call.stdin_bytes);
+  if (!call.requires_labels.empty()) body["requires"] = {{"labels", call.requires_labels}};
+  if (f.identity) {
+    body["identity"] = nlohmann::json::object();
+    if (!f.workflow.empty()) body["identity"]["workflow"] = f.workflow;
+    if (!f.user.empty()) body["identity"]["user"] = f.user;
+  }
+  return run_call_via_api({.api = f.api, .token = *token, .body = std::move(body)});
 }
 
 int run_call(const ClientFlags& f) {
@@ -106,6 +132,8 @@ int run_call(const ClientFlags& f) {
     if (!data) return fail("--stdin: " + data.error().to_string(), kExitUsage);
     call.stdin_bytes = *data;
   }
+  if (!f.api.empty()) return run_call_through_serve(f, call);
+  if (f.project.empty()) return fail("--project is required (or --api: the token's)", kExitUsage);
   // Checked before anything is written: a refused call leaves no new project.
   if (auto bad = store::Store::check_new_call(call); !bad)
     return fail(bad.error().to_string(), kExitUsage);
@@ -219,7 +247,8 @@ int run_call(const ClientFlags& f) {
 
 void add_call_command(CLI::App* call, CommandResult* result) {
   auto f = std::make_shared<ClientFlags>();
-  call->add_option("--project", f->project, "Project")->check(project_name())->required();
+  call->add_option("--project", f->project, "Project (required, but with --api)")
+      ->check(project_name());
   call->add_option("--run", f->run, "Run (created on first use)")->required();
   call->add_option("--stdin", f->stdin_file, "File whose bytes are the call's stdin");
   call->add_option("--timeout", f->timeout, "Per-call timeout")->default_val("30s");
@@ -257,6 +286,14 @@ void add_call_command(CLI::App* call, CommandResult* result) {
                    "and their place in the audit log (`audit verify --receipt FILE`)");
   call->add_option("--workflow", f->workflow, "With --identity: the workflow level");
   call->add_option("--user", f->user, "With --identity: the user level");
+  call->add_option("--api", f->api,
+                   "Send the call through `ringfence serve` at this URL (http://HOST:PORT) "
+                   "instead of the store: no store credentials here, the project is the "
+                   "token's (RINGFENCE_TOKEN, or --token-file). Default: $RINGFENCE_API")
+      ->envname("RINGFENCE_API");
+  call->add_option("--token-file", f->token_file,
+                   "With --api: a file whose first line is the project's token (default: "
+                   "$RINGFENCE_TOKEN)");
   call->add_option("command", f->command, "The command and its arguments (after --)");
   call->footer(
       "Exit codes: the command's own (128+N when killed by signal N); 124: no worker claimed "
@@ -265,7 +302,7 @@ void add_call_command(CLI::App* call, CommandResult* result) {
       "(identity), or the store cannot be used; 2: usage errors.\n"
       "With no live worker serving the project, a notice on stderr says so within about 2 s "
       "and names the command that starts one; the call keeps waiting.");
-  call->callback([f, result] {
+  call->callback([f, result, call] {
     f->command = command_words(f->command, *result);
     if (f->command.empty()) {
       std::fprintf(
@@ -273,6 +310,12 @@ void add_call_command(CLI::App* call, CommandResult* result) {
           "ringfence: call: no command (usage: call --project P --run R -- CMD [ARG...])\n");
       result->exit_code = kExitUsage;
       return;
+    }
+    // Flags of the store path that a call through serve cannot honour.
+    for (const char* name :
+         {"--project", "--state-dir", "--store", "--environment", "--sandbox-image",
+          "--wait-timeout", "--store-wait", "--jit", "--receipt"}) {
+      if (call->get_option(name)->count() > 0) f->store_only.emplace_back(name);
     }
     result->exit_code = run_call(*f);
   });

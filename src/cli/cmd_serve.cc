@@ -27,10 +27,15 @@
 #include "policy/principal.h"
 #include "proof/signing_key.h"
 #include "store/audit_log.h"
+#include "store/db.h"
+#include "store/store_pool.h"
 #include "store/token_store.h"
 
 namespace rf::cli {
 namespace {
+
+// Connections serve opens for the call routes on PostgreSQL, beside its own.
+constexpr size_t kCallConnections = 8;
 
 using json = nlohmann::json;
 
@@ -224,6 +229,14 @@ int serve(const ServeFlags& f) {
   if (!signing_key) return fail(signing_key.error().to_string(), kExitRuntime);
   api_options.signing_key = &*signing_key;
   api_options.state_dir = state_dir;
+  // On PostgreSQL, the call routes get connections of their own: many
+  // `call --api` clients at once (SQLite writes one at a time anyway).
+  std::optional<store::StorePool> call_stores;
+  const std::string target = store_target("", state_dir);
+  if (store::is_postgres_uri(target)) {
+    call_stores.emplace(target, kCallConnections);
+    api_options.call_stores = &*call_stores;
+  }
   api::Api api(**st, sandboxes, api_options);
   // With TLS, serve itself listens on a unix socket only root can reach, and
   // ringfence-serve-tls takes the --listen socket (cli/tls_front.h).

@@ -260,7 +260,11 @@ Result<Response> fetch(const Request& req, const Options& o, Failure* failure_ou
     return make_error(what, w.error().to_string());
   }
   beast_http::response_parser<beast_http::string_body> parser;
-  parser.body_limit(o.body_limit);
+  if (o.on_body) {
+    parser.body_limit(boost::none);  // a stream: the caller bounds what it keeps
+  } else {
+    parser.body_limit(o.body_limit);
+  }
   parser.header_limit(64 << 10);
   if (req.method == "HEAD") parser.skip(true);
   char chunk[16384];
@@ -300,6 +304,19 @@ Result<Response> fetch(const Request& req, const Options& o, Failure* failure_ou
       if (used == 0) break;
     }
     pending.erase(0, pos);
+    // A stream's pieces go to on_body; an answer that is not a success (an
+    // error body) is kept whole, within body_limit, for the caller to read.
+    if (o.on_body && parser.is_header_done() && !parser.get().body().empty()) {
+      if (parser.get().result_int() / 100 == 2) {
+        std::string piece = std::move(parser.get().body());
+        parser.get().body().clear();
+        if (!o.on_body(piece)) break;
+      } else if (parser.get().body().size() > o.body_limit) {
+        failure = Failure::kBadAnswer;
+        return make_error(what,
+                          "an error answer longer than " + std::to_string(o.body_limit) + " bytes");
+      }
+    }
   }
   Response resp;
   resp.status = parser.get().result_int();

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -65,6 +66,11 @@ struct Options {
   net::ResolveOverride resolve;
   std::string ca_file;  // TLS: verify against this CA; "" = the system's
   bool tls_verify = true;
+  // When set, the body is handed over piece by piece as it arrives (an event
+  // stream) instead of kept in Response::body; returning false ends the
+  // exchange there (the answer so far is returned). `timeout` still bounds the
+  // whole exchange.
+  std::function<bool(std::string_view)> on_body;
 };
 
 // What failed, for callers that retry or explain.

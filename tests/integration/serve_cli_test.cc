@@ -583,6 +583,100 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
   worker.wait(30s);
 }
 
+// `ringfence call --api` (issue 40): the same call through serve, with no
+// store and no store credentials on the client, only the project's token in
+// the environment (never argv). Output streams back redacted, the exit code
+// is the command's, and each way it can fail has its own exit code.
+TEST_F(ServeCli, CallThroughServeNeedsOnlyTheProjectsToken) {
+  const std::string tok = token("acme");
+  const std::string secret = "sk-live-0123456789abcdefXYZ";
+  {
+    Cli set({"secret", "set", "acme-key", "--state-dir", dir_}, secret);
+    ASSERT_EQ(set.wait(30s), 0) << set.err();
+    Cli profile({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
+                 "API_KEY=secret:acme-key", "--state-dir", dir_});
+    ASSERT_EQ(profile.wait(30s), 0) << profile.err();
+  }
+  serve_only();
+  Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run"});
+  const std::string api = "http://127.0.0.1:" + std::to_string(port_);
+  const std::string env = "RINGFENCE_TOKEN=" + tok;
+  // A client in another directory: no state dir, no store here.
+  {
+    Cli c({"call", "--api", api, "--run", "r1", "--identity", "--", "sh", "-c",
+           "echo hello; echo $API_KEY; echo err >&2; exit 3"},
+          std::nullopt, {env, "HOME=" + dir_ + "/nohome"});
+    EXPECT_EQ(c.wait(60s), 3) << c.err();
+    EXPECT_EQ(c.out(), "hello\n[REDACTED:API_KEY]\n");
+    EXPECT_NE(c.err().find("err\n"), std::string::npos) << c.err();
+    EXPECT_EQ(c.out().find(secret) + c.err().find(secret), 2 * std::string::npos);
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/nohome")) << "nothing written on the client";
+  }
+  // stdin that is not UTF-8 comes back byte for byte; the token from a file.
+  {
+    const std::string bytes("\xff\x00\xfe-end", 6);
+    std::ofstream(dir_ + "/in", std::ios::binary) << bytes;
+    std::ofstream(dir_ + "/token") << tok << "\n";
+    Cli c({"call", "--api", api + "/", "--token-file", dir_ + "/token", "--run", "r1", "--stdin",
+           dir_ + "/in", "--", "cat"});
+    EXPECT_EQ(c.wait(60s), 0) << c.err();
+    EXPECT_EQ(c.out(), bytes);
+  }
+  // A command that cannot start says why, as the store path does.
+  {
+    Cli c({"call", "--api", api, "--run", "r1", "--", "no-such-command"}, std::nullopt, {env});
+    EXPECT_EQ(c.wait(60s), 127);
+    EXPECT_NE(c.err().find("no-such-command: command not found"), std::string::npos) << c.err();
+  }
+  // Refused before anything is queued: a forged token (125), no token, a
+  // flag of the store path, a token in argv (2), nobody listening (122).
+  {
+    Cli c({"call", "--api", api, "--run", "r1", "--", "true"}, std::nullopt,
+          {"RINGFENCE_TOKEN=rft_forged"});
+    EXPECT_EQ(c.wait(30s), 125);
+    EXPECT_NE(c.err().find("HTTP 401"), std::string::npos) << c.err();
+    EXPECT_NE(c.err().find("the call was never queued"), std::string::npos) << c.err();
+    EXPECT_EQ(c.err().find("rft_forged"), std::string::npos) << "the token is never echoed";
+  }
+  {
+    Cli c({"call", "--api", api, "--run", "r1", "--", "true"}, std::nullopt, {"RINGFENCE_TOKEN="});
+    EXPECT_EQ(c.wait(30s), 2);
+    EXPECT_NE(c.err().find("RINGFENCE_TOKEN"), std::string::npos) << c.err();
+  }
+  {
+    Cli c({"call", "--api", api, "--project", "beta", "--run", "r1", "--", "true"}, std::nullopt,
+          {env});
+    EXPECT_EQ(c.wait(30s), 2);
+    EXPECT_NE(c.err().find("--project goes with the store, not --api"), std::string::npos)
+        << c.err();
+  }
+  {
+    Cli c({"call", "--api", api, "--token", tok, "--run", "r1", "--", "true"});
+    EXPECT_EQ(c.wait(30s), 2) << "no flag takes a token";
+  }
+  {
+    Cli c({"call", "--api", "http://127.0.0.1:1", "--run", "r1", "--", "true"}, std::nullopt,
+          {env});
+    EXPECT_EQ(c.wait(30s), 122);
+    EXPECT_NE(c.err().find("the call was never queued"), std::string::npos) << c.err();
+  }
+  // serve gone mid-call: queued, outcome unknown here (123), and the call
+  // went on (the worker finished it).
+  {
+    Cli c({"call", "--api", api, "--run", "r-gone", "--", "sh", "-c", "echo started; sleep 2"},
+          std::nullopt, {env});
+    ASSERT_TRUE(c.stdout_shows("started", 60s)) << c.err();
+    server_->signal(SIGKILL);
+    (void)server_->wait(30s);
+    server_.reset();
+    EXPECT_EQ(c.wait(30s), 123);
+    EXPECT_NE(c.err().find("was queued and its outcome is unknown here"), std::string::npos)
+        << c.err();
+  }
+  worker.signal(SIGTERM);
+  EXPECT_EQ(worker.wait(60s), 0) << worker.err();
+}
+
 // GET /v1/fleet (an operator's route: it names hosts) shows the workers
 // that may serve a project, with that project's load only; a call's
 // "requires" routes it by label, and bad labels get a 400 naming the field
