@@ -105,6 +105,7 @@ class Api {
   void sandboxes_list(Ctx& c);
   void sandbox_get(Ctx& c);
   void sandbox_delete(Ctx& c);
+  void sandbox_timeout(Ctx& c);
   void sandbox_exec(Ctx& c);
   void sandbox_file_get(Ctx& c);
   void sandbox_file_put(Ctx& c);

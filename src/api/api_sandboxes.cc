@@ -78,9 +78,53 @@ void Api::sandboxes_create(Ctx& c) {
 void Api::sandboxes_list(Ctx& c) {
   auto project = project_of(c);
   if (!project) return;
+  // Filters (issue 41): ?name=N, ?state=running|paused, ?metadata=K=V&K2=V2
+  // (the pairs URL-encoded as one value, as E2B's clients send them).
+  const auto& q = c.target.query;
+  std::optional<std::string> name, state;
+  if (auto it = q.find("name"); it != q.end()) name = it->second;
+  if (auto it = q.find("state"); it != q.end()) {
+    state = it->second;
+    if (*state != "running" && *state != "paused")
+      return fail(c.out, 400, "state", "expected running or paused");
+  }
+  std::map<std::string, std::string> wanted;
+  if (auto it = q.find("metadata"); it != q.end()) {
+    auto pairs = httpd::split_target("/?" + it->second);
+    if (!pairs.ok) return fail(c.out, 400, "metadata", "expected K=V pairs joined by &");
+    for (const auto& [k, v] : pairs.query) {
+      if (k.empty()) return fail(c.out, 400, "metadata", "a pair without its key");
+      wanted[k] = v;
+    }
+  }
   json list = json::array();
-  for (auto& s : sandboxes_.list(*project)) list.push_back(std::move(s));
+  for (auto& s : sandboxes_.list(*project)) {
+    if (name) {
+      const json n = s.value("name", json());
+      if (!n.is_string() || n.get<std::string>() != *name) continue;
+    }
+    if (state && *state != "running") continue;  // none is paused (yet)
+    bool all = true;
+    for (const auto& [k, v] : wanted) {
+      const json& m = s.contains("metadata") ? s["metadata"] : json();
+      all = all && m.is_object() && m.contains(k) && m[k] == v;
+    }
+    if (all) list.push_back(std::move(s));
+  }
   answer(c.out, 200, {{"sandboxes", list}});
+}
+
+void Api::sandbox_timeout(Ctx& c) {
+  auto body = body_object(c.request, c.out);
+  if (!body) return;
+  auto set = sandboxes_.set_timeout(c.who.project, c.param("id"), *body);
+  if (auto* e = std::get_if<ServiceError>(&set)) {
+    if (e->status == 403) ++denied_;
+    return fail_with(c.out, *e);
+  }
+  const auto& sb = std::get<std::optional<json>>(set);
+  if (!sb) return fail(c.out, 404, "id", "no sandbox " + c.param("id"));
+  answer(c.out, 200, *sb);
 }
 
 void Api::sandbox_get(Ctx& c) {

@@ -114,7 +114,7 @@ json McpServer::tool_list(bool local) {
       {"timeout",
        {{"type", {"number", "string"}},
         {"description", "Seconds, or a duration such as \"30s\" (default: the sandbox's)"}}}};
-  return json::array({
+  json tools = json::array({
       {{"name", "sandbox_create"},
        {"description",
         "Create an isolated Linux sandbox (read-only root, writable /workspace, no network unless "
@@ -139,6 +139,23 @@ json McpServer::tool_list(bool local) {
                  {"additionalProperties", {{"type", "string"}}},
                  {"description", "Variables every command in the sandbox sees"}}}},
               {});
+          if (!local) {  // lifetimes are serve's (sandbox/lifetime_request.h)
+            create["properties"]["timeout"] = {
+                {"type", {"number", "string"}},
+                {"description",
+                 "How long it lives: seconds or a duration such as \"30m\" (default: the "
+                 "project's policy, 1h built in); it is destroyed when it runs out"}};
+            create["properties"]["idle_timeout"] = {
+                {"type", {"number", "string"}},
+                {"description", "Destroyed after this long with no command running"}};
+            create["properties"]["name"] = {
+                {"type", "string"},
+                {"pattern", "^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"},
+                {"description", "Unique among the project's live sandboxes"}};
+            create["properties"]["metadata"] = {{"type", "object"},
+                                                {"additionalProperties", {{"type", "string"}}},
+                                                {"description", "String keys and values"}};
+          }
           if (local) {
             create["properties"]["id"] = {
                 {"type", "string"},
@@ -152,6 +169,15 @@ json McpServer::tool_list(bool local) {
         "Run a command in a sandbox and wait for it: exit code, stdout, stderr, and the limit "
         "that ended it, if any. Give cmd or argv."},
        {"inputSchema", schema(exec_props, {"sandbox_id"})}},
+      {{"name", "sandbox_set_timeout"},
+       {"description",
+        "Give a sandbox a new lifetime from now (longer or shorter); it is destroyed when it "
+        "runs out."},
+       {"inputSchema", schema({{"sandbox_id", kSandboxId},
+                               {"timeout",
+                                {{"type", {"number", "string"}},
+                                 {"description", "Seconds, or a duration such as \"30m\""}}}},
+                              {"sandbox_id", "timeout"})}},
       {{"name", "sandbox_destroy"},
        {"description", "Destroy a sandbox: every process ends and its files are gone."},
        {"inputSchema", schema({{"sandbox_id", kSandboxId}}, {"sandbox_id"})}},
@@ -186,6 +212,16 @@ json McpServer::tool_list(bool local) {
                 {"timeout", {{"type", {"number", "string"}}}}},
                {"language", "code"})}},
   });
+  // Lifetimes are serve's: a local door's sandboxes live as long as its process.
+  if (local) {
+    for (auto it = tools.begin(); it != tools.end(); ++it) {
+      if ((*it)["name"] == "sandbox_set_timeout") {
+        tools.erase(it);
+        break;
+      }
+    }
+  }
+  return tools;
 }
 
 json McpServer::call_tool(const std::string& project, const std::string& name, const json& args,
@@ -211,15 +247,33 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
 
   if (name == "sandbox_create") {
     if (auto bad = local_ ? check_args(args, {"id", "limits", "network", "allow", "env"}, {})
-                          : check_args(args, {"limits", "network", "allow", "env"}, {})) {
+                          : check_args(args,
+                                       {"limits", "network", "allow", "env", "timeout",
+                                        "idle_timeout", "name", "metadata"},
+                                       {})) {
       return tool_error(*bad);
     }
     auto made = sandboxes_.create(project, actor, args.dump());
     if (auto* e = std::get_if<ServiceError>(&made)) return failed(*e);
     const json& sb = std::get<json>(made);
     const std::string id = sb.value("id", "");
-    const json out = {{"sandbox_id", id}, {"spec", sb.value("spec", json::object())}};
+    json out = {{"sandbox_id", id}, {"spec", sb.value("spec", json::object())}};
+    for (const char* k : {"name", "metadata", "expires_at"}) {
+      if (sb.contains(k)) out[k] = sb[k];
+    }
     return tool_result(out, "sandbox_id: " + id);
+  }
+  if (name == "sandbox_set_timeout") {
+    if (auto bad = check_args(args, {"sandbox_id", "timeout"}, {"sandbox_id", "timeout"}))
+      return tool_error(*bad);
+    const std::string id = args["sandbox_id"];
+    auto set = sandboxes_.set_timeout(project, id, {{"timeout", args["timeout"]}});
+    if (auto* e = std::get_if<ServiceError>(&set)) return failed(*e);
+    const auto& sb = std::get<std::optional<json>>(set);
+    if (!sb) return tool_error("no sandbox " + id);
+    return tool_result({{"sandbox_id", id}, {"expires_at", sb->value("expires_at", json())}},
+                       "sandbox " + id + " now expires at " +
+                           std::to_string(sb->value("expires_at", int64_t{0})) + " (ms)");
   }
   if (name == "sandbox_exec") {
     if (auto bad = check_args(args, {"sandbox_id", "cmd", "argv", "stdin", "env", "cwd", "timeout"},

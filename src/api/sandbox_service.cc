@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "policy/host_capacity.h"
 #include "sandbox/exec_json.h"
+#include "sandbox/lifetime_request.h"
 #include "sandbox/result_json.h"
 
 namespace rf::api {
@@ -192,6 +193,15 @@ ServiceResult<json> LocalSandboxes::create(const std::string& project, const std
     if (!(*parsed)["id"].is_string()) return bad("id", "expected a string");
     id = (*parsed)["id"].get<std::string>();
     parsed->erase("id");
+  }
+  // Lifetimes are a front door's (serve's workers); the local user's
+  // sandboxes live as long as this process.
+  for (const char* field : {"timeout", "idle_timeout", "name", "metadata"}) {
+    if (parsed->is_object() && parsed->contains(field)) {
+      return ServiceError{400, field,
+                          "lifetimes, names and metadata are served by `ringfence serve`, not "
+                          "by a local door"};
+    }
   }
   auto checked = checked_spec(project, *parsed, /*allow_host=*/false);
   if (auto* e = std::get_if<ServiceError>(&checked)) return *e;
@@ -384,7 +394,38 @@ ServiceError WorkerSandboxes::error_of(const DoorReply& reply) {
   return e;
 }
 
-json WorkerSandboxes::view_of(const store::SandboxRow& row) {
+ServiceResult<std::optional<json>> LocalSandboxes::set_timeout(const std::string&,
+                                                               const std::string&, const json&) {
+  return ServiceError{501, "timeout",
+                      "lifetimes are served by `ringfence serve`, not by a local door"};
+}
+
+ServiceResult<std::optional<json>> WorkerSandboxes::set_timeout(const std::string& project,
+                                                                const std::string& id,
+                                                                const json& body) {
+  if (!body.is_object() || !body.contains("timeout"))
+    return bad("timeout", "expected {\"timeout\": seconds or a duration such as \"10m\"}");
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (it.key() != "timeout") return bad(it.key(), "unknown field (allowed: timeout)");
+  }
+  auto timeout = parse_lifetime_timeout(body["timeout"], "timeout");
+  if (!timeout) return bad("timeout", timeout.error().message);
+  auto door = door_of(project, id);
+  if (!door) return std::optional<json>();
+  auto reply = doors_.call(*door, "PUT", "/door/v1/sandboxes/" + query_escaped(id) + "/timeout",
+                           headers(project, ""), body.dump());
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  if (reply->status == 404) {
+    forget_door(id);
+    return std::optional<json>();
+  }
+  if (reply->status != 200) return error_of(*reply);
+  json j = parse_json_or_discarded(reply->body);
+  if (!j.is_object()) return ServiceError{502, "", "the worker's answer is not JSON"};
+  return std::optional<json>(std::move(j));
+}
+
+json WorkerSandboxes::view_of(const store::SandboxRow& row, const store::SandboxLifetime* l) {
   const json spec = row.spec_json ? parse_json_or_discarded(*row.spec_json) : json();
   const int64_t now = store::now_ms();
   json j = {{"id", row.id},
@@ -398,6 +439,13 @@ json WorkerSandboxes::view_of(const store::SandboxRow& row) {
     j["network"] = spec.value("network", "none");
     j["spec"] = spec;
   }
+  // As the worker's door shows it (worker/door.cc).
+  j["name"] = l != nullptr && !l->name.empty() ? json(l->name) : json(nullptr);
+  j["metadata"] = l != nullptr ? json(l->metadata) : json::object();
+  j["expires_at"] = l != nullptr && l->expires_at ? json(*l->expires_at) : json(nullptr);
+  j["idle_timeout_s"] = l != nullptr && l->idle_timeout_ms > 0
+                            ? json(static_cast<double>(l->idle_timeout_ms) / 1000)
+                            : json(nullptr);
   return j;
 }
 
@@ -495,8 +543,19 @@ ServiceResult<json> WorkerSandboxes::create(const std::string& project, const st
       required = std::move(*labels);
     }
   }
-  auto checked = checked_spec(project, *parsed, options_.allow_host_network);
+  // The lifetime fields go to the worker with the spec; checked here first.
+  json spec_only = *parsed;
+  auto lifetime = take_lifetime(spec_only);
+  if (!lifetime) return bad(lifetime.error().where, lifetime.error().message);
+  auto checked = checked_spec(project, spec_only, options_.allow_host_network);
   if (auto* e = std::get_if<ServiceError>(&checked)) return *e;
+  if (lifetime->timeout) {
+    auto policy = policy_of(project);
+    if (!policy) return ServiceError{503, "", policy.error().to_string()};
+    std::chrono::milliseconds t = *lifetime->timeout;
+    if (auto s = policy->bound_sandbox_timeout(t, true, "timeout"); !s)
+      return ServiceError{403, s.error().where, s.error().message};
+  }
   {
     size_t mine = 0;
     if (auto live = store_.live_sandboxes()) {
@@ -534,9 +593,15 @@ std::vector<json> WorkerSandboxes::list(const std::string& project) {
   std::vector<json> out;
   auto live = store_.live_sandboxes();
   if (!live) return out;
+  auto lifetimes = store::SandboxLifetimes(store_).of_live(project);
   for (const auto& s : *live) {
     if (s.mode != "api" || (!project.empty() && s.project_id != project)) continue;
-    out.push_back(view_of(s));
+    const store::SandboxLifetime* l = nullptr;
+    if (lifetimes) {
+      auto it = lifetimes->find(s.id);
+      if (it != lifetimes->end()) l = &it->second;
+    }
+    out.push_back(view_of(s, l));
   }
   return out;
 }

@@ -30,6 +30,7 @@
 #include "proto/messages.h"
 #include "sandbox/sandbox.h"
 #include "store/labels.h"
+#include "store/sandbox_lifetimes.h"
 #include "store/store.h"
 
 namespace rf::api {
@@ -80,6 +81,11 @@ class SandboxService {
   virtual ServiceResult<std::vector<proto::FileInfo>> list_dir(const std::string& project,
                                                                const std::string& id,
                                                                const std::string& path) = 0;
+  // A new lifetime from now (`timeout`: seconds or "10m"), bounded by the
+  // project's sandbox_timeout_max; the sandbox's JSON. nullopt: unknown.
+  virtual ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
+                                                                   const std::string& id,
+                                                                   const nlohmann::json& body) = 0;
   // Ends every sandbox this process holds (LocalSandboxes); a front door holds none.
   virtual void destroy_all() {}
 
@@ -153,6 +159,9 @@ class LocalSandboxes final : public SandboxService {
   ServiceResult<std::vector<proto::FileInfo>> list_dir(const std::string& project,
                                                        const std::string& id,
                                                        const std::string& path) override;
+  ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
+                                                           const std::string& id,
+                                                           const nlohmann::json& body) override;
   void destroy_all() override;
   Counts counts() override;
 
@@ -202,6 +211,9 @@ class WorkerSandboxes final : public SandboxService {
   ServiceResult<std::vector<proto::FileInfo>> list_dir(const std::string& project,
                                                        const std::string& id,
                                                        const std::string& path) override;
+  ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
+                                                           const std::string& id,
+                                                           const nlohmann::json& body) override;
   Counts counts() override;
 
  private:
@@ -215,7 +227,8 @@ class WorkerSandboxes final : public SandboxService {
   // the least loaded (calls are routed by the same labels).
   ServiceResult<DoorAddress> place(const std::string& project, const Labels& labels);
   static ServiceError error_of(const DoorReply& reply);
-  static nlohmann::json view_of(const store::SandboxRow& row);
+  static nlohmann::json view_of(const store::SandboxRow& row,
+                                const store::SandboxLifetime* lifetime);
   DoorClient::Headers headers(const std::string& project, const std::string& actor) const;
 
   store::Store& store_;

@@ -34,6 +34,7 @@ struct PolicyFlags {
   std::map<std::string, std::string> limits;  // by limit json key, from --memory etc.
   std::vector<std::string> networks, egress_allow, modes, step_kinds, worker_env;
   bool no_egress_allow = false, no_worker_env = false;
+  std::string sandbox_timeout, sandbox_timeout_max;
 };
 
 // The project the command is about: --project P, or --default ("*").
@@ -72,6 +73,8 @@ Result<policy::PolicyDoc> doc_of_flags(const PolicyFlags& f) {
   list("modes", f.modes, false);
   list("step_kinds", f.step_kinds, false);
   list("worker_env", f.worker_env, f.no_worker_env);
+  if (!f.sandbox_timeout.empty()) j["sandbox_timeout"] = f.sandbox_timeout;
+  if (!f.sandbox_timeout_max.empty()) j["sandbox_timeout_max"] = f.sandbox_timeout_max;
   return policy::parse_policy_doc(j);
 }
 
@@ -165,6 +168,11 @@ int show(const PolicyFlags& f) {
                 values.empty() ? "none" : values.c_str(),
                 out[k]["source"].get<std::string>().c_str());
   }
+  for (const char* k : {"sandbox_timeout", "sandbox_timeout_max"}) {
+    std::printf("%-27s %s (%s)\n", (std::string(k) + ":").c_str(),
+                out[k]["value"].get<std::string>().c_str(),
+                out[k]["source"].get<std::string>().c_str());
+  }
   return 0;
 }
 
@@ -206,6 +214,10 @@ void add_policy_commands(CLI::App* cmd, CommandResult* result) {
   set_cmd->add_option("--worker-env", f->worker_env,
                       "A worker environment variable a step may read (llm model.key_env)");
   set_cmd->add_flag("--no-worker-env", f->no_worker_env, "Let steps read no worker variable");
+  set_cmd->add_option("--sandbox-timeout", f->sandbox_timeout,
+                      "How long an API sandbox lives when its client does not say (e.g. 30m)");
+  set_cmd->add_option("--sandbox-timeout-max", f->sandbox_timeout_max,
+                      "The longest an API client may ask a sandbox to live (e.g. 24h)");
   set_cmd->callback([f, result] { result->exit_code = set(*f); });
 
   auto* show_cmd = cmd->add_subcommand("show", "A project's effective operator policy");

@@ -20,6 +20,7 @@ enum class ErrorCode {
   kDenied,        // the request's principal or the operator's policy does not allow it
   kLeaseLost,     // a worker no longer holds the call or run it writes (the sweep ended it)
   kFenced,        // another process registered the worker's id since this one did
+  kConflict,      // the name or state asked for is another's (a live sandbox's name)
 };
 
 struct Error {

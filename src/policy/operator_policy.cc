@@ -149,10 +149,16 @@ Result<PolicyDoc> parse_policy_doc(const json& j) {
         }
       }
       d.worker_env = std::move(*list);
+    } else if (key == "sandbox_timeout" || key == "sandbox_timeout_max") {
+      if (!v.is_string()) return make_error(key, "expected a duration such as \"1h\"");
+      auto lasts = parse_duration(v.get<std::string>());
+      if (!lasts) return make_error(key, lasts.error().message);
+      if (lasts->count() <= 0) return make_error(key, "must be more than 0");
+      (key == "sandbox_timeout" ? d.sandbox_timeout : d.sandbox_timeout_max) = v.get<std::string>();
     } else {
       return make_error(key,
                         "unknown field (allowed: limits, networks, egress_allow, modes, "
-                        "step_kinds, worker_env)");
+                        "step_kinds, worker_env, sandbox_timeout, sandbox_timeout_max)");
     }
   }
   return d;
@@ -166,6 +172,8 @@ json policy_doc_json(const PolicyDoc& d) {
   if (d.modes) j["modes"] = *d.modes;
   if (d.step_kinds) j["step_kinds"] = *d.step_kinds;
   if (d.worker_env) j["worker_env"] = *d.worker_env;
+  if (d.sandbox_timeout) j["sandbox_timeout"] = *d.sandbox_timeout;
+  if (d.sandbox_timeout_max) j["sandbox_timeout_max"] = *d.sandbox_timeout_max;
   return j;
 }
 
@@ -176,6 +184,8 @@ PolicyDoc merged(PolicyDoc base, const PolicyDoc& changes) {
   if (changes.modes) base.modes = changes.modes;
   if (changes.step_kinds) base.step_kinds = changes.step_kinds;
   if (changes.worker_env) base.worker_env = changes.worker_env;
+  if (changes.sandbox_timeout) base.sandbox_timeout = changes.sandbox_timeout;
+  if (changes.sandbox_timeout_max) base.sandbox_timeout_max = changes.sandbox_timeout_max;
   return base;
 }
 
@@ -238,6 +248,22 @@ OperatorPolicy OperatorPolicy::resolve(std::string project, const PolicyDoc* pro
   for (const auto& k : pick(&PolicyDoc::step_kinds, kAllKinds, "step_kinds"))
     p.step_kinds_.insert(k);
   for (const auto& e : pick(&PolicyDoc::worker_env, {}, "worker_env")) p.worker_env_.insert(e);
+  auto duration = [&](const std::optional<std::string> PolicyDoc::*member,
+                      std::chrono::milliseconds& out, const char* field) {
+    p.sources_[field] = Source::kBuiltIn;
+    for (auto [doc, from] :
+         {std::pair{default_doc, Source::kDefault}, std::pair{project_doc, Source::kProject}}) {
+      if (doc == nullptr || !(doc->*member)) continue;
+      auto d = parse_duration(*(doc->*member));
+      if (!d || d->count() <= 0) continue;  // checked when it was set
+      out = *d;
+      p.sources_[field] = from;
+    }
+  };
+  duration(&PolicyDoc::sandbox_timeout, p.sandbox_timeout_, "sandbox_timeout");
+  duration(&PolicyDoc::sandbox_timeout_max, p.sandbox_timeout_max_, "sandbox_timeout_max");
+  // A default above the most is lowered to it.
+  p.sandbox_timeout_ = std::min(p.sandbox_timeout_, p.sandbox_timeout_max_);
   return p;
 }
 
@@ -290,6 +316,19 @@ Status OperatorPolicy::bound_timeout(std::chrono::milliseconds& timeout, bool gi
   }
   timeout = ceilings_.timeout;
   return ok_status();
+}
+
+Status OperatorPolicy::bound_sandbox_timeout(std::chrono::milliseconds& timeout, bool given,
+                                             std::string_view field) const {
+  if (!given) {
+    timeout = sandbox_timeout_;
+    return ok_status();
+  }
+  if (timeout.count() <= 0) return denied(field, "must be more than 0");
+  if (timeout <= sandbox_timeout_max_) return ok_status();
+  return denied(field, format_duration(timeout) + " is above the most a sandbox may live, " +
+                           format_duration(sandbox_timeout_max_) + ", set by " +
+                           where_set("sandbox_timeout_max"));
 }
 
 Status OperatorPolicy::check_network(NetworkPolicy network, std::string_view field) const {
@@ -384,7 +423,9 @@ json OperatorPolicy::values() const {
           {"egress_allow", egress_allow_},
           {"modes", std::vector<std::string>(modes_.begin(), modes_.end())},
           {"step_kinds", std::vector<std::string>(step_kinds_.begin(), step_kinds_.end())},
-          {"worker_env", std::vector<std::string>(worker_env_.begin(), worker_env_.end())}};
+          {"worker_env", std::vector<std::string>(worker_env_.begin(), worker_env_.end())},
+          {"sandbox_timeout", format_duration(sandbox_timeout_)},
+          {"sandbox_timeout_max", format_duration(sandbox_timeout_max_)}};
 }
 
 json OperatorPolicy::explain() const {
@@ -400,7 +441,8 @@ json OperatorPolicy::explain() const {
                                        {"source", source(f.spec_field())}};
   }
   out["limits"] = limits;
-  for (const char* k : {"networks", "egress_allow", "modes", "step_kinds", "worker_env"}) {
+  for (const char* k : {"networks", "egress_allow", "modes", "step_kinds", "worker_env",
+                        "sandbox_timeout", "sandbox_timeout_max"}) {
     out[k] = {{"value", v[k]}, {"source", source(k)}};
   }
   return out;

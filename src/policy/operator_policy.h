@@ -18,11 +18,15 @@
 //   worker_env   the worker's environment variables a step may read (an llm
 //                step's model.key_env): by default none; credentials come
 //                from the identity cascade
+//   sandbox_timeout, sandbox_timeout_max
+//                how long a front door's sandbox lives when its client does
+//                not say (built in: 1h), and the most it may ask for (24h)
 //
 // A field a project's policy leaves out is the default policy's; one the
 // default leaves out is built in.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -47,6 +51,7 @@ struct PolicyDoc {
   std::optional<std::vector<std::string>> modes;
   std::optional<std::vector<std::string>> step_kinds;
   std::optional<std::vector<std::string>> worker_env;
+  std::optional<std::string> sandbox_timeout, sandbox_timeout_max;  // durations ("1h")
 };
 
 // Errors name the field ("limits.memory", "networks[1]").
@@ -89,6 +94,12 @@ class OperatorPolicy {
   Status check_mode(std::string_view mode, std::string_view field) const;
   Status check_step_kind(std::string_view kind, std::string_view field) const;
   Status check_worker_env(std::string_view name, std::string_view field) const;
+  // A sandbox's lifetime from now: refused above sandbox_timeout_max when
+  // asked for; sandbox_timeout when not.
+  Status bound_sandbox_timeout(std::chrono::milliseconds& timeout, bool given,
+                               std::string_view field) const;
+  std::chrono::milliseconds sandbox_timeout() const { return sandbox_timeout_; }
+  std::chrono::milliseconds sandbox_timeout_max() const { return sandbox_timeout_max_; }
 
   // Destinations no tenant rule may reach unless egress_allow names exactly
   // that address and port: serve's own listener, the store. "HOST:PORT".
@@ -110,6 +121,8 @@ class OperatorPolicy {
   std::vector<std::string> egress_allow_;
   net::EgressPolicy egress_;
   std::set<std::string, std::less<>> modes_, step_kinds_, worker_env_;
+  std::chrono::milliseconds sandbox_timeout_{std::chrono::hours(1)};
+  std::chrono::milliseconds sandbox_timeout_max_{std::chrono::hours(24)};
   std::vector<std::pair<net::IpAddress, uint16_t>> reserved_;
   std::vector<std::string> reserved_text_;
 };

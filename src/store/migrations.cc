@@ -559,6 +559,19 @@ CREATE TABLE store_moved (
 ALTER TABLE schema_version ADD COLUMN breaks_older INTEGER NOT NULL DEFAULT 1;
 )sql";
 
+constexpr std::string_view kV15 = R"sql(
+CREATE TABLE sandbox_lifetimes (
+  sandbox_id TEXT PRIMARY KEY NOT NULL CHECK (sandbox_id <> ''),
+  project_id TEXT NOT NULL CHECK (project_id <> ''),
+  name TEXT CHECK (name <> ''),
+  metadata_json TEXT NOT NULL DEFAULT '{}',
+  expires_at INTEGER,
+  idle_timeout_ms INTEGER NOT NULL DEFAULT 0,
+  ended_reason TEXT
+) STRICT;
+CREATE INDEX sandbox_lifetimes_by_name ON sandbox_lifetimes (project_id, name);
+)sql";
+
 // ---- The same versions on PostgreSQL. Each does what its SQLite twin above
 // does, in PostgreSQL's dialect: BIGINT for every integer (times are
 // milliseconds), BYTEA for blobs, identity columns for SQLite's INTEGER
@@ -945,6 +958,19 @@ CREATE TABLE store_moved (
 ALTER TABLE schema_version ADD COLUMN breaks_older BIGINT NOT NULL DEFAULT 1;
 )sql";
 
+constexpr std::string_view kPgV15 = R"sql(
+CREATE TABLE sandbox_lifetimes (
+  sandbox_id TEXT PRIMARY KEY NOT NULL CHECK (sandbox_id <> ''),
+  project_id TEXT NOT NULL CHECK (project_id <> ''),
+  name TEXT CHECK (name <> ''),
+  metadata_json TEXT NOT NULL DEFAULT '{}',
+  expires_at BIGINT,
+  idle_timeout_ms BIGINT NOT NULL DEFAULT 0,
+  ended_reason TEXT
+);
+CREATE INDEX sandbox_lifetimes_by_name ON sandbox_lifetimes (project_id, name);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1, kPgV1},
     {2, kV2, kPgV2},
@@ -960,6 +986,7 @@ constexpr Migration kMigrations[] = {
     {12, kV12, kPgV12, /*rebuilds_tables=*/true},
     {13, kV13, kPgV13},
     {14, kV14, kPgV14, /*rebuilds_tables=*/false, /*keeps_older_builds=*/true},
+    {15, kV15, kPgV15, /*rebuilds_tables=*/false, /*keeps_older_builds=*/true},
 };
 
 std::string_view version_table(const Db& db) {

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "httpd/request_target.h"
 #include "sandbox/exec_json.h"
+#include "sandbox/lifetime_request.h"
 #include "sandbox/result_json.h"
 
 namespace rf::worker {
@@ -95,7 +96,13 @@ json door_sandbox_json(const DoorSandbox& s, const std::string& worker_id) {
       {"setup_ms", static_cast<double>(s.setup.count()) / 1000.0},
       {"calls_running", s.running.load()},
       {"worker", worker_id},
-      {"spec", spec_json(spec)}};
+      {"spec", spec_json(spec)},
+      {"name", s.name.empty() ? json(nullptr) : json(s.name)},
+      {"metadata", s.metadata},
+      {"expires_at", s.expires_at.load() == 0 ? json(nullptr) : json(s.expires_at.load())},
+      {"idle_timeout_s", s.idle_timeout_ms == 0
+                             ? json(nullptr)
+                             : json(static_cast<double>(s.idle_timeout_ms) / 1000)}};
 }
 
 Result<std::unique_ptr<Door>> Door::open(DoorSandboxes& sandboxes, const DoorOptions& options,
@@ -179,6 +186,18 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
   }
   if (seg.size() != 5) return answer(out, 404, {{"error", "no such route"}});
   const std::string& op = seg[4];
+  if (op == "timeout") {
+    if (method != http::verb::put) return answer(out, 405, {{"error", "allowed: PUT"}});
+    auto body = parse_json(request.body(), "body");
+    if (!body) return refuse(out, {400, "body", body.error().message});
+    if (!body->is_object() || !body->contains("timeout"))
+      return refuse(out, {400, "timeout", "expected {\"timeout\": seconds or \"10m\"}"});
+    auto timeout = parse_lifetime_timeout((*body)["timeout"], "timeout");
+    if (!timeout) return refuse(out, {400, "timeout", timeout.error().message});
+    auto set = sandboxes_.set_timeout(*sb, *timeout);
+    if (auto* r = std::get_if<DoorRefusal>(&set)) return refuse(out, *r);
+    return answer(out, 200, door_sandbox_json(*sb, worker_id_));
+  }
   if (op == "exec") {
     if (method != http::verb::post) return answer(out, 405, {{"error", "allowed: POST"}});
     auto body = parse_json(request.body(), "body");

@@ -5,6 +5,8 @@
 #include "calls/abandon_watch.h"
 #include "core/log.h"
 #include "policy/load.h"
+#include "sandbox/lifetime_request.h"
+#include "store/sandbox_lifetimes.h"
 
 namespace rf::worker {
 namespace {
@@ -18,11 +20,99 @@ DoorRefusal refused(const Error& e) {
   return DoorRefusal{e.code == ErrorCode::kDenied ? 403 : 400, e.where, e.message};
 }
 
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
-DoorSandboxes::DoorSandboxes(Services services) : s_(std::move(services)) {}
+DoorSandboxes::DoorSandboxes(Services services) : s_(std::move(services)) {
+  expirer_ = std::thread([this] { expire_loop(); });
+}
 
-DoorSandboxes::~DoorSandboxes() { destroy_all(); }
+DoorSandboxes::~DoorSandboxes() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  expiry_changed_.notify_all();
+  expirer_.join();
+  destroy_all();
+}
+
+int64_t DoorSandboxes::next_expiry() const {
+  int64_t next = 0;
+  for (const auto& [_, sb] : sandboxes_) {
+    int64_t due = sb->expires_at.load();
+    if (sb->idle_timeout_ms > 0 && sb->running.load() == 0) {
+      const int64_t idle = sb->last_active.load() + sb->idle_timeout_ms;
+      due = due == 0 ? idle : std::min(due, idle);
+    }
+    if (due != 0 && (next == 0 || due < next)) next = due;
+  }
+  return next;
+}
+
+void DoorSandboxes::expire_loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    const int64_t next = next_expiry();
+    if (next == 0) {
+      expiry_changed_.wait(lock);
+      continue;
+    }
+    const int64_t now = now_ms();
+    if (next > now) {
+      // Woken early by a new sandbox, a new timeout, or a call's end (an idle
+      // expiry is due again).
+      expiry_changed_.wait_for(lock, std::chrono::milliseconds(next - now));
+      continue;
+    }
+    struct Due {
+      std::string project, id;
+      const char* reason;
+    };
+    std::vector<Due> due;
+    for (const auto& [id, sb] : sandboxes_) {
+      const int64_t at = sb->expires_at.load();
+      const bool idle = sb->idle_timeout_ms > 0 && sb->running.load() == 0 &&
+                        sb->last_active.load() + sb->idle_timeout_ms <= now;
+      const char* reason = at != 0 && at <= now ? "timeout" : idle ? "idle" : nullptr;
+      if (reason == nullptr) continue;
+      sb->ended = reason;
+      due.push_back({sb->project, id, reason});
+    }
+    lock.unlock();
+    for (const Due& d : due) {
+      spdlog::info("sandbox {} of project {}: its {} ran out; ending it", d.id, d.project,
+                   std::string_view(d.reason) == "idle" ? "idle timeout" : "timeout");
+      warn_unless_ok(store::SandboxLifetimes(*s_.store).ended(d.id, d.reason),
+                     "recording why sandbox " + d.id + " ended");
+      auto gone = destroy(d.project, d.id, "expiry", d.reason);
+      if (!gone) spdlog::warn("ending expired sandbox {}: {}", d.id, gone.error().to_string());
+    }
+    lock.lock();
+  }
+}
+
+DoorOutcome<int64_t> DoorSandboxes::set_timeout(DoorSandbox& sb,
+                                                std::chrono::milliseconds timeout) {
+  auto policy = policy_of(sb.project);
+  if (!policy) return DoorRefusal{503, "", policy.error().to_string()};
+  if (auto s = policy->bound_sandbox_timeout(timeout, true, "timeout"); !s)
+    return refused(s.error());
+  const int64_t at = now_ms() + timeout.count();
+  if (auto s = store::SandboxLifetimes(*s_.store).set_expiry(sb.id(), at); !s)
+    return DoorRefusal{503, "", s.error().to_string()};
+  {
+    std::lock_guard lock(mu_);
+    sb.expires_at = at;
+  }
+  expiry_changed_.notify_all();
+  return at;
+}
 
 DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::string& project,
                                                                 const std::string& actor,
@@ -31,7 +121,10 @@ DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::strin
   for (const char* field : {"id", "workspace", "labels", "tls_intercept"}) {
     if (j.contains(field)) return bad(field, "is set by the server, not by API clients");
   }
-  auto parsed = parse_spec_json(j.dump());
+  nlohmann::json spec_only = j;
+  auto lifetime = take_lifetime(spec_only);
+  if (!lifetime) return bad(lifetime.error().where, lifetime.error().message);
+  auto parsed = parse_spec_json(spec_only.dump());
   if (!parsed) return bad(parsed.error().where, parsed.error().message);
   SandboxSpec spec = std::move(*parsed);
   const auto serving = s_.serving();
@@ -56,6 +149,25 @@ DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::strin
     for (auto it = j["limits"].begin(); it != j["limits"].end(); ++it) given.insert(it.key());
   }
   if (auto s = policy->check_spec(spec, given); !s) return refused(s.error());
+  std::chrono::milliseconds timeout = lifetime->timeout.value_or(std::chrono::milliseconds(0));
+  if (auto s = policy->bound_sandbox_timeout(timeout, lifetime->timeout.has_value(), "timeout"); !s)
+    return refused(s.error());
+  if (lifetime->idle_timeout > policy->sandbox_timeout_max()) {
+    return refused(make_error("idle_timeout", "above the most a sandbox may live"));
+  }
+  store::SandboxLifetimes lifetimes(*s_.store);
+  if (!lifetime->name.empty()) {
+    // Checked again when it is recorded, under the project's lock.
+    auto live = lifetimes.of_live(project);
+    if (!live) return DoorRefusal{503, "", live.error().to_string()};
+    for (const auto& [other, l] : *live) {
+      if (l.name == lifetime->name) {
+        return DoorRefusal{
+            409, "name",
+            "project " + project + " has a live sandbox named " + l.name + " (" + other + ")"};
+      }
+    }
+  }
   if (auto v = validate_spec(spec); !v) return bad(v.error().where, v.error().message);
   {
     std::lock_guard lock(mu_);
@@ -92,8 +204,32 @@ DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::strin
     // from its first request on.
     s_.ledger->flush();
   }
-  std::lock_guard lock(mu_);
-  sandboxes_[id] = entry;
+  const int64_t made_at = now_ms();
+  entry->name = lifetime->name;
+  entry->metadata = lifetime->metadata;
+  entry->expires_at = made_at + timeout.count();
+  entry->idle_timeout_ms = lifetime->idle_timeout.count();
+  entry->last_active = made_at;
+  store::SandboxLifetime row{id,
+                             project,
+                             entry->name,
+                             entry->metadata,
+                             entry->expires_at.load(),
+                             entry->idle_timeout_ms,
+                             std::nullopt};
+  if (auto recorded = lifetimes.record(row); !recorded) {
+    // Another create took the name first (or the store is away): this one goes.
+    warn_unless_ok(entry->sandbox->destroy(), "destroy sandbox " + id);
+    forget(id, project, actor, "not recorded");
+    const Error& e = recorded.error();
+    return DoorRefusal{e.code == ErrorCode::kConflict ? 409 : 503,
+                       e.code == ErrorCode::kConflict ? "name" : "", e.message};
+  }
+  {
+    std::lock_guard lock(mu_);
+    sandboxes_[id] = entry;
+  }
+  expiry_changed_.notify_all();
   return entry;
 }
 
@@ -106,9 +242,9 @@ std::shared_ptr<DoorSandbox> DoorSandboxes::find(const std::string& project,
 }
 
 void DoorSandboxes::forget(const std::string& id, const std::string& project,
-                           const std::string& actor) {
+                           const std::string& actor, const std::string& reason) {
   if (s_.ledger) {
-    s_.ledger->destroyed(id, actor, project);
+    s_.ledger->destroyed(id, actor, project, reason);
     s_.ledger->flush();  // gone from every serve's view when the door answers
   }
   if (s_.path.identity) s_.path.identity->sandbox_gone(id);
@@ -118,7 +254,7 @@ void DoorSandboxes::forget(const std::string& id, const std::string& project,
 }
 
 Result<bool> DoorSandboxes::destroy(const std::string& project, const std::string& id,
-                                    const std::string& actor) {
+                                    const std::string& actor, const std::string& reason) {
   std::shared_ptr<DoorSandbox> entry;
   {
     std::lock_guard lock(mu_);
@@ -127,11 +263,15 @@ Result<bool> DoorSandboxes::destroy(const std::string& project, const std::strin
     entry = it->second;
     sandboxes_.erase(it);
   }
+  if (reason.empty()) {
+    warn_unless_ok(store::SandboxLifetimes(*s_.store).ended(id, "deleted"),
+                   "recording why sandbox " + id + " ended");
+  }
   // Its report's self-probe runs in it.
   if (s_.path.proof) s_.path.proof->wait_for_report(id);
   // Calls in flight end with the sandbox (their requests answer with how).
   Status gone = entry->sandbox->destroy();
-  forget(id, project, actor);
+  forget(id, project, actor, reason);
   RF_TRY(gone);
   return true;
 }
@@ -191,8 +331,14 @@ DoorOutcome<ExecResult> DoorSandboxes::exec(
   ++sb.running;
   struct Done {
     DoorSandbox& s;
-    ~Done() { --s.running; }
-  } done{sb};
+    std::condition_variable& expiry_changed;
+    ~Done() {
+      s.last_active = now_ms();  // idle from now
+      --s.running;
+      // Idle again: its idle expiry is due again (it was not while the call ran).
+      if (s.idle_timeout_ms > 0) expiry_changed.notify_all();
+    }
+  } done{sb, expiry_changed_};
   calls::AbandonWatch watch(watcher_, *sb.sandbox, sink, client_gone);
   calls::GuardedCall call;
   // Recorded while the command starts: the store's write is off the call's path.
@@ -213,6 +359,12 @@ DoorOutcome<ExecResult> DoorSandboxes::exec(
                  sb.project);
   }
   if (!outcome.result) {
+    if (const char* why = sb.ended.load()) {
+      return DoorRefusal{409, "",
+                         "sandbox " + sb.id() + " expired (its " +
+                             (std::string_view(why) == "idle" ? "idle timeout" : "timeout") +
+                             " ran out): the call was ended with it"};
+    }
     // The sandbox was deleted under the call, or its runner is gone.
     return DoorRefusal{find(sb.project, sb.id()) ? 500 : 409, "",
                        outcome.redacted(outcome.result.error().to_string())};

@@ -10,12 +10,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <variant>
 
 #include "calls/abandon_watch.h"
@@ -34,6 +36,13 @@ struct DoorSandbox {
   std::chrono::microseconds setup{0};
   std::shared_ptr<Sandbox> sandbox;
   std::atomic<int> running{0};  // calls in flight
+  // Its lifetime (issue 41; sandbox/lifetime_request.h): ms since the epoch.
+  std::string name;
+  std::map<std::string, std::string> metadata;
+  std::atomic<int64_t> expires_at{0};       // 0 = never
+  int64_t idle_timeout_ms = 0;              // 0 = no idle expiry
+  std::atomic<int64_t> last_active{0};      // when its last call ended (or it was made)
+  std::atomic<const char*> ended{nullptr};  // "timeout" or "idle" once it expired
   const std::string& id() const { return sandbox->id(); }
 };
 
@@ -70,7 +79,9 @@ class DoorSandboxes {
   // nullptr when unknown or another project's.
   std::shared_ptr<DoorSandbox> find(const std::string& project, const std::string& id) const;
   // false when unknown or another project's.
-  Result<bool> destroy(const std::string& project, const std::string& id, const std::string& actor);
+  // `reason`: why it ends when not its client's asking ("timeout", "idle").
+  Result<bool> destroy(const std::string& project, const std::string& id, const std::string& actor,
+                       const std::string& reason = "");
   // One call, through the guarded path; `client_gone` is asked every 100 ms
   // while it runs, and once it says so the call is killed and recorded as
   // ended by its client leaving.
@@ -80,11 +91,20 @@ class DoorSandboxes {
       DoorSandbox& sandbox, ExecCall call, bool timeout_given, OutputSink& sink,
       const std::function<bool()>& client_gone,
       const std::function<void(const Result<ExecResult>&)>& on_result = {});
+  // A new lifetime from now (PUT .../timeout), bounded by the policy's
+  // sandbox_timeout_max; the new expiry in ms since the epoch.
+  DoorOutcome<int64_t> set_timeout(DoorSandbox& sandbox, std::chrono::milliseconds timeout);
   void destroy_all();
   size_t live() const;
 
  private:
-  void forget(const std::string& id, const std::string& project, const std::string& actor);
+  void forget(const std::string& id, const std::string& project, const std::string& actor,
+              const std::string& reason = "");
+  // Ends every sandbox whose timeout or idle timeout ran out, each with an
+  // audit event saying which; sleeps until the next one is due.
+  void expire_loop();
+  // When the next sandbox is due to expire (ms since the epoch; 0 = none). Under mu_.
+  int64_t next_expiry() const;
 
   // The project's operator policy, read again at most once a second.
   Result<policy::OperatorPolicy> policy_of(const std::string& project);
@@ -98,6 +118,9 @@ class DoorSandboxes {
     std::chrono::steady_clock::time_point fetched;
   };
   std::map<std::string, CachedPolicy> policies_;  // under mu_
+  std::condition_variable expiry_changed_;
+  bool stopping_ = false;  // under mu_
+  std::thread expirer_;
 };
 
 }  // namespace rf::worker

@@ -61,13 +61,16 @@ void SandboxLedger::bound(const std::string& id, const std::string& backend,
 }
 
 void SandboxLedger::destroyed(const std::string& id, const std::string& actor,
-                              const std::string& project) {
+                              const std::string& project, const std::string& reason) {
   store::AuditEvent e;
   e.at = store::now_ms();
   e.kind = "sandbox.destroy";
   e.actor = "worker " + worker_id_;
   e.sandbox_id = id;
-  if (!actor.empty()) e.detail_json = nlohmann::json{{"by", actor}}.dump();
+  nlohmann::json detail = nlohmann::json::object();
+  if (!actor.empty()) detail["by"] = actor;
+  if (!reason.empty()) detail["reason"] = reason;  // why it ended: "timeout", "idle"
+  if (!detail.empty()) e.detail_json = detail.dump();
   if (!project.empty()) e.project_id = project;
   std::lock_guard lock(mu_);
   lifecycle_.push_back(std::move(e));

@@ -36,7 +36,7 @@ class SandboxLedger {
              const std::string& run, const std::string& mode, int host_pid,
              const std::string& spec_json = "", const std::string& actor = "");
   void destroyed(const std::string& id, const std::string& actor = "",
-                 const std::string& project = "");
+                 const std::string& project = "", const std::string& reason = "");
   // Writes what changed now.
   void flush();
 

@@ -677,6 +677,131 @@ TEST_F(ServeCli, CallThroughServeNeedsOnlyTheProjectsToken) {
   EXPECT_EQ(worker.wait(60s), 0) << worker.err();
 }
 
+// Issue 41, lifetimes: a sandbox lives its timeout (the policy's default, at
+// most its maximum), can be given a new one, ends when idle if asked, and is
+// found again by name or metadata; its end is audited with the reason, and a
+// call in flight when it expires says so.
+TEST_F(ServeCli, SandboxesLiveTheirTimeoutAndAreFoundByNameAndMetadata) {
+  const std::string tok = token("acme");
+  const std::string other = token("beta");
+  policy("acme", {"--sandbox-timeout", "30m", "--sandbox-timeout-max", "2h"});
+  serve();
+  auto sandbox_of = [](const HttpReply& r) { return json::parse(r.body); };
+
+  // The policy's default, and its maximum.
+  auto plain = call("POST", "/v1/sandboxes", tok, "{}");
+  ASSERT_EQ(plain.status, 201) << plain.body;
+  const json p = sandbox_of(plain);
+  const int64_t lives = p["expires_at"].get<int64_t>() - p["created_at"].get<int64_t>();
+  EXPECT_GE(lives, 30 * 60 * 1000);
+  EXPECT_LT(lives, 31 * 60 * 1000);
+  EXPECT_TRUE(p["name"].is_null());
+  EXPECT_EQ(p["metadata"], json::object());
+  auto too_long = call("POST", "/v1/sandboxes", tok, R"({"timeout": "3h"})");
+  EXPECT_EQ(too_long.status, 403) << too_long.body;
+  EXPECT_NE(too_long.body.find("above the most a sandbox may live, 2h, set by the operator "
+                               "policy of project acme"),
+            std::string::npos)
+      << too_long.body;
+  EXPECT_NE(too_long.body.find("\"field\":\"timeout\""), std::string::npos);
+
+  // Bad lifetime fields name the field.
+  for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"name": "../x"})", "name"},
+           {R"({"name": 7})", "name"},
+           {R"({"metadata": {"team": 1}})", "metadata.team"},
+           {R"({"metadata": ["a"]})", "metadata"},
+           {R"({"timeout": -1})", "timeout"},
+           {R"({"idle_timeout": "soon"})", "idle_timeout"}}) {
+    auto r = call("POST", "/v1/sandboxes", tok, body);
+    EXPECT_EQ(r.status, 400) << body << " " << r.body;
+    EXPECT_NE(r.body.find("\"field\":\"" + field + "\""), std::string::npos) << r.body;
+  }
+
+  // Named, with metadata: unique in the project, found by name and metadata;
+  // another project's same name is its own.
+  auto dev = call("POST", "/v1/sandboxes", tok,
+                  R"({"name": "dev", "metadata": {"team": "a", "tier": "gold"}})");
+  ASSERT_EQ(dev.status, 201) << dev.body;
+  const std::string dev_id = sandbox_of(dev)["id"];
+  auto twice = call("POST", "/v1/sandboxes", tok, R"({"name": "dev"})");
+  EXPECT_EQ(twice.status, 409) << twice.body;
+  EXPECT_NE(twice.body.find("\"field\":\"name\""), std::string::npos) << twice.body;
+  auto theirs = call("POST", "/v1/sandboxes", other, R"({"name": "dev"})");
+  ASSERT_EQ(theirs.status, 201) << theirs.body;
+  const std::string their_id = sandbox_of(theirs)["id"];
+  auto ids = [&](const std::string& query, const std::string& t) {
+    auto r = call("GET", "/v1/sandboxes" + query, t);
+    EXPECT_EQ(r.status, 200) << query << " " << r.body;
+    std::vector<std::string> out;
+    if (r.status == 200) {
+      const json listed = json::parse(r.body);
+      for (const auto& s : listed["sandboxes"]) out.push_back(s["id"]);
+    }
+    return out;
+  };
+  EXPECT_EQ(ids("?name=dev", tok), std::vector<std::string>{dev_id});
+  EXPECT_EQ(ids("?name=dev", other), std::vector<std::string>{their_id});
+  EXPECT_EQ(ids("?metadata=team%3Da%26tier%3Dgold", tok), std::vector<std::string>{dev_id});
+  EXPECT_TRUE(ids("?metadata=team%3Db", tok).empty());
+  EXPECT_TRUE(ids("?metadata=team%3Da", other).empty());
+  EXPECT_TRUE(ids("?state=paused", tok).empty());
+  EXPECT_EQ(ids("?state=running", tok).size(), 2u);
+  EXPECT_EQ(call("GET", "/v1/sandboxes?state=asleep", tok).status, 400);
+
+  // A new timeout from now: bounded, unknown and other projects' ids are 404.
+  auto longer = call("PUT", "/v1/sandboxes/" + dev_id + "/timeout", tok, R"({"timeout": "90m"})");
+  ASSERT_EQ(longer.status, 200) << longer.body;
+  EXPECT_GT(sandbox_of(longer)["expires_at"].get<int64_t>(),
+            sandbox_of(dev)["expires_at"].get<int64_t>());
+  EXPECT_EQ(call("PUT", "/v1/sandboxes/" + dev_id + "/timeout", tok, R"({"timeout": "3h"})").status,
+            403);
+  EXPECT_EQ(
+      call("PUT", "/v1/sandboxes/" + dev_id + "/timeout", tok, R"({"timeout": 5, "x": 1})").status,
+      400);
+  EXPECT_EQ(
+      call("PUT", "/v1/sandboxes/" + their_id + "/timeout", tok, R"({"timeout": "1m"})").status,
+      404);
+  EXPECT_EQ(call("PUT", "/v1/sandboxes/rf-nosuch/timeout", tok, R"({"timeout": "1m"})").status,
+            404);
+
+  // Ends when its timeout runs out, and a call in flight says so.
+  auto brief = call("POST", "/v1/sandboxes", tok, R"({"timeout": 2})");
+  ASSERT_EQ(brief.status, 201) << brief.body;
+  const std::string brief_id = sandbox_of(brief)["id"];
+  auto cut =
+      call("POST", "/v1/sandboxes/" + brief_id + "/exec", tok, R"({"argv": ["sleep", "60"]})");
+  EXPECT_NE(cut.body.find("expired (its timeout ran out)"), std::string::npos) << cut.body;
+  // Idle: a call longer than the idle timeout keeps it; quiet after, it ends.
+  auto idle = call("POST", "/v1/sandboxes", tok, R"({"idle_timeout": 1})");
+  ASSERT_EQ(idle.status, 201) << idle.body;
+  const std::string idle_id = sandbox_of(idle)["id"];
+  auto busy =
+      call("POST", "/v1/sandboxes/" + idle_id + "/exec", tok, R"({"argv": ["sleep", "2"]})");
+  ASSERT_EQ(busy.status, 200) << busy.body;
+  EXPECT_EQ(json::parse(busy.body)["exit_code"], 0) << "not idle while a call runs";
+  for (int i = 0; i < 300; ++i) {
+    auto all = ids("", tok);
+    if (std::find(all.begin(), all.end(), idle_id) == all.end() &&
+        std::find(all.begin(), all.end(), brief_id) == all.end()) {
+      break;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(call("GET", "/v1/sandboxes/" + idle_id, tok).status, 404);
+  EXPECT_EQ(call("GET", "/v1/sandboxes/" + brief_id, tok).status, 404);
+  std::map<std::string, std::string> why;
+  const json audit = json::parse(call("GET", "/v1/audit", tok).body);
+  for (const auto& e : audit["events"]) {
+    if (e["kind"] == "sandbox.destroy" && e.contains("sandbox") && e["detail"].is_object())
+      why[e["sandbox"]] = e["detail"].value("reason", "") + "/" + e["detail"].value("by", "");
+  }
+  EXPECT_EQ(why[brief_id], "timeout/expiry");
+  EXPECT_EQ(why[idle_id], "idle/expiry");
+  // The others live on.
+  EXPECT_EQ(call("GET", "/v1/sandboxes/" + dev_id, tok).status, 200);
+}
+
 // GET /v1/fleet (an operator's route: it names hosts) shows the workers
 // that may serve a project, with that project's load only; a call's
 // "requires" routes it by label, and bad labels get a 400 naming the field

@@ -442,7 +442,7 @@ TEST_F(Tenancy, AMistypedFieldIsA400NamingItNeverA500) {
   expect(call("GET", "/v1/audit?limt=5", tok), 400, "limt",
          "unknown query parameter (allowed: project,after,limit)");
   expect(call("GET", "/v1/sandboxes?projetc=pb", tok), 400, "projetc",
-         "unknown query parameter (allowed: project)");
+         "unknown query parameter (allowed: project,name,state,metadata)");
   expect(call("GET", "/v1/secrets?x=1", tok), 400, "x",
          "unknown query parameter (this route takes none)");
   expect(call("DELETE", "/v1/secrets/k?hard=yes", tok), 400, "hard", "expected true or false");
