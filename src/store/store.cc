@@ -1226,7 +1226,7 @@ Status Store::end_run(const std::string& run_id) {
     auto state =
         first_row<std::string>(db_, read_text0, "SELECT state FROM runs WHERE id = ?1", run_id);
     if (!state.ok()) return state.take_error();
-    if (!*state) return fail("run " + run_id + " does not exist");
+    if (!*state) return make_error(ErrorCode::kNotFound, "", "run " + run_id + " does not exist");
     if (**state == "ended") return ok_status();
     int64_t at = now();
     RF_TRY(exec(db_, "UPDATE runs SET state = 'ended', ended_at = ?2 WHERE id = ?1", run_id, at));

@@ -249,8 +249,11 @@ void DoorSandboxes::forget(const std::string& id, const std::string& project,
   }
   if (s_.path.identity) s_.path.identity->sandbox_gone(id);
   if (s_.path.proof) s_.path.proof->sandbox_gone(id);
-  // Its calls' run ends with it.
-  warn_unless_ok(s_.store->end_run(id), "ending the run of sandbox " + id + " of " + project);
+  // Its calls' run ends with it (a sandbox that ran no call has none).
+  auto ended = s_.store->end_run(id);
+  if (!ended && ended.error().code != ErrorCode::kNotFound) {
+    warn_unless_ok(ended, "ending the run of sandbox " + id + " of " + project);
+  }
 }
 
 Result<bool> DoorSandboxes::destroy(const std::string& project, const std::string& id,
