@@ -23,6 +23,7 @@
 #include "net/resolve_override.h"
 #include "support/docker_daemon.h"
 #include "support/fixture_process.h"
+#include "support/http_probe.h"
 #include "support/serve_process.h"
 #include "worker/worker.h"
 
@@ -727,6 +728,54 @@ INSTANTIATE_TEST_SUITE_P(Modes, DockerWorkerImageTest,
                          ::testing::Values(worker::SandboxMode::kPerTool,
                                            worker::SandboxMode::kPerRun),
                          [](const auto& info) { return worker::to_string(info.param); });
+
+// Issue 41 on docker: a front door's sandbox (serve, a worker with the docker
+// backend) ends when its timeout runs out, as on native: the call in flight
+// says so, the container is gone, and the audit event gives the reason.
+TEST_F(DockerBackendTest, AnApiSandboxExpiresAndItsContainerGoes) {
+  char tmpl[] = "/tmp/rf-dserve-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string tok = make_token(dir, "acme");
+  auto worker =
+      start_door_worker(dir, {"--sandbox-backend", "docker", "--docker-host",
+                              test_daemon().unix_host(), "--sandbox-image", test_daemon().image()});
+  int port = 0;
+  auto server = start_serve(dir, &port);
+  ASSERT_NE(port, 0);
+  auto call = [&](const std::string& method, const std::string& target, const std::string& body) {
+    HttpProbe p(port);
+    return p.request(method, target, tok, body);
+  };
+  auto made = call("POST", "/v1/sandboxes", R"({"timeout": 3, "name": "brief"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const nlohmann::json sb = nlohmann::json::parse(made.body);
+  const std::string id = sb["id"];
+  EXPECT_EQ(sb["backend"], "docker");
+  EXPECT_EQ(sb["name"], "brief");
+  ASSERT_FALSE(inspect(id).is_null()) << "its container runs";
+  auto cut = call("POST", "/v1/sandboxes/" + id + "/exec", R"({"argv": ["sleep", "60"]})");
+  EXPECT_NE(cut.body.find("expired (its timeout ran out)"), std::string::npos) << cut.body;
+  EXPECT_EQ(call("GET", "/v1/sandboxes/" + id, "").status, 404);
+  // The call ends as its container is killed; the removal and the audit
+  // event follow.
+  std::string reason;
+  for (int i = 0; i < 300 && (reason.empty() || !inspect(id).is_null()); ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const nlohmann::json audit = nlohmann::json::parse(call("GET", "/v1/audit", "").body);
+    for (const auto& e : audit["events"]) {
+      if (e["kind"] == "sandbox.destroy" && e["sandbox"] == id)
+        reason = e["detail"].value("reason", "");
+    }
+  }
+  EXPECT_TRUE(inspect(id).is_null()) << "the container is removed";
+  EXPECT_EQ(reason, "timeout");
+  server->signal(SIGTERM);
+  EXPECT_EQ(server->wait(std::chrono::seconds(30)), 0) << server->err();
+  worker->signal(SIGTERM);
+  EXPECT_EQ(worker->wait(std::chrono::seconds(60)), 0) << worker->err();
+  std::system(("rm -rf " + dir).c_str());
+}
 
 }  // namespace
 }  // namespace rf::testing

@@ -780,24 +780,24 @@ TEST_F(ServeCli, SandboxesLiveTheirTimeoutAndAreFoundByNameAndMetadata) {
       call("POST", "/v1/sandboxes/" + idle_id + "/exec", tok, R"({"argv": ["sleep", "2"]})");
   ASSERT_EQ(busy.status, 200) << busy.body;
   EXPECT_EQ(json::parse(busy.body)["exit_code"], 0) << "not idle while a call runs";
-  for (int i = 0; i < 300; ++i) {
-    auto all = ids("", tok);
-    if (std::find(all.begin(), all.end(), idle_id) == all.end() &&
-        std::find(all.begin(), all.end(), brief_id) == all.end()) {
-      break;
-    }
-    std::this_thread::sleep_for(100ms);
-  }
-  EXPECT_EQ(call("GET", "/v1/sandboxes/" + idle_id, tok).status, 404);
-  EXPECT_EQ(call("GET", "/v1/sandboxes/" + brief_id, tok).status, 404);
+  // The call ends as its sandbox is destroyed; the audit event follows.
   std::map<std::string, std::string> why;
-  const json audit = json::parse(call("GET", "/v1/audit", tok).body);
-  for (const auto& e : audit["events"]) {
-    if (e["kind"] == "sandbox.destroy" && e.contains("sandbox") && e["detail"].is_object())
-      why[e["sandbox"]] = e["detail"].value("reason", "") + "/" + e["detail"].value("by", "");
+  for (int i = 0; i < 300 && (why[brief_id].empty() || why[idle_id].empty()); ++i) {
+    if (i > 0) std::this_thread::sleep_for(100ms);
+    const json audit = json::parse(call("GET", "/v1/audit", tok).body);
+    for (const auto& e : audit["events"]) {
+      if (e["kind"] == "sandbox.destroy" && e.contains("sandbox") && e["detail"].is_object())
+        why[e["sandbox"]] = e["detail"].value("reason", "") + "/" + e["detail"].value("by", "");
+    }
   }
   EXPECT_EQ(why[brief_id], "timeout/expiry");
   EXPECT_EQ(why[idle_id], "idle/expiry");
+  EXPECT_EQ(call("GET", "/v1/sandboxes/" + idle_id, tok).status, 404);
+  EXPECT_EQ(call("GET", "/v1/sandboxes/" + brief_id, tok).status, 404);
+  auto all = ids("", tok);
+  EXPECT_EQ(
+      std::count(all.begin(), all.end(), idle_id) + std::count(all.begin(), all.end(), brief_id),
+      0);
   // The others live on.
   EXPECT_EQ(call("GET", "/v1/sandboxes/" + dev_id, tok).status, 200);
 }
