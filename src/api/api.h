@@ -106,6 +106,7 @@ class Api {
   void sandbox_get(Ctx& c);
   void sandbox_delete(Ctx& c);
   void sandbox_timeout(Ctx& c);
+  void sandbox_file_stat(Ctx& c);
   void sandbox_exec(Ctx& c);
   void sandbox_file_get(Ctx& c);
   void sandbox_file_put(Ctx& c);

@@ -10,6 +10,7 @@
 #include "api/api.h"
 #include "api/exec_json.h"
 #include "api/json_answers.h"
+#include "sandbox/file_tree.h"
 #include "sandbox/result_json.h"
 
 namespace rf::api {
@@ -193,10 +194,31 @@ void Api::sandbox_exec(Ctx& c) {
   answer(c.out, 200, exec_answer(std::get<ExecResult>(result), id, sink));
 }
 
+void Api::sandbox_file_stat(Ctx& c) {
+  auto path = path_of(c.target, c.out);
+  if (!path) return;
+  auto info = sandboxes_.stat(c.who.project, c.param("id"), *path);
+  if (auto* e = std::get_if<ServiceError>(&info)) return fail_with(c.out, *e);
+  const auto& f = std::get<proto::FileInfo>(info);
+  answer(
+      c.out, 200,
+      {{"path", *path}, {"type", f.type}, {"size", f.size}, {"mode", f.mode}, {"mtime", f.mtime}});
+}
+
 void Api::sandbox_files_list(Ctx& c) {
   auto path = path_of(c.target, c.out);
   if (!path) return;
-  auto entries = sandboxes_.list_dir(c.who.project, c.param("id"), *path);
+  int depth = 1;
+  if (auto d = c.target.query.find("depth"); d != c.target.query.end()) {
+    char* end = nullptr;
+    const long v = std::strtol(d->second.c_str(), &end, 10);
+    if (d->second.empty() || *end != '\0' || v < 1 || v > kMaxListDepth) {
+      return fail(c.out, 400, "depth",
+                  "expected a number from 1 to " + std::to_string(kMaxListDepth));
+    }
+    depth = static_cast<int>(v);
+  }
+  auto entries = sandboxes_.list_dir(c.who.project, c.param("id"), *path, depth);
   if (auto* e = std::get_if<ServiceError>(&entries)) return fail_with(c.out, *e);
   json list = json::array();
   for (const auto& e : std::get<std::vector<proto::FileInfo>>(entries)) {

@@ -4,6 +4,7 @@
 
 #include "api/exec_json.h"
 #include "core/base64.h"
+#include "sandbox/file_tree.h"
 
 namespace rf::api {
 namespace {
@@ -198,7 +199,20 @@ json McpServer::tool_list(bool local) {
                   {"description", "How content is given (default utf8)"}}}},
                {"sandbox_id", "path", "content"})}},
       {{"name", "sandbox_file_list"},
-       {"description", "List a directory in a sandbox: names, types, sizes."},
+       {"description",
+        "List a directory in a sandbox: names (paths below it, with depth), types, sizes."},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId},
+                {"path", kPath},
+                {"depth",
+                 {{"type", "integer"},
+                  {"minimum", 1},
+                  {"maximum", kMaxListDepth},
+                  {"description", "Levels to list (default 1: the directory itself)"}}}},
+               {"sandbox_id", "path"})}},
+      {{"name", "sandbox_file_stat"},
+       {"description",
+        "Is there a file, directory or symlink at a path: its type, size, mode, mtime."},
        {"inputSchema",
         schema({{"sandbox_id", kSandboxId}, {"path", kPath}}, {"sandbox_id", "path"})}},
       {{"name", "run_code"},
@@ -292,12 +306,38 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
     if (!std::get<bool>(gone)) return tool_error("no sandbox " + id);
     return tool_result({{"sandbox_id", id}, {"destroyed", true}}, "destroyed " + id);
   }
-  if (name == "sandbox_file_read" || name == "sandbox_file_list") {
+  if (name == "sandbox_file_stat") {
     if (auto bad = check_args(args, {"sandbox_id", "path"}, {"sandbox_id", "path"})) {
       return tool_error(*bad);
     }
     const std::string id = args["sandbox_id"];
     const std::string path = args["path"];
+    auto info = sandboxes_.stat(project, id, path);
+    if (auto* e = std::get_if<ServiceError>(&info)) {
+      return e->field == "id" ? unknown(id) : failed(*e);
+    }
+    const auto& f = std::get<proto::FileInfo>(info);
+    return tool_result(
+        {{"path", path}, {"type", f.type}, {"size", f.size}, {"mode", f.mode}, {"mtime", f.mtime}},
+        path + ": " + f.type + ", " + std::to_string(f.size) + " bytes");
+  }
+  if (name == "sandbox_file_read" || name == "sandbox_file_list") {
+    if (auto bad = name == "sandbox_file_list"
+                       ? check_args(args, {"sandbox_id", "path", "depth"}, {"sandbox_id", "path"})
+                       : check_args(args, {"sandbox_id", "path"}, {"sandbox_id", "path"})) {
+      return tool_error(*bad);
+    }
+    const std::string id = args["sandbox_id"];
+    const std::string path = args["path"];
+    int depth = 1;
+    if (args.contains("depth")) {
+      if (!args["depth"].is_number_integer() || args["depth"].get<int64_t>() < 1 ||
+          args["depth"].get<int64_t>() > kMaxListDepth) {
+        return tool_error("argument \"depth\" must be an integer from 1 to " +
+                          std::to_string(kMaxListDepth));
+      }
+      depth = args["depth"].get<int>();
+    }
     if (name == "sandbox_file_read") {
       auto data = sandboxes_.read_file(project, id, path);
       if (auto* e = std::get_if<ServiceError>(&data)) {
@@ -310,7 +350,7 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
                                   ? out["content"].get<std::string>()
                                   : out["content_base64"].get<std::string>());
     }
-    auto entries = sandboxes_.list_dir(project, id, path);
+    auto entries = sandboxes_.list_dir(project, id, path, depth);
     if (auto* e = std::get_if<ServiceError>(&entries)) {
       return e->field == "id" ? unknown(id) : failed(*e);
     }

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "policy/host_capacity.h"
 #include "sandbox/exec_json.h"
+#include "sandbox/file_tree.h"
 #include "sandbox/lifetime_request.h"
 #include "sandbox/result_json.h"
 
@@ -348,14 +349,34 @@ ServiceResult<size_t> LocalSandboxes::write_file(const std::string& project, con
   return data.size();
 }
 
+namespace {
+// list_tree's errors: its bounds are the request's (400, depth), anything
+// else the path's (404).
+ServiceError tree_error(const Error& e) {
+  if (e.where == "depth") return ServiceError{400, "depth", e.message};
+  return ServiceError{404, "path", e.to_string()};
+}
+}  // namespace
+
 ServiceResult<std::vector<proto::FileInfo>> LocalSandboxes::list_dir(const std::string& project,
                                                                      const std::string& id,
-                                                                     const std::string& path) {
+                                                                     const std::string& path,
+                                                                     int depth) {
   auto h = held(project, id);
   if (!h) return unknown(id);
-  auto entries = h->sandbox->list_dir(path);
-  if (!entries) return ServiceError{404, "path", entries.error().to_string()};
+  auto entries = list_tree(*h->sandbox, path, depth);
+  if (!entries) return tree_error(entries.error());
   return std::move(*entries);
+}
+
+ServiceResult<proto::FileInfo> LocalSandboxes::stat(const std::string& project,
+                                                    const std::string& id,
+                                                    const std::string& path) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  auto info = h->sandbox->stat(path);
+  if (!info) return ServiceError{404, "path", info.error().to_string()};
+  return std::move(*info);
 }
 
 SandboxService::Counts LocalSandboxes::counts() {
@@ -708,15 +729,38 @@ ServiceResult<size_t> WorkerSandboxes::write_file(const std::string& project, co
   return data.size();
 }
 
-ServiceResult<std::vector<proto::FileInfo>> WorkerSandboxes::list_dir(const std::string& project,
-                                                                      const std::string& id,
-                                                                      const std::string& path) {
+ServiceResult<proto::FileInfo> WorkerSandboxes::stat(const std::string& project,
+                                                     const std::string& id,
+                                                     const std::string& path) {
   auto door = door_of(project, id);
   if (!door) return unknown(id);
   auto reply = doors_.call(
       *door, "GET",
-      "/door/v1/sandboxes/" + query_escaped(id) + "/files:list?path=" + query_escaped(path),
+      "/door/v1/sandboxes/" + query_escaped(id) + "/files:stat?path=" + query_escaped(path),
       headers(project, ""), "");
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  if (reply->status != 200) return error_of(*reply);
+  const json j = parse_json_or_discarded(reply->body);
+  if (!j.is_object() || !j.contains("type"))
+    return ServiceError{502, "", "the worker's answer is not a file's"};
+  proto::FileInfo info;
+  info.type = j.value("type", "");
+  info.size = j.value("size", int64_t{0});
+  info.mode = j.value("mode", uint32_t{0});
+  info.mtime = j.value("mtime", int64_t{0});
+  return info;
+}
+
+ServiceResult<std::vector<proto::FileInfo>> WorkerSandboxes::list_dir(const std::string& project,
+                                                                      const std::string& id,
+                                                                      const std::string& path,
+                                                                      int depth) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  auto reply = doors_.call(*door, "GET",
+                           "/door/v1/sandboxes/" + query_escaped(id) + "/files:list?path=" +
+                               query_escaped(path) + "&depth=" + std::to_string(depth),
+                           headers(project, ""), "");
   if (!reply) return ServiceError{503, "", reply.error().to_string()};
   if (reply->status != 200) return error_of(*reply);
   auto entries = entries_of(parse_json_or_discarded(reply->body));

@@ -78,9 +78,14 @@ class SandboxService {
   virtual ServiceResult<size_t> write_file(const std::string& project, const std::string& id,
                                            const std::string& path, const std::string& data,
                                            uint32_t mode) = 0;
+  // `depth` levels (sandbox/file_tree.h): 1 is the directory itself.
   virtual ServiceResult<std::vector<proto::FileInfo>> list_dir(const std::string& project,
                                                                const std::string& id,
-                                                               const std::string& path) = 0;
+                                                               const std::string& path,
+                                                               int depth = 1) = 0;
+  // lstat of one path (a symlink is "symlink", not followed).
+  virtual ServiceResult<proto::FileInfo> stat(const std::string& project, const std::string& id,
+                                              const std::string& path) = 0;
   // A new lifetime from now (`timeout`: seconds or "10m"), bounded by the
   // project's sandbox_timeout_max; the sandbox's JSON. nullopt: unknown.
   virtual ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
@@ -158,7 +163,10 @@ class LocalSandboxes final : public SandboxService {
                                    uint32_t mode) override;
   ServiceResult<std::vector<proto::FileInfo>> list_dir(const std::string& project,
                                                        const std::string& id,
-                                                       const std::string& path) override;
+                                                       const std::string& path,
+                                                       int depth = 1) override;
+  ServiceResult<proto::FileInfo> stat(const std::string& project, const std::string& id,
+                                      const std::string& path) override;
   ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
                                                            const std::string& id,
                                                            const nlohmann::json& body) override;
@@ -210,7 +218,10 @@ class WorkerSandboxes final : public SandboxService {
                                    uint32_t mode) override;
   ServiceResult<std::vector<proto::FileInfo>> list_dir(const std::string& project,
                                                        const std::string& id,
-                                                       const std::string& path) override;
+                                                       const std::string& path,
+                                                       int depth = 1) override;
+  ServiceResult<proto::FileInfo> stat(const std::string& project, const std::string& id,
+                                      const std::string& path) override;
   ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
                                                            const std::string& id,
                                                            const nlohmann::json& body) override;

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "httpd/request_target.h"
 #include "sandbox/exec_json.h"
+#include "sandbox/file_tree.h"
 #include "sandbox/lifetime_request.h"
 #include "sandbox/result_json.h"
 
@@ -236,9 +237,33 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
     return refuse(out, {400, "path", "the query needs ?path=/workspace/... (an absolute path)"});
   }
   const std::string& path = path_it->second;
+  if (op == "files:stat" && method == http::verb::get) {
+    auto info = sb->sandbox->stat(path);
+    if (!info) return refuse(out, {404, "path", info.error().to_string()});
+    return answer(out, 200,
+                  {{"path", path},
+                   {"type", info->type},
+                   {"size", info->size},
+                   {"mode", info->mode},
+                   {"mtime", info->mtime}});
+  }
   if (op == "files:list" && method == http::verb::get) {
-    auto entries = sb->sandbox->list_dir(path);
-    if (!entries) return refuse(out, {404, "path", entries.error().to_string()});
+    int depth = 1;
+    if (auto d = t.query.find("depth"); d != t.query.end()) {
+      char* end = nullptr;
+      const long v = std::strtol(d->second.c_str(), &end, 10);
+      if (d->second.empty() || *end != '\0' || v < 1 || v > kMaxListDepth) {
+        return refuse(
+            out, {400, "depth", "expected a number from 1 to " + std::to_string(kMaxListDepth)});
+      }
+      depth = static_cast<int>(v);
+    }
+    auto entries = list_tree(*sb->sandbox, path, depth);
+    if (!entries) {
+      const bool too_many = entries.error().where == "depth";
+      return refuse(out, {too_many ? 400 : 404, too_many ? "depth" : "path",
+                          too_many ? entries.error().message : entries.error().to_string()});
+    }
     json list = json::array();
     for (const auto& e : *entries) {
       list.push_back({{"name", e.name},

@@ -97,8 +97,9 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
   } else if (transport == "http") {
     EXPECT_EQ(steps["connected"]["version"], "2025-11-25");
   }
-  json names = {"run_code",          "sandbox_create",    "sandbox_destroy",   "sandbox_exec",
-                "sandbox_file_list", "sandbox_file_read", "sandbox_file_write"};
+  json names = {"run_code",          "sandbox_create",    "sandbox_destroy",
+                "sandbox_exec",      "sandbox_file_list", "sandbox_file_read",
+                "sandbox_file_stat", "sandbox_file_write"};
   if (transport == "http") names.push_back("sandbox_set_timeout");  // serve's lifetimes
   std::sort(names.begin(), names.end());
   EXPECT_EQ(steps["tools"]["names"], names);

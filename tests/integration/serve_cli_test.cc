@@ -802,6 +802,60 @@ TEST_F(ServeCli, SandboxesLiveTheirTimeoutAndAreFoundByNameAndMetadata) {
   EXPECT_EQ(call("GET", "/v1/sandboxes/" + dev_id, tok).status, 200);
 }
 
+// Issue 41, files: stat and a listing to a depth, each path resolved inside
+// the sandbox (a symlink to "/" is listed, never followed); bad depths and
+// trees beyond the bound are 400s naming depth, another project's sandbox a 404.
+TEST_F(ServeCli, FilesAreStatedAndListedToADepthInsideTheSandbox) {
+  const std::string tok = token("acme");
+  const std::string other = token("beta");
+  serve();
+  const std::string id = create(tok);
+  auto made = call(
+      "POST", "/v1/sandboxes/" + id + "/exec", tok,
+      R"({"cmd": "mkdir -p /workspace/a/b/c && printf hi > /workspace/a/b/c/f && ln -s / /workspace/a/root-link && mkdir /workspace/m && cd /workspace/m && seq 1 10001 | xargs touch"})");
+  ASSERT_EQ(made.status, 200) << made.body;
+  ASSERT_EQ(json::parse(made.body)["exit_code"], 0) << made.body;
+  auto stat = [&](const std::string& path, const std::string& t = "") {
+    return call("GET", "/v1/sandboxes/" + id + "/files:stat?path=" + path, t.empty() ? tok : t);
+  };
+  auto f = stat("/workspace/a/b/c/f");
+  ASSERT_EQ(f.status, 200) << f.body;
+  EXPECT_EQ(json::parse(f.body)["type"], "file");
+  EXPECT_EQ(json::parse(f.body)["size"], 2);
+  EXPECT_EQ(json::parse(stat("/workspace/a").body)["type"], "dir");
+  EXPECT_EQ(json::parse(stat("/workspace/a/root-link").body)["type"], "symlink");
+  auto missing = stat("/workspace/nope");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_NE(missing.body.find("/workspace/nope"), std::string::npos) << missing.body;
+  EXPECT_EQ(stat("/workspace/a", other).status, 404) << "another project's sandbox is unknown";
+
+  auto names = [&](const std::string& query) {
+    auto r = call("GET", "/v1/sandboxes/" + id + "/files:list?path=/workspace/a" + query, tok);
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::vector<std::string> out;
+    if (r.status == 200) {
+      const json listed = json::parse(r.body);
+      for (const auto& e : listed["entries"]) out.push_back(e["name"]);
+    }
+    return out;
+  };
+  EXPECT_EQ(names(""), (std::vector<std::string>{"b", "root-link"}));
+  EXPECT_EQ(names("&depth=2"), (std::vector<std::string>{"b", "root-link", "b/c"}));
+  // All of it: the symlink to "/" is an entry, not a way out.
+  EXPECT_EQ(names("&depth=16"), (std::vector<std::string>{"b", "root-link", "b/c", "b/c/f"}));
+  for (const char* bad : {"0", "17", "x", ""}) {
+    auto r =
+        call("GET", "/v1/sandboxes/" + id + "/files:list?path=/workspace&depth=" + std::string(bad),
+             tok);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_NE(r.body.find("\"field\":\"depth\""), std::string::npos) << r.body;
+  }
+  auto many = call("GET", "/v1/sandboxes/" + id + "/files:list?path=/workspace/m", tok);
+  EXPECT_EQ(many.status, 400) << many.body.substr(0, 200);
+  EXPECT_NE(many.body.find("more than 10000 entries under /workspace/m"), std::string::npos)
+      << many.body.substr(0, 300);
+}
+
 // GET /v1/fleet (an operator's route: it names hosts) shows the workers
 // that may serve a project, with that project's load only; a call's
 // "requires" routes it by label, and bad labels get a 400 naming the field
