@@ -107,6 +107,9 @@ class Api {
   void sandbox_delete(Ctx& c);
   void sandbox_timeout(Ctx& c);
   void sandbox_file_stat(Ctx& c);
+  void sandbox_file_delete(Ctx& c);
+  void sandbox_file_mkdir(Ctx& c);
+  void sandbox_file_move(Ctx& c);
   void sandbox_exec(Ctx& c);
   void sandbox_file_get(Ctx& c);
   void sandbox_file_put(Ctx& c);

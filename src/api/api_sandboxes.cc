@@ -194,6 +194,62 @@ void Api::sandbox_exec(Ctx& c) {
   answer(c.out, 200, exec_answer(std::get<ExecResult>(result), id, sink));
 }
 
+namespace {
+// ?NAME=true|false (absent: false); nullopt when it is anything else (a 400 was sent).
+std::optional<bool> flag_of(const Target& t, const char* name, Responder& out) {
+  auto it = t.query.find(name);
+  if (it == t.query.end() || it->second == "false") return false;
+  if (it->second == "true") return true;
+  fail(out, 400, name, "expected true or false");
+  return std::nullopt;
+}
+}  // namespace
+
+void Api::sandbox_file_delete(Ctx& c) {
+  auto path = path_of(c.target, c.out);
+  if (!path) return;
+  auto recursive = flag_of(c.target, "recursive", c.out);
+  if (!recursive) return;
+  auto done = sandboxes_.change_file(
+      c.who.project, c.param("id"),
+      *recursive ? SandboxService::FileOp::kRemoveRecursive : SandboxService::FileOp::kRemove,
+      *path);
+  if (auto* e = std::get_if<ServiceError>(&done)) return fail_with(c.out, *e);
+  (void)c.out.respond(204, "", "");
+}
+
+void Api::sandbox_file_mkdir(Ctx& c) {
+  auto path = path_of(c.target, c.out);
+  if (!path) return;
+  auto parents = flag_of(c.target, "parents", c.out);
+  if (!parents) return;
+  auto done = sandboxes_.change_file(
+      c.who.project, c.param("id"),
+      *parents ? SandboxService::FileOp::kMkdirParents : SandboxService::FileOp::kMkdir, *path);
+  if (auto* e = std::get_if<ServiceError>(&done)) return fail_with(c.out, *e);
+  answer(c.out, 201, {{"path", *path}});
+}
+
+void Api::sandbox_file_move(Ctx& c) {
+  auto body = body_object(c.request, c.out);
+  if (!body) return;
+  for (auto it = body->begin(); it != body->end(); ++it) {
+    if (it.key() != "from" && it.key() != "to")
+      return fail(c.out, 400, it.key(), "unknown field (allowed: from, to)");
+  }
+  for (const char* k : {"from", "to"}) {
+    if (!body->contains(k) || !(*body)[k].is_string() || (*body)[k].get<std::string>().empty() ||
+        (*body)[k].get<std::string>()[0] != '/') {
+      return fail(c.out, 400, k, "expected an absolute path");
+    }
+  }
+  const std::string from = (*body)["from"], to = (*body)["to"];
+  auto done =
+      sandboxes_.change_file(c.who.project, c.param("id"), SandboxService::FileOp::kMove, from, to);
+  if (auto* e = std::get_if<ServiceError>(&done)) return fail_with(c.out, *e);
+  answer(c.out, 200, {{"from", from}, {"to", to}});
+}
+
 void Api::sandbox_file_stat(Ctx& c) {
   auto path = path_of(c.target, c.out);
   if (!path) return;

@@ -369,6 +369,21 @@ ServiceResult<std::vector<proto::FileInfo>> LocalSandboxes::list_dir(const std::
   return std::move(*entries);
 }
 
+ServiceResult<bool> LocalSandboxes::change_file(const std::string& project, const std::string& id,
+                                                FileOp op, const std::string& path,
+                                                const std::string& to) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  Sandbox& sb = *h->sandbox;
+  Status s = op == FileOp::kMkdir             ? sb.make_dir(path, false)
+             : op == FileOp::kMkdirParents    ? sb.make_dir(path, true)
+             : op == FileOp::kRemove          ? sb.remove(path, false)
+             : op == FileOp::kRemoveRecursive ? sb.remove(path, true)
+                                              : sb.move(path, to);
+  if (!s) return ServiceError{400, "path", s.error().to_string()};
+  return true;
+}
+
 ServiceResult<proto::FileInfo> LocalSandboxes::stat(const std::string& project,
                                                     const std::string& id,
                                                     const std::string& path) {
@@ -727,6 +742,39 @@ ServiceResult<size_t> WorkerSandboxes::write_file(const std::string& project, co
   if (!reply) return ServiceError{503, "", reply.error().to_string()};
   if (reply->status != 201) return error_of(*reply);
   return data.size();
+}
+
+ServiceResult<bool> WorkerSandboxes::change_file(const std::string& project, const std::string& id,
+                                                 FileOp op, const std::string& path,
+                                                 const std::string& to) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  const std::string base = "/door/v1/sandboxes/" + query_escaped(id);
+  const std::string q = "?path=" + query_escaped(path);
+  std::string method = "POST", target;
+  switch (op) {
+    case FileOp::kMkdir:
+      target = base + "/files:mkdir" + q;
+      break;
+    case FileOp::kMkdirParents:
+      target = base + "/files:mkdir" + q + "&parents=true";
+      break;
+    case FileOp::kRemove:
+      method = "DELETE";
+      target = base + "/files" + q;
+      break;
+    case FileOp::kRemoveRecursive:
+      method = "DELETE";
+      target = base + "/files" + q + "&recursive=true";
+      break;
+    case FileOp::kMove:
+      target = base + "/files:move" + q + "&to=" + query_escaped(to);
+      break;
+  }
+  auto reply = doors_.call(*door, method, target, headers(project, ""), "");
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  if (reply->status != 204) return error_of(*reply);
+  return true;
 }
 
 ServiceResult<proto::FileInfo> WorkerSandboxes::stat(const std::string& project,

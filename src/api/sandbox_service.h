@@ -86,6 +86,13 @@ class SandboxService {
   // lstat of one path (a symlink is "symlink", not followed).
   virtual ServiceResult<proto::FileInfo> stat(const std::string& project, const std::string& id,
                                               const std::string& path) = 0;
+  // Make a directory, remove a path, rename one (sandbox/sandbox.h). Each
+  // answers true; an unknown sandbox is a 404 (field id), what the sandbox
+  // refuses a 400 naming the path.
+  enum class FileOp { kMkdir, kMkdirParents, kRemove, kRemoveRecursive, kMove };
+  virtual ServiceResult<bool> change_file(const std::string& project, const std::string& id,
+                                          FileOp op, const std::string& path,
+                                          const std::string& to = "") = 0;
   // A new lifetime from now (`timeout`: seconds or "10m"), bounded by the
   // project's sandbox_timeout_max; the sandbox's JSON. nullopt: unknown.
   virtual ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
@@ -167,6 +174,8 @@ class LocalSandboxes final : public SandboxService {
                                                        int depth = 1) override;
   ServiceResult<proto::FileInfo> stat(const std::string& project, const std::string& id,
                                       const std::string& path) override;
+  ServiceResult<bool> change_file(const std::string& project, const std::string& id, FileOp op,
+                                  const std::string& path, const std::string& to = "") override;
   ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
                                                            const std::string& id,
                                                            const nlohmann::json& body) override;
@@ -222,6 +231,8 @@ class WorkerSandboxes final : public SandboxService {
                                                        int depth = 1) override;
   ServiceResult<proto::FileInfo> stat(const std::string& project, const std::string& id,
                                       const std::string& path) override;
+  ServiceResult<bool> change_file(const std::string& project, const std::string& id, FileOp op,
+                                  const std::string& path, const std::string& to = "") override;
   ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
                                                            const std::string& id,
                                                            const nlohmann::json& body) override;

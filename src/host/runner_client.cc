@@ -104,6 +104,8 @@ Status RunnerClient::handshake(std::chrono::milliseconds timeout) {
     return s;
   }
   runner_version_ = hello->runner_version;
+  runner_protocol_ = hello->protocol;
+  if (auto v = proto::parse_version(hello->protocol)) runner_minor_ = v->minor;
   proto::Hello ours;
   ours.role = "host";
   return send(MsgType::kHello, 0, proto::to_json(ours));
@@ -466,6 +468,39 @@ Result<std::vector<proto::FileInfo>> RunnerClient::list_dir(const std::string& p
   if (!f) return f.take_error();
   if (f->type != MsgType::kFileEntries) return unexpected(*f, "file_list");
   return proto::parse_file_entries(f->json);
+}
+
+Status RunnerClient::file_op(MsgType type, const proto::FileRequest& req) {
+  const std::string what = std::string(proto::type_name(type)) + " " + req.path;
+  if (runner_minor_ < proto::kFileOpsMinor) {
+    return make_error(what, "the sandbox's tool runner speaks protocol " + runner_protocol_ +
+                                ", which has no " + proto::type_name(type) + " (0.4 has)");
+  }
+  auto f = request(type, proto::to_json(req), {});
+  if (!f) return f.take_error();
+  if (f->type != MsgType::kOk) return unexpected(*f, proto::type_name(type));
+  return ok_status();
+}
+
+Status RunnerClient::make_dir(const std::string& path, bool parents) {
+  proto::FileRequest req;
+  req.path = path;
+  req.parents = parents;
+  return file_op(MsgType::kFileMkdir, req);
+}
+
+Status RunnerClient::remove(const std::string& path, bool recursive) {
+  proto::FileRequest req;
+  req.path = path;
+  req.recursive = recursive;
+  return file_op(MsgType::kFileRemove, req);
+}
+
+Status RunnerClient::move(const std::string& from, const std::string& to) {
+  proto::FileRequest req;
+  req.path = from;
+  req.to = to;
+  return file_op(MsgType::kFileMove, req);
 }
 
 Result<proto::FileInfo> RunnerClient::stat(const std::string& path) {

@@ -58,6 +58,11 @@ class RunnerClient {
   Result<std::string> read_file(const std::string& path, int64_t max_bytes = 0);
   Status write_file(const std::string& path, std::string_view data, uint32_t mode);
   Result<std::vector<proto::FileInfo>> list_dir(const std::string& path);
+  // Protocol 0.4 (proto::kFileOpsMinor); a runner that speaks less gets an
+  // error naming its version, and nothing is sent.
+  Status make_dir(const std::string& path, bool parents);
+  Status remove(const std::string& path, bool recursive);
+  Status move(const std::string& from, const std::string& to);
   Result<proto::FileInfo> stat(const std::string& path);
   Status set_env(const proto::SetEnv& vars);
   Result<proto::ProbeResult> probe();
@@ -100,6 +105,7 @@ class RunnerClient {
               uint8_t flags = 0);
   // Sends a request and waits for its single reply frame.
   Result<proto::Frame> request(proto::MsgType type, std::string_view json, std::string_view data);
+  Status file_op(proto::MsgType type, const proto::FileRequest& req);
   // Waits until `p` is done, reading and dispatching frames while no one else does.
   Status wait(Pending& p);
   Status read_some();  // called with reader role held; reads and dispatches
@@ -110,6 +116,8 @@ class RunnerClient {
 
   UniqueFd fd_;
   std::string runner_version_;
+  std::string runner_protocol_;  // from its hello
+  int runner_minor_ = 0;
   std::mutex send_mu_;
   std::mutex mu_;  // guards everything below
   bool reading_ = false;

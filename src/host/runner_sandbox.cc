@@ -111,6 +111,18 @@ Result<proto::FileInfo> RunnerSandbox::stat(const std::string& path) {
   return checked(runner_->stat(path));
 }
 
+Status RunnerSandbox::make_dir(const std::string& path, bool parents) {
+  return checked(runner_->make_dir(path, parents));
+}
+
+Status RunnerSandbox::remove(const std::string& path, bool recursive) {
+  return checked(runner_->remove(path, recursive));
+}
+
+Status RunnerSandbox::move(const std::string& from, const std::string& to) {
+  return checked(runner_->move(from, to));
+}
+
 Status RunnerSandbox::set_env(const std::map<std::string, std::string>& vars) {
   proto::SetEnv m;
   m.set = vars;

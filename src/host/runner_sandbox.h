@@ -46,6 +46,9 @@ class RunnerSandbox : public Sandbox {
   Status write_file(const std::string& path, std::string_view data, uint32_t mode) override;
   Result<std::vector<proto::FileInfo>> list_dir(const std::string& path) override;
   Result<proto::FileInfo> stat(const std::string& path) override;
+  Status make_dir(const std::string& path, bool parents) override;
+  Status remove(const std::string& path, bool recursive) override;
+  Status move(const std::string& from, const std::string& to) override;
   Status set_env(const std::map<std::string, std::string>& vars) override;
   Status unset_env(const std::vector<std::string>& names) override;
   Result<proto::ProbeResult> probe() override;

@@ -37,6 +37,9 @@ bool known_type(uint8_t t) {
     case MsgType::kFileEntries:
     case MsgType::kFileStat:
     case MsgType::kFileInfo:
+    case MsgType::kFileMkdir:
+    case MsgType::kFileRemove:
+    case MsgType::kFileMove:
     case MsgType::kSetEnv:
     case MsgType::kProbe:
     case MsgType::kProbeResult:
@@ -87,6 +90,12 @@ const char* type_name(MsgType t) {
       return "file_stat";
     case MsgType::kFileInfo:
       return "file_info";
+    case MsgType::kFileMkdir:
+      return "file_mkdir";
+    case MsgType::kFileRemove:
+      return "file_remove";
+    case MsgType::kFileMove:
+      return "file_move";
     case MsgType::kSetEnv:
       return "set_env";
     case MsgType::kProbe:

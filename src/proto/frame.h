@@ -40,10 +40,13 @@ enum class MsgType : uint8_t {
   kFileRead = 20,
   kFileData = 21,
   kFileWrite = 22,
+  kFileMkdir = 23,  // protocol 0.4: a directory (with parents when asked)
   kFileList = 24,
   kFileEntries = 25,
   kFileStat = 26,
   kFileInfo = 27,
+  kFileRemove = 28,  // protocol 0.4: a file, a symlink, or a directory (recursive when asked)
+  kFileMove = 29,    // protocol 0.4: a rename inside the sandbox
   kSetEnv = 30,
   kProbe = 31,
   kProbeResult = 32,

@@ -202,8 +202,11 @@ std::string to_json(const ExitStatus& m) {
                    {"max_rss_kb", m.max_rss_kb}});
 }
 std::string to_json(const FileRequest& m) {
-  return dump(
-      json{{"path", m.path}, {"mode", m.mode}, {"parents", m.parents}, {"max_bytes", m.max_bytes}});
+  json j{{"path", m.path}, {"mode", m.mode}, {"parents", m.parents}, {"max_bytes", m.max_bytes}};
+  // Only when set: the fields of protocol 0.4's file operations.
+  if (!m.to.empty()) j["to"] = m.to;
+  if (m.recursive) j["recursive"] = true;
+  return dump(j);
 }
 std::string to_json(const FileInfo& m) { return dump(file_info_json(m)); }
 std::string to_json(const std::vector<FileInfo>& entries) {
@@ -316,9 +319,14 @@ Result<FileRequest> parse_file_request(const std::string& s) {
   r.get("mode", &m.mode);
   r.get("parents", &m.parents);
   r.get("max_bytes", &m.max_bytes);
+  r.get("to", &m.to);
+  r.get("recursive", &m.recursive);
   if (!r.ok()) return r.error();
   if (m.path.empty() || m.path.find('\0') != std::string::npos) {
     return make_error("file.path", "must be a non-empty path without NUL bytes");
+  }
+  if (m.to.find('\0') != std::string::npos) {
+    return make_error("file.to", "must be a path without NUL bytes");
   }
   if (m.mode > 07777) return make_error("file.mode", "must be at most 07777");
   return m;

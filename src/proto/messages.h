@@ -16,17 +16,20 @@ namespace rf::proto {
 
 // The protocol version this build speaks, and the range of peer versions it
 // accepts: same major, minor in [kMinMinor, kMaxMinor]. The one place the
-// range is written; compatible_range() says it (">=0.1,<0.4").
-inline constexpr const char* kProtocolVersion = "0.3.0";
+// range is written; compatible_range() says it (">=0.1,<0.5").
+inline constexpr const char* kProtocolVersion = "0.4.0";
 inline constexpr int kProtocolMajor = 0;
 inline constexpr int kMinMinor = 1;
-inline constexpr int kMaxMinor = 3;
+inline constexpr int kMaxMinor = 4;
 // The first minor with cred_request/cred_answer (JIT credentials): a runner
 // sends cred_request only to a host that said at least this.
 inline constexpr int kCredMinor = 2;
 // The first minor with cred_withdrawn: a runner tells only such a host that
 // an asker left (an older host's decoder would fail on the unknown type).
 inline constexpr int kCredWithdrawnMinor = 3;
+// The first minor with file_mkdir, file_remove and file_move: a host sends
+// them only to a runner that said at least this.
+inline constexpr int kFileOpsMinor = 4;
 std::string compatible_range();
 
 struct Version {
@@ -93,9 +96,11 @@ struct ExitStatus {
 
 struct FileRequest {
   std::string path;
-  uint32_t mode = 0644;   // file_write only
-  bool parents = false;   // file_write: create missing parent directories
-  int64_t max_bytes = 0;  // file_read: 0 means kMaxData
+  uint32_t mode = 0644;    // file_write only
+  bool parents = false;    // file_write, file_mkdir: create missing parent directories
+  int64_t max_bytes = 0;   // file_read: 0 means kMaxData
+  std::string to;          // file_move: the new path
+  bool recursive = false;  // file_remove: a directory with everything in it
 };
 
 struct FileInfo {

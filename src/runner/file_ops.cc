@@ -207,4 +207,98 @@ Result<proto::FileInfo> FileOps::stat(const std::string& path) const {
   return info_from(st);
 }
 
+Status FileOps::mkdir(const std::string& path, bool parents) const {
+  const std::string where = "file_mkdir " + path;
+  if (parents) {
+    auto made = make_parents(sandbox_path(path), where);
+    return made ? ok_status() : Status(made.take_error());
+  }
+  const auto [dir, name] = split_last(sandbox_path(path));
+  if (name.empty() || name == "." || name == "..") return sys_error(where, EEXIST);
+  auto dirfd = resolve(dir, O_PATH | O_DIRECTORY, where);
+  if (!dirfd) return dirfd.take_error();
+  if (::mkdirat(dirfd->get(), name.c_str(), 0755) != 0) return sys_error(where);
+  return ok_status();
+}
+
+namespace {
+
+// Everything in the directory `dir` (an fd opened O_DIRECTORY), depth
+// first; names are taken relative to their directory's fd, so nothing is
+// followed and nothing is resolved outside it.
+Status empty_directory(int dir, const std::string& where, int depth) {
+  if (depth > 256) return make_error(where, "nested more than 256 directories deep");
+  const int dup = ::fcntl(dir, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return sys_error(where);
+  DIR* d = ::fdopendir(dup);
+  if (d == nullptr) {
+    ::close(dup);
+    return sys_error(where);
+  }
+  std::vector<std::pair<std::string, bool>> names;  // name, is a directory
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st {};
+    if (::fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    names.emplace_back(name, S_ISDIR(st.st_mode));
+  }
+  ::closedir(d);
+  for (const auto& [name, is_dir] : names) {
+    if (is_dir) {
+      UniqueFd sub(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!sub) return sys_error(where);
+      RF_TRY(empty_directory(sub.get(), where, depth + 1));
+    }
+    if (::unlinkat(dir, name.c_str(), is_dir ? AT_REMOVEDIR : 0) != 0 && errno != ENOENT) {
+      return sys_error(where);
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status FileOps::remove(const std::string& path, bool recursive) const {
+  const std::string where = "file_remove " + path;
+  const auto [dir, name] = split_last(sandbox_path(path));
+  if (name.empty() || name == "." || name == "..") return sys_error(where, EINVAL);
+  auto dirfd = resolve(dir, O_PATH | O_DIRECTORY, where);
+  if (!dirfd) return dirfd.take_error();
+  struct stat st {};
+  if (::fstatat(dirfd->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return sys_error(where);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlinkat(dirfd->get(), name.c_str(), 0) != 0) return sys_error(where);
+    return ok_status();
+  }
+  if (recursive) {
+    UniqueFd sub(
+        ::openat(dirfd->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub) return sys_error(where);
+    RF_TRY(empty_directory(sub.get(), where, 0));
+  }
+  if (::unlinkat(dirfd->get(), name.c_str(), AT_REMOVEDIR) != 0) return sys_error(where);
+  return ok_status();
+}
+
+Status FileOps::move(const std::string& from, const std::string& to) const {
+  const std::string where = "file_move " + from + " -> " + to;
+  const auto [from_dir, from_name] = split_last(sandbox_path(from));
+  const auto [to_dir, to_name] = split_last(sandbox_path(to));
+  for (const std::string& n : {from_name, to_name}) {
+    if (n.empty() || n == "." || n == "..") return sys_error(where, EINVAL);
+  }
+  auto src = resolve(from_dir, O_PATH | O_DIRECTORY, where);
+  if (!src) return src.take_error();
+  auto dst = resolve(to_dir, O_PATH | O_DIRECTORY, where);
+  if (!dst) return dst.take_error();
+  // Plain names in resolved directories: the link itself moves, never its target.
+  if (::renameat(src->get(), from_name.c_str(), dst->get(), to_name.c_str()) != 0) {
+    return sys_error(where);
+  }
+  return ok_status();
+}
+
 }  // namespace rf::runner

@@ -35,6 +35,15 @@ class FileOps {
   Result<std::vector<proto::FileInfo>> list(const std::string& path) const;
   // lstat: a symlink is reported as "symlink", not followed.
   Result<proto::FileInfo> stat(const std::string& path) const;
+  // A directory; with `parents`, missing ones on the way too, and an
+  // existing directory is no error.
+  Status mkdir(const std::string& path, bool parents) const;
+  // A file or symlink (the link itself, never what it names), or an empty
+  // directory; with `recursive`, a directory and everything in it (symlinks
+  // inside are removed, never followed).
+  Status remove(const std::string& path, bool recursive) const;
+  // A rename: both names resolve inside the root; across mounts is EXDEV.
+  Status move(const std::string& from, const std::string& to) const;
 
   int root_fd() const { return root_.get(); }
 

@@ -600,6 +600,9 @@ void Runner::handle(proto::Frame&& f) {
     case MsgType::kFileWrite:
     case MsgType::kFileList:
     case MsgType::kFileStat:
+    case MsgType::kFileMkdir:
+    case MsgType::kFileRemove:
+    case MsgType::kFileMove:
       return handle_file(std::move(f));
     case MsgType::kSetEnv:
       return handle_set_env(f);
@@ -783,6 +786,18 @@ void Runner::handle_file(proto::Frame&& f) {
       auto entries = files_.list(req->path);
       if (!entries) return reply_error(f.call_id, entries.error());
       return send(MsgType::kFileEntries, f.call_id, proto::to_json(*entries));
+    }
+    case MsgType::kFileMkdir:
+    case MsgType::kFileRemove:
+    case MsgType::kFileMove: {
+      if (f.type == MsgType::kFileMove && req->to.empty()) {
+        return reply_error(f.call_id, make_error("file.to", "file_move needs the new path"));
+      }
+      Status s = f.type == MsgType::kFileMkdir    ? files_.mkdir(req->path, req->parents)
+                 : f.type == MsgType::kFileRemove ? files_.remove(req->path, req->recursive)
+                                                  : files_.move(req->path, req->to);
+      if (!s) return reply_error(f.call_id, s.error());
+      return send(MsgType::kOk, f.call_id, "{}");
     }
     default: {
       auto info = files_.stat(req->path);

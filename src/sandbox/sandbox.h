@@ -157,6 +157,18 @@ class Sandbox {
                             uint32_t mode = 0644) = 0;
   virtual Result<std::vector<proto::FileInfo>> list_dir(const std::string& path) = 0;
   virtual Result<proto::FileInfo> stat(const std::string& path) = 0;
+  // A directory (with missing parents when asked); a file, a symlink (never
+  // what it names) or a directory (with everything in it when `recursive`);
+  // a rename. Each resolves inside the sandbox as the others do.
+  virtual Status make_dir(const std::string& path, bool /*parents*/) {
+    return make_error("mkdir " + path, "this sandbox cannot make directories from outside");
+  }
+  virtual Status remove(const std::string& path, bool /*recursive*/) {
+    return make_error("remove " + path, "this sandbox cannot remove files from outside");
+  }
+  virtual Status move(const std::string& from, const std::string& /*to*/) {
+    return make_error("move " + from, "this sandbox cannot move files from outside");
+  }
   // Adds variables to every later call's environment (credentials injected late).
   virtual Status set_env(const std::map<std::string, std::string>& vars) = 0;
   // Takes variables set by set_env out again (a JIT grant withdrawn).

@@ -237,6 +237,28 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
     return refuse(out, {400, "path", "the query needs ?path=/workspace/... (an absolute path)"});
   }
   const std::string& path = path_it->second;
+  // Protocol 0.4's file operations: the runner's errors name the path (400).
+  auto done = [&](const Status& s) {
+    if (!s) return refuse(out, {400, "path", s.error().to_string()});
+    (void)out.respond(204, "", "");
+  };
+  auto flag = [&](const char* name) {
+    auto it = t.query.find(name);
+    return it != t.query.end() && it->second == "true";
+  };
+  if (op == "files" && method == http::verb::delete_) {
+    return done(sb->sandbox->remove(path, flag("recursive")));
+  }
+  if (op == "files:mkdir" && method == http::verb::post) {
+    return done(sb->sandbox->make_dir(path, flag("parents")));
+  }
+  if (op == "files:move" && method == http::verb::post) {
+    auto to = t.query.find("to");
+    if (to == t.query.end() || to->second.empty() || to->second[0] != '/') {
+      return refuse(out, {400, "to", "the query needs &to=/workspace/... (an absolute path)"});
+    }
+    return done(sb->sandbox->move(path, to->second));
+  }
   if (op == "files:stat" && method == http::verb::get) {
     auto info = sb->sandbox->stat(path);
     if (!info) return refuse(out, {404, "path", info.error().to_string()});

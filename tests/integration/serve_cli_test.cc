@@ -856,6 +856,78 @@ TEST_F(ServeCli, FilesAreStatedAndListedToADepthInsideTheSandbox) {
       << many.body.substr(0, 300);
 }
 
+// Issue 41, files: directories made, paths removed and renamed, each
+// resolved inside the sandbox by its tool runner (protocol 0.4): a symlink to
+// "/" is removed itself, a symlink into the read-only root leads nowhere
+// writable, a rename across its mounts fails; every refusal is a 400 naming
+// what, another project's sandbox a 404.
+TEST_F(ServeCli, FilesAreMadeRemovedAndMovedInsideTheSandbox) {
+  const std::string tok = token("acme");
+  const std::string other = token("beta");
+  serve();
+  const std::string id = create(tok);
+  const std::string base = "/v1/sandboxes/" + id;
+  auto type_of = [&](const std::string& path) {
+    auto r = call("GET", base + "/files:stat?path=" + path, tok);
+    return r.status == 200 ? json::parse(r.body)["type"].get<std::string>() : std::string("none");
+  };
+  EXPECT_EQ(call("POST", base + "/files:mkdir?path=/workspace/x", tok).status, 201);
+  auto again = call("POST", base + "/files:mkdir?path=/workspace/x", tok);
+  EXPECT_EQ(again.status, 400);
+  EXPECT_NE(again.body.find("File exists"), std::string::npos) << again.body;
+  EXPECT_EQ(call("POST", base + "/files:mkdir?path=/workspace/x", tok).status, 400);
+  EXPECT_EQ(call("POST", base + "/files:mkdir?path=/workspace/p/q/r&parents=true", tok).status,
+            201);
+  EXPECT_EQ(type_of("/workspace/p/q/r"), "dir");
+  EXPECT_EQ(call("POST", base + "/files:mkdir?path=/workspace/y&parents=yes", tok).status, 400);
+
+  ASSERT_EQ(call("PUT", base + "/files?path=/workspace/x/f", tok, "data").status, 201);
+  auto moved = call("POST", base + "/files:move", tok,
+                    R"({"from": "/workspace/x/f", "to": "/workspace/p/g"})");
+  EXPECT_EQ(moved.status, 200) << moved.body;
+  EXPECT_EQ(type_of("/workspace/x/f"), "none");
+  EXPECT_EQ(type_of("/workspace/p/g"), "file");
+  // Into the read-only root, or across the sandbox's mounts: refused.
+  auto ro =
+      call("POST", base + "/files:move", tok, R"({"from": "/workspace/p/g", "to": "/usr/g"})");
+  EXPECT_EQ(ro.status, 400) << ro.body;
+  auto across = call("POST", base + "/files:move", tok,
+                     R"({"from": "/workspace/p/g", "to": "/workspace/../../../tmp/g"})");
+  EXPECT_EQ(across.status, 400) << across.body;
+  EXPECT_EQ(type_of("/workspace/p/g"), "file") << "nothing moved";
+  for (const char* body :
+       {R"({"from": "/workspace/p/g"})", R"({"from": "/workspace/p/g", "to": "rel"})",
+        R"({"from": "/workspace/p/g", "to": "/workspace/h", "x": 1})"}) {
+    EXPECT_EQ(call("POST", base + "/files:move", tok, body).status, 400) << body;
+  }
+
+  // Symlinks: the link is removed, never what it names; a directory through
+  // a link into the read-only root cannot be made.
+  auto links = call("POST", base + "/exec", tok,
+                    R"({"cmd": "ln -s / /workspace/out && ln -s /usr /workspace/usrlink"})");
+  ASSERT_EQ(json::parse(links.body)["exit_code"], 0) << links.body;
+  EXPECT_EQ(call("DELETE", base + "/files?path=/workspace/out&recursive=true", tok).status, 204);
+  EXPECT_EQ(type_of("/workspace/out"), "none");
+  EXPECT_EQ(type_of("/usr/bin"), "dir") << "what the link named is untouched";
+  auto through = call("POST", base + "/files:mkdir?path=/workspace/usrlink/made", tok);
+  EXPECT_EQ(through.status, 400) << through.body;
+  EXPECT_NE(through.body.find("Read-only file system"), std::string::npos) << through.body;
+
+  // A directory with things in it goes only when asked recursively.
+  auto full = call("DELETE", base + "/files?path=/workspace/p", tok);
+  EXPECT_EQ(full.status, 400);
+  EXPECT_NE(full.body.find("Directory not empty"), std::string::npos) << full.body;
+  EXPECT_EQ(call("DELETE", base + "/files?path=/workspace/p&recursive=maybe", tok).status, 400);
+  EXPECT_EQ(call("DELETE", base + "/files?path=/workspace/p&recursive=true", tok).status, 204);
+  EXPECT_EQ(type_of("/workspace/p"), "none");
+  EXPECT_EQ(call("DELETE", base + "/files?path=/workspace/p", tok).status, 400) << "gone already";
+
+  // Another project's sandbox is unknown.
+  EXPECT_EQ(call("DELETE", base + "/files?path=/workspace/x", other).status, 404);
+  EXPECT_EQ(call("POST", base + "/files:mkdir?path=/workspace/z", other).status, 404);
+  EXPECT_EQ(type_of("/workspace/x"), "dir");
+}
+
 // GET /v1/fleet (an operator's route: it names hosts) shows the workers
 // that may serve a project, with that project's load only; a call's
 // "requires" routes it by label, and bad labels get a 400 naming the field
