@@ -215,6 +215,32 @@ json McpServer::tool_list(bool local) {
         "Is there a file, directory or symlink at a path: its type, size, mode, mtime."},
        {"inputSchema",
         schema({{"sandbox_id", kSandboxId}, {"path", kPath}}, {"sandbox_id", "path"})}},
+      {{"name", "sandbox_file_remove"},
+       {"description",
+        "Remove a file, a symlink (itself, not what it names) or a directory (with everything "
+        "in it when recursive) in a sandbox."},
+       {"annotations", {{"destructiveHint", true}, {"idempotentHint", false}}},
+       {"inputSchema",
+        schema(
+            {{"sandbox_id", kSandboxId},
+             {"path", kPath},
+             {"recursive", {{"type", "boolean"}, {"description", "A directory and its contents"}}}},
+            {"sandbox_id", "path"})}},
+      {{"name", "sandbox_file_mkdir"},
+       {"description", "Make a directory in a sandbox (with missing parents when asked)."},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId},
+                {"path", kPath},
+                {"parents", {{"type", "boolean"}, {"description", "Make missing parents too"}}}},
+               {"sandbox_id", "path"})}},
+      {{"name", "sandbox_file_move"},
+       {"description", "Rename a file or directory in a sandbox."},
+       {"annotations", {{"destructiveHint", true}}},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId},
+                {"from", kPath},
+                {"to", {{"type", "string"}, {"description", "The new absolute path"}}}},
+               {"sandbox_id", "from", "to"})}},
       {{"name", "run_code"},
        {"description",
         "Run a program once in a fresh sandbox that is destroyed afterwards: python, bash, sh "
@@ -278,8 +304,11 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
     return tool_result(out, "sandbox_id: " + id);
   }
   if (name == "sandbox_set_timeout") {
-    if (auto bad = check_args(args, {"sandbox_id", "timeout"}, {"sandbox_id", "timeout"}))
+    if (auto bad = check_args(args, {"sandbox_id", "timeout"}, {"sandbox_id"}))
       return tool_error(*bad);
+    if (!args.contains("timeout") || !(args["timeout"].is_number() || args["timeout"].is_string()))
+      return tool_error(
+          "argument \"timeout\" is required (seconds, or a duration such as \"30m\")");
     const std::string id = args["sandbox_id"];
     auto set = sandboxes_.set_timeout(project, id, {{"timeout", args["timeout"]}});
     if (auto* e = std::get_if<ServiceError>(&set)) return failed(*e);
@@ -305,6 +334,37 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
     if (auto* e = std::get_if<ServiceError>(&gone)) return failed(*e);
     if (!std::get<bool>(gone)) return tool_error("no sandbox " + id);
     return tool_result({{"sandbox_id", id}, {"destroyed", true}}, "destroyed " + id);
+  }
+  if (name == "sandbox_file_remove" || name == "sandbox_file_mkdir" ||
+      name == "sandbox_file_move") {
+    const bool move = name == "sandbox_file_move";
+    const bool remove = name == "sandbox_file_remove";
+    auto bad = move ? check_args(args, {"sandbox_id", "from", "to"}, {"sandbox_id", "from", "to"})
+               : remove
+                   ? check_args(args, {"sandbox_id", "path", "recursive"}, {"sandbox_id", "path"})
+                   : check_args(args, {"sandbox_id", "path", "parents"}, {"sandbox_id", "path"});
+    if (bad) return tool_error(*bad);
+    for (const char* flag : {"recursive", "parents"}) {
+      if (args.contains(flag) && !args[flag].is_boolean())
+        return tool_error(std::string("argument \"") + flag + "\" must be true or false");
+    }
+    const std::string id = args["sandbox_id"];
+    const std::string path =
+        move ? args["from"].get<std::string>() : args["path"].get<std::string>();
+    const std::string to = move ? args["to"].get<std::string>() : "";
+    using Op = SandboxService::FileOp;
+    const Op op = move     ? Op::kMove
+                  : remove ? (args.value("recursive", false) ? Op::kRemoveRecursive : Op::kRemove)
+                           : (args.value("parents", false) ? Op::kMkdirParents : Op::kMkdir);
+    auto done = sandboxes_.change_file(project, id, op, path, to);
+    if (auto* e = std::get_if<ServiceError>(&done)) {
+      return e->field == "id" ? unknown(id) : failed(*e);
+    }
+    json out = {{"sandbox_id", id}, {"path", path}};
+    if (move) out["to"] = to;
+    return tool_result(out, move     ? "moved " + path + " to " + to
+                            : remove ? "removed " + path
+                                     : "made " + path);
   }
   if (name == "sandbox_file_stat") {
     if (auto bad = check_args(args, {"sandbox_id", "path"}, {"sandbox_id", "path"})) {

@@ -98,7 +98,8 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
     EXPECT_EQ(steps["connected"]["version"], "2025-11-25");
   }
   json names = {"run_code",          "sandbox_create",    "sandbox_destroy",
-                "sandbox_exec",      "sandbox_file_list", "sandbox_file_read",
+                "sandbox_exec",      "sandbox_file_list", "sandbox_file_mkdir",
+                "sandbox_file_move", "sandbox_file_read", "sandbox_file_remove",
                 "sandbox_file_stat", "sandbox_file_write"};
   if (transport == "http") names.push_back("sandbox_set_timeout");  // serve's lifetimes
   std::sort(names.begin(), names.end());
@@ -176,16 +177,46 @@ TEST_F(McpHttp, HostileMessagesGetExactAnswersAndProjectsStayApart) {
            {"sandbox_file_read", {{"sandbox_id", id}, {"path", "/workspace"}}},
            {"sandbox_file_write", {{"sandbox_id", id}, {"path", "/workspace/x"}, {"content", "x"}}},
            {"sandbox_file_list", {{"sandbox_id", id}, {"path", "/workspace"}}},
+           {"sandbox_file_stat", {{"sandbox_id", id}, {"path", "/workspace"}}},
+           {"sandbox_file_mkdir", {{"sandbox_id", id}, {"path", "/workspace/d"}}},
+           {"sandbox_file_remove", {{"sandbox_id", id}, {"path", "/workspace/d"}}},
+           {"sandbox_file_move",
+            {{"sandbox_id", id}, {"from", "/workspace/a"}, {"to", "/workspace/b"}}},
+           {"sandbox_set_timeout", {{"sandbox_id", id}, {"timeout", 60}}},
            {"sandbox_destroy", {{"sandbox_id", id}}}}) {
     const json r = tool(b, name, args);
     EXPECT_EQ(r["result"]["isError"], true) << name;
     EXPECT_NE(r["result"]["content"][0]["text"].get<std::string>().find("no sandbox " + id),
               std::string::npos)
-        << name;
+        << name << " " << r.dump();
   }
   EXPECT_EQ(tool(a, "sandbox_exec", {{"sandbox_id", id}, {"cmd", "true"}})["result"]["isError"],
             false)
       << "A's sandbox is still there";
+
+  // A's own file tools (issue 41): made, listed to a depth, moved, stated, removed.
+  auto ok = [&](const std::string& name, const json& args) {
+    const json r = tool(a, name, args);
+    EXPECT_EQ(r["result"]["isError"], false) << name << " " << r.dump();
+    return r["result"]["structuredContent"];
+  };
+  ok("sandbox_file_mkdir", {{"sandbox_id", id}, {"path", "/workspace/d/e"}, {"parents", true}});
+  ok("sandbox_file_write", {{"sandbox_id", id}, {"path", "/workspace/d/e/f"}, {"content", "x"}});
+  const json tree =
+      ok("sandbox_file_list", {{"sandbox_id", id}, {"path", "/workspace/d"}, {"depth", 2}});
+  EXPECT_EQ(tree["entries"].size(), 2u) << tree.dump();
+  ok("sandbox_file_move",
+     {{"sandbox_id", id}, {"from", "/workspace/d/e/f"}, {"to", "/workspace/g"}});
+  EXPECT_EQ(ok("sandbox_file_stat", {{"sandbox_id", id}, {"path", "/workspace/g"}})["type"],
+            "file");
+  ok("sandbox_file_remove", {{"sandbox_id", id}, {"path", "/workspace/d"}, {"recursive", true}});
+  const json gone = tool(a, "sandbox_file_stat", {{"sandbox_id", id}, {"path", "/workspace/d"}});
+  EXPECT_EQ(gone["result"]["isError"], true);
+  const json typo = tool(a, "sandbox_file_remove",
+                         {{"sandbox_id", id}, {"path", "/workspace/g"}, {"recursive", "yes"}});
+  EXPECT_EQ(typo["result"]["isError"], true) << "recursive must be a boolean";
+  const json later = ok("sandbox_set_timeout", {{"sandbox_id", id}, {"timeout", "2h"}});
+  EXPECT_TRUE(later["expires_at"].is_number_integer()) << later.dump();
 
   // No token: 401, as for every API route.
   EXPECT_EQ(rpc("", {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "ping"}}).status, 401);
