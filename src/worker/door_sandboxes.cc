@@ -20,12 +20,6 @@ DoorRefusal refused(const Error& e) {
   return DoorRefusal{e.code == ErrorCode::kDenied ? 403 : 400, e.where, e.message};
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 DoorSandboxes::DoorSandboxes(Services services) : s_(std::move(services)) {
@@ -63,7 +57,7 @@ void DoorSandboxes::expire_loop() {
       expiry_changed_.wait(lock);
       continue;
     }
-    const int64_t now = now_ms();
+    const int64_t now = store::now_ms();
     if (next > now) {
       // Woken early by a new sandbox, a new timeout, or a call's end (an idle
       // expiry is due again).
@@ -103,7 +97,7 @@ DoorOutcome<int64_t> DoorSandboxes::set_timeout(DoorSandbox& sb,
   if (!policy) return DoorRefusal{503, "", policy.error().to_string()};
   if (auto s = policy->bound_sandbox_timeout(timeout, true, "timeout"); !s)
     return refused(s.error());
-  const int64_t at = now_ms() + timeout.count();
+  const int64_t at = store::now_ms() + timeout.count();
   if (auto s = store::SandboxLifetimes(*s_.store).set_expiry(sb.id(), at); !s)
     return DoorRefusal{503, "", s.error().to_string()};
   {
@@ -204,7 +198,7 @@ DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::strin
     // from its first request on.
     s_.ledger->flush();
   }
-  const int64_t made_at = now_ms();
+  const int64_t made_at = store::now_ms();
   entry->name = lifetime->name;
   entry->metadata = lifetime->metadata;
   entry->expires_at = made_at + timeout.count();
@@ -336,7 +330,7 @@ DoorOutcome<ExecResult> DoorSandboxes::exec(
     DoorSandbox& s;
     std::condition_variable& expiry_changed;
     ~Done() {
-      s.last_active = now_ms();  // idle from now
+      s.last_active = store::now_ms();  // idle from now
       --s.running;
       // Idle again: its idle expiry is due again (it was not while the call ran).
       if (s.idle_timeout_ms > 0) expiry_changed.notify_all();

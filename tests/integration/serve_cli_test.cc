@@ -60,6 +60,15 @@ class ServeCli : public ::testing::Test {
   std::string operator_token(const std::string& project) {
     return make_token(dir_, project, {"--role", "operator"});
   }
+  // The secret P-key and an identity profile of project P that gives it to
+  // calls as API_KEY.
+  void project_key(const std::string& project, const std::string& value) {
+    Cli set({"secret", "set", project + "-key", "--state-dir", dir_}, value);
+    ASSERT_EQ(set.wait(30s), 0) << set.err();
+    Cli profile({"identity", "profile", "set", project, "--level", "project", "--project", project,
+                 "API_KEY=secret:" + project + "-key", "--state-dir", dir_});
+    ASSERT_EQ(profile.wait(30s), 0) << profile.err();
+  }
   // `policy set --project P ARGS...` (the operator's policy, issue 39).
   void policy(const std::string& project, std::vector<std::string> args) {
     std::vector<std::string> a{"policy", "set", "--project", project, "--state-dir", dir_};
@@ -522,13 +531,7 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
   const std::string tok = token("acme");
   const std::string other = token("beta");
   const std::string secret = "sk-live-0123456789abcdefXYZ";
-  {
-    Cli set({"secret", "set", "acme-key", "--state-dir", dir_}, secret);
-    ASSERT_EQ(set.wait(30s), 0) << set.err();
-    Cli profile({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
-                 "API_KEY=secret:acme-key", "--state-dir", dir_});
-    ASSERT_EQ(profile.wait(30s), 0) << profile.err();
-  }
+  ASSERT_NO_FATAL_FAILURE(project_key("acme", secret));
   serve_only();
   Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run", "--worker-id",
               "w-redact"});
@@ -590,13 +593,7 @@ TEST_F(ServeCli, CallsGoToTheWorkersAndComeBackRedacted) {
 TEST_F(ServeCli, CallThroughServeNeedsOnlyTheProjectsToken) {
   const std::string tok = token("acme");
   const std::string secret = "sk-live-0123456789abcdefXYZ";
-  {
-    Cli set({"secret", "set", "acme-key", "--state-dir", dir_}, secret);
-    ASSERT_EQ(set.wait(30s), 0) << set.err();
-    Cli profile({"identity", "profile", "set", "acme", "--level", "project", "--project", "acme",
-                 "API_KEY=secret:acme-key", "--state-dir", dir_});
-    ASSERT_EQ(profile.wait(30s), 0) << profile.err();
-  }
+  ASSERT_NO_FATAL_FAILURE(project_key("acme", secret));
   serve_only();
   Cli worker({"worker", "start", "--state-dir", dir_, "--sandbox-mode", "per_run"});
   const std::string api = "http://127.0.0.1:" + std::to_string(port_);
