@@ -197,7 +197,7 @@ ServiceResult<json> LocalSandboxes::create(const std::string& project, const std
   }
   // Lifetimes are a front door's (serve's workers); the local user's
   // sandboxes live as long as this process.
-  for (const char* field : {"timeout", "idle_timeout", "name", "metadata"}) {
+  for (const char* field : {"timeout", "idle_timeout", "name", "metadata", "cwd"}) {
     if (parsed->is_object() && parsed->contains(field)) {
       return ServiceError{400, field,
                           "lifetimes, names and metadata are served by `ringfence serve`, not "

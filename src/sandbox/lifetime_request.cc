@@ -59,6 +59,13 @@ Result<LifetimeRequest> take_lifetime(json& body) {
     RF_TRY(check_sandbox_name(r.name, "name"));
     body.erase("name");
   }
+  if (body.contains("cwd")) {
+    if (!body["cwd"].is_string() || body["cwd"].get<std::string>().empty() ||
+        body["cwd"].get<std::string>()[0] != '/' || !valid_utf8(body["cwd"].get<std::string>()))
+      return make_error("cwd", "expected an absolute path");
+    r.cwd = body["cwd"].get<std::string>();
+    body.erase("cwd");
+  }
   if (body.contains("metadata")) {
     const json& m = body["metadata"];
     if (!m.is_object()) return make_error("metadata", "expected an object of strings");

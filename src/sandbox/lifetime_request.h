@@ -3,9 +3,10 @@
 // such as "10m": how long it lives from now), `idle_timeout` (ended after
 // that long with no call), `name` (unique among the project's live
 // sandboxes, to find it again) and `metadata` (string keys and values, to
-// list by). These are not the spec's: take_lifetime() removes them from the
-// body before the spec is read. The operator policy bounds the timeout
-// (policy/operator_policy.h: sandbox_timeout, sandbox_timeout_max).
+// list by), and `cwd` (where its calls run when they do not say; the spec's
+// `env` is its default environment). These are not the spec's:
+// take_lifetime() removes them from the body before the spec is read. The operator policy bounds
+// the timeout (policy/operator_policy.h: sandbox_timeout, sandbox_timeout_max).
 #pragma once
 
 #include <chrono>
@@ -24,6 +25,7 @@ struct LifetimeRequest {
   std::chrono::milliseconds idle_timeout{0};         // 0: no idle expiry
   std::string name;                                  // "" = unnamed
   std::map<std::string, std::string> metadata;
+  std::string cwd;  // "" = /workspace
 };
 
 inline constexpr size_t kMaxMetadataPairs = 64;

@@ -100,6 +100,7 @@ json door_sandbox_json(const DoorSandbox& s, const std::string& worker_id) {
       {"spec", spec_json(spec)},
       {"name", s.name.empty() ? json(nullptr) : json(s.name)},
       {"metadata", s.metadata},
+      {"cwd", s.cwd.empty() ? json("/workspace") : json(s.cwd)},
       {"expires_at", s.expires_at.load() == 0 ? json(nullptr) : json(s.expires_at.load())},
       {"idle_timeout_s", s.idle_timeout_ms == 0
                              ? json(nullptr)
@@ -205,6 +206,8 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
     if (!body) return refuse(out, {400, "body", body.error().message});
     auto call = parse_exec_json(*body);
     if (!call) return refuse(out, {400, call.error().where, call.error().message});
+    // A call that names no cwd runs where its sandbox was told to run them.
+    if (!body->contains("cwd") && !sb->cwd.empty()) call->cwd = sb->cwd;
     if (!out.begin_stream(200, "text/event-stream")) return;
     EventSink events(out);
     httpd::Responder& client = out;

@@ -201,6 +201,7 @@ DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::strin
   const int64_t made_at = store::now_ms();
   entry->name = lifetime->name;
   entry->metadata = lifetime->metadata;
+  entry->cwd = lifetime->cwd;
   entry->expires_at = made_at + timeout.count();
   entry->idle_timeout_ms = lifetime->idle_timeout.count();
   entry->last_active = made_at;

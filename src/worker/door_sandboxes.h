@@ -39,8 +39,9 @@ struct DoorSandbox {
   // Its lifetime (issue 41; sandbox/lifetime_request.h): ms since the epoch.
   std::string name;
   std::map<std::string, std::string> metadata;
-  std::atomic<int64_t> expires_at{0};       // 0 = never
-  int64_t idle_timeout_ms = 0;              // 0 = no idle expiry
+  std::string cwd;                     // where its calls run when they do not say ("" = /workspace)
+  std::atomic<int64_t> expires_at{0};  // 0 = never
+  int64_t idle_timeout_ms = 0;         // 0 = no idle expiry
   std::atomic<int64_t> last_active{0};      // when its last call ended (or it was made)
   std::atomic<const char*> ended{nullptr};  // "timeout" or "idle" once it expired
   const std::string& id() const { return sandbox->id(); }

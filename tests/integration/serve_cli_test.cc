@@ -797,6 +797,26 @@ TEST_F(ServeCli, SandboxesLiveTheirTimeoutAndAreFoundByNameAndMetadata) {
       0);
   // The others live on.
   EXPECT_EQ(call("GET", "/v1/sandboxes/" + dev_id, tok).status, 200);
+
+  // Defaults set at creation: where calls run and what they see, unless a
+  // call says otherwise (that call only).
+  auto homed = call("POST", "/v1/sandboxes", tok, R"({"cwd": "/tmp", "env": {"GREETING": "hi"}})");
+  ASSERT_EQ(homed.status, 201) << homed.body;
+  const std::string homed_id = sandbox_of(homed)["id"];
+  EXPECT_EQ(sandbox_of(homed)["cwd"], "/tmp");
+  auto run = [&](const std::string& body) {
+    auto r = call("POST", "/v1/sandboxes/" + homed_id + "/exec", tok, body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? json::parse(r.body)["stdout"].get<std::string>() : "";
+  };
+  EXPECT_EQ(run(R"({"cmd": "pwd; echo $GREETING"})"), "/tmp\nhi\n");
+  EXPECT_EQ(
+      run(R"({"cmd": "pwd; echo $GREETING", "cwd": "/workspace", "env": {"GREETING": "yo"}})"),
+      "/workspace\nyo\n");
+  EXPECT_EQ(run(R"({"cmd": "pwd"})"), "/tmp\n") << "the call's own cwd was its alone";
+  auto relative = call("POST", "/v1/sandboxes", tok, R"({"cwd": "tmp"})");
+  EXPECT_EQ(relative.status, 400);
+  EXPECT_NE(relative.body.find("\"field\":\"cwd\""), std::string::npos) << relative.body;
 }
 
 // Issue 41, files: stat and a listing to a depth, each path resolved inside

@@ -33,7 +33,9 @@ TEST(LifetimeRequest, TheFieldsAreTakenOutOfTheSpecAndChecked) {
            {R"({"name": "-x"})", "name"},
            {R"({"name": "a/b"})", "name"},
            {R"({"metadata": {"k": 1}})", "metadata.k"},
-           {R"({"metadata": "k=v"})", "metadata"}}) {
+           {R"({"metadata": "k=v"})", "metadata"},
+           {R"({"cwd": "rel"})", "cwd"},
+           {R"({"cwd": 5})", "cwd"}}) {
     json b = json::parse(text);
     auto bad = take_lifetime(b);
     ASSERT_FALSE(bad.ok()) << text;
