@@ -7,6 +7,7 @@
 #include "calls/abandon_watch.h"
 #include "core/json_input.h"
 #include "core/log.h"
+#include "httpd/request_target.h"
 #include "policy/host_capacity.h"
 #include "sandbox/exec_json.h"
 #include "sandbox/file_tree.h"
@@ -14,6 +15,7 @@
 #include "sandbox/result_json.h"
 
 namespace rf::api {
+using httpd::query_escaped;
 namespace {
 
 using nlohmann::json;
@@ -31,22 +33,6 @@ ServiceError refused(const Error& e) {
 }
 
 ServiceError unknown(const std::string& id) { return ServiceError{404, "id", "no sandbox " + id}; }
-
-// A path for a query string: every byte but the unreserved ones and '/' as %XX.
-std::string query_escaped(std::string_view text) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
 
 Result<std::vector<proto::FileInfo>> entries_of(const json& j) {
   if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array()) {

@@ -330,6 +330,7 @@ void add_sandbox_commands(CLI::App* sandbox, CommandResult* result) {
 
   add_sandbox_admin_commands(sandbox, result);
   add_sandbox_validate_command(sandbox, result);
+  add_sandbox_api_commands(sandbox, result);
 }
 
 }  // namespace rf::cli

@@ -1,5 +1,6 @@
 #include "httpd/request_target.h"
 
+#include <cctype>
 #include <string>
 
 namespace rf::httpd {
@@ -131,6 +132,21 @@ bool is_loopback_origin(std::string_view origin) {
     if (std::stoi(std::string(port)) > 65535) return false;
   }
   return true;
+}
+
+std::string query_escaped(std::string_view text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
 }
 
 }  // namespace rf::httpd

@@ -19,6 +19,10 @@ struct Target {
 
 Target split_target(std::string_view target);
 
+// A path or value for a query string: every byte but the unreserved ones
+// and '/' as %XX.
+std::string query_escaped(std::string_view text);
+
 // "%2F" and "+" decoded; nullopt on a "%" not followed by two hex digits.
 std::optional<std::string> percent_decode(std::string_view in);
 

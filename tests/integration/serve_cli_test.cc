@@ -945,6 +945,55 @@ TEST_F(ServeCli, FilesAreMadeRemovedAndMovedInsideTheSandbox) {
   EXPECT_EQ(type_of("/workspace/x"), "dir");
 }
 
+// Issue 41 from the CLI: `sandbox create | find | set-timeout | delete
+// --api`, with the project's token in the environment only.
+TEST_F(ServeCli, TheCliMakesFindsExtendsAndDeletesSandboxesThroughServe) {
+  const std::string tok = token("acme");
+  serve();
+  const std::string api = "http://127.0.0.1:" + std::to_string(port_);
+  const std::vector<std::string> env = {"RINGFENCE_TOKEN=" + tok};
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "sandbox");
+    args.push_back("--api");
+    args.push_back(api);
+    return std::make_unique<Cli>(args, std::nullopt, env);
+  };
+  auto made = cli({"create", "--name", "dev", "--metadata", "team=a", "--timeout", "20m", "--cwd",
+                   "/tmp", "--env", "GREETING=hi"});
+  ASSERT_EQ(made->wait(60s), 0) << made->err();
+  std::string id = made->out();
+  while (!id.empty() && id.back() == '\n') id.pop_back();
+  ASSERT_EQ(id.rfind("rf-", 0), 0u) << id;
+  auto found = cli({"find", "--name", "dev"});
+  ASSERT_EQ(found->wait(30s), 0) << found->err();
+  EXPECT_NE(found->out().find(id), std::string::npos) << found->out();
+  EXPECT_NE(found->out().find("{\"team\":\"a\"}"), std::string::npos) << found->out();
+  auto none = cli({"find", "--metadata", "team=b", "--json"});
+  ASSERT_EQ(none->wait(30s), 0) << none->err();
+  EXPECT_EQ(none->out(), "[]\n");
+  auto later = cli({"set-timeout", id, "90m"});
+  ASSERT_EQ(later->wait(30s), 0) << later->err();
+  EXPECT_NE(later->out().find(id + " expires at 20"), std::string::npos) << later->out();
+  auto too_long = cli({"set-timeout", id, "48h"});
+  EXPECT_EQ(too_long->wait(30s), 2);
+  EXPECT_NE(too_long->err().find("HTTP 403"), std::string::npos) << too_long->err();
+  auto bad = cli({"create", "--metadata", "novalue"});
+  EXPECT_EQ(bad->wait(30s), 2);
+  EXPECT_NE(bad->err().find("--metadata"), std::string::npos) << bad->err();
+  auto bad_name = cli({"create", "--name", "../x"});
+  EXPECT_EQ(bad_name->wait(30s), 2);
+  EXPECT_NE(bad_name->err().find("--name"), std::string::npos) << bad_name->err();
+  auto gone = cli({"delete", id});
+  ASSERT_EQ(gone->wait(30s), 0) << gone->err();
+  auto again = cli({"delete", id});
+  EXPECT_EQ(again->wait(30s), 2);
+  EXPECT_NE(again->err().find("HTTP 404"), std::string::npos) << again->err();
+  // No token: a usage error naming where the token is looked for.
+  Cli untokened({"sandbox", "find", "--api", api}, std::nullopt, {"RINGFENCE_TOKEN="});
+  EXPECT_EQ(untokened.wait(30s), 2);
+  EXPECT_NE(untokened.err().find("RINGFENCE_TOKEN"), std::string::npos) << untokened.err();
+}
+
 // GET /v1/fleet (an operator's route: it names hosts) shows the workers
 // that may serve a project, with that project's load only; a call's
 // "requires" routes it by label, and bad labels get a 400 naming the field

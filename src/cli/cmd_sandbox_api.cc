@@ -1,0 +1,212 @@
+// `ringfence sandbox create | find | set-timeout | delete --api URL`: a
+// project's sandboxes on a fleet, through `serve` (issue 41): made with a
+// lifetime, a name and metadata, found again by name or metadata, given a new
+// timeout, deleted. The token is the project's (RINGFENCE_TOKEN or
+// --token-file, never argv), as for `call --api` (call_via_api.h).
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/call_via_api.h"
+#include "cli/commands.h"
+#include "core/printable.h"
+#include "core/utc_time.h"
+#include "http_client/http_client.h"
+#include "httpd/request_target.h"
+#include "sandbox/lifetime_request.h"
+
+namespace rf::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct ApiFlags {
+  std::string api, token_file;
+  std::string timeout, idle_timeout, name, cwd, state;
+  std::vector<std::string> metadata, env;  // K=V
+  std::string id;
+  bool json_out = false;
+};
+
+void add_api_flags(CLI::App* cmd, ApiFlags* f) {
+  cmd->add_option("--api", f->api, "serve's URL (default: $RINGFENCE_API)")
+      ->envname("RINGFENCE_API")
+      ->required();
+  cmd->add_option("--token-file", f->token_file,
+                  "A file whose first line is the project's token (default: $RINGFENCE_TOKEN)");
+}
+
+// K=V pairs into an object; the error names the flag and the pair.
+Result<json> pairs(const std::vector<std::string>& given, const char* flag) {
+  json out = json::object();
+  for (const std::string& p : given) {
+    const size_t eq = p.find('=');
+    if (eq == 0 || eq == std::string::npos)
+      return make_error(flag, "expected KEY=VALUE, got \"" + printable(p) + "\"");
+    out[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  return out;
+}
+
+// One request to serve; the answer's JSON, or the exit code to return.
+std::variant<json, int> exchange(const ApiFlags& f, const std::string& method,
+                                 const std::string& target, const std::string& body,
+                                 unsigned expected) {
+  auto token = api_token(f.token_file);
+  if (!token) return fail(token.error().to_string(), kExitUsage);
+  std::string base = f.api;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  http::Options o;
+  o.timeout = std::chrono::seconds(120);
+  auto r = http::fetch(
+      {.method = method,
+       .url = base + target,
+       .headers = {{"Authorization", "Bearer " + *token}, {"Accept", "application/json"}},
+       .body = body},
+      o);
+  if (!r) return fail(r.error().to_string(), kExitRuntime);
+  const json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  if (r->status != expected) {
+    std::string why = "HTTP " + std::to_string(r->status);
+    if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+      why += ": " + j["error"].get<std::string>();
+      if (j.contains("field") && j["field"].is_string())
+        why += " (field " + j["field"].get<std::string>() + ")";
+    }
+    const bool theirs = r->status == 400 || r->status == 403 || r->status == 404 ||
+                        r->status == 409 || r->status == 413;
+    return fail(method + " " + target + ": " + why, theirs ? kExitUsage : kExitRuntime);
+  }
+  return j;
+}
+
+void print_sandbox(const json& s) {
+  const std::string name = s.value("name", json()).is_string() ? s["name"].get<std::string>() : "-";
+  const std::string expires = s.value("expires_at", json()).is_number_integer()
+                                  ? iso_utc(s["expires_at"].get<int64_t>())
+                                  : std::string("never");
+  std::printf("%-18s %-20s %-10s %-22s %s\n", printable(s.value("id", "")).c_str(),
+              printable(name).c_str(), printable(s.value("backend", "")).c_str(), expires.c_str(),
+              printable(s.value("metadata", json::object()).dump()).c_str());
+}
+
+int run_create(const ApiFlags& f) {
+  json body = json::object();
+  auto meta = pairs(f.metadata, "--metadata");
+  if (!meta) return fail(meta.error().to_string(), kExitUsage);
+  auto env = pairs(f.env, "--env");
+  if (!env) return fail(env.error().to_string(), kExitUsage);
+  if (!f.timeout.empty()) body["timeout"] = f.timeout;
+  if (!f.idle_timeout.empty()) body["idle_timeout"] = f.idle_timeout;
+  if (!f.name.empty()) body["name"] = f.name;
+  if (!f.cwd.empty()) body["cwd"] = f.cwd;
+  if (!meta->empty()) body["metadata"] = *meta;
+  if (!env->empty()) body["env"] = *env;
+  // Checked here first, as serve checks them: the error names the flag.
+  json probe = body;
+  if (auto l = take_lifetime(probe); !l) {
+    return fail("--" + l.error().where + ": " + l.error().message, kExitUsage);
+  }
+  auto made = exchange(f, "POST", "/v1/sandboxes", body.dump(), 201);
+  if (auto* code = std::get_if<int>(&made)) return *code;
+  const json& s = std::get<json>(made);
+  if (f.json_out) {
+    std::printf("%s\n", printable_json(s).c_str());
+  } else {
+    std::printf("%s\n", printable(s.value("id", "")).c_str());
+  }
+  return 0;
+}
+
+int run_find(const ApiFlags& f) {
+  std::string q;
+  auto add = [&](const std::string& k, const std::string& v) {
+    q += (q.empty() ? "?" : "&") + k + "=" + httpd::query_escaped(v);
+  };
+  if (!f.name.empty()) add("name", f.name);
+  if (!f.state.empty()) add("state", f.state);
+  if (!f.metadata.empty()) {
+    auto meta = pairs(f.metadata, "--metadata");
+    if (!meta) return fail(meta.error().to_string(), kExitUsage);
+    std::string inner;
+    for (const auto& [k, v] : meta->items()) {
+      inner += (inner.empty() ? "" : "&") + httpd::query_escaped(k) + "=" +
+               httpd::query_escaped(v.get<std::string>());
+    }
+    add("metadata", inner);
+  }
+  auto listed = exchange(f, "GET", "/v1/sandboxes" + q, "", 200);
+  if (auto* code = std::get_if<int>(&listed)) return *code;
+  const json& all = std::get<json>(listed);
+  if (f.json_out) {
+    std::printf("%s\n", printable_json(all.value("sandboxes", json::array())).c_str());
+    return 0;
+  }
+  std::printf("%-18s %-20s %-10s %-22s %s\n", "ID", "NAME", "BACKEND", "EXPIRES", "METADATA");
+  for (const auto& s : all.value("sandboxes", json::array())) print_sandbox(s);
+  return 0;
+}
+
+int run_set_timeout(const ApiFlags& f) {
+  auto set = exchange(f, "PUT", "/v1/sandboxes/" + httpd::query_escaped(f.id) + "/timeout",
+                      json{{"timeout", f.timeout}}.dump(), 200);
+  if (auto* code = std::get_if<int>(&set)) return *code;
+  const json& s = std::get<json>(set);
+  std::printf("%s expires at %s\n", printable(f.id).c_str(),
+              s.value("expires_at", json()).is_number_integer()
+                  ? iso_utc(s["expires_at"].get<int64_t>()).c_str()
+                  : "never");
+  return 0;
+}
+
+int run_delete(const ApiFlags& f) {
+  auto gone = exchange(f, "DELETE", "/v1/sandboxes/" + httpd::query_escaped(f.id), "", 204);
+  if (auto* code = std::get_if<int>(&gone)) return *code;
+  return 0;
+}
+
+}  // namespace
+
+void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result) {
+  auto create = sandbox->add_subcommand(
+      "create", "A sandbox on a fleet through serve, with a lifetime (prints its id)");
+  auto cf = std::make_shared<ApiFlags>();
+  add_api_flags(create, cf.get());
+  create->add_option("--timeout", cf->timeout,
+                     "How long it lives (e.g. 30m; default: the project's policy, 1h built in)");
+  create->add_option("--idle-timeout", cf->idle_timeout, "Ended after this long with no call");
+  create->add_option("--name", cf->name, "Unique among the project's live sandboxes");
+  create->add_option("--metadata", cf->metadata, "KEY=VALUE (repeatable)");
+  create->add_option("--env", cf->env, "KEY=VALUE every call sees (repeatable)");
+  create->add_option("--cwd", cf->cwd, "Where calls run when they do not say");
+  create->add_flag("--json", cf->json_out, "The whole sandbox as JSON");
+  create->callback([cf, result] { result->exit_code = run_create(*cf); });
+
+  auto find = sandbox->add_subcommand("find", "A project's sandboxes on a fleet, through serve");
+  auto ff = std::make_shared<ApiFlags>();
+  add_api_flags(find, ff.get());
+  find->add_option("--name", ff->name, "Only the sandbox of this name");
+  find->add_option("--metadata", ff->metadata,
+                   "Only those with KEY=VALUE (repeatable: all of them)");
+  find->add_option("--state", ff->state, "running or paused");
+  find->add_flag("--json", ff->json_out, "One JSON array");
+  find->callback([ff, result] { result->exit_code = run_find(*ff); });
+
+  auto timeout = sandbox->add_subcommand(
+      "set-timeout", "A new lifetime from now for a sandbox on a fleet: set-timeout ID DURATION");
+  auto tf = std::make_shared<ApiFlags>();
+  add_api_flags(timeout, tf.get());
+  timeout->add_option("id", tf->id, "The sandbox")->required();
+  timeout->add_option("timeout", tf->timeout, "How long from now (e.g. 30m)")->required();
+  timeout->callback([tf, result] { result->exit_code = run_set_timeout(*tf); });
+
+  auto del = sandbox->add_subcommand("delete", "Delete a sandbox on a fleet: delete ID");
+  auto df = std::make_shared<ApiFlags>();
+  add_api_flags(del, df.get());
+  del->add_option("id", df->id, "The sandbox")->required();
+  del->callback([df, result] { result->exit_code = run_delete(*df); });
+}
+
+}  // namespace rf::cli
