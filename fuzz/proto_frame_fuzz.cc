@@ -36,6 +36,9 @@ void parse_frame(const Frame& f) {
     case MsgType::kFileWrite:
     case MsgType::kFileList:
     case MsgType::kFileStat:
+    case MsgType::kFileMkdir:
+    case MsgType::kFileRemove:
+    case MsgType::kFileMove:
       (void)rf::proto::parse_file_request(f.json);
       break;
     case MsgType::kFileData:
