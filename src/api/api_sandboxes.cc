@@ -266,13 +266,9 @@ void Api::sandbox_files_list(Ctx& c) {
   if (!path) return;
   int depth = 1;
   if (auto d = c.target.query.find("depth"); d != c.target.query.end()) {
-    char* end = nullptr;
-    const long v = std::strtol(d->second.c_str(), &end, 10);
-    if (d->second.empty() || *end != '\0' || v < 1 || v > kMaxListDepth) {
-      return fail(c.out, 400, "depth",
-                  "expected a number from 1 to " + std::to_string(kMaxListDepth));
-    }
-    depth = static_cast<int>(v);
+    auto given = parse_list_depth(d->second);
+    if (!given) return fail(c.out, 400, "depth", given.error().message);
+    depth = *given;
   }
   auto entries = sandboxes_.list_dir(c.who.project, c.param("id"), *path, depth);
   if (auto* e = std::get_if<ServiceError>(&entries)) return fail_with(c.out, *e);

@@ -20,25 +20,8 @@ using json = nlohmann::json;
 // bounded only by the longest call serve lets a project have, and a day more.
 constexpr std::chrono::hours kStreamBound{48};
 
-std::string base_of(std::string api) {
-  while (!api.empty() && api.back() == '/') api.pop_back();
-  return api;
-}
-
 http::Headers headers_for(const std::string& token, const char* accept) {
   return {{"Authorization", "Bearer " + token}, {"Accept", accept}};
-}
-
-// serve's error body ({"error": ..., "field": ...}) as one line.
-std::string said(const http::Response& r) {
-  const json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
-  std::string what = "HTTP " + std::to_string(r.status);
-  if (j.is_object() && j.contains("error") && j["error"].is_string()) {
-    what += ": " + j["error"].get<std::string>();
-    if (j.contains("field") && j["field"].is_string())
-      what += " (field " + j["field"].get<std::string>() + ")";
-  }
-  return what;
 }
 
 // What a refused POST means for the caller: it was never queued in every
@@ -100,6 +83,22 @@ int exit_of(const json& call, int64_t id) {
 
 }  // namespace
 
+std::string api_base(std::string api) {
+  while (!api.empty() && api.back() == '/') api.pop_back();
+  return api;
+}
+
+std::string api_error_line(unsigned status, const std::string& body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  std::string what = "HTTP " + std::to_string(status);
+  if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+    what += ": " + j["error"].get<std::string>();
+    if (j.contains("field") && j["field"].is_string())
+      what += " (field " + j["field"].get<std::string>() + ")";
+  }
+  return what;
+}
+
 Result<std::string> api_token(const std::string& token_file) {
   std::string token;
   if (!token_file.empty()) {
@@ -120,7 +119,7 @@ Result<std::string> api_token(const std::string& token_file) {
 }
 
 int run_call_via_api(const ApiCall& c) {
-  const std::string base = base_of(c.api);
+  const std::string base = api_base(c.api);
   http::Options post_options;
   post_options.timeout = std::chrono::seconds(60);
   http::Failure failure = http::Failure::kNone;
@@ -139,7 +138,8 @@ int run_call_via_api(const ApiCall& c) {
                 sent ? kExitOutcomeUnknown : kExitNeverQueued);
   }
   if (posted->status != 201) {
-    return fail("POST " + base + "/v1/calls: " + said(*posted) + "; the call was never queued",
+    return fail("POST " + base + "/v1/calls: " + api_error_line(posted->status, posted->body) +
+                    "; the call was never queued",
                 refused_exit(posted->status));
   }
   const json made = json::parse(posted->body, nullptr, /*allow_exceptions=*/false);
@@ -187,7 +187,8 @@ int run_call_via_api(const ApiCall& c) {
   if (exit_code) return *exit_code;
   if (!streamed) return fail(streamed.error().to_string() + later, kExitOutcomeUnknown);
   if (streamed->status != 200)
-    return fail("GET " + url + ": " + said(*streamed) + later, kExitOutcomeUnknown);
+    return fail("GET " + url + ": " + api_error_line(streamed->status, streamed->body) + later,
+                kExitOutcomeUnknown);
   if (!broken.empty()) return fail("GET " + url + ": " + broken + later, kExitOutcomeUnknown);
   return fail("GET " + url + ": the stream ended before the call did" + later, kExitOutcomeUnknown);
 }

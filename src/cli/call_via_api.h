@@ -20,6 +20,12 @@ struct ApiCall {
   nlohmann::json body;  // a CallRequest (docs/openapi.yaml)
 };
 
+// serve's URL without trailing slashes, for appending /v1/...
+std::string api_base(std::string api);
+// serve's error answer ({"error", "field"}) as one line: "HTTP 404: no
+// sandbox x (field id)".
+std::string api_error_line(unsigned status, const std::string& body);
+
 // The token: RINGFENCE_TOKEN, or the first line of `token_file` when given.
 // Errors name where it was looked for.
 Result<std::string> api_token(const std::string& token_file);

@@ -41,10 +41,13 @@ void add_api_flags(CLI::App* cmd, ApiFlags* f) {
 // K=V pairs into an object; the error names the flag and the pair.
 Result<json> pairs(const std::vector<std::string>& given, const char* flag) {
   json out = json::object();
-  for (const std::string& p : given) {
+  for (size_t i = 0; i < given.size(); ++i) {
+    const std::string& p = given[i];
     const size_t eq = p.find('=');
+    // Not echoed: an --env value may be a credential.
     if (eq == 0 || eq == std::string::npos)
-      return make_error(flag, "expected KEY=VALUE, got \"" + printable(p) + "\"");
+      return make_error(
+          flag, "expected KEY=VALUE (pair " + std::to_string(i + 1) + " has no key or no '=')");
     out[p.substr(0, eq)] = p.substr(eq + 1);
   }
   return out;
@@ -56,8 +59,7 @@ std::variant<json, int> exchange(const ApiFlags& f, const std::string& method,
                                  unsigned expected) {
   auto token = api_token(f.token_file);
   if (!token) return fail(token.error().to_string(), kExitUsage);
-  std::string base = f.api;
-  while (!base.empty() && base.back() == '/') base.pop_back();
+  const std::string base = api_base(f.api);
   http::Options o;
   o.timeout = std::chrono::seconds(120);
   auto r = http::fetch(
@@ -69,12 +71,7 @@ std::variant<json, int> exchange(const ApiFlags& f, const std::string& method,
   if (!r) return fail(r.error().to_string(), kExitRuntime);
   const json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
   if (r->status != expected) {
-    std::string why = "HTTP " + std::to_string(r->status);
-    if (j.is_object() && j.contains("error") && j["error"].is_string()) {
-      why += ": " + j["error"].get<std::string>();
-      if (j.contains("field") && j["field"].is_string())
-        why += " (field " + j["field"].get<std::string>() + ")";
-    }
+    const std::string why = api_error_line(r->status, r->body);
     const bool theirs = r->status == 400 || r->status == 403 || r->status == 404 ||
                         r->status == 409 || r->status == 413;
     return fail(method + " " + target + ": " + why, theirs ? kExitUsage : kExitRuntime);

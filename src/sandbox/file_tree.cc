@@ -1,5 +1,6 @@
 #include "sandbox/file_tree.h"
 
+#include <cstdlib>
 #include <deque>
 
 namespace rf {
@@ -37,6 +38,14 @@ Result<std::vector<proto::FileInfo>> list_tree(Sandbox& sandbox, const std::stri
     }
   }
   return out;
+}
+
+Result<int> parse_list_depth(const std::string& text) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < 1 || v > kMaxListDepth)
+    return make_error("depth", "expected a number from 1 to " + std::to_string(kMaxListDepth));
+  return static_cast<int>(v);
 }
 
 }  // namespace rf

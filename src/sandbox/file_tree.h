@@ -23,4 +23,8 @@ inline constexpr size_t kMaxListEntries = 10000;
 Result<std::vector<proto::FileInfo>> list_tree(Sandbox& sandbox, const std::string& path,
                                                int depth);
 
+// A request's `depth` (text, from a query): 1 to kMaxListDepth, else an
+// error whose where is "depth".
+Result<int> parse_list_depth(const std::string& text);
+
 }  // namespace rf

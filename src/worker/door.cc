@@ -275,13 +275,9 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
   if (op == "files:list" && method == http::verb::get) {
     int depth = 1;
     if (auto d = t.query.find("depth"); d != t.query.end()) {
-      char* end = nullptr;
-      const long v = std::strtol(d->second.c_str(), &end, 10);
-      if (d->second.empty() || *end != '\0' || v < 1 || v > kMaxListDepth) {
-        return refuse(
-            out, {400, "depth", "expected a number from 1 to " + std::to_string(kMaxListDepth)});
-      }
-      depth = static_cast<int>(v);
+      auto given = parse_list_depth(d->second);
+      if (!given) return refuse(out, {400, "depth", given.error().message});
+      depth = *given;
     }
     auto entries = list_tree(*sb->sandbox, path, depth);
     if (!entries) {

@@ -980,6 +980,10 @@ TEST_F(ServeCli, TheCliMakesFindsExtendsAndDeletesSandboxesThroughServe) {
   auto bad = cli({"create", "--metadata", "novalue"});
   EXPECT_EQ(bad->wait(30s), 2);
   EXPECT_NE(bad->err().find("--metadata"), std::string::npos) << bad->err();
+  auto bad_env = cli({"create", "--env", "=s3cret-value"});
+  EXPECT_EQ(bad_env->wait(30s), 2);
+  EXPECT_NE(bad_env->err().find("--env"), std::string::npos) << bad_env->err();
+  EXPECT_EQ(bad_env->err().find("s3cret-value"), std::string::npos) << "a value is never echoed";
   auto bad_name = cli({"create", "--name", "../x"});
   EXPECT_EQ(bad_name->wait(30s), 2);
   EXPECT_NE(bad_name->err().find("--name"), std::string::npos) << bad_name->err();
