@@ -308,4 +308,56 @@ void Api::sandbox_file_put(Ctx& c) {
   answer(c.out, 201, {{"path", *path}, {"size", c.request.body().size()}});
 }
 
+// Background processes (issue 41; sandbox/process_request.h). A process's
+// output with Accept: text/event-stream is followed as events until it ends
+// (the terminal's way: output streamed here, input as POSTs to /stdin).
+void Api::sandbox_processes(Ctx& c) {
+  const std::string& id = c.param("id");
+  const auto& seg = c.target.segments;  // v1 sandboxes {id} processes ...
+  auto parsed = parse_process_request(sv(http::to_string(c.request.method())),
+                                      std::vector<std::string>(seg.begin() + 3, seg.end()),
+                                      c.target.query, c.request.body());
+  if (auto* r = std::get_if<ProcessRefusal>(&parsed))
+    return fail(c.out, r->status, r->field, r->message);
+  const ProcessRequest& req = std::get<ProcessRequest>(parsed);
+  if (req.op == ProcessOp::kOutput && wants_sse(c.request)) {
+    // Unknown first, as an HTTP answer rather than an event in a 200 stream.
+    ProcessRequest get;
+    get.op = ProcessOp::kGet;
+    get.pid = req.pid;
+    auto known = sandboxes_.process(c.who.project, id, get);
+    if (auto* e = std::get_if<ServiceError>(&known)) return fail_with(c.out, *e);
+    ++streams_open_;
+    if (!c.out.begin_stream(200, "text/event-stream")) {
+      --streams_open_;
+      return;
+    }
+    SseSink sink(c.out);
+    Responder& out = c.out;
+    auto followed = sandboxes_.follow_process(
+        c.who.project, id, req.pid, req.from,
+        [&sink](const char* name, const json& data) { sink.event(name, data); },
+        [&] { return sink.gone() || out.client_gone(); });
+    if (auto* e = std::get_if<ServiceError>(&followed)) {
+      json j = {{"error", e->message}, {"status", e->status}};
+      if (!e->field.empty()) j["field"] = e->field;
+      sink.event("error", j);
+    }
+    if (!sink.gone()) (void)c.out.end_stream();
+    --streams_open_;
+    return;
+  }
+  auto answered = sandboxes_.process(c.who.project, id, req);
+  if (auto* e = std::get_if<ServiceError>(&answered)) {
+    if (e->status == 403) ++denied_;
+    return fail_with(c.out, *e);
+  }
+  const int status = process_success_status(req.op);
+  if (status == 204) {
+    (void)c.out.respond(204, "", "");
+    return;
+  }
+  answer(c.out, status, std::get<json>(answered));
+}
+
 }  // namespace rf::api

@@ -49,6 +49,21 @@ json schema(json properties, std::vector<std::string> required) {
 
 const json kSandboxId = {{"type", "string"},
                          {"description", "The sandbox's id, from sandbox_create"}};
+const json kPid = {{"type", "integer"},
+                   {"minimum", 1},
+                   {"description", "The process's pid, from sandbox_process_start"}};
+// A background process as sandbox/process_request.h's process_json gives it.
+const json kProcessSchema = {
+    {"type", "object"},
+    {"properties",
+     {{"pid", {{"type", "integer"}}},
+      {"argv", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+      {"tag", {{"type", "string"}}},
+      {"state", {{"type", "string"}, {"enum", {"running", "exited", "ended"}}}},
+      {"exit_code", {{"type", {"integer", "null"}}}},
+      {"error", {{"type", {"string", "null"}}}},
+      {"output_bytes", {{"type", "integer"}}}}},
+    {"required", {"pid", "argv", "state"}}};
 const json kPath = {
     {"type", "string"},
     {"description", "An absolute path inside the sandbox, e.g. /workspace/main.py"}};
@@ -241,6 +256,87 @@ json McpServer::tool_list(bool local) {
                 {"from", kPath},
                 {"to", {{"type", "string"}, {"description", "The new absolute path"}}}},
                {"sandbox_id", "from", "to"})}},
+      {{"name", "sandbox_process_start"},
+       {"description",
+        "Start a command in the background in a sandbox: it keeps running after this call "
+        "(a dev server, a watcher, a long build). Returns its pid; read its output with "
+        "sandbox_process_output, end it with sandbox_process_signal."},
+       {"annotations", {{"destructiveHint", false}, {"openWorldHint", false}}},
+       {"inputSchema",
+        [&] {
+          json props = exec_props;
+          props.erase("stdin");
+          props.erase("timeout");
+          props["tag"] = {{"type", "string"},
+                          {"maxLength", 128},
+                          {"description", "A label of yours to find it by"}};
+          props["stdin"] = {{"type", "boolean"},
+                            {"description", "Keep its stdin open for sandbox_process_input"}};
+          return schema(props, {"sandbox_id"});
+        }()},
+       {"outputSchema", kProcessSchema}},
+      {{"name", "sandbox_process_list"},
+       {"description",
+        "The background processes of a sandbox: pid, command, tag, state, exit code."},
+       {"annotations", {{"readOnlyHint", true}}},
+       {"inputSchema", schema({{"sandbox_id", kSandboxId}}, {"sandbox_id"})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties", {{"processes", {{"type", "array"}, {"items", kProcessSchema}}}}},
+         {"required", {"processes"}}}}},
+      {{"name", "sandbox_process_output"},
+       {"description",
+        "A background process's output from an offset (0: all its buffer still holds); "
+        "next is where to read on. Waits up to wait_ms for output when there is none yet."},
+       {"annotations", {{"readOnlyHint", true}}},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId},
+                {"pid", kPid},
+                {"from",
+                 {{"type", {"integer", "string"}},
+                  {"description", "A byte offset (from next), \"start\" or \"now\""}}},
+                {"wait_ms", {{"type", "integer"}, {"minimum", 0}, {"maximum", 30000}}}},
+               {"sandbox_id", "pid"})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties",
+          {{"pid", {{"type", "integer"}}},
+           {"next", {{"type", "integer"}}},
+           {"skipped", {{"type", "integer"}}},
+           {"ended", {{"type", "boolean"}}},
+           {"stdout", {{"type", {"string", "null"}}}},
+           {"stderr", {{"type", {"string", "null"}}}},
+           {"process", kProcessSchema}}},
+         {"required", {"pid", "next", "ended", "process"}}}}},
+      {{"name", "sandbox_process_input"},
+       {"description",
+        "Send text to a background process's stdin (started with stdin: true), and/or close it."},
+       {"annotations", {{"destructiveHint", false}}},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId},
+                {"pid", kPid},
+                {"data", {{"type", "string"}, {"description", "Text for its stdin"}}},
+                {"close", {{"type", "boolean"}, {"description", "Close its stdin after"}}}},
+               {"sandbox_id", "pid"})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties", {{"pid", {{"type", "integer"}}}, {"written", {{"type", "integer"}}}}},
+         {"required", {"pid", "written"}}}}},
+      {{"name", "sandbox_process_signal"},
+       {"description",
+        "Send a signal to a background process (TERM asks it to stop; KILL ends it)."},
+       {"annotations", {{"destructiveHint", true}, {"idempotentHint", false}}},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId},
+                {"pid", kPid},
+                {"signal",
+                 {{"type", {"string", "integer"}},
+                  {"description", "TERM, KILL, INT, HUP, ... or a number"}}}},
+               {"sandbox_id", "pid", "signal"})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties", {{"pid", {{"type", "integer"}}}, {"signal", {{"type", "integer"}}}}},
+         {"required", {"pid", "signal"}}}}},
       {{"name", "run_code"},
        {"description",
         "Run a program once in a fresh sandbox that is destroyed afterwards: python, bash, sh "
@@ -451,6 +547,7 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
     return tool_result({{"path", path}, {"size", data.size()}},
                        "wrote " + std::to_string(data.size()) + " bytes to " + path);
   }
+  if (name.rfind("sandbox_process_", 0) == 0) return process_tool(project, name, args);
   if (name == "run_code") {
     if (auto bad =
             check_args(args, {"language", "code", "stdin", "timeout"}, {"language", "code"})) {
@@ -570,6 +667,126 @@ std::optional<json> McpServer::handle(const std::string& project, const json& me
     return answer(std::move(result));
   }
   return rpc_error(id, kMethodNotFound, "Method not found: " + method);
+}
+
+json McpServer::process_tool(const std::string& project, const std::string& name,
+                             const json& args) {
+  const std::map<std::string, std::set<std::string>> kArgs = {
+      {"sandbox_process_start",
+       {"sandbox_id", "cmd", "argv", "env", "cwd", "tag", "stdin", "pty", "rows", "cols"}},
+      {"sandbox_process_list", {"sandbox_id"}},
+      {"sandbox_process_output", {"sandbox_id", "pid", "from", "wait_ms"}},
+      {"sandbox_process_input", {"sandbox_id", "pid", "data", "close"}},
+      {"sandbox_process_signal", {"sandbox_id", "pid", "signal"}},
+  };
+  auto known = kArgs.find(name);
+  if (known == kArgs.end()) return tool_error("unknown tool " + name);
+  if (auto bad = check_args(args, known->second, {"sandbox_id"})) return tool_error(*bad);
+  const std::string id = args["sandbox_id"];
+  ProcessRequest req;
+  if (name != "sandbox_process_start" && name != "sandbox_process_list") {
+    if (!args.contains("pid") || !args["pid"].is_number_integer() || args["pid"].get<int64_t>() < 1)
+      return tool_error("argument \"pid\" is required (a process's pid)");
+    req.pid = args["pid"].get<int>();
+  }
+  json refused;  // the tool's error when ask() answers nothing
+  auto ask = [&](const ProcessRequest& r) -> std::optional<json> {
+    auto answered = sandboxes_.process(project, id, r);
+    if (auto* e = std::get_if<ServiceError>(&answered)) {
+      refused = e->field == "id"
+                    ? tool_error("no sandbox " + id + " (sandbox_create makes one)")
+                    : tool_error((e->field.empty() ? "" : e->field + ": ") + e->message);
+      return std::nullopt;
+    }
+    return std::get<json>(std::move(answered));
+  };
+  if (name == "sandbox_process_start") {
+    json body = args;
+    body.erase("sandbox_id");
+    auto start = parse_process_start(body);
+    if (!start) {
+      return tool_error("argument \"" + start.error().where + "\": " + start.error().message);
+    }
+    req.op = ProcessOp::kStart;
+    req.start = std::move(*start);
+    auto got = ask(req);
+    if (!got) return refused;
+    const json& p = *got;
+    return tool_result(p, "started pid " + std::to_string(p.value("pid", 0)));
+  }
+  if (name == "sandbox_process_list") {
+    req.op = ProcessOp::kList;
+    auto got = ask(req);
+    if (!got) return refused;
+    const json& list = *got;
+    std::string text;
+    for (const auto& p : list["processes"]) {
+      text += std::to_string(p.value("pid", 0)) + " " + p.value("state", "") + " " +
+              p["argv"].dump() + "\n";
+    }
+    return tool_result(list, text.empty() ? "no background processes" : text);
+  }
+  if (name == "sandbox_process_output") {
+    req.op = ProcessOp::kOutput;
+    if (args.contains("from")) {
+      const json& f = args["from"];
+      if (f.is_number_integer() && f.get<int64_t>() >= 0) {
+        req.from = f.get<uint64_t>();
+      } else if (f.is_string()) {
+        auto from = parse_output_from(f.get<std::string>());
+        if (!from) return tool_error("argument \"from\": " + from.error().message);
+        req.from = *from;
+      } else {
+        return tool_error("argument \"from\": expected a byte offset, \"start\" or \"now\"");
+      }
+    }
+    if (args.contains("wait_ms")) {
+      if (!args["wait_ms"].is_number_integer() || args["wait_ms"].get<int64_t>() < 0 ||
+          args["wait_ms"].get<int64_t>() > 30000)
+        return tool_error("argument \"wait_ms\": expected milliseconds from 0 to 30000");
+      req.wait_ms = args["wait_ms"].get<int>();
+    }
+    auto got = ask(req);
+    if (!got) return refused;
+    const json& r = *got;
+    std::string text;
+    for (const char* stream : {"stdout", "stderr"}) {
+      if (r[stream].is_string() && !r[stream].get<std::string>().empty())
+        text += std::string("--- ") + stream + " ---\n" + r[stream].get<std::string>() + "\n";
+    }
+    text += "next: " + std::to_string(r.value("next", uint64_t{0})) +
+            (r.value("ended", false)
+                 ? " (the process ended: " + r["process"].value("state", std::string()) + ")"
+                 : "");
+    return tool_result(r, text);
+  }
+  if (name == "sandbox_process_input") {
+    if (args.contains("data") && !args["data"].is_string())
+      return tool_error("argument \"data\": expected a string");
+    if (args.contains("close") && !args["close"].is_boolean())
+      return tool_error("argument \"close\": expected true or false");
+    const std::string data = args.value("data", std::string());
+    if (!data.empty()) {
+      req.op = ProcessOp::kStdin;
+      req.data = data;
+      if (!ask(req)) return refused;
+    }
+    if (args.value("close", false)) {
+      req.op = ProcessOp::kCloseStdin;
+      if (!ask(req)) return refused;
+    }
+    return tool_result({{"pid", req.pid}, {"written", data.size()}},
+                       "wrote " + std::to_string(data.size()) + " bytes");
+  }
+  // sandbox_process_signal
+  if (!args.contains("signal")) return tool_error("argument \"signal\" is required");
+  auto sig = parse_signal(args["signal"], "signal");
+  if (!sig) return tool_error("argument \"signal\": " + sig.error().message);
+  req.op = ProcessOp::kSignal;
+  req.signal = *sig;
+  if (!ask(req)) return refused;
+  return tool_result({{"pid", req.pid}, {"signal", *sig}},
+                     "sent signal " + std::to_string(*sig) + " to " + std::to_string(req.pid));
 }
 
 }  // namespace rf::api

@@ -60,6 +60,9 @@ class McpServer {
   nlohmann::json call_tool(const std::string& project, const std::string& name,
                            const nlohmann::json& args, const std::function<bool()>& client_gone,
                            const std::string& actor);
+  // sandbox_process_* (sandbox/process_request.h).
+  nlohmann::json process_tool(const std::string& project, const std::string& name,
+                              const nlohmann::json& args);
 
   SandboxService& sandboxes_;
   std::string actor_;

@@ -235,6 +235,15 @@ ServiceResult<json> LocalSandboxes::create(const std::string& project, const std
   entry->created = std::chrono::system_clock::now();
   entry->setup = took;
   entry->sandbox = std::shared_ptr<Sandbox>(std::move(*made));
+  {
+    std::weak_ptr<Sandbox> weak = entry->sandbox;
+    entry->processes = std::make_unique<ProcessTable>(
+        *entry->sandbox, [weak](ExecCall call, OutputSink& sink) -> Result<ExecResult> {
+          auto sandbox = weak.lock();
+          if (!sandbox) return make_error("process", "its sandbox is gone");
+          return sandbox->exec(call, sink);
+        });
+  }
   count_setup(static_cast<double>(took.count()) / 1000.0);
   std::lock_guard lock(mu_);
   sandboxes_[entry->sandbox->id()] = entry;
@@ -276,7 +285,10 @@ ServiceResult<bool> LocalSandboxes::destroy(const std::string& project, const st
     ++destroyed_;
   }
   // Calls in flight end with the sandbox (their requests answer with how).
-  if (auto s = entry->sandbox->destroy(); !s) return ServiceError{500, "", s.error().to_string()};
+  entry->processes->close("its sandbox was deleted");
+  Status gone = entry->sandbox->destroy();
+  entry->processes->join();
+  if (!gone) return ServiceError{500, "", gone.error().to_string()};
   return true;
 }
 
@@ -287,7 +299,11 @@ void LocalSandboxes::destroy_all() {
     all.swap(sandboxes_);
     destroyed_ += all.size();
   }
-  for (auto& [id, s] : all) warn_unless_ok(s->sandbox->destroy(), "destroy sandbox " + id);
+  for (auto& [id, s] : all) {
+    s->processes->close("its server stopped");
+    warn_unless_ok(s->sandbox->destroy(), "destroy sandbox " + id);
+    s->processes->join();
+  }
 }
 
 ServiceResult<ExecResult> LocalSandboxes::exec(const std::string& project, const std::string& id,
@@ -816,6 +832,100 @@ SandboxService::Counts WorkerSandboxes::counts() {
   c.setup_ms = setup_ms_;
   c.abandoned = abandoned_;
   return c;
+}
+
+}  // namespace rf::api
+
+namespace rf::api {
+namespace {
+ServiceError service_error(const ProcessRefusal& r) { return {r.status, r.field, r.message}; }
+}  // namespace
+
+ServiceResult<json> LocalSandboxes::process(const std::string& project, const std::string& id,
+                                            const ProcessRequest& request) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  if (request.op == ProcessOp::kStart) {
+    auto policy = policy_of(project);
+    if (!policy) return ServiceError{503, "", policy.error().to_string()};
+    ProcessTable::Bounds bounds;
+    bounds.buffer_bytes = policy->process_buffer();
+    bounds.max_running = policy->processes_max();
+    auto started = h->processes->start(request.start.call, request.start.tag, bounds);
+    if (!started) {
+      const Error& e = started.error();
+      return ServiceError{e.code == ErrorCode::kLimit ? 429 : 400, e.where, e.message};
+    }
+    return process_json(*started);
+  }
+  auto answered = answer_process_request(*h->processes, request);
+  if (auto* r = std::get_if<ProcessRefusal>(&answered)) return service_error(*r);
+  return std::get<json>(std::move(answered));
+}
+
+ServiceResult<bool> LocalSandboxes::follow_process(const std::string& project,
+                                                   const std::string& id, int pid, uint64_t from,
+                                                   const ProcessEvent& emit,
+                                                   const std::function<bool()>& gone) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  if (!h->processes->find(pid))
+    return ServiceError{404, "pid", "no process " + std::to_string(pid)};
+  return follow_process_output(*h->processes, pid, from, emit, gone);
+}
+
+ServiceResult<json> WorkerSandboxes::process(const std::string& project, const std::string& id,
+                                             const ProcessRequest& request) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  const ProcessHttp http = process_http(request);
+  // An output read may wait for output up to its wait_ms.
+  auto reply = doors_.call(
+      *door, http.method, "/door/v1/sandboxes/" + query_escaped(id) + http.target,
+      headers(project, ""), http.body, std::chrono::milliseconds(60'000 + request.wait_ms));
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  if (reply->status == 404) {
+    const ServiceError e = error_of(*reply);
+    if (e.field == "id") forget_door(id);
+    return e;
+  }
+  if (reply->status != process_success_status(request.op)) return error_of(*reply);
+  if (reply->status == 204) return json(nullptr);
+  json j = parse_json_or_discarded(reply->body);
+  if (!j.is_object()) return ServiceError{502, "", "the worker's answer is not JSON"};
+  return j;
+}
+
+ServiceResult<bool> WorkerSandboxes::follow_process(const std::string& project,
+                                                    const std::string& id, int pid, uint64_t from,
+                                                    const ProcessEvent& emit,
+                                                    const std::function<bool()>& gone) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  ProcessRequest r;
+  r.op = ProcessOp::kOutput;
+  r.pid = pid;
+  r.from = from;
+  const ProcessHttp http = process_http(r);
+  bool ended = false;
+  auto on_event = [&](std::string_view name, std::string_view data) {
+    const json d = parse_json_or_discarded(data);
+    if (!d.is_object()) return;
+    const std::string n(name);
+    if (n == "end") ended = true;
+    emit(n.c_str(), d);
+  };
+  auto hdrs = headers(project, "");
+  hdrs["Accept"] = "text/event-stream";
+  std::string error_body;
+  auto status = doors_.stream(*door, "GET", "/door/v1/sandboxes/" + query_escaped(id) + http.target,
+                              hdrs, "", on_event, gone, &error_body);
+  if (!status) {
+    if (gone && gone()) return false;
+    return ServiceError{503, "", status.error().to_string()};
+  }
+  if (*status != 200) return error_of(DoorReply{*status, "", error_body});
+  return ended;
 }
 
 }  // namespace rf::api

@@ -28,6 +28,8 @@
 #include "core/result.h"
 #include "policy/operator_policy.h"
 #include "proto/messages.h"
+#include "sandbox/process_request.h"
+#include "sandbox/process_table.h"
 #include "sandbox/sandbox.h"
 #include "store/labels.h"
 #include "store/sandbox_lifetimes.h"
@@ -98,6 +100,17 @@ class SandboxService {
   virtual ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
                                                                    const std::string& id,
                                                                    const nlohmann::json& body) = 0;
+  // Background processes (issue 41; sandbox/process_request.h): `request`
+  // on sandbox `id`; its answer's JSON (null for a 204). An unknown sandbox
+  // or pid, or another project's, is a 404.
+  virtual ServiceResult<nlohmann::json> process(const std::string& project, const std::string& id,
+                                                const ProcessRequest& request) = 0;
+  // A process's output as events (follow_process_output's) from `from`
+  // until it ends (true) or `gone` says so (false).
+  using ProcessEvent = std::function<void(const char* name, const nlohmann::json& data)>;
+  virtual ServiceResult<bool> follow_process(const std::string& project, const std::string& id,
+                                             int pid, uint64_t from, const ProcessEvent& emit,
+                                             const std::function<bool()>& gone) = 0;
   // Ends every sandbox this process holds (LocalSandboxes); a front door holds none.
   virtual void destroy_all() {}
 
@@ -179,6 +192,11 @@ class LocalSandboxes final : public SandboxService {
   ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
                                                            const std::string& id,
                                                            const nlohmann::json& body) override;
+  ServiceResult<nlohmann::json> process(const std::string& project, const std::string& id,
+                                        const ProcessRequest& request) override;
+  ServiceResult<bool> follow_process(const std::string& project, const std::string& id, int pid,
+                                     uint64_t from, const ProcessEvent& emit,
+                                     const std::function<bool()>& gone) override;
   void destroy_all() override;
   Counts counts() override;
 
@@ -189,6 +207,7 @@ class LocalSandboxes final : public SandboxService {
     std::chrono::microseconds setup{0};
     std::shared_ptr<Sandbox> sandbox;
     std::atomic<int> running{0};
+    std::unique_ptr<ProcessTable> processes;
   };
   std::shared_ptr<Held> held(const std::string& project, const std::string& id);
   static nlohmann::json view(const Held& h);
@@ -236,6 +255,11 @@ class WorkerSandboxes final : public SandboxService {
   ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
                                                            const std::string& id,
                                                            const nlohmann::json& body) override;
+  ServiceResult<nlohmann::json> process(const std::string& project, const std::string& id,
+                                        const ProcessRequest& request) override;
+  ServiceResult<bool> follow_process(const std::string& project, const std::string& id, int pid,
+                                     uint64_t from, const ProcessEvent& emit,
+                                     const std::function<bool()>& gone) override;
   Counts counts() override;
 
  private:

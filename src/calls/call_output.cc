@@ -20,6 +20,13 @@ void CallOutput::hold(store::Stream stream, std::string_view data) {
   {
     std::lock_guard lock(mu_);
     if (closed_) return;  // the exec is over; nothing arrives after close
+    bool cut = false;
+    if (stored_max_ != 0) {
+      if (stored_ >= stored_max_) return;
+      cut = data.size() >= stored_max_ - stored_;
+      if (cut) data = data.substr(0, stored_max_ - stored_);
+      stored_ += data.size();
+    }
     first = held_.empty();
     if (first) held_since_ = std::chrono::steady_clock::now();
     if (!first && held_.back().stream == stream) {
@@ -28,6 +35,12 @@ void CallOutput::hold(store::Stream stream, std::string_view data) {
       held_.push_back({stream, std::string(data)});
     }
     held_bytes_ += data.size();
+    if (cut) {
+      held_.push_back({store::Stream::err,
+                       "\n[ringfence: the store keeps the first " + std::to_string(stored_max_) +
+                           " bytes of this background process's output; its buffer keeps the "
+                           "newest]\n"});
+    }
     full = held_bytes_ >= max_bytes_;
   }
   if (full) {

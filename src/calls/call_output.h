@@ -80,6 +80,10 @@ class CallOutput : public OutputSink {
   }
   // How long close() keeps trying while the store is unreachable.
   void set_retry_for(std::chrono::milliseconds d) { retry_for_ = d; }
+  // Stores at most `bytes` of the call's output (0: all), then one line
+  // saying the rest was not stored: a background process that prints for
+  // hours keeps its newest output in its ring buffer, not in the store.
+  void set_stored_max(uint64_t bytes) { stored_max_ = bytes; }
 
  private:
   void hold(store::Stream stream, std::string_view data);
@@ -98,6 +102,8 @@ class CallOutput : public OutputSink {
   std::chrono::steady_clock::time_point retry_after_;  // the store was unreachable
   bool closed_ = false;
   bool said_unavailable_ = false;
+  uint64_t stored_max_ = 0;  // 0: all
+  uint64_t stored_ = 0;      // under mu_
   std::chrono::milliseconds retry_for_{30'000};
 };
 

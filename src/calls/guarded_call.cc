@@ -96,8 +96,10 @@ GuardedOutcome run_guarded(const CallPath& path, GuardedCall call,
                            const std::shared_ptr<Sandbox>& sandbox) {
   GuardedOutcome out;
   const std::string sandbox_id = sandbox->id();
-  // A JIT call's id is in its requests' context from the start: recorded first.
-  if (call.call_id == 0 && call.record && call.jit) {
+  // A JIT call's id is in its requests' context from the start, and a call
+  // whose stdin streams (a background process, a terminal) runs through
+  // exec(), which takes input as it runs: both recorded first.
+  if (call.call_id == 0 && call.record && (call.jit || call.exec.stdin_stream)) {
     auto id = call.record();
     if (!id) {
       out.result = id.take_error();
@@ -116,6 +118,7 @@ GuardedOutcome run_guarded(const CallPath& path, GuardedCall call,
   // 2. The output's way: redacted, then digested as delivered, then stored and teed.
   auto output =
       std::make_shared<CallOutput>(*path.store, call.call_id, path.worker_id, path.flusher);
+  output->set_stored_max(call.stored_output_max);
   Tee tee(*output, call.tee);
   proof::DigestingSink delivered(tee);
   // Every value the sandbox ever received, not only this call's: a per_run

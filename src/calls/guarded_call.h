@@ -58,6 +58,8 @@ struct GuardedCall {
   nlohmann::json result_extra = nlohmann::json::object();
   // Also gets every byte as delivered (redacted): a step's capture, a client's stream.
   OutputSink* tee = nullptr;
+  // The most of its output its record keeps (0: all): a background process's.
+  uint64_t stored_output_max = 0;
   // Asked after the call: a reason it must end failed though it ran (its
   // step was stopped), or nullopt.
   std::function<std::optional<std::string>()> stopped;

@@ -35,6 +35,8 @@ struct PolicyFlags {
   std::vector<std::string> networks, egress_allow, modes, step_kinds, worker_env;
   bool no_egress_allow = false, no_worker_env = false;
   std::string sandbox_timeout, sandbox_timeout_max;
+  std::string process_buffer;
+  int64_t processes_max = 0;
 };
 
 // The project the command is about: --project P, or --default ("*").
@@ -75,6 +77,8 @@ Result<policy::PolicyDoc> doc_of_flags(const PolicyFlags& f) {
   list("worker_env", f.worker_env, f.no_worker_env);
   if (!f.sandbox_timeout.empty()) j["sandbox_timeout"] = f.sandbox_timeout;
   if (!f.sandbox_timeout_max.empty()) j["sandbox_timeout_max"] = f.sandbox_timeout_max;
+  if (!f.process_buffer.empty()) j["process_buffer"] = f.process_buffer;
+  if (f.processes_max != 0) j["processes_max"] = f.processes_max;
   return policy::parse_policy_doc(j);
 }
 
@@ -168,9 +172,11 @@ int show(const PolicyFlags& f) {
                 values.empty() ? "none" : values.c_str(),
                 out[k]["source"].get<std::string>().c_str());
   }
-  for (const char* k : {"sandbox_timeout", "sandbox_timeout_max"}) {
+  for (const char* k :
+       {"sandbox_timeout", "sandbox_timeout_max", "process_buffer", "processes_max"}) {
+    const json& v = out[k]["value"];
     std::printf("%-27s %s (%s)\n", (std::string(k) + ":").c_str(),
-                out[k]["value"].get<std::string>().c_str(),
+                v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str(),
                 out[k]["source"].get<std::string>().c_str());
   }
   return 0;
@@ -218,6 +224,10 @@ void add_policy_commands(CLI::App* cmd, CommandResult* result) {
                       "How long an API sandbox lives when its client does not say (e.g. 30m)");
   set_cmd->add_option("--sandbox-timeout-max", f->sandbox_timeout_max,
                       "The longest an API client may ask a sandbox to live (e.g. 24h)");
+  set_cmd->add_option("--process-buffer", f->process_buffer,
+                      "Output kept per background process (its ring buffer, e.g. 1m)");
+  set_cmd->add_option("--processes-max", f->processes_max,
+                      "Background processes that may run at once in one sandbox");
   set_cmd->callback([f, result] { result->exit_code = set(*f); });
 
   auto* show_cmd = cmd->add_subcommand("show", "A project's effective operator policy");

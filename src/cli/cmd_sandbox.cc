@@ -10,6 +10,7 @@
 #include "cli/backends.h"
 #include "cli/client_store.h"
 #include "cli/commands.h"
+#include "cli/process_via_api.h"
 #include "cli/proof_session.h"
 #include "cli/stdio_forwarder.h"
 #include "cli/terminal.h"
@@ -323,10 +324,39 @@ void add_sandbox_commands(CLI::App* sandbox, CommandResult* result) {
   });
 
   auto shell_flags = std::make_shared<SandboxFlags>();
-  auto* shell =
-      sandbox->add_subcommand("shell", "An interactive shell in a fresh sandbox, on its own pty");
+  auto attach = std::make_shared<ProcessTarget>();
+  auto* shell = sandbox->add_subcommand(
+      "shell",
+      "An interactive shell in a fresh sandbox, on its own pty; or, with --attach ID --api URL, "
+      "in a sandbox of a fleet that already exists");
   add_sandbox_flags(shell, shell_flags.get());
-  shell->callback([shell_flags, result] { result->exit_code = run(*shell_flags, /*shell=*/true); });
+  shell->add_option("--attach", attach->sandbox,
+                    "A sandbox that exists on a fleet (through serve: --api, and the project's "
+                    "token in RINGFENCE_TOKEN or --token-file)");
+  shell->add_option("--api", attach->api, "serve's URL, with --attach (default: $RINGFENCE_API)")
+      ->envname("RINGFENCE_API");
+  shell->add_option("--token-file", attach->token_file,
+                    "With --attach: a file whose first line is the project's token");
+  shell->add_option("--pid", attach->pid,
+                    "With --attach: a terminal process already running there (default: a new "
+                    "login shell)");
+  shell->callback([shell_flags, attach, shell, result] {
+    if (attach->sandbox.empty()) {
+      for (const char* only : {"--pid", "--token-file"}) {
+        if (shell->count(only) > 0) {
+          result->exit_code = fail(std::string(only) + " goes with --attach ID", kExitUsage);
+          return;
+        }
+      }
+      result->exit_code = run(*shell_flags, /*shell=*/true);
+      return;
+    }
+    if (attach->api.empty()) {
+      result->exit_code = fail("--attach needs --api URL (or RINGFENCE_API)", kExitUsage);
+      return;
+    }
+    result->exit_code = attach_shell_via_api(*attach);
+  });
 
   add_sandbox_admin_commands(sandbox, result);
   add_sandbox_validate_command(sandbox, result);

@@ -11,6 +11,7 @@
 
 #include "cli/call_via_api.h"
 #include "cli/commands.h"
+#include "cli/process_via_api.h"
 #include "core/printable.h"
 #include "core/utc_time.h"
 #include "http_client/http_client.h"
@@ -164,6 +165,62 @@ int run_delete(const ApiFlags& f) {
   return 0;
 }
 
+int run_process_start(const ApiFlags& f, const std::vector<std::string>& command,
+                      const std::string& tag, bool keep_stdin) {
+  if (command.empty())
+    return fail("process start: no command (start ID -- CMD [ARG...])", kExitUsage);
+  json body = {{"argv", command}};
+  auto env = pairs(f.env, "--env");
+  if (!env) return fail(env.error().to_string(), kExitUsage);
+  if (!env->empty()) body["env"] = *env;
+  if (!f.cwd.empty()) body["cwd"] = f.cwd;
+  if (!tag.empty()) body["tag"] = tag;
+  if (keep_stdin) body["stdin"] = true;
+  auto made = exchange(f, "POST", "/v1/sandboxes/" + httpd::query_escaped(f.id) + "/processes",
+                       body.dump(), 201);
+  if (auto* code = std::get_if<int>(&made)) return *code;
+  const json& p = std::get<json>(made);
+  if (f.json_out) {
+    std::printf("%s\n", printable_json(p).c_str());
+  } else {
+    std::printf("%d\n", p.value("pid", 0));
+  }
+  return 0;
+}
+
+int run_process_list(const ApiFlags& f) {
+  auto listed =
+      exchange(f, "GET", "/v1/sandboxes/" + httpd::query_escaped(f.id) + "/processes", "", 200);
+  if (auto* code = std::get_if<int>(&listed)) return *code;
+  const json all = std::get<json>(listed).value("processes", json::array());
+  if (f.json_out) {
+    std::printf("%s\n", printable_json(all).c_str());
+    return 0;
+  }
+  std::printf("%-8s %-8s %-5s %-12s %s\n", "PID", "STATE", "EXIT", "TAG", "COMMAND");
+  for (const auto& p : all) {
+    std::string cmd;
+    for (const auto& a : p.value("argv", json::array()))
+      cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
+    const json code = p.value("exit_code", json());
+    std::printf("%-8d %-8s %-5s %-12s %s\n", p.value("pid", 0),
+                printable(p.value("state", "")).c_str(),
+                code.is_number_integer() ? std::to_string(code.get<int>()).c_str() : "-",
+                printable(p.value("tag", "")).c_str(), printable(cmd).c_str());
+  }
+  return 0;
+}
+
+int run_process_kill(const ApiFlags& f, int pid, const std::string& signal) {
+  const std::string one =
+      "/v1/sandboxes/" + httpd::query_escaped(f.id) + "/processes/" + std::to_string(pid);
+  auto sent = signal.empty()
+                  ? exchange(f, "DELETE", one, "", 204)
+                  : exchange(f, "POST", one + "/signal", json{{"signal", signal}}.dump(), 204);
+  if (auto* code = std::get_if<int>(&sent)) return *code;
+  return 0;
+}
+
 }  // namespace
 
 void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result) {
@@ -198,6 +255,69 @@ void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result) {
   timeout->add_option("id", tf->id, "The sandbox")->required();
   timeout->add_option("timeout", tf->timeout, "How long from now (e.g. 30m)")->required();
   timeout->callback([tf, result] { result->exit_code = run_set_timeout(*tf); });
+
+  auto process = sandbox->add_subcommand(
+      "process", "Background processes of a sandbox on a fleet, through serve");
+  process->require_subcommand(1);
+  {
+    auto pf = std::make_shared<ApiFlags>();
+    auto argv = std::make_shared<std::vector<std::string>>();
+    auto tag = std::make_shared<std::string>();
+    auto keep_stdin = std::make_shared<bool>(false);
+    auto start = process->add_subcommand(
+        "start",
+        "Start a command that outlives this one: start ID -- CMD [ARG...] (prints its pid)");
+    add_api_flags(start, pf.get());
+    start->add_option("id", pf->id, "The sandbox")->required();
+    start->add_option("command", *argv, "The command and its arguments (after --)");
+    start->add_option("--tag", *tag, "A label to find it by");
+    start->add_option("--env", pf->env, "KEY=VALUE for it (repeatable)");
+    start->add_option("--cwd", pf->cwd, "Where it runs (default: the sandbox's)");
+    start->add_flag("--stdin", *keep_stdin, "Keep its stdin open for input");
+    start->add_flag("--json", pf->json_out, "The process as JSON");
+    start->callback([pf, argv, tag, keep_stdin, result] {
+      result->exit_code = run_process_start(*pf, command_words(*argv, *result), *tag, *keep_stdin);
+    });
+
+    auto lf = std::make_shared<ApiFlags>();
+    auto list = process->add_subcommand("list", "A sandbox's background processes: list ID");
+    add_api_flags(list, lf.get());
+    list->add_option("id", lf->id, "The sandbox")->required();
+    list->add_flag("--json", lf->json_out, "One JSON array");
+    list->callback([lf, result] { result->exit_code = run_process_list(*lf); });
+
+    auto target = std::make_shared<ProcessTarget>();
+    auto from = std::make_shared<std::string>("start");
+    auto follow = std::make_shared<bool>(false);
+    auto logs = process->add_subcommand(
+        "logs",
+        "A background process's output: logs ID PID (--follow: until it ends, then its "
+        "exit code)");
+    logs->add_option("--api", target->api, "serve's URL (default: $RINGFENCE_API)")
+        ->envname("RINGFENCE_API")
+        ->required();
+    logs->add_option("--token-file", target->token_file,
+                     "A file whose first line is the project's token (default: $RINGFENCE_TOKEN)");
+    logs->add_option("id", target->sandbox, "The sandbox")->required();
+    logs->add_option("pid", target->pid, "The process")->required();
+    logs->add_option("--from", *from, "start (what its buffer holds), now, or a byte offset");
+    logs->add_flag("-f,--follow", *follow, "Keep following until it ends");
+    logs->callback([target, from, follow, result] {
+      result->exit_code = follow_process_via_api(*target, *from, *follow);
+    });
+
+    auto kf = std::make_shared<ApiFlags>();
+    auto kpid = std::make_shared<int>(0);
+    auto ksig = std::make_shared<std::string>();
+    auto kill = process->add_subcommand(
+        "kill", "End a background process (SIGKILL, or --signal): kill ID PID");
+    add_api_flags(kill, kf.get());
+    kill->add_option("id", kf->id, "The sandbox")->required();
+    kill->add_option("pid", *kpid, "The process")->required();
+    kill->add_option("--signal", *ksig, "TERM, INT, HUP, ... instead of KILL");
+    kill->callback(
+        [kf, kpid, ksig, result] { result->exit_code = run_process_kill(*kf, *kpid, *ksig); });
+  }
 
   auto del = sandbox->add_subcommand("delete", "Delete a sandbox on a fleet: delete ID");
   auto df = std::make_shared<ApiFlags>();

@@ -21,6 +21,7 @@ enum class ErrorCode {
   kLeaseLost,     // a worker no longer holds the call or run it writes (the sweep ended it)
   kFenced,        // another process registered the worker's id since this one did
   kConflict,      // the name or state asked for is another's (a live sandbox's name)
+  kLimit,         // a count the operator's policy bounds is reached (running processes)
 };
 
 struct Error {

@@ -22,6 +22,10 @@ proto::ExecRequest make_exec_request(const ExecCall& call, const SandboxSpec& sp
   req.timeout_ms = (call.timeout.count() > 0 ? call.timeout : spec.limits.timeout).count();
   req.output_limit =
       static_cast<int64_t>(call.output_limit ? call.output_limit : spec.limits.output_bytes);
+  if (call.background) {
+    req.timeout_ms = 0;
+    req.output_limit = 0;
+  }
   req.pty = call.pty;
   req.rows = call.rows;
   req.cols = call.cols;

@@ -8,6 +8,9 @@
 namespace rf::policy {
 namespace {
 
+constexpr uint64_t kMaxProcessBuffer = 64u << 20;
+constexpr int64_t kMaxProcesses = 4096;
+
 using nlohmann::json;
 
 const std::vector<std::string> kAllModes = {"in_process", "sandboxed", "identity_scoped",
@@ -155,10 +158,22 @@ Result<PolicyDoc> parse_policy_doc(const json& j) {
       if (!lasts) return make_error(key, lasts.error().message);
       if (lasts->count() <= 0) return make_error(key, "must be more than 0");
       (key == "sandbox_timeout" ? d.sandbox_timeout : d.sandbox_timeout_max) = v.get<std::string>();
+    } else if (key == "process_buffer") {
+      if (!v.is_string()) return make_error(key, "expected a size such as \"1m\"");
+      auto bytes = parse_size(v.get<std::string>());
+      if (!bytes) return make_error(key, bytes.error().message);
+      if (*bytes < 4096 || *bytes > kMaxProcessBuffer)
+        return make_error(key, "expected a size from 4k to 64m");
+      d.process_buffer = v.get<std::string>();
+    } else if (key == "processes_max") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxProcesses)
+        return make_error(key, "expected a count from 1 to 4096");
+      d.processes_max = v.get<int64_t>();
     } else {
       return make_error(key,
                         "unknown field (allowed: limits, networks, egress_allow, modes, "
-                        "step_kinds, worker_env, sandbox_timeout, sandbox_timeout_max)");
+                        "step_kinds, worker_env, sandbox_timeout, sandbox_timeout_max, "
+                        "process_buffer, processes_max)");
     }
   }
   return d;
@@ -174,6 +189,8 @@ json policy_doc_json(const PolicyDoc& d) {
   if (d.worker_env) j["worker_env"] = *d.worker_env;
   if (d.sandbox_timeout) j["sandbox_timeout"] = *d.sandbox_timeout;
   if (d.sandbox_timeout_max) j["sandbox_timeout_max"] = *d.sandbox_timeout_max;
+  if (d.process_buffer) j["process_buffer"] = *d.process_buffer;
+  if (d.processes_max) j["processes_max"] = *d.processes_max;
   return j;
 }
 
@@ -186,6 +203,8 @@ PolicyDoc merged(PolicyDoc base, const PolicyDoc& changes) {
   if (changes.worker_env) base.worker_env = changes.worker_env;
   if (changes.sandbox_timeout) base.sandbox_timeout = changes.sandbox_timeout;
   if (changes.sandbox_timeout_max) base.sandbox_timeout_max = changes.sandbox_timeout_max;
+  if (changes.process_buffer) base.process_buffer = changes.process_buffer;
+  if (changes.processes_max) base.processes_max = changes.processes_max;
   return base;
 }
 
@@ -264,6 +283,22 @@ OperatorPolicy OperatorPolicy::resolve(std::string project, const PolicyDoc* pro
   duration(&PolicyDoc::sandbox_timeout_max, p.sandbox_timeout_max_, "sandbox_timeout_max");
   // A default above the most is lowered to it.
   p.sandbox_timeout_ = std::min(p.sandbox_timeout_, p.sandbox_timeout_max_);
+  p.sources_["process_buffer"] = p.sources_["processes_max"] = Source::kBuiltIn;
+  for (auto [doc, from] :
+       {std::pair{default_doc, Source::kDefault}, std::pair{project_doc, Source::kProject}}) {
+    if (doc == nullptr) continue;
+    if (doc->process_buffer) {
+      auto bytes = parse_size(*doc->process_buffer);
+      if (bytes && *bytes >= 4096 && *bytes <= kMaxProcessBuffer) {  // checked when it was set
+        p.process_buffer_ = *bytes;
+        p.sources_["process_buffer"] = from;
+      }
+    }
+    if (doc->processes_max) {
+      p.processes_max_ = static_cast<size_t>(*doc->processes_max);
+      p.sources_["processes_max"] = from;
+    }
+  }
   return p;
 }
 
@@ -425,7 +460,9 @@ json OperatorPolicy::values() const {
           {"step_kinds", std::vector<std::string>(step_kinds_.begin(), step_kinds_.end())},
           {"worker_env", std::vector<std::string>(worker_env_.begin(), worker_env_.end())},
           {"sandbox_timeout", format_duration(sandbox_timeout_)},
-          {"sandbox_timeout_max", format_duration(sandbox_timeout_max_)}};
+          {"sandbox_timeout_max", format_duration(sandbox_timeout_max_)},
+          {"process_buffer", format_size(process_buffer_)},
+          {"processes_max", processes_max_}};
 }
 
 json OperatorPolicy::explain() const {
@@ -441,8 +478,9 @@ json OperatorPolicy::explain() const {
                                        {"source", source(f.spec_field())}};
   }
   out["limits"] = limits;
-  for (const char* k : {"networks", "egress_allow", "modes", "step_kinds", "worker_env",
-                        "sandbox_timeout", "sandbox_timeout_max"}) {
+  for (const char* k :
+       {"networks", "egress_allow", "modes", "step_kinds", "worker_env", "sandbox_timeout",
+        "sandbox_timeout_max", "process_buffer", "processes_max"}) {
     out[k] = {{"value", v[k]}, {"source", source(k)}};
   }
   return out;

@@ -21,6 +21,10 @@
 //   sandbox_timeout, sandbox_timeout_max
 //                how long a front door's sandbox lives when its client does
 //                not say (built in: 1h), and the most it may ask for (24h)
+//   process_buffer, processes_max
+//                each background process's output buffer (built in: 1m;
+//                at most 64m), and how many may run in one sandbox (64;
+//                at most 4096)
 //
 // A field a project's policy leaves out is the default policy's; one the
 // default leaves out is built in.
@@ -52,6 +56,8 @@ struct PolicyDoc {
   std::optional<std::vector<std::string>> step_kinds;
   std::optional<std::vector<std::string>> worker_env;
   std::optional<std::string> sandbox_timeout, sandbox_timeout_max;  // durations ("1h")
+  std::optional<std::string> process_buffer;                        // a size ("1m")
+  std::optional<int64_t> processes_max;
 };
 
 // Errors name the field ("limits.memory", "networks[1]").
@@ -100,6 +106,9 @@ class OperatorPolicy {
                                std::string_view field) const;
   std::chrono::milliseconds sandbox_timeout() const { return sandbox_timeout_; }
   std::chrono::milliseconds sandbox_timeout_max() const { return sandbox_timeout_max_; }
+  // A background process's ring buffer, in bytes; how many may run in one sandbox.
+  uint64_t process_buffer() const { return process_buffer_; }
+  size_t processes_max() const { return processes_max_; }
 
   // Destinations no tenant rule may reach unless egress_allow names exactly
   // that address and port: serve's own listener, the store. "HOST:PORT".
@@ -123,6 +132,8 @@ class OperatorPolicy {
   std::set<std::string, std::less<>> modes_, step_kinds_, worker_env_;
   std::chrono::milliseconds sandbox_timeout_{std::chrono::hours(1)};
   std::chrono::milliseconds sandbox_timeout_max_{std::chrono::hours(24)};
+  uint64_t process_buffer_ = 1u << 20;
+  size_t processes_max_ = 64;
   std::vector<std::pair<net::IpAddress, uint16_t>> reserved_;
   std::vector<std::string> reserved_text_;
 };

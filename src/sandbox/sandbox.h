@@ -36,6 +36,9 @@ struct ExecCall {
   uint64_t output_limit = 0;             // 0: the spec's limit
   bool pty = false;
   int rows = 24, cols = 80;
+  // A background process (sandbox/process_table.h): no call timeout and no
+  // output cap; its sandbox's lifetime and its ring buffer bound it.
+  bool background = false;
 };
 
 // How a call ended. `limit` names the bound that ended it, if any:

@@ -14,6 +14,7 @@
 #include "sandbox/exec_json.h"
 #include "sandbox/file_tree.h"
 #include "sandbox/lifetime_request.h"
+#include "sandbox/process_request.h"
 #include "sandbox/result_json.h"
 
 namespace rf::worker {
@@ -186,6 +187,10 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
     }
     return answer(out, 405, {{"error", "allowed: GET, DELETE"}});
   }
+  if (seg[4] == "processes") {
+    return processes(*sb, std::vector<std::string>(seg.begin() + 4, seg.end()), t.query, request,
+                     out);
+  }
   if (seg.size() != 5) return answer(out, 404, {{"error", "no such route"}});
   const std::string& op = seg[4];
   if (op == "timeout") {
@@ -316,6 +321,56 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
     return answer(out, 201, {{"path", path}, {"size", request.body().size()}});
   }
   answer(out, 404, {{"error", "no such route"}});
+}
+
+}  // namespace rf::worker
+
+namespace rf::worker {
+
+void Door::processes(DoorSandbox& sb, const std::vector<std::string>& rest,
+                     const std::map<std::string, std::string>& query, const httpd::Request& request,
+                     httpd::Responder& out) {
+  auto parsed =
+      parse_process_request(sv(http::to_string(request.method())), rest, query, request.body());
+  if (auto* r = std::get_if<ProcessRefusal>(&parsed)) {
+    return refuse(out, {r->status, r->field, r->message});
+  }
+  ProcessRequest& req = std::get<ProcessRequest>(parsed);
+  if (req.op == ProcessOp::kStart) {
+    auto started = sandboxes_.start_process(sb, std::move(req.start));
+    if (auto* r = std::get_if<DoorRefusal>(&started)) return refuse(out, *r);
+    return answer(out, 201, process_json(std::get<ProcessInfo>(started)));
+  }
+  const bool stream =
+      req.op == ProcessOp::kOutput &&
+      sv(request[http::field::accept]).find("text/event-stream") != std::string_view::npos;
+  if (!stream) {
+    auto answered = answer_process_request(*sb.processes, req);
+    if (auto* r = std::get_if<ProcessRefusal>(&answered)) {
+      return refuse(out, {r->status, r->field, r->message});
+    }
+    const int status = process_success_status(req.op);
+    if (status == 204) {
+      (void)out.respond(204, "", "");
+      return;
+    }
+    return answer(out, status, std::get<json>(answered));
+  }
+  if (!sb.processes->find(req.pid)) {
+    return refuse(out, {404, "pid", "no process " + std::to_string(req.pid)});
+  }
+  // Its output as events: stdout/stderr {data, offset}, skipped {bytes}
+  // when the asked offset fell out of the buffer, and last end {process}.
+  if (!out.begin_stream(200, "text/event-stream")) return;
+  EventSink events(out);
+  sandboxes_.attach(sb, true);
+  follow_process_output(
+      *sb.processes, req.pid, req.from,
+      [&events](const char* name, const json& data) { events.event(name, data); },
+      // A client that left is noticed within 100 ms, printing or not.
+      [&] { return events.gone() || out.client_gone(); });
+  sandboxes_.attach(sb, false);
+  if (!events.gone()) (void)out.end_stream();
 }
 
 }  // namespace rf::worker

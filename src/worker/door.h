@@ -18,12 +18,17 @@
 //           started {pid}, stdout/stderr {data}, then exit {result} or error {status, error}
 //   GET|PUT /door/v1/sandboxes/{id}/files?path=P[&mode=0644]
 //   GET     /door/v1/sandboxes/{id}/files:list?path=P
+//   ...     /door/v1/sandboxes/{id}/processes[/{pid}[/OP]] (sandbox/process_request.h);
+//           /output with Accept: text/event-stream streams stdout/stderr
+//           {data, offset}, skipped {bytes}, then end {process}
 // Errors: {"error", "field", "status"} with the status the API answers.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "httpd/http_server.h"
@@ -56,6 +61,10 @@ class Door {
   Door(DoorSandboxes& sandboxes, std::string worker_id, std::string key)
       : sandboxes_(sandboxes), worker_id_(std::move(worker_id)), key_(std::move(key)) {}
   void handle(const httpd::Request& request, httpd::Responder& out);
+  // /door/v1/sandboxes/{id}/processes... (sandbox/process_request.h).
+  void processes(DoorSandbox& sandbox, const std::vector<std::string>& rest,
+                 const std::map<std::string, std::string>& query, const httpd::Request& request,
+                 httpd::Responder& out);
 
   DoorSandboxes& sandboxes_;
   std::string worker_id_;

@@ -40,7 +40,7 @@ int64_t DoorSandboxes::next_expiry() const {
   int64_t next = 0;
   for (const auto& [_, sb] : sandboxes_) {
     int64_t due = sb->expires_at.load();
-    if (sb->idle_timeout_ms > 0 && sb->running.load() == 0) {
+    if (sb->idle_timeout_ms > 0 && sb->running.load() == 0 && sb->attached.load() == 0) {
       const int64_t idle = sb->last_active.load() + sb->idle_timeout_ms;
       due = due == 0 ? idle : std::min(due, idle);
     }
@@ -72,6 +72,7 @@ void DoorSandboxes::expire_loop() {
     for (const auto& [id, sb] : sandboxes_) {
       const int64_t at = sb->expires_at.load();
       const bool idle = sb->idle_timeout_ms > 0 && sb->running.load() == 0 &&
+                        sb->attached.load() == 0 &&
                         sb->last_active.load() + sb->idle_timeout_ms <= now;
       const char* reason = at != 0 && at <= now ? "timeout" : idle ? "idle" : nullptr;
       if (reason == nullptr) continue;
@@ -205,6 +206,16 @@ DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::strin
   entry->expires_at = made_at + timeout.count();
   entry->idle_timeout_ms = lifetime->idle_timeout.count();
   entry->last_active = made_at;
+  {
+    std::weak_ptr<Sandbox> weak = entry->sandbox;
+    entry->processes = std::make_unique<ProcessTable>(
+        *entry->sandbox,
+        [this, project, weak](ExecCall call, OutputSink& sink) -> Result<ExecResult> {
+          auto sandbox = weak.lock();
+          if (!sandbox) return make_error("process", "its sandbox is gone");
+          return run_process(project, sandbox, std::move(call), sink);
+        });
+  }
   store::SandboxLifetime row{id,
                              project,
                              entry->name,
@@ -267,8 +278,14 @@ Result<bool> DoorSandboxes::destroy(const std::string& project, const std::strin
   }
   // Its report's self-probe runs in it.
   if (s_.path.proof) s_.path.proof->wait_for_report(id);
+  // Its processes end with it, and say why to every client following one.
+  entry->processes->close(reason == "timeout" ? "its sandbox expired (its timeout ran out)"
+                          : reason == "idle"  ? "its sandbox expired (its idle timeout ran out)"
+                          : reason.empty()    ? "its sandbox was deleted"
+                                              : "its sandbox ended (" + reason + ")");
   // Calls in flight end with the sandbox (their requests answer with how).
   Status gone = entry->sandbox->destroy();
+  entry->processes->join();
   forget(id, project, actor, reason);
   RF_TRY(gone);
   return true;
@@ -281,7 +298,9 @@ void DoorSandboxes::destroy_all() {
     all.swap(sandboxes_);
   }
   for (auto& [id, sb] : all) {
+    sb->processes->close("its worker stopped");
     warn_unless_ok(sb->sandbox->destroy(), "destroy sandbox " + id);
+    sb->processes->join();
     forget(id, sb->project, "worker " + s_.worker_id + " (stopping)");
   }
 }
@@ -368,6 +387,65 @@ DoorOutcome<ExecResult> DoorSandboxes::exec(
                        outcome.redacted(outcome.result.error().to_string())};
   }
   return std::move(*outcome.result);
+}
+
+}  // namespace rf::worker
+
+namespace rf::worker {
+
+Result<ExecResult> DoorSandboxes::run_process(const std::string& project,
+                                              const std::shared_ptr<Sandbox>& sandbox,
+                                              ExecCall exec, OutputSink& sink) {
+  store::NewCall record;
+  record.project = project;
+  record.run = sandbox->id();
+  record.argv = exec.argv;
+  record.env = exec.env;
+  record.cwd = exec.cwd;
+  // It lives with its sandbox: at most as long as a sandbox may.
+  auto policy = policy_of(project);
+  record.timeout = policy ? policy->sandbox_timeout_max() : std::chrono::hours(24);
+  calls::GuardedCall call;
+  call.record = [this, record] { return s_.store->start_call(record, s_.worker_id, s_.lease); };
+  call.use = calls::IdentityUse{0, project, sandbox->id(), {}};
+  call.exec = std::move(exec);
+  call.result_extra = {{"mode", "api"},
+                       {"background", true},
+                       {"backend", std::string(to_string(sandbox->spec().backend))}};
+  call.tee = &sink;
+  // Its record keeps what a call's would; its buffer the newest.
+  call.stored_output_max = sandbox->spec().limits.output_bytes;
+  return calls::run_guarded(s_.path, std::move(call), sandbox).result;
+}
+
+DoorOutcome<ProcessInfo> DoorSandboxes::start_process(DoorSandbox& sb, ProcessStart start) {
+  auto policy = policy_of(sb.project);
+  if (!policy) return DoorRefusal{503, "", policy.error().to_string()};
+  if (!start.cwd_given && !sb.cwd.empty()) start.call.cwd = sb.cwd;
+  ProcessTable::Bounds bounds;
+  bounds.buffer_bytes = policy->process_buffer();
+  bounds.max_running = policy->processes_max();
+  sb.last_active = store::now_ms();
+  auto started = sb.processes->start(std::move(start.call), std::move(start.tag), bounds);
+  if (!started) {
+    const Error& e = started.error();
+    if (e.code == ErrorCode::kLimit) return DoorRefusal{429, "process", e.message};
+    if (e.code == ErrorCode::kConflict) return DoorRefusal{409, "", e.message};
+    return DoorRefusal{400, e.where, e.message};
+  }
+  spdlog::info("sandbox {} of project {}: background process {} started", sb.id(), sb.project,
+               started->pid);
+  return std::move(*started);
+}
+
+void DoorSandboxes::attach(DoorSandbox& sb, bool on) {
+  if (on) {
+    ++sb.attached;
+    return;
+  }
+  sb.last_active = store::now_ms();
+  --sb.attached;
+  if (sb.idle_timeout_ms > 0) expiry_changed_.notify_all();
 }
 
 }  // namespace rf::worker

@@ -23,6 +23,8 @@
 #include "calls/abandon_watch.h"
 #include "calls/guarded_call.h"
 #include "policy/operator_policy.h"
+#include "sandbox/process_request.h"
+#include "sandbox/process_table.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "worker/sandbox_ledger.h"
@@ -44,6 +46,10 @@ struct DoorSandbox {
   int64_t idle_timeout_ms = 0;         // 0 = no idle expiry
   std::atomic<int64_t> last_active{0};      // when its last call ended (or it was made)
   std::atomic<const char*> ended{nullptr};  // "timeout" or "idle" once it expired
+  // Its background processes (issue 41; sandbox/process_table.h), and the
+  // clients following one's output now (a sandbox followed is not idle).
+  std::unique_ptr<ProcessTable> processes;
+  std::atomic<int> attached{0};
   const std::string& id() const { return sandbox->id(); }
 };
 
@@ -95,6 +101,12 @@ class DoorSandboxes {
   // A new lifetime from now (PUT .../timeout), bounded by the policy's
   // sandbox_timeout_max; the new expiry in ms since the epoch.
   DoorOutcome<int64_t> set_timeout(DoorSandbox& sandbox, std::chrono::milliseconds timeout);
+  // A background process (sandbox/process_request.h), through the guarded
+  // path as an exec is (recorded, redacted, audited); its buffer and how
+  // many may run are the project's policy (process_buffer, processes_max).
+  DoorOutcome<ProcessInfo> start_process(DoorSandbox& sandbox, ProcessStart start);
+  // A client follows a process's output (`on` true) or stopped (false).
+  void attach(DoorSandbox& sandbox, bool on);
   void destroy_all();
   size_t live() const;
 
@@ -107,6 +119,10 @@ class DoorSandboxes {
   // When the next sandbox is due to expire (ms since the epoch; 0 = none). Under mu_.
   int64_t next_expiry() const;
 
+  // One background process's call, through the guarded path.
+  Result<ExecResult> run_process(const std::string& project,
+                                 const std::shared_ptr<Sandbox>& sandbox, ExecCall call,
+                                 OutputSink& sink);
   // The project's operator policy, read again at most once a second.
   Result<policy::OperatorPolicy> policy_of(const std::string& project);
 

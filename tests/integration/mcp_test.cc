@@ -97,10 +97,22 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
   } else if (transport == "http") {
     EXPECT_EQ(steps["connected"]["version"], "2025-11-25");
   }
-  json names = {"run_code",          "sandbox_create",    "sandbox_destroy",
-                "sandbox_exec",      "sandbox_file_list", "sandbox_file_mkdir",
-                "sandbox_file_move", "sandbox_file_read", "sandbox_file_remove",
-                "sandbox_file_stat", "sandbox_file_write"};
+  json names = {"run_code",
+                "sandbox_create",
+                "sandbox_destroy",
+                "sandbox_exec",
+                "sandbox_file_list",
+                "sandbox_file_mkdir",
+                "sandbox_file_move",
+                "sandbox_file_read",
+                "sandbox_file_remove",
+                "sandbox_file_stat",
+                "sandbox_file_write",
+                "sandbox_process_input",
+                "sandbox_process_list",
+                "sandbox_process_output",
+                "sandbox_process_signal",
+                "sandbox_process_start"};
   if (transport == "http") names.push_back("sandbox_set_timeout");  // serve's lifetimes
   std::sort(names.begin(), names.end());
   EXPECT_EQ(steps["tools"]["names"], names);
@@ -118,6 +130,14 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
   EXPECT_EQ(steps["write"]["isError"], false);
   EXPECT_EQ(steps["read"]["text"], "written by MCP\n");
   EXPECT_EQ(steps["list"]["names"], json({"note.txt"}));
+  // A background process on either door (issue 41), every answer checked
+  // by the client against its tool's outputSchema.
+  EXPECT_EQ(steps["process_start"]["isError"], false) << steps["process_start"].dump();
+  EXPECT_EQ(steps["process_start"]["state"], "running");
+  EXPECT_EQ(steps["process"]["seen"], "up\ngot-x\n") << steps["process"].dump();
+  EXPECT_EQ(steps["process"]["tags"], json({"srv"}));
+  EXPECT_EQ(steps["process"]["state"], "exited");
+  EXPECT_EQ(steps["process"]["exit_code"], 143) << "TERM ended it";
   EXPECT_EQ(steps["run_code"]["stdout"], "45 True\n");
   EXPECT_EQ(steps["unknown_sandbox"]["isError"], true);
   EXPECT_NE(steps["unknown_sandbox"]["text"].get<std::string>().find("no sandbox rf-000000000000"),
@@ -183,6 +203,11 @@ TEST_F(McpHttp, HostileMessagesGetExactAnswersAndProjectsStayApart) {
            {"sandbox_file_move",
             {{"sandbox_id", id}, {"from", "/workspace/a"}, {"to", "/workspace/b"}}},
            {"sandbox_set_timeout", {{"sandbox_id", id}, {"timeout", 60}}},
+           {"sandbox_process_start", {{"sandbox_id", id}, {"cmd", "sleep 100"}}},
+           {"sandbox_process_list", {{"sandbox_id", id}}},
+           {"sandbox_process_output", {{"sandbox_id", id}, {"pid", 1}}},
+           {"sandbox_process_input", {{"sandbox_id", id}, {"pid", 1}, {"data", "x"}}},
+           {"sandbox_process_signal", {{"sandbox_id", id}, {"pid", 1}, {"signal", "KILL"}}},
            {"sandbox_destroy", {{"sandbox_id", id}}}}) {
     const json r = tool(b, name, args);
     EXPECT_EQ(r["result"]["isError"], true) << name;

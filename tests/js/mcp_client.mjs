@@ -69,6 +69,28 @@ try {
   say('read', { isError: !!read.isError, text: text(read) });
   const listed = await client.callTool({ name: 'sandbox_file_list', arguments: { sandbox_id: id, path: '/workspace' } });
   say('list', { isError: !!listed.isError, names: (listed.structuredContent?.entries || []).map((e) => e.name) });
+  // A background process (issue 41): started, read until its line, signalled.
+  // The client checks each answer against the tool's outputSchema.
+  const bg = await client.callTool({ name: 'sandbox_process_start',
+    arguments: { sandbox_id: id, cmd: 'echo up; read line; echo got-$line; sleep 1000', stdin: true, tag: 'srv' } });
+  const pid = bg.structuredContent?.pid;
+  say('process_start', { isError: !!bg.isError, pid, state: bg.structuredContent?.state });
+  await client.callTool({ name: 'sandbox_process_input', arguments: { sandbox_id: id, pid, data: 'x\n' } });
+  let seen = '', next = 0;
+  for (let i = 0; i < 50 && !seen.includes('got-x'); i++) {
+    const r = await client.callTool({ name: 'sandbox_process_output', arguments: { sandbox_id: id, pid, from: next, wait_ms: 1000 } });
+    seen += r.structuredContent?.stdout ?? '';
+    next = r.structuredContent?.next ?? next;
+  }
+  const plist = await client.callTool({ name: 'sandbox_process_list', arguments: { sandbox_id: id } });
+  const killed = await client.callTool({ name: 'sandbox_process_signal', arguments: { sandbox_id: id, pid, signal: 'TERM' } });
+  let end = null;
+  for (let i = 0; i < 50 && !end; i++) {
+    const r = await client.callTool({ name: 'sandbox_process_output', arguments: { sandbox_id: id, pid, from: 'now', wait_ms: 1000 } });
+    if (r.structuredContent?.ended) end = r.structuredContent.process;
+  }
+  say('process', { seen, tags: (plist.structuredContent?.processes || []).map((p) => p.tag),
+                   killed: !killed.isError, state: end?.state, exit_code: end?.exit_code });
   const code = await client.callTool({ name: 'run_code',
     arguments: { language: 'python', code: 'import os\nprint(sum(range(10)), os.getuid() != 0)\n' } });
   say('run_code', { isError: !!code.isError, stdout: code.structuredContent?.stdout });

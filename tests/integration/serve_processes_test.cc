@@ -1,0 +1,380 @@
+// Background processes through `ringfence serve` (issue 41 item 2), as an
+// agent framework uses them: a command started in the background outlives
+// its request and every exec after it; any number of clients follow its
+// output (from its start or from now), before or after the one that started
+// it left; stdin, signals and a terminal's size reach it; its output is
+// bounded by the project's policy, as is how many run. Hostile: another
+// project's token, a pid of another sandbox, malformed bodies, a signal that
+// is no signal; a sandbox that expires ends its processes and tells every
+// client following one why.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "support/ci_skip.h"
+#include "support/cli_process.h"
+#include "support/http_probe.h"
+#include "support/serve_process.h"
+
+namespace rf::testing {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// One client following a process's output as server-sent events, read raw.
+class Follower {
+ public:
+  Follower(int port, const std::string& target, const std::string& token) : probe_(port) {
+    EXPECT_TRUE(probe_.connected());
+    EXPECT_TRUE(probe_.send_raw("GET " + target +
+                                " HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n"
+                                "Authorization: Bearer " +
+                                token + "\r\n\r\n"));
+  }
+  // True once what came so far holds `needle` (within `within`).
+  bool shows(const std::string& needle, std::chrono::milliseconds within = 30s) {
+    const auto end = std::chrono::steady_clock::now() + within;
+    while (seen_.find(needle) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{probe_.fd(), POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      char buf[8192];
+      const ssize_t n = ::recv(probe_.fd(), buf, sizeof buf, 0);
+      if (n <= 0) return seen_.find(needle) != std::string::npos;
+      seen_.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  }
+  const std::string& seen() const { return seen_; }
+
+ private:
+  HttpProbe probe_;
+  std::string seen_;
+};
+
+class ServeProcesses : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) RF_SKIP() << "the API's sandboxes are native, which need root";
+    char tmpl[] = "/tmp/rf-procs-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (server_) {
+      server_->signal(SIGTERM);
+      EXPECT_EQ(server_->wait(30s), 0) << server_->err();
+    }
+    if (worker_) {
+      worker_->signal(SIGTERM);
+      EXPECT_EQ(worker_->wait(60s), 0) << worker_->err();
+    }
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  void serve() {
+    worker_ = start_door_worker(dir_);
+    server_ = start_serve(dir_, &port_);
+    ASSERT_NE(port_, 0);
+  }
+  HttpReply call(const std::string& method, const std::string& target, const std::string& tok,
+                 const std::string& body = "") {
+    HttpProbe p(port_);
+    EXPECT_TRUE(p.connected());
+    return p.request(method, target, tok, body);
+  }
+  std::string create(const std::string& tok, const std::string& spec = "{}") {
+    auto r = call("POST", "/v1/sandboxes", tok, spec);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? json::parse(r.body).value("id", "") : "";
+  }
+  // Starts a process; its JSON (the test fails on another status).
+  json start(const std::string& tok, const std::string& id, const json& body) {
+    auto r = call("POST", "/v1/sandboxes/" + id + "/processes", tok, body.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? json::parse(r.body) : json::object();
+  }
+  // The process's JSON once its state is no longer running.
+  json ended(const std::string& tok, const std::string& id, int pid) {
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    json p;
+    while (std::chrono::steady_clock::now() < end) {
+      auto r = call("GET",
+                    "/v1/sandboxes/" + id + "/processes/" + std::to_string(pid) +
+                        "/output?from=now&wait_ms=1000",
+                    tok);
+      EXPECT_EQ(r.status, 200) << r.body;
+      if (r.status != 200) break;
+      p = json::parse(r.body)["process"];
+      if (p["state"] != "running") return p;
+    }
+    ADD_FAILURE() << "process " << pid << " did not end: " << p.dump();
+    return p;
+  }
+  std::string token(const std::string& project) { return make_token(dir_, project); }
+  void policy(const std::string& project, std::vector<std::string> args) {
+    std::vector<std::string> a{"policy", "set", "--project", project, "--state-dir", dir_};
+    a.insert(a.end(), args.begin(), args.end());
+    Cli c(a);
+    ASSERT_EQ(c.wait(30s), 0) << c.err();
+  }
+
+  std::string dir_;
+  std::unique_ptr<Cli> server_, worker_;
+  int port_ = 0;
+};
+
+TEST_F(ServeProcesses, ABackgroundProcessOutlivesItsRequestAndAnyClientFollowsIt) {
+  const std::string tok = token("acme");
+  const std::string other = token("beta");
+  serve();
+  const std::string id = create(tok, R"({"cwd": "/tmp", "env": {"GREETING": "hi"}})");
+  const std::string base = "/v1/sandboxes/" + id + "/processes";
+  const json p = start(tok, id,
+                       {{"cmd",
+                         "echo ready $GREETING $(pwd); while read l; do echo got:$l; "
+                         "echo err:$l >&2; done; exit 7"},
+                        {"stdin", true},
+                        {"tag", "echoer"}});
+  const int pid = p.value("pid", 0);
+  ASSERT_GT(pid, 1) << p.dump();
+  EXPECT_EQ(p["state"], "running");
+  EXPECT_EQ(p["tag"], "echoer");
+  EXPECT_EQ(p["stdin_open"], true);
+  const std::string one = base + "/" + std::to_string(pid);
+
+  // Alive across later calls: an exec sees it, as a process of the sandbox.
+  auto seen = call("POST", "/v1/sandboxes/" + id + "/exec", tok,
+                   json{{"cmd", "kill -0 " + std::to_string(pid) + " && echo alive"}}.dump());
+  ASSERT_EQ(seen.status, 200) << seen.body;
+  EXPECT_EQ(json::parse(seen.body)["stdout"], "alive\n") << seen.body;
+  auto listed = call("GET", base, tok);
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_NE(listed.body.find("\"tag\":\"echoer\""), std::string::npos) << listed.body;
+
+  // Two clients: one from its start (sees what it printed before), one from now.
+  Follower from_start(port_, one + "/output?from=start", tok);
+  ASSERT_TRUE(from_start.shows("ready hi /tmp")) << from_start.seen();
+  Follower from_now(port_, one + "/output?from=now", tok);
+  ASSERT_TRUE(from_now.shows("200 OK")) << from_now.seen();
+  EXPECT_EQ(call("POST", one + "/stdin", tok, "hello\n").status, 204);
+  EXPECT_TRUE(from_start.shows("got:hello")) << from_start.seen();
+  EXPECT_TRUE(from_now.shows("got:hello")) << from_now.seen();
+  EXPECT_TRUE(from_now.shows("event: stderr")) << from_now.seen();
+  EXPECT_EQ(from_now.seen().find("ready"), std::string::npos) << "from now: nothing older";
+  {
+    // A client that leaves mid-stream costs the others nothing.
+    Follower leaving(port_, one + "/output?from=start", tok);
+    ASSERT_TRUE(leaving.shows("got:hello")) << leaving.seen();
+  }
+  EXPECT_EQ(call("POST", one + "/stdin", tok, "again\n").status, 204);
+  EXPECT_TRUE(from_now.shows("got:again")) << from_now.seen();
+
+  // Another project's token knows none of it.
+  for (const auto& [method, target, body] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"GET", base, ""},
+           {"POST", base, R"({"cmd": "true"})"},
+           {"GET", one, ""},
+           {"GET", one + "/output", ""},
+           {"POST", one + "/stdin", "x\n"},
+           {"POST", one + "/stdin:close", ""},
+           {"POST", one + "/signal", R"({"signal": "KILL"})"},
+           {"DELETE", one, ""}}) {
+    auto r = call(method, target, other, body);
+    EXPECT_EQ(r.status, 404) << method << " " << target << ": " << r.body;
+    EXPECT_NE(r.body.find("no sandbox " + id), std::string::npos) << r.body;
+  }
+  // A pid of another sandbox of the same project is unknown here.
+  const std::string second = create(tok);
+  auto elsewhere =
+      call("GET", "/v1/sandboxes/" + second + "/processes/" + std::to_string(pid), tok);
+  EXPECT_EQ(elsewhere.status, 404) << elsewhere.body;
+  EXPECT_NE(elsewhere.body.find("\"field\":\"pid\""), std::string::npos) << elsewhere.body;
+
+  // Closing stdin ends the loop: every follower hears the end and the exit code.
+  EXPECT_EQ(call("POST", one + "/stdin:close", tok).status, 204);
+  EXPECT_TRUE(from_start.shows("event: end")) << from_start.seen();
+  EXPECT_TRUE(from_now.shows("event: end")) << from_now.seen();
+  EXPECT_NE(from_now.seen().find("\"exit_code\":7"), std::string::npos) << from_now.seen();
+  const json done = ended(tok, id, pid);
+  EXPECT_EQ(done["state"], "exited");
+  EXPECT_EQ(done["exit_code"], 7);
+  EXPECT_EQ(done["stdin_open"], false);
+  auto all = call("GET", one + "/output?from=0", tok);
+  ASSERT_EQ(all.status, 200) << all.body;
+  const json out = json::parse(all.body);
+  EXPECT_EQ(out["stdout"], "ready hi /tmp\ngot:hello\ngot:again\n");
+  EXPECT_EQ(out["stderr"], "err:hello\nerr:again\n");
+  EXPECT_EQ(out["ended"], true);
+  EXPECT_EQ(out["next"], out["process"]["output_bytes"]);
+  auto late = call("POST", one + "/stdin", tok, "late\n");
+  EXPECT_EQ(late.status, 409) << late.body;
+  EXPECT_NE(late.body.find("has ended"), std::string::npos) << late.body;
+}
+
+TEST_F(ServeProcesses, SignalsBoundsAndBadRequestsGetExactAnswers) {
+  const std::string tok = token("acme");
+  policy("acme", {"--processes-max", "2", "--process-buffer", "4k"});
+  serve();
+  const std::string id = create(tok);
+  const std::string base = "/v1/sandboxes/" + id + "/processes";
+  const int a = start(tok, id, {{"argv", {"sleep", "1000"}}}).value("pid", 0);
+  const int b = start(tok, id, {{"cmd", "head -c 100000 /dev/zero | tr '\\0' x; sleep 1000"}})
+                    .value("pid", 0);
+  ASSERT_GT(a, 0);
+  ASSERT_GT(b, 0);
+  // The policy's processes_max: a third is refused, naming it.
+  auto third = call("POST", base, tok, R"({"argv": ["sleep", "1"]})");
+  EXPECT_EQ(third.status, 429) << third.body;
+  EXPECT_NE(third.body.find("processes_max"), std::string::npos) << third.body;
+
+  // The buffer keeps the newest 4 KiB; a read from 0 says what fell out.
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  json got;
+  while (std::chrono::steady_clock::now() < until) {
+    got = json::parse(call("GET", base + "/" + std::to_string(b) + "/output?from=0", tok).body);
+    if (got["process"]["output_bytes"] == 100000) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(got["process"]["output_bytes"], 100000) << got.dump().substr(0, 300);
+  EXPECT_EQ(got["skipped"], 100000 - 4096);
+  EXPECT_EQ(got["stdout"], std::string(4096, 'x'));
+  EXPECT_EQ(got["process"]["dropped_bytes"], 100000 - 4096);
+
+  // Signals: TERM by name, and DELETE is KILL.
+  EXPECT_EQ(
+      call("POST", base + "/" + std::to_string(a) + "/signal", tok, R"({"signal": "SIGTERM"})")
+          .status,
+      204);
+  const json termed = ended(tok, id, a);
+  EXPECT_EQ(termed["exit_code"], 143);
+  EXPECT_EQ(termed["signal"], 15);
+  EXPECT_EQ(call("DELETE", base + "/" + std::to_string(b), tok).status, 204);
+  EXPECT_EQ(ended(tok, id, b)["exit_code"], 137);
+  auto twice = call("DELETE", base + "/" + std::to_string(b), tok);
+  EXPECT_EQ(twice.status, 409) << twice.body;
+
+  // Bad requests: a 400 naming the field, a 404 for what is not there.
+  struct Bad {
+    std::string method, target, body;
+    int status;
+    std::string field;
+  };
+  const std::string on_a = base + "/" + std::to_string(a);
+  for (const Bad& bad : std::vector<Bad>{
+           {"POST", base, R"({"cmd": "true", "sudo": true})", 400, "sudo"},
+           {"POST", base, R"({"argv": []})", 400, "argv"},
+           {"POST", base, R"({"cmd": "true", "tag": 5})", 400, "tag"},
+           {"POST", base, R"({"cmd": "true", "rows": 40})", 400, "rows"},
+           {"POST", base, R"({"cmd": "true", "pty": "yes", "cols": 9})", 400, "cols"},
+           {"POST", base, "{not json", 400, "body"},
+           {"POST", base, R"({"argv": ["/no/such/program"]})", 400, "argv"},
+           {"POST", on_a + "/signal", R"({"signal": "NOPE"})", 400, "signal"},
+           {"POST", on_a + "/signal", R"({"signal": 99})", 400, "signal"},
+           {"POST", on_a + "/resize", R"({"rows": 0, "cols": 80})", 400, "rows"},
+           {"GET", on_a + "/output?from=later", "", 400, "from"},
+           {"GET", on_a + "/output?wait_ms=99999", "", 400, "wait_ms"},
+           {"GET", base + "/abc", "", 404, "pid"},
+           {"GET", base + "/999999", "", 404, "pid"},
+           {"POST", base + "/999999/stdin", "x", 404, "pid"},
+       }) {
+    auto r = call(bad.method, bad.target, tok, bad.body);
+    EXPECT_EQ(r.status, bad.status)
+        << bad.method << " " << bad.target << " " << bad.body << ": " << r.body;
+    EXPECT_NE(r.body.find("\"field\":\"" + bad.field + "\""), std::string::npos)
+        << bad.target << " " << bad.body << ": " << r.body;
+  }
+  auto missing = call("POST", base, tok, R"({"argv": ["no-such-command-x"]})");
+  EXPECT_NE(missing.body.find("command not found"), std::string::npos) << missing.body;
+}
+
+TEST_F(ServeProcesses, ATerminalTakesInputAndResizesAndAnExpiryEndsItsProcesses) {
+  const std::string tok = token("acme");
+  serve();
+  const std::string id = create(tok, R"({"timeout": 600})");
+  const std::string base = "/v1/sandboxes/" + id + "/processes";
+  const int sh = start(tok, id, {{"argv", {"/bin/sh"}}, {"pty", true}, {"rows", 30}, {"cols", 100}})
+                     .value("pid", 0);
+  ASSERT_GT(sh, 0);
+  const std::string one = base + "/" + std::to_string(sh);
+  Follower term(port_, one + "/output?from=start", tok);
+  EXPECT_EQ(call("POST", one + "/stdin", tok, "stty size\n").status, 204);
+  EXPECT_TRUE(term.shows("30 100")) << term.seen();
+  EXPECT_EQ(call("POST", one + "/resize", tok, R"({"rows": 40, "cols": 120})").status, 204);
+  EXPECT_EQ(call("POST", one + "/stdin", tok, "stty size\n").status, 204);
+  EXPECT_TRUE(term.shows("40 120")) << term.seen();
+  // A process without a terminal cannot be resized.
+  const int plain = start(tok, id, {{"argv", {"sleep", "1000"}}}).value("pid", 0);
+  auto no_tty = call("POST", base + "/" + std::to_string(plain) + "/resize", tok,
+                     R"({"rows": 40, "cols": 120})");
+  EXPECT_EQ(no_tty.status, 409) << no_tty.body;
+  EXPECT_EQ(call("POST", one + "/stdin", tok, "exit 3\n").status, 204);
+  EXPECT_TRUE(term.shows("event: end")) << term.seen();
+  EXPECT_EQ(ended(tok, id, sh)["exit_code"], 3);
+
+  // The sandbox runs out: its processes end, and a follower is told why.
+  Follower sleeper(port_, base + "/" + std::to_string(plain) + "/output?from=start", tok);
+  ASSERT_TRUE(sleeper.shows("200 OK")) << sleeper.seen();
+  ASSERT_EQ(call("PUT", "/v1/sandboxes/" + id + "/timeout", tok, R"({"timeout": 1})").status, 200);
+  EXPECT_TRUE(sleeper.shows("event: end")) << sleeper.seen();
+  EXPECT_NE(sleeper.seen().find("its sandbox expired (its timeout ran out)"), std::string::npos)
+      << sleeper.seen();
+}
+
+// From the CLI: `sandbox process start | list | logs | kill --api`, and a
+// terminal on a sandbox that exists (`sandbox shell --attach ID`), with the
+// project's token in the environment only.
+TEST_F(ServeProcesses, TheCliStartsFollowsAndKillsProcessesAndAttachesAShell) {
+  const std::string tok = token("acme");
+  serve();
+  const std::string id = create(tok);
+  const std::string api = "http://127.0.0.1:" + std::to_string(port_);
+  const std::vector<std::string> env = {"RINGFENCE_TOKEN=" + tok};
+  // `sandbox WORDS... --api URL REST...`: the flag right after the (sub)command's words.
+  auto cli = [&](std::vector<std::string> args, std::optional<std::string> in = std::nullopt) {
+    const size_t words = args[0] == "process" ? 2 : 1;
+    args.insert(args.begin() + static_cast<long>(words), {"--api", api});
+    args.insert(args.begin(), "sandbox");
+    return std::make_unique<Cli>(args, in, env);
+  };
+  auto started =
+      cli({"process", "start", "--tag", "srv", id, "--", "sh", "-c", "echo serving; sleep 1000"});
+  ASSERT_EQ(started->wait(60s), 0) << started->err();
+  const std::string pid = started->out().substr(0, started->out().find('\n'));
+  ASSERT_FALSE(pid.empty());
+  auto list = cli({"process", "list", id});
+  ASSERT_EQ(list->wait(30s), 0) << list->err();
+  EXPECT_NE(list->out().find(pid + " "), std::string::npos) << list->out();
+  EXPECT_NE(list->out().find("srv"), std::string::npos) << list->out();
+  auto follow = cli({"process", "logs", "--follow", id, pid});
+  EXPECT_TRUE(follow->stdout_shows("serving", 30s)) << follow->out() << follow->err();
+  auto kill = cli({"process", "kill", "--signal", "TERM", id, pid});
+  ASSERT_EQ(kill->wait(30s), 0) << kill->err();
+  EXPECT_EQ(follow->wait(30s), 143) << follow->err();
+  auto unknown = cli({"process", "kill", id, "999999"});
+  EXPECT_EQ(unknown->wait(30s), 2);
+  EXPECT_NE(unknown->err().find("HTTP 404"), std::string::npos) << unknown->err();
+
+  // A shell on the sandbox that exists, its input from a pipe.
+  auto shell = cli({"shell", "--attach", id}, std::string("echo attached-$((1+2))\nexit 4\n"));
+  EXPECT_EQ(shell->wait(60s), 4) << shell->out() << shell->err();
+  EXPECT_NE(shell->out().find("attached-3"), std::string::npos) << shell->out();
+  Cli no_api({"sandbox", "shell", "--attach", id}, std::nullopt, {"RINGFENCE_TOKEN=" + tok});
+  EXPECT_EQ(no_api.wait(30s), 2);
+  EXPECT_NE(no_api.err().find("--api"), std::string::npos) << no_api.err();
+}
+
+}  // namespace
+}  // namespace rf::testing
