@@ -777,5 +777,75 @@ TEST_F(DockerBackendTest, AnApiSandboxExpiresAndItsContainerGoes) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// Issue 41 item 2 on docker: a background process of a front door's
+// sandbox outlives its request, takes stdin and a signal; a terminal takes
+// its size, as on native (the runner does the same in a container).
+TEST_F(DockerBackendTest, BackgroundProcessesAndTerminalsRunInContainers) {
+  char tmpl[] = "/tmp/rf-dprocs-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string tok = make_token(dir, "acme");
+  auto worker =
+      start_door_worker(dir, {"--sandbox-backend", "docker", "--docker-host",
+                              test_daemon().unix_host(), "--sandbox-image", test_daemon().image()});
+  int port = 0;
+  auto server = start_serve(dir, &port);
+  ASSERT_NE(port, 0);
+  auto call = [&](const std::string& method, const std::string& target, const std::string& body) {
+    HttpProbe p(port);
+    return p.request(method, target, tok, body);
+  };
+  using nlohmann::json;
+  auto made = call("POST", "/v1/sandboxes", "{}");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = json::parse(made.body)["id"];
+  const std::string base = "/v1/sandboxes/" + id + "/processes";
+  // The output of `pid` from 0 once it holds `needle` (or the last read).
+  auto output_with = [&](int pid, const std::string& needle) {
+    json got;
+    for (int i = 0; i < 100; ++i) {
+      auto r = call("GET", base + "/" + std::to_string(pid) + "/output?from=0&wait_ms=300", "");
+      if (r.status != 200) break;
+      got = json::parse(r.body);
+      if (got["stdout"].is_string() &&
+          got["stdout"].get<std::string>().find(needle) != std::string::npos)
+        break;
+    }
+    return got;
+  };
+  auto started =
+      call("POST", base, R"({"cmd": "echo up; read l; echo got-$l; sleep 1000", "stdin": true})");
+  ASSERT_EQ(started.status, 201) << started.body;
+  const int pid = json::parse(started.body)["pid"];
+  auto alive = call("POST", "/v1/sandboxes/" + id + "/exec",
+                    json{{"cmd", "kill -0 " + std::to_string(pid) + " && echo alive"}}.dump());
+  EXPECT_EQ(json::parse(alive.body)["stdout"], "alive\n") << alive.body;
+  EXPECT_EQ(call("POST", base + "/" + std::to_string(pid) + "/stdin", "docker\n").status, 204);
+  EXPECT_EQ(output_with(pid, "got-docker")["stdout"], "up\ngot-docker\n");
+  EXPECT_EQ(
+      call("POST", base + "/" + std::to_string(pid) + "/signal", R"({"signal": "TERM"})").status,
+      204);
+  json end = output_with(pid, "never");
+  for (int i = 0; i < 100 && end["process"]["state"] == "running"; ++i) end = output_with(pid, "x");
+  EXPECT_EQ(end["process"]["exit_code"], 143) << end.dump();
+
+  auto tty = call("POST", base, R"({"argv": ["/bin/sh"], "pty": true, "rows": 33, "cols": 91})");
+  ASSERT_EQ(tty.status, 201) << tty.body;
+  const int sh = json::parse(tty.body)["pid"];
+  EXPECT_EQ(call("POST", base + "/" + std::to_string(sh) + "/stdin", "stty size\n").status, 204);
+  EXPECT_NE(output_with(sh, "33 91")["stdout"].get<std::string>().find("33 91"), std::string::npos);
+  EXPECT_EQ(call("POST", base + "/" + std::to_string(sh) + "/resize", R"({"rows": 44, "cols": 99})")
+                .status,
+            204);
+  EXPECT_EQ(call("POST", base + "/" + std::to_string(sh) + "/stdin", "stty size\n").status, 204);
+  EXPECT_NE(output_with(sh, "44 99")["stdout"].get<std::string>().find("44 99"), std::string::npos);
+  EXPECT_EQ(call("DELETE", "/v1/sandboxes/" + id, "").status, 204);
+  server->signal(SIGTERM);
+  EXPECT_EQ(server->wait(std::chrono::seconds(30)), 0) << server->err();
+  worker->signal(SIGTERM);
+  EXPECT_EQ(worker->wait(std::chrono::seconds(60)), 0) << worker->err();
+  std::system(("rm -rf " + dir).c_str());
+}
+
 }  // namespace
 }  // namespace rf::testing
