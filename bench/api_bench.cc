@@ -41,6 +41,7 @@
 #include "bench_support.h"
 #include "http_probe.h"
 #include "native/native_backend.h"
+#include "serve_support.h"
 
 using namespace rf;
 using Clock = std::chrono::steady_clock;
@@ -94,70 +95,6 @@ std::string CpuMeter::per_call(uint64_t calls) const {
   return out;
 }
 
-struct Server {
-  pid_t pid = -1;
-  int port = 0;
-  ~Server() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
-// Starts `ringfence serve`, its stdout in a file the port is read from.
-bool start_server(const std::string& dir, Server* s) {
-  const std::string out = dir + "/serve.out";
-  const std::string cmd = std::string(RF_CLI_PATH) + " serve --listen 127.0.0.1:0 --state-dir " +
-                          dir + " --max-requests-per-token 4096 --max-sandboxes-per-project 64 > " +
-                          out + " 2> " + dir + "/serve.err";
-  s->pid = ::fork();
-  if (s->pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
-    ::_exit(127);
-  }
-  const auto end = Clock::now() + std::chrono::seconds(20);
-  while (Clock::now() < end) {
-    std::ifstream f(out);
-    std::string line;
-    if (std::getline(f, line) && line.find("listening on http://127.0.0.1:") == 0) {
-      s->port = std::stoi(line.substr(line.rfind(':') + 1));
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
-// Starts the worker whose door holds the API's sandboxes (issue 39: they
-// live on workers; serve forwards to them).
-bool start_worker(const std::string& dir, Server* w) {
-  const std::string cmd = std::string(RF_CLI_PATH) + " worker start --state-dir " + dir +
-                          " --sandbox-mode per_run > " + dir + "/worker.out 2> " + dir +
-                          "/worker.err";
-  w->pid = ::fork();
-  if (w->pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
-    ::_exit(127);
-  }
-  return w->pid > 0;
-}
-
-// A sandbox, once the worker's door is up (a 503 until then).
-std::string create(int port, const std::string& tok) {
-  const auto end = Clock::now() + std::chrono::seconds(30);
-  while (true) {
-    HttpProbe p(port);
-    auto r = p.request("POST", "/v1/sandboxes", tok, R"({"limits": {"pids": 1024}})");
-    if (r.status == 201) return json::parse(r.body)["id"];
-    if (r.status != 503 || Clock::now() > end) {
-      std::fprintf(stderr, "create: %d %s\n", r.status, r.body.c_str());
-      return "";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,14 +121,14 @@ int main(int argc, char** argv) {
   while (!tok.empty() && tok.back() == '\n') tok.pop_back();
   int rc = 0;
   {
-    Server worker;
-    if (!start_worker(dir, &worker)) return 1;
-    Server server;
-    if (!start_server(dir, &server)) {
+    bench::Server worker;
+    if (!bench::start_worker(RF_CLI_PATH, dir, &worker)) return 1;
+    bench::Server server;
+    if (!bench::start_server(RF_CLI_PATH, dir, &server)) {
       std::fprintf(stderr, "serve did not start (see %s/serve.err)\n", dir.c_str());
       return 1;
     }
-    const std::string id = create(server.port, tok);
+    const std::string id = bench::create_sandbox(server.port, tok);
     if (id.empty()) return 1;
 
     // 1. Round trips.
@@ -291,7 +228,7 @@ int main(int argc, char** argv) {
 
     // 2. Throughput: 16 clients over 4 sandboxes.
     std::vector<std::string> ids = {id};
-    for (int i = 0; i < 3; ++i) ids.push_back(create(server.port, tok));
+    for (int i = 0; i < 3; ++i) ids.push_back(bench::create_sandbox(server.port, tok));
     // `what` names the command in the line printed; false if a call failed.
     // The calls a second go to *rate when it is given.
     auto throughput = [&](const std::string& body, const char* what, double* rate = nullptr) {
@@ -396,7 +333,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> stream_ids;
       const int per = 200;
       for (int i = 0; i < (streams + per - 1) / per; ++i)
-        stream_ids.push_back(create(server.port, tok));
+        stream_ids.push_back(bench::create_sandbox(server.port, tok));
       std::vector<std::unique_ptr<HttpProbe>> open;
       // Long enough that the first is still running when the last has started.
       const std::string body = R"({"argv": ["sleep", "40"]})";

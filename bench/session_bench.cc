@@ -1,0 +1,307 @@
+// rf_session_bench: background processes through `ringfence serve` (issue
+// 41 item 2), the real binaries on loopback, one worker whose door holds the
+// sandboxes.
+//  1. start: POST .../processes {"argv": ["echo", "ready"]} into a warm
+//     sandbox, then GET .../output?from=0&wait_ms=... until "ready" came
+//     (bar: 2 ms p50). Peer: a fresh bubblewrap sandbox running the same
+//     echo, its line read from its stdout.
+//  2. follow: a process prints the wall clock (`date +%s%N`) every 20 ms; a
+//     client follows its output as server-sent events and, for each line,
+//     takes its own clock minus the printed one: how long a line takes from
+//     the process to the client. Floor: the same command in a native sandbox
+//     of this process, its output to a sink here (no worker, no serve, no
+//     HTTP); what serve and the door add is follow minus floor (bar: 1 ms).
+//  3. idle: --idle-sandboxes sandboxes with --idle-per-sandbox `sleep`
+//     processes each; the worker's CPU over --quiet-seconds with them and
+//     without them (bar: none, no polling), and its resident memory per
+//     process (bar: 64 KiB beyond their buffers, which hold nothing yet).
+//
+//   build/bench/rf_session_bench [--iterations N] [--idle-sandboxes S]
+//                                [--idle-per-sandbox P] [--quiet-seconds Q]
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.h"
+#include "http_probe.h"
+#include "native/native_backend.h"
+#include "serve_support.h"
+
+using namespace rf;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+using rf::testing::HttpProbe;
+
+namespace {
+
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A process's CPU (user + system) so far, in ms, from /proc/PID/stat.
+double cpu_ms(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stod(field);
+    if (i == 15) stime = std::stod(field);
+  }
+  return (utime + stime) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// "VmRSS" or "Threads" of /proc/PID/status (kB for VmRSS).
+long status_field(pid_t pid, const std::string& name) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(name + ":", 0) == 0) return std::stol(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+// Lines of `date +%s%N` arriving on a server-sent event stream: each one's
+// delay from the process's clock to ours, in µs.
+std::vector<double> follow_delays(HttpProbe& p, int lines) {
+  std::vector<double> out;
+  std::string buf;
+  while (static_cast<int>(out.size()) < lines) {
+    pollfd pf{p.fd(), POLLIN, 0};
+    if (::poll(&pf, 1, 5000) <= 0) break;
+    char chunk[4096];
+    const ssize_t n = ::recv(p.fd(), chunk, sizeof chunk, 0);
+    if (n <= 0) break;
+    const int64_t now = wall_ns();
+    buf.append(chunk, static_cast<size_t>(n));
+    size_t at;
+    while ((at = buf.find("\"data\":\"")) != std::string::npos) {
+      const size_t end = buf.find("\\n", at);
+      if (end == std::string::npos) break;
+      const std::string stamp = buf.substr(at + 8, end - at - 8);
+      buf.erase(0, end);
+      if (!stamp.empty() && stamp.find_first_not_of("0123456789") == std::string::npos)
+        out.push_back(static_cast<double>(now - std::stoll(stamp)) / 1000.0);
+    }
+  }
+  return out;
+}
+
+// The floor of 2: the same lines from a native sandbox of this process.
+class StampSink : public OutputSink {
+ public:
+  void on_stdout(std::string_view d) override {
+    const int64_t now = wall_ns();
+    std::lock_guard lock(mu_);
+    partial_.append(d);
+    size_t nl;
+    while ((nl = partial_.find('\n')) != std::string::npos) {
+      const std::string stamp = partial_.substr(0, nl);
+      partial_.erase(0, nl + 1);
+      if (!stamp.empty() && stamp.find_first_not_of("0123456789") == std::string::npos)
+        delays.push_back(static_cast<double>(now - std::stoll(stamp)) / 1000.0);
+    }
+  }
+  void on_stderr(std::string_view) override {}
+  std::vector<double> delays;
+
+ private:
+  std::mutex mu_;
+  std::string partial_;
+};
+
+const char* kStampLoop = "i=0; while [ $i -lt %d ]; do date +%%s%%N; sleep 0.02; i=$((i+1)); done";
+
+std::string stamp_loop(int lines) {
+  char cmd[160];
+  std::snprintf(cmd, sizeof cmd, kStampLoop, lines);
+  return cmd;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iterations = 300, idle_sandboxes = 100, idle_per = 10, quiet = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--idle-sandboxes")) idle_sandboxes = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--idle-per-sandbox")) idle_per = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--quiet-seconds")) quiet = std::atoi(argv[i + 1]);
+  }
+  rlimit nofile{65536, 65536};
+  ::setrlimit(RLIMIT_NOFILE, &nofile);
+  ::signal(SIGPIPE, SIG_IGN);
+  char tmpl[] = "/tmp/rf-session-bench-XXXXXX";
+  if (!::mkdtemp(tmpl)) return 1;
+  const std::string dir = tmpl;
+  // One project per 50 sandboxes: a worker holds at most 64 of one project.
+  std::vector<std::string> tokens;
+  for (int p = 0; p < std::max(1, (idle_sandboxes + 49) / 50); ++p) {
+    std::string tok;
+    if (bench::run_cli(
+            RF_CLI_PATH,
+            {"token", "create", "--project", "bench" + std::to_string(p), "--state-dir", dir},
+            &tok) != 0) {
+      std::fprintf(stderr, "token create failed\n");
+      return 1;
+    }
+    while (!tok.empty() && tok.back() == '\n') tok.pop_back();
+    tokens.push_back(tok);
+  }
+  const std::string& tok = tokens[0];
+  int rc = 0;
+  {
+    bench::Server worker;
+    if (!bench::start_worker(RF_CLI_PATH, dir, &worker)) return 1;
+    bench::Server server;
+    if (!bench::start_server(RF_CLI_PATH, dir, &server)) {
+      std::fprintf(stderr, "serve did not start (see %s/serve.err)\n", dir.c_str());
+      return 1;
+    }
+    const std::string id = bench::create_sandbox(server.port, tok);
+    if (id.empty()) return 1;
+    const std::string procs = "/v1/sandboxes/" + id + "/processes";
+
+    // 1. Start and first line, against a fresh bubblewrap echo.
+    HttpProbe api(server.port);
+    std::vector<double> start_us, bwrap_us;
+    auto peer = bench::bwrap_args();
+    peer.back() = "/bin/echo";  // in place of /bin/true
+    peer.push_back("ready");
+    for (int i = 0; i < iterations + 20; ++i) {
+      const auto t0 = Clock::now();
+      auto made = api.request("POST", procs, tok, R"({"argv": ["echo", "ready"]})");
+      if (made.status != 201) {
+        std::fprintf(stderr, "start: %d %s\n", made.status, made.body.c_str());
+        return 1;
+      }
+      const std::string out = procs + "/" + std::to_string(json::parse(made.body).value("pid", 0)) +
+                              "/output?from=0&wait_ms=2000";
+      for (;;) {
+        auto r = api.request("GET", out, tok);
+        if (r.status != 200) {
+          std::fprintf(stderr, "output: %d %s\n", r.status, r.body.c_str());
+          return 1;
+        }
+        const json j = json::parse(r.body);
+        if (j["stdout"].is_string() && j["stdout"].get<std::string>() == "ready\n") break;
+      }
+      if (i >= 20) start_us.push_back(us_since(t0));
+      const auto b0 = Clock::now();
+      std::string line;
+      if (bench::run_cli(peer[0], std::vector<std::string>(peer.begin() + 1, peer.end()), &line) !=
+              0 ||
+          line != "ready\n") {
+        std::fprintf(stderr, "bwrap: %s\n", line.c_str());
+        return 1;
+      }
+      if (i >= 20) bwrap_us.push_back(us_since(b0));
+    }
+    const auto s = bench::summarise(start_us), b = bench::summarise(bwrap_us);
+    std::printf("start a background process, first line  p50 %7.0f us  p99 %7.0f us  (bar 2000)\n",
+                s.p50, s.p99);
+    std::printf("  peer: fresh bwrap, echo, its line      p50 %7.0f us  p99 %7.0f us  (%.1fx)\n",
+                b.p50, b.p99, b.p50 / s.p50);
+
+    // 2. Follow: a line's way from the process to a client, against the floor.
+    const int lines = std::max(50, iterations / 2);
+    auto stamper = api.request("POST", procs, tok, json{{"cmd", stamp_loop(lines)}}.dump());
+    const int stamp_pid = json::parse(stamper.body).value("pid", 0);
+    HttpProbe follower(server.port);
+    follower.send_raw("GET " + procs + "/" + std::to_string(stamp_pid) +
+                      "/output?from=now HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
+                      "Authorization: Bearer " +
+                      tok + "\r\n\r\n");
+    auto followed = follow_delays(follower, lines - 5);
+    auto backend =
+        native::make_native_backend(native::NativeOptions{RF_RUNNER_PATH, "rf-session-bench"});
+    if (!backend) return 1;
+    auto direct = (*backend)->create(SandboxSpec{});
+    if (!direct) return 1;
+    StampSink floor;
+    ExecCall c;
+    c.argv = {"/bin/sh", "-c", stamp_loop(lines)};
+    (void)(*direct)->exec(c, floor);
+    (void)(*direct)->destroy();
+    if (followed.size() < 10 || floor.delays.size() < 10) {
+      std::fprintf(stderr, "follow: %zu lines through serve, %zu direct\n", followed.size(),
+                   floor.delays.size());
+      return 1;
+    }
+    const auto f = bench::summarise(followed), fl = bench::summarise(floor.delays);
+    std::printf("follow: a line, process to client         p50 %7.0f us  p99 %7.0f us\n", f.p50,
+                f.p99);
+    std::printf("  floor: to a sink in this process        p50 %7.0f us  p99 %7.0f us\n", fl.p50,
+                fl.p99);
+    std::printf("  added by the door and serve             p50 %7.0f us  (bar 1000)\n",
+                f.p50 - fl.p50);
+
+    // 3. Idle processes: the worker's CPU and memory.
+    std::vector<std::pair<std::string, std::string>> idle;  // sandbox, token
+    for (int i = 0; i < idle_sandboxes; ++i) {
+      const std::string& t = tokens[static_cast<size_t>(i / 50)];
+      const std::string sb = bench::create_sandbox(server.port, t, "{}");
+      if (sb.empty()) return 1;
+      idle.emplace_back(sb, t);
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const long rss0 = status_field(worker.pid, "VmRSS");
+    const double quiet0 = cpu_ms(worker.pid);
+    std::this_thread::sleep_for(std::chrono::seconds(quiet));
+    const double base_cpu = cpu_ms(worker.pid) - quiet0;
+    for (const auto& [sb, t] : idle) {
+      HttpProbe p(server.port);
+      for (int k = 0; k < idle_per; ++k) {
+        auto r = p.request("POST", "/v1/sandboxes/" + sb + "/processes", t,
+                           R"({"argv": ["sleep", "100000"]})");
+        if (r.status != 201) {
+          std::fprintf(stderr, "idle start: %d %s\n", r.status, r.body.c_str());
+          return 1;
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const long rss1 = status_field(worker.pid, "VmRSS");
+    const long threads = status_field(worker.pid, "Threads");
+    const double quiet1 = cpu_ms(worker.pid);
+    std::this_thread::sleep_for(std::chrono::seconds(quiet));
+    const double idle_cpu = cpu_ms(worker.pid) - quiet1;
+    const int n = idle_sandboxes * idle_per;
+    std::printf(
+        "idle: %d processes in %d sandboxes; worker CPU over %d s: %.0f ms (%.0f ms "
+        "without them)\n",
+        n, idle_sandboxes, quiet, idle_cpu, base_cpu);
+    std::printf("  worker memory: +%ld KiB, %.1f KiB a process (bar 64), %ld threads\n",
+                rss1 - rss0, static_cast<double>(rss1 - rss0) / n, threads);
+    for (const auto& [sb, t] : idle) {
+      HttpProbe p(server.port);
+      (void)p.request("DELETE", "/v1/sandboxes/" + sb, t);
+    }
+    if (s.p50 > 2000 || f.p50 - fl.p50 > 1000) rc = 2;
+  }
+  std::filesystem::remove_all(dir);
+  return rc;
+}
