@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/json_input.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
 
@@ -39,7 +40,15 @@ void parse_frame(const Frame& f) {
     case MsgType::kFileMkdir:
     case MsgType::kFileRemove:
     case MsgType::kFileMove:
+    case MsgType::kFileWatch:
       (void)rf::proto::parse_file_request(f.json);
+      break;
+    case MsgType::kWatchEvents:
+      (void)rf::proto::parse_watch_events(f.json);
+      break;
+    case MsgType::kFileUnwatch:
+    case MsgType::kWatchEnd:
+      (void)rf::parse_json_or_discarded(f.json);
       break;
     case MsgType::kFileData:
     case MsgType::kFileInfo:

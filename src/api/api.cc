@@ -82,6 +82,8 @@ std::span<const Api::Route> Api::routes() {
       {V::post, "/v1/sandboxes/{id}/files:mkdir", Access::kToken, &Api::sandbox_file_mkdir,
        "path,parents"},
       {V::post, "/v1/sandboxes/{id}/files:move", Access::kToken, &Api::sandbox_file_move},
+      {V::get, "/v1/sandboxes/{id}/files:watch", Access::kToken, &Api::sandbox_file_watch,
+       "path,recursive"},
       {V::post, "/v1/sandboxes/{id}/processes", Access::kToken, &Api::sandbox_processes},
       {V::get, "/v1/sandboxes/{id}/processes", Access::kToken, &Api::sandbox_processes},
       {V::get, "/v1/sandboxes/{id}/processes/{pid}", Access::kToken, &Api::sandbox_processes},

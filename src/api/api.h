@@ -110,6 +110,7 @@ class Api {
   void sandbox_file_delete(Ctx& c);
   void sandbox_file_mkdir(Ctx& c);
   void sandbox_file_move(Ctx& c);
+  void sandbox_file_watch(Ctx& c);
   void sandbox_processes(Ctx& c);  // every /v1/sandboxes/{id}/processes route
   void sandbox_exec(Ctx& c);
   void sandbox_file_get(Ctx& c);

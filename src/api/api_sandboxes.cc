@@ -250,6 +250,44 @@ void Api::sandbox_file_move(Ctx& c) {
   answer(c.out, 200, {{"from", from}, {"to", to}});
 }
 
+// A directory watched (issue 41): server-sent events from inotify inside
+// the sandbox until it ends or the client leaves (the watch then ends
+// inside within 100 ms). The stream begins with the watch: a path that
+// cannot be watched is a plain 400.
+void Api::sandbox_file_watch(Ctx& c) {
+  auto path = path_of(c.target, c.out);
+  if (!path) return;
+  auto recursive = flag_of(c.target, "recursive", c.out);
+  if (!recursive) return;
+  if (!wants_sse(c.request)) {
+    return fail(c.out, 406, "Accept", "a watch is a stream: send Accept: text/event-stream");
+  }
+  std::optional<SseSink> sink;
+  bool cannot = false;
+  Responder& out = c.out;
+  ++streams_open_;
+  auto followed = sandboxes_.watch_dir(
+      c.who.project, c.param("id"), *path, *recursive,
+      [&](const char* name, const json& data) {
+        if (!sink && !cannot) {
+          if (out.begin_stream(200, "text/event-stream")) {
+            sink.emplace(out);
+          } else {
+            cannot = true;
+          }
+        }
+        if (sink) sink->event(name, data);
+      },
+      [&] { return cannot || (sink && sink->gone()) || out.client_gone(); });
+  --streams_open_;
+  if (auto* e = std::get_if<ServiceError>(&followed)) {
+    if (!sink) return fail_with(c.out, *e);
+    json j = {{"error", e->message}, {"status", e->status}};
+    sink->event("error", j);
+  }
+  if (sink && !sink->gone()) (void)c.out.end_stream();
+}
+
 void Api::sandbox_file_stat(Ctx& c) {
   auto path = path_of(c.target, c.out);
   if (!path) return;

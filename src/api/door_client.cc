@@ -11,6 +11,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cstring>
+#include <limits>
 
 namespace rf::api {
 namespace http = boost::beast::http;
@@ -251,7 +252,9 @@ Result<int> DoorClient::stream(
       return unavailable(door, "the request could not be sent");
     }
     http::response_parser<http::string_body> parser;
-    parser.body_limit(boost::none);
+    // Not boost::none: Boost 1.74 refuses every Content-Length body with it
+    // (the length is compared against the optional, and none is less).
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     // Server-sent events, as they come: "event: NAME\ndata: DATA\n\n".
     std::string lines;
     auto on_chunk = [&](std::uint64_t, boost::beast::string_view data,

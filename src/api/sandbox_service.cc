@@ -13,6 +13,7 @@
 #include "sandbox/file_tree.h"
 #include "sandbox/lifetime_request.h"
 #include "sandbox/result_json.h"
+#include "sandbox/watch_stream.h"
 
 namespace rf::api {
 using httpd::query_escaped;
@@ -872,6 +873,46 @@ ServiceResult<bool> LocalSandboxes::follow_process(const std::string& project,
   if (!h->processes->find(pid))
     return ServiceError{404, "pid", "no process " + std::to_string(pid)};
   return follow_process_output(*h->processes, pid, from, emit, gone);
+}
+
+ServiceResult<bool> LocalSandboxes::watch_dir(const std::string& project, const std::string& id,
+                                              const std::string& path, bool recursive,
+                                              const ProcessEvent& emit,
+                                              const std::function<bool()>& gone) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  auto followed = follow_watch(*h->sandbox, path, recursive, emit, gone);
+  if (!followed) return ServiceError{400, "path", followed.error().to_string()};
+  return *followed;
+}
+
+ServiceResult<bool> WorkerSandboxes::watch_dir(const std::string& project, const std::string& id,
+                                               const std::string& path, bool recursive,
+                                               const ProcessEvent& emit,
+                                               const std::function<bool()>& gone) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  bool ended = false;
+  auto on_event = [&](std::string_view name, std::string_view data) {
+    const json d = parse_json_or_discarded(data);
+    if (!d.is_object()) return;
+    const std::string n(name);
+    if (n == "end") ended = true;
+    emit(n.c_str(), d);
+  };
+  auto hdrs = headers(project, "");
+  hdrs["Accept"] = "text/event-stream";
+  std::string error_body;
+  auto status = doors_.stream(*door, "GET",
+                              "/door/v1/sandboxes/" + query_escaped(id) + "/files:watch?path=" +
+                                  query_escaped(path) + (recursive ? "&recursive=true" : ""),
+                              hdrs, "", on_event, gone, &error_body);
+  if (!status) {
+    if (gone && gone()) return false;
+    return ServiceError{503, "", status.error().to_string()};
+  }
+  if (*status != 200) return error_of(DoorReply{*status, "", error_body});
+  return ended;
 }
 
 ServiceResult<json> WorkerSandboxes::process(const std::string& project, const std::string& id,

@@ -111,6 +111,13 @@ class SandboxService {
   virtual ServiceResult<bool> follow_process(const std::string& project, const std::string& id,
                                              int pid, uint64_t from, const ProcessEvent& emit,
                                              const std::function<bool()>& gone) = 0;
+  // A directory watched (issue 41; sandbox/watch_stream.h): its events to
+  // `emit` until it ends (true) or `gone` says so (false); an error, before
+  // any event, when it cannot be watched.
+  virtual ServiceResult<bool> watch_dir(const std::string& project, const std::string& id,
+                                        const std::string& path, bool recursive,
+                                        const ProcessEvent& emit,
+                                        const std::function<bool()>& gone) = 0;
   // Ends every sandbox this process holds (LocalSandboxes); a front door holds none.
   virtual void destroy_all() {}
 
@@ -197,6 +204,9 @@ class LocalSandboxes final : public SandboxService {
   ServiceResult<bool> follow_process(const std::string& project, const std::string& id, int pid,
                                      uint64_t from, const ProcessEvent& emit,
                                      const std::function<bool()>& gone) override;
+  ServiceResult<bool> watch_dir(const std::string& project, const std::string& id,
+                                const std::string& path, bool recursive, const ProcessEvent& emit,
+                                const std::function<bool()>& gone) override;
   void destroy_all() override;
   Counts counts() override;
 
@@ -260,6 +270,9 @@ class WorkerSandboxes final : public SandboxService {
   ServiceResult<bool> follow_process(const std::string& project, const std::string& id, int pid,
                                      uint64_t from, const ProcessEvent& emit,
                                      const std::function<bool()>& gone) override;
+  ServiceResult<bool> watch_dir(const std::string& project, const std::string& id,
+                                const std::string& path, bool recursive, const ProcessEvent& emit,
+                                const std::function<bool()>& gone) override;
   Counts counts() override;
 
  private:

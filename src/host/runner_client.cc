@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 
+#include "core/json_input.h"
 #include "core/units.h"
 
 namespace rf::host {
@@ -481,6 +482,54 @@ Status RunnerClient::file_op(MsgType type, const proto::FileRequest& req) {
   if (f->type != MsgType::kOk) return unexpected(*f, proto::type_name(type));
   return ok_status();
 }
+
+Result<std::string> RunnerClient::watch(
+    const std::string& path, bool recursive, const std::function<void(uint32_t)>& on_watching,
+    const std::function<void(std::vector<proto::FileEvent>&&)>& on_events) {
+  const std::string what = "file_watch " + path;
+  if (runner_minor_ < proto::kWatchMinor) {
+    return make_error(what, "the sandbox's tool runner speaks protocol " + runner_protocol_ +
+                                ", which has no file_watch (0.5 has)");
+  }
+  proto::FileRequest req;
+  req.path = path;
+  req.recursive = recursive;
+  Pending p;
+  add_pending(p);
+  std::optional<Error> refused;
+  std::string why;
+  p.handle = [&](Frame& f) {
+    switch (f.type) {
+      case MsgType::kOk:
+        if (on_watching) on_watching(p.id);
+        return false;
+      case MsgType::kWatchEvents: {
+        auto events = proto::parse_watch_events(f.json);
+        if (events) on_events(std::move(*events));
+        return false;
+      }
+      case MsgType::kWatchEnd: {
+        const auto j = parse_json_or_discarded(f.json);
+        why = j.is_object() ? j.value("reason", std::string("ended")) : "ended";
+        return true;
+      }
+      case MsgType::kError:
+        refused = from_error_frame(f);
+        return true;
+      default:
+        refused = unexpected(f, "file_watch");
+        return true;
+    }
+  };
+  Status s = send(MsgType::kFileWatch, p.id, proto::to_json(req));
+  if (s) s = wait(p);
+  remove_pending(p);
+  if (!s) return s.take_error();
+  if (refused) return *refused;
+  return why;
+}
+
+Status RunnerClient::unwatch(uint32_t id) { return send(MsgType::kFileUnwatch, id, "{}"); }
 
 Status RunnerClient::make_dir(const std::string& path, bool parents) {
   proto::FileRequest req;

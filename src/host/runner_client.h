@@ -64,6 +64,14 @@ class RunnerClient {
   Status remove(const std::string& path, bool recursive);
   Status move(const std::string& from, const std::string& to);
   Result<proto::FileInfo> stat(const std::string& path);
+  // Protocol 0.5 (proto::kWatchMinor): watches a directory until it ends
+  // (unwatch(), its directory gone, the connection gone), each batch of
+  // events to `on_events` on this thread; `on_watching` hears its id once
+  // the runner took it. Returns why it ended; an error when it never began.
+  Result<std::string> watch(const std::string& path, bool recursive,
+                            const std::function<void(uint32_t)>& on_watching,
+                            const std::function<void(std::vector<proto::FileEvent>&&)>& on_events);
+  Status unwatch(uint32_t id);
   Status set_env(const proto::SetEnv& vars);
   Result<proto::ProbeResult> probe();
 

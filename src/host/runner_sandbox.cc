@@ -115,6 +115,14 @@ Status RunnerSandbox::make_dir(const std::string& path, bool parents) {
   return checked(runner_->make_dir(path, parents));
 }
 
+Result<std::string> RunnerSandbox::watch(
+    const std::string& path, bool recursive, const std::function<void(uint32_t)>& on_watching,
+    const std::function<void(std::vector<proto::FileEvent>&&)>& on_events) {
+  return checked(runner_->watch(path, recursive, on_watching, on_events));
+}
+
+Status RunnerSandbox::unwatch(uint32_t id) { return runner_->unwatch(id); }
+
 Status RunnerSandbox::remove(const std::string& path, bool recursive) {
   return checked(runner_->remove(path, recursive));
 }

@@ -49,6 +49,10 @@ class RunnerSandbox : public Sandbox {
   Status make_dir(const std::string& path, bool parents) override;
   Status remove(const std::string& path, bool recursive) override;
   Status move(const std::string& from, const std::string& to) override;
+  Result<std::string> watch(
+      const std::string& path, bool recursive, const std::function<void(uint32_t)>& on_watching,
+      const std::function<void(std::vector<proto::FileEvent>&&)>& on_events) override;
+  Status unwatch(uint32_t id) override;
   Status set_env(const std::map<std::string, std::string>& vars) override;
   Status unset_env(const std::vector<std::string>& names) override;
   Result<proto::ProbeResult> probe() override;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "core/unique_fd.h"
@@ -261,7 +262,10 @@ Result<Response> fetch(const Request& req, const Options& o, Failure* failure_ou
   }
   beast_http::response_parser<beast_http::string_body> parser;
   if (o.on_body) {
-    parser.body_limit(boost::none);  // a stream: the caller bounds what it keeps
+    // A stream: the caller bounds what it keeps. Not boost::none: Boost 1.74
+    // compares a Content-Length against the optional, and none is less than
+    // any length, so every answer with a body would be "body limit exceeded".
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   } else {
     parser.body_limit(o.body_limit);
   }

@@ -43,6 +43,10 @@ bool known_type(uint8_t t) {
     case MsgType::kSetEnv:
     case MsgType::kProbe:
     case MsgType::kProbeResult:
+    case MsgType::kFileWatch:
+    case MsgType::kFileUnwatch:
+    case MsgType::kWatchEvents:
+    case MsgType::kWatchEnd:
     case MsgType::kOk:
     case MsgType::kError:
     case MsgType::kShutdown:
@@ -102,6 +106,14 @@ const char* type_name(MsgType t) {
       return "probe";
     case MsgType::kProbeResult:
       return "probe_result";
+    case MsgType::kFileWatch:
+      return "file_watch";
+    case MsgType::kFileUnwatch:
+      return "file_unwatch";
+    case MsgType::kWatchEvents:
+      return "watch_events";
+    case MsgType::kWatchEnd:
+      return "watch_end";
     case MsgType::kOk:
       return "ok";
     case MsgType::kError:

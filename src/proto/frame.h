@@ -50,6 +50,10 @@ enum class MsgType : uint8_t {
   kSetEnv = 30,
   kProbe = 31,
   kProbeResult = 32,
+  kFileWatch = 33,    // H→R, protocol 0.5: watch a directory (recursive when asked)
+  kFileUnwatch = 34,  // H→R, protocol 0.5: stop a watch (answered by its watch_end)
+  kWatchEvents = 35,  // R→H, protocol 0.5: what happened under a watched directory
+  kWatchEnd = 36,     // R→H, protocol 0.5: a watch ended, and why
   kOk = 40,
   kError = 41,
   kShutdown = 42,

@@ -214,6 +214,11 @@ std::string to_json(const std::vector<FileInfo>& entries) {
   for (const auto& e : entries) arr.push_back(file_info_json(e));
   return dump(json{{"entries", arr}});
 }
+std::string to_json(const std::vector<FileEvent>& events) {
+  json arr = json::array();
+  for (const auto& e : events) arr.push_back({{"type", e.type}, {"path", e.path}, {"dir", e.dir}});
+  return dump(json{{"events", arr}});
+}
 std::string to_json(const SetEnv& m) { return dump(json{{"set", m.set}, {"unset", m.unset}}); }
 std::string to_json(const Signal& m) { return dump(json{{"signal", m.signal}}); }
 std::string to_json(const Resize& m) { return dump(json{{"rows", m.rows}, {"cols", m.cols}}); }
@@ -355,6 +360,24 @@ Result<std::vector<FileInfo>> parse_file_entries(const std::string& s) {
       return make_error("file_entries.entries[" + std::to_string(i) + "]", e.error().to_string());
     }
     out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+Result<std::vector<FileEvent>> parse_watch_events(const std::string& s) {
+  const json j = rf::parse_json_or_discarded(s);
+  if (j.is_discarded() || !j.is_object() || !j.contains("events") || !j["events"].is_array()) {
+    return make_error("watch_events.events", "expected an array");
+  }
+  std::vector<FileEvent> out;
+  for (size_t i = 0; i < j["events"].size(); ++i) {
+    const json& e = j["events"][i];
+    if (!e.is_object() || !e.contains("type") || !e["type"].is_string() || !e.contains("path") ||
+        !e["path"].is_string()) {
+      return make_error("watch_events.events[" + std::to_string(i) + "]",
+                        "expected {type, path, dir}");
+    }
+    out.push_back({e["type"], e["path"], e.value("dir", false)});
   }
   return out;
 }

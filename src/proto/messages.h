@@ -16,11 +16,11 @@ namespace rf::proto {
 
 // The protocol version this build speaks, and the range of peer versions it
 // accepts: same major, minor in [kMinMinor, kMaxMinor]. The one place the
-// range is written; compatible_range() says it (">=0.1,<0.5").
-inline constexpr const char* kProtocolVersion = "0.4.0";
+// range is written; compatible_range() says it (">=0.1,<0.6").
+inline constexpr const char* kProtocolVersion = "0.5.0";
 inline constexpr int kProtocolMajor = 0;
 inline constexpr int kMinMinor = 1;
-inline constexpr int kMaxMinor = 4;
+inline constexpr int kMaxMinor = 5;
 // The first minor with cred_request/cred_answer (JIT credentials): a runner
 // sends cred_request only to a host that said at least this.
 inline constexpr int kCredMinor = 2;
@@ -30,6 +30,9 @@ inline constexpr int kCredWithdrawnMinor = 3;
 // The first minor with file_mkdir, file_remove and file_move: a host sends
 // them only to a runner that said at least this.
 inline constexpr int kFileOpsMinor = 4;
+// The first minor with file_watch, file_unwatch, watch_events and
+// watch_end: a host sends them only to a runner that said at least this.
+inline constexpr int kWatchMinor = 5;
 std::string compatible_range();
 
 struct Version {
@@ -101,6 +104,16 @@ struct FileRequest {
   int64_t max_bytes = 0;   // file_read: 0 means kMaxData
   std::string to;          // file_move: the new path
   bool recursive = false;  // file_remove: a directory with everything in it
+};
+
+// One thing that happened under a watched directory (watch_events):
+// `type` is create, write, remove, rename (the old name), chmod, or
+// overflow (events were lost; the path is the watch's); `path` is the
+// sandbox's, below the watched path as it was given.
+struct FileEvent {
+  std::string type;
+  std::string path;
+  bool dir = false;
 };
 
 struct FileInfo {
@@ -175,6 +188,7 @@ std::string to_json(const ExitStatus&);
 std::string to_json(const FileRequest&);
 std::string to_json(const FileInfo&);
 std::string to_json(const std::vector<FileInfo>&);
+std::string to_json(const std::vector<FileEvent>&);  // watch_events: {"events": [...]}
 std::string to_json(const SetEnv&);
 std::string to_json(const Signal&);
 std::string to_json(const Resize&);
@@ -191,6 +205,7 @@ Result<ExitStatus> parse_exit(const std::string& json);
 Result<FileRequest> parse_file_request(const std::string& json);
 Result<FileInfo> parse_file_info(const std::string& json);
 Result<std::vector<FileInfo>> parse_file_entries(const std::string& json);
+Result<std::vector<FileEvent>> parse_watch_events(const std::string& json);
 Result<SetEnv> parse_set_env(const std::string& json);
 Result<Signal> parse_signal(const std::string& json);
 Result<Resize> parse_resize(const std::string& json);

@@ -6,6 +6,8 @@
 // "file_read /workspace/x: No such file or directory".
 #pragma once
 
+#include <fcntl.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +46,11 @@ class FileOps {
   Status remove(const std::string& path, bool recursive) const;
   // A rename: both names resolve inside the root; across mounts is EXDEV.
   Status move(const std::string& from, const std::string& to) const;
+
+  // A directory resolved inside the root (O_PATH): what a watch watches.
+  Result<UniqueFd> open_dir(const std::string& path, const std::string& where) const {
+    return resolve(path, O_PATH | O_DIRECTORY, where);
+  }
 
   int root_fd() const { return root_.get(); }
 

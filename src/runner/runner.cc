@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "core/io.h"
 
@@ -45,6 +46,10 @@ constexpr uint64_t kBridgeBit = uint64_t{1} << 63;
 constexpr uint64_t kCredBit = uint64_t{1} << 62;
 // A supervisor's socket: this bit, or its pid.
 constexpr uint64_t kSupervisorBit = uint64_t{1} << 61;
+// A directory watch's inotify descriptor: this bit, or the watch's id.
+constexpr uint64_t kWatchBit = uint64_t{1} << 60;
+// Events per watch_events frame, well inside kMaxJson.
+constexpr size_t kEventsPerFrame = 2000;
 
 uint64_t token(uint32_t call_id, FdKind kind) {
   return (uint64_t{call_id} << 8) | static_cast<uint64_t>(kind);
@@ -286,6 +291,8 @@ void Runner::on_event(const epoll_event& ev) {
     if (bridge_) bridge_->on_event(t & ~kBridgeBit, ev.events);
   } else if (t & kCredBit) {
     if (cred_) cred_->on_event(t & ~kCredBit, ev.events);
+  } else if (t & kWatchBit) {
+    on_watch(static_cast<uint32_t>(t & ~kWatchBit));
   } else {
     // A call's descriptor, or its supervisor's socket (the call it is busy with).
     const bool supervisor = (t & kSupervisorBit) != 0;
@@ -604,6 +611,9 @@ void Runner::handle(proto::Frame&& f) {
     case MsgType::kFileRemove:
     case MsgType::kFileMove:
       return handle_file(std::move(f));
+    case MsgType::kFileWatch:
+    case MsgType::kFileUnwatch:
+      return handle_watch(f);
     case MsgType::kSetEnv:
       return handle_set_env(f);
     case MsgType::kProbe:
@@ -805,6 +815,54 @@ void Runner::handle_file(proto::Frame&& f) {
       return send(MsgType::kFileInfo, f.call_id, proto::to_json(*info));
     }
   }
+}
+
+void Runner::handle_watch(const proto::Frame& f) {
+  const uint32_t id = f.call_id;
+  if (f.type == MsgType::kFileUnwatch) {
+    // One that already ended (its directory went) is no error: its end was sent.
+    if (watches_.count(id) != 0) end_watch(id, "unwatched");
+    return;
+  }
+  auto req = proto::parse_file_request(f.json);
+  if (!req) return reply_error(id, req.error());
+  const std::string where = "file_watch " + req->path;
+  if (id == 0) return reply_error(0, make_error(where, "id 0 is reserved for the sandbox"));
+  if (watches_.count(id) != 0 || calls_.count(id) != 0) {
+    return reply_error(id, make_error(where, "id " + std::to_string(id) + " is in use"));
+  }
+  if (watches_.size() >= kMaxWatches) {
+    return reply_error(id, make_error(where, "the sandbox has " + std::to_string(kMaxWatches) +
+                                                 " watches, the most it keeps"));
+  }
+  auto w = DirWatch::start(files_, req->path, req->recursive);
+  if (!w) return reply_error(id, w.error());
+  watch_token((*w)->fd(), kWatchBit | id, EPOLLIN);
+  watches_[id] = std::move(*w);
+  send(MsgType::kOk, id, "{}");
+}
+
+void Runner::on_watch(uint32_t id) {
+  auto it = watches_.find(id);
+  if (it == watches_.end()) return;
+  std::string why;
+  auto events = it->second->read(files_, &why);
+  for (size_t at = 0; at < events.size(); at += kEventsPerFrame) {
+    const auto end =
+        events.begin() + static_cast<long>(std::min(events.size(), at + kEventsPerFrame));
+    send(
+        MsgType::kWatchEvents, id,
+        proto::to_json(std::vector<proto::FileEvent>(events.begin() + static_cast<long>(at), end)));
+  }
+  if (!why.empty()) end_watch(id, why);
+}
+
+void Runner::end_watch(uint32_t id, const std::string& why) {
+  auto it = watches_.find(id);
+  if (it == watches_.end()) return;
+  watch_token(it->second->fd(), 0, 0);
+  watches_.erase(it);
+  send(MsgType::kWatchEnd, id, nlohmann::json{{"reason", why}}.dump());
 }
 
 void Runner::handle_set_env(const proto::Frame& f) {

@@ -25,6 +25,7 @@
 #include "runner/cred_server.h"
 #include "runner/egress_bridge.h"
 #include "runner/file_ops.h"
+#include "runner/file_watch.h"
 #include "runner/orphans.h"
 #include "runner/supervisor_pool.h"
 
@@ -154,6 +155,12 @@ class Runner final : public Loop {
   void set_call_timer();
   void on_call_timer();
   std::map<uint32_t, std::unique_ptr<Call>> calls_;
+  // Directory watches (file_watch), by the id the host gave; at most kMaxWatches.
+  static constexpr size_t kMaxWatches = 64;
+  std::map<uint32_t, std::unique_ptr<DirWatch>> watches_;
+  void handle_watch(const proto::Frame& frame);
+  void on_watch(uint32_t id);
+  void end_watch(uint32_t id, const std::string& why);
   std::map<std::string, std::string> extra_env_;  // from set_env, under every call's env
   std::optional<int> exit_code_;
   std::unique_ptr<EgressBridge> bridge_;  // after epoll_: it unregisters into it

@@ -172,6 +172,17 @@ class Sandbox {
   virtual Status move(const std::string& from, const std::string& /*to*/) {
     return make_error("move " + from, "this sandbox cannot move files from outside");
   }
+  // A directory watched from inside (issue 41): blocks until the watch
+  // ends (unwatch() with the id `on_watching` heard, its directory gone, the
+  // sandbox gone), each batch of events to `on_events` on this thread.
+  // Returns why it ended; an error naming the path when it never began.
+  virtual Result<std::string> watch(
+      const std::string& path, bool /*recursive*/,
+      const std::function<void(uint32_t)>& /*on_watching*/,
+      const std::function<void(std::vector<proto::FileEvent>&&)>& /*on_events*/) {
+    return make_error("file_watch " + path, "this sandbox cannot watch directories");
+  }
+  virtual Status unwatch(uint32_t /*id*/) { return ok_status(); }
   // Adds variables to every later call's environment (credentials injected late).
   virtual Status set_env(const std::map<std::string, std::string>& vars) = 0;
   // Takes variables set by set_env out again (a JIT grant withdrawn).

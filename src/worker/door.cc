@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include "core/json_input.h"
 #include "core/log.h"
@@ -16,6 +17,7 @@
 #include "sandbox/lifetime_request.h"
 #include "sandbox/process_request.h"
 #include "sandbox/result_json.h"
+#include "sandbox/watch_stream.h"
 
 namespace rf::worker {
 namespace http = boost::beast::http;
@@ -299,6 +301,29 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
                       {"mtime", e.mtime}});
     }
     return answer(out, 200, {{"path", path}, {"entries", list}});
+  }
+  if (op == "files:watch" && method == http::verb::get) {
+    // The stream begins with the watch (a path it cannot watch is a 400).
+    std::optional<EventSink> events;
+    bool cannot = false;
+    sandboxes_.attach(*sb, true);
+    auto followed = follow_watch(
+        *sb->sandbox, path, flag("recursive"),
+        [&](const char* name, const json& data) {
+          if (!events && !cannot) {
+            if (out.begin_stream(200, "text/event-stream")) {
+              events.emplace(out);
+            } else {
+              cannot = true;
+            }
+          }
+          if (events) events->event(name, data);
+        },
+        [&] { return cannot || (events && events->gone()) || out.client_gone(); });
+    sandboxes_.attach(*sb, false);
+    if (!followed) return refuse(out, {400, "path", followed.error().to_string()});
+    if (events && !events->gone()) (void)out.end_stream();
+    return;
   }
   if (op == "files" && method == http::verb::get) {
     auto data = sb->sandbox->read_file(path);

@@ -83,9 +83,9 @@ class ServeProcesses : public ::testing::Test {
     }
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
-  void serve() {
+  void serve(const std::vector<std::string>& extra = {}) {
     worker_ = start_door_worker(dir_);
-    server_ = start_serve(dir_, &port_);
+    server_ = start_serve(dir_, &port_, extra);
     ASSERT_NE(port_, 0);
   }
   HttpReply call(const std::string& method, const std::string& target, const std::string& tok,
@@ -333,6 +333,102 @@ TEST_F(ServeProcesses, ATerminalTakesInputAndResizesAndAnExpiryEndsItsProcesses)
       << sleeper.seen();
 }
 
+// Issue 41 item 3: a directory watched from inotify inside the sandbox,
+// streamed: what a command does there arrives as create, write, rename,
+// remove and chmod events named by the sandbox's paths, below directories
+// made after the watch began too when recursive; a path resolves inside the
+// sandbox (a symlink to "/" leads to the sandbox's own root); what cannot be
+// watched is a 400 naming the path; a client that leaves ends its watch
+// inside the sandbox (the runner keeps at most 64, and the 65th is refused
+// until one ends).
+TEST_F(ServeProcesses, AWatchedDirectoryStreamsWhatChangesInIt) {
+  const std::string tok = token("acme");
+  const std::string other = token("beta");
+  serve({"--max-requests-per-token", "512"});
+  const std::string id = create(tok);
+  const std::string base = "/v1/sandboxes/" + id;
+  auto sh = [&](const std::string& cmd) {
+    auto r = call("POST", base + "/exec", tok, json{{"cmd", cmd}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(json::parse(r.body)["exit_code"], 0) << r.body;
+  };
+  sh("mkdir -p /workspace/w/sub && ln -s / /workspace/w/root");
+  Follower deep(port_, base + "/files:watch?path=/workspace/w&recursive=true", tok);
+  ASSERT_TRUE(deep.shows("event: watching")) << deep.seen();
+  Follower flat(port_, base + "/files:watch?path=/workspace/w", tok);
+  ASSERT_TRUE(flat.shows("event: watching")) << flat.seen();
+  sh("echo hi > /workspace/w/a.txt && mkdir /workspace/w/sub/new");
+  ASSERT_TRUE(deep.shows(R"("dir":true,"path":"/workspace/w/sub/new","type":"create")"))
+      << deep.seen();
+  sh("echo x > /workspace/w/sub/new/deep.txt && mv /workspace/w/a.txt /workspace/w/b.txt && "
+     "rm /workspace/w/b.txt && chmod 600 /workspace/w/sub/new/deep.txt");
+  for (const char* want :
+       {R"("dir":false,"path":"/workspace/w/a.txt","type":"create")",
+        R"("dir":false,"path":"/workspace/w/a.txt","type":"write")",
+        R"("dir":false,"path":"/workspace/w/sub/new/deep.txt","type":"create")",
+        R"("dir":false,"path":"/workspace/w/a.txt","type":"rename")",
+        R"("dir":false,"path":"/workspace/w/b.txt","type":"create")",
+        R"("dir":false,"path":"/workspace/w/b.txt","type":"remove")",
+        R"("dir":false,"path":"/workspace/w/sub/new/deep.txt","type":"chmod")"}) {
+    EXPECT_TRUE(deep.shows(want)) << want << "\n" << deep.seen();
+  }
+  EXPECT_TRUE(flat.shows(R"("path":"/workspace/w/b.txt","type":"remove")")) << flat.seen();
+  EXPECT_EQ(flat.seen().find("deep.txt"), std::string::npos) << "not recursive: " << flat.seen();
+  // Through a symlink to "/": the sandbox's own /tmp, named as asked.
+  Follower via_link(port_, base + "/files:watch?path=/workspace/w/root/tmp", tok);
+  ASSERT_TRUE(via_link.shows("event: watching")) << via_link.seen();
+  sh("touch /tmp/inside");
+  EXPECT_TRUE(via_link.shows(R"("path":"/workspace/w/root/tmp/inside","type":"create")"))
+      << via_link.seen();
+  // Its directory removed: the watch ends and says why.
+  sh("rm -r /workspace/w");
+  EXPECT_TRUE(flat.shows("event: end")) << flat.seen();
+  EXPECT_NE(flat.seen().find("the watched directory"), std::string::npos) << flat.seen();
+
+  struct Bad {
+    std::string target, token;
+    int status;
+    std::string field, says;
+  };
+  sh("mkdir -p /workspace/d && touch /workspace/d/f");
+  for (const Bad& b : std::vector<Bad>{
+           {"/files:watch?path=/workspace/d/f", tok, 400, "path", "Not a directory"},
+           {"/files:watch?path=/workspace/none", tok, 400, "path", "No such file"},
+           {"/files:watch?path=/workspace/d&recursive=yes", tok, 400, "recursive", "true or false"},
+           {"/files:watch?path=workspace", tok, 400, "path", "absolute"},
+           {"/files:watch?path=/workspace/d", other, 404, "id", "no sandbox"}}) {
+    HttpProbe p(port_);
+    auto r = p.request("GET", base + b.target, b.token, "", {{"Accept", "text/event-stream"}});
+    EXPECT_EQ(r.status, b.status) << b.target << ": " << r.body;
+    EXPECT_NE(r.body.find("\"field\":\"" + b.field + "\""), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find(b.says), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(call("GET", base + "/files:watch?path=/workspace/d", tok).status, 406);
+
+  // 64 at once is the runner's bound; a client that leaves frees its watch.
+  // `deep` and `flat` ended with their directory: `via_link` is the one left.
+  std::vector<std::unique_ptr<Follower>> many;
+  for (int i = 0; i < 63; ++i) {
+    many.push_back(std::make_unique<Follower>(port_, base + "/files:watch?path=/workspace/d", tok));
+    ASSERT_TRUE(many.back()->shows("event: watching")) << i << ": " << many.back()->seen();
+  }
+  {
+    HttpProbe p(port_);
+    auto r = p.request("GET", base + "/files:watch?path=/workspace/d", tok, "",
+                       {{"Accept", "text/event-stream"}});
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("64 watches"), std::string::npos) << r.body;
+  }
+  many.clear();
+  bool again = false;
+  for (int i = 0; i < 100 && !again; ++i) {
+    Follower f(port_, base + "/files:watch?path=/workspace/d", tok);
+    again = f.shows("event: watching", 5s);
+    if (!again) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(again) << "the watches of the clients that left were ended";
+}
+
 // From the CLI: `sandbox process start | list | logs | kill --api`, and a
 // terminal on a sandbox that exists (`sandbox shell --attach ID`), with the
 // project's token in the environment only.
@@ -363,6 +459,11 @@ TEST_F(ServeProcesses, TheCliStartsFollowsAndKillsProcessesAndAttachesAShell) {
   auto kill = cli({"process", "kill", "--signal", "TERM", id, pid});
   ASSERT_EQ(kill->wait(30s), 0) << kill->err();
   EXPECT_EQ(follow->wait(30s), 143) << follow->err();
+  // A followed stream answered with an error (a JSON body of known length).
+  auto no_such = cli({"process", "logs", "--follow", id, "999999"});
+  EXPECT_EQ(no_such->wait(30s), 125);
+  EXPECT_NE(no_such->err().find("HTTP 404: no process 999999"), std::string::npos)
+      << no_such->err();
   auto unknown = cli({"process", "kill", id, "999999"});
   EXPECT_EQ(unknown->wait(30s), 2);
   EXPECT_NE(unknown->err().find("HTTP 404"), std::string::npos) << unknown->err();
