@@ -44,6 +44,15 @@ TEST(RunnerClientFileOps, ARunnerOfAnOlderProtocolIsSentNone) {
               std::string::npos)
         << s.error().to_string();
   }
+  // A watch (0.5) neither.
+  bool heard = false;
+  auto watched = client.watch(
+      "/workspace", true, [&](uint32_t) { heard = true; }, [](std::vector<proto::FileEvent>&&) {});
+  ASSERT_FALSE(watched.ok());
+  EXPECT_NE(watched.error().to_string().find("speaks protocol 0.3.0, which has no file_watch"),
+            std::string::npos)
+      << watched.error().to_string();
+  EXPECT_FALSE(heard);
   pollfd p{runner, POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 0), 0) << "no frame reached the old runner";
   ::close(runner);

@@ -19,9 +19,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -713,6 +715,92 @@ TEST_F(RunnerRawTest, NoStartedWhenTheCallSaysSo) {
 }
 
 // ---- exec ----
+
+// ---- directory watches (protocol 0.5) ----
+
+// A watch of the root's /workspace/w: what happens there (made on the host,
+// under the runner's --root) comes as events named by the sandbox's paths,
+// below a directory made after it began too; a symlink to "/" resolves to
+// the root, not the host's "/"; unwatch ends it with "unwatched".
+TEST_F(RunnerTest, AWatchSeesWhatHappensUnderItsDirectoryInsideTheRoot) {
+  namespace fs = std::filesystem;
+  fs::create_directories(root_ + "/workspace/w/sub");
+  fs::create_directories(root_ + "/etc");
+  fs::create_symlink("/", root_ + "/workspace/out");
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t id = 0;
+  std::vector<std::string> seen;  // "type path"
+  auto has = [&](const std::string& want) {
+    return std::find(seen.begin(), seen.end(), want) != seen.end();
+  };
+  auto watch = [&](const std::string& path, bool recursive, Result<std::string>* out) {
+    *out = client_->watch(
+        path, recursive,
+        [&](uint32_t got) {
+          std::lock_guard lock(mu);
+          id = got;
+          cv.notify_all();
+        },
+        [&](std::vector<proto::FileEvent>&& events) {
+          std::lock_guard lock(mu);
+          for (const auto& e : events) seen.push_back(e.type + " " + e.path);
+          cv.notify_all();
+        });
+  };
+  Result<std::string> ended = make_error("", "not yet");
+  std::thread t([&] { watch("/workspace/w", true, &ended); });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return id != 0; }));
+  }
+  std::ofstream(root_ + "/workspace/w/a") << "x";
+  fs::create_directory(root_ + "/workspace/w/sub/new");
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return has("create /workspace/w/sub/new"); }));
+  }
+  std::ofstream(root_ + "/workspace/w/sub/new/deep") << "y";
+  fs::remove(root_ + "/workspace/w/a");
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 10s, [&] {
+      return has("create /workspace/w/a") && has("write /workspace/w/a") &&
+             has("create /workspace/w/sub/new/deep") && has("remove /workspace/w/a");
+    })) << ::testing::PrintToString(seen);
+  }
+  ASSERT_TRUE(client_->unwatch(id).ok());
+  t.join();
+  ASSERT_TRUE(ended.ok()) << ended.error().to_string();
+  EXPECT_EQ(*ended, "unwatched");
+
+  // Through the symlink to "/": the root's /etc, named as asked.
+  id = 0;
+  seen.clear();
+  std::thread t2([&] { watch("/workspace/out/etc", false, &ended); });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return id != 0; }));
+  }
+  std::ofstream(root_ + "/etc/inside") << "z";
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 10s, [&] { return has("create /workspace/out/etc/inside"); }))
+        << ::testing::PrintToString(seen);
+  }
+  // Its directory removed: the watch ends by itself, saying so.
+  fs::remove_all(root_ + "/etc");
+  t2.join();
+  ASSERT_TRUE(ended.ok()) << ended.error().to_string();
+  EXPECT_NE(ended->find("the watched directory"), std::string::npos) << *ended;
+
+  // What cannot be watched never begins: the error names the path.
+  Result<std::string> bad = make_error("", "");
+  watch("/workspace/w/sub/new/deep", false, &bad);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().where, "file_watch /workspace/w/sub/new/deep");
+  EXPECT_EQ(bad.error().sys_errno, ENOTDIR);
+}
 
 TEST_F(RunnerTest, EchoStreamsStdout) {
   Captured c;
