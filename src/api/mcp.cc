@@ -1,5 +1,7 @@
 #include "api/mcp.h"
 
+#include <chrono>
+#include <optional>
 #include <set>
 
 #include "api/exec_json.h"
@@ -256,6 +258,38 @@ json McpServer::tool_list(bool local) {
                 {"from", kPath},
                 {"to", {{"type", "string"}, {"description", "The new absolute path"}}}},
                {"sandbox_id", "from", "to"})}},
+      {{"name", "sandbox_file_watch"},
+       {"description",
+        "Wait for changes under a directory of a sandbox (create, write, remove, rename, "
+        "chmod): returns the events once something changed (and 200 ms more passed), after "
+        "max_events, or after wait_ms with none."},
+       {"annotations", {{"readOnlyHint", true}}},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId},
+                {"path", kPath},
+                {"recursive", {{"type", "boolean"}, {"description", "Directories below it too"}}},
+                {"wait_ms",
+                 {{"type", "integer"},
+                  {"minimum", 1},
+                  {"maximum", 30000},
+                  {"description", "How long to wait for a change (default 10000)"}}},
+                {"max_events", {{"type", "integer"}, {"minimum", 1}, {"maximum", 10000}}}},
+               {"sandbox_id", "path"})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties",
+          {{"events",
+            {{"type", "array"},
+             {"items",
+              {{"type", "object"},
+               {"properties",
+                {{"type", {{"type", "string"}}},
+                 {"path", {{"type", "string"}}},
+                 {"dir", {{"type", "boolean"}}}}},
+               {"required", {"type", "path"}}}}}},
+           {"ended", {{"type", "boolean"}}},
+           {"reason", {{"type", "string"}}}}},
+         {"required", {"events", "ended"}}}}},
       {{"name", "sandbox_process_start"},
        {"description",
         "Start a command in the background in a sandbox: it keeps running after this call "
@@ -548,6 +582,7 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
                        "wrote " + std::to_string(data.size()) + " bytes to " + path);
   }
   if (name.rfind("sandbox_process_", 0) == 0) return process_tool(project, name, args);
+  if (name == "sandbox_file_watch") return watch_tool(project, args, client_gone);
   if (name == "run_code") {
     if (auto bad =
             check_args(args, {"language", "code", "stdin", "timeout"}, {"language", "code"})) {
@@ -787,6 +822,63 @@ json McpServer::process_tool(const std::string& project, const std::string& name
   if (!ask(req)) return refused;
   return tool_result({{"pid", req.pid}, {"signal", *sig}},
                      "sent signal " + std::to_string(*sig) + " to " + std::to_string(req.pid));
+}
+
+json McpServer::watch_tool(const std::string& project, const json& args,
+                           const std::function<bool()>& client_gone) {
+  if (auto bad = check_args(args, {"sandbox_id", "path", "recursive", "wait_ms", "max_events"},
+                            {"sandbox_id", "path"})) {
+    return tool_error(*bad);
+  }
+  if (args.contains("recursive") && !args["recursive"].is_boolean())
+    return tool_error("argument \"recursive\" must be true or false");
+  auto number = [&](const char* name, int64_t fallback, int64_t most) -> std::optional<int64_t> {
+    if (!args.contains(name)) return fallback;
+    const json& v = args[name];
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > most)
+      return std::nullopt;
+    return v.get<int64_t>();
+  };
+  const auto wait_ms = number("wait_ms", 10000, 30000);
+  if (!wait_ms) return tool_error("argument \"wait_ms\" must be an integer from 1 to 30000");
+  const auto max_events = number("max_events", 100, 10000);
+  if (!max_events) return tool_error("argument \"max_events\" must be an integer from 1 to 10000");
+  const std::string id = args["sandbox_id"];
+  const std::string path = args["path"];
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + std::chrono::milliseconds(*wait_ms);
+  std::optional<Clock::time_point> settle;  // 200 ms after the first event
+  json events = json::array();
+  std::string reason;
+  auto followed = sandboxes_.watch_dir(
+      project, id, path, args.value("recursive", false),
+      [&](const char* name, const json& data) {
+        if (std::string_view(name) == "fs" && events.size() < static_cast<size_t>(*max_events)) {
+          events.push_back(data);
+          if (!settle) settle = Clock::now() + std::chrono::milliseconds(200);
+        } else if (std::string_view(name) == "end") {
+          reason = data.value("reason", "");
+        }
+      },
+      [&] {
+        const auto now = Clock::now();
+        return now >= until || (settle && now >= *settle) ||
+               events.size() >= static_cast<size_t>(*max_events) || (client_gone && client_gone());
+      });
+  if (auto* e = std::get_if<ServiceError>(&followed)) {
+    if (e->field == "id") return tool_error("no sandbox " + id + " (sandbox_create makes one)");
+    return tool_error((e->field.empty() ? "" : e->field + ": ") + e->message);
+  }
+  const bool ended = std::get<bool>(followed);
+  json out = {{"events", events}, {"ended", ended}};
+  if (ended) out["reason"] = reason;
+  std::string text;
+  for (const auto& e : events) {
+    text += e.value("type", "") + " " + e.value("path", "") + "\n";
+  }
+  if (text.empty()) text = "no change under " + path;
+  if (ended) text += "(the watch ended: " + reason + ")";
+  return tool_result(out, text);
 }
 
 }  // namespace rf::api

@@ -63,6 +63,9 @@ class McpServer {
   // sandbox_process_* (sandbox/process_request.h).
   nlohmann::json process_tool(const std::string& project, const std::string& name,
                               const nlohmann::json& args);
+  // sandbox_file_watch: the changes under a directory within a wait.
+  nlohmann::json watch_tool(const std::string& project, const nlohmann::json& args,
+                            const std::function<bool()>& client_gone);
 
   SandboxService& sandboxes_;
   std::string actor_;

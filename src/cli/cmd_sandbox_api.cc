@@ -319,6 +319,27 @@ void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result) {
         [kf, kpid, ksig, result] { result->exit_code = run_process_kill(*kf, *kpid, *ksig); });
   }
 
+  {
+    auto target = std::make_shared<ProcessTarget>();
+    auto path = std::make_shared<std::string>();
+    auto recursive = std::make_shared<bool>(false);
+    auto watch = sandbox->add_subcommand(
+        "watch",
+        "What changes under a directory of a sandbox on a fleet, a line each, until it ends: "
+        "watch ID PATH");
+    watch->add_option("--api", target->api, "serve's URL (default: $RINGFENCE_API)")
+        ->envname("RINGFENCE_API")
+        ->required();
+    watch->add_option("--token-file", target->token_file,
+                      "A file whose first line is the project's token (default: $RINGFENCE_TOKEN)");
+    watch->add_option("id", target->sandbox, "The sandbox")->required();
+    watch->add_option("path", *path, "An absolute path in it")->required();
+    watch->add_flag("-r,--recursive", *recursive, "Directories below it too");
+    watch->callback([target, path, recursive, result] {
+      result->exit_code = watch_via_api(*target, *path, *recursive);
+    });
+  }
+
   auto del = sandbox->add_subcommand("delete", "Delete a sandbox on a fleet: delete ID");
   auto df = std::make_shared<ApiFlags>();
   add_api_flags(del, df.get());

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/terminal.h"
 #include "core/io.h"
+#include "core/printable.h"
 #include "core/unique_fd.h"
 #include "http_client/event_stream.h"
 #include "http_client/http_client.h"
@@ -69,10 +70,12 @@ int process_exit_code(const json& process) {
   return kExitRuntime;
 }
 
-// Follows `pid`'s output; `on_end` hears how it ended. Returns once it
-// ended, the stream broke (the error), or `stop` says so.
-Result<json> follow_output(const ProcessSession& s, int pid, const std::string& from,
-                           const std::function<bool()>& stop) {
+// A stream of serve's events at `url`, each (name, JSON data) to `on_event`
+// until it returns false (the end it waited for) or the stream ends. The
+// `end` event's data when there was one; else why the stream stopped.
+Result<json> read_events(const ProcessSession& s, const std::string& url,
+                         const std::function<bool(const std::string&, const json&)>& on_event,
+                         const std::string& ended_early) {
   http::EventStream events;
   std::optional<json> ended;
   std::string broken;
@@ -87,29 +90,41 @@ Result<json> follow_output(const ProcessSession& s, int pid, const std::string& 
     for (const http::Event& e : *got) {
       const json data = json::parse(e.data, nullptr, /*allow_exceptions=*/false);
       if (!data.is_object()) continue;
-      if (e.name == "stdout" || e.name == "stderr") {
-        auto bytes = bytes_of(data, "data");
-        if (bytes) (void)write_all(e.name == "stdout" ? STDOUT_FILENO : STDERR_FILENO, *bytes);
-      } else if (e.name == "skipped") {
-        std::fprintf(stderr, "[ringfence: %s bytes of older output are no longer kept]\n",
-                     data.value("bytes", json(0)).dump().c_str());
-      } else if (e.name == "end") {
+      if (e.name == "end") {
         ended = data;
         return false;
-      } else if (e.name == "error") {
+      }
+      if (e.name == "error") {
         broken = data.value("error", std::string("an error event"));
         return false;
       }
+      if (!on_event(e.name, data)) return false;
     }
-    return !stop();
+    return true;
   };
-  const std::string url = s.prefix + "/" + std::to_string(pid) + "/output?from=" + from;
   auto r = http::fetch({.method = "GET", .url = url, .headers = s.headers("text/event-stream")}, o);
   if (ended) return *ended;
   if (!r) return r.take_error();
   if (r->status != 200) return make_error("GET " + url, api_error_line(r->status, r->body));
   if (!broken.empty()) return make_error("GET " + url, broken);
-  return make_error("GET " + url, "the stream ended before the process did");
+  return make_error("GET " + url, ended_early);
+}
+
+// Follows `pid`'s output to our stdout and stderr until it ends.
+Result<json> follow_output(const ProcessSession& s, int pid, const std::string& from) {
+  return read_events(
+      s, s.prefix + "/" + std::to_string(pid) + "/output?from=" + from,
+      [](const std::string& name, const json& data) {
+        if (name == "stdout" || name == "stderr") {
+          auto bytes = bytes_of(data, "data");
+          if (bytes) (void)write_all(name == "stdout" ? STDOUT_FILENO : STDERR_FILENO, *bytes);
+        } else if (name == "skipped") {
+          std::fprintf(stderr, "[ringfence: %s bytes of older output are no longer kept]\n",
+                       data.value("bytes", json(0)).dump().c_str());
+        }
+        return true;
+      },
+      "the stream ended before the process did");
 }
 
 }  // namespace
@@ -126,7 +141,7 @@ int follow_process_via_api(const ProcessTarget& t, const std::string& from, bool
     if (auto err = bytes_of(j, "stderr")) (void)write_all(STDERR_FILENO, *err);
     return 0;
   }
-  auto ended = follow_output(*s, t.pid, from, [] { return false; });
+  auto ended = follow_output(*s, t.pid, from);
   if (!ended) return fail(ended.error().to_string(), kExitRuntime);
   if (ended->contains("error") && (*ended)["error"].is_string()) {
     return fail((*ended)["error"].get<std::string>(), kExitRuntime);
@@ -176,7 +191,7 @@ int attach_shell_via_api(const ProcessTarget& t) {
 
   Result<json> ended = make_error("", "not ended");
   std::thread output([&] {
-    ended = follow_output(*s, pid, "start", [] { return false; });
+    ended = follow_output(*s, pid, "start");
     const uint64_t one = 1;
     (void)::write(done_fd.get(), &one, sizeof one);
   });
@@ -219,6 +234,30 @@ int attach_shell_via_api(const ProcessTarget& t) {
     std::fprintf(stderr, "\r\nringfence: %s\r\n", p["error"].get<std::string>().c_str());
   }
   return process_exit_code(p);
+}
+
+int watch_via_api(const ProcessTarget& t, const std::string& path, bool recursive) {
+  auto s = process_session(t);
+  if (!s) return fail(s.error().to_string(), kExitUsage);
+  const std::string url = s->base + "/v1/sandboxes/" + httpd::query_escaped(t.sandbox) +
+                          "/files:watch?path=" + httpd::query_escaped(path) +
+                          (recursive ? "&recursive=true" : "");
+  auto ended = read_events(
+      *s, url,
+      [](const std::string& name, const json& data) {
+        if (name == "fs") {
+          const std::string line = printable(data.value("type", "") + " " + data.value("path", "") +
+                                             (data.value("dir", false) ? "/" : "")) +
+                                   "\n";
+          (void)write_all(STDOUT_FILENO, line);
+        }
+        return true;
+      },
+      "the stream ended before the watch did");
+  if (!ended) return fail(ended.error().to_string(), kExitRuntime);
+  std::fprintf(stderr, "ringfence: the watch ended: %s\n",
+               printable(ended->value("reason", std::string())).c_str());
+  return 0;
 }
 
 }  // namespace rf::cli

@@ -1,6 +1,7 @@
-// A sandbox's background processes from the CLI, through `serve` (issue 41):
-// a process's output followed as it comes (`sandbox process logs --follow`),
-// and a terminal attached to a sandbox that already exists (`sandbox shell
+// A sandbox's background processes and watches from the CLI, through
+// `serve` (issue 41): a process's output followed as it comes (`sandbox
+// process logs --follow`), a directory's changes (`sandbox watch`), and a
+// terminal attached to a sandbox that already exists (`sandbox shell
 // --attach ID`): a new shell on a pty of its own, or a pty process already
 // running (--pid). The terminal uses the API's streaming pair: its output
 // comes as server-sent events (GET .../processes/{pid}/output), each key
@@ -30,5 +31,10 @@ int follow_process_via_api(const ProcessTarget& target, const std::string& from,
 // A terminal on `target.sandbox`: a new login shell on a pty (pid 0), or
 // the pty process `target.pid`. Returns the shell's exit code.
 int attach_shell_via_api(const ProcessTarget& target);
+
+// What changes under `path` of `target.sandbox`, a line each ("create
+// /workspace/a.txt"; a directory ends with '/'), until the watch ends (0)
+// or the stream breaks (125).
+int watch_via_api(const ProcessTarget& target, const std::string& path, bool recursive);
 
 }  // namespace rf::cli

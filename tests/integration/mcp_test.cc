@@ -107,6 +107,7 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
                 "sandbox_file_read",
                 "sandbox_file_remove",
                 "sandbox_file_stat",
+                "sandbox_file_watch",
                 "sandbox_file_write",
                 "sandbox_process_input",
                 "sandbox_process_list",
@@ -138,6 +139,10 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
   EXPECT_EQ(steps["process"]["tags"], json({"srv"}));
   EXPECT_EQ(steps["process"]["state"], "exited");
   EXPECT_EQ(steps["process"]["exit_code"], 143) << "TERM ended it";
+  EXPECT_EQ(steps["watch"]["isError"], false) << steps["watch"].dump();
+  const json created = {{"type", "create"}, {"path", "/workspace/watched/new.txt"}, {"dir", false}};
+  ASSERT_TRUE(steps["watch"]["events"].is_array()) << steps["watch"].dump();
+  EXPECT_EQ(steps["watch"]["events"][0], created) << steps["watch"].dump();
   EXPECT_EQ(steps["run_code"]["stdout"], "45 True\n");
   EXPECT_EQ(steps["unknown_sandbox"]["isError"], true);
   EXPECT_NE(steps["unknown_sandbox"]["text"].get<std::string>().find("no sandbox rf-000000000000"),
@@ -204,6 +209,7 @@ TEST_F(McpHttp, HostileMessagesGetExactAnswersAndProjectsStayApart) {
             {{"sandbox_id", id}, {"from", "/workspace/a"}, {"to", "/workspace/b"}}},
            {"sandbox_set_timeout", {{"sandbox_id", id}, {"timeout", 60}}},
            {"sandbox_process_start", {{"sandbox_id", id}, {"cmd", "sleep 100"}}},
+           {"sandbox_file_watch", {{"sandbox_id", id}, {"path", "/workspace"}, {"wait_ms", 1}}},
            {"sandbox_process_list", {{"sandbox_id", id}}},
            {"sandbox_process_output", {{"sandbox_id", id}, {"pid", 1}}},
            {"sandbox_process_input", {{"sandbox_id", id}, {"pid", 1}, {"data", "x"}}},

@@ -440,7 +440,7 @@ TEST_F(ServeProcesses, TheCliStartsFollowsAndKillsProcessesAndAttachesAShell) {
   const std::vector<std::string> env = {"RINGFENCE_TOKEN=" + tok};
   // `sandbox WORDS... --api URL REST...`: the flag right after the (sub)command's words.
   auto cli = [&](std::vector<std::string> args, std::optional<std::string> in = std::nullopt) {
-    const size_t words = args[0] == "process" ? 2 : 1;
+    const size_t words = args[0] == "process" ? 2 : 1;  // `process start`; `shell`, `watch`
     args.insert(args.begin() + static_cast<long>(words), {"--api", api});
     args.insert(args.begin(), "sandbox");
     return std::make_unique<Cli>(args, in, env);
@@ -468,6 +468,24 @@ TEST_F(ServeProcesses, TheCliStartsFollowsAndKillsProcessesAndAttachesAShell) {
   EXPECT_EQ(unknown->wait(30s), 2);
   EXPECT_NE(unknown->err().find("HTTP 404"), std::string::npos) << unknown->err();
 
+  // `sandbox watch`: a line per change, until its directory goes.
+  ASSERT_EQ(call("POST", "/v1/sandboxes/" + id + "/files:mkdir?path=/workspace/seen", tok).status,
+            201);
+  auto watch = cli({"watch", id, "/workspace/seen"});
+  auto started_watch = [&] {
+    // Its first event comes once the watch runs: poke until one does.
+    for (int i = 0; i < 100 && watch->out().empty(); ++i) {
+      call("PUT", "/v1/sandboxes/" + id + "/files?path=/workspace/seen/f", tok, "x");
+      watch->stdout_shows("/workspace/seen/f", 100ms);
+    }
+    return !watch->out().empty();
+  };
+  ASSERT_TRUE(started_watch()) << watch->err();
+  call("DELETE", "/v1/sandboxes/" + id + "/files?path=/workspace/seen&recursive=true", tok);
+  EXPECT_EQ(watch->wait(30s), 0) << watch->err();
+  EXPECT_NE(watch->out().find("remove /workspace/seen/f\n"), std::string::npos) << watch->out();
+  EXPECT_NE(watch->err().find("the watch ended: the watched directory"), std::string::npos)
+      << watch->err();
   // A shell on the sandbox that exists, its input from a pipe.
   auto shell = cli({"shell", "--attach", id}, std::string("echo attached-$((1+2))\nexit 4\n"));
   EXPECT_EQ(shell->wait(60s), 4) << shell->out() << shell->err();

@@ -91,6 +91,13 @@ try {
   }
   say('process', { seen, tags: (plist.structuredContent?.processes || []).map((p) => p.tag),
                    killed: !killed.isError, state: end?.state, exit_code: end?.exit_code });
+  // A watch (issue 41): a background process changes the directory while the tool waits.
+  await client.callTool({ name: 'sandbox_file_mkdir', arguments: { sandbox_id: id, path: '/workspace/watched' } });
+  await client.callTool({ name: 'sandbox_process_start',
+    arguments: { sandbox_id: id, cmd: 'sleep 0.5; echo hi > /workspace/watched/new.txt' } });
+  const watched = await client.callTool({ name: 'sandbox_file_watch',
+    arguments: { sandbox_id: id, path: '/workspace/watched', wait_ms: 20000 } });
+  say('watch', { isError: !!watched.isError, events: watched.structuredContent?.events, text: text(watched) });
   const code = await client.callTool({ name: 'run_code',
     arguments: { language: 'python', code: 'import os\nprint(sum(range(10)), os.getuid() != 0)\n' } });
   say('run_code', { isError: !!code.isError, stdout: code.structuredContent?.stdout });
