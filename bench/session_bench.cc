@@ -11,7 +11,10 @@
 //     the process to the client. Floor: the same command in a native sandbox
 //     of this process, its output to a sink here (no worker, no serve, no
 //     HTTP); what serve and the door add is follow minus floor (bar: 1 ms).
-//  3. idle: --idle-sandboxes sandboxes with --idle-per-sandbox `sleep`
+//  3. watch: a file made in the sandbox (its name the clock just before),
+//     its event at a client following a watch of its directory (bar: 5 ms
+//     p50); floor: the same watch of a native sandbox in this process.
+//  4. idle: --idle-sandboxes sandboxes with --idle-per-sandbox `sleep`
 //     processes each; the worker's CPU over --quiet-seconds with them and
 //     without them (bar: none, no polling), and its resident memory per
 //     process (bar: 64 KiB beyond their buffers, which hold nothing yet).
@@ -86,7 +89,8 @@ long status_field(pid_t pid, const std::string& name) {
 
 // Lines of `date +%s%N` arriving on a server-sent event stream: each one's
 // delay from the process's clock to ours, in µs.
-std::vector<double> follow_delays(HttpProbe& p, int lines) {
+std::vector<double> follow_delays(HttpProbe& p, int lines,
+                                  const std::string& marker = "\"data\":\"") {
   std::vector<double> out;
   std::string buf;
   while (static_cast<int>(out.size()) < lines) {
@@ -98,10 +102,11 @@ std::vector<double> follow_delays(HttpProbe& p, int lines) {
     const int64_t now = wall_ns();
     buf.append(chunk, static_cast<size_t>(n));
     size_t at;
-    while ((at = buf.find("\"data\":\"")) != std::string::npos) {
-      const size_t end = buf.find("\\n", at);
+    while ((at = buf.find(marker)) != std::string::npos) {
+      // A line ends with its escaped newline; a path with its closing quote.
+      const size_t end = buf.find_first_of("\\\"", at + marker.size());
       if (end == std::string::npos) break;
-      const std::string stamp = buf.substr(at + 8, end - at - 8);
+      const std::string stamp = buf.substr(at + marker.size(), end - at - marker.size());
       buf.erase(0, end);
       if (!stamp.empty() && stamp.find_first_not_of("0123456789") == std::string::npos)
         out.push_back(static_cast<double>(now - std::stoll(stamp)) / 1000.0);
@@ -259,7 +264,71 @@ int main(int argc, char** argv) {
     std::printf("  added by the door and serve             p50 %7.0f us  (bar 1000)\n",
                 f.p50 - fl.p50);
 
-    // 3. Idle processes: the worker's CPU and memory.
+    // 3. Watch: a file made in the sandbox, its event at a following client.
+    // The file's name is the clock read just before it was made (`touch
+    // /workspace/w/$(date +%s%N)`: the name is taken first), so each delay
+    // includes a `touch` starting; the floor has it too.
+    const std::string touch_loop = "mkdir -p /workspace/w; i=0; while [ $i -lt " +
+                                   std::to_string(lines) +
+                                   " ]; do touch /workspace/w/$(date +%s%N); sleep 0.02; "
+                                   "i=$((i+1)); done";
+    (void)api.request("POST", "/v1/sandboxes/" + id + "/files:mkdir?path=/workspace/w", tok);
+    HttpProbe watcher(server.port);
+    watcher.send_raw("GET /v1/sandboxes/" + id +
+                     "/files:watch?path=/workspace/w HTTP/1.1\r\nHost: x\r\nAccept: "
+                     "text/event-stream\r\nAuthorization: Bearer " +
+                     tok + "\r\n\r\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the watch runs
+    (void)api.request("POST", procs, tok, json{{"cmd", touch_loop}}.dump());
+    auto watched = follow_delays(watcher, lines - 5, "\"path\":\"/workspace/w/");
+    auto direct_w = (*backend)->create(SandboxSpec{});
+    if (!direct_w) return 1;
+    std::vector<double> watch_floor;
+    std::mutex wmu;
+    uint32_t wid = 0;
+    (void)(*direct_w)->make_dir("/workspace/w", true);
+    std::thread wt([&] {
+      (void)(*direct_w)->watch(
+          "/workspace/w", false,
+          [&](uint32_t got) {
+            std::lock_guard lock(wmu);
+            wid = got;
+          },
+          [&](std::vector<proto::FileEvent>&& events) {
+            const int64_t now = wall_ns();
+            std::lock_guard lock(wmu);
+            for (const auto& e : events) {
+              const std::string stamp = e.path.substr(e.path.rfind('/') + 1);
+              if (e.type == "create" && !stamp.empty() &&
+                  stamp.find_first_not_of("0123456789") == std::string::npos)
+                watch_floor.push_back(static_cast<double>(now - std::stoll(stamp)) / 1000.0);
+            }
+          });
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ExecCall tc;
+    tc.argv = {"/bin/sh", "-c", touch_loop};
+    bench::NullSink null_sink;
+    (void)(*direct_w)->exec(tc, null_sink);
+    {
+      std::lock_guard lock(wmu);
+      (void)(*direct_w)->unwatch(wid);
+    }
+    wt.join();
+    (void)(*direct_w)->destroy();
+    if (watched.size() < 10 || watch_floor.size() < 10) {
+      std::fprintf(stderr, "watch: %zu events through serve, %zu direct\n", watched.size(),
+                   watch_floor.size());
+      return 1;
+    }
+    const auto w = bench::summarise(watched), wf = bench::summarise(watch_floor);
+    std::printf(
+        "watch: a file made, its event at a client  p50 %7.0f us  p99 %7.0f us  (bar 5000)\n",
+        w.p50, w.p99);
+    std::printf("  floor: the same watch in this process      p50 %7.0f us  p99 %7.0f us\n", wf.p50,
+                wf.p99);
+
+    // 4. Idle processes: the worker's CPU and memory.
     std::vector<std::pair<std::string, std::string>> idle;  // sandbox, token
     for (int i = 0; i < idle_sandboxes; ++i) {
       const std::string& t = tokens[static_cast<size_t>(i / 50)];
@@ -300,7 +369,7 @@ int main(int argc, char** argv) {
       HttpProbe p(server.port);
       (void)p.request("DELETE", "/v1/sandboxes/" + sb, t);
     }
-    if (s.p50 > 2000 || f.p50 - fl.p50 > 1000) rc = 2;
+    if (s.p50 > 2000 || f.p50 - fl.p50 > 1000 || w.p50 > 5000) rc = 2;
   }
   std::filesystem::remove_all(dir);
   return rc;

@@ -25,6 +25,7 @@
 #include "support/fixture_process.h"
 #include "support/http_probe.h"
 #include "support/serve_process.h"
+#include "support/sse_follower.h"
 #include "worker/worker.h"
 
 namespace rf::testing {
@@ -777,9 +778,10 @@ TEST_F(DockerBackendTest, AnApiSandboxExpiresAndItsContainerGoes) {
   std::system(("rm -rf " + dir).c_str());
 }
 
-// Issue 41 item 2 on docker: a background process of a front door's
+// Issue 41 items 2 and 3 on docker: a background process of a front door's
 // sandbox outlives its request, takes stdin and a signal; a terminal takes
-// its size, as on native (the runner does the same in a container).
+// its size; a watch sees a file made below it, as on native (the runner does
+// the same in a container).
 TEST_F(DockerBackendTest, BackgroundProcessesAndTerminalsRunInContainers) {
   char tmpl[] = "/tmp/rf-dprocs-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -839,6 +841,16 @@ TEST_F(DockerBackendTest, BackgroundProcessesAndTerminalsRunInContainers) {
             204);
   EXPECT_EQ(call("POST", base + "/" + std::to_string(sh) + "/stdin", "stty size\n").status, 204);
   EXPECT_NE(output_with(sh, "44 99")["stdout"].get<std::string>().find("44 99"), std::string::npos);
+  // A watch, from inotify inside the container.
+  ASSERT_EQ(call("POST", "/v1/sandboxes/" + id + "/files:mkdir?path=/workspace/w", "").status, 201);
+  Follower watch(port, "/v1/sandboxes/" + id + "/files:watch?path=/workspace/w&recursive=true",
+                 tok);
+  ASSERT_TRUE(watch.shows("event: watching")) << watch.seen();
+  auto touched = call("POST", "/v1/sandboxes/" + id + "/exec",
+                      R"({"cmd": "mkdir /workspace/w/d && echo x > /workspace/w/d/f"})");
+  EXPECT_EQ(touched.status, 200) << touched.body;
+  EXPECT_TRUE(watch.shows(R"("dir":false,"path":"/workspace/w/d/f","type":"create")"))
+      << watch.seen();
   EXPECT_EQ(call("DELETE", "/v1/sandboxes/" + id, "").status, 204);
   server->signal(SIGTERM);
   EXPECT_EQ(server->wait(std::chrono::seconds(30)), 0) << server->err();
