@@ -112,6 +112,10 @@ class Api {
   void sandbox_file_move(Ctx& c);
   void sandbox_file_watch(Ctx& c);
   void sandbox_processes(Ctx& c);  // every /v1/sandboxes/{id}/processes route
+  void volumes_create(Ctx& c);
+  void volumes_list(Ctx& c);
+  void volume_get(Ctx& c);
+  void volume_delete(Ctx& c);
   void sandbox_exec(Ctx& c);
   void sandbox_file_get(Ctx& c);
   void sandbox_file_put(Ctx& c);

@@ -7,13 +7,17 @@
 #include "calls/abandon_watch.h"
 #include "core/json_input.h"
 #include "core/log.h"
+#include "core/units.h"
 #include "httpd/request_target.h"
 #include "policy/host_capacity.h"
 #include "sandbox/exec_json.h"
 #include "sandbox/file_tree.h"
 #include "sandbox/lifetime_request.h"
 #include "sandbox/result_json.h"
+#include "sandbox/volume_request.h"
 #include "sandbox/watch_stream.h"
+#include "store/audit_log.h"
+#include "store/volumes.h"
 
 namespace rf::api {
 using httpd::query_escaped;
@@ -529,8 +533,8 @@ std::optional<DoorAddress> WorkerSandboxes::door_from_store(const std::string& p
   return DoorAddress{*sb.worker_id, *(*worker)->door, *(*worker)->door_key};
 }
 
-ServiceResult<DoorAddress> WorkerSandboxes::place(const std::string& project,
-                                                  const Labels& labels) {
+ServiceResult<DoorAddress> WorkerSandboxes::place(const std::string& project, const Labels& labels,
+                                                  const std::string& host) {
   const int64_t now = store::now_ms();
   auto workers = store_.workers_serving(project, now - store::kLiveWorkerWindow.count());
   if (!workers) return ServiceError{503, "", workers.error().to_string()};
@@ -543,12 +547,14 @@ ServiceResult<DoorAddress> WorkerSandboxes::place(const std::string& project,
   const store::WorkerRow* best = nullptr;
   for (const auto& w : *workers) {
     if (!w.door || !w.door_key || !labels_match(labels, w.labels)) continue;
+    if (!host.empty() && w.host_id != host) continue;
     if (best == nullptr || load[w.id] < load[best->id]) best = &w;
   }
   if (best == nullptr) {
     return ServiceError{503, "",
                         "no live worker with a door serves project " + project +
                             (labels.empty() ? "" : " with labels " + labels_text(labels)) +
+                            (host.empty() ? "" : " on host " + host + " (where its volumes live)") +
                             ": start one on this store (ringfence worker start "
                             "--sandbox-mode per_run ...)"};
   }
@@ -586,8 +592,28 @@ ServiceResult<json> WorkerSandboxes::create(const std::string& project, const st
   json spec_only = *parsed;
   auto lifetime = take_lifetime(spec_only);
   if (!lifetime) return bad(lifetime.error().where, lifetime.error().message);
+  auto asked_volumes = take_volumes(spec_only);
+  if (!asked_volumes) return bad(asked_volumes.error().where, asked_volumes.error().message);
   auto checked = checked_spec(project, spec_only, options_.allow_host_network);
   if (auto* e = std::get_if<ServiceError>(&checked)) return *e;
+  // Its volumes are the project's, and where one lives the sandbox goes.
+  std::string host;
+  for (size_t i = 0; i < asked_volumes->size(); ++i) {
+    const std::string at = "volumes[" + std::to_string(i) + "].name";
+    auto found = store::Volumes(store_).find(project, (*asked_volumes)[i].name);
+    if (!found) return ServiceError{503, "", found.error().to_string()};
+    if (!*found) {
+      return bad(at, "project " + project + " has no volume " + (*asked_volumes)[i].name +
+                         " (POST /v1/volumes makes one)");
+    }
+    const std::string& lives = (*found)->host_id;
+    if (!lives.empty() && !host.empty() && lives != host) {
+      return ServiceError{409, at,
+                          "volume " + (*found)->name + " lives on host " + lives +
+                              ", another of its volumes on host " + host};
+    }
+    if (!lives.empty()) host = lives;
+  }
   if (lifetime->timeout) {
     auto policy = policy_of(project);
     if (!policy) return ServiceError{503, "", policy.error().to_string()};
@@ -606,7 +632,7 @@ ServiceResult<json> WorkerSandboxes::create(const std::string& project, const st
                               " sandboxes, the most this server allows; delete one"};
     }
   }
-  auto door = place(project, required);
+  auto door = place(project, required, host);
   if (auto* e = std::get_if<ServiceError>(&door)) return *e;
   auto reply = doors_.call(std::get<DoorAddress>(door), "POST", "/door/v1/sandboxes",
                            headers(project, actor), parsed->dump());
@@ -967,6 +993,109 @@ ServiceResult<bool> WorkerSandboxes::follow_process(const std::string& project,
   }
   if (*status != 200) return error_of(DoorReply{*status, "", error_body});
   return ended;
+}
+
+}  // namespace rf::api
+
+namespace rf::api {
+namespace {
+
+json volume_json(const store::Volume& v) {
+  return {{"name", v.name},
+          {"size", format_size(v.size_bytes)},
+          {"size_bytes", v.size_bytes},
+          {"created_at", v.created_at},
+          {"created_by", v.created_by},
+          {"host", v.host_id.empty() ? json(nullptr) : json(v.host_id)}};
+}
+
+ServiceError no_local_volumes() {
+  return ServiceError{501, "", "volumes are served by `ringfence serve`, not by a local door"};
+}
+
+}  // namespace
+
+ServiceResult<json> LocalSandboxes::create_volume(const std::string&, const std::string&,
+                                                  const json&) {
+  return no_local_volumes();
+}
+ServiceResult<json> LocalSandboxes::volumes(const std::string&) { return no_local_volumes(); }
+ServiceResult<json> LocalSandboxes::volume(const std::string&, const std::string&) {
+  return no_local_volumes();
+}
+ServiceResult<bool> LocalSandboxes::delete_volume(const std::string&, const std::string&,
+                                                  const std::string&) {
+  return no_local_volumes();
+}
+
+ServiceResult<json> WorkerSandboxes::create_volume(const std::string& project,
+                                                   const std::string& actor, const json& body) {
+  auto asked = parse_volume_create(body);
+  if (!asked) return bad(asked.error().where, asked.error().message);
+  auto policy = policy_of(project);
+  if (!policy) return ServiceError{503, "", policy.error().to_string()};
+  const uint64_t size =
+      asked->size.value_or(std::min(kDefaultVolumeSize, policy->volume_size_max()));
+  if (auto s = policy->bound_volume_size(size, "size"); !s) return refused(s.error());
+  store::Volume v{project, asked->name, size, store::now_ms(), actor, ""};
+  if (auto made = store::Volumes(store_).create(v); !made) {
+    const Error& e = made.error();
+    if (e.code == ErrorCode::kConflict) return ServiceError{409, "name", e.message};
+    return ServiceError{503, "", e.to_string()};
+  }
+  store::AuditEvent ev;
+  ev.kind = "volume.create";
+  ev.actor = actor;
+  ev.project_id = project;
+  ev.detail_json = json{{"volume", v.name}, {"size_bytes", size}}.dump();
+  warn_unless_ok(store::AuditLog(store_).append(ev), "auditing volume " + v.name);
+  return volume_json(v);
+}
+
+ServiceResult<json> WorkerSandboxes::volumes(const std::string& project) {
+  auto all = store::Volumes(store_).list(project);
+  if (!all) return ServiceError{503, "", all.error().to_string()};
+  json list = json::array();
+  for (const auto& v : *all) list.push_back(volume_json(v));
+  return json{{"volumes", list}};
+}
+
+ServiceResult<json> WorkerSandboxes::volume(const std::string& project, const std::string& name) {
+  auto found = store::Volumes(store_).find(project, name);
+  if (!found) return ServiceError{503, "", found.error().to_string()};
+  if (!*found) return ServiceError{404, "name", "no volume " + name};
+  return volume_json(**found);
+}
+
+ServiceResult<bool> WorkerSandboxes::delete_volume(const std::string& project,
+                                                   const std::string& name,
+                                                   const std::string& actor) {
+  auto found = store::Volumes(store_).find(project, name);
+  if (!found) return ServiceError{503, "", found.error().to_string()};
+  if (!*found) return ServiceError{404, "name", "no volume " + name};
+  // Its disk goes first, on its host (a worker there refuses while a sandbox mounts it).
+  if (!(*found)->host_id.empty()) {
+    auto door = place(project, {}, (*found)->host_id);
+    if (auto* e = std::get_if<ServiceError>(&door)) {
+      return ServiceError{503, "",
+                          "volume " + name + " lives on host " + (*found)->host_id +
+                              ", where no worker with a door runs now: " + e->message};
+    }
+    auto reply =
+        doors_.call(std::get<DoorAddress>(door), "DELETE",
+                    "/door/v1/volumes/" + query_escaped(name), headers(project, actor), "");
+    if (!reply) return ServiceError{503, "", reply.error().to_string()};
+    if (reply->status != 204) return error_of(*reply);
+  }
+  auto gone = store::Volumes(store_).remove(project, name);
+  if (!gone) return ServiceError{503, "", gone.error().to_string()};
+  store::AuditEvent ev;
+  ev.kind = "volume.delete";
+  ev.actor = actor;
+  ev.project_id = project;
+  ev.detail_json = json{{"volume", name}}.dump();
+  warn_unless_ok(store::AuditLog(store_).append(ev), "auditing volume " + name);
+  return true;
 }
 
 }  // namespace rf::api

@@ -118,6 +118,19 @@ class SandboxService {
                                         const std::string& path, bool recursive,
                                         const ProcessEvent& emit,
                                         const std::function<bool()>& gone) = 0;
+  // A project's named volumes (issue 41; sandbox/volume_request.h): made
+  // ({name, size}, bounded by the policy's volume_size_max), listed, shown,
+  // deleted (with their data; refused while a sandbox mounts one). Each
+  // answers the volume's JSON ({name, size, size_bytes, created_at,
+  // created_by, host}); an unknown one is a 404 naming `name`.
+  virtual ServiceResult<nlohmann::json> create_volume(const std::string& project,
+                                                      const std::string& actor,
+                                                      const nlohmann::json& body) = 0;
+  virtual ServiceResult<nlohmann::json> volumes(const std::string& project) = 0;
+  virtual ServiceResult<nlohmann::json> volume(const std::string& project,
+                                               const std::string& name) = 0;
+  virtual ServiceResult<bool> delete_volume(const std::string& project, const std::string& name,
+                                            const std::string& actor) = 0;
   // Ends every sandbox this process holds (LocalSandboxes); a front door holds none.
   virtual void destroy_all() {}
 
@@ -207,6 +220,13 @@ class LocalSandboxes final : public SandboxService {
   ServiceResult<bool> watch_dir(const std::string& project, const std::string& id,
                                 const std::string& path, bool recursive, const ProcessEvent& emit,
                                 const std::function<bool()>& gone) override;
+  ServiceResult<nlohmann::json> create_volume(const std::string& project, const std::string& actor,
+                                              const nlohmann::json& body) override;
+  ServiceResult<nlohmann::json> volumes(const std::string& project) override;
+  ServiceResult<nlohmann::json> volume(const std::string& project,
+                                       const std::string& name) override;
+  ServiceResult<bool> delete_volume(const std::string& project, const std::string& name,
+                                    const std::string& actor) override;
   void destroy_all() override;
   Counts counts() override;
 
@@ -273,6 +293,13 @@ class WorkerSandboxes final : public SandboxService {
   ServiceResult<bool> watch_dir(const std::string& project, const std::string& id,
                                 const std::string& path, bool recursive, const ProcessEvent& emit,
                                 const std::function<bool()>& gone) override;
+  ServiceResult<nlohmann::json> create_volume(const std::string& project, const std::string& actor,
+                                              const nlohmann::json& body) override;
+  ServiceResult<nlohmann::json> volumes(const std::string& project) override;
+  ServiceResult<nlohmann::json> volume(const std::string& project,
+                                       const std::string& name) override;
+  ServiceResult<bool> delete_volume(const std::string& project, const std::string& name,
+                                    const std::string& actor) override;
   Counts counts() override;
 
  private:
@@ -284,7 +311,10 @@ class WorkerSandboxes final : public SandboxService {
   std::optional<DoorAddress> door_from_store(const std::string& project, const std::string& id);
   // A live worker with a door that may serve `project` and has `labels`,
   // the least loaded (calls are routed by the same labels).
-  ServiceResult<DoorAddress> place(const std::string& project, const Labels& labels);
+  // `host`: only a worker on that host ("": any), where the volumes a
+  // sandbox mounts live.
+  ServiceResult<DoorAddress> place(const std::string& project, const Labels& labels,
+                                   const std::string& host = "");
   static ServiceError error_of(const DoorReply& reply);
   static nlohmann::json view_of(const store::SandboxRow& row,
                                 const store::SandboxLifetime* lifetime);

@@ -35,7 +35,7 @@ struct PolicyFlags {
   std::vector<std::string> networks, egress_allow, modes, step_kinds, worker_env;
   bool no_egress_allow = false, no_worker_env = false;
   std::string sandbox_timeout, sandbox_timeout_max;
-  std::string process_buffer;
+  std::string process_buffer, volume_size_max;
   int64_t processes_max = 0;
 };
 
@@ -78,6 +78,7 @@ Result<policy::PolicyDoc> doc_of_flags(const PolicyFlags& f) {
   if (!f.sandbox_timeout.empty()) j["sandbox_timeout"] = f.sandbox_timeout;
   if (!f.sandbox_timeout_max.empty()) j["sandbox_timeout_max"] = f.sandbox_timeout_max;
   if (!f.process_buffer.empty()) j["process_buffer"] = f.process_buffer;
+  if (!f.volume_size_max.empty()) j["volume_size_max"] = f.volume_size_max;
   if (f.processes_max != 0) j["processes_max"] = f.processes_max;
   return policy::parse_policy_doc(j);
 }
@@ -172,8 +173,8 @@ int show(const PolicyFlags& f) {
                 values.empty() ? "none" : values.c_str(),
                 out[k]["source"].get<std::string>().c_str());
   }
-  for (const char* k :
-       {"sandbox_timeout", "sandbox_timeout_max", "process_buffer", "processes_max"}) {
+  for (const char* k : {"sandbox_timeout", "sandbox_timeout_max", "process_buffer", "processes_max",
+                        "volume_size_max"}) {
     const json& v = out[k]["value"];
     std::printf("%-27s %s (%s)\n", (std::string(k) + ":").c_str(),
                 v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str(),
@@ -228,6 +229,8 @@ void add_policy_commands(CLI::App* cmd, CommandResult* result) {
                       "Output kept per background process (its ring buffer, e.g. 1m)");
   set_cmd->add_option("--processes-max", f->processes_max,
                       "Background processes that may run at once in one sandbox");
+  set_cmd->add_option("--volume-size-max", f->volume_size_max,
+                      "The largest volume a project may make (e.g. 10g)");
   set_cmd->callback([f, result] { result->exit_code = set(*f); });
 
   auto* show_cmd = cmd->add_subcommand("show", "A project's effective operator policy");

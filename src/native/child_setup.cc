@@ -121,9 +121,11 @@ class Steps {
 // and so that no other sandbox's socket stays open in this one. Kept: the
 // sync and protocol sockets and the workspace tree, which later steps use.
 int close_inherited_fds(const ChildConfig& c) {
-  int keep[3] = {c.sync_fd, c.proto_fd, c.workspace_tree_fd};
-  // Ascending, negatives (absent) first: an insertion sort of three.
-  for (int i = 1; i < 3; ++i) {
+  constexpr int kKeep = 2 + ChildConfig::kMaxTrees;
+  int keep[kKeep] = {c.sync_fd, c.proto_fd};
+  for (int i = 0; i < ChildConfig::kMaxTrees; ++i) keep[2 + i] = c.tree_fds[i];
+  // Ascending, negatives (absent) first: an insertion sort of a few.
+  for (int i = 1; i < kKeep; ++i) {
     for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) {
       const int t = keep[j];
       keep[j] = keep[j - 1];
@@ -223,7 +225,7 @@ int write_whole_file(const MountOp& op) {
   return 0;
 }
 
-int run_op(const MountOp& op, int workspace_tree_fd) {
+int run_op(const MountOp& op, const int* tree_fds) {
   const char* t = op.target.c_str();
   unsigned long common = MS_NOSUID | MS_NODEV | (op.noexec ? MS_NOEXEC : 0);
   switch (op.kind) {
@@ -251,15 +253,16 @@ int run_op(const MountOp& op, int workspace_tree_fd) {
     case Kind::kRemountRo:
       return ok_or_errno(::mount(nullptr, t, nullptr,
                                  MS_REMOUNT | MS_BIND | MS_RDONLY | locked_flags(t), nullptr));
-    case Kind::kAttachWorkspace:
+    case Kind::kAttachTree:
+      if (op.tree < 0 || op.tree >= ChildConfig::kMaxTrees || tree_fds[op.tree] < 0) return EBADF;
       return ok_or_errno(
-          ::syscall(SYS_move_mount, workspace_tree_fd, "", AT_FDCWD, t, MOVE_MOUNT_F_EMPTY_PATH));
+          ::syscall(SYS_move_mount, tree_fds[op.tree], "", AT_FDCWD, t, MOVE_MOUNT_F_EMPTY_PATH));
   }
   return EINVAL;
 }
 
-int run_plan_op(const MountOp& op, int workspace_tree_fd) {
-  const int err = run_op(op, workspace_tree_fd);
+int run_plan_op(const MountOp& op, const int* tree_fds) {
+  const int err = run_op(op, tree_fds);
   // Optional paths (a /proc file this kernel lacks, say) may be missing.
   if (err == ENOENT && op.optional) return 0;
   return err;
@@ -409,7 +412,7 @@ void run_child(const ChildConfig& c) {
   s.run([] { return ok_or_errno(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr)); });
   s.run([] { return mount_root_tmpfs(); });
   s.run([] { return pivot_to_new_root(); });
-  for (const auto& op : c.plan->ops) s.run([&] { return run_plan_op(op, c.workspace_tree_fd); });
+  for (const auto& op : c.plan->ops) s.run([&] { return run_plan_op(op, c.tree_fds); });
   s.run([] { return detach_old_root(); });
   s.run([] { return remount_root_readonly(); });
   s.run([&] { return set_hostname(c); });

@@ -27,7 +27,10 @@ struct ChildConfig {
   int proto_fd = -1;  // becomes fd 3 of the tool runner
   // cgroup v1: open `tasks` files the child writes "0" to (see Cgroup::self_attach_files).
   int join_cgroup_fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
-  int workspace_tree_fd = -1;  // from make_workspace_tree, for kAttachWorkspace
+  // From make_workspace_tree, for kAttachTree: [0] the workspace, then the
+  // volumes in order; -1 where none.
+  static constexpr int kMaxTrees = 1 + 8;  // sandbox/spec.h kMaxVolumeMounts
+  int tree_fds[kMaxTrees] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
   std::string hostname;
   bool own_network = true;  // a new network namespace (its lo brought up); false: the host's
   uid_t uid = 1000;         // the sandbox user, inside the user namespace

@@ -194,7 +194,19 @@ void add_writable(MountPlan& plan, const SandboxSpec& spec) {
         tmpfs("/workspace", "mode=0755," + size + inodes + ",uid=" + uid + ",gid=" + uid));
   } else {
     // The host prepared an idmapped tree of the directory (workspace_mount.h).
-    plan.ops.push_back(op(Kind::kAttachWorkspace, "/workspace"));
+    plan.ops.push_back(op(Kind::kAttachTree, "/workspace"));
+  }
+  // Volumes (issue 41), each a tree the host prepared, at its path: the
+  // directories on the way made first (the root is still writable here).
+  for (size_t i = 0; i < spec.volumes.size(); ++i) {
+    const std::string& path = spec.volumes[i].path;
+    for (size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1)) {
+      plan.ops.push_back(op(Kind::kDir, path.substr(0, at)));
+    }
+    plan.ops.push_back(op(Kind::kDir, path));
+    MountOp attach = op(Kind::kAttachTree, path);
+    attach.tree = static_cast<int>(i) + 1;
+    plan.ops.push_back(attach);
   }
 }
 

@@ -22,7 +22,7 @@ std::string MountOp::describe() const {
       return "mount devpts " + target;
     case Kind::kRemountRo:
       return "remount " + target + " read-only";
-    case Kind::kAttachWorkspace:
+    case Kind::kAttachTree:
       return "attach workspace " + target;
   }
   return "unknown op";

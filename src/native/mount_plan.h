@@ -21,16 +21,16 @@ inline constexpr const char* kCredBinDirInSandbox = "/.ringfence/bin";
 
 struct MountOp {
   enum class Kind {
-    kDir,              // mkdir target (mode)
-    kFile,             // create an empty file at target (a bind mount point)
-    kWriteFile,        // create target with `content` (mode)
-    kSymlink,          // symlink target -> source
-    kBind,             // bind source on target (recursive); readonly remounts it read-only
-    kTmpfs,            // tmpfs on target with `data` (size=, mode=, uid=)
-    kProc,             // a new proc on target
-    kDevpts,           // a new devpts instance on target
-    kRemountRo,        // remount an existing mount point read-only (the whole /dev, say)
-    kAttachWorkspace,  // move_mount the host-prepared workspace tree onto target
+    kDir,         // mkdir target (mode)
+    kFile,        // create an empty file at target (a bind mount point)
+    kWriteFile,   // create target with `content` (mode)
+    kSymlink,     // symlink target -> source
+    kBind,        // bind source on target (recursive); readonly remounts it read-only
+    kTmpfs,       // tmpfs on target with `data` (size=, mode=, uid=)
+    kProc,        // a new proc on target
+    kDevpts,      // a new devpts instance on target
+    kRemountRo,   // remount an existing mount point read-only (the whole /dev, say)
+    kAttachTree,  // move_mount a host-prepared tree (ChildConfig::tree_fds[tree]) onto target
   };
   Kind kind = Kind::kDir;
   std::string source;
@@ -42,6 +42,7 @@ struct MountOp {
   bool optional = false;   // a missing source or target is skipped, not an error
   bool allow_dev = false;  // device node binds (everything else is nodev)
   bool noexec = false;
+  int tree = 0;  // kAttachTree: which (0: the workspace; 1 on: the volumes, in order)
 
   // "bind /usr (ro)", "mount /proc", ... the step name errors are reported under.
   std::string describe() const;

@@ -51,6 +51,7 @@ struct NativeSandbox::Launch {
   UniqueFd sync_parent, sync_child;    // SOCK_SEQPACKET: the child's report, then EOF at exec
   UniqueFd proto_parent, proto_child;  // the runner's protocol socket (its fd 3)
   WorkspaceTree workspace;             // --workspace DIR: the detached, idmapped tree
+  std::vector<WorkspaceTree> volumes;  // each volume's, in the spec's order
   std::vector<UniqueFd> join_fds;      // cgroup v1: the `tasks` files the child joins by
   ChildStack stack;
   pid_t pid = -1;
@@ -120,8 +121,18 @@ Status NativeSandbox::open_channels(Launch& l) {
 }
 
 Status NativeSandbox::prepare_workspace(Launch& l) {
-  if (spec_.workspace_dir.empty()) return ok_status();
   const uid_t sandbox_user = slot_.host_base() + host::kSandboxUid;
+  // Volumes: idmapped as the workspace is, so that every sandbox of the
+  // project sees the files as its own user's (on disk: the volume's owner).
+  for (const VolumeMount& v : spec_.volumes) {
+    auto tree = l.timer.run("prepare volume", [&] {
+      return make_workspace_tree(v.host_dir, sandbox_user, sandbox_user, v.readonly);
+    });
+    if (!tree) return host::setup_error("prepare volume " + v.name, tree.error());
+    l.volumes.push_back(std::move(*tree));
+    l.config.tree_fds[l.volumes.size()] = l.volumes.back().fd.get();
+  }
+  if (spec_.workspace_dir.empty()) return ok_status();
   auto tree = l.timer.run("prepare workspace", [&] {
     return make_workspace_tree(spec_.workspace_dir, sandbox_user, sandbox_user);
   });
@@ -131,7 +142,7 @@ Status NativeSandbox::prepare_workspace(Launch& l) {
                  spec_.workspace_dir);
   }
   l.workspace = std::move(*tree);
-  l.config.workspace_tree_fd = l.workspace.fd.get();
+  l.config.tree_fds[0] = l.workspace.fd.get();
   return ok_status();
 }
 

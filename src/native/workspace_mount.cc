@@ -62,7 +62,8 @@ int set_attrs(int tree, uint64_t attrs, int userns) {
 }  // namespace
 
 Result<WorkspaceTree> make_workspace_tree(const std::string& dir, uid_t sandbox_uid,
-                                          gid_t sandbox_gid) {
+                                          gid_t sandbox_gid, bool readonly) {
+  const uint64_t ro = readonly ? MOUNT_ATTR_RDONLY : 0;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return sys_error("workspace " + dir);
   WorkspaceTree out;
@@ -72,14 +73,14 @@ Result<WorkspaceTree> make_workspace_tree(const std::string& dir, uid_t sandbox_
   if (!out.fd) return sys_error("open_tree " + dir);
   auto userns = mapping_userns(st.st_uid, st.st_gid, sandbox_uid, sandbox_gid);
   if (!userns) return make_error("idmap workspace " + dir, userns.error().to_string());
-  if (set_attrs(out.fd.get(), MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+  if (set_attrs(out.fd.get(), MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | ro,
                 userns->get()) == 0) {
     out.idmapped = true;
     return out;
   }
   // File systems without idmapping support: a plain bind, still nosuid and nodev.
   if (errno != EINVAL && errno != EOPNOTSUPP) return sys_error("mount_setattr " + dir);
-  if (set_attrs(out.fd.get(), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1) != 0) {
+  if (set_attrs(out.fd.get(), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | ro, -1) != 0) {
     return sys_error("mount_setattr " + dir);
   }
   return out;

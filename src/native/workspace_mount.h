@@ -1,4 +1,5 @@
-// The host directory bound at /workspace (host side). It is idmapped so that
+// A host directory bound into a sandbox (host side): at /workspace, or a
+// volume's file system at its path. It is idmapped so that
 // files owned by the directory's owner appear as the sandbox user inside, and
 // files the sandbox creates belong to that owner on the host: binding your own
 // project just works, and nothing in it ends up owned by a sandbox uid.
@@ -21,7 +22,8 @@ struct WorkspaceTree {
   UniqueFd fd;
   bool idmapped = false;
 };
+// `readonly`: the tree is read-only too (a volume mounted so).
 Result<WorkspaceTree> make_workspace_tree(const std::string& dir, uid_t sandbox_uid,
-                                          gid_t sandbox_gid);
+                                          gid_t sandbox_gid, bool readonly = false);
 
 }  // namespace rf::native

@@ -165,6 +165,12 @@ Result<PolicyDoc> parse_policy_doc(const json& j) {
       if (*bytes < 4096 || *bytes > kMaxProcessBuffer)
         return make_error(key, "expected a size from 4k to 64m");
       d.process_buffer = v.get<std::string>();
+    } else if (key == "volume_size_max") {
+      if (!v.is_string()) return make_error(key, "expected a size such as \"10g\"");
+      auto bytes = parse_size(v.get<std::string>());
+      if (!bytes) return make_error(key, bytes.error().message);
+      if (*bytes < (1u << 20)) return make_error(key, "expected at least 1m");
+      d.volume_size_max = v.get<std::string>();
     } else if (key == "processes_max") {
       if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxProcesses)
         return make_error(key, "expected a count from 1 to 4096");
@@ -173,7 +179,7 @@ Result<PolicyDoc> parse_policy_doc(const json& j) {
       return make_error(key,
                         "unknown field (allowed: limits, networks, egress_allow, modes, "
                         "step_kinds, worker_env, sandbox_timeout, sandbox_timeout_max, "
-                        "process_buffer, processes_max)");
+                        "process_buffer, processes_max, volume_size_max)");
     }
   }
   return d;
@@ -191,6 +197,7 @@ json policy_doc_json(const PolicyDoc& d) {
   if (d.sandbox_timeout_max) j["sandbox_timeout_max"] = *d.sandbox_timeout_max;
   if (d.process_buffer) j["process_buffer"] = *d.process_buffer;
   if (d.processes_max) j["processes_max"] = *d.processes_max;
+  if (d.volume_size_max) j["volume_size_max"] = *d.volume_size_max;
   return j;
 }
 
@@ -205,6 +212,7 @@ PolicyDoc merged(PolicyDoc base, const PolicyDoc& changes) {
   if (changes.sandbox_timeout_max) base.sandbox_timeout_max = changes.sandbox_timeout_max;
   if (changes.process_buffer) base.process_buffer = changes.process_buffer;
   if (changes.processes_max) base.processes_max = changes.processes_max;
+  if (changes.volume_size_max) base.volume_size_max = changes.volume_size_max;
   return base;
 }
 
@@ -284,6 +292,7 @@ OperatorPolicy OperatorPolicy::resolve(std::string project, const PolicyDoc* pro
   // A default above the most is lowered to it.
   p.sandbox_timeout_ = std::min(p.sandbox_timeout_, p.sandbox_timeout_max_);
   p.sources_["process_buffer"] = p.sources_["processes_max"] = Source::kBuiltIn;
+  p.sources_["volume_size_max"] = Source::kBuiltIn;
   for (auto [doc, from] :
        {std::pair{default_doc, Source::kDefault}, std::pair{project_doc, Source::kProject}}) {
     if (doc == nullptr) continue;
@@ -297,6 +306,12 @@ OperatorPolicy OperatorPolicy::resolve(std::string project, const PolicyDoc* pro
     if (doc->processes_max) {
       p.processes_max_ = static_cast<size_t>(*doc->processes_max);
       p.sources_["processes_max"] = from;
+    }
+    if (doc->volume_size_max) {
+      if (auto bytes = parse_size(*doc->volume_size_max)) {
+        p.volume_size_max_ = *bytes;
+        p.sources_["volume_size_max"] = from;
+      }
     }
   }
   return p;
@@ -364,6 +379,13 @@ Status OperatorPolicy::bound_sandbox_timeout(std::chrono::milliseconds& timeout,
   return denied(field, format_duration(timeout) + " is above the most a sandbox may live, " +
                            format_duration(sandbox_timeout_max_) + ", set by " +
                            where_set("sandbox_timeout_max"));
+}
+
+Status OperatorPolicy::bound_volume_size(uint64_t bytes, std::string_view field) const {
+  if (bytes <= volume_size_max_) return ok_status();
+  return denied(field, format_size(bytes) + " is above the largest volume (volume_size_max), " +
+                           format_size(volume_size_max_) + ", set by " +
+                           where_set("volume_size_max"));
 }
 
 Status OperatorPolicy::check_network(NetworkPolicy network, std::string_view field) const {
@@ -462,7 +484,8 @@ json OperatorPolicy::values() const {
           {"sandbox_timeout", format_duration(sandbox_timeout_)},
           {"sandbox_timeout_max", format_duration(sandbox_timeout_max_)},
           {"process_buffer", format_size(process_buffer_)},
-          {"processes_max", processes_max_}};
+          {"processes_max", processes_max_},
+          {"volume_size_max", format_size(volume_size_max_)}};
 }
 
 json OperatorPolicy::explain() const {
@@ -480,7 +503,7 @@ json OperatorPolicy::explain() const {
   out["limits"] = limits;
   for (const char* k :
        {"networks", "egress_allow", "modes", "step_kinds", "worker_env", "sandbox_timeout",
-        "sandbox_timeout_max", "process_buffer", "processes_max"}) {
+        "sandbox_timeout_max", "process_buffer", "processes_max", "volume_size_max"}) {
     out[k] = {{"value", v[k]}, {"source", source(k)}};
   }
   return out;

@@ -25,6 +25,8 @@
 //                each background process's output buffer (built in: 1m;
 //                at most 64m), and how many may run in one sandbox (64;
 //                at most 4096)
+//   volume_size_max
+//                the largest volume a project may make (built in: 10g)
 //
 // A field a project's policy leaves out is the default policy's; one the
 // default leaves out is built in.
@@ -58,6 +60,7 @@ struct PolicyDoc {
   std::optional<std::string> sandbox_timeout, sandbox_timeout_max;  // durations ("1h")
   std::optional<std::string> process_buffer;                        // a size ("1m")
   std::optional<int64_t> processes_max;
+  std::optional<std::string> volume_size_max;  // a size ("10g")
 };
 
 // Errors name the field ("limits.memory", "networks[1]").
@@ -109,6 +112,9 @@ class OperatorPolicy {
   // A background process's ring buffer, in bytes; how many may run in one sandbox.
   uint64_t process_buffer() const { return process_buffer_; }
   size_t processes_max() const { return processes_max_; }
+  // A volume's size: refused above volume_size_max, naming it.
+  Status bound_volume_size(uint64_t bytes, std::string_view field) const;
+  uint64_t volume_size_max() const { return volume_size_max_; }
 
   // Destinations no tenant rule may reach unless egress_allow names exactly
   // that address and port: serve's own listener, the store. "HOST:PORT".
@@ -134,6 +140,7 @@ class OperatorPolicy {
   std::chrono::milliseconds sandbox_timeout_max_{std::chrono::hours(24)};
   uint64_t process_buffer_ = 1u << 20;
   size_t processes_max_ = 64;
+  uint64_t volume_size_max_ = 10ull << 30;
   std::vector<std::pair<net::IpAddress, uint16_t>> reserved_;
   std::vector<std::string> reserved_text_;
 };

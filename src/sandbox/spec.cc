@@ -82,7 +82,46 @@ Result<NetworkPolicy> parse_network_policy(std::string_view text) {
                             "\" (allowed: " + names_of(kNetworks) + ")");
 }
 
+Status check_volume_path(const std::string& path, const std::string& field) {
+  if (path.empty() || path[0] != '/' || path == "/")
+    return make_error(field, "expected an absolute path below /, such as /var/agent/state");
+  if (path.size() > 4096 || path.find('\0') != std::string::npos)
+    return make_error(field, "too long, or holds a NUL byte");
+  size_t start = 1;
+  std::string first;
+  while (start <= path.size()) {
+    const size_t end = std::min(path.find('/', start), path.size());
+    const std::string part = path.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..")
+      return make_error(field, "\"" + path + "\" is not normalized (no empty, . or .. parts)");
+    if (first.empty()) first = part;
+    start = end + 1;
+  }
+  for (const char* system : {"usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "proc",
+                             "sys", "dev", ".ringfence", ".oldroot"}) {
+    if (first == system) {
+      return make_error(field, "/" + first +
+                                   " is the sandbox's own (its image, or the kernel's): "
+                                   "mount a volume elsewhere, such as /var/agent/state");
+    }
+  }
+  return ok_status();
+}
+
 Status validate_spec(const SandboxSpec& s) {
+  if (s.volumes.size() > kMaxVolumeMounts) {
+    return make_error("volumes", "at most " + std::to_string(kMaxVolumeMounts) + " per sandbox");
+  }
+  for (size_t i = 0; i < s.volumes.size(); ++i) {
+    const std::string field = "volumes[" + std::to_string(i) + "].path";
+    RF_TRY(check_volume_path(s.volumes[i].path, field));
+    if (s.volumes[i].host_dir.empty())
+      return make_error("volumes[" + std::to_string(i) + "]", "has no host directory");
+    for (size_t j = 0; j < i; ++j) {
+      if (s.volumes[j].path == s.volumes[i].path)
+        return make_error(field, s.volumes[i].path + " is another volume's path already");
+    }
+  }
   if (!s.id.empty() && !valid_id(s.id)) {
     return make_error("id",
                       "\"" + s.id + "\" must be 1-63 of [a-z0-9-], not starting or ending with -");

@@ -42,6 +42,24 @@ enum class NetworkPolicy {
 std::string_view to_string(NetworkPolicy policy);
 Result<NetworkPolicy> parse_network_policy(std::string_view text);  // message-only error
 
+// A project's named volume mounted in a sandbox (issue 41): set by the
+// server (a worker's door resolves the volume to its file system on the
+// host), never by a client's spec, and not part of the spec's JSON: a
+// tenant sees the name and the path, never the host directory.
+struct VolumeMount {
+  std::string name;
+  std::string host_dir;  // where its file system is mounted on the host
+  std::string path;      // where it appears in the sandbox: absolute, normalized
+  bool readonly = false;
+};
+inline constexpr size_t kMaxVolumeMounts = 8;
+
+// A volume's path in a sandbox: absolute and normalized (no "." or ".."
+// components, no doubled or trailing '/'), not "/", and not in what the
+// sandbox's image provides (/usr, /etc, /bin, /sbin, /lib*, /proc, /sys,
+// /dev, /.ringfence): `field` names it in the error.
+Status check_volume_path(const std::string& path, const std::string& field);
+
 struct SandboxSpec {
   std::string id;  // empty: generated ("rf-" + 12 hex digits)
   BackendKind backend = BackendKind::kNative;
@@ -67,6 +85,8 @@ struct SandboxSpec {
   // "At the start"), for a boundary report ready before the first call ends
   // (Sandbox::take_start_probe). Set by whoever will make the report.
   bool probe_at_start = false;
+  // Not part of the spec's JSON either: volumes (above).
+  std::vector<VolumeMount> volumes;
 };
 
 // Where a sandbox with network proxy finds the proxy: the tool runner listens

@@ -572,6 +572,19 @@ CREATE TABLE sandbox_lifetimes (
 CREATE INDEX sandbox_lifetimes_by_name ON sandbox_lifetimes (project_id, name);
 )sql";
 
+// v16 (issue 41): a project's named volumes.
+constexpr std::string_view kV16 = R"sql(
+CREATE TABLE volumes (
+  project_id TEXT NOT NULL CHECK (project_id <> ''),
+  name TEXT NOT NULL CHECK (name <> ''),
+  size_bytes INTEGER NOT NULL CHECK (size_bytes > 0),
+  created_at INTEGER NOT NULL,
+  created_by TEXT NOT NULL,
+  host_id TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (project_id, name)
+) STRICT;
+)sql";
+
 // ---- The same versions on PostgreSQL. Each does what its SQLite twin above
 // does, in PostgreSQL's dialect: BIGINT for every integer (times are
 // milliseconds), BYTEA for blobs, identity columns for SQLite's INTEGER
@@ -971,6 +984,18 @@ CREATE TABLE sandbox_lifetimes (
 CREATE INDEX sandbox_lifetimes_by_name ON sandbox_lifetimes (project_id, name);
 )sql";
 
+constexpr std::string_view kPgV16 = R"sql(
+CREATE TABLE volumes (
+  project_id TEXT NOT NULL CHECK (project_id <> ''),
+  name TEXT NOT NULL CHECK (name <> ''),
+  size_bytes BIGINT NOT NULL CHECK (size_bytes > 0),
+  created_at BIGINT NOT NULL,
+  created_by TEXT NOT NULL,
+  host_id TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (project_id, name)
+);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kV1, kPgV1},
     {2, kV2, kPgV2},
@@ -987,6 +1012,7 @@ constexpr Migration kMigrations[] = {
     {13, kV13, kPgV13},
     {14, kV14, kPgV14, /*rebuilds_tables=*/false, /*keeps_older_builds=*/true},
     {15, kV15, kPgV15, /*rebuilds_tables=*/false, /*keeps_older_builds=*/true},
+    {16, kV16, kPgV16, /*rebuilds_tables=*/false, /*keeps_older_builds=*/true},
 };
 
 std::string_view version_table(const Db& db) {

@@ -107,7 +107,13 @@ json door_sandbox_json(const DoorSandbox& s, const std::string& worker_id) {
       {"expires_at", s.expires_at.load() == 0 ? json(nullptr) : json(s.expires_at.load())},
       {"idle_timeout_s", s.idle_timeout_ms == 0
                              ? json(nullptr)
-                             : json(static_cast<double>(s.idle_timeout_ms) / 1000)}};
+                             : json(static_cast<double>(s.idle_timeout_ms) / 1000)},
+      {"volumes", [&] {
+         json v = json::array();
+         for (const VolumeMount& m : s.volumes)
+           v.push_back({{"name", m.name}, {"path", m.path}, {"readonly", m.readonly}});
+         return v;
+       }()}};
 }
 
 Result<std::unique_ptr<Door>> Door::open(DoorSandboxes& sandboxes, const DoorOptions& options,
@@ -162,6 +168,14 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
   const httpd::Target t = httpd::split_target(sv(request.target()));
   const auto& seg = t.segments;
   const http::verb method = request.method();
+  if (t.ok && seg.size() == 4 && seg[0] == "door" && seg[1] == "v1" && seg[2] == "volumes") {
+    // A project's volume's disk on this host (issue 41): removed.
+    if (method != http::verb::delete_) return answer(out, 405, {{"error", "allowed: DELETE"}});
+    auto gone = sandboxes_.remove_volume(project, seg[3]);
+    if (auto* r = std::get_if<DoorRefusal>(&gone)) return refuse(out, *r);
+    (void)out.respond(204, "", "");
+    return;
+  }
   if (!t.ok || seg.size() < 3 || seg[0] != "door" || seg[1] != "v1" || seg[2] != "sandboxes") {
     return answer(out, 404, {{"error", "no such route"}});
   }

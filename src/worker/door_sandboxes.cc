@@ -7,6 +7,7 @@
 #include "policy/load.h"
 #include "sandbox/lifetime_request.h"
 #include "store/sandbox_lifetimes.h"
+#include "store/volumes.h"
 
 namespace rf::worker {
 namespace {
@@ -23,6 +24,7 @@ DoorRefusal refused(const Error& e) {
 }  // namespace
 
 DoorSandboxes::DoorSandboxes(Services services) : s_(std::move(services)) {
+  if (!s_.state_dir.empty()) disks_ = std::make_unique<host::VolumeDisks>(s_.state_dir);
   expirer_ = std::thread([this] { expire_loop(); });
 }
 
@@ -119,6 +121,8 @@ DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::strin
   nlohmann::json spec_only = j;
   auto lifetime = take_lifetime(spec_only);
   if (!lifetime) return bad(lifetime.error().where, lifetime.error().message);
+  auto asked_volumes = take_volumes(spec_only);
+  if (!asked_volumes) return bad(asked_volumes.error().where, asked_volumes.error().message);
   auto parsed = parse_spec_json(spec_only.dump());
   if (!parsed) return bad(parsed.error().where, parsed.error().message);
   SandboxSpec spec = std::move(*parsed);
@@ -163,6 +167,11 @@ DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::strin
       }
     }
   }
+  if (!asked_volumes->empty()) {
+    auto mounts = resolve_volumes(project, *asked_volumes);
+    if (auto* r = std::get_if<DoorRefusal>(&mounts)) return *r;
+    spec.volumes = std::get<std::vector<VolumeMount>>(std::move(mounts));
+  }
   if (auto v = validate_spec(spec); !v) return bad(v.error().where, v.error().message);
   {
     std::lock_guard lock(mu_);
@@ -200,6 +209,7 @@ DoorOutcome<std::shared_ptr<DoorSandbox>> DoorSandboxes::create(const std::strin
     s_.ledger->flush();
   }
   const int64_t made_at = store::now_ms();
+  entry->volumes = entry->sandbox->spec().volumes;
   entry->name = lifetime->name;
   entry->metadata = lifetime->metadata;
   entry->cwd = lifetime->cwd;
@@ -446,6 +456,65 @@ void DoorSandboxes::attach(DoorSandbox& sb, bool on) {
   sb.last_active = store::now_ms();
   --sb.attached;
   if (sb.idle_timeout_ms > 0) expiry_changed_.notify_all();
+}
+
+}  // namespace rf::worker
+
+namespace rf::worker {
+
+DoorOutcome<std::vector<VolumeMount>> DoorSandboxes::resolve_volumes(
+    const std::string& project, const std::vector<VolumeAsk>& asked) {
+  if (!disks_) return DoorRefusal{503, "volumes", "worker " + s_.worker_id + " keeps no volumes"};
+  if (auto ok = host::VolumeDisks::available(); !ok) {
+    return DoorRefusal{503, "volumes", "worker " + s_.worker_id + ": " + ok.error().to_string()};
+  }
+  store::Volumes volumes(*s_.store);
+  std::vector<VolumeMount> out;
+  for (size_t i = 0; i < asked.size(); ++i) {
+    const std::string at = "volumes[" + std::to_string(i) + "]";
+    auto found = volumes.find(project, asked[i].name);
+    if (!found) return DoorRefusal{503, "", found.error().to_string()};
+    if (!*found) {
+      return bad(at + ".name", "project " + project + " has no volume " + asked[i].name +
+                                   " (POST /v1/volumes makes one)");
+    }
+    const store::Volume& v = **found;
+    if (!v.host_id.empty() && v.host_id != s_.host_id) {
+      return DoorRefusal{409, at + ".name",
+                         "volume " + v.name + " lives on host " + v.host_id + ", and worker " +
+                             s_.worker_id + " runs on host " + s_.host_id};
+    }
+    auto dir = disks_->mounted(project, v.name, v.size_bytes);
+    if (!dir) return DoorRefusal{500, at + ".name", dir.error().to_string()};
+    if (v.host_id.empty()) {
+      warn_unless_ok(volumes.set_host(project, v.name, s_.host_id),
+                     "recording where volume " + v.name + " lives");
+    }
+    out.push_back(VolumeMount{v.name, *dir, asked[i].path, asked[i].readonly});
+  }
+  return out;
+}
+
+DoorOutcome<bool> DoorSandboxes::remove_volume(const std::string& project,
+                                               const std::string& name) {
+  if (!disks_) return DoorRefusal{503, "", "worker " + s_.worker_id + " keeps no volumes"};
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, sb] : sandboxes_) {
+      if (sb->project != project) continue;
+      for (const VolumeMount& v : sb->volumes) {
+        if (v.name == name) {
+          return DoorRefusal{409, "name",
+                             "volume " + name + " is mounted by sandbox " + id + " (at " + v.path +
+                                 "): delete the sandbox first"};
+        }
+      }
+    }
+  }
+  if (auto gone = disks_->remove(project, name); !gone) {
+    return DoorRefusal{500, "", gone.error().to_string()};
+  }
+  return true;
 }
 
 }  // namespace rf::worker

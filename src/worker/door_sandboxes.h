@@ -22,10 +22,12 @@
 
 #include "calls/abandon_watch.h"
 #include "calls/guarded_call.h"
+#include "host/volume_disk.h"
 #include "policy/operator_policy.h"
 #include "sandbox/process_request.h"
 #include "sandbox/process_table.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/volume_request.h"
 #include "store/store.h"
 #include "worker/sandbox_ledger.h"
 #include "worker/serving.h"
@@ -50,6 +52,8 @@ struct DoorSandbox {
   // clients following one's output now (a sandbox followed is not idle).
   std::unique_ptr<ProcessTable> processes;
   std::atomic<int> attached{0};
+  // The project's volumes it mounts (in its spec too, with their host dirs).
+  std::vector<VolumeMount> volumes;
   const std::string& id() const { return sandbox->id(); }
 };
 
@@ -72,6 +76,10 @@ class DoorSandboxes {
     SandboxLedger* ledger = nullptr;
     calls::CallPath path;
     size_t max_per_project = 64;
+    // Volumes (host/volume_disk.h): this worker's host, and the state dir
+    // their disks live under ("": volumes are refused).
+    std::string host_id;
+    std::string state_dir;
   };
   explicit DoorSandboxes(Services services);
   ~DoorSandboxes();  // destroy_all()
@@ -109,6 +117,9 @@ class DoorSandboxes {
   void attach(DoorSandbox& sandbox, bool on);
   void destroy_all();
   size_t live() const;
+  // Removes a project's volume's disk from this host: refused (409) while a
+  // live sandbox mounts it.
+  DoorOutcome<bool> remove_volume(const std::string& project, const std::string& name);
 
  private:
   void forget(const std::string& id, const std::string& project, const std::string& actor,
@@ -119,6 +130,10 @@ class DoorSandboxes {
   // When the next sandbox is due to expire (ms since the epoch; 0 = none). Under mu_.
   int64_t next_expiry() const;
 
+  // The spec's volumes from what the client asked: each the project's, on
+  // this host (its disk made and mounted on first use).
+  DoorOutcome<std::vector<VolumeMount>> resolve_volumes(const std::string& project,
+                                                        const std::vector<VolumeAsk>& asked);
   // One background process's call, through the guarded path.
   Result<ExecResult> run_process(const std::string& project,
                                  const std::shared_ptr<Sandbox>& sandbox, ExecCall call,
@@ -127,6 +142,7 @@ class DoorSandboxes {
   Result<policy::OperatorPolicy> policy_of(const std::string& project);
 
   Services s_;
+  std::unique_ptr<host::VolumeDisks> disks_;  // null without a state dir
   calls::ClientWatcher watcher_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<DoorSandbox>> sandboxes_;  // by id

@@ -125,6 +125,7 @@ Status Worker::init() {
   id_ = options_.worker_id.empty() ? hostname() + "-" + std::to_string(::getpid())
                                    : options_.worker_id;
   const std::string host = s.host_id.value.empty() ? hostname() : s.host_id.value;
+  host_id_ = host;
   auto st = store::Store::open(s.store_target());
   if (!st) return st.take_error();
   store_ = std::move(*st);
@@ -228,6 +229,8 @@ Status Worker::open_door() {
   services.serving = [this] { return serving(); };
   services.ledger = ledger_.get();
   services.path = call_path();
+  services.host_id = host_id_;
+  services.state_dir = options_.settings.state_dir.value;
   door_sandboxes_ = std::make_unique<DoorSandboxes>(std::move(services));
   auto door = Door::open(*door_sandboxes_,
                          DoorOptions{options_.settings.state_dir.value, options_.door_listen}, id_);

@@ -135,6 +135,7 @@ class Worker {
   WorkerOptions options_;
   Placement first_placement_;  // moved into serving_ by init()
   std::string id_;
+  std::string host_id_;  // its host in the fleet (settings.host_id, or the hostname)
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<store::Store> lease_store_;  // lease_loop()'s own connection
   // Ends of calls the store could not take yet (calls/result_spool.h).

@@ -101,7 +101,7 @@ TEST(MountPlan, WorkspaceDirIsAttachedFromTheHostPreparedTree) {
   int attached = 0, tmpfs = 0;
   for (const auto& op : plan.ops) {
     if (op.target != "/workspace") continue;
-    attached += op.kind == MountOp::Kind::kAttachWorkspace;
+    attached += op.kind == MountOp::Kind::kAttachTree;
     tmpfs += op.kind == MountOp::Kind::kTmpfs;
     EXPECT_EQ(op.source.find("/srv/project"), std::string::npos);  // never a plain bind of the path
   }

@@ -1,4 +1,5 @@
-// Background processes through `ringfence serve` (issue 41 item 2), as an
+// Sandboxes that live, through `ringfence serve` (issue 41): background
+// processes, watches and volumes. Background processes (item 2), as an
 // agent framework uses them: a command started in the background outlives
 // its request and every exec after it; any number of clients follow its
 // output (from its start or from now), before or after the one that started
@@ -32,7 +33,7 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-class ServeProcesses : public ::testing::Test {
+class ServeSessions : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) RF_SKIP() << "the API's sandboxes are native, which need root";
@@ -103,7 +104,7 @@ class ServeProcesses : public ::testing::Test {
   int port_ = 0;
 };
 
-TEST_F(ServeProcesses, ABackgroundProcessOutlivesItsRequestAndAnyClientFollowsIt) {
+TEST_F(ServeSessions, ABackgroundProcessOutlivesItsRequestAndAnyClientFollowsIt) {
   const std::string tok = token("acme");
   const std::string other = token("beta");
   serve();
@@ -192,7 +193,7 @@ TEST_F(ServeProcesses, ABackgroundProcessOutlivesItsRequestAndAnyClientFollowsIt
   EXPECT_NE(late.body.find("has ended"), std::string::npos) << late.body;
 }
 
-TEST_F(ServeProcesses, SignalsBoundsAndBadRequestsGetExactAnswers) {
+TEST_F(ServeSessions, SignalsBoundsAndBadRequestsGetExactAnswers) {
   const std::string tok = token("acme");
   policy("acme", {"--processes-max", "2", "--process-buffer", "4k"});
   serve();
@@ -268,7 +269,7 @@ TEST_F(ServeProcesses, SignalsBoundsAndBadRequestsGetExactAnswers) {
   EXPECT_NE(missing.body.find("command not found"), std::string::npos) << missing.body;
 }
 
-TEST_F(ServeProcesses, ATerminalTakesInputAndResizesAndAnExpiryEndsItsProcesses) {
+TEST_F(ServeSessions, ATerminalTakesInputAndResizesAndAnExpiryEndsItsProcesses) {
   const std::string tok = token("acme");
   serve();
   const std::string id = create(tok, R"({"timeout": 600})");
@@ -309,7 +310,7 @@ TEST_F(ServeProcesses, ATerminalTakesInputAndResizesAndAnExpiryEndsItsProcesses)
 // watched is a 400 naming the path; a client that leaves ends its watch
 // inside the sandbox (the runner keeps at most 64, and the 65th is refused
 // until one ends).
-TEST_F(ServeProcesses, AWatchedDirectoryStreamsWhatChangesInIt) {
+TEST_F(ServeSessions, AWatchedDirectoryStreamsWhatChangesInIt) {
   const std::string tok = token("acme");
   const std::string other = token("beta");
   serve({"--max-requests-per-token", "512"});
@@ -397,10 +398,101 @@ TEST_F(ServeProcesses, AWatchedDirectoryStreamsWhatChangesInIt) {
   EXPECT_TRUE(again) << "the watches of the clients that left were ended";
 }
 
+// Issue 41 item 4: a project's named volume outlives its sandboxes, is
+// mounted read-write in one and read-only in another at once, and is
+// bounded by its size (a write past it fails inside with "No space left");
+// another project neither sees nor mounts it; deleting it is refused while a
+// sandbox mounts it, and audited.
+TEST_F(ServeSessions, AVolumeOutlivesItsSandboxesAndIsTheProjectsAlone) {
+  const std::string tok = token("acme");
+  const std::string other = token("beta");
+  policy("acme", {"--volume-size-max", "64m"});
+  serve();
+  auto made = call("POST", "/v1/volumes", tok, R"({"name": "state", "size": "32m"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(json::parse(made.body)["size_bytes"], 32 << 20);
+  EXPECT_EQ(call("POST", "/v1/volumes", tok, R"({"name": "state"})").status, 409);
+  auto too_big = call("POST", "/v1/volumes", tok, R"({"name": "big", "size": "1g"})");
+  EXPECT_EQ(too_big.status, 403) << too_big.body;
+  EXPECT_NE(too_big.body.find("volume_size_max"), std::string::npos) << too_big.body;
+  for (const char* bad : {R"({"name": "../x"})", R"({"name": "ok", "size": "1k"})",
+                          R"({"name": "ok", "extra": 1})", R"({"size": "1g"})"}) {
+    EXPECT_EQ(call("POST", "/v1/volumes", tok, bad).status, 400) << bad;
+  }
+
+  auto sh = [&](const std::string& id, const std::string& cmd) {
+    auto r = call("POST", "/v1/sandboxes/" + id + "/exec", tok, json{{"cmd", cmd}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? json::parse(r.body) : json::object();
+  };
+  const std::string writer =
+      create(tok, R"({"volumes": [{"name": "state", "path": "/var/agent/state"}]})");
+  const std::string reader =
+      create(tok, R"({"volumes": [{"name": "state", "path": "/data", "readonly": true}]})");
+  ASSERT_FALSE(writer.empty());
+  ASSERT_FALSE(reader.empty());
+  json w =
+      sh(writer, "echo kept > /var/agent/state/note && id -u && stat -c %u /var/agent/state/note");
+  EXPECT_EQ(w["exit_code"], 0) << w.dump();
+  EXPECT_EQ(w["stdout"], "1000\n1000\n") << "the sandbox's own user owns what it writes";
+  EXPECT_EQ(sh(reader, "cat /data/note")["stdout"], "kept\n");
+  json ro = sh(reader, "echo x > /data/other");
+  EXPECT_NE(ro["exit_code"], 0);
+  EXPECT_NE(ro["stderr"].get<std::string>().find("Read-only file system"), std::string::npos)
+      << ro.dump();
+  // Its size bounds it: a write past 32m fails inside.
+  json full = sh(writer, "head -c 40000000 /dev/zero > /var/agent/state/big");
+  EXPECT_NE(full["exit_code"], 0);
+  EXPECT_NE(full["stderr"].get<std::string>().find("No space left"), std::string::npos)
+      << full.dump();
+  sh(writer, "rm /var/agent/state/big");
+  auto shown = call("GET", "/v1/sandboxes/" + writer, tok);
+  EXPECT_NE(
+      shown.body.find(R"("volumes":[{"name":"state","path":"/var/agent/state","readonly":false}])"),
+      std::string::npos)
+      << shown.body;
+  EXPECT_EQ(shown.body.find(dir_), std::string::npos) << "no host path reaches a tenant";
+
+  // In use: not deleted. Another project: neither seen nor mounted.
+  auto in_use = call("DELETE", "/v1/volumes/state", tok);
+  EXPECT_EQ(in_use.status, 409) << in_use.body;
+  EXPECT_NE(in_use.body.find("mounted by sandbox"), std::string::npos) << in_use.body;
+  EXPECT_EQ(call("GET", "/v1/volumes/state", other).status, 404);
+  EXPECT_EQ(call("DELETE", "/v1/volumes/state", other).status, 404);
+  EXPECT_EQ(json::parse(call("GET", "/v1/volumes", other).body)["volumes"], json::array());
+  auto theirs = call("POST", "/v1/sandboxes", other,
+                     R"({"volumes": [{"name": "state", "path": "/var/agent/state"}]})");
+  EXPECT_EQ(theirs.status, 400) << theirs.body;
+  EXPECT_NE(theirs.body.find("\"field\":\"volumes[0].name\""), std::string::npos) << theirs.body;
+  for (const char* bad : {R"({"volumes": [{"name": "state", "path": "/usr/lib"}]})",
+                          R"({"volumes": [{"name": "state", "path": "relative"}]})",
+                          R"({"volumes": [{"name": "state", "path": "/a/../proc"}]})",
+                          R"({"volumes": [{"name": "state", "path": "/x", "mode": "rw"}]})",
+                          R"({"volumes": "state"})"}) {
+    auto r = call("POST", "/v1/sandboxes", tok, bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+    EXPECT_NE(r.body.find("\"field\":\"volumes"), std::string::npos) << r.body;
+  }
+
+  // Both sandboxes gone: the data stays for the next one.
+  EXPECT_EQ(call("DELETE", "/v1/sandboxes/" + writer, tok).status, 204);
+  EXPECT_EQ(call("DELETE", "/v1/sandboxes/" + reader, tok).status, 204);
+  const std::string later =
+      create(tok, R"({"volumes": [{"name": "state", "path": "/var/agent/state"}]})");
+  EXPECT_EQ(sh(later, "cat /var/agent/state/note")["stdout"], "kept\n");
+  EXPECT_EQ(call("DELETE", "/v1/sandboxes/" + later, tok).status, 204);
+  EXPECT_EQ(call("DELETE", "/v1/volumes/state", tok).status, 204);
+  EXPECT_EQ(call("GET", "/v1/volumes/state", tok).status, 404);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/volumes/acme/state.img")) << "its data is gone";
+  const std::string audit = call("GET", "/v1/audit", tok).body;
+  EXPECT_NE(audit.find("volume.create"), std::string::npos);
+  EXPECT_NE(audit.find("volume.delete"), std::string::npos);
+}
+
 // From the CLI: `sandbox process start | list | logs | kill --api`, and a
 // terminal on a sandbox that exists (`sandbox shell --attach ID`), with the
 // project's token in the environment only.
-TEST_F(ServeProcesses, TheCliStartsFollowsAndKillsProcessesAndAttachesAShell) {
+TEST_F(ServeSessions, TheCliStartsFollowsAndKillsProcessesAndAttachesAShell) {
   const std::string tok = token("acme");
   serve();
   const std::string id = create(tok);
