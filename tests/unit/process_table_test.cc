@@ -130,6 +130,8 @@ TEST_F(ProcessTableTest, OutputIsKeptNewestFirstAndReadByOffset) {
 
 TEST_F(ProcessTableTest, AReaderFromNowIsWokenByOutputAndByTheEnd) {
   ASSERT_TRUE(table_->start(call({"x", "old"}), "", {}).ok());
+  // Its first output comes after its start: wait for it, then read from now.
+  ASSERT_EQ(table_->read(10, 0, 10s)->next, 3u);
   std::thread writer([&] {
     std::this_thread::sleep_for(50ms);
     script_.last_sink.load()->on_stdout("new");
