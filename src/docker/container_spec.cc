@@ -38,6 +38,12 @@ nlohmann::json mounts(const ContainerPlan& plan) {
                    {"Target", kTrustBundleInSandbox},
                    {"ReadOnly", true}});
   }
+  for (const auto& v : plan.volumes) {
+    out.push_back({{"Type", "bind"},
+                   {"Source", v.host_path},
+                   {"Target", v.target},
+                   {"ReadOnly", v.readonly}});
+  }
   return out;
 }
 

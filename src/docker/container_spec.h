@@ -49,6 +49,13 @@ struct ContainerPlan {
   uid_t uid = 0;                              // the sandbox user (never 0)
   std::string proxy_socket;                   // network proxy: the host path of the proxy socket
   std::string trust_bundle;  // tls_intercept: host path of the bundle with the sandbox's CA
+  // The spec's volumes, each an idmapped tree the host attached for this
+  // container (host/idmapped_tree.h AttachedTree), bound at its path.
+  struct VolumeBind {
+    std::string host_path, target;
+    bool readonly = false;
+  };
+  std::vector<VolumeBind> volumes;
   std::string owner_host;
   int owner_pid = 0;
   uint64_t owner_start = 0;

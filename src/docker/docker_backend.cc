@@ -17,12 +17,16 @@
 #include "docker_api/api_client.h"
 #include "docker_api/docker_host.h"
 #include "host/cgroup.h"
+#include "host/idmapped_tree.h"
 #include "host/runner_binary.h"
 #include "host/setup_step.h"
 #include "host/uid_slots.h"
 
 namespace rf::docker {
 namespace {
+
+// Where a container's volumes are attached on the host, by sandbox id.
+constexpr const char* kVolumeAttachDir = "/run/ringfence/volumes";
 
 Result<DockerHost> resolve_host(const DockerOptions& options) {
   auto host =
@@ -52,6 +56,12 @@ Status check_docker_spec(const SandboxSpec& spec, const DockerHost& host) {
     return make_error("workspace",
                       "not supported by the docker backend (its /workspace is a "
                       "tmpfs in the container); copy files in with write_file");
+  }
+  if (!spec.volumes.empty() && !host.is_local()) {
+    return make_error("volumes",
+                      "need a daemon on this host (a volume's file system is bound "
+                      "into the container); " +
+                          host.url + " is remote");
   }
   if (spec.network == NetworkPolicy::kProxy && !host.is_local()) {
     return make_error("network",
@@ -180,7 +190,21 @@ Result<std::unique_ptr<Sandbox>> DockerBackend::create(const SandboxSpec& in) {
   plan.owner_pid = me.pid;
   plan.owner_start = me.start;
   plan.created_unix = ::time(nullptr);
+  // Volumes: idmapped to this container's user, attached on the host for it.
+  std::vector<std::unique_ptr<host::AttachedTree>> volume_trees;
+  for (size_t i = 0; i < spec.volumes.size(); ++i) {
+    const VolumeMount& v = spec.volumes[i];
+    auto tree = timer.run("attach volume", [&] {
+      return host::AttachedTree::attach(
+          v.host_dir, uid, uid, v.readonly,
+          std::string(kVolumeAttachDir) + "/" + spec.id + "/" + std::to_string(i));
+    });
+    if (!tree) return host::setup_error("attach volume " + v.name, tree.error());
+    plan.volumes.push_back({(*tree)->path(), v.path, v.readonly});
+    volume_trees.push_back(std::move(*tree));
+  }
   auto sandbox = std::make_unique<DockerSandbox>(spec, api_, std::move(*slot), std::move(egress));
+  sandbox->hold_volumes(std::move(volume_trees));
   if (auto s = sandbox->start(plan, std::move(steps), cgroups_ ? &*cgroups_ : nullptr); !s) {
     warn_unless_ok(sandbox->destroy(), spec.id + ": cleaning up after a failed set-up");
     return s.take_error();

@@ -139,6 +139,7 @@ Status DockerSandbox::destroy() {
   // Kill and remove in one request; the daemon ends every process in it.
   if (!container_id_.empty()) result = remove_container(*api_, container_id_);
   if (channel_) channel_->close();
+  volume_trees_.clear();  // after the container: nothing holds them now
   egress_.reset();
   slot_.release();
   return result;

@@ -12,6 +12,7 @@
 #include "docker_api/api_client.h"
 #include "host/cgroup.h"
 #include "host/egress_hub.h"
+#include "host/idmapped_tree.h"
 #include "host/runner_sandbox.h"
 #include "host/uid_slots.h"
 
@@ -36,6 +37,10 @@ class DockerSandbox : public host::RunnerSandbox {
   Status start(const ContainerPlan& plan, std::vector<StepTiming> host_steps,
                const host::CgroupLayout* cgroups);
   const std::string& container_id() const { return container_id_; }
+  // Its volumes' host trees (docker_backend.cc), let go when it is destroyed.
+  void hold_volumes(std::vector<std::unique_ptr<host::AttachedTree>> trees) {
+    volume_trees_ = std::move(trees);
+  }
   std::string image_digest() const override { return image_id_; }
 
  private:
@@ -50,6 +55,7 @@ class DockerSandbox : public host::RunnerSandbox {
   host::UidSlot slot_;
   std::unique_ptr<host::EgressLease> egress_;
   std::string container_id_;
+  std::vector<std::unique_ptr<host::AttachedTree>> volume_trees_;
   std::string image_id_;  // what the container was created from (sha256:...)
   int host_pid_ = 0;
   std::unique_ptr<AttachChannel> channel_;

@@ -9,7 +9,7 @@
 // when a sandbox first needs it, and kept mounted while this process lives;
 // a mount left by a process that died is found and used again. The image's
 // root belongs to host root, which a sandbox's idmapped mount shows as its
-// own user (native/workspace_mount.h).
+// own user (host/idmapped_tree.h).
 #pragma once
 
 #include <cstdint>

@@ -27,7 +27,7 @@ struct ChildConfig {
   int proto_fd = -1;  // becomes fd 3 of the tool runner
   // cgroup v1: open `tasks` files the child writes "0" to (see Cgroup::self_attach_files).
   int join_cgroup_fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
-  // From make_workspace_tree, for kAttachTree: [0] the workspace, then the
+  // From host::make_idmapped_tree, for kAttachTree: [0] the workspace, then the
   // volumes in order; -1 where none.
   static constexpr int kMaxTrees = 1 + 8;  // sandbox/spec.h kMaxVolumeMounts
   int tree_fds[kMaxTrees] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};

@@ -193,7 +193,7 @@ void add_writable(MountPlan& plan, const SandboxSpec& spec) {
     plan.ops.push_back(
         tmpfs("/workspace", "mode=0755," + size + inodes + ",uid=" + uid + ",gid=" + uid));
   } else {
-    // The host prepared an idmapped tree of the directory (workspace_mount.h).
+    // The host prepared an idmapped tree of the directory (host/idmapped_tree.h).
     plan.ops.push_back(op(Kind::kAttachTree, "/workspace"));
   }
   // Volumes (issue 41), each a tree the host prepared, at its path: the

@@ -12,12 +12,12 @@
 #include "core/io.h"
 #include "core/log.h"
 #include "core/unique_fd.h"
+#include "host/idmapped_tree.h"
 #include "host/janitor.h"
 #include "host/pid1_readback.h"
 #include "host/runner_client.h"
 #include "host/setup_step.h"
 #include "native/clone_child.h"
-#include "native/workspace_mount.h"
 
 namespace rf::native {
 namespace {
@@ -48,11 +48,11 @@ struct NativeSandbox::Launch {
   ChildConfig config;
   const MountPlan& plan;
   host::StepTimer timer;
-  UniqueFd sync_parent, sync_child;    // SOCK_SEQPACKET: the child's report, then EOF at exec
-  UniqueFd proto_parent, proto_child;  // the runner's protocol socket (its fd 3)
-  WorkspaceTree workspace;             // --workspace DIR: the detached, idmapped tree
-  std::vector<WorkspaceTree> volumes;  // each volume's, in the spec's order
-  std::vector<UniqueFd> join_fds;      // cgroup v1: the `tasks` files the child joins by
+  UniqueFd sync_parent, sync_child;         // SOCK_SEQPACKET: the child's report, then EOF at exec
+  UniqueFd proto_parent, proto_child;       // the runner's protocol socket (its fd 3)
+  host::IdmappedTree workspace;             // --workspace DIR: the detached, idmapped tree
+  std::vector<host::IdmappedTree> volumes;  // each volume's, in the spec's order
+  std::vector<UniqueFd> join_fds;           // cgroup v1: the `tasks` files the child joins by
   ChildStack stack;
   pid_t pid = -1;
 };
@@ -126,7 +126,7 @@ Status NativeSandbox::prepare_workspace(Launch& l) {
   // project sees the files as its own user's (on disk: the volume's owner).
   for (const VolumeMount& v : spec_.volumes) {
     auto tree = l.timer.run("prepare volume", [&] {
-      return make_workspace_tree(v.host_dir, sandbox_user, sandbox_user, v.readonly);
+      return host::make_idmapped_tree(v.host_dir, sandbox_user, sandbox_user, v.readonly);
     });
     if (!tree) return host::setup_error("prepare volume " + v.name, tree.error());
     l.volumes.push_back(std::move(*tree));
@@ -134,7 +134,7 @@ Status NativeSandbox::prepare_workspace(Launch& l) {
   }
   if (spec_.workspace_dir.empty()) return ok_status();
   auto tree = l.timer.run("prepare workspace", [&] {
-    return make_workspace_tree(spec_.workspace_dir, sandbox_user, sandbox_user);
+    return host::make_idmapped_tree(spec_.workspace_dir, sandbox_user, sandbox_user);
   });
   if (!tree) return host::setup_error("prepare workspace", tree.error());
   if (!tree->idmapped) {

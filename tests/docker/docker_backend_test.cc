@@ -859,5 +859,67 @@ TEST_F(DockerBackendTest, BackgroundProcessesAndTerminalsRunInContainers) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// Issue 41 item 4 on docker: a volume mounted in two containers of the
+// project at once, read-write in one and read-only in the other; each
+// container's user owns what is there (each is idmapped to it); the data
+// outlives both; a write past its size fails inside.
+TEST_F(DockerBackendTest, AVolumeIsSharedByTheProjectsContainers) {
+  char tmpl[] = "/tmp/rf-dvol-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string tok = make_token(dir, "acme");
+  auto worker =
+      start_door_worker(dir, {"--sandbox-backend", "docker", "--docker-host",
+                              test_daemon().unix_host(), "--sandbox-image", test_daemon().image()});
+  int port = 0;
+  auto server = start_serve(dir, &port);
+  ASSERT_NE(port, 0);
+  auto call = [&](const std::string& method, const std::string& target, const std::string& body) {
+    HttpProbe p(port);
+    return p.request(method, target, tok, body);
+  };
+  using nlohmann::json;
+  ASSERT_EQ(call("POST", "/v1/volumes", R"({"name": "cache", "size": "32m"})").status, 201);
+  auto make = [&](const std::string& spec) {
+    auto r = call("POST", "/v1/sandboxes", spec);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? json::parse(r.body)["id"].get<std::string>() : std::string();
+  };
+  auto sh = [&](const std::string& id, const std::string& cmd) {
+    auto r = call("POST", "/v1/sandboxes/" + id + "/exec", json{{"cmd", cmd}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? json::parse(r.body) : json::object();
+  };
+  const std::string a = make(R"({"volumes": [{"name": "cache", "path": "/var/cache/agent"}]})");
+  const std::string b =
+      make(R"({"volumes": [{"name": "cache", "path": "/mnt/cache", "readonly": true}]})");
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  json wrote = sh(a, "echo shared > /var/cache/agent/x && test -O /var/cache/agent/x && echo mine");
+  EXPECT_EQ(wrote["stdout"], "mine\n") << wrote.dump();
+  json read = sh(b, "cat /mnt/cache/x && test -O /mnt/cache/x && echo mine-too");
+  EXPECT_EQ(read["stdout"], "shared\nmine-too\n") << read.dump();
+  json ro = sh(b, "touch /mnt/cache/y");
+  EXPECT_NE(ro["exit_code"], 0);
+  EXPECT_NE(ro["stderr"].get<std::string>().find("Read-only file system"), std::string::npos)
+      << ro.dump();
+  // (The image's head is busybox's: it says "I/O error" for a full disk.)
+  json full = sh(a,
+                 "head -c 40000000 /dev/zero > /var/cache/agent/big; s=$(stat -c %s "
+                 "/var/cache/agent/big); test $s -lt 33554432 && echo bounded at $s");
+  EXPECT_NE(full["stdout"].get<std::string>().find("bounded at"), std::string::npos) << full.dump();
+  EXPECT_EQ(call("DELETE", "/v1/sandboxes/" + a, "").status, 204);
+  EXPECT_EQ(call("DELETE", "/v1/sandboxes/" + b, "").status, 204);
+  const std::string c = make(R"({"volumes": [{"name": "cache", "path": "/var/cache/agent"}]})");
+  EXPECT_EQ(sh(c, "cat /var/cache/agent/x")["stdout"], "shared\n");
+  EXPECT_EQ(call("DELETE", "/v1/sandboxes/" + c, "").status, 204);
+  EXPECT_EQ(call("DELETE", "/v1/volumes/cache", "").status, 204);
+  server->signal(SIGTERM);
+  EXPECT_EQ(server->wait(std::chrono::seconds(30)), 0) << server->err();
+  worker->signal(SIGTERM);
+  EXPECT_EQ(worker->wait(std::chrono::seconds(60)), 0) << worker->err();
+  std::system(("rm -rf " + dir).c_str());
+}
+
 }  // namespace
 }  // namespace rf::testing

@@ -1,17 +1,22 @@
-#include "native/workspace_mount.h"
+#include "host/idmapped_tree.h"
 
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/io.h"
+#include <cstring>
+#include <filesystem>
 
-namespace rf::native {
+#include "core/io.h"
+#include "core/log.h"
+
+namespace rf::host {
 namespace {
 
 // A user namespace whose only mapping is owner -> sandbox id. It lives as long
@@ -61,12 +66,12 @@ int set_attrs(int tree, uint64_t attrs, int userns) {
 
 }  // namespace
 
-Result<WorkspaceTree> make_workspace_tree(const std::string& dir, uid_t sandbox_uid,
-                                          gid_t sandbox_gid, bool readonly) {
+Result<IdmappedTree> make_idmapped_tree(const std::string& dir, uid_t sandbox_uid,
+                                        gid_t sandbox_gid, bool readonly) {
   const uint64_t ro = readonly ? MOUNT_ATTR_RDONLY : 0;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return sys_error("workspace " + dir);
-  WorkspaceTree out;
+  IdmappedTree out;
   // Only the directory's own mount: submounts below it stay out.
   out.fd.reset(static_cast<int>(
       ::syscall(SYS_open_tree, AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
@@ -86,4 +91,28 @@ Result<WorkspaceTree> make_workspace_tree(const std::string& dir, uid_t sandbox_
   return out;
 }
 
-}  // namespace rf::native
+Result<std::unique_ptr<AttachedTree>> AttachedTree::attach(const std::string& dir,
+                                                           uid_t sandbox_uid, gid_t sandbox_gid,
+                                                           bool readonly, const std::string& at) {
+  auto tree = make_idmapped_tree(dir, sandbox_uid, sandbox_gid, readonly);
+  if (!tree) return tree.take_error();
+  std::error_code ec;
+  std::filesystem::create_directories(at, ec);
+  if (ec) return make_error("attach " + dir, "cannot make " + at + ": " + ec.message());
+  if (::syscall(SYS_move_mount, tree->fd.get(), "", AT_FDCWD, at.c_str(),
+                MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+    Error e = sys_error("move_mount " + dir + " to " + at);
+    ::rmdir(at.c_str());
+    return e;
+  }
+  return std::unique_ptr<AttachedTree>(new AttachedTree(at));
+}
+
+AttachedTree::~AttachedTree() {
+  if (::umount2(at_.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+    spdlog::warn("unmount {}: {}", at_, std::strerror(errno));
+  }
+  ::rmdir(at_.c_str());
+}
+
+}  // namespace rf::host
