@@ -66,6 +66,14 @@ const json kProcessSchema = {
       {"error", {{"type", {"string", "null"}}}},
       {"output_bytes", {{"type", "integer"}}}}},
     {"required", {"pid", "argv", "state"}}};
+// A volume as the API answers it (api/sandbox_service.h).
+const json kVolumeSchema = {{"type", "object"},
+                            {"properties",
+                             {{"name", {{"type", "string"}}},
+                              {"size", {{"type", "string"}}},
+                              {"size_bytes", {{"type", "integer"}}},
+                              {"host", {{"type", {"string", "null"}}}}}},
+                            {"required", {"name", "size_bytes"}}};
 const json kPath = {
     {"type", "string"},
     {"description", "An absolute path inside the sandbox, e.g. /workspace/main.py"}};
@@ -173,6 +181,19 @@ json McpServer::tool_list(bool local) {
             create["properties"]["metadata"] = {{"type", "object"},
                                                 {"additionalProperties", {{"type", "string"}}},
                                                 {"description", "String keys and values"}};
+            create["properties"]["volumes"] = {
+                {"type", "array"},
+                {"maxItems", 8},
+                {"items",
+                 {{"type", "object"},
+                  {"properties",
+                   {{"name", {{"type", "string"}}},
+                    {"path", {{"type", "string"}}},
+                    {"readonly", {{"type", "boolean"}}}}},
+                  {"required", {"name", "path"}},
+                  {"additionalProperties", false}}},
+                {"description",
+                 "The project's volumes (volume_create) to mount, each at an absolute path"}};
           }
           if (local) {
             create["properties"]["id"] = {
@@ -290,6 +311,33 @@ json McpServer::tool_list(bool local) {
            {"ended", {{"type", "boolean"}}},
            {"reason", {{"type", "string"}}}}},
          {"required", {"events", "ended"}}}}},
+      {{"name", "volume_create"},
+       {"description",
+        "Make a named volume of the project: a disk of its own that outlives sandboxes; mount "
+        "it with sandbox_create's volumes."},
+       {"annotations", {{"destructiveHint", false}, {"idempotentHint", false}}},
+       {"inputSchema",
+        schema({{"name", {{"type", "string"}, {"pattern", "^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"}}},
+                {"size",
+                 {{"type", "string"}, {"description", "Its size, e.g. \"1g\" (default 1g)"}}}},
+               {"name"})},
+       {"outputSchema", kVolumeSchema}},
+      {{"name", "volume_list"},
+       {"description", "The project's named volumes."},
+       {"annotations", {{"readOnlyHint", true}}},
+       {"inputSchema", schema(json::object(), {})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties", {{"volumes", {{"type", "array"}, {"items", kVolumeSchema}}}}},
+         {"required", {"volumes"}}}}},
+      {{"name", "volume_delete"},
+       {"description", "Delete a named volume and all its data (refused while a sandbox mounts it)."},
+       {"annotations", {{"destructiveHint", true}, {"idempotentHint", true}}},
+       {"inputSchema", schema({{"name", {{"type", "string"}}}}, {"name"})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties", {{"name", {{"type", "string"}}}, {"deleted", {{"type", "boolean"}}}}},
+         {"required", {"name", "deleted"}}}}},
       {{"name", "sandbox_process_start"},
        {"description",
         "Start a command in the background in a sandbox: it keeps running after this call "
@@ -382,12 +430,15 @@ json McpServer::tool_list(bool local) {
                 {"timeout", {{"type", {"number", "string"}}}}},
                {"language", "code"})}},
   });
-  // Lifetimes are serve's: a local door's sandboxes live as long as its process.
+  // Lifetimes and volumes are serve's: a local door's sandboxes live as long
+  // as its process.
   if (local) {
-    for (auto it = tools.begin(); it != tools.end(); ++it) {
-      if ((*it)["name"] == "sandbox_set_timeout") {
-        tools.erase(it);
-        break;
+    for (auto it = tools.begin(); it != tools.end();) {
+      const std::string name = (*it)["name"];
+      if (name == "sandbox_set_timeout" || name.rfind("volume_", 0) == 0) {
+        it = tools.erase(it);
+      } else {
+        ++it;
       }
     }
   }
@@ -419,7 +470,7 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
     if (auto bad = local_ ? check_args(args, {"id", "limits", "network", "allow", "env"}, {})
                           : check_args(args,
                                        {"limits", "network", "allow", "env", "timeout",
-                                        "idle_timeout", "name", "metadata"},
+                                        "idle_timeout", "name", "metadata", "volumes"},
                                        {})) {
       return tool_error(*bad);
     }
@@ -583,6 +634,37 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
   }
   if (name.rfind("sandbox_process_", 0) == 0) return process_tool(project, name, args);
   if (name == "sandbox_file_watch") return watch_tool(project, args, client_gone);
+  if (name.rfind("volume_", 0) == 0 && !local_) {
+    auto failed_volume = [&](const ServiceError& e) {
+      return tool_error((e.field.empty() ? "" : e.field + ": ") + e.message);
+    };
+    if (name == "volume_list") {
+      if (auto bad = check_args(args, {}, {})) return tool_error(*bad);
+      auto all = sandboxes_.volumes(project);
+      if (auto* e = std::get_if<ServiceError>(&all)) return failed_volume(*e);
+      const json& list = std::get<json>(all);
+      std::string text;
+      for (const auto& v : list["volumes"])
+        text += v.value("name", "") + " " + v.value("size", "") + "\n";
+      return tool_result(list, text.empty() ? "no volumes" : text);
+    }
+    if (auto bad = name == "volume_create" ? check_args(args, {"name", "size"}, {"name"})
+                                           : check_args(args, {"name"}, {"name"})) {
+      return tool_error(*bad);
+    }
+    if (name == "volume_create") {
+      auto made = sandboxes_.create_volume(project, actor, args);
+      if (auto* e = std::get_if<ServiceError>(&made)) return failed_volume(*e);
+      const json& v = std::get<json>(made);
+      return tool_result(v, "volume " + v.value("name", "") + " (" + v.value("size", "") + ")");
+    }
+    if (name == "volume_delete") {
+      const std::string vname = args["name"];
+      auto gone = sandboxes_.delete_volume(project, vname, actor);
+      if (auto* e = std::get_if<ServiceError>(&gone)) return failed_volume(*e);
+      return tool_result({{"name", vname}, {"deleted", true}}, "deleted volume " + vname);
+    }
+  }
   if (name == "run_code") {
     if (auto bad =
             check_args(args, {"language", "code", "stdin", "timeout"}, {"language", "code"})) {

@@ -27,6 +27,8 @@ struct ApiFlags {
   std::string api, token_file;
   std::string timeout, idle_timeout, name, cwd, state;
   std::vector<std::string> metadata, env;  // K=V
+  std::vector<std::string> volumes;        // NAME:PATH[:ro]
+  std::string size;
   std::string id;
   bool json_out = false;
 };
@@ -102,6 +104,16 @@ int run_create(const ApiFlags& f) {
   if (!f.cwd.empty()) body["cwd"] = f.cwd;
   if (!meta->empty()) body["metadata"] = *meta;
   if (!env->empty()) body["env"] = *env;
+  for (size_t i = 0; i < f.volumes.size(); ++i) {
+    const std::string& v = f.volumes[i];
+    const size_t colon = v.find(':');
+    const bool ro = v.size() > 3 && v.compare(v.size() - 3, 3, ":ro") == 0;
+    const std::string path =
+        colon == std::string::npos ? "" : v.substr(colon + 1, v.size() - colon - 1 - (ro ? 3 : 0));
+    if (colon == std::string::npos || colon == 0 || path.empty())
+      return fail("--volume " + v + ": expected NAME:PATH or NAME:PATH:ro", kExitUsage);
+    body["volumes"].push_back({{"name", v.substr(0, colon)}, {"path", path}, {"readonly", ro}});
+  }
   // Checked here first, as serve checks them: the error names the flag.
   json probe = body;
   if (auto l = take_lifetime(probe); !l) {
@@ -235,6 +247,8 @@ void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result) {
   create->add_option("--metadata", cf->metadata, "KEY=VALUE (repeatable)");
   create->add_option("--env", cf->env, "KEY=VALUE every call sees (repeatable)");
   create->add_option("--cwd", cf->cwd, "Where calls run when they do not say");
+  create->add_option("--volume", cf->volumes,
+                     "NAME:PATH[:ro]: the project's volume NAME at PATH (repeatable)");
   create->add_flag("--json", cf->json_out, "The whole sandbox as JSON");
   create->callback([cf, result] { result->exit_code = run_create(*cf); });
 
@@ -345,6 +359,61 @@ void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result) {
   add_api_flags(del, df.get());
   del->add_option("id", df->id, "The sandbox")->required();
   del->callback([df, result] { result->exit_code = run_delete(*df); });
+}
+
+void add_volume_commands(CLI::App* volume, CommandResult* result) {
+  volume->require_subcommand(1);
+  auto cf = std::make_shared<ApiFlags>();
+  auto create = volume->add_subcommand(
+      "create", "A named volume of the token's project: create NAME [--size 1g]");
+  add_api_flags(create, cf.get());
+  create->add_option("name", cf->name, "Its name")->required();
+  create->add_option("--size", cf->size, "Its size (default 1g, at most the policy's)");
+  create->callback([cf, result] {
+    json body = {{"name", cf->name}};
+    if (!cf->size.empty()) body["size"] = cf->size;
+    auto made = exchange(*cf, "POST", "/v1/volumes", body.dump(), 201);
+    if (auto* code = std::get_if<int>(&made)) {
+      result->exit_code = *code;
+      return;
+    }
+    std::printf("%s %s\n", printable(cf->name).c_str(),
+                printable(std::get<json>(made).value("size", "")).c_str());
+  });
+
+  auto lf = std::make_shared<ApiFlags>();
+  auto list = volume->add_subcommand("list", "The token's project's volumes");
+  add_api_flags(list, lf.get());
+  list->add_flag("--json", lf->json_out, "One JSON array");
+  list->callback([lf, result] {
+    auto listed = exchange(*lf, "GET", "/v1/volumes", "", 200);
+    if (auto* code = std::get_if<int>(&listed)) {
+      result->exit_code = *code;
+      return;
+    }
+    const json all = std::get<json>(listed).value("volumes", json::array());
+    if (lf->json_out) {
+      std::printf("%s\n", printable_json(all).c_str());
+      return;
+    }
+    std::printf("%-24s %-8s %-24s %s\n", "NAME", "SIZE", "CREATED", "HOST");
+    for (const auto& v : all) {
+      const json host = v.value("host", json());
+      std::printf("%-24s %-8s %-24s %s\n", printable(v.value("name", "")).c_str(),
+                  printable(v.value("size", "")).c_str(),
+                  iso_utc(v.value("created_at", int64_t{0})).c_str(),
+                  host.is_string() ? printable(host.get<std::string>()).c_str() : "-");
+    }
+  });
+
+  auto df = std::make_shared<ApiFlags>();
+  auto del = volume->add_subcommand("delete", "Delete a volume and its data: delete NAME");
+  add_api_flags(del, df.get());
+  del->add_option("name", df->name, "Its name")->required();
+  del->callback([df, result] {
+    auto gone = exchange(*df, "DELETE", "/v1/volumes/" + httpd::query_escaped(df->name), "", 204);
+    if (auto* code = std::get_if<int>(&gone)) result->exit_code = *code;
+  });
 }
 
 }  // namespace rf::cli

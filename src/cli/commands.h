@@ -64,6 +64,8 @@ void add_sandbox_admin_commands(CLI::App* sandbox, CommandResult* result);
 void add_sandbox_validate_command(CLI::App* sandbox, CommandResult* result);
 // cmd_sandbox_api.cc: create, find, set-timeout, delete through serve (--api).
 void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result);
+// `volume create|list|delete --api` (cmd_sandbox_api.cc).
+void add_volume_commands(CLI::App* volume, CommandResult* result);
 void add_call_command(CLI::App* call, CommandResult* result);
 void add_run_commands(CLI::App* run, CommandResult* result);
 void add_worker_commands(CLI::App* worker, CommandResult* result);

@@ -30,6 +30,8 @@ std::span<const TopCommand> top_commands() {
       {"serve", "The HTTP API for agents and operators: serve --listen 127.0.0.1:8080",
        add_serve_command},
       {"token", "API tokens of a project: create, list, revoke", add_token_commands},
+      {"volume", "A project's named volumes on a fleet, through serve: create, list, delete",
+       add_volume_commands},
       {"policy", "The operator's policy of a project (or --default): set, show [--explain], clear",
        add_policy_commands},
       {"mcp", "The MCP server on stdio, for agents: mcp --project P", add_mcp_command},

@@ -114,7 +114,10 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
                 "sandbox_process_output",
                 "sandbox_process_signal",
                 "sandbox_process_start"};
-  if (transport == "http") names.push_back("sandbox_set_timeout");  // serve's lifetimes
+  if (transport == "http") {  // serve's lifetimes and volumes
+    for (const char* n : {"sandbox_set_timeout", "volume_create", "volume_delete", "volume_list"})
+      names.push_back(n);
+  }
   std::sort(names.begin(), names.end());
   EXPECT_EQ(steps["tools"]["names"], names);
   EXPECT_EQ(steps["tools"]["schemas_ok"], true);
@@ -155,6 +158,13 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
       steps["unknown_tool"]["message"].get<std::string>().find("approve_credential not found"),
       std::string::npos);
   EXPECT_EQ(steps["destroy"]["isError"], false);
+  if (transport == "http") {
+    EXPECT_EQ(steps["volumes"]["errors"], json::array()) << steps["volumes"].dump();
+    EXPECT_EQ(steps["volumes"]["created"], 32 << 20);
+    EXPECT_EQ(steps["volumes"]["listed"], json({"notes"}));
+    EXPECT_EQ(steps["volumes"]["stdout"], "kept\n");
+    EXPECT_EQ(steps["volumes"]["deleted"], true);
+  }
   // The stdio server ended with its client; nothing it made is left.
   Cli inventory({"sandbox", "list", "--backend", "native", "--json"});
   inventory.wait(30s);
@@ -224,6 +234,18 @@ TEST_F(McpHttp, HostileMessagesGetExactAnswersAndProjectsStayApart) {
   EXPECT_EQ(tool(a, "sandbox_exec", {{"sandbox_id", id}, {"cmd", "true"}})["result"]["isError"],
             false)
       << "A's sandbox is still there";
+  // A's volume: B neither sees, deletes nor mounts it.
+  EXPECT_EQ(tool(a, "volume_create", {{"name", "mine"}, {"size", "16m"}})["result"]["isError"],
+            false);
+  EXPECT_EQ(tool(b, "volume_list", json::object())["result"]["structuredContent"]["volumes"],
+            json::array());
+  const json del = tool(b, "volume_delete", {{"name", "mine"}});
+  EXPECT_EQ(del["result"]["isError"], true);
+  EXPECT_NE(del.dump().find("no volume mine"), std::string::npos) << del.dump();
+  const json mount =
+      tool(b, "sandbox_create", {{"volumes", json::array({{{"name", "mine"}, {"path", "/v"}}})}});
+  EXPECT_EQ(mount["result"]["isError"], true);
+  EXPECT_NE(mount.dump().find("volumes[0].name"), std::string::npos) << mount.dump();
 
   // A's own file tools (issue 41): made, listed to a depth, moved, stated, removed.
   auto ok = [&](const std::string& name, const json& args) {

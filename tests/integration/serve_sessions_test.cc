@@ -500,7 +500,8 @@ TEST_F(ServeSessions, TheCliStartsFollowsAndKillsProcessesAndAttachesAShell) {
   const std::vector<std::string> env = {"RINGFENCE_TOKEN=" + tok};
   // `sandbox WORDS... --api URL REST...`: the flag right after the (sub)command's words.
   auto cli = [&](std::vector<std::string> args, std::optional<std::string> in = std::nullopt) {
-    const size_t words = args[0] == "process" ? 2 : 1;  // `process start`; `shell`, `watch`
+    // `process start`; `shell`, `watch`, `create`
+    const size_t words = args[0] == "process" ? 2 : 1;
     args.insert(args.begin() + static_cast<long>(words), {"--api", api});
     args.insert(args.begin(), "sandbox");
     return std::make_unique<Cli>(args, in, env);
@@ -546,6 +547,30 @@ TEST_F(ServeSessions, TheCliStartsFollowsAndKillsProcessesAndAttachesAShell) {
   EXPECT_NE(watch->out().find("remove /workspace/seen/f\n"), std::string::npos) << watch->out();
   EXPECT_NE(watch->err().find("the watch ended: the watched directory"), std::string::npos)
       << watch->err();
+  // `volume create | list | delete`, and `sandbox create --volume NAME:PATH[:ro]`.
+  auto vol = std::make_unique<Cli>(
+      std::vector<std::string>{"volume", "create", "--api", api, "notes", "--size", "32m"},
+      std::nullopt, env);
+  ASSERT_EQ(vol->wait(30s), 0) << vol->err();
+  EXPECT_EQ(vol->out(), "notes 32m\n");
+  auto vols = std::make_unique<Cli>(std::vector<std::string>{"volume", "list", "--api", api},
+                                    std::nullopt, env);
+  ASSERT_EQ(vols->wait(30s), 0) << vols->err();
+  EXPECT_NE(vols->out().find("notes "), std::string::npos) << vols->out();
+  auto mounted = cli({"create", "--volume", "notes:/data:ro", "--json"});
+  ASSERT_EQ(mounted->wait(60s), 0) << mounted->err();
+  EXPECT_NE(mounted->out().find(R"("volumes":[{"name":"notes","path":"/data","readonly":true}])"),
+            std::string::npos)
+      << mounted->out();
+  auto bad_volume = cli({"create", "--volume", "notes"});
+  EXPECT_EQ(bad_volume->wait(30s), 2);
+  EXPECT_NE(bad_volume->err().find("--volume notes: expected NAME:PATH"), std::string::npos)
+      << bad_volume->err();
+  const std::string holder = json::parse(mounted->out())["id"];
+  ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + holder, tok).status, 204);
+  auto drop = std::make_unique<Cli>(
+      std::vector<std::string>{"volume", "delete", "--api", api, "notes"}, std::nullopt, env);
+  EXPECT_EQ(drop->wait(30s), 0) << drop->err();
   // A shell on the sandbox that exists, its input from a pipe.
   auto shell = cli({"shell", "--attach", id}, std::string("echo attached-$((1+2))\nexit 4\n"));
   EXPECT_EQ(shell->wait(60s), 4) << shell->out() << shell->err();

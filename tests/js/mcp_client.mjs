@@ -113,6 +113,20 @@ try {
   }
   const gone = await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: id } });
   say('destroy', { isError: !!gone.isError, text: text(gone) });
+  if (transportKind === 'http') {
+    // Volumes (issue 41): serve's, each answer checked against its outputSchema.
+    const vol = await client.callTool({ name: 'volume_create', arguments: { name: 'notes', size: '32m' } });
+    const vols = await client.callTool({ name: 'volume_list', arguments: {} });
+    const withVol = await client.callTool({ name: 'sandbox_create',
+      arguments: { volumes: [{ name: 'notes', path: '/var/agent/state' }] } });
+    const vid = withVol.structuredContent?.sandbox_id;
+    const put = await client.callTool({ name: 'sandbox_exec',
+      arguments: { sandbox_id: vid, cmd: 'echo kept > /var/agent/state/n && cat /var/agent/state/n' } });
+    await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: vid } });
+    const del = await client.callTool({ name: 'volume_delete', arguments: { name: 'notes' } });
+    say('volumes', { created: vol.structuredContent?.size_bytes, listed: (vols.structuredContent?.volumes || []).map((v) => v.name),
+                     stdout: put.structuredContent?.stdout, deleted: del.structuredContent?.deleted, errors: [vol, vols, withVol, put, del].filter((r) => r.isError).map(text) });
+  }
   await client.close();
   say('done', {});
 } catch (e) {
