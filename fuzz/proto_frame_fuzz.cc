@@ -48,6 +48,9 @@ void parse_frame(const Frame& f) {
       break;
     case MsgType::kFileUnwatch:
     case MsgType::kWatchEnd:
+    case MsgType::kPortExchange:
+    case MsgType::kPortData:
+    case MsgType::kPortEnd:
       (void)rf::parse_json_or_discarded(f.json);
       break;
     case MsgType::kFileData:

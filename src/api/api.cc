@@ -41,7 +41,7 @@ bool segment_matches(std::string_view pattern, const std::string& segment,
 }
 
 bool path_matches(std::string_view path, const std::vector<std::string>& segments,
-                  std::map<std::string, std::string>* params) {
+                  std::map<std::string, std::string>* params, bool rest = false) {
   size_t i = 0;
   while (!path.empty()) {
     path.remove_prefix(1);  // '/'
@@ -49,6 +49,13 @@ bool path_matches(std::string_view path, const std::vector<std::string>& segment
     const std::string_view pattern = path.substr(0, end);
     path = end == std::string_view::npos ? std::string_view() : path.substr(end);
     if (pattern.empty()) break;  // "/"
+    if (rest && path.empty() && pattern.front() == '{') {
+      // The last {name} of a rest route: every segment left, none included.
+      std::string all;
+      for (; i < segments.size(); ++i) all += (all.empty() ? "" : "/") + segments[i];
+      (*params)[std::string(pattern.substr(1, pattern.size() - 2))] = all;
+      return true;
+    }
     if (i >= segments.size() || !segment_matches(pattern, segments[i], params)) return false;
     ++i;
   }
@@ -98,6 +105,16 @@ std::span<const Api::Route> Api::routes() {
        &Api::sandbox_processes},
       {V::post, "/v1/sandboxes/{id}/processes/{pid}/resize", Access::kToken,
        &Api::sandbox_processes},
+      {V::get, "/v1/sandboxes/{id}/ports/{port}/{path}", Access::kToken, &Api::sandbox_port, "*",
+       true},
+      {V::post, "/v1/sandboxes/{id}/ports/{port}/{path}", Access::kToken, &Api::sandbox_port, "*",
+       true},
+      {V::put, "/v1/sandboxes/{id}/ports/{port}/{path}", Access::kToken, &Api::sandbox_port, "*",
+       true},
+      {V::patch, "/v1/sandboxes/{id}/ports/{port}/{path}", Access::kToken, &Api::sandbox_port, "*",
+       true},
+      {V::delete_, "/v1/sandboxes/{id}/ports/{port}/{path}", Access::kToken, &Api::sandbox_port,
+       "*", true},
       {V::post, "/v1/volumes", Access::kToken, &Api::volumes_create},
       {V::get, "/v1/volumes", Access::kToken, &Api::volumes_list},
       {V::get, "/v1/volumes/{name}", Access::kToken, &Api::volume_get},
@@ -231,7 +248,7 @@ void Api::handle(const Request& request, Responder& responder) {
   if (t.ok) {
     for (const Route& r : routes()) {
       std::map<std::string, std::string> p;
-      if (!path_matches(r.path, t.segments, &p)) continue;
+      if (!path_matches(r.path, t.segments, &p, r.rest)) continue;
       if (r.method == method) {
         route = &r;
         params = std::move(p);

@@ -78,6 +78,9 @@ class Api {
     // console's page). Any other is a 400 naming it: a mistyped ?projetc=
     // is never silently the caller's own project.
     std::string_view query = "";
+    // The path's last {name} takes every segment left, slashes and all (a
+    // port's paths: /v1/sandboxes/{id}/ports/{port}/{path}).
+    bool rest = false;
   };
   static std::span<const Route> routes();
 
@@ -112,6 +115,7 @@ class Api {
   void sandbox_file_move(Ctx& c);
   void sandbox_file_watch(Ctx& c);
   void sandbox_processes(Ctx& c);  // every /v1/sandboxes/{id}/processes route
+  void sandbox_port(Ctx& c);       // every /v1/sandboxes/{id}/ports/{port}/... request
   void volumes_create(Ctx& c);
   void volumes_list(Ctx& c);
   void volume_get(Ctx& c);

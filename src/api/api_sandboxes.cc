@@ -5,12 +5,15 @@
 // project's only; another project's sandbox answers 404 as an unknown one
 // does. A call whose client goes away, streaming or not, printing or silent,
 // is killed.
+#include <strings.h>
+
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
 #include "api/exec_json.h"
 #include "api/json_answers.h"
 #include "sandbox/file_tree.h"
+#include "sandbox/port_request.h"
 #include "sandbox/result_json.h"
 
 namespace rf::api {
@@ -396,6 +399,35 @@ void Api::sandbox_processes(Ctx& c) {
     return;
   }
   answer(c.out, status, std::get<json>(answered));
+}
+
+// A request to a port a process listens on inside the sandbox (issue 41
+// item 5), relayed through the worker's door and the sandbox's runner: the
+// client's method, path below .../ports/{port}, query, headers (but its
+// token) and body; the port's answer as it gave it.
+void Api::sandbox_port(Ctx& c) {
+  auto port = parse_port(c.param("port"));
+  if (!port) return fail(c.out, 400, "port", port.error().message);
+  HeaderList headers;
+  for (const auto& f : c.request) {
+    headers.emplace_back(std::string(sv(f.name_string())), std::string(sv(f.value())));
+  }
+  const std::string target = target_after(sv(c.request.target()), 5);
+  auto answered = sandboxes_.port_request(c.who.project, c.param("id"), *port,
+                                          std::string(sv(c.request.method_string())), target,
+                                          headers, c.request.body());
+  if (auto* e = std::get_if<ServiceError>(&answered)) return fail_with(c.out, *e);
+  auto& a = std::get<PortAnswer>(answered);
+  std::string type = "application/octet-stream";
+  HeaderList rest;
+  for (auto& [k, v] : a.headers) {
+    if (k.size() == 12 && ::strncasecmp(k.c_str(), "content-type", 12) == 0) {
+      type = v;
+    } else {
+      rest.emplace_back(std::move(k), std::move(v));
+    }
+  }
+  (void)c.out.respond(a.status, type, a.body, rest);
 }
 
 }  // namespace rf::api

@@ -226,6 +226,10 @@ Result<DoorReply> DoorClient::call(const DoorAddress& door, std::string_view met
     DoorReply reply;
     reply.status = static_cast<int>(res.result_int());
     reply.content_type = std::string(res[http::field::content_type]);
+    for (const auto& f : res) {
+      reply.headers.emplace_back(std::string(f.name_string().data(), f.name_string().size()),
+                                 std::string(f.value().data(), f.value().size()));
+    }
     reply.body = std::move(res.body());
     if (res.keep_alive()) give_back(door.address, std::move(fd));
     return reply;

@@ -31,6 +31,7 @@ struct DoorReply {
   int status = 0;
   std::string content_type;
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // all of them, as sent
 };
 
 class DoorClient {

@@ -1099,3 +1099,49 @@ ServiceResult<bool> WorkerSandboxes::delete_volume(const std::string& project,
 }
 
 }  // namespace rf::api
+
+namespace rf::api {
+
+ServiceResult<PortAnswer> LocalSandboxes::port_request(
+    const std::string& project, const std::string& id, int port, const std::string& method,
+    const std::string& target, const HeaderList& headers, const std::string& body) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  std::string answer;
+  Status s = h->sandbox->port_exchange(port, port_request_text(method, target, headers, body, port),
+                                       [&](std::string_view bytes) { answer.append(bytes); });
+  if (!s) return ServiceError{502, "port", s.error().to_string()};
+  auto parsed = parse_port_answer(answer);
+  if (!parsed) return ServiceError{502, "port", parsed.error().to_string()};
+  return std::move(*parsed);
+}
+
+ServiceResult<PortAnswer> WorkerSandboxes::port_request(
+    const std::string& project, const std::string& id, int port, const std::string& method,
+    const std::string& target, const HeaderList& headers, const std::string& body) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  DoorClient::Headers h = WorkerSandboxes::headers(project, "");
+  for (const auto& [k, v] : headers) {
+    if (port_header_passes(k)) h.emplace(k, v);
+  }
+  auto reply = doors_.call(
+      *door, method,
+      "/door/v1/sandboxes/" + query_escaped(id) + "/ports/" + std::to_string(port) + target, h,
+      body);
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  // The door's own refusals (404 unknown, 502 nothing answers) carry its JSON.
+  const bool refused =
+      std::any_of(reply->headers.begin(), reply->headers.end(),
+                  [](const auto& kv) { return kv.first == "X-Ringfence-Refused"; });
+  if (refused) return error_of(*reply);
+  PortAnswer a;
+  a.status = reply->status;
+  for (auto& [k, v] : reply->headers) {
+    if (port_header_passes(k)) a.headers.emplace_back(k, v);
+  }
+  a.body = std::move(reply->body);
+  return a;
+}
+
+}  // namespace rf::api

@@ -28,6 +28,7 @@
 #include "core/result.h"
 #include "policy/operator_policy.h"
 #include "proto/messages.h"
+#include "sandbox/port_request.h"
 #include "sandbox/process_request.h"
 #include "sandbox/process_table.h"
 #include "sandbox/sandbox.h"
@@ -118,6 +119,15 @@ class SandboxService {
                                         const std::string& path, bool recursive,
                                         const ProcessEvent& emit,
                                         const std::function<bool()>& gone) = 0;
+  // A request to a port a process of sandbox `id` listens on (issue 41;
+  // sandbox/port_request.h): `target` as the port sees it ("/" and below),
+  // the client's headers and body; the port's answer. 502 when nothing
+  // answers there.
+  virtual ServiceResult<PortAnswer> port_request(const std::string& project, const std::string& id,
+                                                 int port, const std::string& method,
+                                                 const std::string& target,
+                                                 const HeaderList& headers,
+                                                 const std::string& body) = 0;
   // A project's named volumes (issue 41; sandbox/volume_request.h): made
   // ({name, size}, bounded by the policy's volume_size_max), listed, shown,
   // deleted (with their data; refused while a sandbox mounts one). Each
@@ -223,6 +233,10 @@ class LocalSandboxes final : public SandboxService {
   ServiceResult<nlohmann::json> create_volume(const std::string& project, const std::string& actor,
                                               const nlohmann::json& body) override;
   ServiceResult<nlohmann::json> volumes(const std::string& project) override;
+  ServiceResult<PortAnswer> port_request(const std::string& project, const std::string& id,
+                                         int port, const std::string& method,
+                                         const std::string& target, const HeaderList& headers,
+                                         const std::string& body) override;
   ServiceResult<nlohmann::json> volume(const std::string& project,
                                        const std::string& name) override;
   ServiceResult<bool> delete_volume(const std::string& project, const std::string& name,
@@ -296,6 +310,10 @@ class WorkerSandboxes final : public SandboxService {
   ServiceResult<nlohmann::json> create_volume(const std::string& project, const std::string& actor,
                                               const nlohmann::json& body) override;
   ServiceResult<nlohmann::json> volumes(const std::string& project) override;
+  ServiceResult<PortAnswer> port_request(const std::string& project, const std::string& id,
+                                         int port, const std::string& method,
+                                         const std::string& target, const HeaderList& headers,
+                                         const std::string& body) override;
   ServiceResult<nlohmann::json> volume(const std::string& project,
                                        const std::string& name) override;
   ServiceResult<bool> delete_volume(const std::string& project, const std::string& name,

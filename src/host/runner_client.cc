@@ -531,6 +531,44 @@ Result<std::string> RunnerClient::watch(
 
 Status RunnerClient::unwatch(uint32_t id) { return send(MsgType::kFileUnwatch, id, "{}"); }
 
+Status RunnerClient::port_exchange(int port, std::string_view request,
+                                   const std::function<void(std::string_view)>& on_data) {
+  const std::string what = "port " + std::to_string(port);
+  if (runner_minor_ < proto::kPortMinor) {
+    return make_error(what, "the sandbox's tool runner speaks protocol " + runner_protocol_ +
+                                ", which has no port_exchange (0.5 has)");
+  }
+  if (request.size() > proto::kMaxData) return make_error(what, "the request is too large");
+  Pending p;
+  add_pending(p);
+  std::optional<Error> failed;
+  p.handle = [&](Frame& f) {
+    switch (f.type) {
+      case MsgType::kPortData:
+        on_data(f.data);
+        return false;
+      case MsgType::kPortEnd: {
+        const auto j = parse_json_or_discarded(f.json);
+        const std::string error = j.is_object() ? j.value("error", std::string()) : "";
+        if (!error.empty()) failed = make_error(what, error);
+        return true;
+      }
+      case MsgType::kError:
+        failed = from_error_frame(f);
+        return true;
+      default:
+        failed = unexpected(f, "port_exchange");
+        return true;
+    }
+  };
+  Status s = send(MsgType::kPortExchange, p.id, nlohmann::json{{"port", port}}.dump(), request);
+  if (s) s = wait(p);
+  remove_pending(p);
+  if (!s) return s;
+  if (failed) return *failed;
+  return ok_status();
+}
+
 Status RunnerClient::make_dir(const std::string& path, bool parents) {
   proto::FileRequest req;
   req.path = path;

@@ -72,6 +72,12 @@ class RunnerClient {
                             const std::function<void(uint32_t)>& on_watching,
                             const std::function<void(std::vector<proto::FileEvent>&&)>& on_events);
   Status unwatch(uint32_t id);
+  // Protocol 0.5 (proto::kPortMinor): `request`'s bytes to 127.0.0.1:`port`
+  // inside the sandbox, and what the connection answers, piece by piece, to
+  // `on_data` (on this thread), until it closes. An error when it could not
+  // connect or broke.
+  Status port_exchange(int port, std::string_view request,
+                       const std::function<void(std::string_view)>& on_data);
   Status set_env(const proto::SetEnv& vars);
   Result<proto::ProbeResult> probe();
 

@@ -123,6 +123,11 @@ Result<std::string> RunnerSandbox::watch(
 
 Status RunnerSandbox::unwatch(uint32_t id) { return runner_->unwatch(id); }
 
+Status RunnerSandbox::port_exchange(int port, std::string_view request,
+                                    const std::function<void(std::string_view)>& on_data) {
+  return checked(runner_->port_exchange(port, request, on_data));
+}
+
 Status RunnerSandbox::remove(const std::string& path, bool recursive) {
   return checked(runner_->remove(path, recursive));
 }

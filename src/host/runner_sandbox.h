@@ -53,6 +53,8 @@ class RunnerSandbox : public Sandbox {
       const std::string& path, bool recursive, const std::function<void(uint32_t)>& on_watching,
       const std::function<void(std::vector<proto::FileEvent>&&)>& on_events) override;
   Status unwatch(uint32_t id) override;
+  Status port_exchange(int port, std::string_view request,
+                       const std::function<void(std::string_view)>& on_data) override;
   Status set_env(const std::map<std::string, std::string>& vars) override;
   Status unset_env(const std::vector<std::string>& names) override;
   Result<proto::ProbeResult> probe() override;

@@ -47,6 +47,9 @@ bool known_type(uint8_t t) {
     case MsgType::kFileUnwatch:
     case MsgType::kWatchEvents:
     case MsgType::kWatchEnd:
+    case MsgType::kPortExchange:
+    case MsgType::kPortData:
+    case MsgType::kPortEnd:
     case MsgType::kOk:
     case MsgType::kError:
     case MsgType::kShutdown:
@@ -114,6 +117,12 @@ const char* type_name(MsgType t) {
       return "watch_events";
     case MsgType::kWatchEnd:
       return "watch_end";
+    case MsgType::kPortExchange:
+      return "port_exchange";
+    case MsgType::kPortData:
+      return "port_data";
+    case MsgType::kPortEnd:
+      return "port_end";
     case MsgType::kOk:
       return "ok";
     case MsgType::kError:

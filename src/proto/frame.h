@@ -50,10 +50,13 @@ enum class MsgType : uint8_t {
   kSetEnv = 30,
   kProbe = 31,
   kProbeResult = 32,
-  kFileWatch = 33,    // H→R, protocol 0.5: watch a directory (recursive when asked)
-  kFileUnwatch = 34,  // H→R, protocol 0.5: stop a watch (answered by its watch_end)
-  kWatchEvents = 35,  // R→H, protocol 0.5: what happened under a watched directory
-  kWatchEnd = 36,     // R→H, protocol 0.5: a watch ended, and why
+  kFileWatch = 33,     // H→R, protocol 0.5: watch a directory (recursive when asked)
+  kFileUnwatch = 34,   // H→R, protocol 0.5: stop a watch (answered by its watch_end)
+  kWatchEvents = 35,   // R→H, protocol 0.5: what happened under a watched directory
+  kWatchEnd = 36,      // R→H, protocol 0.5: a watch ended, and why
+  kPortExchange = 37,  // H→R, protocol 0.5: a request's bytes for a port inside
+  kPortData = 38,      // R→H, protocol 0.5: what the port answered
+  kPortEnd = 39,       // R→H, protocol 0.5: the port's connection closed (or failed: why)
   kOk = 40,
   kError = 41,
   kShutdown = 42,

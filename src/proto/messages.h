@@ -33,6 +33,8 @@ inline constexpr int kFileOpsMinor = 4;
 // The first minor with file_watch, file_unwatch, watch_events and
 // watch_end: a host sends them only to a runner that said at least this.
 inline constexpr int kWatchMinor = 5;
+// And port_exchange, port_data and port_end (a request to a port inside).
+inline constexpr int kPortMinor = 5;
 std::string compatible_range();
 
 struct Version {

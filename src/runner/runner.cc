@@ -48,6 +48,8 @@ constexpr uint64_t kCredBit = uint64_t{1} << 62;
 constexpr uint64_t kSupervisorBit = uint64_t{1} << 61;
 // A directory watch's inotify descriptor: this bit, or the watch's id.
 constexpr uint64_t kWatchBit = uint64_t{1} << 60;
+// A port exchange's socket: this bit, or its id.
+constexpr uint64_t kPortBit = uint64_t{1} << 59;
 // Events per watch_events frame, well inside kMaxJson.
 constexpr size_t kEventsPerFrame = 2000;
 
@@ -293,6 +295,8 @@ void Runner::on_event(const epoll_event& ev) {
     if (cred_) cred_->on_event(t & ~kCredBit, ev.events);
   } else if (t & kWatchBit) {
     on_watch(static_cast<uint32_t>(t & ~kWatchBit));
+  } else if (t & kPortBit) {
+    ports_->on_event(static_cast<uint32_t>(t & ~kPortBit), ev.events);
   } else {
     // A call's descriptor, or its supervisor's socket (the call it is busy with).
     const bool supervisor = (t & kSupervisorBit) != 0;
@@ -614,6 +618,8 @@ void Runner::handle(proto::Frame&& f) {
     case MsgType::kFileWatch:
     case MsgType::kFileUnwatch:
       return handle_watch(f);
+    case MsgType::kPortExchange:
+      return handle_port(std::move(f));
     case MsgType::kSetEnv:
       return handle_set_env(f);
     case MsgType::kProbe:
@@ -814,6 +820,32 @@ void Runner::handle_file(proto::Frame&& f) {
       if (!info) return reply_error(f.call_id, info.error());
       return send(MsgType::kFileInfo, f.call_id, proto::to_json(*info));
     }
+  }
+}
+
+Runner::Runner(Options options, FileOps files)
+    : options_(std::move(options)),
+      files_(std::move(files)),
+      supervisors_([this](int fd, pid_t pid, bool on) { watch_supervisor(fd, pid, on); }) {
+  ports_ = std::make_unique<PortExchanges>(
+      [this](int fd, uint32_t id, uint32_t events) { watch_token(fd, kPortBit | id, events); },
+      [this](uint32_t id, std::string_view bytes) { send(MsgType::kPortData, id, "", bytes); },
+      [this](uint32_t id, const std::string& error) {
+        send(MsgType::kPortEnd, id, nlohmann::json{{"error", error}}.dump());
+      });
+}
+
+void Runner::handle_port(proto::Frame&& f) {
+  const uint32_t id = f.call_id;
+  const auto j = nlohmann::json::parse(f.json, nullptr, false);
+  if (!j.is_object() || !j.contains("port") || !j["port"].is_number_integer()) {
+    return reply_error(id, make_error("port_exchange.port", "expected a port from 1 to 65535"));
+  }
+  if (id == 0 || ports_->has(id) || calls_.count(id) != 0 || watches_.count(id) != 0) {
+    return reply_error(id, make_error("port_exchange", "id " + std::to_string(id) + " is in use"));
+  }
+  if (auto s = ports_->start(id, j["port"].get<int>(), std::move(f.data)); !s) {
+    return reply_error(id, s.error());
   }
 }
 

@@ -27,6 +27,7 @@
 #include "runner/file_ops.h"
 #include "runner/file_watch.h"
 #include "runner/orphans.h"
+#include "runner/port_exchange.h"
 #include "runner/supervisor_pool.h"
 
 namespace rf::runner {
@@ -75,10 +76,7 @@ class Runner final : public Loop {
   void disarm(uint32_t call_id) override;
 
  private:
-  Runner(Options options, FileOps files)
-      : options_(std::move(options)),
-        files_(std::move(files)),
-        supervisors_([this](int fd, pid_t pid, bool on) { watch_supervisor(fd, pid, on); }) {}
+  Runner(Options options, FileOps files);
   void watch_supervisor(int fd, pid_t pid, bool on);
   Status handshake();
   Status read_frames_blocking();
@@ -158,6 +156,9 @@ class Runner final : public Loop {
   // Directory watches (file_watch), by the id the host gave; at most kMaxWatches.
   static constexpr size_t kMaxWatches = 64;
   std::map<uint32_t, std::unique_ptr<DirWatch>> watches_;
+  // Requests to ports inside (port_exchange).
+  std::unique_ptr<PortExchanges> ports_;
+  void handle_port(proto::Frame&& frame);
   void handle_watch(const proto::Frame& frame);
   void on_watch(uint32_t id);
   void end_watch(uint32_t id, const std::string& why);

@@ -183,6 +183,13 @@ class Sandbox {
     return make_error("file_watch " + path, "this sandbox cannot watch directories");
   }
   virtual Status unwatch(uint32_t /*id*/) { return ok_status(); }
+  // A request to a port a process listens on inside (issue 41): `request`'s
+  // bytes to 127.0.0.1:`port` in the sandbox's own network, through its
+  // runner, and the answer's bytes to `on_data` until the connection closes.
+  virtual Status port_exchange(int port, std::string_view /*request*/,
+                               const std::function<void(std::string_view)>& /*on_data*/) {
+    return make_error("port " + std::to_string(port), "this sandbox cannot be reached on a port");
+  }
   // Adds variables to every later call's environment (credentials injected late).
   virtual Status set_env(const std::map<std::string, std::string>& vars) = 0;
   // Takes variables set by set_env out again (a JIT grant withdrawn).

@@ -1,6 +1,7 @@
 #include "worker/door.h"
 
 #include <sodium.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "sandbox/exec_json.h"
 #include "sandbox/file_tree.h"
 #include "sandbox/lifetime_request.h"
+#include "sandbox/port_request.h"
 #include "sandbox/process_request.h"
 #include "sandbox/result_json.h"
 #include "sandbox/watch_stream.h"
@@ -33,10 +35,12 @@ void answer(httpd::Responder& out, int status, const json& body) {
   (void)out.respond(status, kJson, body.dump() + "\n");
 }
 
+// A refusal of the door's own, marked so that a front door relaying a port's
+// answers (which may be any status) tells the two apart.
 void refuse(httpd::Responder& out, const DoorRefusal& r) {
   json body = {{"error", r.message}, {"status", r.status}};
   if (!r.field.empty()) body["field"] = r.field;
-  answer(out, r.status, body);
+  (void)out.respond(r.status, kJson, body.dump() + "\n", {{"X-Ringfence-Refused", "1"}});
 }
 
 std::string random_key() {
@@ -202,6 +206,9 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
       return;
     }
     return answer(out, 405, {{"error", "allowed: GET, DELETE"}});
+  }
+  if (seg[4] == "ports" && seg.size() >= 6) {
+    return port(*sb, seg[5], request, out);
   }
   if (seg[4] == "processes") {
     return processes(*sb, std::vector<std::string>(seg.begin() + 4, seg.end()), t.query, request,
@@ -410,6 +417,48 @@ void Door::processes(DoorSandbox& sb, const std::vector<std::string>& rest,
       [&] { return events.gone() || out.client_gone(); });
   sandboxes_.attach(sb, false);
   if (!events.gone()) (void)out.end_stream();
+}
+
+}  // namespace rf::worker
+
+namespace rf::worker {
+
+// A request to a port inside (issue 41 item 5): relayed through the
+// sandbox's runner as bytes, its answer read to the connection's close.
+void Door::port(DoorSandbox& sb, const std::string& port_text, const httpd::Request& request,
+                httpd::Responder& out) {
+  auto port = parse_port(port_text);
+  if (!port) return refuse(out, {400, "port", port.error().message});
+  HeaderList headers;
+  for (const auto& f : request) {
+    headers.emplace_back(std::string(sv(f.name_string())), std::string(sv(f.value())));
+  }
+  const std::string target = target_after(sv(request.target()), 6);
+  const std::string text =
+      port_request_text(sv(request.method_string()), target, headers, request.body(), *port);
+  std::string answer;
+  sandboxes_.attach(sb, true);
+  Status s =
+      sb.sandbox->port_exchange(*port, text, [&](std::string_view bytes) { answer.append(bytes); });
+  sandboxes_.attach(sb, false);
+  if (!s) {
+    return refuse(
+        out, {502, "port",
+              "sandbox " + sb.id() + ": " + s.error().to_string() +
+                  " (does a process listen on 127.0.0.1:" + std::to_string(*port) + " inside?)"});
+  }
+  auto parsed = parse_port_answer(answer);
+  if (!parsed) return refuse(out, {502, "port", parsed.error().to_string()});
+  std::string type = "application/octet-stream";
+  HeaderList rest;
+  for (auto& [k, v] : parsed->headers) {
+    if (k.size() == 12 && ::strncasecmp(k.c_str(), "content-type", 12) == 0) {
+      type = v;
+    } else {
+      rest.emplace_back(std::move(k), std::move(v));
+    }
+  }
+  (void)out.respond(parsed->status, type, parsed->body, rest);
 }
 
 }  // namespace rf::worker

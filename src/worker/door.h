@@ -21,6 +21,7 @@
 //   ...     /door/v1/sandboxes/{id}/processes[/{pid}[/OP]] (sandbox/process_request.h);
 //           /output with Accept: text/event-stream streams stdout/stderr
 //           {data, offset}, skipped {bytes}, then end {process}
+//   ANY     /door/v1/sandboxes/{id}/ports/{port}/PATH  relayed to 127.0.0.1:PORT inside
 // Errors: {"error", "field", "status"} with the status the API answers.
 #pragma once
 
@@ -61,6 +62,9 @@ class Door {
   Door(DoorSandboxes& sandboxes, std::string worker_id, std::string key)
       : sandboxes_(sandboxes), worker_id_(std::move(worker_id)), key_(std::move(key)) {}
   void handle(const httpd::Request& request, httpd::Responder& out);
+  // /door/v1/sandboxes/{id}/ports/{port}/... (sandbox/port_request.h).
+  void port(DoorSandbox& sandbox, const std::string& port, const httpd::Request& request,
+            httpd::Responder& out);
   // /door/v1/sandboxes/{id}/processes... (sandbox/process_request.h).
   void processes(DoorSandbox& sandbox, const std::vector<std::string>& rest,
                  const std::map<std::string, std::string>& query, const httpd::Request& request,

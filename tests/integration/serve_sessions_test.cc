@@ -489,6 +489,77 @@ TEST_F(ServeSessions, AVolumeOutlivesItsSandboxesAndIsTheProjectsAlone) {
   EXPECT_NE(audit.find("volume.delete"), std::string::npos);
 }
 
+// Issue 41 item 5: a server a background process runs on the sandbox's own
+// loopback is reached through serve (its runner relays the bytes; the
+// sandbox has no route): the method, the path below the port, the query,
+// the headers but the client's token, and the body go in; the answer's
+// status, headers and body come out. Nothing listening is a 502 naming the
+// port; another project's token a 404.
+TEST_F(ServeSessions, APortInsideIsReachedThroughServeAndTheRunner) {
+  const std::string tok = token("acme");
+  const std::string other = token("beta");
+  serve();
+  const std::string id = create(tok);
+  const std::string base = "/v1/sandboxes/" + id;
+  const std::string server = R"(import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self): self.reply()
+    def do_POST(self): self.reply()
+    def reply(self):
+        n = int(self.headers.get('Content-Length') or 0)
+        body = self.rfile.read(n)
+        seen = ' '.join(sorted(k.lower() for k in self.headers.keys()))
+        out = ('%s %s\n%s\nhost=%s\n' % (self.command, self.path, seen, self.headers['Host'])).encode() + body
+        self.send_response(201 if self.command == 'POST' else 200)
+        self.send_header('Content-Type', 'text/plain')
+        self.send_header('X-Echo', 'yes')
+        self.send_header('Content-Length', str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *a): pass
+http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()
+)";
+  ASSERT_EQ(call("PUT", base + "/files?path=/workspace/server.py", tok, server).status, 201);
+  start(tok, id, {{"argv", {"python3", "/workspace/server.py"}}, {"tag", "web"}});
+  HttpReply got;
+  for (int i = 0; i < 200; ++i) {  // until it listens
+    got = call("GET", base + "/ports/8000/a/b?x=1&y=%20z", tok);
+    if (got.status != 502) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.header("content-type"), "text/plain");
+  EXPECT_EQ(got.header("x-echo"), "yes");
+  EXPECT_EQ(got.body.substr(0, got.body.find('\n')), "GET /a/b?x=1&y=%20z");
+  EXPECT_EQ(got.body.find("authorization"), std::string::npos)
+      << "the token stays out: " << got.body;
+  EXPECT_EQ(got.body.find("x-ringfence"), std::string::npos) << got.body;
+  EXPECT_NE(got.body.find("host=127.0.0.1:8000"), std::string::npos) << got.body;
+  {
+    HttpProbe p(port_);
+    auto posted =
+        p.request("POST", base + "/ports/8000/submit", tok, "payload=1",
+                  {{"Content-Type", "application/x-www-form-urlencoded"}, {"X-Custom", "kept"}});
+    EXPECT_EQ(posted.status, 201) << posted.body;
+    EXPECT_NE(posted.body.find("POST /submit"), std::string::npos) << posted.body;
+    EXPECT_NE(posted.body.find("x-custom"), std::string::npos) << posted.body;
+    EXPECT_EQ(posted.body.substr(posted.body.size() - 9), "payload=1") << posted.body;
+  }
+  EXPECT_EQ(call("GET", base + "/ports/8000/", tok).body.substr(0, 6), "GET /\n");
+  auto none = call("GET", base + "/ports/8001/", tok);
+  EXPECT_EQ(none.status, 502) << none.body;
+  EXPECT_NE(none.body.find("127.0.0.1:8001"), std::string::npos) << none.body;
+  EXPECT_NE(none.body.find("\"field\":\"port\""), std::string::npos) << none.body;
+  for (const char* bad : {"0", "65536", "http"}) {
+    auto r = call("GET", base + "/ports/" + std::string(bad) + "/", tok);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+  }
+  auto theirs = call("GET", base + "/ports/8000/", other);
+  EXPECT_EQ(theirs.status, 404) << theirs.body;
+  EXPECT_EQ(theirs.body.find("GET /"), std::string::npos) << "nothing of the port leaks";
+  EXPECT_EQ(call("GET", base + "/ports/8000/", "").status, 401);
+}
+
 // From the CLI: `sandbox process start | list | logs | kill --api`, and a
 // terminal on a sandbox that exists (`sandbox shell --attach ID`), with the
 // project's token in the environment only.
