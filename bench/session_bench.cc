@@ -14,7 +14,10 @@
 //  3. watch: a file made in the sandbox (its name the clock just before),
 //     its event at a client following a watch of its directory (bar: 5 ms
 //     p50); floor: the same watch of a native sandbox in this process.
-//  4. idle: --idle-sandboxes sandboxes with --idle-per-sandbox `sleep`
+//  4. port: a GET through serve to a server a process runs inside (bar: 1
+//     ms added), against the same server on the host's loopback, asked
+//     directly (a fresh connection each, as the relay makes one).
+//  5. idle: --idle-sandboxes sandboxes with --idle-per-sandbox `sleep`
 //     processes each; the worker's CPU over --quiet-seconds with them and
 //     without them (bar: none, no polling), and its resident memory per
 //     process (bar: 64 KiB beyond their buffers, which hold nothing yet).
@@ -328,7 +331,63 @@ int main(int argc, char** argv) {
     std::printf("  floor: the same watch in this process      p50 %7.0f us  p99 %7.0f us\n", wf.p50,
                 wf.p99);
 
-    // 4. Idle processes: the worker's CPU and memory.
+    // 4. Ports: a GET to a server inside through serve, door and runner,
+    // against the same server on the host's loopback, asked directly.
+    const std::string server_py =
+        "import http.server, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    protocol_version = 'HTTP/1.1'\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200)\n"
+        "        self.send_header('Content-Length', '2')\n"
+        "        self.end_headers()\n"
+        "        self.wfile.write(b'ok')\n"
+        "    def log_message(self, *a): pass\n"
+        "http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n";
+    (void)api.request("PUT", "/v1/sandboxes/" + id + "/files?path=/workspace/s.py", tok, server_py);
+    (void)api.request("POST", procs, tok,
+                      json{{"argv", {"python3", "/workspace/s.py", "8000"}}}.dump());
+    const std::string host_py = dir + "/s.py";
+    std::ofstream(host_py) << server_py;
+    const int host_port = 20000 + static_cast<int>(::getpid() % 20000);
+    bench::Server host_server;
+    host_server.pid =
+        bench::spawn_shell("/usr/bin/python3 " + host_py + " " + std::to_string(host_port));
+    const std::string via = "/v1/sandboxes/" + id + "/ports/8000/";
+    for (int i = 0; i < 200; ++i) {
+      HttpProbe host_probe(host_port);
+      if (api.request("GET", via, tok).status == 200 &&
+          host_probe.request("GET", "/", "").status == 200)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::vector<double> port_us, direct_us;
+    for (int i = 0; i < iterations + 20; ++i) {
+      const auto t0 = Clock::now();
+      auto r = api.request("GET", via, tok);
+      if (r.status != 200) {
+        std::fprintf(stderr, "port: %d %s\n", r.status, r.body.c_str());
+        return 1;
+      }
+      if (i >= 20) port_us.push_back(us_since(t0));
+      const auto d0 = Clock::now();
+      HttpProbe direct_probe(host_port);
+      auto d = direct_probe.request("GET", "/", "");
+      if (d.status != 200) {
+        std::fprintf(stderr, "direct: %d\n", d.status);
+        return 1;
+      }
+      if (i >= 20) direct_us.push_back(us_since(d0));
+    }
+    const auto pt = bench::summarise(port_us), dt = bench::summarise(direct_us);
+    std::printf("port: a GET through serve to a server inside p50 %7.0f us  p99 %7.0f us\n", pt.p50,
+                pt.p99);
+    std::printf("  the same server on the host, asked directly p50 %7.0f us  p99 %7.0f us\n",
+                dt.p50, dt.p99);
+    std::printf("  added by serve, the door and the runner     p50 %7.0f us  (bar 1000)\n",
+                pt.p50 - dt.p50);
+
+    // 5. Idle processes: the worker's CPU and memory.
     std::vector<std::pair<std::string, std::string>> idle;  // sandbox, token
     for (int i = 0; i < idle_sandboxes; ++i) {
       const std::string& t = tokens[static_cast<size_t>(i / 50)];
