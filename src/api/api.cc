@@ -40,6 +40,21 @@ bool segment_matches(std::string_view pattern, const std::string& segment,
   return true;
 }
 
+// The value of cookie `name` in a Cookie header ("" when absent).
+std::string cookie_value(std::string_view header, const std::string& name) {
+  while (!header.empty()) {
+    const size_t end = header.find(';');
+    std::string_view pair = header.substr(0, end);
+    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+    const size_t eq = pair.find('=');
+    if (eq != std::string_view::npos && pair.substr(0, eq) == name)
+      return std::string(pair.substr(eq + 1));
+    if (end == std::string_view::npos) break;
+    header.remove_prefix(end + 1);
+  }
+  return "";
+}
+
 bool path_matches(std::string_view path, const std::vector<std::string>& segments,
                   std::map<std::string, std::string>* params, bool rest = false) {
   size_t i = 0;
@@ -105,6 +120,7 @@ std::span<const Api::Route> Api::routes() {
        &Api::sandbox_processes},
       {V::post, "/v1/sandboxes/{id}/processes/{pid}/resize", Access::kToken,
        &Api::sandbox_processes},
+      {V::post, "/v1/sandboxes/{id}/ports/{port}:share", Access::kToken, &Api::sandbox_port_share},
       {V::get, "/v1/sandboxes/{id}/ports/{port}/{path}", Access::kToken, &Api::sandbox_port, "*",
        true},
       {V::post, "/v1/sandboxes/{id}/ports/{port}/{path}", Access::kToken, &Api::sandbox_port, "*",
@@ -158,7 +174,17 @@ Api::Api(store::Store& store, SandboxService& sandboxes, ApiOptions options)
       tokens_(store),
       sandboxes_(sandboxes),
       mcp_(sandboxes),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  if (!options_.state_dir.empty()) {
+    auto tokens = PortTokens::open(options_.state_dir);
+    if (tokens) {
+      port_tokens_ = std::move(*tokens);
+    } else {
+      spdlog::warn("port tokens: {}; POST .../ports/PORT:share answers 503",
+                   tokens.error().to_string());
+    }
+  }
+}
 
 std::optional<Principal> Api::authenticate(const Request& request, Responder& responder) {
   const std::vector<std::pair<std::string, std::string>> challenge = {
@@ -264,6 +290,35 @@ void Api::handle(const Request& request, Responder& responder) {
     Ctx c{kAnonymous, t, request, responder, std::move(params)};
     (this->*route->fn)(c);
     return;
+  }
+  // A browser's request to one port, with that port's own token (issue 41):
+  // it opens this port of this sandbox and nothing else.
+  if (route != nullptr && route->fn == &Api::sandbox_port &&
+      sv(request[http::field::authorization]).empty()) {
+    std::string from_query, token;
+    if (auto q = t.query.find(PortTokens::kQueryName); q != t.query.end()) from_query = q->second;
+    token =
+        from_query.empty()
+            ? cookie_value(sv(request[http::field::cookie]),
+                           PortTokens::cookie_name(params["id"], std::atoi(params["port"].c_str())))
+            : from_query;
+    if (!token.empty()) {
+      auto project = port_tokens_
+                         ? port_tokens_->check(token, params["id"],
+                                               std::atoi(params["port"].c_str()), store::now_ms())
+                         : Result<std::string>(
+                               make_error("rf_port_token", "this server makes no port tokens"));
+      if (!project) {
+        ++unauthorized_;
+        return fail(responder, 401, "rf_port_token", project.error().message);
+      }
+      const Principal port_principal =
+          Principal::token("port-token", "port", *project, std::nullopt, policy::Role::kAgent);
+      Ctx c{port_principal, t, request, responder, std::move(params)};
+      c.port_token = from_query;
+      (this->*route->fn)(c);
+      return;
+    }
   }
   auto who = authenticate(request, responder);
   if (!who) return;

@@ -19,6 +19,7 @@
 
 #include "api/json_answers.h"
 #include "api/mcp.h"
+#include "api/port_tokens.h"
 #include "api/sandbox_service.h"
 #include "httpd/http_server.h"
 #include "httpd/request_target.h"
@@ -66,6 +67,9 @@ class Api {
     Responder& out;
     std::map<std::string, std::string> params;  // {name} segments of the route
     const std::string& param(const char* name) const { return params.at(name); }
+    // A port token that came in the query (api/port_tokens.h): set as a
+    // cookie with the port's answer, so the page's own requests carry it.
+    std::string port_token;
   };
   enum class Access { kPublic, kToken, kOperator };
   using Fn = void (Api::*)(Ctx&);
@@ -114,8 +118,9 @@ class Api {
   void sandbox_file_mkdir(Ctx& c);
   void sandbox_file_move(Ctx& c);
   void sandbox_file_watch(Ctx& c);
-  void sandbox_processes(Ctx& c);  // every /v1/sandboxes/{id}/processes route
-  void sandbox_port(Ctx& c);       // every /v1/sandboxes/{id}/ports/{port}/... request
+  void sandbox_processes(Ctx& c);   // every /v1/sandboxes/{id}/processes route
+  void sandbox_port(Ctx& c);        // every /v1/sandboxes/{id}/ports/{port}/... request
+  void sandbox_port_share(Ctx& c);  // a token for one port, for a browser
   void volumes_create(Ctx& c);
   void volumes_list(Ctx& c);
   void volume_get(Ctx& c);
@@ -166,6 +171,7 @@ class Api {
   store::Store& store_;
   store::TokenStore tokens_;
   SandboxService& sandboxes_;
+  std::unique_ptr<PortTokens> port_tokens_;  // null without a state dir
   McpServer mcp_;
   ApiOptions options_;
 

@@ -12,9 +12,12 @@
 #include "api/api.h"
 #include "api/exec_json.h"
 #include "api/json_answers.h"
+#include "api/port_tokens.h"
 #include "sandbox/file_tree.h"
+#include "sandbox/lifetime_request.h"
 #include "sandbox/port_request.h"
 #include "sandbox/result_json.h"
+#include "store/audit_log.h"
 
 namespace rf::api {
 namespace http = boost::beast::http;
@@ -412,7 +415,37 @@ void Api::sandbox_port(Ctx& c) {
   for (const auto& f : c.request) {
     headers.emplace_back(std::string(sv(f.name_string())), std::string(sv(f.value())));
   }
-  const std::string target = target_after(sv(c.request.target()), 5);
+  std::string target = target_after(sv(c.request.target()), 5);
+  // A port token is ringfence's: the port never sees it.
+  if (const size_t q = target.find('?'); q != std::string::npos) {
+    std::string kept;
+    std::string_view query(target);
+    query.remove_prefix(q + 1);
+    while (!query.empty()) {
+      const size_t amp = query.find('&');
+      const std::string_view pair = query.substr(0, amp);
+      if (!pair.starts_with(std::string(PortTokens::kQueryName) + "="))
+        kept += (kept.empty() ? "" : "&") + std::string(pair);
+      if (amp == std::string_view::npos) break;
+      query.remove_prefix(amp + 1);
+    }
+    target = target.substr(0, q) + (kept.empty() ? "" : "?" + kept);
+  }
+  for (auto& [k, v] : headers) {
+    if (k.size() == 6 && ::strncasecmp(k.c_str(), "cookie", 6) == 0) {
+      std::string kept;
+      size_t at = 0;
+      while (at < v.size()) {
+        size_t end = v.find(';', at);
+        if (end == std::string::npos) end = v.size();
+        std::string pair = v.substr(at, end - at);
+        while (!pair.empty() && pair.front() == ' ') pair.erase(0, 1);
+        if (!pair.starts_with("rf_port_")) kept += (kept.empty() ? "" : "; ") + pair;
+        at = end + 1;
+      }
+      v = kept;
+    }
+  }
   auto answered = sandboxes_.port_request(c.who.project, c.param("id"), *port,
                                           std::string(sv(c.request.method_string())), target,
                                           headers, c.request.body());
@@ -427,7 +460,48 @@ void Api::sandbox_port(Ctx& c) {
       rest.emplace_back(std::move(k), std::move(v));
     }
   }
+  if (!c.port_token.empty()) {
+    const std::string path = "/v1/sandboxes/" + c.param("id") + "/ports/" + c.param("port") + "/";
+    rest.emplace_back("Set-Cookie", PortTokens::cookie_name(c.param("id"), *port) + "=" +
+                                        c.port_token + "; Path=" + path +
+                                        "; HttpOnly; SameSite=Strict");
+  }
   (void)c.out.respond(a.status, type, a.body, rest);
+}
+
+// A token for one port of one sandbox, to hand to a browser (issue 41;
+// api/port_tokens.h): {"ttl": seconds or "1h"} (default 1h, at most 24h).
+void Api::sandbox_port_share(Ctx& c) {
+  auto port = parse_port(c.param("port"));
+  if (!port) return fail(c.out, 400, "port", port.error().message);
+  if (!port_tokens_) return fail(c.out, 503, "", "this server makes no port tokens (no state dir)");
+  auto body = body_object(c.request, c.out);
+  if (!body) return;
+  std::chrono::milliseconds ttl = std::chrono::hours(1);
+  for (auto it = body->begin(); it != body->end(); ++it) {
+    if (it.key() != "ttl") return fail(c.out, 400, it.key(), "unknown field (allowed: ttl)");
+  }
+  if (body->contains("ttl")) {
+    auto given = parse_lifetime_timeout((*body)["ttl"], "ttl");
+    if (!given) return fail(c.out, 400, "ttl", given.error().message);
+    if (*given > std::chrono::hours(24)) return fail(c.out, 400, "ttl", "at most 24h");
+    ttl = *given;
+  }
+  if (!sandboxes_.find(c.who.project, c.param("id"))) {
+    return fail(c.out, 404, "id", "no sandbox " + c.param("id"));
+  }
+  const int64_t expires = store::now_ms() + ttl.count();
+  const std::string token = port_tokens_->make(c.who.project, c.param("id"), *port, expires);
+  store::AuditEvent ev;
+  ev.kind = "port.share";
+  ev.actor = c.who.actor();
+  ev.project_id = c.who.project;
+  ev.sandbox_id = c.param("id");
+  ev.detail_json = json{{"port", *port}, {"expires_at", expires}}.dump();
+  (void)store::AuditLog(store_).append(ev);
+  const std::string url = "/v1/sandboxes/" + c.param("id") + "/ports/" + c.param("port") + "/?" +
+                          PortTokens::kQueryName + "=" + token;
+  answer(c.out, 201, {{"token", token}, {"url", url}, {"expires_at", expires}, {"port", *port}});
 }
 
 }  // namespace rf::api

@@ -33,7 +33,7 @@ std::string port_request_text(std::string_view method, std::string_view target,
   out.append(method).append(" ").append(target.empty() ? std::string_view("/") : target);
   out.append(" HTTP/1.1\r\nHost: 127.0.0.1:").append(std::to_string(port)).append("\r\n");
   for (const auto& [k, v] : headers) {
-    if (!port_header_passes(k)) continue;
+    if (!port_header_passes(k) || v.empty()) continue;
     // A header's text never ends the head early.
     if (k.find_first_of("\r\n:") != std::string::npos ||
         v.find_first_of("\r\n") != std::string::npos)

@@ -554,6 +554,38 @@ http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()
     auto r = call("GET", base + "/ports/" + std::string(bad) + "/", tok);
     EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
   }
+  // A token for this port alone, to hand to a browser: it opens the port's
+  // pages (then as a cookie), and nothing else; the port never sees it.
+  auto shared = call("POST", base + "/ports/8000:share", tok, R"({"ttl": "10m"})");
+  ASSERT_EQ(shared.status, 201) << shared.body;
+  const std::string url = json::parse(shared.body)["url"];
+  const std::string ptok = json::parse(shared.body)["token"];
+  auto page = call("GET", url, "");
+  EXPECT_EQ(page.status, 200) << page.body;
+  EXPECT_EQ(page.body.substr(0, 6), "GET /\n") << "the token's query parameter stays out";
+  const std::string cookie = page.header("set-cookie");
+  EXPECT_NE(cookie.find("HttpOnly; SameSite=Strict"), std::string::npos) << cookie;
+  EXPECT_NE(cookie.find("Path=" + base + "/ports/8000/"), std::string::npos) << cookie;
+  {
+    HttpProbe p(port_);
+    auto asset = p.request("GET", base + "/ports/8000/app.js", "", "",
+                           {{"Cookie", "theme=dark; " + cookie.substr(0, cookie.find(';'))}});
+    EXPECT_EQ(asset.status, 200) << asset.body;
+    EXPECT_NE(asset.body.find("cookie"), std::string::npos) << "the page's own cookie goes on";
+    HttpProbe q(port_);
+    auto api_route =
+        q.request("GET", base, "", "", {{"Cookie", cookie.substr(0, cookie.find(';'))}});
+    EXPECT_EQ(api_route.status, 401) << "the token opens no API route";
+  }
+  auto other_port = call("GET", base + "/ports/8001/?rf_port_token=" + ptok, "");
+  EXPECT_EQ(other_port.status, 401) << other_port.body;
+  EXPECT_NE(other_port.body.find("another sandbox or port"), std::string::npos) << other_port.body;
+  std::string forged = ptok;
+  forged[forged.size() - 2] = forged[forged.size() - 2] == 'A' ? 'B' : 'A';
+  auto bad_token = call("GET", base + "/ports/8000/?rf_port_token=" + forged, "");
+  EXPECT_EQ(bad_token.status, 401) << bad_token.body;
+  EXPECT_EQ(call("POST", base + "/ports/8000:share", other, "{}").status, 404);
+  EXPECT_EQ(call("POST", base + "/ports/8000:share", tok, R"({"ttl": "48h"})").status, 400);
   auto theirs = call("GET", base + "/ports/8000/", other);
   EXPECT_EQ(theirs.status, 404) << theirs.body;
   EXPECT_EQ(theirs.body.find("GET /"), std::string::npos) << "nothing of the port leaks";
