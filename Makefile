@@ -12,7 +12,7 @@ DONE = echo "== make $@: done at $$(date -u +%T)"
 # time; UNITY=OFF for a developer's tree where one file changes at a time.
 UNITY ?= ON
 
-.PHONY: all deps agents build demo demo-workflow demo-fleet test unit-test sandbox-test workflow-test asan-configure asan-test tsan-test bench fuzz format clean
+.PHONY: all deps agents build demo demo-workflow demo-fleet demo-session test unit-test sandbox-test workflow-test asan-configure asan-test tsan-test bench fuzz format clean
 
 all: build
 
@@ -42,6 +42,11 @@ demo-workflow: build agents
 # worker killed mid-call (docs/fleet.md).
 demo-fleet: build
 	./scripts/demo-fleet.sh $(BUILD)
+
+# A sandbox that lives (issue 41): a web server in it opened through a port
+# URL in chromium, a watch, a build's output left and followed again, expiry.
+demo-session: build
+	./scripts/demo-session.sh $(BUILD)
 
 # Every test: unit, integration, security and fault tests against real
 # sandboxes, then the unit tests again under ASAN/UBSAN, the tests of code that
