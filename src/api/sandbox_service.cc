@@ -912,10 +912,11 @@ ServiceResult<bool> LocalSandboxes::watch_dir(const std::string& project, const 
   return *followed;
 }
 
-ServiceResult<bool> WorkerSandboxes::watch_dir(const std::string& project, const std::string& id,
-                                               const std::string& path, bool recursive,
-                                               const ProcessEvent& emit,
-                                               const std::function<bool()>& gone) {
+ServiceResult<bool> WorkerSandboxes::events_from_door(const std::string& project,
+                                                      const std::string& id,
+                                                      const std::string& target,
+                                                      const ProcessEvent& emit,
+                                                      const std::function<bool()>& gone) {
   auto door = door_of(project, id);
   if (!door) return unknown(id);
   bool ended = false;
@@ -929,9 +930,7 @@ ServiceResult<bool> WorkerSandboxes::watch_dir(const std::string& project, const
   auto hdrs = headers(project, "");
   hdrs["Accept"] = "text/event-stream";
   std::string error_body;
-  auto status = doors_.stream(*door, "GET",
-                              "/door/v1/sandboxes/" + query_escaped(id) + "/files:watch?path=" +
-                                  query_escaped(path) + (recursive ? "&recursive=true" : ""),
+  auto status = doors_.stream(*door, "GET", "/door/v1/sandboxes/" + query_escaped(id) + target,
                               hdrs, "", on_event, gone, &error_body);
   if (!status) {
     if (gone && gone()) return false;
@@ -939,6 +938,16 @@ ServiceResult<bool> WorkerSandboxes::watch_dir(const std::string& project, const
   }
   if (*status != 200) return error_of(DoorReply{*status, "", error_body});
   return ended;
+}
+
+ServiceResult<bool> WorkerSandboxes::watch_dir(const std::string& project, const std::string& id,
+                                               const std::string& path, bool recursive,
+                                               const ProcessEvent& emit,
+                                               const std::function<bool()>& gone) {
+  return events_from_door(
+      project, id,
+      "/files:watch?path=" + query_escaped(path) + (recursive ? "&recursive=true" : ""), emit,
+      gone);
 }
 
 ServiceResult<json> WorkerSandboxes::process(const std::string& project, const std::string& id,
@@ -967,32 +976,11 @@ ServiceResult<bool> WorkerSandboxes::follow_process(const std::string& project,
                                                     const std::string& id, int pid, uint64_t from,
                                                     const ProcessEvent& emit,
                                                     const std::function<bool()>& gone) {
-  auto door = door_of(project, id);
-  if (!door) return unknown(id);
   ProcessRequest r;
   r.op = ProcessOp::kOutput;
   r.pid = pid;
   r.from = from;
-  const ProcessHttp http = process_http(r);
-  bool ended = false;
-  auto on_event = [&](std::string_view name, std::string_view data) {
-    const json d = parse_json_or_discarded(data);
-    if (!d.is_object()) return;
-    const std::string n(name);
-    if (n == "end") ended = true;
-    emit(n.c_str(), d);
-  };
-  auto hdrs = headers(project, "");
-  hdrs["Accept"] = "text/event-stream";
-  std::string error_body;
-  auto status = doors_.stream(*door, "GET", "/door/v1/sandboxes/" + query_escaped(id) + http.target,
-                              hdrs, "", on_event, gone, &error_body);
-  if (!status) {
-    if (gone && gone()) return false;
-    return ServiceError{503, "", status.error().to_string()};
-  }
-  if (*status != 200) return error_of(DoorReply{*status, "", error_body});
-  return ended;
+  return events_from_door(project, id, process_http(r).target, emit, gone);
 }
 
 }  // namespace rf::api

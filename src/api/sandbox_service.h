@@ -334,6 +334,11 @@ class WorkerSandboxes final : public SandboxService {
   ServiceResult<DoorAddress> place(const std::string& project, const Labels& labels,
                                    const std::string& host = "");
   static ServiceError error_of(const DoorReply& reply);
+  // A door's event stream at `target` below the sandbox, each event to
+  // `emit` until it ends (true: its `end` came) or `gone` says so (false).
+  ServiceResult<bool> events_from_door(const std::string& project, const std::string& id,
+                                       const std::string& target, const ProcessEvent& emit,
+                                       const std::function<bool()>& gone);
   static nlohmann::json view_of(const store::SandboxRow& row,
                                 const store::SandboxLifetime* lifetime);
   DoorClient::Headers headers(const std::string& project, const std::string& actor) const;

@@ -34,28 +34,8 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-class ServeCli : public ::testing::Test {
+class ServeCli : public ServedTest {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) RF_SKIP() << "the API's sandboxes are native, which need root";
-    char tmpl[] = "/tmp/rf-serve-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (server_) {
-      server_->signal(SIGTERM);
-      EXPECT_EQ(server_->wait(30s), 0) << server_->err();
-    }
-    if (worker_) {
-      worker_->signal(SIGTERM);
-      EXPECT_EQ(worker_->wait(60s), 0) << worker_->err();
-    }
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-  std::string token(const std::string& project, std::vector<std::string> extra = {}) {
-    return make_token(dir_, project, extra);
-  }
   // An operator's token: the server-wide routes (/metrics, /v1/fleet) need one.
   std::string operator_token(const std::string& project) {
     return make_token(dir_, project, {"--role", "operator"});
@@ -69,39 +49,6 @@ class ServeCli : public ::testing::Test {
                  "API_KEY=secret:" + project + "-key", "--state-dir", dir_});
     ASSERT_EQ(profile.wait(30s), 0) << profile.err();
   }
-  // `policy set --project P ARGS...` (the operator's policy, issue 39).
-  void policy(const std::string& project, std::vector<std::string> args) {
-    std::vector<std::string> a{"policy", "set", "--project", project, "--state-dir", dir_};
-    a.insert(a.end(), args.begin(), args.end());
-    Cli c(a);
-    ASSERT_EQ(c.wait(30s), 0) << c.err();
-  }
-  // serve, and a worker whose door holds the API's sandboxes (issue 39).
-  void serve(std::vector<std::string> extra = {}) {
-    worker_ = start_door_worker(dir_);
-    serve_only(std::move(extra));
-  }
-  // serve alone: the test starts the workers it wants.
-  void serve_only(std::vector<std::string> extra = {}) {
-    server_ = start_serve(dir_, &port_, extra);
-    ASSERT_NE(port_, 0);
-  }
-  HttpReply call(const std::string& method, const std::string& target, const std::string& tok,
-                 const std::string& body = "", const std::map<std::string, std::string>& h = {}) {
-    HttpProbe p(port_);
-    EXPECT_TRUE(p.connected());
-    return p.request(method, target, tok, body, h);
-  }
-  std::string create(const std::string& tok, const std::string& spec = "{}") {
-    auto r = call("POST", "/v1/sandboxes", tok, spec);
-    EXPECT_EQ(r.status, 201) << r.body;
-    return json::parse(r.body).value("id", "");
-  }
-
-  std::string dir_;
-  std::unique_ptr<Cli> server_;
-  std::unique_ptr<Cli> worker_;
-  int port_ = 0;
 };
 
 TEST_F(ServeCli, ASandboxIsMadeUsedAndDeletedOverHttp) {

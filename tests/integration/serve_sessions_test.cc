@@ -33,41 +33,8 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-class ServeSessions : public ::testing::Test {
+class ServeSessions : public ServedTest {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) RF_SKIP() << "the API's sandboxes are native, which need root";
-    char tmpl[] = "/tmp/rf-procs-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (server_) {
-      server_->signal(SIGTERM);
-      EXPECT_EQ(server_->wait(30s), 0) << server_->err();
-    }
-    if (worker_) {
-      worker_->signal(SIGTERM);
-      EXPECT_EQ(worker_->wait(60s), 0) << worker_->err();
-    }
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-  void serve(const std::vector<std::string>& extra = {}) {
-    worker_ = start_door_worker(dir_);
-    server_ = start_serve(dir_, &port_, extra);
-    ASSERT_NE(port_, 0);
-  }
-  HttpReply call(const std::string& method, const std::string& target, const std::string& tok,
-                 const std::string& body = "") {
-    HttpProbe p(port_);
-    EXPECT_TRUE(p.connected());
-    return p.request(method, target, tok, body);
-  }
-  std::string create(const std::string& tok, const std::string& spec = "{}") {
-    auto r = call("POST", "/v1/sandboxes", tok, spec);
-    EXPECT_EQ(r.status, 201) << r.body;
-    return r.status == 201 ? json::parse(r.body).value("id", "") : "";
-  }
   // Starts a process; its JSON (the test fails on another status).
   json start(const std::string& tok, const std::string& id, const json& body) {
     auto r = call("POST", "/v1/sandboxes/" + id + "/processes", tok, body.dump());
@@ -91,17 +58,6 @@ class ServeSessions : public ::testing::Test {
     ADD_FAILURE() << "process " << pid << " did not end: " << p.dump();
     return p;
   }
-  std::string token(const std::string& project) { return make_token(dir_, project); }
-  void policy(const std::string& project, std::vector<std::string> args) {
-    std::vector<std::string> a{"policy", "set", "--project", project, "--state-dir", dir_};
-    a.insert(a.end(), args.begin(), args.end());
-    Cli c(a);
-    ASSERT_EQ(c.wait(30s), 0) << c.err();
-  }
-
-  std::string dir_;
-  std::unique_ptr<Cli> server_, worker_;
-  int port_ = 0;
 };
 
 TEST_F(ServeSessions, ABackgroundProcessOutlivesItsRequestAndAnyClientFollowsIt) {

@@ -546,10 +546,12 @@ TEST_F(Attack, LeftoversEndWithTheirCallWhileAnotherCallRuns) {
 // delays neither, and lives until both have ended.
 TEST_F(Attack, ADetachedProcessWithNoStdioBesideAnotherCallEndsWithTheLastOfThem) {
   Captured slept;
-  // Long enough to outlast the two calls below on a loaded host (ctest -j3:
-  // a docker call there once took the 2 s this was, and the process, rightly
-  // ended with the last call, was not there to count).
-  auto asleep = start_sleep("6", slept);
+  // The other call runs until told (a file appears), not for a time: on a
+  // loaded host the two calls below once outlasted the seconds it slept,
+  // and the process, rightly ended with the last call, was not there to count.
+  ExecCall waiting;
+  waiting.argv = {"sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.05; done"};
+  auto asleep = sb_->start_exec(waiting, slept);
   const auto start = std::chrono::steady_clock::now();
   // It waits until the process has left its group (else the group's kill
   // takes it, as it should).
@@ -559,10 +561,11 @@ TEST_F(Attack, ADetachedProcessWithNoStdioBesideAnotherCallEndsWithTheLastOfThem
   EXPECT_EQ(r.out, "started\n");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
   EXPECT_EQ(sh("ps -e -o args= | grep -c '^sleep 100$'").out, "1\n");
+  EXPECT_EQ(sh("touch /tmp/go").out, "");
   auto y = asleep->wait();
   ASSERT_TRUE(y.ok()) << y.error().to_string();
   EXPECT_EQ(y->exit_code, 0);
-  EXPECT_EQ(sh("ps -e -o comm= | grep -c sleep").out, "0\n");
+  EXPECT_EQ(sh("ps -e -o args= | grep -c '^sleep 100$'").out, "0\n");
 }
 
 // The other way round: calls that end beside a running one do not take its

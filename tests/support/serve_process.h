@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,7 +19,9 @@
 #include <vector>
 
 #include "store/store.h"
+#include "support/ci_skip.h"
 #include "support/cli_process.h"
+#include "support/http_probe.h"
 
 namespace rf::testing {
 
@@ -80,6 +83,68 @@ inline std::unique_ptr<Cli> start_door_worker(const std::string& state_dir,
   ADD_FAILURE() << "no worker with a door came up: " << worker->err();
   return worker;
 }
+
+// A test of `ringfence serve` with its own state dir, serve and a worker
+// whose door holds the API's sandboxes: both stopped (and their exit
+// checked) after the test, the dir removed. Native sandboxes need root.
+class ServedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) RF_SKIP() << "the API's sandboxes are native, which need root";
+    char tmpl[] = "/tmp/rf-serve-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (server_) {
+      server_->signal(SIGTERM);
+      EXPECT_EQ(server_->wait(std::chrono::seconds(30)), 0) << server_->err();
+    }
+    if (worker_) {
+      worker_->signal(SIGTERM);
+      EXPECT_EQ(worker_->wait(std::chrono::seconds(60)), 0) << worker_->err();
+    }
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  // serve (`extra`: more flags), and a worker with a door.
+  void serve(const std::vector<std::string>& extra = {}) {
+    worker_ = start_door_worker(dir_);
+    serve_only(extra);
+  }
+  // serve alone: the test starts the workers it wants.
+  void serve_only(const std::vector<std::string>& extra = {}) {
+    server_ = start_serve(dir_, &port_, extra);
+    ASSERT_NE(port_, 0);
+  }
+  std::string token(const std::string& project, const std::vector<std::string>& extra = {}) {
+    return make_token(dir_, project, extra);
+  }
+  // `policy set --project P ARGS...` (the operator's policy, issue 39).
+  void policy(const std::string& project, std::vector<std::string> args) {
+    std::vector<std::string> a{"policy", "set", "--project", project, "--state-dir", dir_};
+    a.insert(a.end(), args.begin(), args.end());
+    Cli c(a);
+    ASSERT_EQ(c.wait(std::chrono::seconds(30)), 0) << c.err();
+  }
+  // One request to serve on a connection of its own.
+  HttpReply call(const std::string& method, const std::string& target, const std::string& tok,
+                 const std::string& body = "", const std::map<std::string, std::string>& h = {}) {
+    HttpProbe p(port_);
+    EXPECT_TRUE(p.connected());
+    return p.request(method, target, tok, body, h);
+  }
+  // A sandbox of the token's project; its id ("" and a failure when refused).
+  std::string create(const std::string& tok, const std::string& spec = "{}") {
+    auto r = call("POST", "/v1/sandboxes", tok, spec);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? nlohmann::json::parse(r.body).value("id", "") : "";
+  }
+
+  std::string dir_;
+  std::unique_ptr<Cli> server_;
+  std::unique_ptr<Cli> worker_;
+  int port_ = 0;
+};
 
 // Runs a shell command; its stdout and exit code.
 inline std::pair<std::string, int> run_capture(const std::string& cmd) {
