@@ -338,6 +338,29 @@ json McpServer::tool_list(bool local) {
         {{"type", "object"},
          {"properties", {{"name", {{"type", "string"}}}, {"deleted", {{"type", "boolean"}}}}},
          {"required", {"name", "deleted"}}}}},
+      {{"name", "sandbox_port_fetch"},
+       {"description",
+        "Send an HTTP request to a server a process listens on inside a sandbox "
+        "(127.0.0.1:port there), e.g. to check a dev server; returns its status, headers and "
+        "body."},
+       {"annotations", {{"destructiveHint", false}, {"openWorldHint", false}}},
+       {"inputSchema",
+        schema({{"sandbox_id", kSandboxId},
+                {"port", {{"type", "integer"}, {"minimum", 1}, {"maximum", 65535}}},
+                {"path", {{"type", "string"}, {"description", "The path and query (default /)"}}},
+                {"method",
+                 {{"type", "string"}, {"enum", {"GET", "POST", "PUT", "PATCH", "DELETE"}}}},
+                {"body", {{"type", "string"}}},
+                {"headers", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}}},
+               {"sandbox_id", "port"})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties",
+          {{"status", {{"type", "integer"}}},
+           {"headers", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
+           {"body", {{"type", {"string", "null"}}}},
+           {"body_base64", {{"type", "string"}}}}},
+         {"required", {"status", "headers"}}}}},
       {{"name", "sandbox_process_start"},
        {"description",
         "Start a command in the background in a sandbox: it keeps running after this call "
@@ -634,6 +657,48 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
   }
   if (name.rfind("sandbox_process_", 0) == 0) return process_tool(project, name, args);
   if (name == "sandbox_file_watch") return watch_tool(project, args, client_gone);
+  if (name == "sandbox_port_fetch") {
+    if (auto bad = check_args(args, {"sandbox_id", "port", "path", "method", "body", "headers"},
+                              {"sandbox_id"}))
+      return tool_error(*bad);
+    if (!args.contains("port") || !args["port"].is_number_integer() ||
+        args["port"].get<int64_t>() < 1 || args["port"].get<int64_t>() > 65535)
+      return tool_error("argument \"port\" is required (1 to 65535)");
+    for (const char* k : {"path", "method", "body"}) {
+      if (args.contains(k) && !args[k].is_string())
+        return tool_error(std::string("argument \"") + k + "\" must be a string");
+    }
+    std::string path = args.value("path", std::string("/"));
+    if (path.empty() || path[0] != '/') path.insert(0, "/");
+    const std::string method = args.value("method", std::string("GET"));
+    if (method != "GET" && method != "POST" && method != "PUT" && method != "PATCH" &&
+        method != "DELETE")
+      return tool_error("argument \"method\": one of GET, POST, PUT, PATCH, DELETE");
+    HeaderList headers;
+    if (args.contains("headers")) {
+      if (!args["headers"].is_object()) return tool_error("argument \"headers\": an object");
+      for (auto it = args["headers"].begin(); it != args["headers"].end(); ++it) {
+        if (!it.value().is_string()) return tool_error("argument \"headers\": strings only");
+        headers.emplace_back(it.key(), it.value().get<std::string>());
+      }
+    }
+    const std::string id = args["sandbox_id"];
+    auto answered = sandboxes_.port_request(project, id, args["port"].get<int>(), method, path,
+                                            headers, args.value("body", std::string()));
+    if (auto* e = std::get_if<ServiceError>(&answered)) {
+      if (e->field == "id") return tool_error("no sandbox " + id + " (sandbox_create makes one)");
+      return tool_error((e->field.empty() ? "" : e->field + ": ") + e->message);
+    }
+    const PortAnswer& a = std::get<PortAnswer>(answered);
+    json hs = json::object();
+    for (const auto& [k, v] : a.headers) hs[k] = v;
+    json out = {{"status", a.status}, {"headers", hs}};
+    put_bytes(out, "body", a.body);
+    return tool_result(out, "HTTP " + std::to_string(a.status) + "\n" +
+                                (out["body"].is_string()
+                                     ? out["body"].get<std::string>()
+                                     : "(binary, " + std::to_string(a.body.size()) + " bytes)"));
+  }
   if (name.rfind("volume_", 0) == 0 && !local_) {
     auto failed_volume = [&](const ServiceError& e) {
       return tool_error((e.field.empty() ? "" : e.field + ": ") + e.message);

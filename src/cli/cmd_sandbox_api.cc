@@ -3,6 +3,8 @@
 // lifetime, a name and metadata, found again by name or metadata, given a new
 // timeout, deleted. The token is the project's (RINGFENCE_TOKEN or
 // --token-file, never argv), as for `call --api` (call_via_api.h).
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "cli/call_via_api.h"
 #include "cli/commands.h"
 #include "cli/process_via_api.h"
+#include "core/io.h"
 #include "core/printable.h"
 #include "core/utc_time.h"
 #include "http_client/http_client.h"
@@ -233,6 +236,41 @@ int run_process_kill(const ApiFlags& f, int pid, const std::string& signal) {
   return 0;
 }
 
+// `sandbox port ID PORT [PATH]`: the answer of a server inside (its body on
+// stdout; exit 0 for a 2xx, 1 for another status); with --share, a URL that
+// opens that port alone, for a browser.
+int run_port(const ApiFlags& f, const std::string& port, std::string path, bool share) {
+  const std::string one =
+      "/v1/sandboxes/" + httpd::query_escaped(f.id) + "/ports/" + httpd::query_escaped(port);
+  if (share) {
+    json body = json::object();
+    if (!f.timeout.empty()) body["ttl"] = f.timeout;
+    auto made = exchange(f, "POST", one + ":share", body.dump(), 201);
+    if (auto* code = std::get_if<int>(&made)) return *code;
+    std::printf("%s%s\n", api_base(f.api).c_str(),
+                printable(std::get<json>(made).value("url", "")).c_str());
+    return 0;
+  }
+  auto token = api_token(f.token_file);
+  if (!token) return fail(token.error().to_string(), kExitUsage);
+  if (path.empty() || path[0] != '/') path.insert(0, "/");
+  http::Options o;
+  o.timeout = std::chrono::seconds(120);
+  auto r = http::fetch({.method = "GET",
+                        .url = api_base(f.api) + one + path,
+                        .headers = {{"Authorization", "Bearer " + *token}}},
+                       o);
+  if (!r) return fail(r.error().to_string(), kExitRuntime);
+  (void)write_all(STDOUT_FILENO, r->body);
+  if (r->status < 200 || r->status > 299) {
+    // serve's own refusals (no such sandbox, nothing listening) are JSON
+    // naming the field; the port's own answers are whatever it sent.
+    std::fprintf(stderr, "ringfence: GET %s: HTTP %u\n", (one + path).c_str(), r->status);
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result) {
@@ -351,6 +389,26 @@ void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result) {
     watch->add_flag("-r,--recursive", *recursive, "Directories below it too");
     watch->callback([target, path, recursive, result] {
       result->exit_code = watch_via_api(*target, *path, *recursive);
+    });
+  }
+
+  {
+    auto pf = std::make_shared<ApiFlags>();
+    auto port = std::make_shared<std::string>();
+    auto path = std::make_shared<std::string>();
+    auto share = std::make_shared<bool>(false);
+    auto cmd = sandbox->add_subcommand(
+        "port",
+        "A server a process runs inside a sandbox on a fleet: port ID PORT [PATH] prints its "
+        "answer; --share prints a URL that opens that port alone, for a browser");
+    add_api_flags(cmd, pf.get());
+    cmd->add_option("id", pf->id, "The sandbox")->required();
+    cmd->add_option("port", *port, "The port it listens on, at 127.0.0.1 inside")->required();
+    cmd->add_option("path", *path, "The path and query (default /)");
+    cmd->add_flag("--share", *share, "Print a URL with a token for this port alone");
+    cmd->add_option("--ttl", pf->timeout, "With --share: how long the token lives (default 1h)");
+    cmd->callback([pf, port, path, share, result] {
+      result->exit_code = run_port(*pf, *port, *path, *share);
     });
   }
 

@@ -109,6 +109,7 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
                 "sandbox_file_stat",
                 "sandbox_file_watch",
                 "sandbox_file_write",
+                "sandbox_port_fetch",
                 "sandbox_process_input",
                 "sandbox_process_list",
                 "sandbox_process_output",
@@ -146,6 +147,9 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
   const json created = {{"type", "create"}, {"path", "/workspace/watched/new.txt"}, {"dir", false}};
   ASSERT_TRUE(steps["watch"]["events"].is_array()) << steps["watch"].dump();
   EXPECT_EQ(steps["watch"]["events"][0], created) << steps["watch"].dump();
+  EXPECT_EQ(steps["port"]["isError"], false) << steps["port"].dump();
+  EXPECT_EQ(steps["port"]["status"], 200);
+  EXPECT_EQ(steps["port"]["body"], "served\n");
   EXPECT_EQ(steps["run_code"]["stdout"], "45 True\n");
   EXPECT_EQ(steps["unknown_sandbox"]["isError"], true);
   EXPECT_NE(steps["unknown_sandbox"]["text"].get<std::string>().find("no sandbox rf-000000000000"),
@@ -220,6 +224,7 @@ TEST_F(McpHttp, HostileMessagesGetExactAnswersAndProjectsStayApart) {
            {"sandbox_set_timeout", {{"sandbox_id", id}, {"timeout", 60}}},
            {"sandbox_process_start", {{"sandbox_id", id}, {"cmd", "sleep 100"}}},
            {"sandbox_file_watch", {{"sandbox_id", id}, {"path", "/workspace"}, {"wait_ms", 1}}},
+           {"sandbox_port_fetch", {{"sandbox_id", id}, {"port", 8000}}},
            {"sandbox_process_list", {{"sandbox_id", id}}},
            {"sandbox_process_output", {{"sandbox_id", id}, {"pid", 1}}},
            {"sandbox_process_input", {{"sandbox_id", id}, {"pid", 1}, {"data", "x"}}},

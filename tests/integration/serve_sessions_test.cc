@@ -559,7 +559,7 @@ TEST_F(ServeSessions, TheCliStartsFollowsAndKillsProcessesAndAttachesAShell) {
   const std::vector<std::string> env = {"RINGFENCE_TOKEN=" + tok};
   // `sandbox WORDS... --api URL REST...`: the flag right after the (sub)command's words.
   auto cli = [&](std::vector<std::string> args, std::optional<std::string> in = std::nullopt) {
-    // `process start`; `shell`, `watch`, `create`
+    // `process start`; `shell`, `watch`, `create`, `port`
     const size_t words = args[0] == "process" ? 2 : 1;
     args.insert(args.begin() + static_cast<long>(words), {"--api", api});
     args.insert(args.begin(), "sandbox");
@@ -630,6 +630,28 @@ TEST_F(ServeSessions, TheCliStartsFollowsAndKillsProcessesAndAttachesAShell) {
   auto drop = std::make_unique<Cli>(
       std::vector<std::string>{"volume", "delete", "--api", api, "notes"}, std::nullopt, env);
   EXPECT_EQ(drop->wait(30s), 0) << drop->err();
+  // `sandbox port`: a server inside, asked; and a URL for a browser.
+  ASSERT_EQ(
+      call("PUT", "/v1/sandboxes/" + id + "/files?path=/tmp/www/x.txt", tok, "served\n").status,
+      201);
+  auto web = cli({"process", "start", id, "--", "python3", "-m", "http.server", "8000", "--bind",
+                  "127.0.0.1", "--directory", "/tmp/www"});
+  ASSERT_EQ(web->wait(30s), 0) << web->err();
+  std::unique_ptr<Cli> fetched;
+  for (int i = 0; i < 100; ++i) {
+    fetched = cli({"port", id, "8000", "/x.txt"});
+    if (fetched->wait(30s) == 0) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(fetched->out(), "served\n") << fetched->err();
+  auto missing_page = cli({"port", id, "8000", "/nope"});
+  EXPECT_EQ(missing_page->wait(30s), 1);
+  EXPECT_NE(missing_page->err().find("HTTP 404"), std::string::npos) << missing_page->err();
+  auto shared = cli({"port", id, "8000", "--share", "--ttl", "5m"});
+  ASSERT_EQ(shared->wait(30s), 0) << shared->err();
+  EXPECT_EQ(
+      shared->out().rfind(api + "/v1/sandboxes/" + id + "/ports/8000/?rf_port_token=rfp1.", 0), 0u)
+      << shared->out();
   // A shell on the sandbox that exists, its input from a pipe.
   auto shell = cli({"shell", "--attach", id}, std::string("echo attached-$((1+2))\nexit 4\n"));
   EXPECT_EQ(shell->wait(60s), 4) << shell->out() << shell->err();

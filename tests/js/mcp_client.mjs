@@ -98,6 +98,16 @@ try {
   const watched = await client.callTool({ name: 'sandbox_file_watch',
     arguments: { sandbox_id: id, path: '/workspace/watched', wait_ms: 20000 } });
   say('watch', { isError: !!watched.isError, events: watched.structuredContent?.events, text: text(watched) });
+  // A server inside, asked through the port tool (issue 41).
+  await client.callTool({ name: 'sandbox_process_start',
+    arguments: { sandbox_id: id, cmd: 'mkdir -p /tmp/www && echo served > /tmp/www/x.txt && exec python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/www' } });
+  let fetched = null;
+  for (let i = 0; i < 100; i++) {
+    fetched = await client.callTool({ name: 'sandbox_port_fetch', arguments: { sandbox_id: id, port: 8000, path: '/x.txt' } });
+    if (!fetched.isError) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  say('port', { isError: !!fetched.isError, status: fetched.structuredContent?.status, body: fetched.structuredContent?.body, text: text(fetched) });
   const code = await client.callTool({ name: 'run_code',
     arguments: { language: 'python', code: 'import os\nprint(sum(range(10)), os.getuid() != 0)\n' } });
   say('run_code', { isError: !!code.isError, stdout: code.structuredContent?.stdout });
