@@ -17,6 +17,7 @@
 #include "policy/workflow_checks.h"
 #include "store/audit_log.h"
 #include "store/run_names.h"
+#include "store/sandbox_lifetimes.h"
 #include "store/workflow_store.h"
 #include "workflow/parse.h"
 
@@ -385,7 +386,8 @@ json Api::console_snapshot(const std::string& project) {
   // Every live sandbox of the project, whichever door made it: the API's,
   // a run's, a call's, the workers' (the store records them all).
   json sandboxes = json::array();
-  const int64_t now = store::now_ms();
+  // An API sandbox's name and expiry (issue 41).
+  auto lifetimes = store::SandboxLifetimes(store_).of_live(project);
   if (auto live = store_.live_sandboxes()) {
     for (const auto& s : *live) {
       if (s.project_id != project) continue;
@@ -399,8 +401,15 @@ json Api::console_snapshot(const std::string& project) {
            {"run", !api && s.run_id ? json(shown_id(store_, *s.run_id)) : json(nullptr)},
            {"mode", s.mode},
            {"worker", s.worker_id.value_or("")},
-           {"age_s", (now - s.created_at) / 1000},
+           {"created_at", s.created_at},
            {"memory_limit", limits.value("memory", "")}});
+      if (lifetimes) {
+        if (auto it = lifetimes->find(s.id); it != lifetimes->end()) {
+          json& row = sandboxes.back();
+          if (!it->second.name.empty()) row["name"] = it->second.name;
+          if (it->second.expires_at) row["expires_at"] = *it->second.expires_at;
+        }
+      }
     }
   }
   store::WorkflowStore wf(store_);

@@ -49,7 +49,7 @@ std::string_view console_page() {
 </header>
 <main>
   <section class="wide"><h2>Sandboxes</h2>
-    <table id="sandboxes"><thead><tr><th>ID</th><th>Backend</th><th>Project</th><th>Run</th><th>Mode</th><th>Age</th><th>Memory limit</th><th>Worker</th></tr></thead><tbody></tbody></table>
+    <table id="sandboxes"><thead><tr><th>ID</th><th>Name</th><th>Backend</th><th>Project</th><th>Run</th><th>Mode</th><th>Created</th><th>Expires</th><th>Memory limit</th><th>Worker</th><th></th></tr></thead><tbody></tbody></table>
   </section>
   <section><h2>Pending approvals</h2>
     <table id="approvals"><thead><tr><th>#</th><th>Kind</th><th>Request</th><th></th></tr></thead><tbody></tbody></table>
@@ -82,7 +82,6 @@ const el = (tag, attrs = {}, ...kids) => {
 // cell says what it holds, it never reorders or hides its neighbours.
 const shown = (t) => t.replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
   (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
-const age = (s) => s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m" : Math.floor(s / 3600) + "h";
 const size = (b) => b >= 1 << 30 ? (b / (1 << 30)).toFixed(1) + " GiB" : Math.round(b / (1 << 20)) + " MiB";
 function fill(tbody, rows, columns) {
   tbody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { class: "empty", colSpan: columns }, "none"))]));
@@ -98,11 +97,21 @@ function renderApprovals(list) {
         reason, " ", el("button", { class: "deny", "data-deny": a.id, onclick: () => decide(a.id, "deny", reason.value) }, "Deny")));
   }), 4);
 }
+// Times as the operator's clock shows them, to the second.
+const when = (ms) => ms ? new Date(ms).toLocaleString([], { dateStyle: "short", timeStyle: "medium" }) : "-";
+let shownSandboxes = null;
 function render(s) {
   $("#project").textContent = "project " + s.project;
-  fill($("#sandboxes tbody"), s.sandboxes.map((b) => el("tr", { "data-id": b.id },
-    el("td", {}, el("code", {}, b.id)), el("td", {}, b.backend), el("td", {}, b.project), el("td", {}, b.run || "-"),
-    el("td", {}, b.mode), el("td", {}, age(b.age_s)), el("td", {}, b.memory_limit || "-"), el("td", {}, b.worker || "-"))), 8);
+  // Rebuilt only when they changed, so that a click on Kill is never lost.
+  const sandboxes = JSON.stringify(s.sandboxes);
+  if (sandboxes !== shownSandboxes) {
+    shownSandboxes = sandboxes;
+    fill($("#sandboxes tbody"), s.sandboxes.map((b) => el("tr", { "data-id": b.id },
+      el("td", {}, el("code", {}, b.id)), el("td", {}, b.name || "-"), el("td", {}, b.backend), el("td", {}, b.project),
+      el("td", {}, b.run || "-"), el("td", {}, b.mode), el("td", {}, when(b.created_at)), el("td", {}, when(b.expires_at)),
+      el("td", {}, b.memory_limit || "-"), el("td", {}, b.worker || "-"),
+      el("td", {}, b.mode === "api" ? el("button", { class: "deny", "data-kill": b.id, onclick: () => kill(b.id) }, "Kill") : ""))), 11);
+  }
   // Only when they changed: a snapshot comes every second, and rebuilding the
   // rows would drop a click in flight and a reason being typed.
   const approvals = JSON.stringify(s.approvals);
@@ -116,6 +125,12 @@ function render(s) {
   const a = s.audit;
   $("#audit").replaceChildren(a.intact === null ? "unknown" :
     el("span", { class: a.intact ? "intact" : "broken" }, a.intact ? "intact" : "BROKEN (ringfence audit verify says where)"));
+}
+// An API sandbox ended now (DELETE /v1/sandboxes/ID): its processes with it.
+async function kill(id) {
+  const r = await fetch("/v1/sandboxes/" + encodeURIComponent(id), {
+    method: "DELETE", headers: { Authorization: "Bearer " + token } });
+  if (!r.ok && r.status !== 404) alert((await r.json()).error);
 }
 async function decide(id, action, reason) {
   const r = await fetch("/v1/approvals/" + id + ":" + action, {

@@ -47,7 +47,8 @@ TEST(ConsoleBrowser, ASandboxAppearsAndAClickApprovesARequest) {
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
 
   HttpProbe api(port);
-  auto sb = api.request("POST", "/v1/sandboxes", tok, R"({"limits": {"memory": "300m"}})");
+  auto sb = api.request("POST", "/v1/sandboxes", tok,
+                        R"({"limits": {"memory": "300m"}, "name": "web", "timeout": "2h"})");
   ASSERT_EQ(sb.status, 201) << sb.body;
   const std::string id = json::parse(sb.body)["id"];
 
@@ -76,11 +77,19 @@ TEST(ConsoleBrowser, ASandboxAppearsAndAClickApprovesARequest) {
   ASSERT_TRUE(steps.count("done")) << out;
   EXPECT_EQ(steps["live"]["url"], url + "/") << "the token left the address bar";
   const json cells = steps["sandbox"]["row"];
-  ASSERT_EQ(cells.size(), 8u);
+  ASSERT_EQ(cells.size(), 11u) << cells.dump();
   EXPECT_EQ(cells[0], id);
-  EXPECT_EQ(cells[1], "native");
-  EXPECT_EQ(cells[2], "acme");
-  EXPECT_EQ(cells[6], "300m");
+  EXPECT_EQ(cells[1], "web");
+  EXPECT_EQ(cells[2], "native");
+  EXPECT_EQ(cells[3], "acme");
+  EXPECT_NE(cells[6], "-") << "its creation time: " << cells.dump();
+  EXPECT_NE(cells[7], "-") << "its expiry: " << cells.dump();
+  EXPECT_EQ(cells[8], "300m");
+  EXPECT_EQ(cells[10], "Kill");
+  ASSERT_TRUE(steps.count("killed")) << out;
+  HttpProbe after(port);
+  EXPECT_EQ(after.request("GET", "/v1/sandboxes/" + id, tok).status, 404)
+      << "killed from the console";
   EXPECT_EQ(steps["request"]["text"], "push the site\\u202e\\u001b[2J to acme/site");
   EXPECT_NE(steps["audit"]["text"].get<std::string>().find("intact"), std::string::npos);
   EXPECT_EQ(steps["done"]["errors"], json::array()) << "no script errors on the page";

@@ -41,6 +41,10 @@ try {
   await page.click(approve);
   await page.waitForSelector(`tr[data-approval="${opt('--approval')}"]`, { hidden: true, timeout: 15000 });
   say('approved');
+  // Kill an API sandbox from its row (issue 41): the row goes with it.
+  await page.click(`button[data-kill="${opt('--sandbox')}"]`);
+  await page.waitForSelector(`#sandboxes tr[data-id="${opt('--sandbox')}"]`, { hidden: true, timeout: 15000 });
+  say('killed');
   const audit = await page.$eval('#audit', (d) => d.textContent);
   say('audit', { text: audit });
   await page.screenshot({ path: opt('--screenshot'), fullPage: true });
