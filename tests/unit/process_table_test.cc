@@ -98,7 +98,8 @@ TEST_F(ProcessTableTest, OutputIsKeptNewestFirstAndReadByOffset) {
   EXPECT_EQ(p->pid, 10);
   EXPECT_EQ(p->tag, "t");
   EXPECT_TRUE(p->running);
-  auto first = table_->read(10, 0, 0ms);
+  // Its first output comes after its start: waited for.
+  auto first = table_->read(10, 0, 10s);
   ASSERT_TRUE(first);
   ASSERT_EQ(first->pieces.size(), 1u);
   EXPECT_EQ(first->pieces[0].data, "0123");
