@@ -65,6 +65,13 @@ Result<PortAnswer> parse_port_answer(std::string_view bytes) {
     if (ec) return make_error("the port's answer", ec.message());
   }
   if (!parser.is_done()) {
+    // Nothing whole was read (put_eof needs some of a message: found by
+    // port_answer_fuzz with no bytes at all).
+    if (!parser.got_some() || !parser.is_header_done()) {
+      return make_error("the port's answer",
+                        bytes.empty() ? "the port closed without answering"
+                                      : "not a whole HTTP/1.x response");
+    }
     // Read until close: the end of the bytes is the end of the body.
     parser.put_eof(ec);
     if (ec || !parser.is_done()) {
