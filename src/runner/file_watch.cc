@@ -40,7 +40,8 @@ Result<std::unique_ptr<DirWatch>> DirWatch::start(const FileOps& files, const st
   return w;
 }
 
-Status DirWatch::add_tree(const FileOps& files, const std::string& path, int depth) {
+Status DirWatch::add_tree(const FileOps& files, const std::string& path, int depth,
+                          std::vector<proto::FileEvent>* made) {
   const std::string where = "file_watch " + path;
   if (dirs_.size() >= kMaxDirs) {
     return make_error(where, "more than " + std::to_string(kMaxDirs) +
@@ -72,8 +73,9 @@ Status DirWatch::add_tree(const FileOps& files, const std::string& path, int dep
       is_dir =
           ::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
     }
+    if (made != nullptr) made->push_back({"create", joined(path, name), is_dir});
     if (!is_dir) continue;
-    out = add_tree(files, joined(path, name), depth + 1);
+    out = add_tree(files, joined(path, name), depth + 1, made);
     // One that went meanwhile is no error; a bound is.
     if (!out && out.error().sys_errno == ENOENT) out = ok_status();
     if (!out) break;
@@ -121,7 +123,7 @@ std::vector<proto::FileEvent> DirWatch::read(const FileOps& files, std::string* 
       if (type == nullptr) continue;
       out.push_back({type, path, is_dir});
       if (recursive_ && is_dir && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
-        Status added = add_tree(files, path, 1);
+        Status added = add_tree(files, path, 1, &out);
         if (!added && added.error().sys_errno != ENOENT) out.push_back({"overflow", path, true});
       }
     }

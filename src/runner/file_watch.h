@@ -42,7 +42,11 @@ class DirWatch {
   DirWatch(UniqueFd fd, std::string base, bool recursive)
       : fd_(std::move(fd)), base_(std::move(base)), recursive_(recursive) {}
   // Watches `path` and, when recursive, the directories below it.
-  Status add_tree(const FileOps& files, const std::string& path, int depth);
+  // `made` (not null for a directory made after the watch began): gets a
+  // create event for every entry already there, which came before its own
+  // watch could see it.
+  Status add_tree(const FileOps& files, const std::string& path, int depth,
+                  std::vector<proto::FileEvent>* made = nullptr);
 
   UniqueFd fd_;
   std::string base_;  // the sandbox path given, without a trailing '/'
