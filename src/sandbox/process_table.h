@@ -13,8 +13,12 @@
 // (their exit and their buffer) until more than `kept_ended` have ended,
 // oldest first. One thread per running process waits for its call (the
 // runner's client is read by whichever thread waits: a process's output
-// flows while nobody reads it); it holds a small stack and no buffer of
-// its own.
+// flows while nobody reads it); it touches little of its stack and holds no
+// buffer of its own. The threads are detached and hold the table's state
+// and their entry by shared_ptr; what `Run` points at (the owner's call
+// path) must outlive join(), which returns once every thread is past its
+// last use of it: owners close(), destroy the sandbox, then join()
+// (worker/door_sandboxes.cc, api/sandbox_service.cc; the destructor too).
 #pragma once
 
 #include <chrono>
