@@ -51,6 +51,8 @@ void parse_frame(const Frame& f) {
     case MsgType::kPortExchange:
     case MsgType::kPortData:
     case MsgType::kPortEnd:
+    case MsgType::kPortInput:
+    case MsgType::kPortClose:
       (void)rf::parse_json_or_discarded(f.json);
       break;
     case MsgType::kFileData:

@@ -53,7 +53,16 @@ struct RunnerClient::Pending {
   // (one condition variable for all woke every waiting call per read).
   std::condition_variable cv;
   bool asleep = false;  // waiting on cv for frames or the reader role
+  size_t queued = 0;    // data bytes in `frames`
 };
+
+namespace {
+// Data queued for one waiting call past which no other call reads on: the
+// runner's output waits in the socket (and the runner stops reading its
+// sources) until that call's thread catches up. A port streamed to a slow
+// client so costs the host this much, not the whole stream.
+constexpr size_t kQueueBound = 16u << 20;
+}  // namespace
 
 RunnerClient::RunnerClient(UniqueFd fd) : fd_(std::move(fd)) {}
 
@@ -208,6 +217,7 @@ void RunnerClient::dispatch(Frame&& f) {
     if (f.type == MsgType::kError) last_error_ = from_error_frame(f);
     return;  // output of a call whose waiter gave up
   }
+  it->second->queued += f.data.size();
   it->second->frames.push_back(std::move(f));
 }
 
@@ -252,6 +262,7 @@ Status RunnerClient::wait(Pending& p) {
     while (!p.frames.empty()) {
       Frame f = std::move(p.frames.front());
       p.frames.pop_front();
+      p.queued -= f.data.size();
       lock.unlock();
       const bool last = p.handle(f);  // sink callbacks run here, on the call's own thread
       lock.lock();
@@ -264,6 +275,13 @@ Status RunnerClient::wait(Pending& p) {
       p.asleep = false;
       continue;
     }
+    if (another_is_full(p)) {
+      // Its thread reads on once it has handled what it has.
+      p.asleep = true;
+      p.cv.wait_for(lock, std::chrono::milliseconds(10));
+      p.asleep = false;
+      continue;
+    }
     reading_ = true;
     lock.unlock();
     Status s = read_some();
@@ -272,6 +290,13 @@ Status RunnerClient::wait(Pending& p) {
     if (!s && !broken_) broken_ = s.error();
     wake_after_read(p);
   }
+}
+
+bool RunnerClient::another_is_full(const Pending& p) const {
+  for (const auto& [id, q] : pending_) {
+    if (q != &p && q->queued > kQueueBound) return true;
+  }
+  return false;
 }
 
 void RunnerClient::wake_after_read(const Pending& reader) {
@@ -532,13 +557,19 @@ Result<std::string> RunnerClient::watch(
 Status RunnerClient::unwatch(uint32_t id) { return send(MsgType::kFileUnwatch, id, "{}"); }
 
 Status RunnerClient::port_exchange(int port, std::string_view request,
-                                   const std::function<void(std::string_view)>& on_data) {
+                                   const std::function<void(std::string_view)>& on_data, size_t max,
+                                   const std::function<void(uint32_t)>& on_open) {
   const std::string what = "port " + std::to_string(port);
   if (runner_minor_ < proto::kPortMinor) {
     return make_error(what, "the sandbox's tool runner speaks protocol " + runner_protocol_ +
                                 ", which has no port_exchange (0.5 has)");
   }
   if (request.size() > proto::kMaxData) return make_error(what, "the request is too large");
+  const bool streams = runner_minor_ >= proto::kPortStreamMinor;
+  if (!streams && (max == 0 || max > kPortAnswerMax || on_open)) {
+    return make_error(what, "the sandbox's tool runner speaks protocol " + runner_protocol_ +
+                                ", which bounds a port's answer and has no port_input (0.6 has)");
+  }
   Pending p;
   add_pending(p);
   std::optional<Error> failed;
@@ -561,13 +592,30 @@ Status RunnerClient::port_exchange(int port, std::string_view request,
         return true;
     }
   };
-  Status s = send(MsgType::kPortExchange, p.id, nlohmann::json{{"port", port}}.dump(), request);
+  nlohmann::json head{{"port", port}};
+  if (streams) head["max"] = max;
+  Status s = send(MsgType::kPortExchange, p.id, head.dump(), request);
+  if (s && on_open) on_open(p.id);
   if (s) s = wait(p);
   remove_pending(p);
   if (!s) return s;
   if (failed) return *failed;
   return ok_status();
 }
+
+Status RunnerClient::port_input(uint32_t id, std::string_view bytes) {
+  if (bytes.empty()) return ok_status();
+  // In pieces a frame holds; a piece at most 1 MiB keeps other calls' frames moving.
+  constexpr size_t kPiece = 1u << 20;
+  while (!bytes.empty()) {
+    const size_t n = std::min(bytes.size(), kPiece);
+    RF_TRY(send(MsgType::kPortInput, id, "", bytes.substr(0, n)));
+    bytes.remove_prefix(n);
+  }
+  return ok_status();
+}
+
+Status RunnerClient::port_close(uint32_t id) { return send(MsgType::kPortClose, id, ""); }
 
 Status RunnerClient::make_dir(const std::string& path, bool parents) {
   proto::FileRequest req;

@@ -75,9 +75,17 @@ class RunnerClient {
   // Protocol 0.5 (proto::kPortMinor): `request`'s bytes to 127.0.0.1:`port`
   // inside the sandbox, and what the connection answers, piece by piece, to
   // `on_data` (on this thread), until it closes. An error when it could not
-  // connect or broke.
+  // connect or broke, or the answer passed `max` bytes. Protocol 0.6
+  // (proto::kPortStreamMinor): `max` 0 is no bound, and `on_open` hears the
+  // exchange's id, for port_input() and port_close() from other threads
+  // while this one waits (a WebSocket's other direction).
+  static constexpr size_t kPortAnswerMax = 256u << 20;
   Status port_exchange(int port, std::string_view request,
-                       const std::function<void(std::string_view)>& on_data);
+                       const std::function<void(std::string_view)>& on_data,
+                       size_t max = kPortAnswerMax,
+                       const std::function<void(uint32_t)>& on_open = {});
+  Status port_input(uint32_t id, std::string_view bytes);
+  Status port_close(uint32_t id);
   Status set_env(const proto::SetEnv& vars);
   Result<proto::ProbeResult> probe();
 
@@ -126,6 +134,9 @@ class RunnerClient {
   // After a read, with mu_ held: wakes the calls that have frames now, and
   // one to take the reader role if `reader` will not read again at once.
   void wake_after_read(const Pending& reader);
+  // Whether a call other than `p` has more data queued than it may (then
+  // `p` does not read on for it), with mu_ held.
+  bool another_is_full(const Pending& p) const;
   void dispatch(proto::Frame&& frame);
 
   UniqueFd fd_;

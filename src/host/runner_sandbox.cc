@@ -124,9 +124,16 @@ Result<std::string> RunnerSandbox::watch(
 Status RunnerSandbox::unwatch(uint32_t id) { return runner_->unwatch(id); }
 
 Status RunnerSandbox::port_exchange(int port, std::string_view request,
-                                    const std::function<void(std::string_view)>& on_data) {
-  return checked(runner_->port_exchange(port, request, on_data));
+                                    const std::function<void(std::string_view)>& on_data,
+                                    size_t max, const std::function<void(uint32_t)>& on_open) {
+  return checked(runner_->port_exchange(port, request, on_data, max, on_open));
 }
+
+Status RunnerSandbox::port_input(uint32_t id, std::string_view bytes) {
+  return checked(runner_->port_input(id, bytes));
+}
+
+Status RunnerSandbox::port_close(uint32_t id) { return checked(runner_->port_close(id)); }
 
 Status RunnerSandbox::remove(const std::string& path, bool recursive) {
   return checked(runner_->remove(path, recursive));

@@ -54,7 +54,10 @@ class RunnerSandbox : public Sandbox {
       const std::function<void(std::vector<proto::FileEvent>&&)>& on_events) override;
   Status unwatch(uint32_t id) override;
   Status port_exchange(int port, std::string_view request,
-                       const std::function<void(std::string_view)>& on_data) override;
+                       const std::function<void(std::string_view)>& on_data, size_t max,
+                       const std::function<void(uint32_t)>& on_open) override;
+  Status port_input(uint32_t id, std::string_view bytes) override;
+  Status port_close(uint32_t id) override;
   Status set_env(const std::map<std::string, std::string>& vars) override;
   Status unset_env(const std::vector<std::string>& names) override;
   Result<proto::ProbeResult> probe() override;

@@ -50,6 +50,8 @@ bool known_type(uint8_t t) {
     case MsgType::kPortExchange:
     case MsgType::kPortData:
     case MsgType::kPortEnd:
+    case MsgType::kPortInput:
+    case MsgType::kPortClose:
     case MsgType::kOk:
     case MsgType::kError:
     case MsgType::kShutdown:
@@ -123,6 +125,10 @@ const char* type_name(MsgType t) {
       return "port_data";
     case MsgType::kPortEnd:
       return "port_end";
+    case MsgType::kPortInput:
+      return "port_input";
+    case MsgType::kPortClose:
+      return "port_close";
     case MsgType::kOk:
       return "ok";
     case MsgType::kError:

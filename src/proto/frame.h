@@ -60,6 +60,8 @@ enum class MsgType : uint8_t {
   kOk = 40,
   kError = 41,
   kShutdown = 42,
+  kPortInput = 43,      // H→R, protocol 0.6: more bytes for an open port_exchange
+  kPortClose = 44,      // H→R, protocol 0.6: the client left: close it (port_end follows)
   kCredRequest = 50,    // R→H, protocol 0.2: a process in the sandbox asks for a credential
   kCredAnswer = 51,     // H→R, protocol 0.2: the answer; a granted value is the data
   kCredWithdrawn = 52,  // R→H, protocol 0.3: a request's asker left before its answer

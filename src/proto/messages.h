@@ -17,10 +17,10 @@ namespace rf::proto {
 // The protocol version this build speaks, and the range of peer versions it
 // accepts: same major, minor in [kMinMinor, kMaxMinor]. The one place the
 // range is written; compatible_range() says it (">=0.1,<0.6").
-inline constexpr const char* kProtocolVersion = "0.5.0";
+inline constexpr const char* kProtocolVersion = "0.6.0";
 inline constexpr int kProtocolMajor = 0;
 inline constexpr int kMinMinor = 1;
-inline constexpr int kMaxMinor = 5;
+inline constexpr int kMaxMinor = 6;
 // The first minor with cred_request/cred_answer (JIT credentials): a runner
 // sends cred_request only to a host that said at least this.
 inline constexpr int kCredMinor = 2;
@@ -35,6 +35,10 @@ inline constexpr int kFileOpsMinor = 4;
 inline constexpr int kWatchMinor = 5;
 // And port_exchange, port_data and port_end (a request to a port inside).
 inline constexpr int kPortMinor = 5;
+// The first minor with port_input and port_close (a port's connection kept
+// open both ways: a WebSocket) and with port_exchange's "max" (0: an answer
+// of any size, streamed by the host as it comes).
+inline constexpr int kPortStreamMinor = 6;
 std::string compatible_range();
 
 struct Version {

@@ -11,7 +11,7 @@
 
 namespace rf::runner {
 
-Status PortExchanges::start(uint32_t id, int port, std::string request) {
+Status PortExchanges::start(uint32_t id, int port, std::string request, size_t max) {
   const std::string where = "port_exchange " + std::to_string(port);
   if (port < 1 || port > 65535) return make_error(where, "expected a port from 1 to 65535");
   if (open_.size() >= kMaxExchanges) {
@@ -30,10 +30,39 @@ Status PortExchanges::start(uint32_t id, int port, std::string request) {
   o.fd = std::move(fd);
   o.pending = std::move(request);
   o.connected = r == 0;
-  const int raw = o.fd.get();
-  open_.emplace(id, std::move(o));
-  watch_(raw, id, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+  o.max = max;
+  auto [it, added] = open_.emplace(id, std::move(o));
+  (void)added;
+  rearm(id, it->second);
   return ok_status();
+}
+
+void PortExchanges::rearm(uint32_t id, const Open& o) {
+  uint32_t events = 0;
+  if (!o.connected || !o.pending.empty()) events |= EPOLLOUT;
+  if (!paused_) events |= EPOLLIN | EPOLLRDHUP;
+  // Paused with nothing to write: not watched at all (a reset socket's
+  // EPOLLHUP would otherwise wake the loop again and again until unpaused).
+  watch_(o.fd.get(), id, events);
+}
+
+void PortExchanges::input(uint32_t id, std::string_view bytes) {
+  auto it = open_.find(id);
+  if (it == open_.end()) return;  // it ended already: its port_end is on its way
+  Open& o = it->second;
+  if (o.pending.size() + bytes.size() > kMaxPending) {
+    return finish(id, "the port took no input while " + std::to_string(kMaxPending >> 20) +
+                          " MiB waited for it");
+  }
+  const bool was_empty = o.pending.empty();
+  o.pending.append(bytes);
+  if (was_empty) rearm(id, o);
+}
+
+void PortExchanges::set_paused(bool paused) {
+  if (paused_ == paused) return;
+  paused_ = paused;
+  for (const auto& [id, o] : open_) rearm(id, o);
 }
 
 void PortExchanges::finish(uint32_t id, const std::string& error) {
@@ -54,6 +83,7 @@ void PortExchanges::on_event(uint32_t id, uint32_t events) {
     ::getsockopt(o.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) return finish(id, std::string("connect 127.0.0.1: ") + std::strerror(err));
     o.connected = true;
+    if (o.pending.empty()) rearm(id, o);
   }
   if (o.connected && !o.pending.empty() && (events & EPOLLOUT)) {
     const ssize_t n = ::send(o.fd.get(), o.pending.data(), o.pending.size(), MSG_NOSIGNAL);
@@ -61,17 +91,21 @@ void PortExchanges::on_event(uint32_t id, uint32_t events) {
       return finish(id, std::string("write: ") + std::strerror(errno));
     }
     if (n > 0) o.pending.erase(0, static_cast<size_t>(n));
-    if (o.pending.empty()) watch_(o.fd.get(), id, EPOLLIN | EPOLLRDHUP);
+    if (o.pending.empty()) rearm(id, o);
   }
-  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-    char buf[64 * 1024];
-    for (;;) {
+  if (!paused_ && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+    // Reads until the port has nothing more now, or the queue to the host
+    // fills (data_ may pause this: the rest waits for the next event).
+    static thread_local char buf[256 * 1024];
+    while (!paused_) {
       const ssize_t n = ::recv(o.fd.get(), buf, sizeof buf, 0);
       if (n > 0) {
         o.answered += static_cast<size_t>(n);
-        if (o.answered > kMaxAnswer) {
-          return finish(id, "the answer is larger than " + std::to_string(kMaxAnswer >> 20) +
-                                " MiB, the most one request to a port may bring back");
+        if (o.max != 0 && o.answered > o.max) {
+          const std::string bound = o.max % (1u << 20) == 0 ? std::to_string(o.max >> 20) + " MiB"
+                                                            : std::to_string(o.max) + " bytes";
+          return finish(id, "the answer is larger than " + bound +
+                                ", the most this request to a port may bring back");
         }
         data_(id, std::string_view(buf, static_cast<size_t>(n)));
         continue;

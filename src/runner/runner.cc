@@ -428,6 +428,7 @@ void Runner::send(MsgType type, uint32_t call_id, std::string_view json, std::st
 void Runner::set_paused(bool paused) {
   paused_ = paused;
   for (auto& [id, call] : calls_) call->update_watches();
+  if (ports_) ports_->set_paused(paused);
 }
 
 void Runner::flush_out() {
@@ -620,6 +621,11 @@ void Runner::handle(proto::Frame&& f) {
       return handle_watch(f);
     case MsgType::kPortExchange:
       return handle_port(std::move(f));
+    case MsgType::kPortInput:
+      // One that ended already is no error: its port_end was sent.
+      return ports_->input(f.call_id, f.data);
+    case MsgType::kPortClose:
+      return ports_->close(f.call_id);
     case MsgType::kSetEnv:
       return handle_set_env(f);
     case MsgType::kProbe:
@@ -844,7 +850,14 @@ void Runner::handle_port(proto::Frame&& f) {
   if (id == 0 || ports_->has(id) || calls_.count(id) != 0 || watches_.count(id) != 0) {
     return reply_error(id, make_error("port_exchange", "id " + std::to_string(id) + " is in use"));
   }
-  if (auto s = ports_->start(id, j["port"].get<int>(), std::move(f.data)); !s) {
+  size_t max = PortExchanges::kMaxAnswer;
+  if (j.contains("max")) {
+    if (!j["max"].is_number_unsigned()) {
+      return reply_error(id, make_error("port_exchange.max", "expected a number of bytes"));
+    }
+    max = j["max"].get<size_t>();
+  }
+  if (auto s = ports_->start(id, j["port"].get<int>(), std::move(f.data), max); !s) {
     return reply_error(id, s.error());
   }
 }

@@ -185,11 +185,21 @@ class Sandbox {
   virtual Status unwatch(uint32_t /*id*/) { return ok_status(); }
   // A request to a port a process listens on inside (issue 41): `request`'s
   // bytes to 127.0.0.1:`port` in the sandbox's own network, through its
-  // runner, and the answer's bytes to `on_data` until the connection closes.
+  // runner, and the answer's bytes to `on_data` (on this thread) until the
+  // connection closes; an error past `max` bytes (0: no bound). `on_open`
+  // hears the exchange's id: port_input() and port_close() take it from
+  // other threads while this one waits (a WebSocket's other direction).
+  static constexpr size_t kPortAnswerMax = 256u << 20;
   virtual Status port_exchange(int port, std::string_view /*request*/,
-                               const std::function<void(std::string_view)>& /*on_data*/) {
+                               const std::function<void(std::string_view)>& /*on_data*/,
+                               size_t /*max*/ = kPortAnswerMax,
+                               const std::function<void(uint32_t)>& /*on_open*/ = {}) {
     return make_error("port " + std::to_string(port), "this sandbox cannot be reached on a port");
   }
+  virtual Status port_input(uint32_t /*id*/, std::string_view /*bytes*/) {
+    return make_error("port", "this sandbox cannot be reached on a port");
+  }
+  virtual Status port_close(uint32_t /*id*/) { return ok_status(); }
   // Adds variables to every later call's environment (credentials injected late).
   virtual Status set_env(const std::map<std::string, std::string>& vars) = 0;
   // Takes variables set by set_env out again (a JIT grant withdrawn).

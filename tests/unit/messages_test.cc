@@ -57,11 +57,12 @@ TEST(Messages, VersionRange) {
   EXPECT_TRUE(check_compatible("0.3.0").ok());  // 0.3 adds cred_withdrawn
   EXPECT_TRUE(check_compatible("0.4.0").ok());  // 0.4 adds file_mkdir, file_remove, file_move
   EXPECT_TRUE(check_compatible("0.5.0").ok());  // 0.5 adds file_watch and its events
-  EXPECT_FALSE(check_compatible("0.6.0").ok());
+  EXPECT_TRUE(check_compatible("0.6.0").ok());  // 0.6 adds port_input and port_close
+  EXPECT_FALSE(check_compatible("0.7.0").ok());
   EXPECT_FALSE(check_compatible("1.1.0").ok());
   EXPECT_FALSE(check_compatible("0.1").ok());
   EXPECT_FALSE(check_compatible("0.1.0-rc1").ok());
-  EXPECT_NE(check_compatible("0.6.0").error().message.find(">=0.1,<0.6"), std::string::npos);
+  EXPECT_NE(check_compatible("0.7.0").error().message.find(">=0.1,<0.7"), std::string::npos);
 }
 
 TEST(Messages, CredRequestAndAnswerRoundTripAndBoundsNameTheField) {

@@ -802,6 +802,94 @@ TEST_F(RunnerTest, AWatchSeesWhatHappensUnderItsDirectoryInsideTheRoot) {
   EXPECT_EQ(bad.error().sys_errno, ENOTDIR);
 }
 
+// A listening socket on 127.0.0.1 (the runner shares the test's network
+// here); its port in *port.
+UniqueFd loopback_listener(int* port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::listen(fd.get(), 4) != 0)
+    return UniqueFd();
+  socklen_t len = sizeof sa;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
+// Protocol 0.6: an exchange kept open both ways (port_input, port_close),
+// with no bound on its answer; one with a bound is ended past it; input for
+// an exchange that is gone is dropped and the runner serves on.
+TEST_F(RunnerTest, APortExchangeStaysOpenBothWaysUntilTheHostClosesIt) {
+  int port = 0;
+  UniqueFd listener = loopback_listener(&port);
+  ASSERT_TRUE(listener);
+  std::atomic<bool> peer_saw_eof{false};
+  std::thread echo([&] {  // the "port": echoes what it gets until the runner closes
+    UniqueFd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::recv(c.get(), buf, sizeof buf, 0);
+      if (n <= 0) break;
+      (void)::send(c.get(), buf, static_cast<size_t>(n), MSG_NOSIGNAL);
+    }
+    peer_saw_eof = true;
+  });
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string got;
+  uint32_t id = 0;
+  Status ended = make_error("", "not yet");
+  std::thread exchange([&] {
+    ended = client_->port_exchange(
+        port, "hello",
+        [&](std::string_view bytes) {
+          std::lock_guard lock(mu);
+          got.append(bytes);
+          cv.notify_all();
+        },
+        0,
+        [&](uint32_t opened) {
+          std::lock_guard lock(mu);
+          id = opened;
+          cv.notify_all();
+        });
+  });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return got == "hello"; })) << got;
+  }
+  ASSERT_TRUE(client_->port_input(id, " world").ok());
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return got == "hello world"; })) << got;
+  }
+  ASSERT_TRUE(client_->port_close(id).ok());
+  exchange.join();
+  echo.join();
+  EXPECT_TRUE(ended.ok()) << ended.error().to_string();
+  EXPECT_TRUE(peer_saw_eof.load()) << "the port's connection was closed";
+  // Gone: its input is dropped, the runner serves on.
+  EXPECT_TRUE(client_->port_input(id, "late").ok());
+  EXPECT_EQ(sh("echo still here").out, "still here\n");
+
+  // An answer past its bound ends the exchange with an error saying so.
+  std::thread flood([&] {
+    UniqueFd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    const std::string block(1 << 20, 'x');
+    (void)::send(c.get(), block.data(), block.size(), MSG_NOSIGNAL);
+  });
+  size_t bytes = 0;
+  Status bounded = client_->port_exchange(
+      port, "GET / HTTP/1.0\r\n\r\n", [&](std::string_view b) { bytes += b.size(); }, 4096);
+  flood.join();
+  ASSERT_FALSE(bounded.ok());
+  EXPECT_NE(bounded.error().message.find("the answer is larger than"), std::string::npos)
+      << bounded.error().to_string();
+  EXPECT_LE(bytes, 4096u + 256u * 1024u) << "nothing much past the bound reached the host";
+}
+
 TEST_F(RunnerTest, EchoStreamsStdout) {
   Captured c;
   Outcome r = run(request({"echo", "hello", "world"}), "", &c);
