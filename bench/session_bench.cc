@@ -17,6 +17,9 @@
 //  4. port: a GET through serve to a server a process runs inside (bar: 1
 //     ms added), against the same server on the host's loopback, asked
 //     directly (a fresh connection each, as the relay makes one).
+//  4b. stream: --stream-mib MiB (1024) from a server inside to a client of
+//     serve, read as it comes (bar: 1 GB/s), against the same server on
+//     the host's loopback read directly.
 //  5. idle: --idle-sandboxes sandboxes with --idle-per-sandbox `sleep`
 //     processes each; the worker's CPU over --quiet-seconds with them and
 //     without them (bar: none, no polling), and its resident memory per
@@ -24,6 +27,7 @@
 //
 //   build/bench/rf_session_bench [--iterations N] [--idle-sandboxes S]
 //                                [--idle-per-sandbox P] [--quiet-seconds Q]
+//                                [--stream-mib M]
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -152,12 +156,13 @@ std::string stamp_loop(int lines) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iterations = 300, idle_sandboxes = 100, idle_per = 10, quiet = 10;
+  int iterations = 300, idle_sandboxes = 100, idle_per = 10, quiet = 10, stream_mib = 1024;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--idle-sandboxes")) idle_sandboxes = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--idle-per-sandbox")) idle_per = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--quiet-seconds")) quiet = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--stream-mib")) stream_mib = std::atoi(argv[i + 1]);
   }
   rlimit nofile{65536, 65536};
   ::setrlimit(RLIMIT_NOFILE, &nofile);
@@ -386,6 +391,69 @@ int main(int argc, char** argv) {
                 dt.p50, dt.p99);
     std::printf("  added by serve, the door and the runner     p50 %7.0f us  (bar 1000)\n",
                 pt.p50 - dt.p50);
+
+    // 4b. A long answer streamed: MiB from a server inside, read as it comes.
+    const std::string stream_py =
+        "import socket, sys\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(8)\n"
+        "block = b'x' * (1 << 20)\n"
+        "while True:\n"
+        "    c, _ = s.accept(); c.recv(65536)\n"
+        "    c.sendall(b'HTTP/1.0 200 OK\\r\\nContent-Type: "
+        "application/octet-stream\\r\\n\\r\\n')\n"
+        "    for _ in range(int(sys.argv[2])): c.sendall(block)\n"
+        "    c.close()\n";
+    (void)api.request("PUT", "/v1/sandboxes/" + id + "/files?path=/workspace/stream.py", tok,
+                      stream_py);
+    (void)api.request(
+        "POST", procs, tok,
+        json{{"argv", {"python3", "/workspace/stream.py", "8001", std::to_string(stream_mib)}}}
+            .dump());
+    std::ofstream(dir + "/stream.py") << stream_py;
+    bench::Server host_streamer;
+    host_streamer.pid =
+        bench::spawn_shell("/usr/bin/python3 " + dir + "/stream.py " +
+                           std::to_string(host_port + 1) + " " + std::to_string(stream_mib));
+    // Reads an answer to its close; how many bytes came, and in how long.
+    auto drain = [](int port, const std::string& request, double* seconds) -> size_t {
+      HttpProbe p(port);
+      if (!p.connected() || !p.send_raw(request)) return 0;
+      static std::vector<char> buf(4u << 20);
+      size_t got = 0;
+      const auto t0 = Clock::now();
+      for (;;) {
+        const ssize_t n = ::recv(p.fd(), buf.data(), buf.size(), 0);
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+      }
+      *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      return got;
+    };
+    const std::string stream_via = "GET /v1/sandboxes/" + id +
+                                   "/ports/8001/ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                                   tok + "\r\nConnection: close\r\n\r\n";
+    double via_s = 0, direct_s = 0;
+    size_t via_bytes = 0;
+    for (int i = 0; i < 200 && via_bytes < (static_cast<size_t>(stream_mib) << 20); ++i) {
+      via_bytes = drain(server.port, stream_via, &via_s);
+      if (via_bytes < (static_cast<size_t>(stream_mib) << 20))
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    size_t direct_bytes = 0;
+    for (int i = 0; i < 200 && direct_bytes < (static_cast<size_t>(stream_mib) << 20); ++i) {
+      direct_bytes = drain(host_port + 1, "GET / HTTP/1.0\r\n\r\n", &direct_s);
+      if (direct_bytes < (static_cast<size_t>(stream_mib) << 20))
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (via_bytes < (static_cast<size_t>(stream_mib) << 20)) {
+      std::fprintf(stderr, "stream: only %zu bytes came through serve\n", via_bytes);
+      return 1;
+    }
+    std::printf("stream: %d MiB through serve, the door and the runner  %6.2f GB/s  (bar 1.00)\n",
+                stream_mib, static_cast<double>(via_bytes) / via_s / 1e9);
+    std::printf("  the same server on the host, read directly        %6.2f GB/s\n",
+                static_cast<double>(direct_bytes) / direct_s / 1e9);
 
     // 5. Idle processes: the worker's CPU and memory.
     std::vector<std::pair<std::string, std::string>> idle;  // sandbox, token

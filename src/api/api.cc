@@ -121,6 +121,7 @@ std::span<const Api::Route> Api::routes() {
       {V::post, "/v1/sandboxes/{id}/processes/{pid}/resize", Access::kToken,
        &Api::sandbox_processes},
       {V::post, "/v1/sandboxes/{id}/ports/{port}:share", Access::kToken, &Api::sandbox_port_share},
+      {V::get, "/v1/sandboxes/{id}/ports", Access::kToken, &Api::sandbox_ports},
       {V::get, "/v1/sandboxes/{id}/ports/{port}/{path}", Access::kToken, &Api::sandbox_port, "*",
        true},
       {V::post, "/v1/sandboxes/{id}/ports/{port}/{path}", Access::kToken, &Api::sandbox_port, "*",
@@ -284,6 +285,21 @@ void Api::handle(const Request& request, Responder& responder) {
         allowed += (allowed.empty() ? "" : ", ") + std::string(http::to_string(r.method));
     }
   }
+  // A port by host name: every path under it is the port's.
+  bool host_form = false;
+  if (!options_.port_domain.empty()) {
+    if (auto ph = parse_port_host(sv(request[http::field::host]), options_.port_domain)) {
+      host_form = true;
+      route = nullptr;
+      for (const Route& r : routes()) {
+        if (r.fn == &Api::sandbox_port && r.method == method) route = &r;
+      }
+      params = {{"id", ph->sandbox}, {"port", std::to_string(ph->port)}, {"path", ""}};
+      if (route == nullptr) {
+        return fail(responder, 405, "", "a port takes GET, HEAD, POST, PUT, PATCH and DELETE");
+      }
+    }
+  }
   static const Principal kAnonymous =
       Principal::token("", "", "", std::nullopt, policy::Role::kAgent);
   if (route != nullptr && route->access == Access::kPublic) {
@@ -316,6 +332,7 @@ void Api::handle(const Request& request, Responder& responder) {
           Principal::token("port-token", "port", *project, std::nullopt, policy::Role::kAgent);
       Ctx c{port_principal, t, request, responder, std::move(params)};
       c.port_token = from_query;
+      c.host_form = host_form;
       (this->*route->fn)(c);
       return;
     }
@@ -354,6 +371,7 @@ void Api::handle(const Request& request, Responder& responder) {
   }
   if (!take_slot(*who, responder)) return;
   Ctx c{*who, t, request, responder, std::move(params)};
+  c.host_form = host_form;
   (this->*route->fn)(c);
   give_slot(*who);
 }

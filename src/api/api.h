@@ -47,6 +47,10 @@ struct ApiOptions {
   // More connections for the call routes (POST /v1/calls, GET /v1/calls/ID),
   // which many clients use at once; without a pool they share `store`.
   store::StorePool* call_stores = nullptr;
+  // Ports by host name (issue 41): a request whose Host is
+  // "{port}-{sandbox}.{port_domain}" goes to that port, its whole target
+  // the port's. Empty: only the path form.
+  std::string port_domain;
 };
 
 class Api {
@@ -70,6 +74,9 @@ class Api {
     // A port token that came in the query (api/port_tokens.h): set as a
     // cookie with the port's answer, so the page's own requests carry it.
     std::string port_token;
+    // The request came by host name (ApiOptions::port_domain): its whole
+    // target is the port's, and a port token's cookie is for "/".
+    bool host_form = false;
   };
   enum class Access { kPublic, kToken, kOperator };
   using Fn = void (Api::*)(Ctx&);
@@ -121,6 +128,7 @@ class Api {
   void sandbox_processes(Ctx& c);   // every /v1/sandboxes/{id}/processes route
   void sandbox_port(Ctx& c);        // every /v1/sandboxes/{id}/ports/{port}/... request
   void sandbox_port_share(Ctx& c);  // a token for one port, for a browser
+  void sandbox_ports(Ctx& c);       // the ports its processes listen on
   void volumes_create(Ctx& c);
   void volumes_list(Ctx& c);
   void volume_get(Ctx& c);

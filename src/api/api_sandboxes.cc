@@ -415,7 +415,9 @@ void Api::sandbox_port(Ctx& c) {
   for (const auto& f : c.request) {
     headers.emplace_back(std::string(sv(f.name_string())), std::string(sv(f.value())));
   }
-  std::string target = target_after(sv(c.request.target()), 5);
+  std::string target =
+      c.host_form ? std::string(sv(c.request.target())) : target_after(sv(c.request.target()), 5);
+  if (target.empty() || target[0] != '/') target.insert(0, "/");
   // A port token is ringfence's: the port never sees it.
   if (const size_t q = target.find('?'); q != std::string::npos) {
     std::string kept;
@@ -446,27 +448,68 @@ void Api::sandbox_port(Ctx& c) {
       v = kept;
     }
   }
-  auto answered = sandboxes_.port_request(c.who.project, c.param("id"), *port,
-                                          std::string(sv(c.request.method_string())), target,
-                                          headers, c.request.body());
-  if (auto* e = std::get_if<ServiceError>(&answered)) return fail_with(c.out, *e);
-  auto& a = std::get<PortAnswer>(answered);
-  std::string type = "application/octet-stream";
-  HeaderList rest;
-  for (auto& [k, v] : a.headers) {
-    if (k.size() == 12 && ::strncasecmp(k.c_str(), "content-type", 12) == 0) {
-      type = v;
-    } else {
-      rest.emplace_back(std::move(k), std::move(v));
+  if (is_websocket_upgrade(headers)) {
+    // The connection becomes the WebSocket's, relayed until either side closes.
+    auto relayed = sandboxes_.port_upgrade(c.who.project, c.param("id"), *port, target, headers,
+                                           [&] { return c.out.take_over(); });
+    if (auto* e = std::get_if<ServiceError>(&relayed)) return fail_with(c.out, *e);
+    return;
+  }
+  // The answer as it comes (chunked), whatever its size.
+  const std::string cookie_path =
+      c.host_form ? "/" : "/v1/sandboxes/" + c.param("id") + "/ports/" + c.param("port") + "/";
+  bool streaming = false;
+  PortAnswerSink sink;
+  sink.head = [&](int status, HeaderList&& passing) {
+    std::string type = "application/octet-stream";
+    HeaderList rest;
+    for (auto& [k, v] : passing) {
+      if (k.size() == 12 && ::strncasecmp(k.c_str(), "content-type", 12) == 0) {
+        type = v;
+      } else {
+        rest.emplace_back(std::move(k), std::move(v));
+      }
+    }
+    if (!c.port_token.empty()) {
+      rest.emplace_back("Set-Cookie", PortTokens::cookie_name(c.param("id"), *port) + "=" +
+                                          c.port_token + "; Path=" + cookie_path +
+                                          "; HttpOnly; SameSite=Strict");
+    }
+    if (c.request.method() == boost::beast::http::verb::head || status == 204 || status == 304) {
+      return c.out.respond(status, type, "", rest).ok();
+    }
+    streaming = true;
+    return c.out.begin_stream(status, type, rest).ok();
+  };
+  sink.body = [&](std::string_view bytes) { return c.out.write_chunk(bytes).ok(); };
+  auto relayed = sandboxes_.port_request(c.who.project, c.param("id"), *port,
+                                         std::string(sv(c.request.method_string())), target,
+                                         headers, c.request.body(), sink);
+  if (auto* e = std::get_if<ServiceError>(&relayed)) return fail_with(c.out, *e);
+  if (!std::get<bool>(relayed)) {
+    // Broke off midway: no end of the chunked body, so the client sees it was cut.
+    c.out.close_connection();
+    return;
+  }
+  if (streaming) (void)c.out.end_stream();
+}
+
+// The ports processes of a sandbox listen on now, each with where it is
+// reached: its path, and its host name when serve has a --port-domain.
+void Api::sandbox_ports(Ctx& c) {
+  auto found = sandboxes_.ports(c.who.project, c.param("id"));
+  if (auto* e = std::get_if<ServiceError>(&found)) return fail_with(c.out, *e);
+  json out = std::get<json>(found);
+  if (out.contains("ports") && out["ports"].is_array()) {
+    for (auto& p : out["ports"]) {
+      if (!p.is_object() || !p.contains("port") || !p["port"].is_number_integer()) continue;
+      const std::string port = std::to_string(p["port"].get<int>());
+      p["url"] = "/v1/sandboxes/" + c.param("id") + "/ports/" + port + "/";
+      if (!options_.port_domain.empty())
+        p["host"] = port + "-" + c.param("id") + "." + options_.port_domain;
     }
   }
-  if (!c.port_token.empty()) {
-    const std::string path = "/v1/sandboxes/" + c.param("id") + "/ports/" + c.param("port") + "/";
-    rest.emplace_back("Set-Cookie", PortTokens::cookie_name(c.param("id"), *port) + "=" +
-                                        c.port_token + "; Path=" + path +
-                                        "; HttpOnly; SameSite=Strict");
-  }
-  (void)c.out.respond(a.status, type, a.body, rest);
+  answer(c.out, 200, out);
 }
 
 // A token for one port of one sandbox, to hand to a browser (issue 41;

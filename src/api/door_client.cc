@@ -13,6 +13,8 @@
 #include <cstring>
 #include <limits>
 
+#include "sandbox/port_request.h"
+
 namespace rf::api {
 namespace http = boost::beast::http;
 using Clock = std::chrono::steady_clock;
@@ -298,6 +300,135 @@ Result<int> DoorClient::stream(
     return status;
   }
   return unavailable(door, "the connection closed");
+}
+
+namespace {
+
+// All of `bytes` to `fd` unless it reads nothing for `timeout_ms`.
+bool send_within(int fd, std::string_view bytes, int timeout_ms) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, timeout_ms) <= 0) return false;
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+// Copies what `a` and `b` send to each other until either closes (or
+// fails), `stop_fd` is readable, or one reads nothing for 30 s while bytes
+// wait for it.
+void splice_both_ways(int a, int b, int stop_fd) {
+  std::string to_a, to_b;  // read, not yet written
+  char buf[64 * 1024];
+  constexpr int kStuckMs = 30'000;
+  int stuck_ms = 0;
+  for (;;) {
+    pollfd fds[3] = {
+        {a,
+         static_cast<short>((to_b.size() < sizeof buf ? POLLIN : 0) | (to_a.empty() ? 0 : POLLOUT)),
+         0},
+        {b,
+         static_cast<short>((to_a.size() < sizeof buf ? POLLIN : 0) | (to_b.empty() ? 0 : POLLOUT)),
+         0},
+        {stop_fd, POLLIN, 0}};
+    const int n = ::poll(fds, stop_fd >= 0 ? 3 : 2, 1000);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;
+    if (stop_fd >= 0 && (fds[2].revents & POLLIN)) return;
+    if (n == 0) {
+      if (!to_a.empty() || !to_b.empty()) {
+        stuck_ms += 1000;
+        if (stuck_ms >= kStuckMs) return;
+      }
+      continue;
+    }
+    stuck_ms = 0;
+    for (int side = 0; side < 2; ++side) {
+      const int from = side == 0 ? a : b;
+      std::string& out = side == 0 ? to_b : to_a;
+      const int to = side == 0 ? b : a;
+      std::string& queued_for_from = side == 0 ? to_a : to_b;
+      if (fds[side].revents & POLLIN) {
+        const ssize_t got = ::recv(from, buf, sizeof buf, MSG_DONTWAIT);
+        if (got == 0) {
+          // What it sent before it closed (a WebSocket's close frame) still goes on.
+          (void)send_within(to, out, 1000);
+          return;
+        }
+        if (got < 0 && errno != EAGAIN && errno != EINTR) return;
+        if (got > 0) out.append(buf, static_cast<size_t>(got));
+      } else if (fds[side].revents & (POLLHUP | POLLERR)) {
+        return;
+      }
+      if (!queued_for_from.empty() && (fds[side].revents & POLLOUT)) {
+        const ssize_t put = ::send(from, queued_for_from.data(), queued_for_from.size(),
+                                   MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (put < 0 && errno != EAGAIN && errno != EINTR) return;
+        if (put > 0) queued_for_from.erase(0, static_cast<size_t>(put));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status DoorClient::relay(
+    const DoorAddress& door, std::string_view method, const std::string& target,
+    const Headers& headers, std::string_view body,
+    const std::function<bool(int, std::vector<std::pair<std::string, std::string>>&&)>& on_head,
+    const std::function<bool(std::string_view)>& on_body) {
+  auto made = connect(door);
+  if (!made) return made.take_error();
+  UniqueFd fd = std::move(*made);
+  if (!send_all(fd.get(), request_text(door, method, target, headers, body))) {
+    return unavailable(door, "the request could not be sent");
+  }
+  bool left = false;
+  PortAnswerStream stream(
+      [&](int status, HeaderList&& all) {
+        if (!on_head(status, std::move(all))) left = true;
+      },
+      [&](std::string_view bytes) {
+        if (!left && !on_body(bytes)) left = true;
+      },
+      method == "HEAD", /*all_headers=*/true);
+  char buf[256 * 1024];
+  while (!left && !stream.done()) {
+    const ssize_t got = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return unavailable(door, std::string("read: ") + std::strerror(errno));
+    if (got == 0) break;
+    if (auto fed = stream.feed(std::string_view(buf, static_cast<size_t>(got))); !fed) {
+      return unavailable(door, "a bad answer: " + fed.error().message);
+    }
+  }
+  if (left) return make_error("port", "the client left");
+  if (stream.done()) return ok_status();
+  if (auto done = stream.finish(); !done) {
+    return unavailable(door, stream.head_done() ? "the answer broke off" : "the connection closed");
+  }
+  return ok_status();
+}
+
+Status DoorClient::splice(const DoorAddress& door, const std::string& target,
+                          const Headers& headers, int client_fd, std::string early, int stop_fd) {
+  auto made = connect(door);
+  if (!made) return made.take_error();
+  UniqueFd fd = std::move(*made);
+  std::string text = request_text(door, "GET", target, headers, "");
+  text += early;  // what the client sent after its handshake goes on after ours
+  if (!send_all(fd.get(), text)) return unavailable(door, "the request could not be sent");
+  splice_both_ways(client_fd, fd.get(), stop_fd);
+  return ok_status();
 }
 
 }  // namespace rf::api

@@ -54,6 +54,21 @@ class DoorClient {
                      const Headers& headers, std::string_view body,
                      const std::function<void(std::string_view, std::string_view)>& on_event,
                      const std::function<bool()>& gone, std::string* error_body);
+  // An exchange whose answer is relayed as it comes (a port's, which may be
+  // any size): its status and every header to `on_head` once, its body's
+  // pieces to `on_body`; either says false when its client left, and the
+  // connection is closed. A new connection each time, closed after.
+  Status relay(
+      const DoorAddress& door, std::string_view method, const std::string& target,
+      const Headers& headers, std::string_view body,
+      const std::function<bool(int, std::vector<std::pair<std::string, std::string>>&&)>& on_head,
+      const std::function<bool(std::string_view)>& on_body);
+  // A WebSocket handshake (GET `target`, `headers` with Upgrade) to the
+  // door, then the bytes of `client_fd` (a connection taken over from HTTP;
+  // `early` first) and of the door's connection to each other until either
+  // closes or `stop_fd` is readable.
+  Status splice(const DoorAddress& door, const std::string& target, const Headers& headers,
+                int client_fd, std::string early, int stop_fd);
 
  private:
   Result<UniqueFd> connect(const DoorAddress& door);

@@ -361,6 +361,22 @@ json McpServer::tool_list(bool local) {
            {"body", {{"type", {"string", "null"}}}},
            {"body_base64", {{"type", "string"}}}}},
          {"required", {"status", "headers"}}}}},
+      {{"name", "sandbox_ports"},
+       {"description",
+        "List the TCP ports processes listen on inside a sandbox (a dev server that came up), "
+        "each reachable with sandbox_port_fetch."},
+       {"annotations", {{"readOnlyHint", true}, {"openWorldHint", false}}},
+       {"inputSchema", schema({{"sandbox_id", kSandboxId}}, {"sandbox_id"})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties",
+          {{"ports",
+            {{"type", "array"},
+             {"items",
+              {{"type", "object"},
+               {"properties", {{"port", {{"type", "integer"}}}, {"address", {{"type", "string"}}}}},
+               {"required", {"port", "address"}}}}}}}},
+         {"required", {"ports"}}}}},
       {{"name", "sandbox_process_start"},
        {"description",
         "Start a command in the background in a sandbox: it keeps running after this call "
@@ -657,6 +673,21 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
   }
   if (name.rfind("sandbox_process_", 0) == 0) return process_tool(project, name, args);
   if (name == "sandbox_file_watch") return watch_tool(project, args, client_gone);
+  if (name == "sandbox_ports") {
+    const std::string id = args["sandbox_id"];
+    auto found = sandboxes_.ports(project, id);
+    if (auto* e = std::get_if<ServiceError>(&found)) {
+      if (e->field == "id") return tool_error("no sandbox " + id + " (sandbox_create makes one)");
+      return tool_error(e->message);
+    }
+    const json& out = std::get<json>(found);
+    std::string text;
+    for (const auto& p : out.value("ports", json::array())) {
+      text +=
+          std::to_string(p.value("port", 0)) + " on " + p.value("address", std::string()) + "\n";
+    }
+    return tool_result(out, text.empty() ? "nothing listens" : text);
+  }
   if (name == "sandbox_port_fetch") {
     if (auto bad = check_args(args, {"sandbox_id", "port", "path", "method", "body", "headers"},
                               {"sandbox_id"}))
@@ -683,8 +714,9 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
       }
     }
     const std::string id = args["sandbox_id"];
-    auto answered = sandboxes_.port_request(project, id, args["port"].get<int>(), method, path,
-                                            headers, args.value("body", std::string()));
+    // One message carries the answer: at most 16 MiB of it.
+    auto answered = fetch_port(sandboxes_, project, id, args["port"].get<int>(), method, path,
+                               headers, args.value("body", std::string()), 16u << 20);
     if (auto* e = std::get_if<ServiceError>(&answered)) {
       if (e->field == "id") return tool_error("no sandbox " + id + " (sandbox_create makes one)");
       return tool_error((e->field.empty() ? "" : e->field + ": ") + e->message);

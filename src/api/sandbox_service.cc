@@ -1090,46 +1090,164 @@ ServiceResult<bool> WorkerSandboxes::delete_volume(const std::string& project,
 
 namespace rf::api {
 
-ServiceResult<PortAnswer> LocalSandboxes::port_request(
-    const std::string& project, const std::string& id, int port, const std::string& method,
-    const std::string& target, const HeaderList& headers, const std::string& body) {
+namespace {
+ServiceError port_unreachable(const std::string& id, int port, const Error& why) {
+  return ServiceError{502, "port",
+                      "sandbox " + id + ": " + why.to_string() +
+                          " (does a process listen on 127.0.0.1:" + std::to_string(port) +
+                          " inside?)"};
+}
+}  // namespace
+
+ServiceResult<bool> LocalSandboxes::port_request(const std::string& project, const std::string& id,
+                                                 int port, const std::string& method,
+                                                 const std::string& target,
+                                                 const HeaderList& headers, const std::string& body,
+                                                 const PortAnswerSink& sink) {
   auto h = held(project, id);
   if (!h) return unknown(id);
-  std::string answer;
-  Status s = h->sandbox->port_exchange(port, port_request_text(method, target, headers, body, port),
-                                       [&](std::string_view bytes) { answer.append(bytes); });
-  if (!s) return ServiceError{502, "port", s.error().to_string()};
-  auto parsed = parse_port_answer(answer);
-  if (!parsed) return ServiceError{502, "port", parsed.error().to_string()};
-  return std::move(*parsed);
+  bool told = false;
+  Status s =
+      relay_port_answer(*h->sandbox, port, port_request_text(method, target, headers, body, port),
+                        method == "HEAD", sink, &told);
+  if (!s && !told) return port_unreachable(id, port, s.error());
+  return s.ok();
 }
 
-ServiceResult<PortAnswer> WorkerSandboxes::port_request(
-    const std::string& project, const std::string& id, int port, const std::string& method,
-    const std::string& target, const HeaderList& headers, const std::string& body) {
+ServiceResult<bool> LocalSandboxes::port_upgrade(const std::string& project, const std::string& id,
+                                                 int port, const std::string& target,
+                                                 const HeaderList& headers,
+                                                 const TakeOver& take_over) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  auto raw = take_over();
+  if (!raw) return ServiceError{500, "", raw.error().to_string()};
+  Status s = relay_port_upgrade(*h->sandbox, port, port_upgrade_request_text(target, headers, port),
+                                raw->fd, std::move(raw->early), raw->stop_fd);
+  return s.ok();
+}
+
+ServiceResult<bool> WorkerSandboxes::port_request(const std::string& project, const std::string& id,
+                                                  int port, const std::string& method,
+                                                  const std::string& target,
+                                                  const HeaderList& headers,
+                                                  const std::string& body,
+                                                  const PortAnswerSink& sink) {
   auto door = door_of(project, id);
   if (!door) return unknown(id);
   DoorClient::Headers h = WorkerSandboxes::headers(project, "");
   for (const auto& [k, v] : headers) {
     if (port_header_passes(k)) h.emplace(k, v);
   }
-  auto reply = doors_.call(
+  // The door's own refusals (404 unknown, 502 nothing answers) carry its
+  // JSON and X-Ringfence-Refused; anything else is the port's answer.
+  std::optional<DoorReply> refused;
+  bool told = false;
+  Status s = doors_.relay(
       *door, method,
       "/door/v1/sandboxes/" + query_escaped(id) + "/ports/" + std::to_string(port) + target, h,
-      body);
-  if (!reply) return ServiceError{503, "", reply.error().to_string()};
-  // The door's own refusals (404 unknown, 502 nothing answers) carry its JSON.
-  const bool refused =
-      std::any_of(reply->headers.begin(), reply->headers.end(),
-                  [](const auto& kv) { return kv.first == "X-Ringfence-Refused"; });
-  if (refused) return error_of(*reply);
-  PortAnswer a;
-  a.status = reply->status;
-  for (auto& [k, v] : reply->headers) {
-    if (port_header_passes(k)) a.headers.emplace_back(k, v);
+      body,
+      [&](int status, HeaderList&& all) {
+        for (const auto& [k, v] : all) {
+          if (k == "X-Ringfence-Refused") refused = DoorReply{status, "application/json", "", {}};
+        }
+        if (refused) return true;
+        told = true;
+        HeaderList passing;
+        for (auto& [k, v] : all) {
+          if (port_header_passes(k)) passing.emplace_back(std::move(k), std::move(v));
+        }
+        return sink.head(status, std::move(passing));
+      },
+      [&](std::string_view bytes) {
+        if (!refused) return sink.body(bytes);
+        if (refused->body.size() < 64 * 1024) refused->body.append(bytes);
+        return true;
+      });
+  if (refused) return error_of(*refused);
+  if (!s && !told) return ServiceError{503, "", s.error().to_string()};
+  return s.ok();
+}
+
+ServiceResult<bool> WorkerSandboxes::port_upgrade(const std::string& project, const std::string& id,
+                                                  int port, const std::string& target,
+                                                  const HeaderList& headers,
+                                                  const TakeOver& take_over) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  DoorClient::Headers h = WorkerSandboxes::headers(project, "");
+  for (const auto& [k, v] : headers) {
+    if (port_header_passes(k)) h.emplace(k, v);
   }
-  a.body = std::move(reply->body);
-  return a;
+  h.emplace("Upgrade", "websocket");
+  h.emplace("Connection", "Upgrade");
+  auto raw = take_over();
+  if (!raw) return ServiceError{500, "", raw.error().to_string()};
+  Status s = doors_.splice(
+      *door, "/door/v1/sandboxes/" + query_escaped(id) + "/ports/" + std::to_string(port) + target,
+      h, raw->fd, std::move(raw->early), raw->stop_fd);
+  return s.ok();
+}
+
+namespace {
+nlohmann::json ports_json(const std::vector<ListeningPort>& ports) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& p : ports) list.push_back({{"port", p.port}, {"address", p.address}});
+  return {{"ports", list}};
+}
+}  // namespace
+
+ServiceResult<nlohmann::json> LocalSandboxes::ports(const std::string& project,
+                                                    const std::string& id) {
+  auto h = held(project, id);
+  if (!h) return unknown(id);
+  auto found = listening_ports(*h->sandbox);
+  if (!found) return ServiceError{502, "", found.error().to_string()};
+  return ports_json(*found);
+}
+
+ServiceResult<nlohmann::json> WorkerSandboxes::ports(const std::string& project,
+                                                     const std::string& id) {
+  auto door = door_of(project, id);
+  if (!door) return unknown(id);
+  auto reply = doors_.call(*door, "GET", "/door/v1/sandboxes/" + query_escaped(id) + "/ports",
+                           headers(project, ""), "");
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  if (reply->status != 200) return error_of(*reply);
+  auto j = nlohmann::json::parse(reply->body, nullptr, false);
+  if (!j.is_object()) return ServiceError{502, "", "the worker's door answered no JSON"};
+  return j;
+}
+
+ServiceResult<PortAnswer> fetch_port(SandboxService& sandboxes, const std::string& project,
+                                     const std::string& id, int port, const std::string& method,
+                                     const std::string& target, const HeaderList& headers,
+                                     const std::string& body, size_t max) {
+  PortAnswer answer;
+  bool over = false;
+  PortAnswerSink sink;
+  sink.head = [&](int status, HeaderList&& h) {
+    answer.status = status;
+    answer.headers = std::move(h);
+    return true;
+  };
+  sink.body = [&](std::string_view bytes) {
+    if (answer.body.size() + bytes.size() > max) {
+      over = true;
+      return false;
+    }
+    answer.body.append(bytes);
+    return true;
+  };
+  auto got = sandboxes.port_request(project, id, port, method, target, headers, body, sink);
+  if (auto* e = std::get_if<ServiceError>(&got)) return *e;
+  if (over) {
+    return ServiceError{502, "port",
+                        "the answer is larger than " + std::to_string(max >> 20) +
+                            " MiB, the most one answer here may be"};
+  }
+  if (!std::get<bool>(got)) return ServiceError{502, "port", "the answer broke off"};
+  return answer;
 }
 
 }  // namespace rf::api

@@ -26,8 +26,10 @@
 #include "api/door_client.h"
 #include "calls/abandon_watch.h"
 #include "core/result.h"
+#include "httpd/http_server.h"
 #include "policy/operator_policy.h"
 #include "proto/messages.h"
+#include "sandbox/port_relay.h"
 #include "sandbox/port_request.h"
 #include "sandbox/process_request.h"
 #include "sandbox/process_table.h"
@@ -120,14 +122,26 @@ class SandboxService {
                                         const ProcessEvent& emit,
                                         const std::function<bool()>& gone) = 0;
   // A request to a port a process of sandbox `id` listens on (issue 41;
-  // sandbox/port_request.h): `target` as the port sees it ("/" and below),
-  // the client's headers and body; the port's answer. 502 when nothing
-  // answers there.
-  virtual ServiceResult<PortAnswer> port_request(const std::string& project, const std::string& id,
-                                                 int port, const std::string& method,
-                                                 const std::string& target,
-                                                 const HeaderList& headers,
-                                                 const std::string& body) = 0;
+  // sandbox/port_relay.h): `target` as the port sees it ("/" and below),
+  // the client's headers and body; the port's answer to `sink` as it comes.
+  // An error means `sink` heard nothing (502 when nothing answers there);
+  // false: the answer broke off after its head (end the client's connection).
+  virtual ServiceResult<bool> port_request(const std::string& project, const std::string& id,
+                                           int port, const std::string& method,
+                                           const std::string& target, const HeaderList& headers,
+                                           const std::string& body, const PortAnswerSink& sink) = 0;
+  // The ports processes of sandbox `id` listen on now: {"ports": [{port,
+  // address}]}, lowest first.
+  virtual ServiceResult<nlohmann::json> ports(const std::string& project,
+                                              const std::string& id) = 0;
+  // A WebSocket handshake to a port: once the sandbox is known, the
+  // client's connection is taken (`take_over`) and relayed both ways until
+  // either side closes. An error means nothing was taken (answer it).
+  using TakeOver = std::function<Result<httpd::RawConnection>()>;
+  virtual ServiceResult<bool> port_upgrade(const std::string& project, const std::string& id,
+                                           int port, const std::string& target,
+                                           const HeaderList& headers,
+                                           const TakeOver& take_over) = 0;
   // A project's named volumes (issue 41; sandbox/volume_request.h): made
   // ({name, size}, bounded by the policy's volume_size_max), listed, shown,
   // deleted (with their data; refused while a sandbox mounts one). Each
@@ -233,10 +247,14 @@ class LocalSandboxes final : public SandboxService {
   ServiceResult<nlohmann::json> create_volume(const std::string& project, const std::string& actor,
                                               const nlohmann::json& body) override;
   ServiceResult<nlohmann::json> volumes(const std::string& project) override;
-  ServiceResult<PortAnswer> port_request(const std::string& project, const std::string& id,
-                                         int port, const std::string& method,
-                                         const std::string& target, const HeaderList& headers,
-                                         const std::string& body) override;
+  ServiceResult<bool> port_request(const std::string& project, const std::string& id, int port,
+                                   const std::string& method, const std::string& target,
+                                   const HeaderList& headers, const std::string& body,
+                                   const PortAnswerSink& sink) override;
+  ServiceResult<bool> port_upgrade(const std::string& project, const std::string& id, int port,
+                                   const std::string& target, const HeaderList& headers,
+                                   const TakeOver& take_over) override;
+  ServiceResult<nlohmann::json> ports(const std::string& project, const std::string& id) override;
   ServiceResult<nlohmann::json> volume(const std::string& project,
                                        const std::string& name) override;
   ServiceResult<bool> delete_volume(const std::string& project, const std::string& name,
@@ -310,10 +328,14 @@ class WorkerSandboxes final : public SandboxService {
   ServiceResult<nlohmann::json> create_volume(const std::string& project, const std::string& actor,
                                               const nlohmann::json& body) override;
   ServiceResult<nlohmann::json> volumes(const std::string& project) override;
-  ServiceResult<PortAnswer> port_request(const std::string& project, const std::string& id,
-                                         int port, const std::string& method,
-                                         const std::string& target, const HeaderList& headers,
-                                         const std::string& body) override;
+  ServiceResult<bool> port_request(const std::string& project, const std::string& id, int port,
+                                   const std::string& method, const std::string& target,
+                                   const HeaderList& headers, const std::string& body,
+                                   const PortAnswerSink& sink) override;
+  ServiceResult<bool> port_upgrade(const std::string& project, const std::string& id, int port,
+                                   const std::string& target, const HeaderList& headers,
+                                   const TakeOver& take_over) override;
+  ServiceResult<nlohmann::json> ports(const std::string& project, const std::string& id) override;
   ServiceResult<nlohmann::json> volume(const std::string& project,
                                        const std::string& name) override;
   ServiceResult<bool> delete_volume(const std::string& project, const std::string& name,
@@ -353,5 +375,12 @@ class WorkerSandboxes final : public SandboxService {
   };
   std::map<std::string, KnownDoor> known_;  // by sandbox id, under mu_
 };
+
+// A port's whole answer (for MCP's sandbox_port_fetch, which answers in one
+// message): port_request's, kept; an answer over `max` bytes is a 502.
+ServiceResult<PortAnswer> fetch_port(SandboxService& sandboxes, const std::string& project,
+                                     const std::string& id, int port, const std::string& method,
+                                     const std::string& target, const HeaderList& headers,
+                                     const std::string& body, size_t max);
 
 }  // namespace rf::api

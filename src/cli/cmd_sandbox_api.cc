@@ -412,6 +412,34 @@ void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result) {
     });
   }
 
+  {
+    auto lf = std::make_shared<ApiFlags>();
+    auto ports = sandbox->add_subcommand(
+        "ports", "The ports processes listen on inside a sandbox on a fleet: ports ID");
+    add_api_flags(ports, lf.get());
+    ports->add_option("id", lf->id, "The sandbox")->required();
+    ports->add_flag("--json", lf->json_out, "One JSON array");
+    ports->callback([lf, result] {
+      auto listed =
+          exchange(*lf, "GET", "/v1/sandboxes/" + httpd::query_escaped(lf->id) + "/ports", "", 200);
+      if (auto* code = std::get_if<int>(&listed)) {
+        result->exit_code = *code;
+        return;
+      }
+      const json all = std::get<json>(listed).value("ports", json::array());
+      if (lf->json_out) {
+        std::printf("%s\n", printable_json(all).c_str());
+        return;
+      }
+      std::printf("%-6s %-16s %s\n", "PORT", "ADDRESS", "URL");
+      for (const auto& p : all) {
+        std::printf("%-6d %-16s %s\n", p.value("port", 0),
+                    printable(p.value("address", "")).c_str(),
+                    printable(p.value("host", p.value("url", ""))).c_str());
+      }
+    });
+  }
+
   auto del = sandbox->add_subcommand("delete", "Delete a sandbox on a fleet: delete ID");
   auto df = std::make_shared<ApiFlags>();
   add_api_flags(del, df.get());

@@ -165,6 +165,7 @@ struct ServeFlags {
   std::string max_body = "64m";
   std::string request_timeout = "10s";
   std::string tls_cert, tls_key;
+  std::string port_domain;
 };
 
 int serve(const ServeFlags& f) {
@@ -229,6 +230,7 @@ int serve(const ServeFlags& f) {
   if (!signing_key) return fail(signing_key.error().to_string(), kExitRuntime);
   api_options.signing_key = &*signing_key;
   api_options.state_dir = state_dir;
+  api_options.port_domain = f.port_domain;
   // On PostgreSQL, the call routes get connections of their own: many
   // `call --api` clients at once (SQLite writes one at a time anyway).
   std::optional<store::StorePool> call_stores;
@@ -384,6 +386,16 @@ void add_serve_command(CLI::App* serve_cmd, CommandResult* result) {
       ->add_option("--request-timeout", f->request_timeout,
                    "A request's head must arrive within this (slow clients get 408)")
       ->default_val("10s");
+  serve_cmd
+      ->add_option("--port-domain", f->port_domain,
+                   "Serve sandboxes' ports by host name too: {port}-{sandbox}.DOMAIN "
+                   "(a wildcard DNS name that reaches this server)")
+      ->check([](const std::string& d) -> std::string {
+        if (d.empty() || d.front() == '.' || d.back() == '.' ||
+            d.find_first_of(" /:*") != std::string::npos)
+          return "expected a domain such as ports.example.com";
+        return "";
+      });
   serve_cmd->callback([f, result] { result->exit_code = serve(*f); });
 }
 

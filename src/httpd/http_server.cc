@@ -28,6 +28,7 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "core/fd_limit.h"
 #include "core/log.h"
@@ -445,11 +446,25 @@ Status watch_fd(int epoll_fd, int fd, uint64_t id) {
 
 // ---- Responder
 
-Responder::Responder(int fd, const Request& request, const ServerLimits& limits)
+Responder::Responder(int fd, const Request& request, const ServerLimits& limits,
+                     std::string* pending, int stop_fd)
     : fd_(fd),
       limits_(limits),
       keep_alive_(request.keep_alive()),
-      head_request_(request.method() == http::verb::head) {}
+      head_request_(request.method() == http::verb::head),
+      pending_(pending),
+      stop_fd_(stop_fd) {}
+
+Result<RawConnection> Responder::take_over() {
+  if (answered_) return make_error("take over", "this request was answered already");
+  answered_ = true;
+  keep_alive_ = false;
+  RawConnection raw;
+  raw.fd = fd_;
+  raw.stop_fd = stop_fd_;
+  if (pending_ != nullptr) raw.early = std::exchange(*pending_, std::string());
+  return raw;
+}
 
 bool Responder::client_gone() const {
   pollfd p{fd_, POLLRDHUP, 0};
@@ -762,7 +777,7 @@ struct HttpServer::Impl {
         return false;
       }
       const Request request = parser.release();
-      if (!answer(c.fd.get(), request)) return false;
+      if (!answer(c.fd.get(), request, c.pending)) return false;
       // A pipelined request that is here already is served now, by this thread.
       if (c.pending.empty()) {
         const Arrived more = read_arrived(c.fd.get(), c.pending);
@@ -774,8 +789,8 @@ struct HttpServer::Impl {
   }
 
   // Runs the handler; true when the connection is kept alive after the answer.
-  bool answer(int fd, const Request& request) {
-    Responder responder(fd, request, limits);
+  bool answer(int fd, const Request& request, std::string& pending) {
+    Responder responder(fd, request, limits, &pending, stop_fd.get());
     try {
       handler(request, responder);
     } catch (const std::exception& e) {

@@ -62,17 +62,33 @@ Result<ListenAddress> parse_listen_address(std::string_view text);
 // *bound: "HOST:PORT" with the port bound, or "unix:PATH".
 Result<UniqueFd> bind_listener(const ListenAddress& address, std::string* bound);
 
+// A connection a handler took over from HTTP (an Upgrade: a WebSocket
+// relayed to a sandbox's port): its socket (still the server's, closed
+// after the handler returns), the bytes the client sent after the request
+// that were read already, and the server's stop signal (readable once it
+// stops: the handler ends then).
+struct RawConnection {
+  int fd = -1;
+  std::string early;
+  int stop_fd = -1;
+};
+
 // One request's answer. A handler answers once: with respond(), or with
-// begin_stream() and chunks (Transfer-Encoding: chunked, as SSE needs).
+// begin_stream() and chunks (Transfer-Encoding: chunked, as SSE needs), or
+// by taking the connection over (take_over()).
 class Responder {
  public:
-  Responder(int fd, const Request& request, const ServerLimits& limits);
+  Responder(int fd, const Request& request, const ServerLimits& limits,
+            std::string* pending = nullptr, int stop_fd = -1);
   Status respond(int status, std::string_view content_type, std::string_view body,
                  const std::vector<std::pair<std::string, std::string>>& headers = {});
   Status begin_stream(int status, std::string_view content_type,
                       const std::vector<std::pair<std::string, std::string>>& headers = {});
   Status write_chunk(std::string_view data);
   Status end_stream();
+  // The connection, for the handler to speak on as it will; nothing more
+  // of HTTP happens on it, and it closes when the handler returns.
+  Result<RawConnection> take_over();
   // The connection closes after this answer.
   void close_connection() { keep_alive_ = false; }
   bool keep_alive() const { return keep_alive_; }
@@ -91,6 +107,8 @@ class Responder {
   bool head_request_;
   bool answered_ = false;
   bool streaming_ = false;
+  std::string* pending_;
+  int stop_fd_;
 };
 
 using Handler = std::function<void(const Request&, Responder&)>;

@@ -16,6 +16,7 @@
 #include "sandbox/exec_json.h"
 #include "sandbox/file_tree.h"
 #include "sandbox/lifetime_request.h"
+#include "sandbox/port_relay.h"
 #include "sandbox/port_request.h"
 #include "sandbox/process_request.h"
 #include "sandbox/result_json.h"
@@ -209,6 +210,16 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
   }
   if (seg[4] == "ports" && seg.size() >= 6) {
     return port(*sb, seg[5], request, out);
+  }
+  if (seg[4] == "ports" && seg.size() == 5) {
+    if (method != http::verb::get) return answer(out, 405, {{"error", "allowed: GET"}});
+    sandboxes_.attach(*sb, true);
+    auto found = listening_ports(*sb->sandbox);
+    sandboxes_.attach(*sb, false);
+    if (!found) return refuse(out, {502, "", found.error().to_string()});
+    json list = json::array();
+    for (const auto& p : *found) list.push_back({{"port", p.port}, {"address", p.address}});
+    return answer(out, 200, {{"ports", list}});
   }
   if (seg[4] == "processes") {
     return processes(*sb, std::vector<std::string>(seg.begin() + 4, seg.end()), t.query, request,
@@ -424,7 +435,8 @@ void Door::processes(DoorSandbox& sb, const std::vector<std::string>& rest,
 namespace rf::worker {
 
 // A request to a port inside (issue 41 item 5): relayed through the
-// sandbox's runner as bytes, its answer read to the connection's close.
+// sandbox's runner as bytes (sandbox/port_relay.h), its answer streamed as
+// it comes; a WebSocket handshake takes the connection over both ways.
 void Door::port(DoorSandbox& sb, const std::string& port_text, const httpd::Request& request,
                 httpd::Responder& out) {
   auto port = parse_port(port_text);
@@ -434,31 +446,54 @@ void Door::port(DoorSandbox& sb, const std::string& port_text, const httpd::Requ
     headers.emplace_back(std::string(sv(f.name_string())), std::string(sv(f.value())));
   }
   const std::string target = target_after(sv(request.target()), 6);
-  const std::string text =
-      port_request_text(sv(request.method_string()), target, headers, request.body(), *port);
-  std::string answer;
   sandboxes_.attach(sb, true);
-  Status s =
-      sb.sandbox->port_exchange(*port, text, [&](std::string_view bytes) { answer.append(bytes); });
-  sandboxes_.attach(sb, false);
-  if (!s) {
+  struct Detach {
+    DoorSandboxes& sandboxes;
+    DoorSandbox& sb;
+    ~Detach() { sandboxes.attach(sb, false); }
+  } detach{sandboxes_, sb};
+  if (is_websocket_upgrade(headers)) {
+    auto raw = out.take_over();
+    if (!raw) return;
+    (void)relay_port_upgrade(*sb.sandbox, *port, port_upgrade_request_text(target, headers, *port),
+                             raw->fd, std::move(raw->early), raw->stop_fd);
+    return;
+  }
+  const std::string method(sv(request.method_string()));
+  bool streaming = false;
+  PortAnswerSink sink;
+  sink.head = [&](int status, HeaderList&& passing) {
+    std::string type = "application/octet-stream";
+    HeaderList rest;
+    for (auto& [k, v] : passing) {
+      if (k.size() == 12 && ::strncasecmp(k.c_str(), "content-type", 12) == 0) {
+        type = v;
+      } else {
+        rest.emplace_back(std::move(k), std::move(v));
+      }
+    }
+    if (method == "HEAD" || status == 204 || status == 304) {
+      return out.respond(status, type, "", rest).ok();
+    }
+    streaming = true;
+    return out.begin_stream(status, type, rest).ok();
+  };
+  sink.body = [&](std::string_view bytes) { return out.write_chunk(bytes).ok(); };
+  bool told = false;
+  Status s = relay_port_answer(*sb.sandbox, *port,
+                               port_request_text(method, target, headers, request.body(), *port),
+                               method == "HEAD", sink, &told);
+  if (!s && !told) {
     return refuse(
         out, {502, "port",
               "sandbox " + sb.id() + ": " + s.error().to_string() +
                   " (does a process listen on 127.0.0.1:" + std::to_string(*port) + " inside?)"});
   }
-  auto parsed = parse_port_answer(answer);
-  if (!parsed) return refuse(out, {502, "port", parsed.error().to_string()});
-  std::string type = "application/octet-stream";
-  HeaderList rest;
-  for (auto& [k, v] : parsed->headers) {
-    if (k.size() == 12 && ::strncasecmp(k.c_str(), "content-type", 12) == 0) {
-      type = v;
-    } else {
-      rest.emplace_back(std::move(k), std::move(v));
-    }
+  if (!s) {
+    out.close_connection();  // cut midway: no end of the chunked body
+    return;
   }
-  (void)out.respond(parsed->status, type, parsed->body, rest);
+  if (streaming) (void)out.end_stream();
 }
 
 }  // namespace rf::worker

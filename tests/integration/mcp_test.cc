@@ -110,6 +110,7 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
                 "sandbox_file_watch",
                 "sandbox_file_write",
                 "sandbox_port_fetch",
+                "sandbox_ports",
                 "sandbox_process_input",
                 "sandbox_process_list",
                 "sandbox_process_output",
@@ -150,6 +151,9 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
   EXPECT_EQ(steps["port"]["isError"], false) << steps["port"].dump();
   EXPECT_EQ(steps["port"]["status"], 200);
   EXPECT_EQ(steps["port"]["body"], "served\n");
+  EXPECT_EQ(steps["ports"]["isError"], false) << steps["ports"].dump();
+  EXPECT_EQ(steps["ports"]["ports"], json::array({{{"port", 8000}, {"address", "127.0.0.1"}}}))
+      << "what listens inside, read from its own /proc/net/tcp";
   EXPECT_EQ(steps["run_code"]["stdout"], "45 True\n");
   EXPECT_EQ(steps["unknown_sandbox"]["isError"], true);
   EXPECT_NE(steps["unknown_sandbox"]["text"].get<std::string>().find("no sandbox rf-000000000000"),
@@ -225,6 +229,7 @@ TEST_F(McpHttp, HostileMessagesGetExactAnswersAndProjectsStayApart) {
            {"sandbox_process_start", {{"sandbox_id", id}, {"cmd", "sleep 100"}}},
            {"sandbox_file_watch", {{"sandbox_id", id}, {"path", "/workspace"}, {"wait_ms", 1}}},
            {"sandbox_port_fetch", {{"sandbox_id", id}, {"port", 8000}}},
+           {"sandbox_ports", {{"sandbox_id", id}}},
            {"sandbox_process_list", {{"sandbox_id", id}}},
            {"sandbox_process_output", {{"sandbox_id", id}, {"pid", 1}}},
            {"sandbox_process_input", {{"sandbox_id", id}, {"pid", 1}, {"data", "x"}}},

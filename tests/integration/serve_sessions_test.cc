@@ -548,6 +548,291 @@ http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()
   EXPECT_EQ(call("GET", base + "/ports/8000/", "").status, 401);
 }
 
+// A masked client frame (RFC 6455 5.2) of `payload`.
+std::string ws_frame(const std::string& payload, int opcode = 1) {
+  std::string f(1, static_cast<char>(0x80 | opcode));
+  const unsigned char mask[4] = {0x12, 0x34, 0x56, 0x78};
+  if (payload.size() < 126) {
+    f.push_back(static_cast<char>(0x80 | payload.size()));
+  } else if (payload.size() < 65536) {
+    f.push_back(static_cast<char>(0x80 | 126));
+    f.push_back(static_cast<char>(payload.size() >> 8));
+    f.push_back(static_cast<char>(payload.size() & 0xff));
+  } else {
+    f.push_back(static_cast<char>(0x80 | 127));
+    for (int i = 7; i >= 0; --i) f.push_back(static_cast<char>((payload.size() >> (8 * i)) & 0xff));
+  }
+  f.append(reinterpret_cast<const char*>(mask), 4);
+  for (size_t i = 0; i < payload.size(); ++i)
+    f.push_back(static_cast<char>(payload[i] ^ mask[i % 4]));
+  return f;
+}
+
+// One unmasked server frame from `p`: {opcode, payload}; opcode -1 if none came.
+std::pair<int, std::string> ws_read(HttpProbe& p, std::string& pending) {
+  auto need = [&](size_t n) {
+    if (pending.size() < n) {
+      if (!p.read_at_least(n - pending.size(), 30s)) return false;
+      pending += p.take_buffered();
+    }
+    return true;
+  };
+  if (!need(2)) return {-1, ""};
+  const int op = static_cast<unsigned char>(pending[0]) & 15;
+  size_t n = static_cast<unsigned char>(pending[1]) & 127;
+  size_t at = 2;
+  if (n == 126) {
+    if (!need(4)) return {-1, ""};
+    n = (static_cast<size_t>(static_cast<unsigned char>(pending[2])) << 8) |
+        static_cast<unsigned char>(pending[3]);
+    at = 4;
+  } else if (n == 127) {
+    if (!need(10)) return {-1, ""};
+    n = 0;
+    for (int i = 0; i < 8; ++i) n = (n << 8) | static_cast<unsigned char>(pending[2 + i]);
+    at = 10;
+  }
+  if (!need(at + n)) return {-1, ""};
+  std::string payload = pending.substr(at, n);
+  pending.erase(0, at + n);
+  return {op, payload};
+}
+
+// Item 5, the rest: an answer streams as it comes (its first bytes reach
+// the client while the port has not finished writing), a WebSocket stays
+// open both ways through serve, the worker's door and the runner, and a
+// port is reached by host name too ({port}-{id}.DOMAIN). Hostile: another
+// project's token, no token, a forged host.
+TEST_F(ServeSessions, APortsAnswerStreamsAWebSocketStaysOpenAndAHostNameReachesIt) {
+  const std::string tok = token("acme");
+  const std::string other = token("beta");
+  serve({"--port-domain", "ports.test"});
+  const std::string id = create(tok);
+  const std::string base = "/v1/sandboxes/" + id;
+  // /big: 1 MiB, then (once /workspace/go exists) 63 MiB more, then close.
+  const std::string streamer = R"(import http.server, os, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.0'
+    def do_GET(self):
+        if self.path != '/big':
+            self.send_response(204); self.end_headers(); return
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/octet-stream')
+        self.end_headers()
+        block = bytes(i % 251 for i in range(1 << 20))
+        self.wfile.write(block); self.wfile.flush()
+        while not os.path.exists('/workspace/go'): time.sleep(0.01)
+        for _ in range(63): self.wfile.write(block)
+    def log_message(self, *a): pass
+http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()
+)";
+  const std::string echo = R"(import socket, hashlib, base64, struct, threading
+def serve(c):
+    data = b''
+    while b'\r\n\r\n' not in data:
+        d = c.recv(4096)
+        if not d: return
+        data += d
+    head, buf = data.split(b'\r\n\r\n', 1)
+    lines = head.split(b'\r\n')
+    keys = [l.split(b':', 1)[1].strip() for l in lines if l.lower().startswith(b'sec-websocket-key')]
+    if not keys:
+        c.sendall(b'HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
+        c.close(); return
+    key = keys[0]
+    path = lines[0].split(b' ')[1]
+    acc = base64.b64encode(hashlib.sha1(key + b'258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest())
+    c.sendall(b'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ' + acc + b'\r\n\r\n')
+    def need(n):
+        nonlocal buf
+        while len(buf) < n:
+            d = c.recv(65536)
+            if not d: raise EOFError
+            buf += d
+        out, buf = buf[:n], buf[n:]
+        return out
+    def send(op, p):
+        h = bytes([0x80 | op])
+        if len(p) < 126: h += bytes([len(p)])
+        elif len(p) < 65536: h += bytes([126]) + struct.pack('>H', len(p))
+        else: h += bytes([127]) + struct.pack('>Q', len(p))
+        c.sendall(h + p)
+    send(1, b'path ' + path)
+    while True:
+        b0, b1 = need(2)
+        op, n = b0 & 15, b1 & 127
+        if n == 126: n = struct.unpack('>H', need(2))[0]
+        elif n == 127: n = struct.unpack('>Q', need(8))[0]
+        mask = need(4) if b1 & 128 else b'\0\0\0\0'
+        p = need(n)
+        p = bytes(x ^ mask[i % 4] for i, x in enumerate(p))
+        if op == 8:
+            send(8, b''); c.close(); return
+        send(op, p)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 8001)); s.listen()
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+)";
+  ASSERT_EQ(call("PUT", base + "/files?path=/workspace/stream.py", tok, streamer).status, 201);
+  ASSERT_EQ(call("PUT", base + "/files?path=/workspace/echo.py", tok, echo).status, 201);
+  start(tok, id, {{"argv", {"python3", "/workspace/stream.py"}}});
+  start(tok, id, {{"argv", {"python3", "/workspace/echo.py"}}});
+  for (int i = 0; i < 200; ++i) {  // until both listen
+    const int a = call("GET", base + "/ports/8000/", tok).status;
+    const int b = call("GET", base + "/ports/8001/", tok).status;
+    if (a == 502 || b == 502) {
+      std::this_thread::sleep_for(50ms);
+      continue;
+    }
+    break;
+  }
+
+  // The first MiB comes while the port still waits (nothing is held back
+  // for the whole answer), then the rest, 64 MiB in all, byte for byte.
+  {
+    HttpProbe p(port_);
+    ASSERT_TRUE(p.send_raw("GET " + base + "/ports/8000/big HTTP/1.1\r\nHost: x\r\n" +
+                           "Authorization: Bearer " + tok + "\r\nConnection: close\r\n\r\n"));
+    ASSERT_TRUE(p.read_at_least(1u << 20, 30s))
+        << "the first MiB did not come before the port finished: " << p.buffered().size();
+    ASSERT_EQ(call("PUT", base + "/files?path=/workspace/go", tok, "go").status, 201);
+    EXPECT_TRUE(p.closed_within(120s)) << "the answer did not end";
+    std::string raw = p.take_buffered();
+    const size_t head_end = raw.find("\r\n\r\n");
+    ASSERT_NE(head_end, std::string::npos);
+    EXPECT_NE(raw.substr(0, head_end).find("Transfer-Encoding: chunked"), std::string::npos)
+        << raw.substr(0, head_end);
+    // Chunks decoded.
+    std::string body;
+    size_t at = head_end + 4;
+    bool ended = false;
+    while (at < raw.size()) {
+      const size_t eol = raw.find("\r\n", at);
+      ASSERT_NE(eol, std::string::npos);
+      const size_t n = std::stoul(raw.substr(at, eol - at), nullptr, 16);
+      if (n == 0) {
+        ended = true;
+        break;
+      }
+      body.append(raw, eol + 2, n);
+      at = eol + 2 + n + 2;
+    }
+    EXPECT_TRUE(ended) << "the chunked body ends whole";
+    ASSERT_EQ(body.size(), 64u << 20);
+    bool same = true;
+    for (size_t i = 0; i < body.size() && same; i += 4099) {
+      same = static_cast<unsigned char>(body[i]) == (i % (1u << 20)) % 251;
+    }
+    EXPECT_TRUE(same) << "the bytes are the port's";
+  }
+
+  // A WebSocket: the handshake's answer is the port's 101, then frames
+  // both ways, small and large (a 200 KiB one crosses many pieces), then a
+  // close that ends both connections.
+  auto websocket = [&](HttpProbe& p, const std::string& head) {
+    EXPECT_TRUE(p.send_raw(head + "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                                  "Sec-WebSocket-Version: 13\r\n\r\n"));
+    std::string pending;
+    while (pending.find("\r\n\r\n") == std::string::npos && p.read_some(30s)) {
+      pending += p.take_buffered();
+    }
+    const size_t end = pending.find("\r\n\r\n");
+    if (end == std::string::npos) return std::string("no head: ") + pending;
+    std::string head_text = pending.substr(0, end);
+    pending.erase(0, end + 4);
+    if (head_text.rfind("HTTP/1.1 101", 0) != 0) return head_text;
+    // s3pPLMBiTxaQ9kYGzzhZRbK+xOo= is RFC 6455's answer to this key.
+    EXPECT_NE(head_text.find("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+              std::string::npos)
+        << head_text;
+    auto [op0, path] = ws_read(p, pending);
+    EXPECT_EQ(op0, 1);
+    EXPECT_TRUE(p.send_raw(ws_frame("hello")));
+    auto [op1, echoed] = ws_read(p, pending);
+    EXPECT_EQ(op1, 1);
+    EXPECT_EQ(echoed, "hello");
+    std::string big(200 * 1024, 'x');
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+    EXPECT_TRUE(p.send_raw(ws_frame(big, 2)));
+    auto [op2, back] = ws_read(p, pending);
+    EXPECT_EQ(op2, 2);
+    EXPECT_TRUE(back == big) << back.size();
+    EXPECT_TRUE(p.send_raw(ws_frame("", 8)));
+    auto [op3, bye] = ws_read(p, pending);
+    EXPECT_EQ(op3, 8);
+    EXPECT_TRUE(p.closed_within(10s)) << "the port closed, and so does the client's connection";
+    return std::string("101 ") + path;
+  };
+  {
+    HttpProbe p(port_);
+    EXPECT_EQ(websocket(p, "GET " + base + "/ports/8001/chat?room=1 HTTP/1.1\r\nHost: x\r\n" +
+                               "Authorization: Bearer " + tok + "\r\n"),
+              "101 path /chat?room=1");
+  }
+  // A port token opens its WebSocket too (a browser sends no Authorization).
+  auto shared = call("POST", base + "/ports/8001:share", tok, "{}");
+  ASSERT_EQ(shared.status, 201) << shared.body;
+  {
+    HttpProbe p(port_);
+    const std::string url = json::parse(shared.body)["url"];
+    EXPECT_EQ(websocket(p, "GET " + url + " HTTP/1.1\r\nHost: x\r\n"), "101 path /");
+  }
+  {
+    HttpProbe p(port_);
+    EXPECT_EQ(websocket(p, "GET " + base + "/ports/8001/ HTTP/1.1\r\nHost: x\r\n" +
+                               "Authorization: Bearer " + other + "\r\n")
+                  .substr(0, 12),
+              "HTTP/1.1 404")
+        << "another project's token: an unknown sandbox, no handshake";
+  }
+
+  // Listed on the sandbox: what listens inside now, with where to reach it.
+  auto listed = call("GET", base + "/ports", tok);
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  const json ports = json::parse(listed.body)["ports"];
+  ASSERT_EQ(ports.size(), 2u) << listed.body;
+  EXPECT_EQ(ports[0]["port"], 8000);
+  EXPECT_EQ(ports[0]["address"], "127.0.0.1");
+  EXPECT_EQ(ports[0]["url"], base + "/ports/8000/");
+  EXPECT_EQ(ports[1]["port"], 8001);
+  EXPECT_EQ(ports[1]["host"], "8001-" + id + ".ports.test");
+  EXPECT_EQ(call("GET", base + "/ports", other).status, 404) << "another project's: unknown";
+  {
+    Cli cli({"sandbox", "ports", "--api", "http://127.0.0.1:" + std::to_string(port_), id},
+            std::nullopt, {"RINGFENCE_TOKEN=" + tok});
+    ASSERT_EQ(cli.wait(30s), 0) << cli.err();
+    EXPECT_NE(cli.out().find("8001   127.0.0.1        8001-" + id + ".ports.test"),
+              std::string::npos)
+        << cli.out();
+  }
+
+  // By host name: the whole target is the port's.
+  auto by_host = [&](const std::string& host, const std::string& target, const std::string& t) {
+    HttpProbe p(port_);
+    p.send_raw("GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\n" +
+               (t.empty() ? "" : "Authorization: Bearer " + t + "\r\n") + "\r\n");
+    return p.read_reply();
+  };
+  const std::string host = "8001-" + id + ".ports.test";
+  auto plain = by_host(host + ":" + std::to_string(port_), "/", tok);
+  EXPECT_EQ(plain.status, 426) << "the echo server answers no plain GET: " << plain.body;
+  {
+    HttpProbe p(port_);
+    EXPECT_EQ(websocket(p, "GET /deep/path HTTP/1.1\r\nHost: " + host + "\r\n" +
+                               "Authorization: Bearer " + tok + "\r\n"),
+              "101 path /deep/path");
+  }
+  auto theirs = by_host(host, "/", other);
+  EXPECT_EQ(theirs.status, 404) << theirs.body;
+  EXPECT_EQ(by_host(host, "/", "").status, 401);
+  auto forged = by_host(host + ".evil", "/v1/sandboxes", tok);
+  EXPECT_EQ(forged.status, 200) << "not under the domain: an ordinary API request";
+  auto upper = by_host("8001-" + id + ".PORTS.test", "/", tok);
+  EXPECT_EQ(upper.status, 426) << "a domain is case-blind: " << upper.body;
+}
+
 // From the CLI: `sandbox process start | list | logs | kill --api`, and a
 // terminal on a sandbox that exists (`sandbox shell --attach ID`), with the
 // project's token in the environment only.

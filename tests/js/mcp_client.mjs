@@ -108,6 +108,8 @@ try {
     await new Promise((r) => setTimeout(r, 100));
   }
   say('port', { isError: !!fetched.isError, status: fetched.structuredContent?.status, body: fetched.structuredContent?.body, text: text(fetched) });
+  const portList = await client.callTool({ name: 'sandbox_ports', arguments: { sandbox_id: id } });
+  say('ports', { isError: !!portList.isError, ports: portList.structuredContent?.ports, text: text(portList) });
   const code = await client.callTool({ name: 'run_code',
     arguments: { language: 'python', code: 'import os\nprint(sum(range(10)), os.getuid() != 0)\n' } });
   say('run_code', { isError: !!code.isError, stdout: code.structuredContent?.stdout });

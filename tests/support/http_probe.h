@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace rf::testing {
 
@@ -146,6 +147,16 @@ class HttpProbe {
     return true;
   }
   const std::string& buffered() const { return buf_; }
+  // What has come and not been read, taken (the buffer is empty after).
+  std::string take_buffered() { return std::exchange(buf_, std::string()); }
+  // Reads until at least `n` bytes are buffered, within `within`; false if not.
+  bool read_at_least(size_t n, std::chrono::milliseconds within) {
+    deadline_ = std::chrono::steady_clock::now() + within;
+    while (buf_.size() < n) {
+      if (!fill()) return false;
+    }
+    return true;
+  }
 
  private:
   bool fill() {
@@ -154,7 +165,7 @@ class HttpProbe {
     if (left.count() <= 0) return false;
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-    char b[16384];
+    char b[65536];
     const ssize_t n = ::recv(fd_, b, sizeof b, 0);
     if (n <= 0) return false;
     buf_.append(b, static_cast<size_t>(n));
