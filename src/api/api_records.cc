@@ -388,6 +388,17 @@ json Api::console_snapshot(const std::string& project) {
   json sandboxes = json::array();
   // An API sandbox's name and expiry (issue 41).
   auto lifetimes = store::SandboxLifetimes(store_).of_live(project);
+  // What each uses now, from its worker's last heartbeat (worker/sandbox_usage.h).
+  json in_use = json::object();
+  if (auto workers = store_.workers()) {
+    for (const auto& w : *workers) {
+      if (w.state != store::WorkerState::running) continue;
+      const json m = parse_json_or_discarded(w.metrics_json);
+      if (m.is_object() && m.contains("sandboxes") && m["sandboxes"].is_object()) {
+        in_use.update(m["sandboxes"]);
+      }
+    }
+  }
   if (auto live = store_.live_sandboxes()) {
     for (const auto& s : *live) {
       if (s.project_id != project) continue;
@@ -402,7 +413,13 @@ json Api::console_snapshot(const std::string& project) {
            {"mode", s.mode},
            {"worker", s.worker_id.value_or("")},
            {"created_at", s.created_at},
-           {"memory_limit", limits.value("memory", "")}});
+           {"memory_limit", limits.value("memory", "")},
+           {"cpu_limit", limits.contains("cpu") ? limits["cpu"] : json("")}});
+      if (auto it = in_use.find(s.id); it != in_use.end() && it->is_object()) {
+        json& row = sandboxes.back();
+        if (it->contains("memory_bytes")) row["memory_bytes"] = (*it)["memory_bytes"];
+        if (it->contains("cpu_percent")) row["cpu_percent"] = (*it)["cpu_percent"];
+      }
       if (lifetimes) {
         if (auto it = lifetimes->find(s.id); it != lifetimes->end()) {
           json& row = sandboxes.back();
@@ -421,13 +438,58 @@ json Api::console_snapshot(const std::string& project) {
   if (auto pending = wf.pending_approvals(project)) {
     for (const auto& a : *pending) approvals.push_back(approval_json(store_, a));
   }
-  json audit = {{"intact", nullptr}};
-  if (auto intact = audit_intact()) audit = {{"intact", *intact}};
-  return {{"project", project},
-          {"sandboxes", sandboxes},
-          {"runs", runs},
-          {"approvals", approvals},
-          {"audit", audit}};
+  // The latest calls, whichever door made them: the API's, a run's, a
+  // worker's (issue 41 item 6), with what each took.
+  json calls = json::array();
+  if (auto rows = store_.recent_calls(project, 30)) {
+    for (const auto& v : *rows) {
+      std::string argv;
+      for (const auto& a : v.argv) argv += (argv.empty() ? "" : " ") + a;
+      if (argv.size() > 200) argv = argv.substr(0, 200) + "...";
+      json row = {{"id", v.id},
+                  {"argv", argv},
+                  {"state", std::string(store::to_string(v.state))},
+                  {"exit_code", opt(v.exit_code)},
+                  {"worker", opt(v.worker_id)},
+                  {"enqueued_at", v.enqueued_at},
+                  {"finished_at", opt(v.finished_at)}};
+      const json r = v.result_json ? parse_json_or_discarded(*v.result_json) : json();
+      if (r.is_object()) {
+        for (const char* k : {"sandbox_id", "wall_ms", "cpu_user_ms", "cpu_system_ms",
+                              "peak_memory_bytes", "limit"}) {
+          if (r.contains(k)) row[k] = r[k];
+        }
+      }
+      calls.push_back(std::move(row));
+    }
+  }
+  // The audit events themselves (the latest of this project's), not only
+  // the chain's verdict.
+  json events = json::array();
+  {
+    store::AuditLog log(store_);
+    store::AuditFilter filter;
+    filter.project_id = project;
+    if (auto size = log.size(); size && *size > 2000) filter.after_seq = *size - 2000;
+    if (auto list = log.list(filter)) {
+      const size_t from = list->size() > 30 ? list->size() - 30 : 0;
+      for (size_t i = list->size(); i-- > from;) {
+        const auto& e = (*list)[i];
+        events.push_back({{"seq", e.seq},
+                          {"at", e.at},
+                          {"kind", e.kind},
+                          {"actor", e.actor},
+                          {"run", opt(e.run_id)},
+                          {"call", opt(e.call_id)},
+                          {"sandbox", opt(e.sandbox_id)},
+                          {"detail", parse_json_or_discarded(e.detail_json)}});
+      }
+    }
+  }
+  json audit = {{"intact", nullptr}, {"events", events}};
+  if (auto intact = audit_intact()) audit["intact"] = *intact;
+  return {{"project", project}, {"sandboxes", sandboxes}, {"calls", calls},
+          {"runs", runs},       {"approvals", approvals}, {"audit", audit}};
 }
 
 // A snapshot now, then whenever it changes (checked every 250 ms).

@@ -770,6 +770,17 @@ Result<CallView> Store::call(int64_t call_id) {
   return within("read " + call_name(call_id), read());
 }
 
+Result<std::vector<CallView>> Store::recent_calls(const std::string& project, int limit) {
+  std::lock_guard lock(mu_);
+  // Backwards along the primary key: a busy project's latest are found at once.
+  return within(
+      "read the calls of project " + project,
+      rows<CallView>(db_, read_call,
+                     "SELECT " + std::string(kCallColumns) +
+                         " FROM tool_calls WHERE project_id = ?1 ORDER BY id DESC LIMIT ?2",
+                     project, limit));
+}
+
 Result<std::vector<OutputChunk>> Store::output(int64_t call_id, int64_t after_seq, int limit) {
   std::lock_guard lock(mu_);
   // One statement, so no transaction (on PostgreSQL a client polling its call

@@ -262,6 +262,8 @@ class Store {
   static Status check_new_call(const NewCall& call);
   // The state of a call, its exit code, result and error.
   Result<CallView> call(int64_t call_id);
+  // A project's latest calls, newest first (at most `limit`): the console's.
+  Result<std::vector<CallView>> recent_calls(const std::string& project, int limit);
   // The output chunks with seq > after_seq, in order (at most `limit`).
   Result<std::vector<OutputChunk>> output(int64_t call_id, int64_t after_seq = 0, int limit = 1000);
   // Cancels the call if it is still queued: it becomes cancelled with `error`

@@ -17,6 +17,7 @@
 #include "sandbox/result_json.h"
 #include "store/workflow_store.h"
 #include "worker/door.h"
+#include "worker/sandbox_usage.h"
 
 namespace rf::worker {
 namespace {
@@ -440,7 +441,7 @@ calls::CallPath Worker::call_path() const {
                          jit_.get(),   proof_.get(), spool_.get()};
 }
 
-std::string Worker::metrics_json() const {
+std::string Worker::metrics_json(const nlohmann::json& sandboxes) const {
   nlohmann::json gauges = nlohmann::json::object(), counts = nlohmann::json::object();
   for (const auto& [series, n] : counters::snapshot()) counts[series] = n;
   const auto with = serving();
@@ -457,7 +458,7 @@ std::string Worker::metrics_json() const {
     counts["ringfence_worker_pool_hits_total"] = p.hits;
     counts["ringfence_worker_pool_misses_total"] = p.misses;
   }
-  return nlohmann::json{{"counters", counts}, {"gauges", gauges}}.dump();
+  return nlohmann::json{{"counters", counts}, {"gauges", gauges}, {"sandboxes", sandboxes}}.dump();
 }
 
 namespace {
@@ -498,8 +499,11 @@ void Worker::give_up(const std::string& why) {
 void Worker::lease_loop() {
   const auto period = std::clamp(options_.lease / 3, std::chrono::milliseconds(100),
                                  std::chrono::milliseconds(1000));
+  SandboxUsage usage;
   while (!stopped_ && !fenced_) {
-    if (auto s = lease_store_->heartbeat(id_, options_.lease, metrics_json()); !s) {
+    nlohmann::json in_use = nlohmann::json::object();
+    if (auto live = lease_store_->live_sandboxes()) in_use = usage.sample(*live, id_);
+    if (auto s = lease_store_->heartbeat(id_, options_.lease, metrics_json(in_use)); !s) {
       if (s.error().code == ErrorCode::kFenced) {
         fenced_ = true;
         give_up(s.error().to_string());

@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -124,8 +125,9 @@ class Worker {
   void lease_loop();
   // Stops claiming; the process exits non-zero with `why` (fatal()).
   void give_up(const std::string& why);
-  // What the heartbeat sends for /metrics (store::WorkerRow::metrics_json).
-  std::string metrics_json() const;
+  // What the heartbeat sends for /metrics (store::WorkerRow::metrics_json),
+  // with `sandboxes`: what each of its sandboxes uses now (sandbox_usage.h).
+  std::string metrics_json(const nlohmann::json& sandboxes) const;
   void run_call(const store::ClaimedCall& call);
   calls::CallPath call_path() const;
   // The one project a per_worker worker serves (what it claims, and what the
