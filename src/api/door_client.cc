@@ -12,6 +12,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "sandbox/port_request.h"
 
@@ -401,13 +402,13 @@ Status DoorClient::relay(
         if (!left && !on_body(bytes)) left = true;
       },
       method == "HEAD", /*all_headers=*/true);
-  char buf[256 * 1024];
+  static thread_local std::vector<char> buf(256u << 10);
   while (!left && !stream.done()) {
-    const ssize_t got = ::recv(fd.get(), buf, sizeof buf, 0);
+    const ssize_t got = ::recv(fd.get(), buf.data(), buf.size(), 0);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return unavailable(door, std::string("read: ") + std::strerror(errno));
     if (got == 0) break;
-    if (auto fed = stream.feed(std::string_view(buf, static_cast<size_t>(got))); !fed) {
+    if (auto fed = stream.feed(std::string_view(buf.data(), static_cast<size_t>(got))); !fed) {
       return unavailable(door, "a bad answer: " + fed.error().message);
     }
   }

@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -534,10 +535,51 @@ Status Responder::write_chunk(std::string_view data) {
   if (data.empty()) return ok_status();
   char size[32];
   const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-  std::string out(size, static_cast<size_t>(n));
-  out += data;
-  out += "\r\n";
-  return send(out);
+  // Its size line, its bytes and its end in one sendmsg: a large chunk (a
+  // port's streamed answer) is not copied to be framed.
+  std::string_view parts[3] = {std::string_view(size, static_cast<size_t>(n)), data, "\r\n"};
+  return send_parts(parts);
+}
+
+Status Responder::send_parts(std::span<std::string_view> parts) {
+  auto deadline = Clock::now() + limits_.write_timeout;
+  size_t first = 0;
+  while (first < parts.size()) {
+    iovec iov[4];
+    size_t count = 0;
+    for (size_t i = first; i < parts.size() && count < 4; ++i) {
+      iov[count].iov_base = const_cast<char*>(parts[i].data());
+      iov[count].iov_len = parts[i].size();
+      ++count;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      size_t sent = static_cast<size_t>(n);
+      while (first < parts.size() && sent >= parts[first].size()) {
+        sent -= parts[first].size();
+        ++first;
+      }
+      if (first < parts.size()) parts[first].remove_prefix(sent);
+      deadline = Clock::now() + limits_.write_timeout;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_for(fd_, POLLOUT, deadline)) {
+        keep_alive_ = false;
+        return make_error(
+            "write response",
+            "the client read nothing for " + std::to_string(limits_.write_timeout.count()) + " ms");
+      }
+      continue;
+    }
+    keep_alive_ = false;
+    return sys_error("write response");
+  }
+  return ok_status();
 }
 
 Status Responder::end_stream() {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +99,8 @@ class Responder {
 
  private:
   Status send(std::string_view bytes);
+  // All of `parts`, in order, gathered (sendmsg), under the same deadline.
+  Status send_parts(std::span<std::string_view> parts);
   std::string head(int status, std::string_view content_type,
                    const std::vector<std::pair<std::string, std::string>>& headers) const;
 

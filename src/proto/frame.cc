@@ -165,44 +165,34 @@ std::string encode_frame(const Frame& f) {
   return out;
 }
 
-Status FrameDecoder::feed(std::string_view bytes) {
-  if (failed_) return make_error("protocol", "stream already failed");
-  if (pos_ > 0 && pos_ == buf_.size()) {
-    offset_ += pos_;
-    buf_.clear();
-    pos_ = 0;
-  } else if (pos_ > (1u << 16) && pos_ * 2 > buf_.size()) {
-    offset_ += pos_;
-    buf_.erase(0, pos_);
-    pos_ = 0;
-  }
-  buf_.append(bytes);
-  while (buf_.size() - pos_ >= kHeaderSize) {
-    const char* h = buf_.data() + pos_;
-    const std::string at = "protocol frame at byte " + std::to_string(offset_ + pos_);
+Result<size_t> FrameDecoder::decode(std::string_view src, uint64_t offset) {
+  size_t pos = 0;
+  while (src.size() - pos >= kHeaderSize) {
+    const char* h = src.data() + pos;
+    auto at = [&] { return "protocol frame at byte " + std::to_string(offset + pos); };
     if (h[0] != 'R' || h[1] != 'F') {
       failed_ = true;
-      return make_error(at, "bad magic (expected \"RF\")");
+      return make_error(at(), "bad magic (expected \"RF\")");
     }
     const auto type = static_cast<uint8_t>(h[2]);
     if (!known_type(type)) {
       failed_ = true;
-      return make_error(at, "unknown message type " + std::to_string(type));
+      return make_error(at(), "unknown message type " + std::to_string(type));
     }
     const uint32_t json_len = get_be32(h + 8);
     const uint32_t data_len = get_be32(h + 12);
     if (json_len > kMaxJson) {
       failed_ = true;
       return make_error(
-          at, "json length " + std::to_string(json_len) + " exceeds " + std::to_string(kMaxJson));
+          at(), "json length " + std::to_string(json_len) + " exceeds " + std::to_string(kMaxJson));
     }
     if (data_len > kMaxData) {
       failed_ = true;
       return make_error(
-          at, "data length " + std::to_string(data_len) + " exceeds " + std::to_string(kMaxData));
+          at(), "data length " + std::to_string(data_len) + " exceeds " + std::to_string(kMaxData));
     }
     const size_t total = kHeaderSize + json_len + data_len;
-    if (buf_.size() - pos_ < total) break;
+    if (src.size() - pos < total) break;
     Frame f;
     f.type = static_cast<MsgType>(type);
     f.flags = static_cast<uint8_t>(h[3]);
@@ -210,8 +200,37 @@ Status FrameDecoder::feed(std::string_view bytes) {
     f.json.assign(h + kHeaderSize, json_len);
     f.data.assign(h + kHeaderSize + json_len, data_len);
     frames_.push_back(std::move(f));
-    pos_ += total;
+    pos += total;
   }
+  return pos;
+}
+
+Status FrameDecoder::feed(std::string_view bytes) {
+  if (failed_) return make_error("protocol", "stream already failed");
+  if (pos_ == buf_.size()) {
+    // Nothing partial is waiting: whole frames are decoded straight from
+    // `bytes` (a stream of large data frames is copied once, not twice), and
+    // only a partial frame at their end is kept.
+    offset_ += pos_;
+    pos_ = 0;
+    buf_.clear();
+    auto used = decode(bytes, offset_);
+    if (!used) return used.take_error();
+    offset_ += *used;
+    bytes.remove_prefix(*used);
+    if (bytes.empty() && buf_.capacity() > kKeptCapacity) std::string().swap(buf_);
+    buf_.assign(bytes);
+    return ok_status();
+  }
+  if (pos_ > (1u << 16) && pos_ * 2 > buf_.size()) {
+    offset_ += pos_;
+    buf_.erase(0, pos_);
+    pos_ = 0;
+  }
+  buf_.append(bytes);
+  auto used = decode(std::string_view(buf_).substr(pos_), offset_ + pos_);
+  if (!used) return used.take_error();
+  pos_ += *used;
   if (pos_ == buf_.size()) {
     // All decoded: an idle stream holds no buffer (a worker has one stream per
     // live sandbox, and one large output would otherwise stay reserved).

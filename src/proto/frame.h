@@ -96,6 +96,9 @@ class FrameDecoder {
   size_t pending_bytes() const { return buf_.size() - pos_; }
 
  private:
+  // Decodes the whole frames at the start of `src` (at stream offset
+  // `offset`, for errors); how many bytes they took.
+  Result<size_t> decode(std::string_view src, uint64_t offset);
   std::string buf_;
   size_t pos_ = 0;
   std::deque<Frame> frames_;

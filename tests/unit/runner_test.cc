@@ -494,14 +494,14 @@ class RunnerRawTest : public ::testing::Test {
 
 TEST_F(RunnerRawTest, IncompatibleProtocolIsRejected) {
   RawRunner r(root_);
-  r.greet("0.6.0");
+  r.greet("0.7.0");
   auto err = r.next();
   ASSERT_TRUE(err);
   ASSERT_EQ(err->type, proto::MsgType::kError);
   auto m = proto::parse_error(err->json);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->where, "protocol");
-  EXPECT_NE(m->message.find("0.6.0"), std::string::npos) << m->message;
+  EXPECT_NE(m->message.find("0.7.0"), std::string::npos) << m->message;
   const int st = r.exit_status();
   ASSERT_GE(st, 0);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
