@@ -8,9 +8,11 @@ namespace rf::worker {
 
 nlohmann::json SandboxUsage::sample(const std::vector<store::SandboxRow>& live,
                                     const std::string& worker_id) {
+  const auto now = std::chrono::steady_clock::now();
+  if (last_at_ != std::chrono::steady_clock::time_point{} && now - last_at_ < kEvery) return last_;
+  last_at_ = now;
   nlohmann::json out = nlohmann::json::object();
   std::map<std::string, Seen> now_seen;
-  const auto now = std::chrono::steady_clock::now();
   for (const auto& s : live) {
     if (s.worker_id != worker_id || !s.host_pid || *s.host_pid <= 0) continue;
     auto use = host::resources_of_process(static_cast<pid_t>(*s.host_pid));
@@ -29,6 +31,7 @@ nlohmann::json SandboxUsage::sample(const std::vector<store::SandboxRow>& live,
     now_seen[s.id] = Seen{use->cpu_usec, now};
   }
   seen_ = std::move(now_seen);
+  last_ = out;
   return out;
 }
 

@@ -501,8 +501,10 @@ void Worker::lease_loop() {
                                  std::chrono::milliseconds(1000));
   SandboxUsage usage;
   while (!stopped_ && !fenced_) {
-    nlohmann::json in_use = nlohmann::json::object();
-    if (auto live = lease_store_->live_sandboxes()) in_use = usage.sample(*live, id_);
+    nlohmann::json in_use = usage.last();
+    if (usage.due()) {
+      if (auto live = lease_store_->live_sandboxes()) in_use = usage.sample(*live, id_);
+    }
     if (auto s = lease_store_->heartbeat(id_, options_.lease, metrics_json(in_use)); !s) {
       if (s.error().code == ErrorCode::kFenced) {
         fenced_ = true;
