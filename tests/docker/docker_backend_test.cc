@@ -869,6 +869,49 @@ TEST_F(DockerBackendTest, BackgroundProcessesAndTerminalsRunInContainers) {
   }
   EXPECT_EQ(page.status, 200) << page.body;
   EXPECT_EQ(page.body, "from the container\n");
+  // A larger answer, streamed (chunked) as it comes through the container's runner.
+  ASSERT_EQ(call("POST", "/v1/sandboxes/" + id + "/exec",
+                 R"({"cmd": "head -c 8388608 /dev/zero | tr '\\0' z > /workspace/www/big"})")
+                .status,
+            200);
+  auto big = call("GET", "/v1/sandboxes/" + id + "/ports/8000/big", "");
+  EXPECT_EQ(big.status, 200);
+  EXPECT_EQ(big.header("transfer-encoding"), "chunked");
+  EXPECT_EQ(big.body, std::string(8u << 20, 'z'));
+  // A connection kept open both ways (protocol 0.6's port_input): busybox nc
+  // running cat echoes what the runner writes to it, the handshake as the
+  // port got it first (no token in it), then what the client sends after.
+  ASSERT_EQ(
+      call("POST", base, R"({"argv": ["busybox", "nc", "-ll", "-p", "8001", "-e", "cat"]})").status,
+      201);
+  std::string echoed;
+  for (int attempt = 0; attempt < 100 && echoed.find("\r\n\r\n") == std::string::npos; ++attempt) {
+    HttpProbe ws(port);
+    ASSERT_TRUE(ws.send_raw("GET /v1/sandboxes/" + id +
+                            "/ports/8001/ws HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok +
+                            "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"));
+    echoed.clear();
+    while (echoed.find("\r\n\r\n") == std::string::npos && ws.read_some(std::chrono::seconds(5))) {
+      echoed += ws.take_buffered();
+    }
+    if (echoed.rfind("GET /ws HTTP/1.1\r\n", 0) != 0) {
+      echoed.clear();  // nc not listening yet: a 502
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    EXPECT_EQ(echoed.find("Authorization"), std::string::npos) << echoed;
+    EXPECT_NE(echoed.find("Upgrade: websocket\r\nConnection: Upgrade\r\n"), std::string::npos)
+        << echoed;
+    ASSERT_TRUE(ws.send_raw("ping from the client\n"));
+    std::string back;
+    while (back.find("ping from the client\n") == std::string::npos &&
+           ws.read_some(std::chrono::seconds(10))) {
+      back += ws.take_buffered();
+    }
+    EXPECT_EQ(back, "ping from the client\n");
+  }
+  EXPECT_EQ(echoed.rfind("GET /ws HTTP/1.1\r\n", 0), 0u) << echoed;
   // A watch, from inotify inside the container.
   ASSERT_EQ(call("POST", "/v1/sandboxes/" + id + "/files:mkdir?path=/workspace/w", "").status, 201);
   Follower watch(port, "/v1/sandboxes/" + id + "/files:watch?path=/workspace/w&recursive=true",
