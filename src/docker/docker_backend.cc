@@ -26,7 +26,6 @@ namespace rf::docker {
 namespace {
 
 // Where a container's volumes are attached on the host, by sandbox id.
-constexpr const char* kVolumeAttachDir = "/run/ringfence/volumes";
 
 Result<DockerHost> resolve_host(const DockerOptions& options) {
   auto host =

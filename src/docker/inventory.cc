@@ -1,10 +1,13 @@
 #include "docker/inventory.h"
 
 #include <ctime>
+#include <filesystem>
+#include <set>
 
 #include "docker/container_spec.h"
 #include "docker/helper_container.h"
 #include "docker/owner.h"
+#include "host/idmapped_tree.h"
 
 namespace rf::docker {
 namespace {
@@ -67,20 +70,41 @@ Result<std::vector<SandboxInfo>> list_docker_sandboxes(ApiClient& api) {
 
 Result<std::vector<SandboxInfo>> reap_docker_sandboxes(ApiClient& api,
                                                        std::chrono::seconds older_than,
-                                                       bool dry_run) {
+                                                       bool dry_run,
+                                                       const std::string& attach_dir) {
   auto found = find(api);
   if (!found) return found.take_error();
   std::vector<SandboxInfo> reaped;
+  std::set<std::string> kept;  // ids whose containers stay
   std::string failed;
+  auto note = [&](const std::string& what) { failed += (failed.empty() ? "" : "; ") + what; };
   for (auto& f : *found) {
-    if (!f.info.orphaned() && f.info.age < older_than) continue;
+    if (!f.info.orphaned() && f.info.age < older_than) {
+      kept.insert(f.info.id);
+      continue;
+    }
     if (!dry_run) {
       if (auto s = remove_container(api, f.container_id); !s) {
-        failed += (failed.empty() ? "" : "; ") + f.info.id + ": " + s.error().to_string();
+        note(f.info.id + ": " + s.error().to_string());
+        kept.insert(f.info.id);
         continue;
+      }
+      if (auto s = host::detach_trees_under(attach_dir + "/" + f.info.id); !s) {
+        note(s.error().to_string());
       }
     }
     reaped.push_back(std::move(f.info));
+  }
+  // Volume mounts of containers that are gone.
+  std::error_code ec;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const auto& entry : std::filesystem::directory_iterator(attach_dir, ec)) {
+    const std::string id = entry.path().filename().string();
+    if (kept.count(id) != 0 || dry_run) continue;
+    std::error_code tec;
+    const auto when = std::filesystem::last_write_time(entry.path(), tec);
+    if (tec || now - when < std::chrono::minutes(1)) continue;
+    if (auto s = host::detach_trees_under(entry.path().string()); !s) note(s.error().to_string());
   }
   if (!failed.empty()) return make_error("reap", failed);
   return reaped;

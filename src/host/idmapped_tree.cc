@@ -115,4 +115,25 @@ AttachedTree::~AttachedTree() {
   ::rmdir(at_.c_str());
 }
 
+Status detach_trees_under(const std::string& dir) {
+  std::error_code ec;
+  std::string failed;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string at = entry.path().string();
+    if (::umount2(at.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+      failed += (failed.empty() ? "" : "; ") + at + ": " + std::strerror(errno);
+      continue;
+    }
+    if (::rmdir(at.c_str()) != 0 && errno != ENOENT) {
+      failed += (failed.empty() ? "" : "; ") + at + ": " + std::strerror(errno);
+    }
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return make_error("detach " + dir, ec.message());
+  }
+  if (!failed.empty()) return make_error("detach " + dir, failed);
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) return sys_error("rmdir " + dir);
+  return ok_status();
+}
+
 }  // namespace rf::host

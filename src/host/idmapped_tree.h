@@ -45,4 +45,9 @@ class AttachedTree {
   std::string at_;
 };
 
+// What a worker that died left of its AttachedTrees: every mount point
+// directly below `dir` unmounted (lazily) and removed, then `dir`. Ok when
+// `dir` is gone already.
+Status detach_trees_under(const std::string& dir);
+
 }  // namespace rf::host

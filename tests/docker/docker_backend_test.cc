@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cli/backends.h"
+#include "docker/inventory.h"
 #include "docker_api/api_client.h"
 #include "docker_api/docker_host.h"
 #include "host/uid_slots.h"
@@ -294,9 +295,16 @@ TEST_F(DockerBackendTest, ContainersCarryLabelsAndDestroyRemovesThem) {
 TEST_F(DockerBackendTest, ReapRemovesOldSandboxes) {
   auto b = backend(test_daemon().unix_host());
   ASSERT_TRUE(b);
-  auto sb = b->create(spec());
+  // With a volume: its mount attached on the host for the container goes too.
+  char vol[] = "/tmp/rf-reap-vol-XXXXXX";
+  ASSERT_NE(::mkdtemp(vol), nullptr);
+  SandboxSpec with_volume = spec();
+  with_volume.volumes.push_back({"state", vol, "/var/agent/state", false});
+  auto sb = b->create(with_volume);
   ASSERT_TRUE(sb.ok()) << sb.error().to_string();
   const std::string id = (*sb)->id();
+  const std::string attached = std::string(docker::kVolumeAttachDir) + "/" + id;
+  EXPECT_TRUE(std::filesystem::exists(attached + "/0"));
   auto dry = b->reap(std::chrono::seconds(0), /*dry_run=*/true);
   ASSERT_TRUE(dry.ok());
   EXPECT_FALSE(inspect(id).is_null());
@@ -306,12 +314,15 @@ TEST_F(DockerBackendTest, ReapRemovesOldSandboxes) {
   for (const auto& i : *reaped) named = named || i.id == id;
   EXPECT_TRUE(named);
   EXPECT_TRUE(inspect(id).is_null());
+  EXPECT_FALSE(std::filesystem::exists(attached)) << "its volume's mount was detached";
   // Its calls now fail, saying why.
   Captured c;
   ExecCall call;
   call.argv = {"true"};
   auto r = (*sb)->exec(call, c);
   EXPECT_FALSE(r.ok());
+  sb->reset();
+  std::filesystem::remove_all(vol);
 }
 
 // A worker killed with SIGKILL leaves nothing: its attach stream closes, the
