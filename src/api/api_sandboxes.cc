@@ -13,6 +13,8 @@
 #include "api/exec_json.h"
 #include "api/json_answers.h"
 #include "api/port_tokens.h"
+#include "core/log.h"
+#include "core/printable.h"
 #include "sandbox/file_tree.h"
 #include "sandbox/lifetime_request.h"
 #include "sandbox/port_request.h"
@@ -448,11 +450,29 @@ void Api::sandbox_port(Ctx& c) {
       v = kept;
     }
   }
+  // Each request is audited once it is over (port.request: its method,
+  // path, status and size; port.websocket: how long it was open), after the
+  // client has its answer.
+  auto audit = [&](const char* kind, json detail) {
+    store::AuditEvent ev;
+    ev.kind = kind;
+    ev.actor = c.who.actor();
+    ev.project_id = c.who.project;
+    ev.sandbox_id = c.param("id");
+    detail["port"] = *port;
+    detail["path"] = printable(target, 200);
+    ev.detail_json = detail.dump();
+    warn_unless_ok(store::AuditLog(*borrow_store()).append(ev), "auditing a port request");
+  };
   if (is_websocket_upgrade(headers)) {
     // The connection becomes the WebSocket's, relayed until either side closes.
+    const auto opened = std::chrono::steady_clock::now();
     auto relayed = sandboxes_.port_upgrade(c.who.project, c.param("id"), *port, target, headers,
                                            [&] { return c.out.take_over(); });
     if (auto* e = std::get_if<ServiceError>(&relayed)) return fail_with(c.out, *e);
+    audit("port.websocket",
+          {{"seconds",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - opened).count()}});
     return;
   }
   // The answer as it comes (chunked), whatever its size.
@@ -481,17 +501,35 @@ void Api::sandbox_port(Ctx& c) {
     streaming = true;
     return c.out.begin_stream(status, type, rest).ok();
   };
-  sink.body = [&](std::string_view bytes) { return c.out.write_chunk(bytes).ok(); };
+  uint64_t sent = 0;
+  int answered = 0;
+  const auto head = sink.head;
+  sink.head = [&](int status, HeaderList&& passing) {
+    answered = status;
+    return head(status, std::move(passing));
+  };
+  sink.body = [&](std::string_view bytes) {
+    sent += bytes.size();
+    return c.out.write_chunk(bytes).ok();
+  };
   auto relayed = sandboxes_.port_request(c.who.project, c.param("id"), *port,
                                          std::string(sv(c.request.method_string())), target,
                                          headers, c.request.body(), sink);
-  if (auto* e = std::get_if<ServiceError>(&relayed)) return fail_with(c.out, *e);
+  const std::string method(sv(c.request.method_string()));
+  if (auto* e = std::get_if<ServiceError>(&relayed)) {
+    fail_with(c.out, *e);
+    return audit("port.request", {{"method", method}, {"status", e->status}, {"bytes", 0}});
+  }
   if (!std::get<bool>(relayed)) {
     // Broke off midway: no end of the chunked body, so the client sees it was cut.
     c.out.close_connection();
-    return;
+  } else if (streaming) {
+    (void)c.out.end_stream();
   }
-  if (streaming) (void)c.out.end_stream();
+  audit("port.request", {{"method", method},
+                         {"status", answered},
+                         {"bytes", sent},
+                         {"whole", std::get<bool>(relayed)}});
 }
 
 // The ports processes of a sandbox listen on now, each with where it is

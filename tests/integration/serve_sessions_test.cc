@@ -831,6 +831,21 @@ while True:
   EXPECT_EQ(forged.status, 200) << "not under the domain: an ordinary API request";
   auto upper = by_host("8001-" + id + ".PORTS.test", "/", tok);
   EXPECT_EQ(upper.status, 426) << "a domain is case-blind: " << upper.body;
+
+  // Each request and each WebSocket is in the project's audit log, by its token.
+  auto audit = call("GET", "/v1/audit?limit=1000", tok);
+  ASSERT_EQ(audit.status, 200);
+  bool big_seen = false, ws_seen = false;
+  const json events = json::parse(audit.body)["events"];
+  for (const auto& e : events) {
+    if (e["kind"] == "port.request" && e["detail"]["path"] == "/big") {
+      big_seen = e["detail"]["status"] == 200 && e["detail"]["bytes"] == (64u << 20) &&
+                 e["sandbox"] == id && e["detail"]["port"] == 8000;
+    }
+    if (e["kind"] == "port.websocket" && e["detail"]["path"] == "/chat?room=1") ws_seen = true;
+  }
+  EXPECT_TRUE(big_seen) << audit.body;
+  EXPECT_TRUE(ws_seen) << audit.body;
 }
 
 // From the CLI: `sandbox process start | list | logs | kill --api`, and a
