@@ -93,6 +93,8 @@ std::span<const Api::Route> Api::routes() {
       {V::get, "/v1/sandboxes/{id}", Access::kToken, &Api::sandbox_get},
       {V::delete_, "/v1/sandboxes/{id}", Access::kToken, &Api::sandbox_delete},
       {V::put, "/v1/sandboxes/{id}/timeout", Access::kToken, &Api::sandbox_timeout},
+      {V::post, "/v1/sandboxes/{id}:pause", Access::kToken, &Api::sandbox_pause},
+      {V::post, "/v1/sandboxes/{id}:resume", Access::kToken, &Api::sandbox_resume},
       {V::post, "/v1/sandboxes/{id}/exec", Access::kToken, &Api::sandbox_exec},
       {V::get, "/v1/sandboxes/{id}/files", Access::kToken, &Api::sandbox_file_get, "path"},
       {V::put, "/v1/sandboxes/{id}/files", Access::kToken, &Api::sandbox_file_put, "path,mode"},

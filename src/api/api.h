@@ -120,6 +120,9 @@ class Api {
   void sandbox_get(Ctx& c);
   void sandbox_delete(Ctx& c);
   void sandbox_timeout(Ctx& c);
+  void sandbox_pause(Ctx& c);
+  void sandbox_resume(Ctx& c);
+  void set_paused(Ctx& c, bool paused);
   void sandbox_file_stat(Ctx& c);
   void sandbox_file_delete(Ctx& c);
   void sandbox_file_mkdir(Ctx& c);

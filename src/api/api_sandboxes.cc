@@ -136,6 +136,19 @@ void Api::sandbox_timeout(Ctx& c) {
   answer(c.out, 200, *sb);
 }
 
+// POST /v1/sandboxes/{id}:pause and :resume (issue 42). A request to a
+// paused sandbox other than reading or deleting it resumes it first.
+void Api::sandbox_pause(Ctx& c) { set_paused(c, true); }
+void Api::sandbox_resume(Ctx& c) { set_paused(c, false); }
+
+void Api::set_paused(Ctx& c, bool paused) {
+  auto set = sandboxes_.set_paused(c.who.project, c.param("id"), paused, c.who.actor());
+  if (auto* e = std::get_if<ServiceError>(&set)) return fail_with(c.out, *e);
+  const auto& sb = std::get<std::optional<json>>(set);
+  if (!sb) return fail(c.out, 404, "id", "no sandbox " + c.param("id"));
+  answer(c.out, 200, *sb);
+}
+
 void Api::sandbox_get(Ctx& c) {
   auto sb = sandboxes_.find(c.who.project, c.param("id"));
   if (!sb) return fail(c.out, 404, "id", "no sandbox " + c.param("id"));

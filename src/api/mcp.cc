@@ -217,6 +217,28 @@ json McpServer::tool_list(bool local) {
                                 {{"type", {"number", "string"}},
                                  {"description", "Seconds, or a duration such as \"30m\""}}}},
                               {"sandbox_id", "timeout"})}},
+      {{"name", "sandbox_pause"},
+       {"description",
+        "Pause a sandbox: every process in it is frozen (no CPU; memory, processes and files "
+        "kept) until sandbox_resume, or until any other tool uses it (which resumes it)."},
+       {"annotations", {{"destructiveHint", false}, {"idempotentHint", true}}},
+       {"inputSchema", schema({{"sandbox_id", kSandboxId}}, {"sandbox_id"})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties",
+          {{"sandbox_id", {{"type", "string"}}},
+           {"state", {{"type", "string"}, {"enum", {"paused", "running"}}}}}},
+         {"required", {"sandbox_id", "state"}}}}},
+      {{"name", "sandbox_resume"},
+       {"description", "Resume a paused sandbox: its processes go on where they were."},
+       {"annotations", {{"destructiveHint", false}, {"idempotentHint", true}}},
+       {"inputSchema", schema({{"sandbox_id", kSandboxId}}, {"sandbox_id"})},
+       {"outputSchema",
+        {{"type", "object"},
+         {"properties",
+          {{"sandbox_id", {{"type", "string"}}},
+           {"state", {{"type", "string"}, {"enum", {"paused", "running"}}}}}},
+         {"required", {"sandbox_id", "state"}}}}},
       {{"name", "sandbox_destroy"},
        {"description", "Destroy a sandbox: every process ends and its files are gone."},
        {"inputSchema", schema({{"sandbox_id", kSandboxId}}, {"sandbox_id"})}},
@@ -537,6 +559,16 @@ json McpServer::call_tool(const std::string& project, const std::string& name, c
     return tool_result({{"sandbox_id", id}, {"expires_at", sb->value("expires_at", json())}},
                        "sandbox " + id + " now expires at " +
                            std::to_string(sb->value("expires_at", int64_t{0})) + " (ms)");
+  }
+  if (name == "sandbox_pause" || name == "sandbox_resume") {
+    if (auto bad = check_args(args, {"sandbox_id"}, {"sandbox_id"})) return tool_error(*bad);
+    const std::string id = args["sandbox_id"];
+    auto set = sandboxes_.set_paused(project, id, name == "sandbox_pause", actor);
+    if (auto* e = std::get_if<ServiceError>(&set)) return failed(*e);
+    const auto& sb = std::get<std::optional<json>>(set);
+    if (!sb) return unknown(id);
+    const std::string state = sb->value("state", std::string("running"));
+    return tool_result({{"sandbox_id", id}, {"state", state}}, "sandbox " + id + " is " + state);
   }
   if (name == "sandbox_exec") {
     if (auto bad = check_args(args, {"sandbox_id", "cmd", "argv", "stdin", "env", "cwd", "timeout"},

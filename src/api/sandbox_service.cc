@@ -468,6 +468,38 @@ ServiceResult<std::optional<json>> WorkerSandboxes::set_timeout(const std::strin
   return std::optional<json>(std::move(j));
 }
 
+ServiceResult<std::optional<json>> LocalSandboxes::set_paused(const std::string& project,
+                                                              const std::string& id, bool paused,
+                                                              const std::string&) {
+  auto h = held(project, id);
+  if (!h) return std::optional<json>();
+  Status s = paused ? h->sandbox->pause() : h->sandbox->resume();
+  if (!s) return ServiceError{409, "", s.error().to_string()};
+  auto j = find(project, id);
+  if (!j) return std::optional<json>();
+  (*j)["state"] = h->sandbox->paused() ? "paused" : "running";
+  return j;
+}
+
+ServiceResult<std::optional<json>> WorkerSandboxes::set_paused(const std::string& project,
+                                                               const std::string& id, bool paused,
+                                                               const std::string& actor) {
+  auto door = door_of(project, id);
+  if (!door) return std::optional<json>();
+  auto reply = doors_.call(
+      *door, "POST", "/door/v1/sandboxes/" + query_escaped(id) + (paused ? "/pause" : "/resume"),
+      headers(project, actor), "");
+  if (!reply) return ServiceError{503, "", reply.error().to_string()};
+  if (reply->status == 404) {
+    forget_door(id);
+    return std::optional<json>();
+  }
+  if (reply->status != 200) return error_of(*reply);
+  json j = parse_json_or_discarded(reply->body);
+  if (!j.is_object()) return ServiceError{502, "", "the worker's answer is not JSON"};
+  return std::optional<json>(std::move(j));
+}
+
 json WorkerSandboxes::view_of(const store::SandboxRow& row, const store::SandboxLifetime* l) {
   const json spec = row.spec_json ? parse_json_or_discarded(*row.spec_json) : json();
   const int64_t now = store::now_ms();

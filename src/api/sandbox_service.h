@@ -103,6 +103,12 @@ class SandboxService {
   virtual ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
                                                                    const std::string& id,
                                                                    const nlohmann::json& body) = 0;
+  // Pause or resume sandbox `id` (issue 42; Sandbox::pause): its JSON,
+  // "state" "paused" or "running"; nullopt: unknown.
+  virtual ServiceResult<std::optional<nlohmann::json>> set_paused(const std::string& project,
+                                                                  const std::string& id,
+                                                                  bool paused,
+                                                                  const std::string& actor) = 0;
   // Background processes (issue 41; sandbox/process_request.h): `request`
   // on sandbox `id`; its answer's JSON (null for a 204). An unknown sandbox
   // or pid, or another project's, is a 404.
@@ -236,6 +242,9 @@ class LocalSandboxes final : public SandboxService {
   ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
                                                            const std::string& id,
                                                            const nlohmann::json& body) override;
+  ServiceResult<std::optional<nlohmann::json>> set_paused(const std::string& project,
+                                                          const std::string& id, bool paused,
+                                                          const std::string& actor) override;
   ServiceResult<nlohmann::json> process(const std::string& project, const std::string& id,
                                         const ProcessRequest& request) override;
   ServiceResult<bool> follow_process(const std::string& project, const std::string& id, int pid,
@@ -317,6 +326,9 @@ class WorkerSandboxes final : public SandboxService {
   ServiceResult<std::optional<nlohmann::json>> set_timeout(const std::string& project,
                                                            const std::string& id,
                                                            const nlohmann::json& body) override;
+  ServiceResult<std::optional<nlohmann::json>> set_paused(const std::string& project,
+                                                          const std::string& id, bool paused,
+                                                          const std::string& actor) override;
   ServiceResult<nlohmann::json> process(const std::string& project, const std::string& id,
                                         const ProcessRequest& request) override;
   ServiceResult<bool> follow_process(const std::string& project, const std::string& id, int pid,

@@ -440,6 +440,29 @@ void add_sandbox_api_commands(CLI::App* sandbox, CommandResult* result) {
     });
   }
 
+  for (const char* verb : {"pause", "resume"}) {
+    auto pf = std::make_shared<ApiFlags>();
+    const bool pausing = std::string(verb) == "pause";
+    auto cmd = sandbox->add_subcommand(
+        verb, pausing ? "Freeze every process of a sandbox on a fleet (no CPU, memory kept): "
+                        "pause ID; any request to it resumes it"
+                      : "Let a paused sandbox on a fleet go on: resume ID");
+    add_api_flags(cmd, pf.get());
+    cmd->add_option("id", pf->id, "The sandbox")->required();
+    cmd->callback([pf, pausing, result] {
+      auto done = exchange(
+          *pf, "POST",
+          "/v1/sandboxes/" + httpd::query_escaped(pf->id) + (pausing ? ":pause" : ":resume"), "",
+          200);
+      if (auto* code = std::get_if<int>(&done)) {
+        result->exit_code = *code;
+        return;
+      }
+      std::printf("%s %s\n", printable(pf->id).c_str(),
+                  printable(std::get<json>(done).value("state", "")).c_str());
+    });
+  }
+
   auto del = sandbox->add_subcommand("delete", "Delete a sandbox on a fleet: delete ID");
   auto df = std::make_shared<ApiFlags>();
   add_api_flags(del, df.get());

@@ -136,6 +136,11 @@ Status DockerSandbox::destroy() {
   destroyed_ = true;
   if (runner_) runner_->fail_all(make_error("sandbox", "destroyed"));
   Status result;
+  // A paused container is unpaused first (the daemon refuses to kill one).
+  if (paused_ && !container_id_.empty()) {
+    (void)api_->request("POST", "/containers/" + container_id_ + "/unpause");
+    paused_ = false;
+  }
   // Kill and remove in one request; the daemon ends every process in it.
   if (!container_id_.empty()) result = remove_container(*api_, container_id_);
   if (channel_) channel_->close();
@@ -143,6 +148,33 @@ Status DockerSandbox::destroy() {
   egress_.reset();
   slot_.release();
   return result;
+}
+
+Status DockerSandbox::pause() {
+  std::lock_guard lock(mu_);
+  if (destroyed_) return make_error("pause " + id(), "it is gone");
+  if (paused_) return ok_status();
+  auto r = api_->request("POST", "/containers/" + container_id_ + "/pause");
+  if (!r) return r.take_error();
+  if (r->status != 204) {
+    return make_error("pause " + id(), "the daemon answered " + std::to_string(r->status) + ": " +
+                                           r->body.substr(0, 200));
+  }
+  paused_ = true;
+  return ok_status();
+}
+
+Status DockerSandbox::resume() {
+  std::lock_guard lock(mu_);
+  if (destroyed_ || !paused_) return ok_status();
+  auto r = api_->request("POST", "/containers/" + container_id_ + "/unpause");
+  if (!r) return r.take_error();
+  if (r->status != 204) {
+    return make_error("resume " + id(), "the daemon answered " + std::to_string(r->status) + ": " +
+                                            r->body.substr(0, 200));
+  }
+  paused_ = false;
+  return ok_status();
 }
 
 Status DockerSandbox::with_egress(const std::function<Status(host::EgressLease&)>& fn) {

@@ -2,6 +2,7 @@
 // reached over the container's attach stream (docker/attach_channel.h).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +31,10 @@ class DockerSandbox : public host::RunnerSandbox {
 
   int init_pid() const override { return host_pid_; }
   Status destroy() override;
+  // The Engine API's pause and unpause (the daemon's freezer).
+  Status pause() override;
+  Status resume() override;
+  bool paused() const override { return paused_.load(); }
 
   // Set-up, called once by the backend: create, attach, start, handshake.
   // `cgroups`: the host's layout when the daemon is local (its containers'
@@ -58,6 +63,7 @@ class DockerSandbox : public host::RunnerSandbox {
   std::vector<std::unique_ptr<host::AttachedTree>> volume_trees_;
   std::string image_id_;  // what the container was created from (sha256:...)
   int host_pid_ = 0;
+  std::atomic<bool> paused_{false};
   std::unique_ptr<AttachChannel> channel_;
   // The daemon's: only read here, but for each call's own memory.peak
   // descriptor on v2, reset for that descriptor alone (Cgroup::start_call_peak).

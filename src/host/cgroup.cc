@@ -72,7 +72,10 @@ void parse_mount_line(std::string_view line, CgroupMounts* mounts) {
   } else if (fstype == "cgroup") {
     for (const std::string& opt : split(dash[3], ',')) {
       if (std::find(std::begin(kV1Controllers), std::end(kV1Controllers), opt) !=
-          std::end(kV1Controllers)) {
+              std::end(kV1Controllers) ||
+          std::find(std::begin(cgroup_internal::kV1Optional),
+                    std::end(cgroup_internal::kV1Optional),
+                    opt) != std::end(cgroup_internal::kV1Optional)) {
         mounts->v1_mounts.emplace(opt, mount_point);
       }
     }

@@ -131,6 +131,13 @@ class Cgroup {
   virtual Status remove() = 0;
   // Every directory this cgroup owns (for the janitor and `sandbox reap`).
   virtual std::vector<std::string> paths() const = 0;
+  // Freezes every process in it (pause: they keep their memory and state
+  // and use no CPU) or thaws them, and returns once the kernel says it is
+  // so (v2 cgroup.freeze and cgroup.events; v1 the freezer hierarchy, an
+  // error when it is not mounted). A frozen cgroup can still be killed.
+  virtual Status freeze(bool /*frozen*/) {
+    return make_error("freeze", "this cgroup has no freezer");
+  }
   // The limits as the kernel holds them, file name -> its text (trimmed):
   // v2 memory.max, memory.swap.max, pids.max, cpu.max; v1 memory.limit_in_bytes,
   // memory.memsw.limit_in_bytes, pids.max, cpu.cfs_quota_us, cpu.cfs_period_us.

@@ -21,6 +21,8 @@ namespace rf::host::cgroup_internal {
 inline constexpr int64_t kCpuPeriodUs = 100000;
 // What a v1 sandbox needs, each a hierarchy (possibly shared with another).
 inline constexpr const char* kV1Controllers[] = {"memory", "pids", "cpu", "cpuacct"};
+// Used where mounted, never required: the freezer (pause and resume).
+inline constexpr const char* kV1Optional[] = {"freezer"};
 
 Result<std::unique_ptr<Cgroup>> create_cgroup_v1(const CgroupLayout& layout,
                                                  const std::string& parent,

@@ -1,5 +1,7 @@
 // cgroup v1: one directory per controller hierarchy (co-mounted controllers,
 // e.g. "cpu,cpuacct", share one).
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 
@@ -92,7 +94,33 @@ class CgroupV1 final : public Cgroup {
 
   Result<std::vector<pid_t>> pids() const override { return read_procs(dirs_); }
 
-  Status kill_all() override { return kill_until_empty(dirs_, "", fake_); }
+  Status kill_all() override {
+    // A frozen task takes SIGKILL only once thawed: thawed first.
+    if (dir_of_.count("freezer") != 0 && exists(dir_of_.at("freezer") + "/freezer.state")) {
+      (void)write_value(dir_of_.at("freezer") + "/freezer.state", "THAWED", fake_);
+    }
+    return kill_until_empty(dirs_, "", fake_);
+  }
+
+  Status freeze(bool frozen) override {
+    const auto it = dir_of_.find("freezer");
+    if (it == dir_of_.end()) {
+      return make_error("freeze", "cgroup v1's freezer is not mounted on this host");
+    }
+    const std::string state = it->second + "/freezer.state";
+    const char* want = frozen ? "FROZEN" : "THAWED";
+    RF_TRY(write_value(state, want, fake_));
+    if (fake_) return ok_status();
+    // FREEZING until every task stopped (one in uninterruptible sleep may
+    // take a while): asked again every 100 µs, for at most 5 s.
+    for (int i = 0; i < 50'000; ++i) {
+      auto now = read_trimmed(state);
+      if (now && *now == want) return ok_status();
+      if (frozen && now && *now == "THAWED") RF_TRY(write_value(state, want, fake_));
+      ::usleep(100);
+    }
+    return make_error("freeze " + it->second, std::string("not ") + want + " after 5 s");
+  }
 
   Status remove() override { return remove_dirs(dirs_, fake_); }
 
@@ -177,7 +205,9 @@ Result<std::unique_ptr<Cgroup>> open_cgroup_v1(const CgroupLayout& layout,
                                                const std::string& parent, const std::string& name) {
   std::map<std::string, std::string> dir_of;
   std::vector<std::string> dirs;
-  for (const char* controller : kV1Controllers) {
+  std::vector<const char*> controllers(std::begin(kV1Controllers), std::end(kV1Controllers));
+  controllers.insert(controllers.end(), std::begin(kV1Optional), std::end(kV1Optional));
+  for (const char* controller : controllers) {
     const auto mount = layout.v1_mounts.find(controller);
     if (mount == layout.v1_mounts.end()) continue;
     const std::string dir = mount->second + "/" + parent + "/" + name;
@@ -195,6 +225,15 @@ Result<std::unique_ptr<Cgroup>> create_cgroup_v1(const CgroupLayout& layout,
   std::map<std::string, std::string> dir_of;
   std::vector<std::string> made;
   for (const char* controller : kV1Controllers) {
+    auto dir = make_controller_dir(layout, controller, parent, name, &made);
+    if (!dir) {
+      (void)remove_dirs(made, layout.fake);
+      return dir.take_error();
+    }
+    dir_of[controller] = *dir;
+  }
+  for (const char* controller : kV1Optional) {
+    if (layout.v1_mounts.count(controller) == 0) continue;
     auto dir = make_controller_dir(layout, controller, parent, name, &made);
     if (!dir) {
       (void)remove_dirs(made, layout.fake);

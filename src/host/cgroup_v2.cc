@@ -1,5 +1,6 @@
 // cgroup v2: one directory in the unified hierarchy.
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <sstream>
 
@@ -92,6 +93,21 @@ class CgroupV2 final : public Cgroup {
     // cgroup.kill (Linux 5.14) also catches processes forked while we kill.
     const std::string kill_file = exists(file("cgroup.kill")) ? file("cgroup.kill") : "";
     return kill_until_empty({dir_}, kill_file, fake_);
+  }
+
+  Status freeze(bool frozen) override {
+    RF_TRY(set("cgroup.freeze", frozen ? "1" : "0"));
+    if (fake_) return ok_status();
+    // cgroup.events says "frozen 1" once every task stopped; asked again
+    // every 100 µs, for at most 5 s.
+    const std::string want = frozen ? "frozen 1" : "frozen 0";
+    for (int i = 0; i < 50'000; ++i) {
+      auto events = read_file(file("cgroup.events"));
+      if (events && events->find(want) != std::string::npos) return ok_status();
+      ::usleep(100);
+    }
+    return make_error("freeze " + dir_,
+                      "not " + std::string(frozen ? "frozen" : "thawed") + " after 5 s");
   }
 
   Status remove() override { return remove_dir(dir_, fake_); }

@@ -120,6 +120,23 @@ Status NativeSandbox::open_channels(Launch& l) {
   return ok_status();
 }
 
+Status NativeSandbox::pause() {
+  std::lock_guard lock(pause_mu_);
+  if (paused_) return ok_status();
+  if (!cgroup_) return make_error("pause " + id(), "it has no cgroup");
+  RF_TRY(cgroup_->freeze(true));
+  paused_ = true;
+  return ok_status();
+}
+
+Status NativeSandbox::resume() {
+  std::lock_guard lock(pause_mu_);
+  if (!paused_) return ok_status();
+  RF_TRY(cgroup_->freeze(false));
+  paused_ = false;
+  return ok_status();
+}
+
 Status NativeSandbox::prepare_workspace(Launch& l) {
   const uid_t sandbox_user = slot_.host_base() + host::kSandboxUid;
   // Volumes: idmapped as the workspace is, so that every sandbox of the
@@ -284,6 +301,14 @@ Status NativeSandbox::destroy() {
   if (destroyed_) return ok_status();
   destroyed_ = true;
   if (runner_) runner_->fail_all(make_error("sandbox", "destroyed"));
+  // A paused sandbox is thawed first: a frozen task takes SIGKILL only once
+  // it runs again (v1), and PID 1 must die for its namespace to end.
+  if (paused_ && cgroup_) {
+    if (auto thawed = cgroup_->freeze(false); !thawed) {
+      spdlog::warn("{}: thaw before destroy: {}", spec_.id, thawed.error().to_string());
+    }
+    paused_ = false;
+  }
   // Killing PID 1 makes the kernel kill every process in its PID namespace.
   end_runner(sigkill);
   Status result;

@@ -4,6 +4,7 @@
 // steps (child_setup.h) in the middle, and ends with the runner's handshake.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,9 @@ class NativeSandbox : public host::RunnerSandbox {
   // Ends every process (PID 1 first: the kernel then kills its namespace),
   // removes the cgroup, closes the egress socket, frees the uid slot. Idempotent.
   Status destroy() override;
+  Status pause() override;
+  Status resume() override;
+  bool paused() const override { return paused_.load(); }
   const StartReadback* start_readback() const override { return readback_ ? &*readback_ : nullptr; }
 
   // Set-up, called once by the backend with the config every sandbox of the
@@ -63,6 +67,8 @@ class NativeSandbox : public host::RunnerSandbox {
 
   host::UidSlot slot_;
   std::unique_ptr<host::Cgroup> cgroup_;
+  std::mutex pause_mu_;  // one pause or resume at a time
+  std::atomic<bool> paused_{false};
   std::unique_ptr<host::EgressLease> egress_;  // network proxy: its socket at the proxy
   std::mutex mu_;                              // serialises destroy()
   bool destroyed_ = false;

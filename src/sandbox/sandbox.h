@@ -200,6 +200,12 @@ class Sandbox {
     return make_error("port", "this sandbox cannot be reached on a port");
   }
   virtual Status port_close(uint32_t /*id*/) { return ok_status(); }
+  // Pause and resume (issue 42): every process of the sandbox frozen (no
+  // CPU; its memory, processes and open connections kept) or thawed. While
+  // paused, nothing inside answers: a caller resumes it first. Idempotent.
+  virtual Status pause() { return make_error("pause " + id(), "this sandbox cannot be paused"); }
+  virtual Status resume() { return ok_status(); }
+  virtual bool paused() const { return false; }
   // Adds variables to every later call's environment (credentials injected late).
   virtual Status set_env(const std::map<std::string, std::string>& vars) = 0;
   // Takes variables set by set_env out again (a JIT grant withdrawn).

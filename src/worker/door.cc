@@ -104,6 +104,7 @@ json door_sandbox_json(const DoorSandbox& s, const std::string& worker_id) {
       {"age_s", age.count()},
       {"setup_ms", static_cast<double>(s.setup.count()) / 1000.0},
       {"calls_running", s.running.load()},
+      {"state", s.sandbox->paused() ? "paused" : "running"},
       {"worker", worker_id},
       {"spec", spec_json(spec)},
       {"name", s.name.empty() ? json(nullptr) : json(s.name)},
@@ -197,6 +198,24 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
   const std::string& id = seg[3];
   auto sb = sandboxes_.find(project, id);
   if (!sb) return refuse(out, {404, "id", "no sandbox " + id});
+  // Pause and resume (issue 42); any other request to a paused sandbox but
+  // reading or deleting it (or reading what its processes printed, kept
+  // here) resumes it first: nothing inside answers while it is paused.
+  if (seg.size() == 5 && (seg[4] == "pause" || seg[4] == "resume")) {
+    if (method != http::verb::post) return answer(out, 405, {{"error", "allowed: POST"}});
+    auto done =
+        seg[4] == "pause" ? sandboxes_.pause(*sb, actor) : sandboxes_.resume(*sb, actor, "asked");
+    if (auto* r = std::get_if<DoorRefusal>(&done)) return refuse(out, *r);
+    return answer(out, 200, door_sandbox_json(*sb, worker_id_));
+  }
+  // Reading a process's buffered output or the process list needs nothing
+  // inside: those leave it paused.
+  const bool reads_host_side =
+      seg.size() > 4 && seg[4] == "processes" && method == http::verb::get;
+  if (seg.size() > 4 && sb->sandbox->paused() && !reads_host_side) {
+    auto resumed = sandboxes_.resume(*sb, actor, "auto");
+    if (auto* r = std::get_if<DoorRefusal>(&resumed)) return refuse(out, *r);
+  }
   if (seg.size() == 4) {
     if (method == http::verb::get) return answer(out, 200, door_sandbox_json(*sb, worker_id_));
     if (method == http::verb::delete_) {

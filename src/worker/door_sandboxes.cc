@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "policy/load.h"
 #include "sandbox/lifetime_request.h"
+#include "store/audit_log.h"
 #include "store/sandbox_lifetimes.h"
 #include "store/volumes.h"
 
@@ -92,6 +93,34 @@ void DoorSandboxes::expire_loop() {
     }
     lock.lock();
   }
+}
+
+namespace {
+void audit_pause(store::Store& store, const DoorSandbox& sb, const char* kind,
+                 const std::string& actor, const std::string& why) {
+  store::AuditEvent ev;
+  ev.kind = kind;
+  ev.actor = actor;
+  ev.project_id = sb.project;
+  ev.sandbox_id = sb.id();
+  ev.detail_json = nlohmann::json{{"why", why}}.dump();
+  warn_unless_ok(store::AuditLog(store).append(ev), std::string("auditing ") + kind);
+}
+}  // namespace
+
+DoorOutcome<bool> DoorSandboxes::pause(DoorSandbox& sb, const std::string& actor) {
+  if (sb.sandbox->paused()) return true;
+  if (auto s = sb.sandbox->pause(); !s) return DoorRefusal{409, "", s.error().to_string()};
+  audit_pause(*s_.store, sb, "sandbox.pause", actor, "asked");
+  return true;
+}
+
+DoorOutcome<bool> DoorSandboxes::resume(DoorSandbox& sb, const std::string& actor,
+                                        const std::string& why) {
+  if (!sb.sandbox->paused()) return true;
+  if (auto s = sb.sandbox->resume(); !s) return DoorRefusal{503, "", s.error().to_string()};
+  audit_pause(*s_.store, sb, "sandbox.resume", actor, why);
+  return true;
 }
 
 DoorOutcome<int64_t> DoorSandboxes::set_timeout(DoorSandbox& sb,

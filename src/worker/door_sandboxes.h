@@ -109,6 +109,11 @@ class DoorSandboxes {
   // A new lifetime from now (PUT .../timeout), bounded by the policy's
   // sandbox_timeout_max; the new expiry in ms since the epoch.
   DoorOutcome<int64_t> set_timeout(DoorSandbox& sandbox, std::chrono::milliseconds timeout);
+  // Pause and resume (issue 42; Sandbox::pause): audited (sandbox.pause,
+  // sandbox.resume with `why`: "asked", or "auto" when a request to it
+  // resumed it). Idempotent.
+  DoorOutcome<bool> pause(DoorSandbox& sandbox, const std::string& actor);
+  DoorOutcome<bool> resume(DoorSandbox& sandbox, const std::string& actor, const std::string& why);
   // A background process (sandbox/process_request.h), through the guarded
   // path as an exec is (recorded, redacted, audited); its buffer and how
   // many may run are the project's policy (process_buffer, processes_max).

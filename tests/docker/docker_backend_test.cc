@@ -923,6 +923,15 @@ TEST_F(DockerBackendTest, BackgroundProcessesAndTerminalsRunInContainers) {
     EXPECT_EQ(back, "ping from the client\n");
   }
   EXPECT_EQ(echoed.rfind("GET /ws HTTP/1.1\r\n", 0), 0u) << echoed;
+  // Pause (the daemon's pause): shown as paused; an exec resumes it.
+  auto paused = call("POST", "/v1/sandboxes/" + id + ":pause", "");
+  ASSERT_EQ(paused.status, 200) << paused.body;
+  EXPECT_EQ(json::parse(paused.body)["state"], "paused");
+  EXPECT_EQ(inspect(id)["State"]["Status"], "paused");
+  auto after = call("POST", "/v1/sandboxes/" + id + "/exec", R"({"cmd": "echo resumed"})");
+  ASSERT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(json::parse(after.body)["stdout"], "resumed\n");
+  EXPECT_EQ(inspect(id)["State"]["Status"], "running");
   // A watch, from inotify inside the container.
   ASSERT_EQ(call("POST", "/v1/sandboxes/" + id + "/files:mkdir?path=/workspace/w", "").status, 201);
   Follower watch(port, "/v1/sandboxes/" + id + "/files:watch?path=/workspace/w&recursive=true",

@@ -109,13 +109,15 @@ TEST_P(McpClients, AnOfficialClientUsesEveryTool) {
                 "sandbox_file_stat",
                 "sandbox_file_watch",
                 "sandbox_file_write",
+                "sandbox_pause",
                 "sandbox_port_fetch",
                 "sandbox_ports",
                 "sandbox_process_input",
                 "sandbox_process_list",
                 "sandbox_process_output",
                 "sandbox_process_signal",
-                "sandbox_process_start"};
+                "sandbox_process_start",
+                "sandbox_resume"};
   if (transport == "http") {  // serve's lifetimes and volumes
     for (const char* n : {"sandbox_set_timeout", "volume_create", "volume_delete", "volume_list"})
       names.push_back(n);
@@ -230,6 +232,8 @@ TEST_F(McpHttp, HostileMessagesGetExactAnswersAndProjectsStayApart) {
            {"sandbox_file_watch", {{"sandbox_id", id}, {"path", "/workspace"}, {"wait_ms", 1}}},
            {"sandbox_port_fetch", {{"sandbox_id", id}, {"port", 8000}}},
            {"sandbox_ports", {{"sandbox_id", id}}},
+           {"sandbox_pause", {{"sandbox_id", id}}},
+           {"sandbox_resume", {{"sandbox_id", id}}},
            {"sandbox_process_list", {{"sandbox_id", id}}},
            {"sandbox_process_output", {{"sandbox_id", id}, {"pid", 1}}},
            {"sandbox_process_input", {{"sandbox_id", id}, {"pid", 1}, {"data", "x"}}},

@@ -12,10 +12,12 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -846,6 +848,95 @@ while True:
   }
   EXPECT_TRUE(big_seen) << audit.body;
   EXPECT_TRUE(ws_seen) << audit.body;
+}
+
+// Issue 42 item 1, pause and resume through serve: a paused sandbox's
+// processes make no progress (a counter printed every 10 ms stops) and lose
+// nothing (after resume the counter goes on from where it was, every number
+// once); its state says so; a request that needs the inside resumes it;
+// each is audited; another project's token finds nothing to pause.
+TEST_F(ServeSessions, APausedSandboxStopsAndGoesOnLosingNothing) {
+  const std::string tok = token("acme");
+  const std::string other = token("beta");
+  serve();
+  const std::string id = create(tok);
+  const std::string base = "/v1/sandboxes/" + id;
+  const json p =
+      start(tok, id, {{"cmd", "i=0; while :; do echo $i; i=$((i+1)); sleep 0.01; done"}});
+  const std::string out = base + "/processes/" + std::to_string(p.value("pid", 0)) + "/output";
+  auto read_from = [&](uint64_t from, int wait_ms, uint64_t* next) {
+    auto r = call(
+        "GET", out + "?from=" + std::to_string(from) + "&wait_ms=" + std::to_string(wait_ms), tok);
+    EXPECT_EQ(r.status, 200) << r.body;
+    const json j = json::parse(r.body);
+    *next = j["next"].get<uint64_t>();
+    return j["stdout"].is_string() ? j["stdout"].get<std::string>() : std::string();
+  };
+  std::string all;
+  uint64_t next = 0;
+  while (all.find("\n5\n") == std::string::npos) all += read_from(next, 1000, &next);
+
+  auto paused = call("POST", base + ":pause", tok);
+  ASSERT_EQ(paused.status, 200) << paused.body;
+  EXPECT_EQ(json::parse(paused.body)["state"], "paused");
+  EXPECT_EQ(json::parse(call("GET", base, tok).body)["state"], "paused");
+  // What it printed before it froze is still read (from here, not inside)...
+  all += read_from(next, 0, &next);
+  const uint64_t frozen_at = next;
+  // ...and nothing more comes while it is paused, however long one waits.
+  EXPECT_EQ(read_from(next, 300, &next), "");
+  EXPECT_EQ(next, frozen_at);
+  EXPECT_EQ(json::parse(call("GET", base, tok).body)["state"], "paused")
+      << "reading its output left it paused";
+
+  auto resumed = call("POST", base + ":resume", tok);
+  ASSERT_EQ(resumed.status, 200) << resumed.body;
+  EXPECT_EQ(json::parse(resumed.body)["state"], "running");
+  const size_t before = std::count(all.begin(), all.end(), '\n');
+  while (std::count(all.begin(), all.end(), '\n') < static_cast<long>(before + 20)) {
+    all += read_from(next, 1000, &next);
+  }
+  // Every number once, in order: nothing lost across the pause.
+  std::istringstream lines(all);
+  std::string line;
+  int expect = 0;
+  while (std::getline(lines, line)) {
+    ASSERT_EQ(line, std::to_string(expect)) << all;
+    ++expect;
+  }
+
+  // A request that needs the inside resumes a paused sandbox.
+  ASSERT_EQ(call("POST", base + ":pause", tok).status, 200);
+  auto ran = call("POST", base + "/exec", tok, R"({"cmd": "echo still here"})");
+  ASSERT_EQ(ran.status, 200) << ran.body;
+  EXPECT_EQ(json::parse(ran.body)["stdout"], "still here\n");
+  EXPECT_EQ(json::parse(call("GET", base, tok).body)["state"], "running");
+
+  EXPECT_EQ(call("POST", base + ":pause", other).status, 404) << "another project's: unknown";
+  EXPECT_EQ(call("POST", "/v1/sandboxes/rf-000000000000:resume", tok).status, 404);
+  {
+    Cli cli({"sandbox", "pause", "--api", "http://127.0.0.1:" + std::to_string(port_), id},
+            std::nullopt, {"RINGFENCE_TOKEN=" + tok});
+    ASSERT_EQ(cli.wait(30s), 0) << cli.err();
+    EXPECT_EQ(cli.out(), id + " paused\n");
+  }
+  // Destroyed while paused: gone at once.
+  EXPECT_EQ(call("DELETE", base, tok).status, 204);
+  EXPECT_EQ(call("GET", base, tok).status, 404);
+
+  auto audit = call("GET", "/v1/audit?limit=1000", tok);
+  ASSERT_EQ(audit.status, 200);
+  int pauses = 0, asked = 0, autos = 0;
+  const json events = json::parse(audit.body)["events"];
+  for (const auto& e : events) {
+    if (e["sandbox"] != id) continue;
+    if (e["kind"] == "sandbox.pause") ++pauses;
+    if (e["kind"] == "sandbox.resume" && e["detail"]["why"] == "asked") ++asked;
+    if (e["kind"] == "sandbox.resume" && e["detail"]["why"] == "auto") ++autos;
+  }
+  EXPECT_EQ(pauses, 3);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(autos, 1);
 }
 
 // From the CLI: `sandbox process start | list | logs | kill --api`, and a

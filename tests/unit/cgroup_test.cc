@@ -88,8 +88,10 @@ TEST(CgroupLayout, HybridHostLikeThisOneUsesV1) {
   auto layout = detect_cgroup_layout(kHybridMountinfo);
   ASSERT_TRUE(layout.ok()) << layout.error().to_string();
   EXPECT_EQ(layout->version, CgroupVersion::kV1);
+  // The freezer too, where mounted (pause; never required).
   const std::map<std::string, std::string> want = {{"cpu", "/sys/fs/cgroup/cpu"},
                                                    {"cpuacct", "/sys/fs/cgroup/cpuacct"},
+                                                   {"freezer", "/sys/fs/cgroup/freezer"},
                                                    {"memory", "/sys/fs/cgroup/memory"},
                                                    {"pids", "/sys/fs/cgroup/pids"}};
   EXPECT_EQ(layout->v1_mounts, want);
@@ -437,6 +439,34 @@ TEST_F(CgroupFakeV1, CoMountedControllersShareOneDirectory) {
   EXPECT_EQ((*cg)->paths(),
             (std::vector<std::string>{dir("memory"), dir("pids"), dir("cpu,cpuacct")}));
   EXPECT_EQ((*cg)->clone_into_fd(), -1);
+}
+
+// Pause (issue 42): the freezer's hierarchy where it is mounted, its state
+// written; without it, an error saying so. v2: cgroup.freeze.
+TEST_F(CgroupFakeV1, TheFreezerIsUsedWhereMountedAndNamedWhereNot) {
+  auto without = create_cgroup(layout_, "ringfence", "sb0");
+  ASSERT_TRUE(without.ok()) << without.error().to_string();
+  auto refused = (*without)->freeze(true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("freezer is not mounted"), std::string::npos);
+  ASSERT_TRUE(fs::create_directory(tmp_.path() + "/freezer"));
+  layout_.v1_mounts["freezer"] = tmp_.path() + "/freezer";
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  EXPECT_EQ((*cg)->paths().back(), dir("freezer"));
+  ASSERT_TRUE((*cg)->freeze(true).ok());
+  EXPECT_EQ(slurp(dir("freezer") + "/freezer.state"), "FROZEN");
+  ASSERT_TRUE((*cg)->freeze(false).ok());
+  EXPECT_EQ(slurp(dir("freezer") + "/freezer.state"), "THAWED");
+}
+
+TEST_F(CgroupFakeV2, FreezeWritesCgroupFreeze) {
+  auto cg = create_cgroup(layout_, "ringfence", "sb1");
+  ASSERT_TRUE(cg.ok()) << cg.error().to_string();
+  ASSERT_TRUE((*cg)->freeze(true).ok());
+  EXPECT_EQ(slurp(dir("sb1") + "/cgroup.freeze"), "1");
+  ASSERT_TRUE((*cg)->freeze(false).ok());
+  EXPECT_EQ(slurp(dir("sb1") + "/cgroup.freeze"), "0");
 }
 
 TEST_F(CgroupFakeV1, ApplyWritesV1LimitFiles) {
