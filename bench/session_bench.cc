@@ -20,6 +20,8 @@
 //  4b. stream: --stream-mib MiB (1024) from a server inside to a client of
 //     serve, read as it comes (bar: 1 GB/s), against the same server on
 //     the host's loopback read directly.
+//  4c. pause and resume: POST .../{id}:pause and :resume of a sandbox with
+//     10 processes (bar: 5 ms p50 each; issue 42).
 //  5. idle: --idle-sandboxes sandboxes with --idle-per-sandbox `sleep`
 //     processes each; the worker's CPU over --quiet-seconds with them and
 //     without them (bar: none, no polling), and its resident memory per
@@ -454,6 +456,41 @@ int main(int argc, char** argv) {
                 stream_mib, static_cast<double>(via_bytes) / via_s / 1e9);
     std::printf("  the same server on the host, read directly        %6.2f GB/s\n",
                 static_cast<double>(direct_bytes) / direct_s / 1e9);
+
+    // 4c. Pause and resume (issue 42): a sandbox with 10 processes, each
+    // request through serve and the door to the cgroup freezer.
+    {
+      const std::string sb = bench::create_sandbox(server.port, tok, "{}");
+      if (sb.empty()) return 1;
+      for (int k = 0; k < 10; ++k) {
+        (void)api.request("POST", "/v1/sandboxes/" + sb + "/processes", tok,
+                          R"({"argv": ["sleep", "100000"]})");
+      }
+      std::vector<double> pause_us, resume_us;
+      for (int i = 0; i < iterations / 2 + 10; ++i) {
+        const auto t0 = Clock::now();
+        auto pr = api.request("POST", "/v1/sandboxes/" + sb + ":pause", tok);
+        const double p_us = us_since(t0);
+        const auto t1 = Clock::now();
+        auto rr = api.request("POST", "/v1/sandboxes/" + sb + ":resume", tok);
+        const double r_us = us_since(t1);
+        if (pr.status != 200 || rr.status != 200) {
+          std::fprintf(stderr, "pause: %d %s / %d %s\n", pr.status, pr.body.c_str(), rr.status,
+                       rr.body.c_str());
+          return 1;
+        }
+        if (i >= 10) {
+          pause_us.push_back(p_us);
+          resume_us.push_back(r_us);
+        }
+      }
+      const auto ps = bench::summarise(pause_us), rs = bench::summarise(resume_us);
+      std::printf("pause: 10 processes, through serve    p50 %7.0f us  p99 %7.0f us  (bar 5000)\n",
+                  ps.p50, ps.p99);
+      std::printf("resume: the same                      p50 %7.0f us  p99 %7.0f us  (bar 5000)\n",
+                  rs.p50, rs.p99);
+      (void)api.request("DELETE", "/v1/sandboxes/" + sb, tok);
+    }
 
     // 5. Idle processes: the worker's CPU and memory.
     std::vector<std::pair<std::string, std::string>> idle;  // sandbox, token
