@@ -494,15 +494,7 @@ void Api::sandbox_port(Ctx& c) {
   bool streaming = false;
   PortAnswerSink sink;
   sink.head = [&](int status, HeaderList&& passing) {
-    std::string type = "application/octet-stream";
-    HeaderList rest;
-    for (auto& [k, v] : passing) {
-      if (k.size() == 12 && ::strncasecmp(k.c_str(), "content-type", 12) == 0) {
-        type = v;
-      } else {
-        rest.emplace_back(std::move(k), std::move(v));
-      }
-    }
+    auto [type, rest] = content_type_and_rest(std::move(passing));
     if (!c.port_token.empty()) {
       rest.emplace_back("Set-Cookie", PortTokens::cookie_name(c.param("id"), *port) + "=" +
                                           c.port_token + "; Path=" + cookie_path +

@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/io.h"
 #include "sandbox/port_request.h"
 
 namespace rf::api {
@@ -305,25 +306,6 @@ Result<int> DoorClient::stream(
 
 namespace {
 
-// All of `bytes` to `fd` unless it reads nothing for `timeout_ms`.
-bool send_within(int fd, std::string_view bytes, int timeout_ms) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      bytes.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, timeout_ms) <= 0) return false;
-      continue;
-    }
-    return false;
-  }
-  return true;
-}
-
 // Copies what `a` and `b` send to each other until either closes (or
 // fails), `stop_fd` is readable, or one reads nothing for 30 s while bytes
 // wait for it.
@@ -362,7 +344,7 @@ void splice_both_ways(int a, int b, int stop_fd) {
         const ssize_t got = ::recv(from, buf, sizeof buf, MSG_DONTWAIT);
         if (got == 0) {
           // What it sent before it closed (a WebSocket's close frame) still goes on.
-          (void)send_within(to, out, 1000);
+          (void)send_all_within(to, out, 1000);
           return;
         }
         if (got < 0 && errno != EAGAIN && errno != EINTR) return;

@@ -23,6 +23,16 @@ constexpr int kMethodNotFound = -32601;
 constexpr int kInvalidParams = -32602;
 constexpr int kUnsupportedVersion = -32022;
 
+// sandbox_pause's and sandbox_resume's answer.
+const json& pause_output() {
+  static const json kOut = {{"type", "object"},
+                            {"properties",
+                             {{"sandbox_id", {{"type", "string"}}},
+                              {"state", {{"type", "string"}, {"enum", {"paused", "running"}}}}}},
+                            {"required", {"sandbox_id", "state"}}};
+  return kOut;
+}
+
 json server_info() { return {{"name", "ringfence"}, {"version", RF_VERSION}}; }
 
 json rpc_error(const json& id, int code, const std::string& message, json data = nullptr) {
@@ -223,22 +233,12 @@ json McpServer::tool_list(bool local) {
         "kept) until sandbox_resume, or until any other tool uses it (which resumes it)."},
        {"annotations", {{"destructiveHint", false}, {"idempotentHint", true}}},
        {"inputSchema", schema({{"sandbox_id", kSandboxId}}, {"sandbox_id"})},
-       {"outputSchema",
-        {{"type", "object"},
-         {"properties",
-          {{"sandbox_id", {{"type", "string"}}},
-           {"state", {{"type", "string"}, {"enum", {"paused", "running"}}}}}},
-         {"required", {"sandbox_id", "state"}}}}},
+       {"outputSchema", pause_output()}},
       {{"name", "sandbox_resume"},
        {"description", "Resume a paused sandbox: its processes go on where they were."},
        {"annotations", {{"destructiveHint", false}, {"idempotentHint", true}}},
        {"inputSchema", schema({{"sandbox_id", kSandboxId}}, {"sandbox_id"})},
-       {"outputSchema",
-        {{"type", "object"},
-         {"properties",
-          {{"sandbox_id", {{"type", "string"}}},
-           {"state", {{"type", "string"}, {"enum", {"paused", "running"}}}}}},
-         {"required", {"sandbox_id", "state"}}}}},
+       {"outputSchema", pause_output()}},
       {{"name", "sandbox_destroy"},
        {"description", "Destroy a sandbox: every process ends and its files are gone."},
        {"inputSchema", schema({{"sandbox_id", kSandboxId}}, {"sandbox_id"})}},

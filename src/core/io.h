@@ -10,6 +10,10 @@ namespace rf {
 
 // Writes all of `data`, retrying on EINTR and short writes.
 Status write_all(int fd, std::string_view data);
+// All of `data` to socket `fd` without blocking in send (MSG_NOSIGNAL |
+// MSG_DONTWAIT, waiting in poll between sends); false once a send fails or
+// the peer reads nothing for `timeout_ms`.
+bool send_all_within(int fd, std::string_view data, int timeout_ms);
 Result<std::string> read_file(const std::string& path);
 // A small /proc, sysfs or cgroup file: the kernel makes its text whole with
 // one show() when it is read from 0, so a read short of the buffer has all of

@@ -1,34 +1,14 @@
 #include "host/cgroup_now.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
+
+#include "core/io.h"
 
 namespace rf::host {
 namespace {
 
-// Small kernel files: one open, one read (a worker reads two or three per
-// sandbox at every sample).
-Result<std::string> slurp(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sys_error(path);
-  char buf[4096];
-  std::string out;
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > (64u << 10)) break;
-  }
-  ::close(fd);
-  return out;
-}
-
 Result<uint64_t> number_in(const std::string& path, std::string_view key = "") {
-  auto text = slurp(path);
+  auto text = read_kernel_file(path);
   if (!text) return text.take_error();
   std::string_view t = *text;
   if (!key.empty()) {
@@ -84,7 +64,7 @@ std::string cgroup_path_of(std::string_view proc_cgroup, std::string_view contro
 
 Result<ResourcesNow> resources_of_process(pid_t pid, const std::string& proc,
                                           const std::string& cgroup_root) {
-  auto text = slurp(proc + "/" + std::to_string(pid) + "/cgroup");
+  auto text = read_kernel_file(proc + "/" + std::to_string(pid) + "/cgroup");
   if (!text) return text.take_error();
   ResourcesNow now;
   // v1 first where its controllers are mounted apart (a hybrid host has a

@@ -473,28 +473,8 @@ bool Responder::client_gone() const {
 }
 
 Status Responder::send(std::string_view bytes) {
-  auto deadline = Clock::now() + limits_.write_timeout;
-  while (!bytes.empty()) {
-    const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      bytes.remove_prefix(static_cast<size_t>(n));
-      deadline = Clock::now() + limits_.write_timeout;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_for(fd_, POLLOUT, deadline)) {
-        keep_alive_ = false;
-        return make_error(
-            "write response",
-            "the client read nothing for " + std::to_string(limits_.write_timeout.count()) + " ms");
-      }
-      continue;
-    }
-    keep_alive_ = false;
-    return sys_error("write response");
-  }
-  return ok_status();
+  std::string_view parts[1] = {bytes};
+  return send_parts(parts);
 }
 
 std::string Responder::head(int status, std::string_view content_type,

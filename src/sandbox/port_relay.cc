@@ -10,6 +10,8 @@
 #include <optional>
 #include <thread>
 
+#include "core/io.h"
+
 namespace rf {
 
 Status relay_port_answer(Sandbox& sandbox, int port, const std::string& request, bool head_request,
@@ -58,32 +60,6 @@ Status relay_port_answer(Sandbox& sandbox, int port, const std::string& request,
   return stream.finish();
 }
 
-namespace {
-
-// All of `bytes` to `fd` (non-blocking sends); false once it fails or the
-// client reads nothing for `timeout_ms`.
-bool write_all(int fd, std::string_view bytes, int timeout_ms) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      bytes.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd, POLLOUT, 0};
-      const int r = ::poll(&p, 1, timeout_ms);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0 || (p.revents & (POLLERR | POLLHUP))) return false;
-      continue;
-    }
-    return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 Status relay_port_upgrade(Sandbox& sandbox, int port, const std::string& request, int client_fd,
                           std::string early, int stop_fd, int write_timeout_ms) {
   std::atomic<bool> over{false};
@@ -93,7 +69,7 @@ Status relay_port_upgrade(Sandbox& sandbox, int port, const std::string& request
       port, request,
       [&](std::string_view bytes) {
         if (over.load()) return;
-        if (!write_all(client_fd, bytes, write_timeout_ms)) {
+        if (!send_all_within(client_fd, bytes, write_timeout_ms)) {
           over = true;
           (void)sandbox.port_close(id.load());
         }

@@ -47,6 +47,18 @@ std::string port_request_text(std::string_view method, std::string_view target,
   return out;
 }
 
+std::pair<std::string, HeaderList> content_type_and_rest(HeaderList&& headers) {
+  std::pair<std::string, HeaderList> out{"application/octet-stream", {}};
+  for (auto& [k, v] : headers) {
+    if (lower(k) == "content-type") {
+      out.first = std::move(v);
+    } else {
+      out.second.emplace_back(std::move(k), std::move(v));
+    }
+  }
+  return out;
+}
+
 bool is_websocket_upgrade(const HeaderList& headers) {
   bool upgrade_token = false;
   bool websocket = false;

@@ -29,6 +29,10 @@ bool port_header_passes(std::string_view name);
 std::string port_request_text(std::string_view method, std::string_view target,
                               const HeaderList& headers, std::string_view body, int port);
 
+// A port's passing headers as a server answers with them: its Content-Type
+// (application/octet-stream when it named none) and the rest.
+std::pair<std::string, HeaderList> content_type_and_rest(HeaderList&& headers);
+
 // Whether the client asks to turn the connection into a WebSocket
 // (Connection: upgrade and Upgrade: websocket, RFC 6455 4.1).
 bool is_websocket_upgrade(const HeaderList& headers);

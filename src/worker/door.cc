@@ -210,8 +210,7 @@ void Door::handle(const httpd::Request& request, httpd::Responder& out) {
   }
   // Reading a process's buffered output or the process list needs nothing
   // inside: those leave it paused.
-  const bool reads_host_side =
-      seg.size() > 4 && seg[4] == "processes" && method == http::verb::get;
+  const bool reads_host_side = seg.size() > 4 && seg[4] == "processes" && method == http::verb::get;
   if (seg.size() > 4 && sb->sandbox->paused() && !reads_host_side) {
     auto resumed = sandboxes_.resume(*sb, actor, "auto");
     if (auto* r = std::get_if<DoorRefusal>(&resumed)) return refuse(out, *r);
@@ -482,15 +481,7 @@ void Door::port(DoorSandbox& sb, const std::string& port_text, const httpd::Requ
   bool streaming = false;
   PortAnswerSink sink;
   sink.head = [&](int status, HeaderList&& passing) {
-    std::string type = "application/octet-stream";
-    HeaderList rest;
-    for (auto& [k, v] : passing) {
-      if (k.size() == 12 && ::strncasecmp(k.c_str(), "content-type", 12) == 0) {
-        type = v;
-      } else {
-        rest.emplace_back(std::move(k), std::move(v));
-      }
-    }
+    auto [type, rest] = content_type_and_rest(std::move(passing));
     if (method == "HEAD" || status == 204 || status == 304) {
       return out.respond(status, type, "", rest).ok();
     }
