@@ -453,10 +453,16 @@ ServiceResult<std::optional<json>> WorkerSandboxes::set_timeout(const std::strin
   }
   auto timeout = parse_lifetime_timeout(body["timeout"], "timeout");
   if (!timeout) return bad("timeout", timeout.error().message);
+  return sandbox_at_door(project, id, "PUT", "/timeout", "", body.dump());
+}
+
+ServiceResult<std::optional<json>> WorkerSandboxes::sandbox_at_door(
+    const std::string& project, const std::string& id, const char* method, const char* op,
+    const std::string& actor, const std::string& body) {
   auto door = door_of(project, id);
   if (!door) return std::optional<json>();
-  auto reply = doors_.call(*door, "PUT", "/door/v1/sandboxes/" + query_escaped(id) + "/timeout",
-                           headers(project, ""), body.dump());
+  auto reply = doors_.call(*door, method, "/door/v1/sandboxes/" + query_escaped(id) + op,
+                           headers(project, actor), body);
   if (!reply) return ServiceError{503, "", reply.error().to_string()};
   if (reply->status == 404) {
     forget_door(id);
@@ -484,20 +490,7 @@ ServiceResult<std::optional<json>> LocalSandboxes::set_paused(const std::string&
 ServiceResult<std::optional<json>> WorkerSandboxes::set_paused(const std::string& project,
                                                                const std::string& id, bool paused,
                                                                const std::string& actor) {
-  auto door = door_of(project, id);
-  if (!door) return std::optional<json>();
-  auto reply = doors_.call(
-      *door, "POST", "/door/v1/sandboxes/" + query_escaped(id) + (paused ? "/pause" : "/resume"),
-      headers(project, actor), "");
-  if (!reply) return ServiceError{503, "", reply.error().to_string()};
-  if (reply->status == 404) {
-    forget_door(id);
-    return std::optional<json>();
-  }
-  if (reply->status != 200) return error_of(*reply);
-  json j = parse_json_or_discarded(reply->body);
-  if (!j.is_object()) return ServiceError{502, "", "the worker's answer is not JSON"};
-  return std::optional<json>(std::move(j));
+  return sandbox_at_door(project, id, "POST", paused ? "/pause" : "/resume", actor, "");
 }
 
 json WorkerSandboxes::view_of(const store::SandboxRow& row, const store::SandboxLifetime* l) {

@@ -368,6 +368,13 @@ class WorkerSandboxes final : public SandboxService {
   ServiceResult<DoorAddress> place(const std::string& project, const Labels& labels,
                                    const std::string& host = "");
   static ServiceError error_of(const DoorReply& reply);
+  // `method` of /door/v1/sandboxes/{id}{op} at the door holding `id`: the
+  // sandbox's JSON it answers (200); nullopt: unknown there.
+  ServiceResult<std::optional<nlohmann::json>> sandbox_at_door(const std::string& project,
+                                                               const std::string& id,
+                                                               const char* method, const char* op,
+                                                               const std::string& actor,
+                                                               const std::string& body);
   // A door's event stream at `target` below the sandbox, each event to
   // `emit` until it ends (true: its `end` came) or `gone` says so (false).
   ServiceResult<bool> events_from_door(const std::string& project, const std::string& id,

@@ -150,30 +150,19 @@ Status DockerSandbox::destroy() {
   return result;
 }
 
-Status DockerSandbox::pause() {
+Status DockerSandbox::set_paused(bool paused) {
   std::lock_guard lock(mu_);
-  if (destroyed_) return make_error("pause " + id(), "it is gone");
-  if (paused_) return ok_status();
-  auto r = api_->request("POST", "/containers/" + container_id_ + "/pause");
+  if (destroyed_) return paused ? make_error("pause " + id(), "it is gone") : ok_status();
+  if (paused_ == paused) return ok_status();
+  const char* action = paused ? "pause" : "unpause";
+  auto r = api_->request("POST", "/containers/" + container_id_ + "/" + action);
   if (!r) return r.take_error();
   if (r->status != 204) {
-    return make_error("pause " + id(), "the daemon answered " + std::to_string(r->status) + ": " +
-                                           r->body.substr(0, 200));
+    return make_error(
+        std::string(paused ? "pause " : "resume ") + id(),
+        "the daemon answered " + std::to_string(r->status) + ": " + r->body.substr(0, 200));
   }
-  paused_ = true;
-  return ok_status();
-}
-
-Status DockerSandbox::resume() {
-  std::lock_guard lock(mu_);
-  if (destroyed_ || !paused_) return ok_status();
-  auto r = api_->request("POST", "/containers/" + container_id_ + "/unpause");
-  if (!r) return r.take_error();
-  if (r->status != 204) {
-    return make_error("resume " + id(), "the daemon answered " + std::to_string(r->status) + ": " +
-                                            r->body.substr(0, 200));
-  }
-  paused_ = false;
+  paused_ = paused;
   return ok_status();
 }
 

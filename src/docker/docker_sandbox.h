@@ -32,8 +32,8 @@ class DockerSandbox : public host::RunnerSandbox {
   int init_pid() const override { return host_pid_; }
   Status destroy() override;
   // The Engine API's pause and unpause (the daemon's freezer).
-  Status pause() override;
-  Status resume() override;
+  Status pause() override { return set_paused(true); }
+  Status resume() override { return set_paused(false); }
   bool paused() const override { return paused_.load(); }
 
   // Set-up, called once by the backend: create, attach, start, handshake.
@@ -55,6 +55,7 @@ class DockerSandbox : public host::RunnerSandbox {
   const host::Cgroup* usage_cgroup() const override { return cgroup_.get(); }
   Status with_egress(const std::function<Status(host::EgressLease&)>& fn) override;
   Status find_cgroup(const host::CgroupLayout& layout);
+  Status set_paused(bool paused);
 
   std::shared_ptr<ApiClient> api_;
   host::UidSlot slot_;
