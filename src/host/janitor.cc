@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -16,11 +17,13 @@
 namespace rf::host {
 namespace {
 
-// Every cgroup directory of every live sandbox: up to four per sandbox (one
-// per v1 hierarchy) for as many sandboxes as there are uid slots.
-constexpr int kMaxTracked = 4 * static_cast<int>(kSlotCount);
+// Every cgroup directory of every live sandbox: up to five per sandbox (one
+// per v1 hierarchy: memory, pids, cpu, cpuacct, and the freezer where it is
+// mounted) for as many sandboxes as there are uid slots.
+constexpr int kMaxTracked = 5 * static_cast<int>(kSlotCount);
 constexpr int kMaxPath = 256;
-constexpr uint32_t kTableSize = 2 * kMaxTracked;  // a power of two, at most half full
+// A power of two, at most half full.
+constexpr uint32_t kTableSize = std::bit_ceil(2u * static_cast<uint32_t>(kMaxTracked));
 static_assert((kTableSize & (kTableSize - 1)) == 0);
 
 // The janitor's whole state: static, so the forked child never allocates.

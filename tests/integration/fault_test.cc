@@ -110,10 +110,12 @@ TEST_F(Fault, KillNineOfTheCliMidCallLeavesNothingBehind) {
   auto cg = host::open_cgroup(*layout, "ringfence", id);
   ASSERT_TRUE(cg.ok()) << cg.error().to_string();
   const std::vector<std::string> dirs = (*cg)->paths();
-  // One directory on v2; on v1 one per hierarchy of memory, pids, cpu, cpuacct.
+  // One directory on v2; on v1 one per hierarchy of memory, pids, cpu,
+  // cpuacct, and the freezer's where it is mounted (pause).
   std::set<std::string> hierarchies;
-  for (const char* ctl : {"memory", "pids", "cpu", "cpuacct"}) {
-    if (layout->version == host::CgroupVersion::kV1) hierarchies.insert(layout->v1_mounts.at(ctl));
+  for (const char* ctl : {"memory", "pids", "cpu", "cpuacct", "freezer"}) {
+    if (layout->version == host::CgroupVersion::kV1 && layout->v1_mounts.count(ctl) != 0)
+      hierarchies.insert(layout->v1_mounts.at(ctl));
   }
   EXPECT_EQ(dirs.size(), layout->version == host::CgroupVersion::kV2 ? 1u : hierarchies.size());
   struct stat st {};

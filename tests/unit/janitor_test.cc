@@ -1,5 +1,6 @@
 // The janitor at scale: a host process tracks more cgroup directories than
-// the janitor used to hold (4,096: 1,024 sandboxes of four v1 hierarchies),
+// the janitor used to hold (4,096: 1,024 sandboxes of four v1 hierarchies;
+// it holds five a sandbox now, with the freezer),
 // untracks some, tracks some again, then dies; the janitor removes exactly
 // the directories still tracked. Plain directories stand in for cgroups (no
 // root needed: one without a cgroup.procs file has no processes to kill).
