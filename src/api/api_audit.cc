@@ -58,16 +58,7 @@ void Api::audit_list(Ctx& c) {
   if (!events) return fail(c.out, 500, "", events.error().to_string());
   json list = json::array();
   for (const auto& e : *events) {
-    list.push_back({{"seq", e.seq},
-                    {"at", e.at},
-                    {"kind", e.kind},
-                    {"actor", e.actor},
-                    {"project", opt(e.project_id)},
-                    {"run", opt(e.run_id)},
-                    {"call", opt(e.call_id)},
-                    {"sandbox", opt(e.sandbox_id)},
-                    {"detail", parse_json_or_discarded(e.detail_json)},
-                    {"hash", e.hash}});
+    list.push_back(audit_event_json(e));
   }
   answer(c.out, 200, {{"events", list}});
 }

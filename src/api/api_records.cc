@@ -470,20 +470,14 @@ json Api::console_snapshot(const std::string& project) {
     store::AuditLog log(store_);
     store::AuditFilter filter;
     filter.project_id = project;
-    if (auto size = log.size(); size && *size > 2000) filter.after_seq = *size - 2000;
+    // Among the log's last 500 (every one of them: the list is oldest
+    // first, and its bound is the window's), read at each snapshot.
+    constexpr int kWindow = 500;
+    if (auto size = log.size(); size && *size > kWindow) filter.after_seq = *size - kWindow;
+    filter.limit = kWindow;
     if (auto list = log.list(filter)) {
       const size_t from = list->size() > 30 ? list->size() - 30 : 0;
-      for (size_t i = list->size(); i-- > from;) {
-        const auto& e = (*list)[i];
-        events.push_back({{"seq", e.seq},
-                          {"at", e.at},
-                          {"kind", e.kind},
-                          {"actor", e.actor},
-                          {"run", opt(e.run_id)},
-                          {"call", opt(e.call_id)},
-                          {"sandbox", opt(e.sandbox_id)},
-                          {"detail", parse_json_or_discarded(e.detail_json)}});
-      }
+      for (size_t i = list->size(); i-- > from;) events.push_back(audit_event_json((*list)[i]));
     }
   }
   json audit = {{"intact", nullptr}, {"events", events}};

@@ -13,6 +13,7 @@
 #include "core/json_input.h"
 #include "httpd/http_server.h"
 #include "httpd/request_target.h"
+#include "store/audit_log.h"
 
 namespace rf::api {
 
@@ -34,6 +35,20 @@ inline nlohmann::json opt(const std::optional<int64_t>& v) {
 }
 inline nlohmann::json opt(const std::optional<std::string>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+// An audit event as GET /v1/audit and the console show it.
+inline nlohmann::json audit_event_json(const store::AuditEvent& e) {
+  return {{"seq", e.seq},
+          {"at", e.at},
+          {"kind", e.kind},
+          {"actor", e.actor},
+          {"project", opt(e.project_id)},
+          {"run", opt(e.run_id)},
+          {"call", opt(e.call_id)},
+          {"sandbox", opt(e.sandbox_id)},
+          {"detail", parse_json_or_discarded(e.detail_json)},
+          {"hash", e.hash}};
 }
 
 inline void answer(Responder& r, int status, const nlohmann::json& body,
